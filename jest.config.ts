@@ -1,0 +1,34 @@
+import type { Config } from 'jest';
+
+// Nest 12 ships ESM only, so Jest runs in ESM mode (NODE_OPTIONS=--experimental-vm-modules, see package.json)
+// and swc compiles TypeScript with the legacy decorators and metadata Nest needs.
+const swc = [
+  '@swc/jest',
+  {
+    jsc: {
+      parser: { syntax: 'typescript', decorators: true },
+      transform: { legacyDecorator: true, decoratorMetadata: true },
+      target: 'es2022',
+    },
+    module: { type: 'es6' },
+  },
+];
+
+const config: Config = {
+  testEnvironment: 'node',
+  extensionsToTreatAsEsm: ['.ts'],
+  transform: { '^.+\\.ts$': swc as never },
+  moduleNameMapper: {
+    '^nestjs-pg-queue$': '<rootDir>/packages/pg-queue/src/index.ts',
+    '^@internal/pg-harness$': '<rootDir>/libs/pg-harness/src/index.ts',
+    '^(\\.{1,2}/.*)\\.js$': '$1',
+  },
+  testMatch: ['<rootDir>/packages/*/test/**/*.spec.ts', '<rootDir>/apps/*/test/**/*.spec.ts'],
+  testPathIgnorePatterns: process.env.PG_QUEUE_FAULTS_FULL ? [] : ['/faults/full/'],
+  globalSetup: '<rootDir>/libs/pg-harness/jest/global-setup.ts',
+  globalTeardown: '<rootDir>/libs/pg-harness/jest/global-teardown.ts',
+  testTimeout: 60_000,
+  maxWorkers: 2,
+};
+
+export default config;

@@ -1,0 +1,3 @@
+export { startPostgres } from './start-postgres.js';
+export type { PostgresServer, PostgresServerSource, StartPostgresOptions } from './start-postgres.js';
+export { createDatabase, createTestDatabase, dropDatabase, withDatabaseName } from './databases.js';

@@ -1,0 +1,20 @@
+export { PgQueueModule } from './pg-queue.module.js';
+export { QueueService, type EnqueueOptions, type JobSpec } from './queue.service.js';
+export { JobHandler } from './decorators/job-handler.decorator.js';
+export type { Job, JobRecord, JobStatus, QueueStats } from './interfaces/job.interface.js';
+export type { JobHandlerOptions, BackoffFunction, ExponentialBackoff } from './interfaces/job-handler-options.interface.js';
+export type {
+  PgQueueModuleOptions,
+  PgQueueModuleExtras,
+  PgQueueConnectionOptions,
+  PgQueueMaintenanceOptions,
+} from './interfaces/pg-queue-options.interface.js';
+export { PgQueueError, JobTimeoutError, JobAbortedError } from './errors/pg-queue.error.js';
+export { PG_QUEUE_MIGRATIONS, CreateBackgroundJobs1764460000000 } from './migrations/index.js';
+export { BackgroundJobEntity } from './store/background-job.entity.js';
+export { exponentialBackoff } from './utils/backoff.js';
+export { MODULE_OPTIONS_TOKEN as PG_QUEUE_OPTIONS } from './pg-queue.module-definition.js';
+// Internals exposed for tests and operators who drive passes by hand.
+export { WorkerPool } from './worker/worker-pool.js';
+export { MaintenanceScheduler } from './maintenance/maintenance.scheduler.js';
+export { JobStore } from './store/job.store.js';

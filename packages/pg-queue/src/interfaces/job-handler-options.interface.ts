@@ -1,0 +1,33 @@
+/** Retry delay after a failed attempt: a function of the attempt that failed (1-based) and its error. */
+export type BackoffFunction = (attempt: number, error: unknown) => number;
+
+export interface ExponentialBackoff {
+  /** Delay after the first failure is baseMs * 2. Default 10_000 (the seed's 10 s x 2^attempts). */
+  baseMs?: number;
+  /** Upper bound of one delay. Default 1 day. */
+  maxMs?: number;
+  /** Randomise each delay within +/-25% so that failures of one burst do not retry in lockstep. Default true. */
+  jitter?: boolean;
+}
+
+export interface JobHandlerOptions {
+  /** Jobs of this queue run at once in this process. Default 10. */
+  concurrency?: number;
+  /** Attempts before a job is dead-lettered (status failed). Stored on the row at enqueue. Default 5. */
+  maxAttempts?: number;
+  /** Default: exponential, 10 s x 2^attempt with jitter. */
+  backoff?: ExponentialBackoff | BackoffFunction;
+  /** Abort `job.signal` and fail the attempt after this long. Default: no timeout. */
+  timeoutMs?: number;
+  /** Jobs claimed per round trip. Default: the concurrency, at most 100. */
+  batchSize?: number;
+}
+
+/** Options after defaults, as the worker uses them. */
+export interface ResolvedHandlerOptions {
+  concurrency: number;
+  maxAttempts: number;
+  backoff: BackoffFunction;
+  timeoutMs: number | undefined;
+  batchSize: number;
+}

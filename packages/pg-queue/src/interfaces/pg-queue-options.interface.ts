@@ -1,0 +1,73 @@
+import type { DataSource } from 'typeorm';
+import type { JobHandlerOptions } from './job-handler-options.interface.js';
+
+/** A connection of the module's own: a URL, or node-postgres style fields. */
+export type PgQueueConnectionOptions =
+  | string
+  | {
+      url?: string;
+      host?: string;
+      port?: number;
+      username?: string;
+      password?: string;
+      database?: string;
+      ssl?: boolean | Record<string, unknown>;
+      /** Pool size for the module's own DataSource. Default 10. */
+      poolSize?: number;
+    };
+
+export interface PgQueueMaintenanceOptions {
+  /** Run the sweeper and pruner in this instance (each pass runs on one instance at a time). Default true. */
+  enabled?: boolean;
+  /** How often the sweeper looks for expired leases. Default 5_000. */
+  sweepIntervalMs?: number;
+  /** How often the pruner deletes finished jobs past retention. Default 60_000. */
+  pruneIntervalMs?: number;
+  /** Completed jobs are kept this long after they finish. Default 1 day. */
+  completedRetentionMs?: number;
+  /** Failed (dead-lettered) and cancelled jobs are kept this long; null keeps them forever. Default 7 days. */
+  failedRetentionMs?: number | null;
+  /** Rows deleted per pruning statement, to keep each transaction short. Default 5_000. */
+  pruneBatchSize?: number;
+}
+
+export interface PgQueueModuleOptions {
+  /** Reuse this DataSource (what makes transactional enqueue possible). */
+  dataSource?: DataSource;
+  /** Or open a connection of the module's own. */
+  connection?: PgQueueConnectionOptions;
+  /**
+   * A direct (session) connection URL for LISTEN. Behind PgBouncer in transaction mode LISTEN silently
+   * hears nothing, so point this at PostgreSQL itself. Default: the DataSource's own connection settings.
+   */
+  listenerUrl?: string;
+  /** Run the queue's migrations at start-up, under an advisory lock. Default true. */
+  migrationsRun?: boolean;
+  /** Process jobs in this instance. False makes an enqueue-only instance (an API server, a script). Default true. */
+  workers?: boolean;
+  /** Per-queue overrides of the @JobHandler options (from config, say). */
+  queues?: Record<string, JobHandlerOptions>;
+  /** Identifies this worker process in lease columns and logs. Default: hostname:pid:random. */
+  workerId?: string;
+  /** A claim holds a job this long; running jobs renew it every heartbeatMs. Default 30_000. */
+  leaseMs?: number;
+  /** Default leaseMs / 3. */
+  heartbeatMs?: number;
+  /** Safety-net poll while LISTEN is up (NOTIFY does the real waking). Default 30_000. */
+  pollIntervalMs?: number;
+  /** Poll while the LISTEN connection is down. Default 1_000. */
+  fallbackPollIntervalMs?: number;
+  /** On shutdown, running jobs get this long to finish before they are aborted and put back. Default 10_000. */
+  shutdownGraceMs?: number;
+  /** Largest payload accepted at enqueue, in bytes of JSON. Default 1 MiB. */
+  maxPayloadBytes?: number;
+  maintenance?: PgQueueMaintenanceOptions;
+}
+
+/** Given next to the options of forRoot / forRootAsync (known when the module is defined). */
+export interface PgQueueModuleExtras {
+  /** Register QueueService globally. Default true. */
+  isGlobal?: boolean;
+  /** Reuse the TypeOrmModule DataSource of this name when neither dataSource nor connection is given. */
+  dataSourceName?: string;
+}

@@ -1,0 +1,48 @@
+import type { LoggerService } from '@nestjs/common';
+import type { JobStore } from '../store/job.store.js';
+
+export interface PrunerConfig {
+  /** Completed jobs are deleted this long after they finished. */
+  completedRetentionMs: number;
+  /** Failed and cancelled jobs likewise; null keeps them. */
+  failedRetentionMs: number | null;
+  /** Rows per DELETE statement. */
+  batchSize: number;
+  /** Upper bound of statements per pass, so one pass never runs for minutes; the next pass continues. */
+  maxBatchesPerPass: number;
+}
+
+export interface PruneResult {
+  ran: boolean;
+  completed: number;
+  failed: number;
+}
+
+/** Deletes finished jobs past their retention, in short batches, on one instance at a time. */
+export class Pruner {
+  constructor(
+    private readonly store: JobStore,
+    private readonly config: PrunerConfig,
+    private readonly logger: LoggerService,
+  ) {}
+
+  async runOnce(): Promise<PruneResult> {
+    const completed = await this.prune(['completed'], this.config.completedRetentionMs);
+    const failed = this.config.failedRetentionMs === null ? { ran: true, deleted: 0 } : await this.prune(['failed', 'cancelled'], this.config.failedRetentionMs);
+    if (completed.deleted + failed.deleted > 0) {
+      this.logger.log(`pruner: deleted ${completed.deleted} completed and ${failed.deleted} failed/cancelled job(s) past retention`);
+    }
+    return { ran: completed.ran && failed.ran, completed: completed.deleted, failed: failed.deleted };
+  }
+
+  private async prune(statuses: ('completed' | 'failed' | 'cancelled')[], retentionMs: number): Promise<{ ran: boolean; deleted: number }> {
+    let deleted = 0;
+    for (let i = 0; i < this.config.maxBatchesPerPass; i++) {
+      const batch = await this.store.deleteFinishedBefore(statuses, retentionMs, this.config.batchSize);
+      if (!batch.held) return { ran: false, deleted };
+      deleted += batch.deleted;
+      if (batch.deleted < this.config.batchSize) break;
+    }
+    return { ran: true, deleted };
+  }
+}

@@ -1,0 +1,65 @@
+import type { MigrationInterface, QueryRunner } from 'typeorm';
+
+/**
+ * The seed's background_jobs table, enum, partial index, NOTIFY trigger and autovacuum settings, plus
+ * what the features need: priority, a lease (owner + expiry, fenced by attempts), finished_at for
+ * retention, and the claim index.
+ */
+export class CreateBackgroundJobs1764460000000 implements MigrationInterface {
+  name = 'CreateBackgroundJobs1764460000000';
+
+  async up(q: QueryRunner): Promise<void> {
+    await q.query(`CREATE TYPE background_job_status AS ENUM ('queued', 'processing', 'failed', 'completed', 'cancelled')`);
+    await q.query(`
+      CREATE TABLE background_jobs (
+        id               bigserial PRIMARY KEY,
+        queue_name       text NOT NULL,
+        payload          jsonb NOT NULL DEFAULT '{}',
+        status           background_job_status NOT NULL DEFAULT 'queued',
+        priority         integer NOT NULL DEFAULT 0,
+        run_at           timestamptz NOT NULL DEFAULT now(),
+        attempts         integer NOT NULL DEFAULT 0,
+        max_attempts     integer NOT NULL DEFAULT 5 CHECK (max_attempts >= 1),
+        locked_at        timestamptz,
+        locked_by        text,
+        lease_expires_at timestamptz,
+        last_error       text,
+        created_at       timestamptz NOT NULL DEFAULT now(),
+        updated_at       timestamptz NOT NULL DEFAULT now(),
+        finished_at      timestamptz
+      )`);
+    // The claim order is priority DESC, run_at, id. id in the key matters: thousands of jobs enqueued in one
+    // transaction share one now() as run_at, and without id Postgres must fetch and sort all of them per claim.
+    await q.query(`
+      CREATE INDEX background_jobs_claim_idx ON background_jobs (queue_name, priority DESC, run_at, id)
+      WHERE status = 'queued'`);
+    // The seed's index: finds the next delayed job of a queue (workers arm a timer for it) in one probe.
+    await q.query(`CREATE INDEX background_jobs_run_at_idx ON background_jobs (queue_name, run_at) WHERE status = 'queued'`);
+    // Jobs in flight, for the sweeper and per-worker lookups; tiny, since only running jobs are in it. Keyed on
+    // locked_by and not lease_expires_at on purpose: heartbeats rewrite lease_expires_at, and a column no index
+    // covers lets those updates be HOT (no index writes, no index bloat).
+    await q.query(`CREATE INDEX background_jobs_in_flight_idx ON background_jobs (locked_by) WHERE status = 'processing'`);
+    // One NOTIFY per queue per statement, not per row: a 20k-row enqueueMany sends one notification.
+    await q.query(`
+      CREATE FUNCTION background_jobs_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        PERFORM pg_notify('pg_queue_jobs', q.queue_name) FROM (SELECT DISTINCT queue_name FROM new_jobs) AS q;
+        RETURN NULL;
+      END $$`);
+    await q.query(`
+      CREATE TRIGGER background_jobs_notify AFTER INSERT ON background_jobs
+      REFERENCING NEW TABLE AS new_jobs FOR EACH STATEMENT EXECUTE FUNCTION background_jobs_notify()`);
+    // Every job is inserted, updated two or more times and deleted: a churn table. Vacuum it early and often
+    // so dead tuples do not bloat the claim index.
+    await q.query(`
+      ALTER TABLE background_jobs SET (
+        autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_threshold = 1000,
+        autovacuum_analyze_scale_factor = 0.02, autovacuum_vacuum_cost_delay = 0, fillfactor = 90)`);
+  }
+
+  async down(q: QueryRunner): Promise<void> {
+    await q.query(`DROP TABLE background_jobs`);
+    await q.query(`DROP FUNCTION background_jobs_notify()`);
+    await q.query(`DROP TYPE background_job_status`);
+  }
+}

@@ -1,0 +1,18 @@
+/** Namespaced metadata key for `@JobHandler`, as nestjs/bull does. */
+export const JOB_HANDLER_METADATA = 'pg-queue:job_handler';
+
+/** The app's TypeORM DataSource, when TypeOrmModule provides one (optional injection). */
+export const TYPEORM_DATA_SOURCE = Symbol('pg-queue:typeorm_data_source');
+
+/** Channel the insert trigger notifies with the queue name; workers LISTEN on it. */
+export const JOBS_CHANNEL = 'pg_queue_jobs';
+
+/** Advisory-lock keys (one int8 namespace): migrations, sweeper and pruner each run on one instance at a time. */
+export const ADVISORY_LOCK = {
+  migrate: 7_263_514_001,
+  sweep: 7_263_514_002,
+  prune: 7_263_514_003,
+} as const;
+
+/** Queue names reach SQL only as parameters; the pattern keeps them readable in logs and NOTIFY payloads. */
+export const QUEUE_NAME_PATTERN = /^[A-Za-z0-9_.:-]{1,128}$/;

@@ -1,0 +1,42 @@
+// Error and log texts, as small factories so that tests and code share one wording.
+
+export const DUPLICATE_HANDLER = (queue: string, first: string, second: string) =>
+  `Queue "${queue}" has two @JobHandler methods (${first} and ${second}); a queue has exactly one handler.`;
+
+export const REQUEST_SCOPED_HANDLER = (where: string) =>
+  `@JobHandler ${where} is on a request-scoped (or transient) provider; job handlers need a singleton provider, since no request exists when a job runs.`;
+
+export const INVALID_QUEUE_NAME = (queue: unknown) =>
+  `Invalid queue name ${JSON.stringify(queue)}: use 1 to 128 characters from A-Z a-z 0-9 _ . : -`;
+
+export const INVALID_OPTION = (where: string, name: string, value: unknown, expected: string) =>
+  `Invalid ${where} option ${name}=${describe(value)}: expected ${expected}.`;
+
+export const NO_DATA_SOURCE = () =>
+  'PgQueueModule needs a database: pass `dataSource` (a TypeORM DataSource), `connection` (a URL or PostgreSQL connection options), or import TypeOrmModule.forRoot() (optionally naming it with `dataSourceName`).';
+
+export const NOT_POSTGRES = (type: unknown) =>
+  `PgQueueModule needs a PostgreSQL DataSource, got type ${describe(type)}.`;
+
+export const PAYLOAD_NOT_JSON = (queue: string, detail: string) =>
+  `Cannot enqueue to "${queue}": the payload is not JSON-serialisable (${detail}).`;
+
+export const PAYLOAD_TOO_LARGE = (queue: string, bytes: number, limit: number) =>
+  `Cannot enqueue to "${queue}": the payload is ${bytes} bytes as JSON, over the maxPayloadBytes limit of ${limit}.`;
+
+export const LOOP_FAILED = (what: string, error: string, retryMs: number) =>
+  `${what} failed: ${error}; retrying with backoff (next try in ${retryMs} ms, further failures are not logged until it recovers)`;
+
+export const LOOP_RECOVERED = (what: string, failures: number, downMs: number) =>
+  `${what} recovered after ${failures} failed attempt(s) over ${downMs} ms`;
+
+export function describe(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value);
+  if (typeof value === 'function') return `[function ${value.name || 'anonymous'}]`;
+  if (typeof value === 'bigint') return `${value}n`;
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return String(value);
+  }
+}

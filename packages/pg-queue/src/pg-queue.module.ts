@@ -1,0 +1,40 @@
+import { Module } from '@nestjs/common';
+import { DiscoveryModule } from '@nestjs/core';
+import { ScheduleModule } from '@nestjs/schedule';
+import type { DataSource } from 'typeorm';
+import { PgQueueConnection } from './connection/pg-queue-connection.js';
+import { JobHandlerExplorer } from './discovery/job-handler.explorer.js';
+import { JobHandlerRegistry } from './discovery/job-handler.registry.js';
+import type { PgQueueModuleOptions } from './interfaces/pg-queue-options.interface.js';
+import { MaintenanceScheduler } from './maintenance/maintenance.scheduler.js';
+import { TYPEORM_DATA_SOURCE } from './pg-queue.constants.js';
+import { ConfigurableModuleClass, MODULE_OPTIONS_TOKEN, RESOLVED_OPTIONS } from './pg-queue.module-definition.js';
+import { QueueService } from './queue.service.js';
+import { JobStore } from './store/job.store.js';
+import { resolveModuleOptions, type ResolvedModuleOptions } from './utils/resolve-options.js';
+import { WorkerPool } from './worker/worker-pool.js';
+
+/**
+ * Wiring only. `PgQueueModule.forRoot(options)` or `.forRootAsync({ imports, inject, useFactory })`;
+ * `dataSourceName` and `isGlobal` sit next to them.
+ */
+@Module({
+  imports: [DiscoveryModule, ScheduleModule.forRoot()],
+  providers: [
+    { provide: RESOLVED_OPTIONS, useFactory: resolveModuleOptions, inject: [MODULE_OPTIONS_TOKEN] },
+    {
+      provide: PgQueueConnection,
+      useFactory: (options: PgQueueModuleOptions, resolved: ResolvedModuleOptions, appDataSource?: DataSource) =>
+        PgQueueConnection.open(options, appDataSource, resolved.migrationsRun),
+      inject: [MODULE_OPTIONS_TOKEN, RESOLVED_OPTIONS, TYPEORM_DATA_SOURCE],
+    },
+    { provide: JobStore, useFactory: (connection: PgQueueConnection) => new JobStore(connection.pool), inject: [PgQueueConnection] },
+    JobHandlerRegistry,
+    JobHandlerExplorer,
+    WorkerPool,
+    MaintenanceScheduler,
+    QueueService,
+  ],
+  exports: [QueueService],
+})
+export class PgQueueModule extends ConfigurableModuleClass {}

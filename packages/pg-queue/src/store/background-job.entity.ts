@@ -1,0 +1,55 @@
+import { Column, Entity, PrimaryGeneratedColumn } from 'typeorm';
+import type { JobStatus } from '../interfaces/job.interface.js';
+
+/**
+ * TypeORM mapping of background_jobs, for apps that query jobs with their own repositories (add it to
+ * the DataSource's entities). The schema itself comes from PG_QUEUE_MIGRATIONS; the queue's hot path uses
+ * the SQL in job.store.ts.
+ */
+@Entity({ name: 'background_jobs', synchronize: false })
+export class BackgroundJobEntity {
+  @PrimaryGeneratedColumn({ type: 'bigint' })
+  id!: string;
+
+  @Column({ name: 'queue_name', type: 'text' })
+  queueName!: string;
+
+  @Column({ type: 'jsonb' })
+  payload!: unknown;
+
+  @Column({ type: 'enum', enum: ['queued', 'processing', 'failed', 'completed', 'cancelled'], enumName: 'background_job_status' })
+  status!: JobStatus;
+
+  @Column({ type: 'integer' })
+  priority!: number;
+
+  @Column({ name: 'run_at', type: 'timestamptz' })
+  runAt!: Date;
+
+  @Column({ type: 'integer' })
+  attempts!: number;
+
+  @Column({ name: 'max_attempts', type: 'integer' })
+  maxAttempts!: number;
+
+  @Column({ name: 'locked_at', type: 'timestamptz', nullable: true })
+  lockedAt!: Date | null;
+
+  @Column({ name: 'locked_by', type: 'text', nullable: true })
+  lockedBy!: string | null;
+
+  @Column({ name: 'lease_expires_at', type: 'timestamptz', nullable: true })
+  leaseExpiresAt!: Date | null;
+
+  @Column({ name: 'last_error', type: 'text', nullable: true })
+  lastError!: string | null;
+
+  @Column({ name: 'created_at', type: 'timestamptz' })
+  createdAt!: Date;
+
+  @Column({ name: 'updated_at', type: 'timestamptz' })
+  updatedAt!: Date;
+
+  @Column({ name: 'finished_at', type: 'timestamptz', nullable: true })
+  finishedAt!: Date | null;
+}

@@ -1,0 +1,156 @@
+// Every SQL statement of the queue, in one place. Named statements are prepared once per connection by
+// node-postgres and reused; all times come from the database clock (now(), clock_timestamp()).
+import { ADVISORY_LOCK, JOBS_CHANNEL } from '../pg-queue.constants.js';
+
+export const CANCEL_CHANNEL = 'pg_queue_cancel';
+
+const MS = `* interval '1 millisecond'`;
+
+export const SQL = {
+  insertJob: `
+    INSERT INTO background_jobs (queue_name, payload, priority, max_attempts, run_at)
+    VALUES ($1, $2::jsonb, $3, $4, coalesce($5::timestamptz, now() + $6::int8 ${MS}))
+    RETURNING id`,
+
+  // One statement for any number of jobs: arrays in, unnest, one round trip and one NOTIFY per queue.
+  insertJobs: `
+    INSERT INTO background_jobs (queue_name, payload, priority, max_attempts, run_at)
+    SELECT q, p, pr, ma, coalesce(ra, now() + d ${MS})
+    FROM unnest($1::text[], $2::jsonb[], $3::int[], $4::int[], $5::timestamptz[], $6::int8[]) WITH ORDINALITY
+      AS t(q, p, pr, ma, ra, d, ord)
+    ORDER BY ord
+    RETURNING id`,
+
+  // Claim up to $2 due jobs in one short autocommit statement. SKIP LOCKED lets concurrent workers take
+  // disjoint rows without waiting on each other. When the claim comes back short, the extra row (id NULL)
+  // carries the delay until the queue's next delayed job, so the worker arms one timer without another
+  // round trip; it reads the run_at index, one probe.
+  claimJobs: `
+    WITH candidates AS (
+      SELECT id FROM background_jobs
+      WHERE queue_name = $1 AND status = 'queued' AND run_at <= now()
+      ORDER BY priority DESC, run_at, id
+      LIMIT $2
+      FOR UPDATE SKIP LOCKED
+    ), claimed AS (
+      UPDATE background_jobs AS j
+      SET status = 'processing', attempts = j.attempts + 1, locked_by = $3, locked_at = now(),
+          lease_expires_at = now() + $4::int ${MS}, updated_at = now()
+      FROM candidates AS c
+      WHERE j.id = c.id
+      RETURNING j.id, j.payload, j.attempts, j.max_attempts, j.priority, j.run_at, j.created_at
+    )
+    SELECT id, payload, attempts, max_attempts, priority, run_at, created_at, NULL::float8 AS next_due_ms FROM claimed
+    UNION ALL
+    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+      (SELECT greatest(0, extract(epoch FROM run_at - clock_timestamp()) * 1000)::float8
+       FROM background_jobs WHERE queue_name = $1 AND status = 'queued' AND run_at > now()
+       ORDER BY run_at LIMIT 1)
+    WHERE (SELECT count(*) FROM claimed) < $2`,
+
+  // Outcomes are fenced: only the lease owner ($1) of the same attempt may settle a job in flight. A worker
+  // that lost its lease (frozen, partitioned, swept) and settles late matches no row and changes nothing.
+  completeJobs: `
+    UPDATE background_jobs AS j
+    SET status = 'completed', lease_expires_at = NULL, finished_at = now(), updated_at = now()
+    FROM unnest($2::int8[], $3::int[]) AS d(id, attempt)
+    WHERE j.id = d.id AND j.attempts = d.attempt AND j.status = 'processing' AND j.locked_by = $1
+    RETURNING j.id`,
+
+  failJobs: `
+    UPDATE background_jobs AS j
+    SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'failed' ELSE 'queued' END::background_job_status,
+        run_at = CASE WHEN j.attempts >= j.max_attempts THEN j.run_at ELSE now() + f.delay_ms ${MS} END,
+        finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
+        last_error = f.error, lease_expires_at = NULL, updated_at = now()
+    FROM unnest($2::int8[], $3::int[], $4::text[], $5::int8[]) AS f(id, attempt, error, delay_ms)
+    WHERE j.id = f.id AND j.attempts = f.attempt AND j.status = 'processing' AND j.locked_by = $1
+    RETURNING j.id, j.status`,
+
+  // Heartbeat: one statement renews every job this worker runs; rows not returned are no longer ours.
+  extendLeases: `
+    UPDATE background_jobs AS j
+    SET lease_expires_at = now() + $2::int ${MS}
+    FROM unnest($3::int8[], $4::int[]) AS h(id, attempt)
+    WHERE j.id = h.id AND j.attempts = h.attempt AND j.status = 'processing' AND j.locked_by = $1
+    RETURNING j.id`,
+
+  // Shutdown put-back: the attempt did not fail, it was interrupted, so it is not counted.
+  releaseJobs: `
+    WITH released AS (
+      UPDATE background_jobs AS j
+      SET status = 'queued', attempts = j.attempts - 1, run_at = now(), lease_expires_at = NULL, updated_at = now()
+      FROM unnest($2::int8[], $3::int[]) AS r(id, attempt)
+      WHERE j.id = r.id AND j.attempts = r.attempt AND j.status = 'processing' AND j.locked_by = $1
+      RETURNING j.id, j.queue_name
+    )
+    SELECT count(*)::int AS released,
+      (SELECT count(pg_notify('${JOBS_CHANNEL}', q.queue_name)) FROM (SELECT DISTINCT queue_name FROM released) AS q) AS notified
+    FROM released`,
+
+  // Sweeper: jobs whose lease expired go back to the queue (or to failed, when that was their last attempt).
+  // The advisory lock makes the pass single-instance; the lease check alone would keep it correct.
+  rescueExpiredLeases: `
+    WITH lock AS (SELECT pg_try_advisory_xact_lock(${ADVISORY_LOCK.sweep}) AS held),
+    rescued AS (
+      UPDATE background_jobs
+      SET status = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END::background_job_status,
+          finished_at = CASE WHEN attempts >= max_attempts THEN now() END,
+          last_error = 'lease expired: worker ' || coalesce(locked_by, '?') || ' stopped renewing it (crashed, frozen or cut off) during attempt ' || attempts,
+          run_at = now(), lease_expires_at = NULL, updated_at = now()
+      WHERE status = 'processing' AND lease_expires_at < now() AND (SELECT held FROM lock)
+      RETURNING id, queue_name, status
+    )
+    SELECT (SELECT held FROM lock) AS held,
+      count(*) FILTER (WHERE status = 'queued')::int AS requeued,
+      count(*) FILTER (WHERE status = 'failed')::int AS failed,
+      (SELECT count(pg_notify('${JOBS_CHANNEL}', q.queue_name))
+       FROM (SELECT DISTINCT queue_name FROM rescued WHERE status = 'queued') AS q) AS notified
+    FROM rescued`,
+
+  // Pruner: one bounded batch per statement keeps each transaction short; the caller loops.
+  deleteFinishedBefore: `
+    WITH lock AS (SELECT pg_try_advisory_xact_lock(${ADVISORY_LOCK.prune}) AS held),
+    doomed AS (
+      DELETE FROM background_jobs
+      WHERE id = ANY(ARRAY(
+        SELECT id FROM background_jobs
+        WHERE status = ANY($1::background_job_status[]) AND finished_at < now() - $2::int8 ${MS} AND (SELECT held FROM lock)
+        LIMIT $3))
+      RETURNING 1
+    )
+    SELECT (SELECT held FROM lock) AS held, (SELECT count(*)::int FROM doomed) AS deleted`,
+
+  getJob: `SELECT * FROM background_jobs WHERE id = $1`,
+
+  countByStatus: `SELECT queue_name, status, count(*)::int AS n FROM background_jobs GROUP BY queue_name, status`,
+
+  // A queued job is cancelled outright; a running one is marked cancelled (which fences out its outcome)
+  // and its worker is told through NOTIFY to abort the handler's signal.
+  cancelJob: `
+    WITH target AS (
+      SELECT id, status AS was FROM background_jobs WHERE id = $1 FOR UPDATE
+    ), cancelled AS (
+      UPDATE background_jobs AS j
+      SET status = 'cancelled', finished_at = now(), lease_expires_at = NULL, updated_at = now()
+      FROM target AS t
+      WHERE j.id = t.id AND t.was IN ('queued', 'processing')
+      RETURNING j.id, t.was
+    )
+    SELECT t.was,
+      (SELECT count(pg_notify('${CANCEL_CHANNEL}', c.id::text)) FROM cancelled AS c WHERE c.was = 'processing') AS notified,
+      EXISTS (SELECT 1 FROM cancelled) AS cancelled
+    FROM target AS t`,
+
+  retryJob: `
+    WITH retried AS (
+      UPDATE background_jobs
+      SET status = 'queued', attempts = 0, run_at = now(), finished_at = NULL, lease_expires_at = NULL, updated_at = now()
+      WHERE id = $1 AND status IN ('failed', 'cancelled')
+      RETURNING queue_name
+    )
+    SELECT (SELECT count(pg_notify('${JOBS_CHANNEL}', queue_name)) FROM retried) AS notified, EXISTS (SELECT 1 FROM retried) AS retried`,
+
+  advisoryLock: `SELECT pg_advisory_lock(${ADVISORY_LOCK.migrate})`,
+  advisoryUnlock: `SELECT pg_advisory_unlock(${ADVISORY_LOCK.migrate})`,
+} as const;

@@ -1,0 +1,227 @@
+import type { Pool, QueryResultRow } from 'pg';
+import type { EntityManager } from 'typeorm';
+import type { JobRecord, JobStatus, QueueStats } from '../interfaces/job.interface.js';
+import { SQL } from './job.sql.js';
+
+/** A job as claimed: what the worker needs to run one attempt. */
+export interface ClaimedJob {
+  id: string;
+  payload: unknown;
+  attempt: number;
+  maxAttempts: number;
+  priority: number;
+  runAt: Date;
+  createdAt: Date;
+}
+
+export interface ClaimResult {
+  jobs: ClaimedJob[];
+  /** When the claim came back short: ms until the queue's next delayed job, or null if none is waiting. */
+  nextDueMs: number | null;
+}
+
+export interface NewJobRow {
+  queue: string;
+  payloadJson: string;
+  priority: number;
+  maxAttempts: number;
+  runAt: Date | null;
+  delayMs: number;
+}
+
+export interface FailedAttempt {
+  id: string;
+  attempt: number;
+  error: string;
+  retryDelayMs: number;
+}
+
+export interface JobRef {
+  id: string;
+  attempt: number;
+}
+
+export type CancelResult = 'cancelled' | 'not-found' | JobStatus;
+
+/**
+ * The queue's table access, one method per statement (Table+Verb, as River names them). Callers never
+ * write SQL. The hot path goes straight to the pg Pool underneath TypeORM with named (prepared) statements;
+ * enqueue inside a caller's transaction goes through that transaction's EntityManager.
+ */
+export class JobStore {
+  constructor(private readonly pool: Pool) {}
+
+  private async run<R extends QueryResultRow>(name: keyof typeof SQL, values: unknown[]): Promise<R[]> {
+    const result = await this.pool.query<R>({ name: `pgq_${name}`, text: SQL[name], values });
+    return result.rows;
+  }
+
+  async insertJob(row: NewJobRow, manager?: EntityManager): Promise<string> {
+    const values = [row.queue, row.payloadJson, row.priority, row.maxAttempts, row.runAt, row.delayMs];
+    const rows = manager ? await managerQuery(manager, SQL.insertJob, values) : await this.run<{ id: string }>('insertJob', values);
+    return rows[0].id;
+  }
+
+  async insertJobs(rows: NewJobRow[], manager?: EntityManager): Promise<string[]> {
+    const values = [
+      rows.map((r) => r.queue),
+      rows.map((r) => r.payloadJson),
+      rows.map((r) => r.priority),
+      rows.map((r) => r.maxAttempts),
+      rows.map((r) => r.runAt),
+      rows.map((r) => r.delayMs),
+    ];
+    const result = manager ? await managerQuery(manager, SQL.insertJobs, values) : await this.run<{ id: string }>('insertJobs', values);
+    return result.map((r) => r.id);
+  }
+
+  async claimJobs(queue: string, limit: number, workerId: string, leaseMs: number): Promise<ClaimResult> {
+    const rows = await this.run<ClaimRow>('claimJobs', [queue, limit, workerId, leaseMs]);
+    const jobs: ClaimedJob[] = [];
+    let nextDueMs: number | null = null;
+    for (const r of rows) {
+      if (r.id === null) {
+        nextDueMs = r.next_due_ms;
+        continue;
+      }
+      jobs.push({
+        id: r.id,
+        payload: r.payload,
+        attempt: r.attempts,
+        maxAttempts: r.max_attempts,
+        priority: r.priority,
+        runAt: r.run_at,
+        createdAt: r.created_at,
+      });
+    }
+    return { jobs, nextDueMs };
+  }
+
+  /** Returns the ids actually completed; the rest were fenced out. */
+  async completeJobs(workerId: string, jobs: JobRef[]): Promise<Set<string>> {
+    const rows = await this.run<{ id: string }>('completeJobs', [workerId, jobs.map((j) => j.id), jobs.map((j) => j.attempt)]);
+    return new Set(rows.map((r) => r.id));
+  }
+
+  /** Returns each accepted id with the status it ended in (queued for a retry, failed when dead-lettered). */
+  async failJobs(workerId: string, jobs: FailedAttempt[]): Promise<Map<string, JobStatus>> {
+    const rows = await this.run<{ id: string; status: JobStatus }>('failJobs', [
+      workerId,
+      jobs.map((j) => j.id),
+      jobs.map((j) => j.attempt),
+      jobs.map((j) => j.error),
+      jobs.map((j) => j.retryDelayMs),
+    ]);
+    return new Map(rows.map((r) => [r.id, r.status]));
+  }
+
+  /** Returns the ids whose lease was renewed; any other id is no longer this worker's. */
+  async extendLeases(workerId: string, leaseMs: number, jobs: JobRef[]): Promise<Set<string>> {
+    const rows = await this.run<{ id: string }>('extendLeases', [workerId, leaseMs, jobs.map((j) => j.id), jobs.map((j) => j.attempt)]);
+    return new Set(rows.map((r) => r.id));
+  }
+
+  async releaseJobs(workerId: string, jobs: JobRef[]): Promise<number> {
+    const rows = await this.run<{ released: number }>('releaseJobs', [workerId, jobs.map((j) => j.id), jobs.map((j) => j.attempt)]);
+    return rows[0]?.released ?? 0;
+  }
+
+  /** held=false: another instance is sweeping right now. */
+  async rescueExpiredLeases(): Promise<{ held: boolean; requeued: number; failed: number }> {
+    const [row] = await this.run<{ held: boolean | null; requeued: number; failed: number }>('rescueExpiredLeases', []);
+    return { held: row.held !== false, requeued: row.requeued, failed: row.failed };
+  }
+
+  async deleteFinishedBefore(statuses: JobStatus[], olderThanMs: number, limit: number): Promise<{ held: boolean; deleted: number }> {
+    const [row] = await this.run<{ held: boolean; deleted: number }>('deleteFinishedBefore', [statuses, olderThanMs, limit]);
+    return row;
+  }
+
+  async getJob(id: string): Promise<JobRecord | null> {
+    const [row] = await this.run<JobRow>('getJob', [id]);
+    return row ? toJobRecord(row) : null;
+  }
+
+  async countByStatus(): Promise<QueueStats> {
+    const rows = await this.run<{ queue_name: string; status: JobStatus; n: number }>('countByStatus', []);
+    const stats: QueueStats = {};
+    for (const r of rows) {
+      stats[r.queue_name] ??= { queued: 0, processing: 0, completed: 0, failed: 0, cancelled: 0 };
+      stats[r.queue_name][r.status] = r.n;
+    }
+    return stats;
+  }
+
+  /** 'cancelled' when this call cancelled it; else the job's (terminal) status, or 'not-found'. */
+  async cancelJob(id: string): Promise<CancelResult> {
+    const [row] = await this.run<{ was: JobStatus; cancelled: boolean }>('cancelJob', [id]);
+    if (!row) return 'not-found';
+    return row.cancelled ? 'cancelled' : row.was;
+  }
+
+  async retryJob(id: string): Promise<boolean> {
+    const [row] = await this.run<{ retried: boolean }>('retryJob', [id]);
+    return row.retried;
+  }
+}
+
+/**
+ * Runs a statement on the caller's EntityManager, so that it commits or rolls back with the caller's own
+ * writes. Structured results keep INSERT ... RETURNING rows the same whatever TypeORM does with raw results.
+ */
+async function managerQuery(manager: EntityManager, text: string, values: unknown[]): Promise<{ id: string }[]> {
+  if (manager.queryRunner) {
+    const result = await manager.queryRunner.query(text, values, true);
+    return result.records as { id: string }[];
+  }
+  return (await manager.query(text, values)) as { id: string }[];
+}
+
+interface ClaimRow {
+  id: string | null;
+  payload: unknown;
+  attempts: number;
+  max_attempts: number;
+  priority: number;
+  run_at: Date;
+  created_at: Date;
+  next_due_ms: number | null;
+}
+
+interface JobRow {
+  id: string;
+  queue_name: string;
+  payload: unknown;
+  status: JobStatus;
+  priority: number;
+  attempts: number;
+  max_attempts: number;
+  run_at: Date;
+  last_error: string | null;
+  locked_by: string | null;
+  locked_at: Date | null;
+  lease_expires_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+  finished_at: Date | null;
+}
+
+function toJobRecord(r: JobRow): JobRecord {
+  return {
+    id: r.id,
+    queue: r.queue_name,
+    payload: r.payload,
+    status: r.status,
+    priority: r.priority,
+    attempts: r.attempts,
+    maxAttempts: r.max_attempts,
+    runAt: r.run_at,
+    lastError: r.last_error,
+    lockedBy: r.locked_by,
+    lockedAt: r.locked_at,
+    leaseExpiresAt: r.lease_expires_at,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+    finishedAt: r.finished_at,
+  };
+}

@@ -1,0 +1,142 @@
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { PgQueueError } from '../errors/pg-queue.error.js';
+import type { JobHandlerOptions, ResolvedHandlerOptions } from '../interfaces/job-handler-options.interface.js';
+import type { PgQueueModuleOptions } from '../interfaces/pg-queue-options.interface.js';
+import { INVALID_OPTION, INVALID_QUEUE_NAME } from '../pg-queue.messages.js';
+import { QUEUE_NAME_PATTERN } from '../pg-queue.constants.js';
+import { exponentialBackoff } from './backoff.js';
+
+/** Module options with every default filled in; validated once, at boot. */
+export interface ResolvedModuleOptions {
+  workers: boolean;
+  migrationsRun: boolean;
+  workerId: string;
+  leaseMs: number;
+  heartbeatMs: number;
+  pollIntervalMs: number;
+  fallbackPollIntervalMs: number;
+  shutdownGraceMs: number;
+  maxPayloadBytes: number;
+  listenerUrl: string | undefined;
+  queues: Record<string, JobHandlerOptions>;
+  maintenance: {
+    enabled: boolean;
+    sweepIntervalMs: number;
+    pruneIntervalMs: number;
+    completedRetentionMs: number;
+    failedRetentionMs: number | null;
+    pruneBatchSize: number;
+  };
+}
+
+const MAX_TIMER_MS = 2_147_483_647; // setTimeout's limit
+
+function int(where: string, name: string, value: unknown, fallback: number, min: number, max = MAX_TIMER_MS): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw new PgQueueError(INVALID_OPTION(where, name, value, `an integer from ${min} to ${max}`));
+  }
+  return value;
+}
+
+function bool(where: string, name: string, value: unknown, fallback: boolean): boolean {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'boolean') throw new PgQueueError(INVALID_OPTION(where, name, value, 'true or false'));
+  return value;
+}
+
+export function assertQueueName(queue: unknown): asserts queue is string {
+  if (typeof queue !== 'string' || !QUEUE_NAME_PATTERN.test(queue)) throw new PgQueueError(INVALID_QUEUE_NAME(queue));
+}
+
+const KNOWN_MODULE_KEYS = new Set([
+  'dataSource', 'connection', 'listenerUrl', 'migrationsRun', 'workers', 'queues', 'workerId', 'leaseMs',
+  'heartbeatMs', 'pollIntervalMs', 'fallbackPollIntervalMs', 'shutdownGraceMs', 'maxPayloadBytes', 'maintenance',
+  'isGlobal', 'dataSourceName',
+]);
+const KNOWN_MAINTENANCE_KEYS = new Set([
+  'enabled', 'sweepIntervalMs', 'pruneIntervalMs', 'completedRetentionMs', 'failedRetentionMs', 'pruneBatchSize',
+]);
+const KNOWN_HANDLER_KEYS = new Set(['concurrency', 'maxAttempts', 'backoff', 'timeoutMs', 'batchSize']);
+
+function refuseUnknownKeys(where: string, value: object, known: Set<string>): void {
+  for (const key of Object.keys(value)) {
+    if (!known.has(key)) throw new PgQueueError(`Unknown ${where} option "${key}"; known options: ${[...known].join(', ')}.`);
+  }
+}
+
+export function resolveModuleOptions(options: PgQueueModuleOptions): ResolvedModuleOptions {
+  const where = 'PgQueueModule';
+  if (options === null || typeof options !== 'object') throw new PgQueueError(`${where} options must be an object.`);
+  refuseUnknownKeys(where, options, KNOWN_MODULE_KEYS);
+  const leaseMs = int(where, 'leaseMs', options.leaseMs, 30_000, 1_000);
+  const heartbeatMs = int(where, 'heartbeatMs', options.heartbeatMs, Math.floor(leaseMs / 3), 100);
+  if (heartbeatMs >= leaseMs) {
+    throw new PgQueueError(INVALID_OPTION(where, 'heartbeatMs', heartbeatMs, `less than leaseMs (${leaseMs}), or the lease lapses between heartbeats`));
+  }
+  const m = options.maintenance ?? {};
+  if (typeof m !== 'object') throw new PgQueueError(INVALID_OPTION(where, 'maintenance', m, 'an object'));
+  refuseUnknownKeys(`${where} maintenance`, m, KNOWN_MAINTENANCE_KEYS);
+  const failedRetentionMs =
+    m.failedRetentionMs === null ? null : int(`${where} maintenance`, 'failedRetentionMs', m.failedRetentionMs, 7 * 86_400_000, 0, Number.MAX_SAFE_INTEGER);
+  if (options.workerId !== undefined && (typeof options.workerId !== 'string' || options.workerId.length === 0 || options.workerId.length > 200)) {
+    throw new PgQueueError(INVALID_OPTION(where, 'workerId', options.workerId, 'a non-empty string of at most 200 characters'));
+  }
+  if (options.listenerUrl !== undefined && typeof options.listenerUrl !== 'string') {
+    throw new PgQueueError(INVALID_OPTION(where, 'listenerUrl', options.listenerUrl, 'a postgres:// URL'));
+  }
+  const queues = options.queues ?? {};
+  if (typeof queues !== 'object') throw new PgQueueError(INVALID_OPTION(where, 'queues', queues, 'an object of queue name to handler options'));
+  for (const [queue, queueOptions] of Object.entries(queues)) {
+    assertQueueName(queue);
+    resolveHandlerOptions(queue, queueOptions); // validate now; merged with the decorator's at discovery
+  }
+  return {
+    workers: bool(where, 'workers', options.workers, true),
+    migrationsRun: bool(where, 'migrationsRun', options.migrationsRun, true),
+    workerId: options.workerId ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`,
+    leaseMs,
+    heartbeatMs,
+    pollIntervalMs: int(where, 'pollIntervalMs', options.pollIntervalMs, 30_000, 10),
+    fallbackPollIntervalMs: int(where, 'fallbackPollIntervalMs', options.fallbackPollIntervalMs, 1_000, 10),
+    shutdownGraceMs: int(where, 'shutdownGraceMs', options.shutdownGraceMs, 10_000, 0),
+    maxPayloadBytes: int(where, 'maxPayloadBytes', options.maxPayloadBytes, 1_048_576, 2, 256 * 1_048_576),
+    listenerUrl: options.listenerUrl,
+    queues,
+    maintenance: {
+      enabled: bool(`${where} maintenance`, 'enabled', m.enabled, true),
+      sweepIntervalMs: int(`${where} maintenance`, 'sweepIntervalMs', m.sweepIntervalMs, 5_000, 10),
+      pruneIntervalMs: int(`${where} maintenance`, 'pruneIntervalMs', m.pruneIntervalMs, 60_000, 10),
+      completedRetentionMs: int(`${where} maintenance`, 'completedRetentionMs', m.completedRetentionMs, 86_400_000, 0, Number.MAX_SAFE_INTEGER),
+      failedRetentionMs,
+      pruneBatchSize: int(`${where} maintenance`, 'pruneBatchSize', m.pruneBatchSize, 5_000, 1, 1_000_000),
+    },
+  };
+}
+
+/** Validates @JobHandler options (and per-queue overrides) and fills in defaults. */
+export function resolveHandlerOptions(queue: string, options: JobHandlerOptions = {}): ResolvedHandlerOptions {
+  const where = `@JobHandler('${queue}')`;
+  if (options === null || typeof options !== 'object') throw new PgQueueError(`${where} options must be an object.`);
+  refuseUnknownKeys(where, options, KNOWN_HANDLER_KEYS);
+  const concurrency = int(where, 'concurrency', options.concurrency, 10, 1, 10_000);
+  const backoff = options.backoff;
+  if (backoff !== undefined && typeof backoff !== 'function' && (backoff === null || typeof backoff !== 'object')) {
+    throw new PgQueueError(INVALID_OPTION(where, 'backoff', backoff, 'a function (attempt, error) => ms, or { baseMs, maxMs, jitter }'));
+  }
+  return {
+    concurrency,
+    maxAttempts: int(where, 'maxAttempts', options.maxAttempts, 5, 1, 1_000),
+    timeoutMs: options.timeoutMs === undefined ? undefined : int(where, 'timeoutMs', options.timeoutMs, 0, 1),
+    batchSize: int(where, 'batchSize', options.batchSize, Math.min(concurrency, 100), 1, 10_000),
+    backoff:
+      typeof backoff === 'function'
+        ? backoff
+        : exponentialBackoff({
+            baseMs: int(where, 'backoff.baseMs', backoff?.baseMs, 10_000, 0),
+            maxMs: int(where, 'backoff.maxMs', backoff?.maxMs, 86_400_000, 0),
+            jitter: bool(where, 'backoff.jitter', backoff?.jitter, true),
+          }),
+  };
+}

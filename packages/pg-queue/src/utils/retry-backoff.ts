@@ -1,0 +1,43 @@
+import type { LoggerService } from '@nestjs/common';
+import { LOOP_FAILED, LOOP_RECOVERED } from '../pg-queue.messages.js';
+import { errorLine } from './error-text.js';
+
+/**
+ * Failure bookkeeping for a background loop (claim, listener, heartbeat, outcome writer, maintenance):
+ * exponential backoff between tries, one log line when an outage starts and one when it ends,
+ * not one per tick.
+ */
+export class RetryBackoff {
+  private failures = 0;
+  private downSince = 0;
+
+  constructor(
+    private readonly what: string,
+    private readonly logger: Pick<LoggerService, 'warn' | 'log'>,
+    private readonly minMs = 100,
+    private readonly maxMs = 10_000,
+  ) {}
+
+  get failing(): boolean {
+    return this.failures > 0;
+  }
+
+  /** Records a failure; returns how long to wait before the next try. */
+  failed(error: unknown): number {
+    this.failures += 1;
+    const delay = Math.min(this.maxMs, this.minMs * 2 ** (this.failures - 1)) * (0.8 + Math.random() * 0.4);
+    if (this.failures === 1) {
+      this.downSince = Date.now();
+      this.logger.warn(LOOP_FAILED(this.what, errorLine(error), Math.round(delay)));
+    }
+    return Math.round(delay);
+  }
+
+  succeeded(): void {
+    if (this.failures === 0) return;
+    this.logger.log(LOOP_RECOVERED(this.what, this.failures, Date.now() - this.downSince));
+    this.failures = 0;
+  }
+}
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

@@ -1,0 +1,70 @@
+import type { LoggerService } from '@nestjs/common';
+import type { JobStore } from '../store/job.store.js';
+import { RetryBackoff } from '../utils/retry-backoff.js';
+
+interface Held {
+  attempt: number;
+  onLost: () => void;
+}
+
+/**
+ * Renews the leases of every job this process holds, all queues at once, in one statement per heartbeat.
+ * A job the statement does not return is no longer ours (swept after a freeze, cancelled): its handler is
+ * told through onLost, and its outcome will be fenced out anyway.
+ */
+export class LeaseKeeper {
+  private readonly held = new Map<string, Held>();
+  private timer: NodeJS.Timeout | undefined;
+  private beating = false;
+  private readonly backoff: RetryBackoff;
+  private skipUntil = 0;
+
+  constructor(
+    private readonly store: JobStore,
+    private readonly workerId: string,
+    private readonly leaseMs: number,
+    private readonly heartbeatMs: number,
+    private readonly logger: LoggerService,
+  ) {
+    this.backoff = new RetryBackoff('lease heartbeat', logger, heartbeatMs, leaseMs);
+  }
+
+  start(): void {
+    this.timer ??= setInterval(() => void this.beat(), this.heartbeatMs);
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  hold(id: string, attempt: number, onLost: () => void): void {
+    this.held.set(id, { attempt, onLost });
+  }
+
+  release(id: string): void {
+    this.held.delete(id);
+  }
+
+  /** One heartbeat; exposed for tests. */
+  async beat(): Promise<void> {
+    if (this.beating || this.held.size === 0 || Date.now() < this.skipUntil) return;
+    this.beating = true;
+    const sent = [...this.held].map(([id, h]) => ({ id, attempt: h.attempt, held: h }));
+    try {
+      const renewed = await this.store.extendLeases(this.workerId, this.leaseMs, sent);
+      this.backoff.succeeded();
+      for (const { id, held } of sent) {
+        // Still the same attempt in our map and not renewed: the row moved on without us.
+        if (!renewed.has(id) && this.held.get(id) === held) {
+          this.held.delete(id);
+          held.onLost();
+        }
+      }
+    } catch (error) {
+      this.skipUntil = Date.now() + this.backoff.failed(error);
+    } finally {
+      this.beating = false;
+    }
+  }
+}

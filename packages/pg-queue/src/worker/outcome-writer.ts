@@ -1,0 +1,75 @@
+import type { LoggerService } from '@nestjs/common';
+import type { FailedAttempt, JobRef, JobStore } from '../store/job.store.js';
+import { RetryBackoff, sleep } from '../utils/retry-backoff.js';
+
+type Settled = (accepted: boolean) => void;
+
+/**
+ * Writes job outcomes in batches: completions in one statement, failures in another. A write starts as
+ * soon as an outcome arrives and no write is in flight; outcomes that arrive meanwhile ride the next one.
+ * Zero added latency when idle, large batches under load (20k jobs settle in a few hundred statements).
+ * When the database is unreachable the batch is kept and retried with backoff; the leases of those jobs
+ * are renewed meanwhile, so nothing is redone unless this process dies.
+ */
+export class OutcomeWriter {
+  private completions: { ref: JobRef; done: Settled }[] = [];
+  private failures: { attempt: FailedAttempt; done: (status: string | undefined) => void }[] = [];
+  private flushing: Promise<void> | undefined;
+  private readonly backoff: RetryBackoff;
+
+  constructor(
+    private readonly store: JobStore,
+    private readonly workerId: string,
+    private readonly logger: LoggerService,
+    private readonly maxBatch = 1_000,
+  ) {
+    this.backoff = new RetryBackoff('writing job outcomes', logger);
+  }
+
+  /** Resolves true when recorded, false when fenced out (this worker no longer owned the job). */
+  complete(ref: JobRef): Promise<boolean> {
+    return new Promise((done) => {
+      this.completions.push({ ref, done });
+      this.kick();
+    });
+  }
+
+  /** Resolves with the status the job ended in (queued for a retry, failed), or undefined when fenced out. */
+  fail(attempt: FailedAttempt): Promise<string | undefined> {
+    return new Promise((done) => {
+      this.failures.push({ attempt, done });
+      this.kick();
+    });
+  }
+
+  /** Resolves when every outcome handed in so far is written (or fenced). */
+  async drain(): Promise<void> {
+    while (this.flushing) await this.flushing;
+  }
+
+  private kick(): void {
+    this.flushing ??= this.flush().finally(() => {
+      this.flushing = undefined;
+      if (this.completions.length || this.failures.length) this.kick();
+    });
+  }
+
+  private async flush(): Promise<void> {
+    while (this.completions.length || this.failures.length) {
+      const completions = this.completions.splice(0, this.maxBatch);
+      const failures = this.failures.splice(0, this.maxBatch);
+      const [completed, failed] = await Promise.allSettled([
+        completions.length ? this.store.completeJobs(this.workerId, completions.map((c) => c.ref)) : new Set<string>(),
+        failures.length ? this.store.failJobs(this.workerId, failures.map((f) => f.attempt)) : new Map<string, string>(),
+      ]);
+      // A statement that failed wrote nothing (each is atomic): put its batch back in front and retry it.
+      if (completed.status === 'fulfilled') for (const c of completions) c.done(completed.value.has(c.ref.id));
+      else this.completions.unshift(...completions);
+      if (failed.status === 'fulfilled') for (const f of failures) f.done(failed.value.get(f.attempt.id));
+      else this.failures.unshift(...failures);
+      const error = completed.status === 'rejected' ? completed.reason : failed.status === 'rejected' ? failed.reason : undefined;
+      if (error === undefined) this.backoff.succeeded();
+      else await sleep(this.backoff.failed(error));
+    }
+  }
+}

@@ -1,0 +1,124 @@
+import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
+import { JobHandlerRegistry } from '../discovery/job-handler.registry.js';
+import { JobAbortedError } from '../errors/pg-queue.error.js';
+import { PgQueueConnection } from '../connection/pg-queue-connection.js';
+import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
+import { JobStore } from '../store/job.store.js';
+import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
+import { errorLine } from '../utils/error-text.js';
+import { LeaseKeeper } from './lease-keeper.js';
+import { NotificationListener } from './notification-listener.js';
+import { OutcomeWriter } from './outcome-writer.js';
+import { QueueWorker } from './queue-worker.js';
+
+/**
+ * Orchestration: mounts one QueueWorker per discovered handler at bootstrap, shares one LISTEN connection,
+ * one heartbeat and one outcome writer between them, and drains them at shutdown.
+ */
+@Injectable()
+export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  private readonly logger = new Logger('PgQueue');
+  private readonly workers = new Map<string, QueueWorker>();
+  private listener: NotificationListener | undefined;
+  private leases: LeaseKeeper | undefined;
+  private outcomes: OutcomeWriter | undefined;
+  private pollTimer: NodeJS.Timeout | undefined;
+  private pollEveryMs = 0;
+
+  constructor(
+    private readonly registry: JobHandlerRegistry,
+    private readonly store: JobStore,
+    private readonly connection: PgQueueConnection,
+    @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedModuleOptions,
+  ) {}
+
+  get workerId(): string {
+    return this.options.workerId;
+  }
+
+  /** Jobs running in this process, per queue. */
+  activeCounts(): Record<string, number> {
+    return Object.fromEntries([...this.workers].map(([queue, w]) => [queue, w.activeCount]));
+  }
+
+  onApplicationBootstrap(): void {
+    const handlers = this.registry.all();
+    if (!this.options.workers || handlers.length === 0) return;
+    const { workerId, leaseMs, heartbeatMs } = this.options;
+    this.leases = new LeaseKeeper(this.store, workerId, leaseMs, heartbeatMs, this.logger);
+    this.outcomes = new OutcomeWriter(this.store, workerId, this.logger);
+    for (const h of handlers) {
+      const worker = new QueueWorker(
+        { queue: h.queue, handlerName: h.name, workerId, leaseMs, options: h.options, handle: h.handle },
+        this.store,
+        this.leases,
+        this.outcomes,
+        this.logger,
+      );
+      this.workers.set(h.queue, worker);
+    }
+    this.listener = new NotificationListener(
+      this.connection.listenerConfig,
+      {
+        onJobs: (queue) => this.workers.get(queue)?.wake(),
+        onCancel: (jobId) => this.abortCancelled(jobId),
+        onUp: () => {
+          this.setPoll(this.options.pollIntervalMs);
+          this.wakeAll();
+        },
+        onDown: () => this.setPoll(this.options.fallbackPollIntervalMs),
+      },
+      this.logger,
+    );
+    this.setPoll(this.options.fallbackPollIntervalMs); // until LISTEN is up
+    this.leases.start();
+    this.listener.start();
+    for (const worker of this.workers.values()) worker.start();
+    this.logger.log(`worker ${workerId} processing ${handlers.map((h) => `${h.queue} (x${h.options.concurrency})`).join(', ')}`);
+  }
+
+  /**
+   * Graceful drain: stop claiming, give running jobs shutdownGraceMs to finish and their outcomes time
+   * to be written, then abort the rest and put them back in the queue (the attempt is not counted).
+   */
+  async beforeApplicationShutdown(): Promise<void> {
+    if (this.workers.size === 0) return;
+    clearInterval(this.pollTimer);
+    const workers = [...this.workers.values()];
+    await Promise.all(workers.map((w) => w.stopClaiming()));
+    const deadline = Date.now() + this.options.shutdownGraceMs;
+    await Promise.all(workers.map((w) => w.drain(this.options.shutdownGraceMs)));
+    const abandoned = workers.flatMap((w) => w.abandonAll());
+    await Promise.race([this.outcomes!.drain(), new Promise((r) => setTimeout(r, Math.max(1_000, deadline - Date.now())))]);
+    if (abandoned.length > 0) {
+      try {
+        const released = await this.store.releaseJobs(this.options.workerId, abandoned.map((j) => ({ id: j.id, attempt: j.attempt })));
+        this.logger.warn(`shutdown: ${abandoned.length} job(s) still running after ${this.options.shutdownGraceMs} ms were aborted; ${released} put back in the queue`);
+      } catch (error) {
+        this.logger.error(`shutdown: could not put back ${abandoned.length} job(s) (${errorLine(error)}); the sweeper will, once their lease expires`);
+      }
+    }
+    this.leases!.stop();
+    await this.listener!.close();
+    this.workers.clear();
+  }
+
+  private abortCancelled(jobId: string): void {
+    for (const worker of this.workers.values()) {
+      if (worker.abort(jobId, new JobAbortedError('job was cancelled'))) {
+        this.logger.log(`job ${jobId} (${worker.queue}) was cancelled while running; its signal is aborted`);
+      }
+    }
+  }
+
+  private wakeAll(): void {
+    for (const worker of this.workers.values()) worker.wake();
+  }
+
+  private setPoll(ms: number): void {
+    if (ms === this.pollEveryMs) return;
+    clearInterval(this.pollTimer);
+    this.pollEveryMs = ms;
+    this.pollTimer = setInterval(() => this.wakeAll(), ms);
+  }
+}
