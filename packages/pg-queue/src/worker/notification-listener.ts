@@ -52,10 +52,10 @@ export class NotificationListener {
 
   private async run(): Promise<void> {
     while (!this.closed) {
-      const lost = await this.connect();
-      if (!lost) continue; // connect failed: backoff already slept
+      const connection = await this.connect();
+      if (!connection) continue; // connect failed: backoff already slept
       this.events.onUp();
-      const error = await lost;
+      const error = await connection.lost;
       this.client = undefined;
       if (this.closed) return;
       this.events.onDown();
@@ -63,8 +63,8 @@ export class NotificationListener {
     }
   }
 
-  /** Returns a promise that settles when the connection is lost, or undefined if it could not connect. */
-  private async connect(): Promise<Promise<unknown> | undefined> {
+  /** Connects and LISTENs; `lost` settles when the connection goes. Undefined if it could not connect. */
+  private async connect(): Promise<{ lost: Promise<unknown> } | undefined> {
     const client = new pg.Client(this.config);
     let onLost!: (error: unknown) => void;
     const lost = new Promise<unknown>((resolve) => (onLost = resolve));
@@ -88,6 +88,6 @@ export class NotificationListener {
     }
     this.client = client;
     this.backoff.succeeded();
-    return lost;
+    return { lost }; // wrapped: an async function returning a bare promise would wait for it
   }
 }

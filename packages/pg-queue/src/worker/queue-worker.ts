@@ -4,7 +4,7 @@ import type { Job } from '../interfaces/job.interface.js';
 import type { ResolvedHandlerOptions } from '../interfaces/job-handler-options.interface.js';
 import type { ClaimedJob, JobStore } from '../store/job.store.js';
 import { errorLine, errorText } from '../utils/error-text.js';
-import { RetryBackoff, sleep } from '../utils/retry-backoff.js';
+import { RetryBackoff, sleep, withDeadline } from '../utils/retry-backoff.js';
 import type { LeaseKeeper } from './lease-keeper.js';
 import type { OutcomeWriter } from './outcome-writer.js';
 
@@ -93,10 +93,7 @@ export class QueueWorker {
 
   /** Resolves when every running handler has finished, or after graceMs; returns what is still running. */
   async drain(graceMs: number): Promise<ClaimedJob[]> {
-    const all = Promise.all([...this.running.values()].map((r) => r.finished));
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([all, new Promise<void>((resolve) => (timer = setTimeout(resolve, graceMs)))]);
-    clearTimeout(timer);
+    await withDeadline(Promise.all([...this.running.values()].map((r) => r.finished)), graceMs);
     return [...this.running.values()].map((r) => r.job);
   }
 
@@ -138,7 +135,7 @@ export class QueueWorker {
   /** Arms one timer for the earliest known delayed job; DB-computed delay, so app clock skew does not matter. */
   private wakeAt(delayMs: number): void {
     const at = performance.now() + delayMs;
-    if (at >= this.delayTimerAt) return;
+    if (this.stopping || at >= this.delayTimerAt) return;
     clearTimeout(this.delayTimer);
     this.delayTimerAt = at;
     this.delayTimer = setTimeout(() => {
@@ -222,7 +219,7 @@ export class QueueWorker {
       else if (status === 'failed') this.logger.error(`job ${job.id} (${queue}) failed for good after ${job.attempt} attempt(s): ${errorLine(error)}`);
       else {
         this.logger.warn(`job ${job.id} (${queue}) attempt ${job.attempt}/${job.maxAttempts} failed, retry in ${retryDelayMs} ms: ${errorLine(error)}`);
-        if (!this.stopping) this.wakeAt(retryDelayMs); // after the write, so the retry is there to claim
+        this.wakeAt(retryDelayMs); // after the write, so the retry is there to claim
       }
     });
   }

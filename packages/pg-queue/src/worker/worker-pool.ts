@@ -6,6 +6,7 @@ import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
 import { JobStore } from '../store/job.store.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { errorLine } from '../utils/error-text.js';
+import { withDeadline } from '../utils/retry-backoff.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { NotificationListener } from './notification-listener.js';
 import { OutcomeWriter } from './outcome-writer.js';
@@ -34,6 +35,11 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
 
   get workerId(): string {
     return this.options.workerId;
+  }
+
+  /** True while the LISTEN connection is up (NOTIFY wakes the workers; otherwise they poll). */
+  get listening(): boolean {
+    return this.listener?.connected ?? false;
   }
 
   /** Jobs running in this process, per queue. */
@@ -89,7 +95,7 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
     const deadline = Date.now() + this.options.shutdownGraceMs;
     await Promise.all(workers.map((w) => w.drain(this.options.shutdownGraceMs)));
     const abandoned = workers.flatMap((w) => w.abandonAll());
-    await Promise.race([this.outcomes!.drain(), new Promise((r) => setTimeout(r, Math.max(1_000, deadline - Date.now())))]);
+    await withDeadline(this.outcomes!.drain(), Math.max(1_000, deadline - Date.now()));
     if (abandoned.length > 0) {
       try {
         const released = await this.store.releaseJobs(this.options.workerId, abandoned.map((j) => ({ id: j.id, attempt: j.attempt })));
@@ -122,3 +128,4 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
     this.pollTimer = setInterval(() => this.wakeAll(), ms);
   }
 }
+

@@ -1,0 +1,72 @@
+import { Injectable, type INestApplicationContext } from '@nestjs/common';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type pg from 'pg';
+import { JobHandler, QueueService, WorkerPool, type Job } from 'nestjs-pg-queue';
+import { createTestDatabase } from '@internal/pg-harness';
+import { sqlPool, startApp, waitFor } from './support/test-app.js';
+
+let db: pg.Pool;
+const started = new Map<string, number>();
+
+@Injectable()
+class Handlers {
+  @JobHandler('instant')
+  async instant(job: Job) {
+    started.set(job.id, performance.now());
+  }
+
+  @JobHandler('delayed')
+  async delayed(job: Job) {
+    await db.query('INSERT INTO starts (job_id) VALUES ($1)', [job.id]);
+  }
+}
+
+describe('wake-ups with polling set to a minute', () => {
+  let url: string;
+  let app: INestApplicationContext;
+
+  beforeAll(async () => {
+    url = await createTestDatabase('wakeups');
+    db = sqlPool(url);
+    await db.query('CREATE TABLE starts (job_id bigint, at timestamptz NOT NULL DEFAULT clock_timestamp())');
+    app = await startApp(url, { providers: [Handlers], queue: { pollIntervalMs: 60_000, fallbackPollIntervalMs: 60_000 } });
+    await waitFor('LISTEN connection', async () => app.get(WorkerPool).listening);
+    await new Promise((r) => setTimeout(r, 200)); // let the start-up claims settle into idle
+  });
+  afterAll(async () => {
+    await app?.close();
+    await db?.end();
+  });
+
+  it('starts a job enqueued while idle within 100 ms (NOTIFY, not polling)', async () => {
+    const queue = app.get(QueueService);
+    const latencies: number[] = [];
+    for (let i = 0; i < 7; i++) {
+      await new Promise((r) => setTimeout(r, 50)); // idle again between jobs
+      const t0 = performance.now();
+      const id = await queue.enqueue('instant', { i });
+      await waitFor('start', async () => started.has(id), 5_000, 1);
+      latencies.push(started.get(id)! - t0);
+    }
+    latencies.sort((a, b) => a - b);
+    // The median decides (a loaded CI machine may hiccup once); a poll would have taken a minute.
+    expect(latencies[3]).toBeLessThan(100);
+    expect(latencies[6]).toBeLessThan(2_000);
+  });
+
+  it('starts delayed jobs at their run_at, by the worker’s own timer', async () => {
+    const queue = app.get(QueueService);
+    const a = await queue.enqueue('delayed', {}, { delayMs: 600 });
+    const runAt = new Date(Date.now() + 1_200);
+    const b = await queue.enqueue('delayed', {}, { runAt });
+    await waitFor('both delayed jobs', async () => (await db.query('SELECT count(*)::int AS n FROM starts')).rows[0].n === 2, 10_000);
+    const { rows } = await db.query<{ job_id: string; late_ms: number }>(`
+      SELECT s.job_id::text, (extract(epoch FROM s.at - j.run_at) * 1000)::float8 AS late_ms
+      FROM starts s JOIN background_jobs j ON j.id = s.job_id ORDER BY s.at`);
+    expect(rows.map((r) => r.job_id)).toEqual([a, b]);
+    for (const r of rows) {
+      expect(r.late_ms).toBeGreaterThanOrEqual(0); // never early
+      expect(r.late_ms).toBeLessThan(500); // and not a poll later
+    }
+  });
+});
