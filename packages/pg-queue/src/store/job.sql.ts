@@ -36,8 +36,9 @@ export const SQL = {
       UPDATE background_jobs AS j
       SET status = 'processing', attempts = j.attempts + 1, locked_by = $3, locked_at = now(),
           lease_expires_at = now() + $4::int ${MS}, updated_at = now()
-      FROM candidates AS c
-      WHERE j.id = c.id
+      -- = ANY(ARRAY(...)) makes this a primary-key probe per claimed id; a join lets the planner pick a
+      -- hash join over a sequential scan of the whole table when its statistics are stale.
+      WHERE j.id = ANY(ARRAY(SELECT id FROM candidates))
       RETURNING j.id, j.payload, j.attempts, j.max_attempts, j.priority, j.run_at, j.created_at
     )
     SELECT id, payload, attempts, max_attempts, priority, run_at, created_at, NULL::float8 AS next_due_ms FROM claimed

@@ -1,0 +1,39 @@
+import { describe, expect, it } from '@jest/globals';
+import { resolveHandlerOptions, resolveModuleOptions } from '../../src/utils/resolve-options.js';
+
+describe('resolveModuleOptions', () => {
+  it('fills in defaults: a lease in seconds, heartbeat at a third of it', () => {
+    const o = resolveModuleOptions({});
+    expect(o).toMatchObject({ leaseMs: 30_000, heartbeatMs: 10_000, workers: true, migrationsRun: true, pollIntervalMs: 30_000 });
+    expect(o.maintenance).toEqual({
+      enabled: true, sweepIntervalMs: 5_000, pruneIntervalMs: 60_000, completedRetentionMs: 86_400_000,
+      failedRetentionMs: 604_800_000, pruneBatchSize: 5_000,
+    });
+    expect(o.workerId).toMatch(/:\d+:[0-9a-f]{6}$/);
+  });
+  it.each([
+    [{ leaseMs: 999 }, 'leaseMs=999'],
+    [{ shutdownGraceMs: -1 }, 'shutdownGraceMs=-1'],
+    [{ workers: 'yes' }, 'workers="yes": expected true or false'],
+    [{ maintenance: { sweepIntervalMs: 1.5 } }, 'maintenance option sweepIntervalMs=1.5'],
+    [{ queues: { 'bad name': {} } }, 'Invalid queue name "bad name"'],
+    [{ workerId: '' }, 'workerId=""'],
+  ])('refuses %p', (options, message) => {
+    expect(() => resolveModuleOptions(options as never)).toThrow(message);
+  });
+});
+
+describe('resolveHandlerOptions', () => {
+  it('defaults batchSize to the concurrency, at most 100', () => {
+    expect(resolveHandlerOptions('q', { concurrency: 7 }).batchSize).toBe(7);
+    expect(resolveHandlerOptions('q', { concurrency: 500 }).batchSize).toBe(100);
+  });
+  it.each([
+    [{ maxAttempts: 0 }, 'maxAttempts=0'],
+    [{ timeoutMs: 0 }, 'timeoutMs=0'],
+    [{ backoff: 5 }, 'backoff=5: expected a function'],
+    [{ backoff: { baseMs: -5 } }, 'backoff.baseMs=-5'],
+  ])('refuses %p', (options, message) => {
+    expect(() => resolveHandlerOptions('q', options as never)).toThrow(message);
+  });
+});
