@@ -56,6 +56,11 @@ export class PgQueueConnection implements OnApplicationShutdown {
 
   async onApplicationShutdown(): Promise<void> {
     // Runs after beforeApplicationShutdown, so the workers have drained by now.
+    await this.close();
+  }
+
+  /** Closes the module's own DataSource (never the app's). Also used when the boot fails after opening it. */
+  async close(): Promise<void> {
     if (this.ownsDataSource && this.dataSource.isInitialized) {
       await this.dataSource.destroy().catch((e: unknown) => this.logger.warn(`closing the queue's connection pool failed: ${String(e)}`));
     }

@@ -4,6 +4,7 @@ import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper.js'
 import type { JobHandlerMetadata } from '../decorators/job-handler.decorator.js';
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import type { Job } from '../interfaces/job.interface.js';
+import { PgQueueConnection } from '../connection/pg-queue-connection.js';
 import { JOB_HANDLER_METADATA } from '../pg-queue.constants.js';
 import { DUPLICATE_HANDLER, REQUEST_SCOPED_HANDLER } from '../pg-queue.messages.js';
 import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
@@ -23,11 +24,18 @@ export class JobHandlerExplorer implements OnModuleInit {
     private readonly scanner: MetadataScanner,
     private readonly reflector: Reflector,
     private readonly registry: JobHandlerRegistry,
+    private readonly connection: PgQueueConnection,
     @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
 
-  onModuleInit(): void {
-    for (const wrapper of this.discovery.getProviders()) this.explore(wrapper);
+  async onModuleInit(): Promise<void> {
+    try {
+      for (const wrapper of this.discovery.getProviders()) this.explore(wrapper);
+    } catch (error) {
+      // The app never finishes booting, so no shutdown hook will close what the module opened.
+      await this.connection.close();
+      throw error;
+    }
     const unknown = Object.keys(this.options.queues).filter((q) => !this.registry.get(q));
     if (unknown.length > 0 && this.options.workers) {
       this.logger.warn(`options.queues configures ${unknown.join(', ')}, but no @JobHandler handles them in this app`);

@@ -1,0 +1,62 @@
+import { auditRuns, countWhere, statusCounts, type RunAudit } from '../support/fault-db.js';
+import { sleep, type Scenario } from '../support/scenario.js';
+
+export interface KillWorkersSize {
+  workers: number;
+  jobs: number;
+  killEveryMs: number;
+  /** Handler run time, uniformly in [min, max] ms: long enough that a kill always finds jobs in flight. */
+  jobMs: [number, number];
+  timeoutMs: number;
+}
+
+export interface KillWorkersResult {
+  audit: RunAudit;
+  kills: number;
+  states: Record<string, number>;
+  /** Jobs in flight (claimed, not settled) on the killed workers, counted from the table right before each kill. */
+  inFlightAtKills: number;
+  seconds: number;
+}
+
+/**
+ * Scenario 1: N worker processes drain a queue while one of them, picked at random, is SIGKILLed every
+ * second and replaced by a fresh process. Killed workers write nothing more: their jobs come back through
+ * the sweeper once their lease expires.
+ */
+export async function killWorkers(s: Scenario, size: KillWorkersSize): Promise<KillWorkersResult> {
+  const t0 = performance.now();
+  const fleet = s.fleet();
+  const slots = Array.from({ length: size.workers }, (_, i) => `kill-w${i + 1}`);
+  await Promise.all(slots.map((slot) => fleet.start(slot)));
+
+  const [lo, hi] = size.jobMs;
+  for (let i = 0; i < size.jobs; i += 5_000) {
+    const n = Math.min(5_000, size.jobs - i);
+    await s.queue.enqueueMany(Array.from({ length: n }, () => ({ queue: 'work', payload: { ms: lo + Math.floor(Math.random() * (hi - lo + 1)) } })));
+  }
+
+  const deadline = Date.now() + size.timeoutMs;
+  const completed = () => countWhere(s.db, `SELECT 1 FROM background_jobs WHERE queue_name = 'work' AND status = 'completed'`);
+  let kills = 0;
+  let inFlightAtKills = 0;
+  const restarts: Promise<unknown>[] = [];
+  while ((await completed()) < size.jobs) {
+    if (Date.now() > deadline) throw new Error(`scenario 1: jobs still not completed after ${size.timeoutMs} ms: ${JSON.stringify(await statusCounts(s.db, 'work'))}`);
+    await sleep(size.killEveryMs);
+    const candidates = fleet.ready();
+    if (candidates.length === 0 || (await completed()) >= size.jobs) continue;
+    const victim = candidates[Math.floor(Math.random() * candidates.length)];
+    inFlightAtKills += await countWhere(s.db, `SELECT 1 FROM background_jobs WHERE status = 'processing' AND locked_by = $1`, [victim.workerId]);
+    await fleet.kill(victim);
+    kills += 1;
+    // Replaced at once, in the background, so the kills keep their one-per-second pace while it boots.
+    const slot = victim.workerId.split('.')[0];
+    const restart = fleet.start(slot);
+    restart.catch(() => undefined); // reported by the Promise.all below, not as an unhandled rejection
+    restarts.push(restart);
+  }
+  await Promise.all(restarts);
+  const seconds = (performance.now() - t0) / 1_000;
+  return { audit: await auditRuns(s.db, 'work'), kills, states: await statusCounts(s.db, 'work'), inFlightAtKills, seconds };
+}

@@ -1,0 +1,112 @@
+import type pg from 'pg';
+
+/** The suite's own tables, next to background_jobs: every handler run, and every fault injected. */
+export async function createFaultTables(db: pg.Pool): Promise<void> {
+  await db.query(`
+    CREATE TABLE fault_runs (
+      id          bigserial PRIMARY KEY,
+      job_id      bigint NOT NULL,
+      queue       text NOT NULL,
+      attempt     int NOT NULL,
+      worker      text NOT NULL,
+      pid         int NOT NULL,
+      started_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+      finished_at timestamptz,
+      result      text
+    );
+    CREATE INDEX fault_runs_job_idx ON fault_runs (job_id);
+    CREATE TABLE fault_faults (
+      worker text NOT NULL,
+      pid    int NOT NULL,
+      signal text NOT NULL,
+      at     timestamptz NOT NULL DEFAULT clock_timestamp()
+    )`);
+}
+
+export async function statusCounts(db: pg.Pool, queue: string): Promise<Record<string, number>> {
+  const { rows } = await db.query<{ status: string; n: number }>(
+    `SELECT status::text, count(*)::int AS n FROM background_jobs WHERE queue_name = $1 GROUP BY 1 ORDER BY 1`,
+    [queue],
+  );
+  return Object.fromEntries(rows.map((r) => [r.status, r.n]));
+}
+
+export async function countWhere(db: pg.Pool, sql: string, values: unknown[] = []): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM (${sql}) AS q`, values);
+  return rows[0].n;
+}
+
+export interface RunAudit {
+  jobs: number;
+  completed: number;
+  /** Enqueued but not completed at the end. */
+  lost: number;
+  /** Completed, yet no run of that attempt on that worker (locked_by) was recorded: an outcome without its run. */
+  completedWithoutRun: number;
+  /** Jobs whose handler ran more than once. */
+  ranTwice: number;
+  /** Of those, runs not explained by a fault: an earlier run whose worker was never killed or frozen (before that run started), or a completion not recorded by the owner of the final attempt. */
+  unexplained: { jobId: string; why: string }[];
+  runs: number;
+}
+
+interface MultiRunRow {
+  id: string;
+  status: string;
+  attempts: number;
+  locked_by: string | null;
+  runs: { attempt: number; worker: string; started: string }[];
+}
+
+/**
+ * Reads back one queue's jobs and runs: every job completed, and every job that ran more than once did so
+ * because a fault hit the worker of its earlier run(s) while the run was in flight, and the completion
+ * belongs to the final attempt's owner (the fenced-out runs recorded nothing).
+ */
+export async function auditRuns(db: pg.Pool, queue: string, faultSignals = ['SIGKILL', 'SIGSTOP']): Promise<RunAudit> {
+  const { rows: [totals] } = await db.query<{ jobs: number; completed: number; runs: number; without_run: number }>(
+    `SELECT count(*)::int AS jobs,
+            count(*) FILTER (WHERE status = 'completed')::int AS completed,
+            (SELECT count(*)::int FROM fault_runs WHERE queue = $1) AS runs,
+            count(*) FILTER (WHERE status = 'completed' AND NOT EXISTS (
+              SELECT 1 FROM fault_runs r WHERE r.job_id = j.id AND r.attempt = j.attempts AND r.worker = j.locked_by))::int AS without_run
+     FROM background_jobs j WHERE queue_name = $1`,
+    [queue],
+  );
+  const { rows: multi } = await db.query<MultiRunRow>(
+    `SELECT j.id::text, j.status::text, j.attempts, j.locked_by,
+            json_agg(json_build_object('attempt', r.attempt, 'worker', r.worker, 'started', r.started_at) ORDER BY r.attempt, r.started_at) AS runs
+     FROM background_jobs j JOIN fault_runs r ON r.job_id = j.id
+     WHERE j.queue_name = $1
+     GROUP BY j.id HAVING count(*) > 1`,
+    [queue],
+  );
+  const { rows: faults } = await db.query<{ worker: string; at: Date }>(
+    `SELECT worker, min(at) AS at FROM fault_faults WHERE signal = ANY($1) GROUP BY worker`,
+    [faultSignals],
+  );
+  const faultAt = new Map(faults.map((f) => [f.worker, f.at.getTime()]));
+  const unexplained: RunAudit['unexplained'] = [];
+  for (const job of multi) {
+    const last = job.runs[job.runs.length - 1];
+    const attempts = job.runs.map((r) => r.attempt);
+    if (new Set(attempts).size !== attempts.length) unexplained.push({ jobId: job.id, why: `one attempt ran twice: ${attempts.join(',')}` });
+    for (const run of job.runs.slice(0, -1)) {
+      const at = faultAt.get(run.worker);
+      if (at === undefined) unexplained.push({ jobId: job.id, why: `attempt ${run.attempt} ran on ${run.worker}, which no fault hit` });
+      else if (new Date(run.started).getTime() > at) unexplained.push({ jobId: job.id, why: `attempt ${run.attempt} started on ${run.worker} after its fault` });
+    }
+    if (job.status !== 'completed' || job.attempts !== last.attempt || job.locked_by !== last.worker) {
+      unexplained.push({ jobId: job.id, why: `ended ${job.status} at attempt ${job.attempts} by ${job.locked_by}, last run was attempt ${last.attempt} on ${last.worker}` });
+    }
+  }
+  return {
+    jobs: totals.jobs,
+    completed: totals.completed,
+    lost: totals.jobs - totals.completed,
+    completedWithoutRun: totals.without_run,
+    ranTwice: multi.length,
+    unexplained,
+    runs: totals.runs,
+  };
+}

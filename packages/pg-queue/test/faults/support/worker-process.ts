@@ -1,0 +1,142 @@
+// One worker of the fault-injection suite, as its own OS process: a Nest application context with
+// PgQueueModule and handlers that write every run to fault_runs, so the suite reads what happened from the
+// database. Jest does not run this file: build-worker.ts compiles it, next to a build of the library, and
+// fleet.ts forks it. Hence the relative import of the library's source instead of 'nestjs-pg-queue'.
+import 'reflect-metadata';
+import { Injectable, Module, type LogLevel } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import pg from 'pg';
+import { JobHandler, PgQueueModule, type Job, type PgQueueModuleOptions } from '../../../src/index.js';
+
+/** What the parent passes in FAULT_WORKER_CONFIG (JSON). */
+export interface WorkerProcessConfig {
+  url: string;
+  workerId: string;
+  /** forRoot options besides connection and workerId (leases, polling, maintenance, per-queue overrides). */
+  queue: Omit<PgQueueModuleOptions, 'connection' | 'workerId' | 'dataSource'>;
+  poolSize: number;
+  logLevels: LogLevel[];
+}
+
+/** Payloads of the `faults` queue: how the handler misbehaves. */
+export type FaultKind =
+  | 'ok' // a good job
+  | 'throw-string' | 'throw-null' | 'throw-number' | 'reject-circular' | 'throw-sync' // junk thrown
+  | 'hang' // never settles and ignores its signal
+  | 'abortable' // runs past the timeout, but honours the signal
+  | 'slow-once'; // ignores the signal and returns late on attempt 1, quick on later attempts
+
+const config = JSON.parse(process.env.FAULT_WORKER_CONFIG ?? 'null') as WorkerProcessConfig;
+if (!config) throw new Error('FAULT_WORKER_CONFIG is not set: this script is forked by the fault-injection suite');
+
+const records = new pg.Pool({ connectionString: config.url, max: config.poolSize });
+records.on('error', () => undefined); // idle clients die with a PostgreSQL restart; the next query reconnects
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+const forever = new Promise<never>(() => undefined);
+
+async function recordStart(job: Job): Promise<string> {
+  const { rows } = await records.query<{ id: string }>(
+    'INSERT INTO fault_runs (job_id, queue, attempt, worker, pid) VALUES ($1, $2, $3, $4, $5) RETURNING id',
+    [job.id, job.queue, job.attempt, config.workerId, process.pid],
+  );
+  return rows[0].id;
+}
+
+/** Fire and forget: the caller settles right after, so the library sends its outcome before any timer runs. */
+function recordFinish(runId: string, result: string): void {
+  records.query('UPDATE fault_runs SET finished_at = clock_timestamp(), result = $2 WHERE id = $1', [runId, result]).catch(() => undefined);
+}
+
+@Injectable()
+class FaultHandlers {
+  // Scenarios 1 and 2: plain work of a given length.
+  @JobHandler('work', { concurrency: 8, maxAttempts: 25, backoff: { baseMs: 50, maxMs: 1_000 } })
+  async work(job: Job<{ ms: number }>) {
+    await recordStart(job);
+    await sleep(job.payload.ms);
+  }
+
+  // Scenario 3: blocks its process for spinMs (the suite freezes it meanwhile), then settles at once on resume.
+  // Synchronous on purpose: on SIGCONT the outcome goes out in the same tick, before the heartbeat timer can
+  // notice the lost lease, so the late outcome reaches the database and the fencing there has to reject it.
+  @JobHandler('freeze', { concurrency: 2, maxAttempts: 5, backoff: { baseMs: 50, maxMs: 1_000 } })
+  async freeze(job: Job<{ spinMs: number; fail: boolean }>) {
+    const runId = await recordStart(job);
+    if (job.attempt > 1) return recordFinish(runId, 'completed');
+    const until = Date.now() + job.payload.spinMs;
+    while (Date.now() < until) {
+      // busy: this process does nothing else until the deadline (or until it is resumed past it)
+    }
+    recordFinish(runId, job.payload.fail ? 'threw late' : 'returned late');
+    if (job.payload.fail) throw new Error('late failure from a frozen worker');
+  }
+
+  // Scenario 4: good jobs mixed with every way a handler can misbehave.
+  @JobHandler('faults', { concurrency: 6, maxAttempts: 3, timeoutMs: 400, backoff: { baseMs: 50, maxMs: 200, jitter: false } })
+  async faults(job: Job<{ kind: FaultKind }>) {
+    const runId = await recordStart(job);
+    const circular: Record<string, unknown> = { name: 'loop' };
+    circular.self = circular;
+    switch (job.payload.kind) {
+      case 'ok':
+        await sleep(10);
+        return recordFinish(runId, 'returned');
+      case 'throw-string':
+        throw 'a plain string';
+      case 'throw-null':
+        throw null;
+      case 'throw-number':
+        throw 42;
+      case 'reject-circular':
+        return Promise.reject(circular);
+      case 'throw-sync':
+        return (() => {
+          throw new RangeError('thrown synchronously');
+        })();
+      case 'hang':
+        return forever;
+      case 'abortable':
+        await new Promise((_resolve, reject) => job.signal.addEventListener('abort', () => reject(job.signal.reason)));
+        return;
+      case 'slow-once':
+        if (job.attempt === 1) {
+          await sleep(1_500); // well past timeoutMs, signal ignored
+          return recordFinish(runId, 'returned late');
+        }
+        return recordFinish(runId, 'returned');
+    }
+  }
+
+  // Scenario 4, cancellation: no timeout, never settles; only QueueService.cancel ends these.
+  @JobHandler('hangs', { concurrency: 2, maxAttempts: 1 })
+  async hangs(job: Job<{ hang: boolean }>) {
+    const runId = await recordStart(job);
+    if (job.payload.hang) {
+      job.signal.addEventListener('abort', () => recordFinish(runId, `signal aborted: ${String(job.signal.reason)}`));
+      return forever;
+    }
+    recordFinish(runId, 'returned');
+  }
+}
+
+@Module({
+  imports: [
+    PgQueueModule.forRoot({
+      ...config.queue,
+      connection: { url: config.url, poolSize: config.poolSize },
+      workerId: config.workerId,
+    }),
+  ],
+  providers: [FaultHandlers],
+})
+class WorkerProcessModule {}
+
+const app = await NestFactory.createApplicationContext(WorkerProcessModule, { logger: config.logLevels });
+await app.init();
+process.send?.({ type: 'ready', pid: process.pid, workerId: config.workerId });
+
+// The suite ends workers with SIGKILL; SIGTERM (a manual run) still drains gracefully.
+process.once('SIGTERM', () => {
+  void app.close().finally(() => records.end().finally(() => process.exit(0)));
+});
