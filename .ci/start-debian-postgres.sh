@@ -8,6 +8,7 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
 fi
 bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
 data=/tmp/pg-queue-ci-debian
+if [ -f "$data/postmaster.pid" ]; then su postgres -s /bin/sh -c "$bin/pg_ctl -D $data -m immediate stop" >&2 || true; fi
 rm -rf "$data" && mkdir -p "$data" && chown postgres:postgres "$data"
 pwfile=$(mktemp) && echo postgres >"$pwfile" && chmod 644 "$pwfile"
 su postgres -s /bin/sh -c "$bin/initdb -D $data -U postgres --pwfile=$pwfile --auth=scram-sha-256 --no-sync" >&2
