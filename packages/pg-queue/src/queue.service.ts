@@ -107,8 +107,12 @@ export class QueueService {
   }
 }
 
+const MAX_BIGINT = 9_223_372_036_854_775_807n;
+
 function jobId(id: string | number | bigint): string {
   const text = String(id);
-  if (!/^[1-9][0-9]{0,18}$/.test(text)) throw new PgQueueError(`Invalid job id ${JSON.stringify(text)}: expected a positive integer.`);
+  if (!/^[1-9][0-9]{0,18}$/.test(text) || BigInt(text) > MAX_BIGINT) {
+    throw new PgQueueError(`Invalid job id ${JSON.stringify(text)}: expected a positive integer within bigint range.`);
+  }
   return text;
 }

@@ -145,6 +145,8 @@ describe('bad input at enqueue and from handlers', () => {
     await expect(queue.enqueue('junk', {}, { runAt: new Date('nope') })).rejects.toThrow('option runAt=null: expected a valid Date');
     await expect(queue.enqueue('junk', {}, { maxAttempts: 0 })).rejects.toThrow('option maxAttempts=0');
     await expect(queue.get('1; DROP TABLE background_jobs')).rejects.toThrow('Invalid job id');
+    await expect(queue.get('9223372036854775808')).rejects.toThrow('Invalid job id "9223372036854775808": expected a positive integer within bigint range.');
+    expect(await queue.get('9223372036854775807')).toBeNull();
   });
 
   it('records a readable last_error for whatever a handler throws', async () => {

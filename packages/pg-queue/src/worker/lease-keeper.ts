@@ -42,8 +42,12 @@ export class LeaseKeeper {
     this.held.set(id, { attempt, onLost });
   }
 
-  release(id: string): void {
-    this.held.delete(id);
+  /**
+   * Only that attempt's hold: a stalled process may already hold a later attempt of the same job (swept and
+   * claimed again), and the stale attempt's release, landing after, must not stop the new one's heartbeat.
+   */
+  release(id: string, attempt: number): void {
+    if (this.held.get(id)?.attempt === attempt) this.held.delete(id);
   }
 
   /** One heartbeat; exposed for tests. */

@@ -149,12 +149,13 @@ export class QueueWorker {
     const controller = new AbortController();
     let finish!: () => void;
     const run: Running = { job, controller, timer: undefined, settled: false, finished: new Promise((r) => (finish = r)) };
+    // An older attempt of this job still in our books: this process stalled past its lease (frozen, a blocked
+    // event loop), the sweeper put the job back and we claimed it again before a heartbeat could tell us.
+    // That attempt is lost; retire it now, or its late settle would free this attempt's slot and lease.
+    const stale = this.running.get(job.id);
+    if (stale) this.leaseLost(stale);
     this.running.set(job.id, run);
-    this.leases.hold(job.id, job.attempt, () => {
-      controller.abort(new JobAbortedError('lease lost: the job was taken back (swept, cancelled) while running'));
-      this.logger.warn(`job ${job.id} (${queue}, attempt ${job.attempt}) lost its lease while running; its outcome will be discarded`);
-      this.giveUp(run);
-    });
+    this.leases.hold(job.id, job.attempt, () => this.leaseLost(run));
     const jobView: Job = {
       id: job.id,
       queue,
@@ -196,7 +197,7 @@ export class QueueWorker {
     this.wake();
     const { job } = run;
     const { queue, workerId } = this.config;
-    const done = () => this.leases.release(job.id);
+    const done = () => this.leases.release(job.id, job.attempt);
     if (error === undefined) {
       void this.outcomes.complete({ id: job.id, attempt: job.attempt }).then((accepted) => {
         done();
@@ -224,13 +225,20 @@ export class QueueWorker {
     });
   }
 
+  private leaseLost(run: Running): void {
+    const { job, controller } = run;
+    controller.abort(new JobAbortedError('lease lost: the job was taken back (swept, cancelled) while running'));
+    this.logger.warn(`job ${job.id} (${this.config.queue}, attempt ${job.attempt}) lost its lease while running; its outcome will be discarded`);
+    this.giveUp(run);
+  }
+
   /** The job is no longer ours to settle (lease lost, cancelled, abandoned at shutdown). */
   private giveUp(run: Running): void {
     if (run.settled) return;
     run.settled = true;
     clearTimeout(run.timer);
     this.running.delete(run.job.id);
-    this.leases.release(run.job.id);
+    this.leases.release(run.job.id, run.job.attempt);
     this.wake();
   }
 }

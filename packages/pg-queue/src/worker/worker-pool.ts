@@ -25,6 +25,7 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
   private outcomes: OutcomeWriter | undefined;
   private pollTimer: NodeJS.Timeout | undefined;
   private pollEveryMs = 0;
+  private shuttingDown = false;
 
   constructor(
     private readonly registry: JobHandlerRegistry,
@@ -89,6 +90,7 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
    */
   async beforeApplicationShutdown(): Promise<void> {
     if (this.workers.size === 0) return;
+    this.shuttingDown = true; // from here on, a LISTEN reconnect must not re-arm the poll
     clearInterval(this.pollTimer);
     const workers = [...this.workers.values()];
     await Promise.all(workers.map((w) => w.stopClaiming()));
@@ -122,7 +124,7 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
   }
 
   private setPoll(ms: number): void {
-    if (ms === this.pollEveryMs) return;
+    if (this.shuttingDown || ms === this.pollEveryMs) return;
     clearInterval(this.pollTimer);
     this.pollEveryMs = ms;
     this.pollTimer = setInterval(() => this.wakeAll(), ms);

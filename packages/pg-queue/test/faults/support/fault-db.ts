@@ -20,6 +20,12 @@ export async function createFaultTables(db: pg.Pool): Promise<void> {
       pid    int NOT NULL,
       signal text NOT NULL,
       at     timestamptz NOT NULL DEFAULT clock_timestamp()
+    );
+    -- The jobs a worker held (claimed, outcome not written) when a fault hit it: the only runs allowed to be redone.
+    CREATE TABLE fault_held (
+      worker  text NOT NULL,
+      job_id  bigint NOT NULL,
+      attempt int NOT NULL
     )`);
 }
 
@@ -45,8 +51,10 @@ export interface RunAudit {
   completedWithoutRun: number;
   /** Jobs whose handler ran more than once. */
   ranTwice: number;
-  /** Of those, runs not explained by a fault: an earlier run whose worker was never killed or frozen (before that run started), or a completion not recorded by the owner of the final attempt. */
+  /** Of those, earlier runs not explained by a process fault: their worker did not hold the job when a SIGKILL or SIGSTOP hit it. */
   unexplained: { jobId: string; why: string }[];
+  /** Of those, jobs whose outcome is not the final attempt's, or whose attempt ran twice: fencing failed. */
+  unfenced: { jobId: string; why: string }[];
   runs: number;
 }
 
@@ -55,7 +63,7 @@ interface MultiRunRow {
   status: string;
   attempts: number;
   locked_by: string | null;
-  runs: { attempt: number; worker: string; started: string }[];
+  runs: { attempt: number; worker: string }[];
 }
 
 /**
@@ -63,7 +71,7 @@ interface MultiRunRow {
  * because a fault hit the worker of its earlier run(s) while the run was in flight, and the completion
  * belongs to the final attempt's owner (the fenced-out runs recorded nothing).
  */
-export async function auditRuns(db: pg.Pool, queue: string, faultSignals = ['SIGKILL', 'SIGSTOP']): Promise<RunAudit> {
+export async function auditRuns(db: pg.Pool, queue: string): Promise<RunAudit> {
   const { rows: [totals] } = await db.query<{ jobs: number; completed: number; runs: number; without_run: number }>(
     `SELECT count(*)::int AS jobs,
             count(*) FILTER (WHERE status = 'completed')::int AS completed,
@@ -75,29 +83,27 @@ export async function auditRuns(db: pg.Pool, queue: string, faultSignals = ['SIG
   );
   const { rows: multi } = await db.query<MultiRunRow>(
     `SELECT j.id::text, j.status::text, j.attempts, j.locked_by,
-            json_agg(json_build_object('attempt', r.attempt, 'worker', r.worker, 'started', r.started_at) ORDER BY r.attempt, r.started_at) AS runs
+            json_agg(json_build_object('attempt', r.attempt, 'worker', r.worker) ORDER BY r.attempt, r.started_at) AS runs
      FROM background_jobs j JOIN fault_runs r ON r.job_id = j.id
      WHERE j.queue_name = $1
      GROUP BY j.id HAVING count(*) > 1`,
     [queue],
   );
-  const { rows: faults } = await db.query<{ worker: string; at: Date }>(
-    `SELECT worker, min(at) AS at FROM fault_faults WHERE signal = ANY($1) GROUP BY worker`,
-    [faultSignals],
-  );
-  const faultAt = new Map(faults.map((f) => [f.worker, f.at.getTime()]));
+  const { rows: held } = await db.query<{ key: string }>(`SELECT job_id || '/' || attempt || '/' || worker AS key FROM fault_held`);
+  const heldAtFault = new Set(held.map((h) => h.key));
   const unexplained: RunAudit['unexplained'] = [];
+  const unfenced: RunAudit['unfenced'] = [];
   for (const job of multi) {
     const last = job.runs[job.runs.length - 1];
     const attempts = job.runs.map((r) => r.attempt);
-    if (new Set(attempts).size !== attempts.length) unexplained.push({ jobId: job.id, why: `one attempt ran twice: ${attempts.join(',')}` });
+    if (new Set(attempts).size !== attempts.length) unfenced.push({ jobId: job.id, why: `one attempt ran twice: ${attempts.join(',')}` });
     for (const run of job.runs.slice(0, -1)) {
-      const at = faultAt.get(run.worker);
-      if (at === undefined) unexplained.push({ jobId: job.id, why: `attempt ${run.attempt} ran on ${run.worker}, which no fault hit` });
-      else if (new Date(run.started).getTime() > at) unexplained.push({ jobId: job.id, why: `attempt ${run.attempt} started on ${run.worker} after its fault` });
+      if (!heldAtFault.has(`${job.id}/${run.attempt}/${run.worker}`)) {
+        unexplained.push({ jobId: job.id, why: `attempt ${run.attempt} on ${run.worker} was redone, but no fault hit that worker while it held the job` });
+      }
     }
     if (job.status !== 'completed' || job.attempts !== last.attempt || job.locked_by !== last.worker) {
-      unexplained.push({ jobId: job.id, why: `ended ${job.status} at attempt ${job.attempts} by ${job.locked_by}, last run was attempt ${last.attempt} on ${last.worker}` });
+      unfenced.push({ jobId: job.id, why: `ended ${job.status} at attempt ${job.attempts} by ${job.locked_by}, last run was attempt ${last.attempt} on ${last.worker}` });
     }
   }
   return {
@@ -107,6 +113,7 @@ export async function auditRuns(db: pg.Pool, queue: string, faultSignals = ['SIG
     completedWithoutRun: totals.without_run,
     ranTwice: multi.length,
     unexplained,
+    unfenced,
     runs: totals.runs,
   };
 }

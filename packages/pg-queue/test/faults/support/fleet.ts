@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type pg from 'pg';
 import type { WorkerProcessConfig } from './worker-process.js';
 
+/** A forked worker-process.js: loading its code at first, then (once started) a worker. */
 export interface WorkerHandle {
   workerId: string;
   pid: number;
@@ -11,14 +12,77 @@ export interface WorkerHandle {
   logFile: string;
   ready: boolean;
   stopped: boolean;
+  loaded: Promise<void>;
   exited: Promise<void>;
 }
 
+/**
+ * Forks worker processes ahead of need. A cold start is mostly loading Nest and TypeORM (1.5 s for one
+ * process, about 5 s for four at once on a loaded 2-core machine): replacing a worker killed every second
+ * with a cold process would leave the fleet booting most of the time. Each replacement is still a new OS
+ * process with nothing of the old one; it has only read its code already, as a warm spare would.
+ */
+export class ProcessPool {
+  private forks = 0;
+  private readonly spares: WorkerHandle[] = [];
+  private readonly all = new Set<WorkerHandle>();
+
+  constructor(
+    private readonly script: string,
+    private readonly logDir: string,
+    private readonly spareCount: number,
+  ) {}
+
+  /** Forks the spares now, so that they load while the caller prepares. */
+  warm(): void {
+    while (this.spares.length < this.spareCount) this.spares.push(this.fork());
+  }
+
+  take(): WorkerHandle {
+    const handle = this.spares.shift() ?? this.fork();
+    this.warm();
+    return handle;
+  }
+
+  /** Ends every process, spares and frozen ones too (SIGCONT first: a stopped process keeps SIGKILL pending). */
+  async killAll(): Promise<void> {
+    const all = [...this.all];
+    this.spares.length = 0;
+    for (const w of all) killNow(w);
+    await Promise.all(all.map((w) => w.exited));
+  }
+
+  private fork(): WorkerHandle {
+    const env: NodeJS.ProcessEnv = { ...process.env };
+    delete env.NODE_OPTIONS; // Jest's --experimental-vm-modules is not for the workers
+    const logFile = join(this.logDir, `process-${++this.forks}.log`);
+    const fd = openSync(logFile, 'a');
+    const child = fork(this.script, [], { env, execArgv: ['--enable-source-maps'], stdio: ['ignore', fd, fd, 'ipc'] });
+    closeSync(fd);
+    const handle: WorkerHandle = {
+      workerId: '(spare)',
+      pid: child.pid!,
+      child,
+      logFile,
+      ready: false,
+      stopped: false,
+      loaded: new Promise<void>((resolve, reject) => {
+        child.once('message', () => resolve());
+        child.once('exit', (code, signal) => reject(new Error(`worker process exited while loading (${signal ?? code}):\n${logTail(logFile)}`)));
+      }),
+      exited: new Promise<void>((resolve) => child.once('exit', () => resolve())),
+    };
+    handle.loaded.catch(() => undefined); // reported to whoever takes this process
+    this.all.add(handle);
+    void handle.exited.then(() => this.all.delete(handle));
+    return handle;
+  }
+}
+
 export interface FleetOptions {
-  script: string;
+  processes: ProcessPool;
   url: string;
-  logDir: string;
-  /** Records kills and freezes (fault_faults) with the database clock. */
+  /** Where faults are recorded (fault_faults, fault_held). */
   db: pg.Pool;
   queue: WorkerProcessConfig['queue'];
   poolSize?: number;
@@ -26,9 +90,9 @@ export interface FleetOptions {
 }
 
 /**
- * Worker processes of one scenario: starts them (forked, each a Nest app), and injects process faults
- * (SIGKILL, SIGSTOP/SIGCONT). Every fault is written to fault_faults with clock_timestamp(), so that the
- * analysis compares it with the runs on the same clock.
+ * The workers of one scenario: starts them (each a Nest app in its own process) and injects process faults
+ * (SIGKILL, SIGSTOP/SIGCONT). Every fault is written to fault_faults (clock_timestamp()) and fault_held (the
+ * jobs the worker held), which is what the audit explains double runs with.
  */
 export class WorkerFleet {
   readonly live = new Map<string, WorkerHandle>();
@@ -38,86 +102,69 @@ export class WorkerFleet {
 
   /** Starts a worker `<slot>.<n>` and resolves once its Nest app has booted. */
   async start(slot: string): Promise<WorkerHandle> {
-    const workerId = `${slot}.${++this.generation}`;
-    const logFile = join(this.options.logDir, `${workerId}.log`);
+    const handle = this.options.processes.take();
+    handle.workerId = `${slot}.${++this.generation}`;
+    this.live.set(handle.workerId, handle);
+    await handle.loaded;
     const config: WorkerProcessConfig = {
       url: this.options.url,
-      workerId,
+      workerId: handle.workerId,
       queue: this.options.queue,
       poolSize: this.options.poolSize ?? 6,
       logLevels: ['log', 'warn', 'error'],
     };
-    const fd = openSync(logFile, 'a');
-    const env: NodeJS.ProcessEnv = { ...process.env, FAULT_WORKER_CONFIG: JSON.stringify(config) };
-    delete env.NODE_OPTIONS; // Jest's --experimental-vm-modules is not for the workers
-    const child = fork(this.options.script, [], { env, execArgv: ['--enable-source-maps'], stdio: ['ignore', fd, fd, 'ipc'] });
-    closeSync(fd);
-    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-    const handle: WorkerHandle = { workerId, pid: child.pid!, child, logFile, ready: false, stopped: false, exited };
-    this.live.set(workerId, handle);
     const timeoutMs = this.options.bootTimeoutMs ?? 60_000;
     await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`worker ${workerId} did not boot in ${timeoutMs} ms:\n${this.logTail(handle)}`)), timeoutMs);
-      child.once('message', () => {
+      const timer = setTimeout(() => reject(new Error(`worker ${handle.workerId} did not boot in ${timeoutMs} ms:\n${logTail(handle.logFile)}`)), timeoutMs);
+      const onExit = (code: number | null, signal: string | null) => {
         clearTimeout(timer);
+        reject(new Error(`worker ${handle.workerId} exited during boot (${signal ?? code}):\n${logTail(handle.logFile)}`));
+      };
+      handle.child.once('exit', onExit);
+      handle.child.once('message', () => {
+        clearTimeout(timer);
+        handle.child.off('exit', onExit);
         resolve();
       });
-      child.once('exit', (code, signal) => {
-        clearTimeout(timer);
-        reject(new Error(`worker ${workerId} exited during boot (${signal ?? code}):\n${this.logTail(handle)}`));
-      });
+      handle.child.send({ type: 'start', config });
     });
     handle.ready = true;
     return handle;
   }
 
+  /** Started and not frozen. */
   ready(): WorkerHandle[] {
     return [...this.live.values()].filter((w) => w.ready && !w.stopped);
   }
 
-  /** SIGKILL: no shutdown hook, no outcome written, no lease released. Resolves when the process is gone. */
-  async kill(worker: WorkerHandle): Promise<void> {
+  /** SIGKILL: no shutdown hook, no outcome written, no lease released. Resolves, once the process is gone, with the number of jobs it held. */
+  async kill(worker: WorkerHandle): Promise<number> {
     this.live.delete(worker.workerId);
-    worker.child.kill('SIGKILL');
-    await worker.exited;
-    await this.record(worker, 'SIGKILL');
+    return this.inject(worker, 'SIGKILL', async () => {
+      worker.child.kill('SIGKILL');
+      await worker.exited;
+    });
   }
 
-  /** SIGSTOP: the process keeps its connections but runs nothing, not even its heartbeat. */
-  async freeze(worker: WorkerHandle): Promise<void> {
+  /** SIGSTOP: the process keeps its connections but runs nothing, not even its heartbeat. Resolves with the number of jobs it held. */
+  async freeze(worker: WorkerHandle): Promise<number> {
     worker.stopped = true;
-    worker.child.kill('SIGSTOP');
-    await this.record(worker, 'SIGSTOP');
+    return this.inject(worker, 'SIGSTOP', async () => void worker.child.kill('SIGSTOP'));
   }
 
-  async resume(worker: WorkerHandle): Promise<void> {
-    await this.record(worker, 'SIGCONT');
+  resume(worker: WorkerHandle): void {
     worker.child.kill('SIGCONT');
     worker.stopped = false;
   }
 
-  /** Ends every worker at once (frozen ones too: SIGCONT first, else a stopped process keeps its SIGKILL pending). */
   async killAll(): Promise<void> {
     const all = [...this.live.values()];
     this.live.clear();
-    for (const w of all) {
-      if (w.child.exitCode === null && w.child.signalCode === null) {
-        w.child.kill('SIGCONT');
-        w.child.kill('SIGKILL');
-      }
-    }
+    for (const w of all) killNow(w);
     await Promise.all(all.map((w) => w.exited));
   }
 
-  logTail(worker: Pick<WorkerHandle, 'logFile'>, lines = 30): string {
-    try {
-      return readFileSync(worker.logFile, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
-    } catch {
-      return '(no log)';
-    }
-  }
-
-  log(worker: Pick<WorkerHandle, 'logFile'>): string {
+  log(worker: WorkerHandle): string {
     try {
       return readFileSync(worker.logFile, 'utf8');
     } catch {
@@ -125,7 +172,44 @@ export class WorkerFleet {
     }
   }
 
-  private async record(worker: WorkerHandle, signal: string): Promise<void> {
-    await this.options.db.query('INSERT INTO fault_faults (worker, pid, signal) VALUES ($1, $2, $3)', [worker.workerId, worker.pid, signal]);
+  /** The jobs a worker holds: claimed, outcome not written yet. */
+  private async held(worker: WorkerHandle): Promise<{ id: string; attempt: number }[]> {
+    const { rows } = await this.options.db.query<{ id: string; attempt: number }>(
+      `SELECT id::text, attempts AS attempt FROM background_jobs WHERE status = 'processing' AND locked_by = $1`,
+      [worker.workerId],
+    );
+    return rows;
+  }
+
+  /**
+   * Sends the signal and writes the fault down with the jobs the worker held, read just before and just after:
+   * a job claimed in between is in the second read, and none can leave between the reads (its lease has
+   * about leaseMs to run, and the worker is stopped or dead). Resolves with the number of jobs held.
+   */
+  private async inject(worker: WorkerHandle, signal: 'SIGKILL' | 'SIGSTOP', send: () => Promise<void>): Promise<number> {
+    const before = await this.held(worker);
+    await send();
+    const after = await this.held(worker);
+    const jobs = new Map([...before, ...after].map((j) => [`${j.id}/${j.attempt}`, j]));
+    await this.options.db.query(
+      `WITH fault AS (INSERT INTO fault_faults (worker, pid, signal) VALUES ($1, $2, $3))
+       INSERT INTO fault_held (worker, job_id, attempt) SELECT $1, * FROM unnest($4::int8[], $5::int[])`,
+      [worker.workerId, worker.pid, signal, [...jobs.values()].map((j) => j.id), [...jobs.values()].map((j) => j.attempt)],
+    );
+    return after.length;
+  }
+}
+
+function killNow(w: WorkerHandle): void {
+  if (w.child.exitCode !== null || w.child.signalCode !== null) return;
+  w.child.kill('SIGCONT');
+  w.child.kill('SIGKILL');
+}
+
+function logTail(file: string, lines = 30): string {
+  try {
+    return readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
+  } catch {
+    return '(no log)';
   }
 }

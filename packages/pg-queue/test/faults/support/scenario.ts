@@ -1,11 +1,9 @@
 import type { INestApplicationContext } from '@nestjs/common';
-import { mkdir } from 'node:fs/promises';
-import { join } from 'node:path';
 import type pg from 'pg';
 import { QueueService } from 'nestjs-pg-queue';
 import { sqlPool, startApp } from '../../support/test-app.js';
 import { createFaultTables } from './fault-db.js';
-import { WorkerFleet, type FleetOptions } from './fleet.js';
+import { WorkerFleet, type FleetOptions, type ProcessPool } from './fleet.js';
 
 /** Short leases so that faults resolve in seconds: what an app would set is 30 s (the default). */
 export const FAULT_TIMINGS = {
@@ -39,7 +37,7 @@ export interface Scenario {
 }
 
 /** A database with the queue's schema and the suite's tables, an enqueue-only app, and worker fleets on it. */
-export async function openScenario(url: string, script: string, logDir: string, name: string): Promise<Scenario> {
+export async function openScenario(url: string, processes: ProcessPool): Promise<Scenario> {
   const db = sqlPool(url);
   db.on('error', () => undefined); // idle clients die when the restart scenario stops the server
   let app: INestApplicationContext | undefined;
@@ -47,14 +45,12 @@ export async function openScenario(url: string, script: string, logDir: string, 
   try {
     app = await startApp(url, { queue: { workers: false, maintenance: { enabled: false } } });
     await createFaultTables(db);
-    const scenarioLogs = join(logDir, name);
-    await mkdir(scenarioLogs, { recursive: true });
     return {
       url,
       db,
       queue: app.get(QueueService),
       fleet: (queue = FAULT_TIMINGS) => {
-        const fleet = new WorkerFleet({ script, url, logDir: scenarioLogs, db, queue });
+        const fleet = new WorkerFleet({ processes, url, db, queue });
         fleets.push(fleet);
         return fleet;
       },

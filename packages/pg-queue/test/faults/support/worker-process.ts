@@ -2,13 +2,17 @@
 // PgQueueModule and handlers that write every run to fault_runs, so the suite reads what happened from the
 // database. Jest does not run this file: build-worker.ts compiles it, next to a build of the library, and
 // fleet.ts forks it. Hence the relative import of the library's source instead of 'nestjs-pg-queue'.
+//
+// Protocol (IPC): the process loads its code, says { type: 'loaded' }, waits for { type: 'start', config },
+// boots, and says { type: 'ready' }. Loading Nest and TypeORM is most of a cold start (1.5 s alone, 5 s with
+// four at once on the 2-core CI machine), so the suite forks processes ahead and starts them on demand.
 import 'reflect-metadata';
 import { Injectable, Module, type LogLevel } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import pg from 'pg';
 import { JobHandler, PgQueueModule, type Job, type PgQueueModuleOptions } from '../../../src/index.js';
 
-/** What the parent passes in FAULT_WORKER_CONFIG (JSON). */
+/** What the parent sends with { type: 'start' }. */
 export interface WorkerProcessConfig {
   url: string;
   workerId: string;
@@ -26,14 +30,14 @@ export type FaultKind =
   | 'abortable' // runs past the timeout, but honours the signal
   | 'slow-once'; // ignores the signal and returns late on attempt 1, quick on later attempts
 
-const config = JSON.parse(process.env.FAULT_WORKER_CONFIG ?? 'null') as WorkerProcessConfig;
-if (!config) throw new Error('FAULT_WORKER_CONFIG is not set: this script is forked by the fault-injection suite');
-
-const records = new pg.Pool({ connectionString: config.url, max: config.poolSize });
-records.on('error', () => undefined); // idle clients die with a PostgreSQL restart; the next query reconnects
+let config!: WorkerProcessConfig;
+let records!: pg.Pool;
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const forever = new Promise<never>(() => undefined);
+const frozenJobs = new Set<string>();
+let allFrozenJobsStarted!: (spinUntil: number) => void;
+const frozenJobsStarted = new Promise<number>((resolve) => (allFrozenJobsStarted = resolve));
 
 async function recordStart(job: Job): Promise<string> {
   const { rows } = await records.query<{ id: string }>(
@@ -57,14 +61,23 @@ class FaultHandlers {
     await sleep(job.payload.ms);
   }
 
-  // Scenario 3: blocks its process for spinMs (the suite freezes it meanwhile), then settles at once on resume.
-  // Synchronous on purpose: on SIGCONT the outcome goes out in the same tick, before the heartbeat timer can
-  // notice the lost lease, so the late outcome reaches the database and the fencing there has to reject it.
-  @JobHandler('freeze', { concurrency: 2, maxAttempts: 5, backoff: { baseMs: 50, maxMs: 1_000 } })
-  async freeze(job: Job<{ spinMs: number; fail: boolean }>) {
+  // Scenario 2: wake-up latency probes, on a queue of their own so that a backlog elsewhere does not delay them.
+  @JobHandler('probe', { concurrency: 2 })
+  async probe(job: Job) {
+    await recordStart(job);
+  }
+
+  // Scenario 3: the first attempts wait until all `together` of them run here, then block this process until
+  // one shared deadline (the suite freezes it meanwhile) and settle at once on resume. Synchronous on purpose:
+  // on SIGCONT both outcomes go out in the same tick, before the heartbeat timer can notice the lost leases,
+  // so the late outcomes reach the database and the fencing there has to reject them.
+  @JobHandler('freeze', { concurrency: 2, backoff: { baseMs: 50, maxMs: 1_000 } })
+  async freeze(job: Job<{ spinMs: number; fail: boolean; together: number }>) {
     const runId = await recordStart(job);
     if (job.attempt > 1) return recordFinish(runId, 'completed');
-    const until = Date.now() + job.payload.spinMs;
+    frozenJobs.add(job.id);
+    if (frozenJobs.size === job.payload.together) allFrozenJobsStarted(Date.now() + job.payload.spinMs);
+    const until = await frozenJobsStarted;
     while (Date.now() < until) {
       // busy: this process does nothing else until the deadline (or until it is resumed past it)
     }
@@ -120,23 +133,42 @@ class FaultHandlers {
   }
 }
 
-@Module({
-  imports: [
-    PgQueueModule.forRoot({
-      ...config.queue,
-      connection: { url: config.url, poolSize: config.poolSize },
-      workerId: config.workerId,
-    }),
-  ],
-  providers: [FaultHandlers],
-})
-class WorkerProcessModule {}
+async function boot(): Promise<void> {
+  records = new pg.Pool({ connectionString: config.url, max: config.poolSize });
+  records.on('error', () => undefined); // idle clients die with a PostgreSQL restart; the next query reconnects
 
-const app = await NestFactory.createApplicationContext(WorkerProcessModule, { logger: config.logLevels });
-await app.init();
-process.send?.({ type: 'ready', pid: process.pid, workerId: config.workerId });
+  @Module({
+    imports: [
+      PgQueueModule.forRoot({
+        migrationsRun: false, // the suite's own process ran them
+        ...config.queue,
+        connection: { url: config.url, poolSize: config.poolSize },
+        workerId: config.workerId,
+      }),
+    ],
+    providers: [FaultHandlers],
+  })
+  class WorkerProcessModule {}
 
-// The suite ends workers with SIGKILL; SIGTERM (a manual run) still drains gracefully.
-process.once('SIGTERM', () => {
-  void app.close().finally(() => records.end().finally(() => process.exit(0)));
+  const app = await NestFactory.createApplicationContext(WorkerProcessModule, { logger: config.logLevels });
+  await app.init();
+  // The suite ends workers with SIGKILL; SIGTERM (a manual run) still drains gracefully.
+  process.once('SIGTERM', () => {
+    void app.close().finally(() => records.end().finally(() => process.exit(0)));
+  });
+}
+
+process.on('message', (message: { type: string; config?: WorkerProcessConfig }) => {
+  if (message.type !== 'start' || config) return;
+  config = message.config!;
+  boot().then(
+    () => process.send?.({ type: 'ready' }),
+    (error: unknown) => {
+      console.error(error);
+      process.exit(1);
+    },
+  );
 });
+// Orphaned (the suite's process died): go too, rather than work on against a test database.
+process.on('disconnect', () => process.exit(0));
+process.send?.({ type: 'loaded' });

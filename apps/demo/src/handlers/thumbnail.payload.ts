@@ -1,0 +1,5 @@
+/** Payload of the `thumbnails` queue. */
+export interface ThumbnailPayload {
+  imageId: number;
+  width: number;
+}

@@ -1,0 +1,101 @@
+import 'reflect-metadata';
+import { Logger, type INestApplication } from '@nestjs/common';
+import { startPostgres, type PostgresServer } from '@internal/pg-harness';
+import { relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { SHUTDOWN_GRACE_MS } from './app.module.js';
+import { printBanner } from './banner.js';
+import { createDemoApp } from './create-demo-app.js';
+
+const logger = new Logger('Demo');
+const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+
+const port = envInt('PORT', 3000, 0, 65_535);
+const startBurst = envInt('DEMO_START_BURST', 30, 0, 10_000);
+// Next to the compiled main.js's folder, whatever the working directory: apps/demo/.data/pg (gitignored).
+const dataDir = process.env.DEMO_DATA_DIR ?? fileURLToPath(new URL('../.data/pg', import.meta.url));
+const postgresVerbose = process.env.DEMO_PG_LOG === '1';
+
+let server: PostgresServer | undefined;
+let app: INestApplication | undefined;
+let shuttingDown = false;
+
+ownShutdownSignals();
+
+const booting = boot();
+booting.catch((error: unknown) => {
+  logger.error(`start-up failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+  void shutdown(1);
+});
+
+async function boot(): Promise<void> {
+  // containers: false, since a testcontainers database would not live in the kept data folder.
+  server = await startPostgres({ dataDir, containers: false, log: postgresLog });
+  const database = server.source === 'url' ? 'the server in DATABASE_URL' : `embedded, data in ${relative(process.cwd(), dataDir) || '.'}`;
+  logger.log(server.source === 'url' ? `using ${database}` : `PostgreSQL ready (${database})`);
+  if (shuttingDown) return;
+  app = await createDemoApp(server.url, { startBurst });
+  await app.listen(port);
+  const address = app.getHttpServer().address();
+  const actualPort = typeof address === 'object' && address ? address.port : port;
+  printBanner({ url: `http://localhost:${actualPort}`, database, shutdownGraceMs: SHUTDOWN_GRACE_MS });
+}
+
+/** The demo shuts down in order on a signal: HTTP and workers first, the database last. */
+function ownShutdownSignals(): void {
+  for (const signal of SIGNALS) process.on(signal, onSignal);
+}
+
+function onSignal(signal: NodeJS.Signals): void {
+  if (shuttingDown) {
+    // A second Ctrl-C: do not wait for the drain. stop() sends PostgreSQL its stop signal synchronously,
+    // and PostgreSQL finishes a fast shutdown on its own.
+    logger.warn(`${signal} again: exiting without waiting`);
+    void server?.stop();
+    process.exit(130);
+  }
+  logger.log(`${signal}: shutting down (running jobs get ${SHUTDOWN_GRACE_MS / 1000} s; a second Ctrl-C forces the exit)`);
+  void shutdown(0);
+}
+
+async function shutdown(exitCode: number): Promise<void> {
+  if (shuttingDown) return;
+  shuttingDown = true;
+  // A hung step must not leave the process running forever.
+  setTimeout(() => {
+    logger.error('shutdown is taking too long; exiting');
+    process.exit(1);
+  }, SHUTDOWN_GRACE_MS + 20_000).unref();
+  await booting.catch(() => undefined); // let a half-done start-up settle, then close what it opened
+  try {
+    // Same hooks as enableShutdownHooks(): HTTP stops, workers stop claiming and drain, pools close.
+    await app?.close();
+  } catch (error) {
+    logger.error(`closing the app failed: ${String(error)}`);
+    exitCode = 1;
+  }
+  if (server?.source === 'embedded') await stopEmbedded(server);
+  process.exit(exitCode);
+}
+
+async function stopEmbedded(server: PostgresServer): Promise<void> {
+  await server.stop();
+  logger.log('PostgreSQL stopped');
+}
+
+function postgresLog(message: string): void {
+  for (const line of message.split('\n')) {
+    if (line.trim() && (postgresVerbose || /\b(ERROR|FATAL|PANIC)\b/.test(line))) console.log(`[postgres] ${line}`);
+  }
+}
+
+function envInt(name: string, fallback: number, min: number, max: number): number {
+  const text = process.env[name];
+  if (text === undefined || text === '') return fallback;
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < min || value > max) {
+    console.error(`${name} must be an integer from ${min} to ${max}, got "${text}"`);
+    process.exit(2);
+  }
+  return value;
+}
