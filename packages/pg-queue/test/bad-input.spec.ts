@@ -38,31 +38,31 @@ describe('invalid set-up stops the boot with a clear error', () => {
   });
 
   it('refuses a second handler for the same queue', async () => {
-    await expect(startApp(url, { providers: [A, B] })).rejects.toThrow(
+    await expect(startApp(url, { providers: [A, B], logLevels: [] })).rejects.toThrow(
       'Queue "shared" has two @JobHandler methods (A.a and B.b); a queue has exactly one handler.',
     );
   });
   it('refuses a handler on a request-scoped provider', async () => {
-    await expect(startApp(url, { providers: [PerRequest] })).rejects.toThrow(/@JobHandler PerRequest.handle is on a request-scoped/);
+    await expect(startApp(url, { providers: [PerRequest], logLevels: [] })).rejects.toThrow(/@JobHandler PerRequest.handle is on a request-scoped/);
   });
   it('refuses invalid handler options', async () => {
-    await expect(startApp(url, { providers: [BadOptions] })).rejects.toThrow(
+    await expect(startApp(url, { providers: [BadOptions], logLevels: [] })).rejects.toThrow(
       "Invalid @JobHandler('bad') option concurrency=0: expected an integer from 1 to 10000.",
     );
   });
   it('refuses an invalid queue name', async () => {
-    await expect(startApp(url, { providers: [BadName] })).rejects.toThrow('Invalid queue name "no spaces allowed"');
+    await expect(startApp(url, { providers: [BadName], logLevels: [] })).rejects.toThrow('Invalid queue name "no spaces allowed"');
   });
   it('refuses invalid and unknown module options', async () => {
-    await expect(startApp(url, { queue: { leaseMs: 'soon' as never } })).rejects.toThrow(
+    await expect(startApp(url, { queue: { leaseMs: 'soon' as never }, logLevels: [] })).rejects.toThrow(
       'Invalid PgQueueModule option leaseMs="soon": expected an integer from 1000',
     );
-    await expect(startApp(url, { queue: { leaseMs: 5_000, heartbeatMs: 5_000 } })).rejects.toThrow(/heartbeatMs=5000: expected less than leaseMs/);
-    await expect(startApp(url, { queue: { pollIntervall: 5 } as never })).rejects.toThrow('Unknown PgQueueModule option "pollIntervall"');
-    await expect(startApp(url, { queue: { queues: { emails: { concurency: 3 } as never } } })).rejects.toThrow(`Unknown @JobHandler('emails') option "concurency"`);
+    await expect(startApp(url, { queue: { leaseMs: 5_000, heartbeatMs: 5_000 }, logLevels: [] })).rejects.toThrow(/heartbeatMs=5000: expected less than leaseMs/);
+    await expect(startApp(url, { queue: { pollIntervall: 5 } as never, logLevels: [] })).rejects.toThrow('Unknown PgQueueModule option "pollIntervall"');
+    await expect(startApp(url, { queue: { queues: { emails: { concurency: 3 } as never } }, logLevels: [] })).rejects.toThrow(`Unknown @JobHandler('emails') option "concurency"`);
   });
   it('refuses to start without a database', async () => {
-    await expect(startApp(url, { imports: [PgQueueModule.forRoot({})] })).rejects.toThrow(/PgQueueModule needs a database/);
+    await expect(startApp(url, { imports: [PgQueueModule.forRoot({})], logLevels: [] })).rejects.toThrow(/PgQueueModule needs a database/);
   });
 });
 
