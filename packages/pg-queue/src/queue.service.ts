@@ -75,6 +75,22 @@ export class QueueService {
     return this.store.retryJob(jobId(id));
   }
 
+  /** Stops every instance from claiming jobs of this queue (running jobs finish); enqueueing still works. */
+  async pause(queue: string): Promise<void> {
+    assertQueueName(queue);
+    await this.store.pauseQueue(queue);
+  }
+
+  /** Lets the queue run again; idle workers wake at once. */
+  async resume(queue: string): Promise<void> {
+    assertQueueName(queue);
+    await this.store.resumeQueue(queue);
+  }
+
+  async pausedQueues(): Promise<string[]> {
+    return this.store.pausedQueues();
+  }
+
   /** Counts by queue and status. */
   async stats(): Promise<QueueStats> {
     return this.store.countByStatus();

@@ -40,4 +40,18 @@ describe('core lifecycle', () => {
     expect(seen).toContainEqual({ id, attempt: 1, payload: { n: 1 } });
     expect(await statusCounts(db, 'echo')).toEqual({ completed: 1 });
   });
+
+  it('pause stops every instance from claiming; resume wakes the workers at once', async () => {
+    const queue = app.get(QueueService);
+    await queue.pause('echo');
+    expect(await queue.pausedQueues()).toEqual(['echo']);
+    const id = await queue.enqueue('echo', { n: 2 });
+    await new Promise((r) => setTimeout(r, 400));
+    expect((await queue.get(id))!.status).toBe('queued');
+    const t0 = Date.now();
+    await queue.resume('echo');
+    await waitFor('completion after resume', async () => (await queue.get(id))?.status === 'completed');
+    expect(Date.now() - t0).toBeLessThan(2_000); // NOTIFY, not the 30 s poll
+    expect(await queue.pausedQueues()).toEqual([]);
+  });
 });

@@ -10,7 +10,7 @@ describe('migrations', () => {
     const apps = await Promise.all(Array.from({ length: 10 }, () => startApp(url, { queue: { workers: false, maintenance: { enabled: false }, connection: { url, poolSize: 2 } } })));
     const db = sqlPool(url);
     const { rows } = await db.query(`SELECT name FROM migrations`);
-    expect(rows).toEqual([{ name: 'CreateBackgroundJobs1764460000000' }]);
+    expect(rows).toEqual([{ name: 'CreateBackgroundJobs1764460000000' }, { name: 'CreateBackgroundQueues1764470000000' }]);
     await apps[0].get(QueueService).enqueue('q', {});
     await Promise.all(apps.map((a) => a.close()));
     await db.end();
@@ -20,17 +20,19 @@ describe('migrations', () => {
     const url = await createTestDatabase('migrateapp');
     const dataSource = new DataSource({ type: 'postgres', url, migrations: PG_QUEUE_MIGRATIONS });
     await dataSource.initialize();
-    expect((await dataSource.runMigrations()).map((m) => m.name)).toEqual(['CreateBackgroundJobs1764460000000']);
+    expect((await dataSource.runMigrations()).map((m) => m.name)).toEqual(['CreateBackgroundJobs1764460000000', 'CreateBackgroundQueues1764470000000']);
     // The module's own runner finds nothing pending in the same migrations table.
     const app = await startApp(url, { queue: { dataSource, workers: false } });
     await app.get(QueueService).enqueue('q', {});
     await app.close();
     await dataSource.undoLastMigration();
+    await dataSource.undoLastMigration();
     const left = await dataSource.query(`
       SELECT (SELECT count(*)::int FROM pg_class WHERE relname LIKE 'background_jobs%') AS relations,
              (SELECT count(*)::int FROM pg_type WHERE typname = 'background_job_status') AS types,
-             (SELECT count(*)::int FROM pg_proc WHERE proname = 'background_jobs_notify') AS functions`);
-    expect(left).toEqual([{ relations: 0, types: 0, functions: 0 }]);
+             (SELECT count(*)::int FROM pg_proc WHERE proname = 'background_jobs_notify') AS functions,
+             (SELECT count(*)::int FROM pg_class WHERE relname LIKE 'background_queues%') AS queue_tables`);
+    expect(left).toEqual([{ relations: 0, types: 0, functions: 0, queue_tables: 0 }]);
     await dataSource.destroy();
   });
 

@@ -29,6 +29,8 @@ export const SQL = {
     WITH candidates AS (
       SELECT id FROM background_jobs
       WHERE queue_name = $1 AND status = 'queued' AND run_at <= now()
+        -- A paused queue claims nothing; uncorrelated, so Postgres checks it once per statement.
+        AND NOT EXISTS (SELECT 1 FROM background_queues WHERE queue_name = $1 AND paused)
       ORDER BY priority DESC, run_at, id
       LIMIT $2
       FOR UPDATE SKIP LOCKED
@@ -151,6 +153,19 @@ export const SQL = {
       RETURNING queue_name
     )
     SELECT (SELECT count(pg_notify('${JOBS_CHANNEL}', queue_name)) FROM retried) AS notified, EXISTS (SELECT 1 FROM retried) AS retried`,
+
+  // Pause is shared by every instance; running jobs finish. Resume wakes the workers through NOTIFY.
+  pauseQueue: `
+    INSERT INTO background_queues (queue_name, paused) VALUES ($1, true)
+    ON CONFLICT (queue_name) DO UPDATE SET paused = true, updated_at = now()`,
+
+  resumeQueue: `
+    WITH resumed AS (
+      UPDATE background_queues SET paused = false, updated_at = now() WHERE queue_name = $1 AND paused RETURNING queue_name
+    )
+    SELECT count(pg_notify('${JOBS_CHANNEL}', queue_name)) AS notified FROM resumed`,
+
+  pausedQueues: `SELECT queue_name FROM background_queues WHERE paused ORDER BY queue_name`,
 
   advisoryLock: `SELECT pg_advisory_lock(${ADVISORY_LOCK.migrate})`,
   advisoryUnlock: `SELECT pg_advisory_unlock(${ADVISORY_LOCK.migrate})`,

@@ -159,6 +159,18 @@ export class JobStore {
     return row.cancelled ? 'cancelled' : row.was;
   }
 
+  async pauseQueue(queue: string): Promise<void> {
+    await this.run('pauseQueue', [queue]);
+  }
+
+  async resumeQueue(queue: string): Promise<void> {
+    await this.run('resumeQueue', [queue]);
+  }
+
+  async pausedQueues(): Promise<string[]> {
+    return (await this.run<{ queue_name: string }>('pausedQueues', [])).map((r) => r.queue_name);
+  }
+
   async retryJob(id: string): Promise<boolean> {
     const [row] = await this.run<{ retried: boolean }>('retryJob', [id]);
     return row.retried;
