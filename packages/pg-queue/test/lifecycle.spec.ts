@@ -54,4 +54,16 @@ describe('core lifecycle', () => {
     expect(Date.now() - t0).toBeLessThan(2_000); // NOTIFY, not the 30 s poll
     expect(await queue.pausedQueues()).toEqual([]);
   });
+
+  it('deletes completed jobs at once with completedRetentionMs: 0', async () => {
+    const url0 = await createTestDatabase('retention0');
+    const app0 = await startApp(url0, { providers: [Handlers], queue: { maintenance: { completedRetentionMs: 0 } } });
+    const db0 = sqlPool(url0);
+    const queue = app0.get(QueueService);
+    const ids = await queue.enqueueMany([{ queue: 'echo', payload: { n: 3 } }, { queue: 'echo', payload: { n: 4 } }]);
+    await waitFor('both ran', async () => ids.every((id) => seen.some((s) => s.id === id)));
+    await waitFor('rows deleted', async () => (await db0.query('SELECT count(*)::int AS n FROM background_jobs')).rows[0].n === 0);
+    await app0.close();
+    await db0.end();
+  });
 });

@@ -23,7 +23,7 @@ export interface PgQueueMaintenanceOptions {
   sweepIntervalMs?: number;
   /** How often the pruner deletes finished jobs past retention. Default 60_000. */
   pruneIntervalMs?: number;
-  /** Completed jobs are kept this long after they finish. Default 1 day. */
+  /** Completed jobs are kept this long after they finish. 0 deletes them at completion. Default 1 day. */
   completedRetentionMs?: number;
   /** Failed (dead-lettered) and cancelled jobs are kept this long; null keeps them forever. Default 7 days. */
   failedRetentionMs?: number | null;

@@ -60,6 +60,14 @@ export const SQL = {
     WHERE j.id = d.id AND j.attempts = d.attempt AND j.status = 'processing' AND j.locked_by = $1
     RETURNING j.id`,
 
+  // completedRetentionMs: 0. Deleting at completion skips writing a completed row version (and its index
+  // entries) that the pruner would delete later anyway; same fence as completeJobs.
+  deleteCompletedJobs: `
+    DELETE FROM background_jobs AS j
+    USING unnest($2::int8[], $3::int[]) AS d(id, attempt)
+    WHERE j.id = d.id AND j.attempts = d.attempt AND j.status = 'processing' AND j.locked_by = $1
+    RETURNING j.id`,
+
   failJobs: `
     UPDATE background_jobs AS j
     SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'failed' ELSE 'queued' END::background_job_status,

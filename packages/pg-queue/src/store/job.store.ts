@@ -97,9 +97,10 @@ export class JobStore {
     return { jobs, nextDueMs };
   }
 
-  /** Returns the ids actually completed; the rest were fenced out. */
-  async completeJobs(workerId: string, jobs: JobRef[]): Promise<Set<string>> {
-    const rows = await this.run<{ id: string }>('completeJobs', [workerId, jobs.map((j) => j.id), jobs.map((j) => j.attempt)]);
+  /** Returns the ids actually completed; the rest were fenced out. `deleteRows` deletes instead of keeping them. */
+  async completeJobs(workerId: string, jobs: JobRef[], deleteRows = false): Promise<Set<string>> {
+    const statement = deleteRows ? 'deleteCompletedJobs' : 'completeJobs';
+    const rows = await this.run<{ id: string }>(statement, [workerId, jobs.map((j) => j.id), jobs.map((j) => j.attempt)]);
     return new Set(rows.map((r) => r.id));
   }
 

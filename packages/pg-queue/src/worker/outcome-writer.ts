@@ -21,6 +21,8 @@ export class OutcomeWriter {
     private readonly store: JobStore,
     private readonly workerId: string,
     private readonly logger: LoggerService,
+    /** completedRetentionMs is 0: completed jobs are deleted at once rather than kept for the pruner. */
+    private readonly deleteCompleted = false,
     private readonly maxBatch = 1_000,
   ) {
     this.backoff = new RetryBackoff('writing job outcomes', logger);
@@ -59,7 +61,7 @@ export class OutcomeWriter {
       const completions = this.completions.splice(0, this.maxBatch);
       const failures = this.failures.splice(0, this.maxBatch);
       const [completed, failed] = await Promise.allSettled([
-        completions.length ? this.store.completeJobs(this.workerId, completions.map((c) => c.ref)) : new Set<string>(),
+        completions.length ? this.store.completeJobs(this.workerId, completions.map((c) => c.ref), this.deleteCompleted) : new Set<string>(),
         failures.length ? this.store.failJobs(this.workerId, failures.map((f) => f.attempt)) : new Map<string, string>(),
       ]);
       // A statement that failed wrote nothing (each is atomic): put its batch back in front and retry it.

@@ -53,7 +53,7 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
     if (!this.options.workers || handlers.length === 0) return;
     const { workerId, leaseMs, heartbeatMs } = this.options;
     this.leases = new LeaseKeeper(this.store, workerId, leaseMs, heartbeatMs, this.logger);
-    this.outcomes = new OutcomeWriter(this.store, workerId, this.logger);
+    this.outcomes = new OutcomeWriter(this.store, workerId, this.logger, this.options.maintenance.completedRetentionMs === 0);
     for (const h of handlers) {
       const worker = new QueueWorker(
         { queue: h.queue, handlerName: h.name, workerId, leaseMs, options: h.options, handle: h.handle },
