@@ -1,17 +1,14 @@
-import { Injectable, type INestApplicationContext } from '@nestjs/common';
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import type pg from 'pg';
+import { Injectable } from '@nestjs/common';
+import { afterAll, describe, expect, it } from '@jest/globals';
 import { JobHandler, QueueService, WorkerPool, type Job } from 'nestjs-pg-queue';
-import { createTestDatabase } from '@internal/pg-harness';
-import { sqlPool, startApp, waitFor } from './support/test-app.js';
+import { useTestApp, waitFor } from './support/test-app.js';
 
-let db: pg.Pool;
 const signals = new Map<string, string>();
 let release: () => void = () => undefined;
 const released = new Promise<void>((resolve) => (release = resolve));
 
 async function record(job: Job, event: string) {
-  await db.query('INSERT INTO events (job_id, attempt, event) VALUES ($1, $2, $3)', [job.id, job.attempt, event]);
+  await t.db.query('INSERT INTO events (job_id, attempt, event) VALUES ($1, $2, $3)', [job.id, job.attempt, event]);
 }
 
 @Injectable()
@@ -39,32 +36,25 @@ class Handlers {
   }
 }
 
-describe('leases, cancellation and timeouts', () => {
-  let app: INestApplicationContext;
+const t = useTestApp('leases', { providers: [Handlers], queue: { leaseMs: 1_000, heartbeatMs: 250, maintenance: { sweepIntervalMs: 100 } } }, (db) =>
+  db.query('CREATE TABLE events (job_id bigint, attempt int, event text, at timestamptz DEFAULT clock_timestamp())'),
+);
 
-  beforeAll(async () => {
-    const url = await createTestDatabase('leases');
-    db = sqlPool(url);
-    await db.query('CREATE TABLE events (job_id bigint, attempt int, event text, at timestamptz DEFAULT clock_timestamp())');
-    app = await startApp(url, { providers: [Handlers], queue: { leaseMs: 1_000, heartbeatMs: 250, maintenance: { sweepIntervalMs: 100 } } });
-  });
-  afterAll(async () => {
-    release();
-    await app?.close();
-    await db?.end();
-  });
+describe('leases, cancellation and timeouts', () => {
+  // The hung handlers wait for this; let them go once the file is done.
+  afterAll(() => release());
 
   it('keeps a job running past its lease alive through heartbeats: it runs once', async () => {
-    const queue = app.get(QueueService);
+    const queue = t.app.get(QueueService);
     const id = await queue.enqueue('long', {});
     await waitFor('completed', async () => (await queue.get(id))?.status === 'completed', 10_000);
-    const { rows } = await db.query('SELECT attempt, event FROM events WHERE job_id = $1 ORDER BY at', [id]);
+    const { rows } = await t.db.query('SELECT attempt, event FROM events WHERE job_id = $1 ORDER BY at', [id]);
     expect(rows).toEqual([{ attempt: 1, event: 'start' }, { attempt: 1, event: 'end' }]);
     expect(await queue.get(id)).toMatchObject({ attempts: 1, lastError: null });
   });
 
   it('cancels a queued job before it runs', async () => {
-    const queue = app.get(QueueService);
+    const queue = t.app.get(QueueService);
     const id = await queue.enqueue('cancellable', {}, { delayMs: 60_000 });
     expect(await queue.cancel(id)).toBe('cancelled');
     expect(await queue.get(id)).toMatchObject({ status: 'cancelled', attempts: 0 });
@@ -73,13 +63,13 @@ describe('leases, cancellation and timeouts', () => {
   });
 
   it('cancels a running job: its signal aborts and its late outcome is discarded', async () => {
-    const queue = app.get(QueueService);
+    const queue = t.app.get(QueueService);
     const id = await queue.enqueue('cancellable', {});
-    await waitFor('running', async () => (await db.query('SELECT 1 FROM events WHERE job_id = $1', [id])).rowCount === 1);
+    await waitFor('running', async () => (await t.db.query('SELECT 1 FROM events WHERE job_id = $1', [id])).rowCount === 1);
     expect(await queue.cancel(id)).toBe('cancelled');
     await waitFor('signal aborted through NOTIFY', async () => signals.has(id));
     expect(signals.get(id)).toBe('job was cancelled');
-    await waitFor('slot freed', async () => app.get(WorkerPool).activeCounts().cancellable === 0);
+    await waitFor('slot freed', async () => t.app.get(WorkerPool).activeCounts().cancellable === 0);
     expect(await queue.get(id)).toMatchObject({ status: 'cancelled', attempts: 1 });
     // Cancelled jobs can be retried.
     expect(await queue.retry(id)).toBe(true);
@@ -87,7 +77,7 @@ describe('leases, cancellation and timeouts', () => {
   });
 
   it('times out a handler that ignores its signal, retries it, then dead-letters it', async () => {
-    const queue = app.get(QueueService);
+    const queue = t.app.get(QueueService);
     const id = await queue.enqueue('slowpoke', {});
     await waitFor('dead letter', async () => (await queue.get(id))?.status === 'failed', 10_000);
     const job = await queue.get(id);
@@ -96,6 +86,6 @@ describe('leases, cancellation and timeouts', () => {
     expect(signals.get(`${id}/1`)).toBe('JobTimeoutError');
     expect(signals.get(`${id}/2`)).toBe('JobTimeoutError');
     // Both hung handlers still "run", but their slots were given back.
-    expect(app.get(WorkerPool).activeCounts().slowpoke).toBe(0);
+    expect(t.app.get(WorkerPool).activeCounts().slowpoke).toBe(0);
   });
 });

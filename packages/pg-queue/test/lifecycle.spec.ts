@@ -1,9 +1,8 @@
-import { Injectable, type INestApplicationContext } from '@nestjs/common';
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import type pg from 'pg';
+import { Injectable } from '@nestjs/common';
+import { describe, expect, it } from '@jest/globals';
 import { JobHandler, QueueService, type Job } from 'nestjs-pg-queue';
 import { createTestDatabase } from '@internal/pg-harness';
-import { sqlPool, startApp, statusCounts, waitFor } from './support/test-app.js';
+import { sqlPool, startApp, statusCounts, useTestApp, waitFor } from './support/test-app.js';
 
 const seen: { id: string; attempt: number; payload: unknown }[] = [];
 
@@ -15,34 +14,22 @@ class Handlers {
   }
 }
 
+const t = useTestApp('lifecycle', { providers: [Handlers] });
+
 describe('core lifecycle', () => {
-  let url: string;
-  let app: INestApplicationContext;
-  let db: pg.Pool;
-
-  beforeAll(async () => {
-    url = await createTestDatabase('lifecycle');
-    db = sqlPool(url);
-    app = await startApp(url, { providers: [Handlers] });
-  });
-  afterAll(async () => {
-    await app?.close();
-    await db?.end();
-  });
-
   it('enqueues, claims, runs and completes a job', async () => {
-    const queue = app.get(QueueService);
+    const queue = t.app.get(QueueService);
     const id = await queue.enqueue('echo', { n: 1 });
     await waitFor('completion', async () => (await queue.get(id))?.status === 'completed');
     const record = await queue.get(id);
     expect(record).toMatchObject({ queue: 'echo', payload: { n: 1 }, attempts: 1, status: 'completed', lastError: null });
     expect(record!.finishedAt).toBeInstanceOf(Date);
     expect(seen).toContainEqual({ id, attempt: 1, payload: { n: 1 } });
-    expect(await statusCounts(db, 'echo')).toEqual({ completed: 1 });
+    expect(await statusCounts(t.db, 'echo')).toEqual({ completed: 1 });
   });
 
   it('pause stops every instance from claiming; resume wakes the workers at once', async () => {
-    const queue = app.get(QueueService);
+    const queue = t.app.get(QueueService);
     await queue.pause('echo');
     expect(await queue.pausedQueues()).toEqual(['echo']);
     const id = await queue.enqueue('echo', { n: 2 });

@@ -1,44 +1,28 @@
-import { Injectable, type INestApplicationContext } from '@nestjs/common';
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import type pg from 'pg';
+import { Injectable } from '@nestjs/common';
+import { describe, expect, it } from '@jest/globals';
 import { JobHandler, QueueService, type Job } from 'nestjs-pg-queue';
-import { createTestDatabase } from '@internal/pg-harness';
-import { sqlPool, startApp, waitFor } from './support/test-app.js';
-
-let db: pg.Pool;
+import { useTestApp, waitFor } from './support/test-app.js';
 
 @Injectable()
 class Flaky {
   @JobHandler('always-fails', { maxAttempts: 3, backoff: (attempt) => 200 * attempt })
   async fail(job: Job) {
-    await db.query('INSERT INTO attempts (job_id, attempt) VALUES ($1, $2)', [job.id, job.attempt]);
+    await t.db.query('INSERT INTO attempts (job_id, attempt) VALUES ($1, $2)', [job.id, job.attempt]);
     throw new Error(`boom on attempt ${job.attempt}`);
   }
 
   @JobHandler('fails-once', { maxAttempts: 3, backoff: { baseMs: 50, jitter: false } })
   async failOnce(job: Job) {
-    await db.query('INSERT INTO attempts (job_id, attempt) VALUES ($1, $2)', [job.id, job.attempt]);
+    await t.db.query('INSERT INTO attempts (job_id, attempt) VALUES ($1, $2)', [job.id, job.attempt]);
     if (job.attempt === 1) throw new Error('transient');
   }
 }
 
+const t = useTestApp('retry', { providers: [Flaky], queue: { pollIntervalMs: 60_000 } }, (db) => db.query('CREATE TABLE attempts (job_id bigint, attempt int, at timestamptz NOT NULL DEFAULT clock_timestamp())'));
+
 describe('retries with backoff, then the dead letter', () => {
-  let url: string;
-  let app: INestApplicationContext;
-
-  beforeAll(async () => {
-    url = await createTestDatabase('retry');
-    db = sqlPool(url);
-    await db.query('CREATE TABLE attempts (job_id bigint, attempt int, at timestamptz NOT NULL DEFAULT clock_timestamp())');
-    app = await startApp(url, { providers: [Flaky], queue: { pollIntervalMs: 60_000 } });
-  });
-  afterAll(async () => {
-    await app?.close();
-    await db?.end();
-  });
-
   it('retries on the backoff schedule and dead-letters at maxAttempts', async () => {
-    const queue = app.get(QueueService);
+    const queue = t.app.get(QueueService);
     const id = await queue.enqueue('always-fails', { x: 1 });
     await waitFor('dead letter', async () => (await queue.get(id))?.status === 'failed');
 
@@ -50,7 +34,7 @@ describe('retries with backoff, then the dead letter', () => {
 
     // Gaps between attempts, measured on the database clock: at least the backoff (200 ms, then 400 ms),
     // and not a poll interval later (polling is set to a minute: the worker's own timer brought them back).
-    const { rows } = await db.query<{ attempt: number; gap_ms: number | null }>(
+    const { rows } = await t.db.query<{ attempt: number; gap_ms: number | null }>(
       `SELECT attempt, (extract(epoch FROM at - lag(at) OVER (ORDER BY attempt)) * 1000)::float8 AS gap_ms
        FROM attempts WHERE job_id = $1 ORDER BY attempt`,
       [id],
@@ -63,7 +47,7 @@ describe('retries with backoff, then the dead letter', () => {
   });
 
   it('completes on a later attempt and keeps the last error of the failed one', async () => {
-    const queue = app.get(QueueService);
+    const queue = t.app.get(QueueService);
     const id = await queue.enqueue('fails-once', {});
     await waitFor('completion', async () => (await queue.get(id))?.status === 'completed');
     const job = await queue.get(id);
@@ -72,12 +56,12 @@ describe('retries with backoff, then the dead letter', () => {
   });
 
   it('retry(id) puts a dead-lettered job back with fresh attempts; retry of a live job is refused', async () => {
-    const queue = app.get(QueueService);
+    const queue = t.app.get(QueueService);
     const id = await queue.enqueue('always-fails', {}, { maxAttempts: 1 });
     await waitFor('dead letter', async () => (await queue.get(id))?.status === 'failed');
     expect(await queue.retry(id)).toBe(true);
     await waitFor('second dead letter', async () => {
-      const n = await db.query('SELECT count(*)::int AS n FROM attempts WHERE job_id = $1', [id]);
+      const n = await t.db.query('SELECT count(*)::int AS n FROM attempts WHERE job_id = $1', [id]);
       return n.rows[0].n === 2 && (await queue.get(id))?.status === 'failed';
     });
     expect((await queue.get(id))!.attempts).toBe(1);

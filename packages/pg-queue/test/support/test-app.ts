@@ -1,7 +1,9 @@
+import { afterAll, beforeAll } from '@jest/globals';
 import { Module, type DynamicModule, type INestApplicationContext, type LogLevel, type Provider, type Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import pg from 'pg';
 import { PgQueueModule, type PgQueueModuleOptions } from 'nestjs-pg-queue';
+import { createTestDatabase } from '@internal/pg-harness';
 
 export interface TestAppOptions {
   providers?: Provider[];
@@ -44,4 +46,30 @@ export async function statusCounts(pool: pg.Pool, queue?: string): Promise<Recor
     [queue ?? null],
   );
   return Object.fromEntries(rows.map((r) => [r.status, r.n]));
+}
+
+export interface TestContext {
+  url: string;
+  app: INestApplicationContext;
+  /** For reading back what the database holds (and for handlers that record their runs). */
+  db: pg.Pool;
+}
+
+/**
+ * The usual set-up of a test file: beforeAll makes a fresh database, runs `prepare` on it (extra tables),
+ * boots the app; afterAll closes both. The returned object is filled in once beforeAll has run.
+ */
+export function useTestApp(label: string, options: TestAppOptions | ((url: string) => TestAppOptions) = {}, prepare?: (db: pg.Pool) => Promise<unknown>): TestContext {
+  const ctx = {} as TestContext;
+  beforeAll(async () => {
+    ctx.url = await createTestDatabase(label);
+    ctx.db = sqlPool(ctx.url);
+    await prepare?.(ctx.db);
+    ctx.app = await startApp(ctx.url, typeof options === 'function' ? options(ctx.url) : options);
+  });
+  afterAll(async () => {
+    await ctx.app?.close();
+    await ctx.db?.end();
+  });
+  return ctx;
 }
