@@ -24,7 +24,6 @@ const config: Config = {
     '^(\\.{1,2}/.*)\\.js$': '$1',
   },
   testMatch: ['<rootDir>/packages/*/test/**/*.spec.ts', '<rootDir>/apps/*/test/**/*.spec.ts'],
-  testPathIgnorePatterns: process.env.PG_QUEUE_FAULTS_FULL ? [] : ['/faults/full/'],
   globalSetup: '<rootDir>/libs/pg-harness/jest/global-setup.ts',
   globalTeardown: '<rootDir>/libs/pg-harness/jest/global-teardown.ts',
   testTimeout: 60_000,

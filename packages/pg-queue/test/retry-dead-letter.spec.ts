@@ -65,7 +65,8 @@ describe('retries with backoff, then the dead letter', () => {
       return n.rows[0].n === 2 && (await queue.get(id))?.status === 'failed';
     });
     expect((await queue.get(id))!.attempts).toBe(1);
-    const done = await queue.enqueue('fails-once', {}, { maxAttempts: 1 });
-    expect(await queue.retry(done)).toBe(false);
+    const waiting = await queue.enqueue('fails-once', {}, { delayMs: 60_000 });
+    expect(await queue.retry(waiting)).toBe(false); // queued, not failed: nothing to retry
+    expect((await queue.get(waiting))!.status).toBe('queued');
   });
 });

@@ -4,7 +4,7 @@ import type { Job } from '../interfaces/job.interface.js';
 import type { ResolvedHandlerOptions } from '../interfaces/job-handler-options.interface.js';
 import type { ClaimedJob, JobStore } from '../store/job.store.js';
 import { errorLine, errorText } from '../utils/error-text.js';
-import { RetryBackoff, sleep, withDeadline } from '../utils/retry-backoff.js';
+import { RetryBackoff, withDeadline } from '../utils/retry-backoff.js';
 import type { LeaseKeeper } from './lease-keeper.js';
 import type { OutcomeWriter } from './outcome-writer.js';
 
@@ -122,14 +122,28 @@ export class QueueWorker {
         claimed = await this.store.claimJobs(queue, want, workerId, leaseMs);
         this.claimBackoff.succeeded();
       } catch (error) {
-        this.wakeRequested = true; // try again after the backoff
-        await sleep(this.claimBackoff.failed(error));
+        this.wakeRequested = true; // try again after the backoff...
+        await this.sleepUnlessWoken(this.claimBackoff.failed(error)); // ...or sooner, when LISTEN is back
         continue;
       }
       for (const job of claimed.jobs) this.run(job);
       if (claimed.jobs.length === want) this.wakeRequested = true; // more may be waiting
       else if (claimed.nextDueMs !== null) this.wakeAt(claimed.nextDueMs);
     }
+  }
+
+  private sleepUnlessWoken(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        if (this.wakeUp === done) this.wakeUp = undefined;
+        resolve();
+      }, ms);
+      const done = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      this.wakeUp = done;
+    });
   }
 
   /** Arms one timer for the earliest known delayed job; DB-computed delay, so app clock skew does not matter. */

@@ -5,6 +5,8 @@ export interface KillWorkersSize {
   workers: number;
   jobs: number;
   killEveryMs: number;
+  /** Stop killing after this many (the short version); the full one kills until every job is done. */
+  maxKills: number;
   /** Handler run time, uniformly in [min, max] ms: long enough that a kill always finds jobs in flight. */
   jobMs: [number, number];
   timeoutMs: number;
@@ -47,7 +49,7 @@ export async function killWorkers(s: Scenario, size: KillWorkersSize): Promise<K
     if (Date.now() > deadline) throw new Error(`scenario 1: jobs still not completed after ${size.timeoutMs} ms: ${JSON.stringify(await statusCounts(s.db, 'work'))}`);
     await sleep(size.killEveryMs);
     const candidates = fleet.ready();
-    if (candidates.length === 0 || (await completed()) >= size.jobs) continue;
+    if (kills >= size.maxKills || candidates.length === 0 || (await completed()) >= size.jobs) continue;
     const victim = candidates[Math.floor(Math.random() * candidates.length)];
     inFlightAtKills += await fleet.kill(victim);
     kills += 1;

@@ -5,7 +5,9 @@ import { fileURLToPath } from 'node:url';
 
 const PACKAGE_DIR = fileURLToPath(new URL('../../../', import.meta.url));
 const REPO_DIR = join(PACKAGE_DIR, '..', '..');
-const WORKER_SOURCE = join(PACKAGE_DIR, 'test', 'faults', 'support', 'worker-process.ts');
+const SUPPORT_DIR = join(PACKAGE_DIR, 'test', 'faults', 'support');
+/** The worker script and the one module of the suite it imports. */
+const WORKER_SOURCES = ['worker-process.ts', 'fault-kinds.ts'].map((file) => join(SUPPORT_DIR, file));
 
 /** The same swc settings Jest uses (jest.config.ts): legacy decorators with metadata, as Nest needs. */
 const SWC_OPTIONS = {
@@ -34,7 +36,7 @@ export interface WorkerBuild {
  */
 export async function buildWorker(): Promise<WorkerBuild> {
   const outDir = join(REPO_DIR, 'node_modules', '.cache', 'pg-queue-faults', `${process.pid}-${Date.now().toString(36)}`);
-  const sources = [...(await listTs(join(PACKAGE_DIR, 'src'))), WORKER_SOURCE];
+  const sources = [...(await listTs(join(PACKAGE_DIR, 'src'))), ...WORKER_SOURCES];
   await Promise.all(
     sources.map(async (source) => {
       const target = join(outDir, relative(PACKAGE_DIR, source)).replace(/\.ts$/, '.js');

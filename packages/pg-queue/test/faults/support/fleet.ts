@@ -110,7 +110,7 @@ export class WorkerFleet {
       url: this.options.url,
       workerId: handle.workerId,
       queue: this.options.queue,
-      poolSize: this.options.poolSize ?? 6,
+      poolSize: this.options.poolSize ?? 4,
       logLevels: ['log', 'warn', 'error'],
     };
     const timeoutMs = this.options.bootTimeoutMs ?? 60_000;
@@ -183,8 +183,9 @@ export class WorkerFleet {
 
   /**
    * Sends the signal and writes the fault down with the jobs the worker held, read just before and just after:
-   * a job claimed in between is in the second read, and none can leave between the reads (its lease has
-   * about leaseMs to run, and the worker is stopped or dead). Resolves with the number of jobs held.
+   * a job claimed in between is in the second read, and a job that is in the first read only (it finished
+   * just before the signal, or its lease ran out just after) is harmless in the list. Resolves with the
+   * number of jobs held.
    */
   private async inject(worker: WorkerHandle, signal: 'SIGKILL' | 'SIGSTOP', send: () => Promise<void>): Promise<number> {
     const before = await this.held(worker);
@@ -196,7 +197,7 @@ export class WorkerFleet {
        INSERT INTO fault_held (worker, job_id, attempt) SELECT $1, * FROM unnest($4::int8[], $5::int[])`,
       [worker.workerId, worker.pid, signal, [...jobs.values()].map((j) => j.id), [...jobs.values()].map((j) => j.attempt)],
     );
-    return after.length;
+    return jobs.size;
   }
 }
 

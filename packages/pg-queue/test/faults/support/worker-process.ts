@@ -11,6 +11,7 @@ import { Injectable, Module, type LogLevel } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import pg from 'pg';
 import { JobHandler, PgQueueModule, type Job, type PgQueueModuleOptions } from '../../../src/index.js';
+import { FAULTS_MAX_ATTEMPTS, FAULTS_TIMEOUT_MS, type FaultKind } from './fault-kinds.js';
 
 /** What the parent sends with { type: 'start' }. */
 export interface WorkerProcessConfig {
@@ -21,14 +22,6 @@ export interface WorkerProcessConfig {
   poolSize: number;
   logLevels: LogLevel[];
 }
-
-/** Payloads of the `faults` queue: how the handler misbehaves. */
-export type FaultKind =
-  | 'ok' // a good job
-  | 'throw-string' | 'throw-null' | 'throw-number' | 'reject-circular' | 'throw-sync' // junk thrown
-  | 'hang' // never settles and ignores its signal
-  | 'abortable' // runs past the timeout, but honours the signal
-  | 'slow-once'; // ignores the signal and returns late on attempt 1, quick on later attempts
 
 let config!: WorkerProcessConfig;
 let records!: pg.Pool;
@@ -86,7 +79,7 @@ class FaultHandlers {
   }
 
   // Scenario 4: good jobs mixed with every way a handler can misbehave.
-  @JobHandler('faults', { concurrency: 6, maxAttempts: 3, timeoutMs: 400, backoff: { baseMs: 50, maxMs: 200, jitter: false } })
+  @JobHandler('faults', { concurrency: 6, maxAttempts: FAULTS_MAX_ATTEMPTS, timeoutMs: FAULTS_TIMEOUT_MS, backoff: { baseMs: 50, maxMs: 200, jitter: false } })
   async faults(job: Job<{ kind: FaultKind }>) {
     const runId = await recordStart(job);
     const circular: Record<string, unknown> = { name: 'loop' };
@@ -114,7 +107,7 @@ class FaultHandlers {
         return;
       case 'slow-once':
         if (job.attempt === 1) {
-          await sleep(1_500); // well past timeoutMs, signal ignored
+          await sleep(FAULTS_TIMEOUT_MS * 2); // well past timeoutMs, signal ignored
           return recordFinish(runId, 'returned late');
         }
         return recordFinish(runId, 'returned');
