@@ -5,6 +5,34 @@ import { createTestDatabase } from '@internal/pg-harness';
 import { sqlPool, startApp, statusCounts, waitFor } from './support/test-app.js';
 
 const aborted: string[] = [];
+
+/** Lets a given number of waiting handlers finish; the rest wait. */
+const gate = {
+  waiting: [] as (() => void)[],
+  credit: 0,
+  open(n: number) {
+    this.credit += n;
+    while (this.credit > 0 && this.waiting.length) {
+      this.credit--;
+      this.waiting.shift()!();
+    }
+  },
+  pass(): Promise<void> {
+    if (this.credit > 0) {
+      this.credit--;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => this.waiting.push(resolve));
+  },
+};
+
+@Injectable()
+class Prefetching {
+  @JobHandler('prefetch', { concurrency: 2, prefetch: 6 })
+  async handle() {
+    await gate.pass();
+  }
+}
 let unstick: () => void = () => undefined;
 const stuckUntilTestEnds = new Promise<void>((resolve) => (unstick = resolve));
 
@@ -56,6 +84,25 @@ describe('graceful shutdown', () => {
       { status: 'queued', attempts: 0, lease_expires_at: null },
     ]);
     unstick();
+    await db.end();
+  });
+
+  it('prefetches beyond the free slots, runs the buffer without a round trip, and puts it back at shutdown', async () => {
+    const url = await createTestDatabase('prefetch');
+    const db = sqlPool(url);
+    const app = await startApp(url, { providers: [Prefetching], queue: { shutdownGraceMs: 300 } });
+    const queue = app.get(QueueService);
+    await queue.enqueueMany(Array.from({ length: 20 }, (_, i) => ({ queue: 'prefetch', payload: { i } })));
+    // 2 running + 6 prefetched hold leases; the other 12 stay queued for other instances.
+    await waitFor('8 claimed', async () => (await statusCounts(db, 'prefetch')).processing === 8);
+    expect(app.get(WorkerPool).activeCounts().prefetch).toBe(2);
+    expect(await statusCounts(db, 'prefetch')).toEqual({ processing: 8, queued: 12 });
+    gate.open(4); // four finish: their slots are refilled from the buffer
+    await waitFor('4 completed', async () => (await statusCounts(db, 'prefetch')).completed === 4);
+    await app.close(); // the 2 running outlive the grace period; they and the 2 still buffered go back
+    expect(await statusCounts(db, 'prefetch')).toEqual({ completed: 4, queued: 16 });
+    const { rows } = await db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE status = 'queued' AND attempts <> 0`);
+    expect(rows[0].n).toBe(0); // put back without counting an attempt
     await db.end();
   });
 });

@@ -19,7 +19,13 @@ export interface JobHandlerOptions {
   backoff?: ExponentialBackoff | BackoffFunction;
   /** Abort `job.signal` and fail the attempt after this long. Default: no timeout. */
   timeoutMs?: number;
-  /** Jobs claimed per round trip. Default: the concurrency, at most 100. */
+  /**
+   * Jobs claimed ahead of free slots and kept in a local buffer (their leases renewed meanwhile), so that one
+   * claim brings a whole batch. Worth it for many short jobs; keep 0 for long ones, which other instances
+   * could otherwise have started. Default 0.
+   */
+  prefetch?: number;
+  /** Jobs claimed per round trip. Default: concurrency + prefetch, at most 100. */
   batchSize?: number;
 }
 
@@ -29,5 +35,6 @@ export interface ResolvedHandlerOptions {
   maxAttempts: number;
   backoff: BackoffFunction;
   timeoutMs: number | undefined;
+  prefetch: number;
   batchSize: number;
 }

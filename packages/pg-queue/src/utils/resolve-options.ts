@@ -58,7 +58,7 @@ const KNOWN_MODULE_KEYS = new Set([
 const KNOWN_MAINTENANCE_KEYS = new Set([
   'enabled', 'sweepIntervalMs', 'pruneIntervalMs', 'completedRetentionMs', 'failedRetentionMs', 'pruneBatchSize',
 ]);
-const KNOWN_HANDLER_KEYS = new Set(['concurrency', 'maxAttempts', 'backoff', 'timeoutMs', 'batchSize']);
+const KNOWN_HANDLER_KEYS = new Set(['concurrency', 'maxAttempts', 'backoff', 'timeoutMs', 'prefetch', 'batchSize']);
 
 function refuseUnknownKeys(where: string, value: object, known: Set<string>): void {
   for (const key of Object.keys(value)) {
@@ -121,6 +121,7 @@ export function resolveHandlerOptions(queue: string, options: JobHandlerOptions 
   if (options === null || typeof options !== 'object') throw new PgQueueError(`${where} options must be an object.`);
   refuseUnknownKeys(where, options, KNOWN_HANDLER_KEYS);
   const concurrency = int(where, 'concurrency', options.concurrency, 10, 1, 10_000);
+  const prefetch = int(where, 'prefetch', options.prefetch, 0, 0, 10_000);
   const backoff = options.backoff;
   if (backoff !== undefined && typeof backoff !== 'function' && (backoff === null || typeof backoff !== 'object')) {
     throw new PgQueueError(INVALID_OPTION(where, 'backoff', backoff, 'a function (attempt, error) => ms, or { baseMs, maxMs, jitter }'));
@@ -129,7 +130,8 @@ export function resolveHandlerOptions(queue: string, options: JobHandlerOptions 
     concurrency,
     maxAttempts: int(where, 'maxAttempts', options.maxAttempts, 5, 1, 1_000),
     timeoutMs: options.timeoutMs === undefined ? undefined : int(where, 'timeoutMs', options.timeoutMs, 0, 1),
-    batchSize: int(where, 'batchSize', options.batchSize, Math.min(concurrency, 100), 1, 10_000),
+    prefetch,
+    batchSize: int(where, 'batchSize', options.batchSize, Math.min(concurrency + prefetch, 100), 1, 10_000),
     backoff:
       typeof backoff === 'function'
         ? backoff

@@ -36,6 +36,8 @@ interface Running {
  */
 export class QueueWorker {
   private readonly running = new Map<string, Running>();
+  /** Claimed ahead of a free slot (the `prefetch` option); their leases are held and renewed like running ones. */
+  private readonly buffered = new Map<string, ClaimedJob>();
   private wakeRequested = true;
   private wakeUp: (() => void) | undefined;
   private stopping = false;
@@ -76,6 +78,12 @@ export class QueueWorker {
 
   /** Aborts a running job whose row was cancelled; its outcome is fenced out by the cancelled status. */
   abort(jobId: string, reason: Error): boolean {
+    const waiting = this.buffered.get(jobId);
+    if (waiting) {
+      this.buffered.delete(jobId);
+      this.leases.release(jobId, waiting.attempt);
+      return true;
+    }
     const run = this.running.get(jobId);
     if (!run) return false;
     run.controller.abort(reason);
@@ -97,26 +105,35 @@ export class QueueWorker {
     return [...this.running.values()].map((r) => r.job);
   }
 
-  /** Shutdown past the grace period: abort what still runs and forget it (the caller puts the rows back). */
+  /**
+   * Shutdown past the grace period: abort what still runs, drop what was prefetched but never started, and
+   * forget both (the caller puts the rows back).
+   */
   abandonAll(): ClaimedJob[] {
     const left = [...this.running.values()];
     for (const run of left) {
       run.controller.abort(new JobAbortedError('worker is shutting down; the job is put back in the queue'));
       this.giveUp(run);
     }
-    return left.map((r) => r.job);
+    const waiting = [...this.buffered.values()];
+    for (const job of waiting) this.leases.release(job.id, job.attempt);
+    this.buffered.clear();
+    return [...left.map((r) => r.job), ...waiting];
   }
 
   private async claimLoop(): Promise<void> {
     const { queue, workerId, leaseMs, options } = this.config;
     while (!this.stopping) {
-      const free = options.concurrency - this.running.size;
-      if (free <= 0 || !this.wakeRequested) {
+      // With prefetch, claims run ahead of free slots so that one round trip brings a whole batch (no-op jobs
+      // at concurrency 10 were bound by one claim round trip per 10 jobs); top up only when half a batch fits.
+      const inHand = this.running.size + this.buffered.size;
+      const want = Math.min(options.batchSize, options.concurrency + options.prefetch - inHand);
+      const worthIt = want > 0 && (this.buffered.size === 0 || want >= Math.ceil(options.batchSize / 2));
+      if (!worthIt || !this.wakeRequested) {
         await new Promise<void>((resolve) => (this.wakeUp = resolve));
         continue;
       }
       this.wakeRequested = false;
-      const want = Math.min(free, options.batchSize);
       let claimed;
       try {
         claimed = await this.store.claimJobs(queue, want, workerId, leaseMs);
@@ -126,7 +143,7 @@ export class QueueWorker {
         await this.sleepUnlessWoken(this.claimBackoff.failed(error)); // ...or sooner, when LISTEN is back
         continue;
       }
-      for (const job of claimed.jobs) this.run(job);
+      for (const job of claimed.jobs) this.accept(job);
       if (claimed.jobs.length === want) this.wakeRequested = true; // more may be waiting
       else if (claimed.nextDueMs !== null) this.wakeAt(claimed.nextDueMs);
     }
@@ -156,6 +173,24 @@ export class QueueWorker {
       this.delayTimerAt = Infinity;
       this.wake();
     }, Math.min(Math.ceil(delayMs) + 1, 2_147_483_647));
+  }
+
+  /** A claimed job runs now if a slot is free, else waits in the prefetch buffer with its lease held. */
+  private accept(job: ClaimedJob): void {
+    if (this.running.size < this.config.options.concurrency) return this.run(job);
+    this.buffered.set(job.id, job);
+    this.leases.hold(job.id, job.attempt, () => {
+      if (this.buffered.get(job.id) === job) this.buffered.delete(job.id);
+    });
+  }
+
+  /** Fills free slots from the prefetch buffer, without a round trip. Nothing new starts once stopping. */
+  private startBuffered(): void {
+    for (const job of this.buffered.values()) {
+      if (this.stopping || this.running.size >= this.config.options.concurrency) return;
+      this.buffered.delete(job.id);
+      this.run(job);
+    }
   }
 
   private run(job: ClaimedJob): void {
@@ -208,6 +243,7 @@ export class QueueWorker {
     run.settled = true;
     clearTimeout(run.timer);
     this.running.delete(run.job.id);
+    this.startBuffered();
     this.wake();
     const { job } = run;
     const { queue, workerId } = this.config;
@@ -253,6 +289,7 @@ export class QueueWorker {
     clearTimeout(run.timer);
     this.running.delete(run.job.id);
     this.leases.release(run.job.id, run.job.attempt);
+    this.startBuffered();
     this.wake();
   }
 }
