@@ -1,0 +1,15 @@
+import type { Adapter, SystemId } from './types.js';
+
+/** Imports only the library under test, so a child process carries no other library's code or memory. */
+export async function loadAdapter(system: SystemId): Promise<Adapter> {
+  switch (system) {
+    case 'pg-queue':
+      return (await import('./pg-queue.js')).pgQueueAdapter;
+    case 'pg-boss':
+      return (await import('./pg-boss.js')).pgBossAdapter;
+    case 'graphile-worker':
+      return (await import('./graphile-worker.js')).graphileWorkerAdapter;
+    case 'plain-sql':
+      return (await import('./plain-sql.js')).plainSqlAdapter;
+  }
+}

@@ -1,0 +1,43 @@
+/**
+ * What every queue under test looks like to the benchmark: start it (as a worker or as an enqueue-only
+ * producer), enqueue one job or many through its own public API, stop it. Nothing else: the scenarios
+ * must not reach into a library's internals, or the comparison stops being about the libraries.
+ */
+
+/** The four contenders, in the order the table shows them. */
+export const SYSTEM_IDS = ['pg-queue', 'pg-boss', 'graphile-worker', 'plain-sql'] as const;
+export type SystemId = (typeof SYSTEM_IDS)[number];
+
+/** Every job carries its index; latency jobs also carry the epoch time (ms, sub-ms precision) of their enqueue call. */
+export interface BenchPayload {
+  i: number;
+  t?: number;
+}
+
+export interface AdapterOptions {
+  url: string;
+  /** 'worker' processes jobs; 'producer' only enqueues (an API server, a script). */
+  role: 'worker' | 'producer';
+  /** Jobs running at once in this process. */
+  concurrency: number;
+  /** Connections in the system's own pool (enqueue with 16 callers needs 16). */
+  poolSize: number;
+  /** Called at the start of every handler call, before anything else. */
+  onJob: (payload: BenchPayload) => void;
+}
+
+export interface RunningSystem {
+  /** One job, one call of the library's single-job API, awaited. */
+  enqueue(payload: BenchPayload): Promise<void>;
+  /** Many jobs in one call of the library's bulk API (one statement for all four). */
+  enqueueMany(payloads: BenchPayload[]): Promise<void>;
+  /** Graceful stop: running handlers finish, connections close. */
+  stop(): Promise<void>;
+}
+
+export interface Adapter {
+  start(options: AdapterOptions): Promise<RunningSystem>;
+}
+
+/** The queue name every system uses; one queue, one handler. */
+export const QUEUE = 'bench';

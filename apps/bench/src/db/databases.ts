@@ -1,0 +1,45 @@
+import { createDatabase, dropDatabase } from '@internal/pg-harness';
+import { withClient } from './sql.js';
+
+/** A fresh, empty database for one system in one scenario of one run; dropped right after. */
+export async function withFreshDatabase<T>(serverUrl: string, name: string, work: (url: string) => Promise<T>): Promise<T> {
+  const url = await createDatabase(serverUrl, name);
+  try {
+    return await work(url);
+  } finally {
+    await dropDatabase(serverUrl, name).catch((error: unknown) => console.error(`could not drop ${name}: ${String(error)}`));
+  }
+}
+
+/**
+ * Flushes what the setup wrote (seeding, schema) before a measured phase starts, so that no system pays for
+ * a checkpoint of the previous system's data, and each measured phase starts from the same clean state.
+ */
+export async function checkpoint(serverUrl: string): Promise<void> {
+  await withClient(serverUrl, (c) => c.query('CHECKPOINT'));
+}
+
+/**
+ * A backlog that built up over time has been vacuumed and analysed by autovacuum; a just-seeded one has not.
+ * VACUUM ANALYZE gives every system the same starting point (visibility map, hint bits, planner statistics).
+ */
+export async function vacuumAnalyze(url: string, relations: string[]): Promise<void> {
+  await withClient(url, async (c) => {
+    for (const relation of relations) await c.query(`VACUUM (ANALYZE) ${relation}`);
+  });
+}
+
+export async function seed(url: string, sql: string, jobs: number, spread: boolean): Promise<void> {
+  await withClient(url, (c) => c.query(sql, [jobs, spread]));
+}
+
+/**
+ * Deadlocks PostgreSQL detected in one database (each one stalled two statements for deadlock_timeout, 1 s,
+ * before one was cancelled). Read after the workers have exited: a backend flushes its counters on exit.
+ */
+export async function deadlockCount(serverUrl: string, database: string): Promise<number> {
+  return withClient(serverUrl, async (c) => {
+    const { rows } = await c.query<{ n: string }>('SELECT deadlocks AS n FROM pg_stat_database WHERE datname = $1', [database]);
+    return Number(rows[0]?.n ?? 0);
+  });
+}

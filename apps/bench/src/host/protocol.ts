@@ -1,0 +1,40 @@
+import type { SystemId } from '../adapters/types.js';
+
+/** Parent -> child commands; each gets exactly one reply with the same id. */
+export type Command =
+  | { cmd: 'start'; system: SystemId; url: string; role: 'worker' | 'producer'; concurrency: number; poolSize: number; marks?: number[] }
+  /** n jobs, one call at a time. */
+  | { cmd: 'enqueue-sequential'; n: number }
+  /** n jobs split over `callers` concurrent loops of one-at-a-time calls. */
+  | { cmd: 'enqueue-concurrent'; n: number; callers: number }
+  /** n jobs through the bulk API, `batch` per call, calls one after another. */
+  | { cmd: 'enqueue-bulk'; n: number; batch: number }
+  /** n jobs, one every intervalMs, each stamped with its enqueue time; resolves once all have started. */
+  | { cmd: 'latency'; n: number; intervalMs: number; timeoutMs: number }
+  /** Keeps between `wave` and 2 x `wave` jobs queued (bulk calls of `chunk`) until `total` have run. */
+  | { cmd: 'feed'; total: number; wave: number; chunk: number; timeoutMs: number }
+  | { cmd: 'stats' }
+  | { cmd: 'stop' };
+
+export type Envelope = Command & { id: number };
+
+export type Reply = { id: number; ok: true; result: unknown } | { id: number; ok: false; error: string };
+
+export interface HostStats {
+  handled: number;
+  /** Epoch ms (sub-ms precision) of the first handler start, if any. */
+  firstAt: number | null;
+  /** Epoch ms at which the handler count reached each requested mark. */
+  marks: Record<number, number | null>;
+  rssBytes: number;
+  peakRssBytes: number;
+}
+
+export interface TimedResult {
+  ms: number;
+  n: number;
+}
+
+export interface FeedResult extends TimedResult {
+  peakRssBytes: number;
+}

@@ -1,0 +1,103 @@
+import { fork, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import type { SystemId } from '../adapters/types.js';
+import type { Command, Envelope, FeedResult, HostStats, Reply, TimedResult } from './protocol.js';
+
+const HOST = fileURLToPath(new URL('./worker-host.js', import.meta.url));
+
+/** Every child ever started, so that an interrupted run can kill them all by pid. */
+const live = new Set<ChildProcess>();
+export function killAllChildren(): void {
+  for (const child of live) if (child.pid !== undefined && child.exitCode === null) child.kill('SIGKILL');
+}
+
+export interface StartOptions {
+  system: SystemId;
+  url: string;
+  role: 'worker' | 'producer';
+  concurrency: number;
+  poolSize: number;
+  marks?: number[];
+}
+
+/** The parent's handle on one child process hosting one system. */
+export class SystemProcess {
+  private nextId = 1;
+  private readonly pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
+  private exited = false;
+
+  private constructor(
+    private readonly child: ChildProcess,
+    readonly system: SystemId,
+  ) {
+    child.on('message', (message: Reply) => {
+      const waiter = this.pending.get(message.id);
+      if (!waiter) return;
+      this.pending.delete(message.id);
+      if (message.ok) waiter.resolve(message.result);
+      else waiter.reject(new Error(`${system}: ${message.error}`));
+    });
+    child.on('exit', (code, signal) => {
+      this.exited = true;
+      live.delete(child);
+      for (const waiter of this.pending.values()) waiter.reject(new Error(`${system} child exited (code ${code}, signal ${signal})`));
+      this.pending.clear();
+    });
+  }
+
+  static async start(options: StartOptions): Promise<SystemProcess> {
+    const child = fork(HOST, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    live.add(child);
+    const proc = new SystemProcess(child, options.system);
+    try {
+      await proc.send({ cmd: 'start', ...options });
+    } catch (error) {
+      child.kill('SIGKILL');
+      throw error;
+    }
+    return proc;
+  }
+
+  get pid(): number | undefined {
+    return this.child.pid;
+  }
+
+  send(command: Extract<Command, { cmd: 'start' }>): Promise<HostStats>;
+  send(command: Extract<Command, { cmd: 'enqueue-sequential' | 'enqueue-concurrent' | 'enqueue-bulk' }>): Promise<TimedResult>;
+  send(command: Extract<Command, { cmd: 'latency' }>): Promise<number[]>;
+  send(command: Extract<Command, { cmd: 'feed' }>): Promise<FeedResult>;
+  send(command: Extract<Command, { cmd: 'stats' | 'stop' }>): Promise<HostStats>;
+  send(command: Command): Promise<unknown> {
+    if (this.exited) return Promise.reject(new Error(`${this.system} child is gone`));
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.child.send({ ...command, id } satisfies Envelope);
+    });
+  }
+
+  stats(): Promise<HostStats> {
+    return this.send({ cmd: 'stats' });
+  }
+
+  /** Graceful stop; a child that does not stop within the timeout is killed. */
+  async stop(timeoutMs = 30_000): Promise<HostStats | undefined> {
+    if (this.exited) return undefined;
+    let timer: NodeJS.Timeout | undefined;
+    const exited = new Promise<void>((resolve) => this.child.once('exit', () => resolve()));
+    try {
+      const stats = await Promise.race([
+        this.send({ cmd: 'stop' }),
+        new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${this.system} did not stop in ${timeoutMs} ms`)), timeoutMs))),
+      ]);
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 5_000))]);
+      return stats;
+    } catch (error) {
+      console.error(String(error));
+      return undefined;
+    } finally {
+      clearTimeout(timer);
+      if (!this.exited) this.child.kill('SIGKILL');
+    }
+  }
+}

@@ -1,0 +1,122 @@
+/**
+ * Child-process entry: hosts one system (worker or producer) and runs the commands the benchmark sends
+ * over IPC. One system per process keeps each library's memory, timers and event loop to itself: RSS is
+ * that library's alone, and nothing one library leaves behind slows the next.
+ */
+import { loadAdapter } from '../adapters/load-adapter.js';
+import type { BenchPayload, RunningSystem } from '../adapters/types.js';
+import { nowMs, sleep } from './clock.js';
+import type { Command, Envelope, FeedResult, Reply, TimedResult } from './protocol.js';
+import { Tracker } from './tracker.js';
+
+let system: RunningSystem | undefined;
+let tracker = new Tracker();
+let nextIndex = 0;
+
+function payloads(n: number): BenchPayload[] {
+  return Array.from({ length: n }, () => ({ i: nextIndex++ }));
+}
+
+async function timed(n: number, work: () => Promise<void>): Promise<TimedResult> {
+  const started = nowMs();
+  await work();
+  return { ms: nowMs() - started, n };
+}
+
+async function handle(command: Command): Promise<unknown> {
+  switch (command.cmd) {
+    case 'start': {
+      tracker = new Tracker(command.marks);
+      const adapter = await loadAdapter(command.system);
+      system = await adapter.start({ ...command, onJob: tracker.onJob });
+      return tracker.stats();
+    }
+    case 'enqueue-sequential':
+      return timed(command.n, async () => {
+        for (let i = 0; i < command.n; i++) await running().enqueue({ i: nextIndex++ });
+      });
+    case 'enqueue-concurrent': {
+      const per = Math.ceil(command.n / command.callers);
+      return timed(per * command.callers, async () => {
+        await Promise.all(
+          Array.from({ length: command.callers }, async () => {
+            for (let i = 0; i < per; i++) await running().enqueue({ i: nextIndex++ });
+          }),
+        );
+      });
+    }
+    case 'enqueue-bulk':
+      return timed(command.n, async () => {
+        for (let done = 0; done < command.n; done += command.batch) {
+          await running().enqueueMany(payloads(Math.min(command.batch, command.n - done)));
+        }
+      });
+    case 'latency': {
+      // One job every intervalMs on a fixed schedule (not intervalMs after the previous call returned),
+      // each stamped just before its enqueue call; the handler subtracts the stamp from its start time.
+      const samples = tracker.recordLatencies();
+      const before = tracker.handled;
+      const t0 = nowMs();
+      for (let i = 0; i < command.n; i++) {
+        const wait = t0 + i * command.intervalMs - nowMs();
+        if (wait > 0) await sleep(wait);
+        await running().enqueue({ i: nextIndex++, t: nowMs() });
+      }
+      const deadline = nowMs() + command.timeoutMs;
+      while (tracker.handled - before < command.n && nowMs() < deadline) await sleep(5);
+      return samples.slice();
+    }
+    case 'feed': {
+      // Steady state: the app enqueues in bulk while it processes, keeping a backlog of one to two waves.
+      const started = nowMs();
+      const base = tracker.handled;
+      let enqueued = 0;
+      const deadline = started + command.timeoutMs;
+      while (enqueued < command.total && nowMs() < deadline) {
+        if (enqueued - (tracker.handled - base) < command.wave) {
+          const n = Math.min(command.chunk, command.total - enqueued);
+          await running().enqueueMany(payloads(n));
+          enqueued += n;
+        } else {
+          await sleep(5);
+        }
+      }
+      while (tracker.handled - base < command.total && nowMs() < deadline) await sleep(5);
+      const result: FeedResult = { ms: nowMs() - started, n: tracker.handled - base, peakRssBytes: tracker.peakRssBytes };
+      return result;
+    }
+    case 'stats':
+      return tracker.stats();
+    case 'stop': {
+      await system?.stop();
+      system = undefined;
+      tracker.close();
+      return tracker.stats();
+    }
+  }
+}
+
+function running(): RunningSystem {
+  if (!system) throw new Error('system not started');
+  return system;
+}
+
+function reply(message: Reply): void {
+  process.send?.(message);
+}
+
+process.on('message', (message: Envelope) => {
+  handle(message).then(
+    (result) => {
+      reply({ id: message.id, ok: true, result });
+      if (message.cmd === 'stop') process.disconnect();
+    },
+    (error: unknown) => reply({ id: message.id, ok: false, error: error instanceof Error ? (error.stack ?? error.message) : String(error) }),
+  );
+});
+
+// The parent going away (crash, Ctrl-C) must not leave a worker polling a dropped database.
+process.on('disconnect', () => {
+  setTimeout(() => process.exit(0), 2_000).unref();
+  void system?.stop().finally(() => process.exit(0));
+});

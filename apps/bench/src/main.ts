@@ -1,0 +1,202 @@
+/**
+ * `npm run bench`: starts its own durable embedded PostgreSQL, runs every scenario for every system one
+ * after another (each on a fresh database), repeats the whole thing `runs` times, prints one table with
+ * medians and ratios, checks the issue's targets, and writes JSON, text and an SVG chart under results/.
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { loadavg } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import type { SystemId } from './adapters/types.js';
+import { parseCli, type BenchOptions } from './cli.js';
+import { type ScenarioName } from './config.js';
+import { serverInfo, startBenchServer, type ServerInfo } from './db/server.js';
+import { setStatementTracking } from './db/statements.js';
+import { nowMs } from './host/clock.js';
+import { killAllChildren } from './host/system-process.js';
+import { aggregate, type Sample } from './report/aggregate.js';
+import { formatNumber, sizeLabel } from './report/format.js';
+import { machineInfo, type MachineInfo } from './report/machine.js';
+import { metricCatalog } from './report/metrics.js';
+import { renderStatements, type StatementRecord } from './report/statements.js';
+import { renderSvg } from './report/svg.js';
+import { renderTable } from './report/table.js';
+import { checkTargets, renderTargets } from './report/targets.js';
+import { backlogScenario } from './scenarios/backlog.js';
+import type { Figures, ScenarioContext } from './scenarios/context.js';
+import { enqueueScenario } from './scenarios/enqueue.js';
+import { latencyScenario } from './scenarios/latency.js';
+import { processScenario } from './scenarios/process.js';
+import { scaleOutScenario } from './scenarios/scale-out.js';
+import { steadyStateScenario } from './scenarios/steady-state.js';
+import { installedVersion, SYSTEMS, type SystemInfo } from './systems.js';
+
+const RESULTS = fileURLToPath(new URL('../results/', import.meta.url));
+
+interface Step {
+  scenario: ScenarioName;
+  label: string;
+  run: (ctx: ScenarioContext, system: SystemInfo) => Promise<Figures>;
+}
+
+/** The variants of each selected scenario, in the order they run within one repetition. */
+function steps(options: BenchOptions): Step[] {
+  const p = options.profile;
+  const out: Step[] = [];
+  for (const scenario of options.scenarios) {
+    switch (scenario) {
+      case 'enqueue':
+        out.push({ scenario, label: 'enqueue', run: enqueueScenario });
+        break;
+      case 'process':
+        for (const c of p.process.concurrencies) out.push({ scenario, label: `process c=${c}`, run: (ctx, s) => processScenario(ctx, s, c) });
+        break;
+      case 'latency':
+        out.push({ scenario, label: 'latency', run: latencyScenario });
+        break;
+      case 'backlog':
+        for (const size of p.backlog.sizes) {
+          for (const spread of [false, true]) {
+            out.push({ scenario, label: `backlog ${sizeLabel(size)} ${spread ? 'spread' : 'shared'}`, run: (ctx, s) => backlogScenario(ctx, s, size, spread) });
+          }
+        }
+        break;
+      case 'steady':
+        out.push({ scenario, label: 'steady state', run: steadyStateScenario });
+        break;
+      case 'scaleout':
+        for (const n of p.scaleOut.processes) out.push({ scenario, label: `scale-out x${n}`, run: (ctx, s) => scaleOutScenario(ctx, s, n) });
+        break;
+    }
+  }
+  return out;
+}
+
+/** Run r starts with a different system, so that no system always goes first (or always follows the same one). */
+function rotate<T>(items: T[], by: number): T[] {
+  const k = by % items.length;
+  return [...items.slice(k), ...items.slice(0, k)];
+}
+
+function summary(figures: Figures): string {
+  return Object.entries(figures)
+    .filter(([k, v]) => !(k.endsWith('.extraRuns') || k.endsWith('deadlocks')) || v !== 0)
+    .map(([k, v]) => `${k.split('.').slice(1).join('.') || k}=${formatNumber(v, v >= 100 ? 0 : 2)}`)
+    .join(' ');
+}
+
+async function main(): Promise<void> {
+  const options = parseCli(process.argv.slice(2));
+  const log = (message: string) => console.log(message);
+  const machine = machineInfo();
+  const versions: Partial<Record<SystemId, string>> = {};
+  for (const id of options.systems) versions[id] = SYSTEMS[id].packageName ? installedVersion(SYSTEMS[id].packageName!) : '-';
+
+  const started = nowMs();
+  log(`nestjs-pg-queue benchmark: profile ${options.profile.name}, ${options.runs} run(s), scenarios ${options.scenarios.join(', ')}`);
+  log(`machine: ${machine.cpu}, ${machine.cores} cores, ${machine.memoryGB} GB, ${machine.os}, Node ${machine.node}, commit ${machine.gitCommit}`);
+  const server = await startBenchServer(log);
+  const stopServer = async () => {
+    killAllChildren();
+    await server.stop().catch(() => undefined);
+  };
+  process.once('SIGINT', () => void stopServer().finally(() => process.exit(130)));
+  process.once('SIGTERM', () => void stopServer().finally(() => process.exit(143)));
+
+  const samples: Sample[] = [];
+  const failures: { run: number; system: SystemId; step: string; error: string }[] = [];
+  const statementRecords: StatementRecord[] = [];
+  let info: ServerInfo;
+  try {
+    info = await serverInfo(server.url);
+    log(`${info.version}; ${Object.entries(info.settings).map(([k, v]) => `${k}=${v}`).join(', ')}`);
+    for (const id of options.systems) log(`  ${SYSTEMS[id].label} ${versions[id]}: ${SYSTEMS[id].settings}`);
+    if (options.statements) await setStatementTracking(server.url, true);
+    const plan = steps(options);
+    for (let run = 1; run <= options.runs; run++) {
+      const order = rotate(options.systems, run - 1);
+      for (const step of plan) {
+        for (const id of order) {
+          const ctx: ScenarioContext = {
+            serverUrl: server.url,
+            profile: options.profile,
+            run,
+            statements: options.statements,
+            log,
+            keepStatements: (system, label, statements, jobs) => statementRecords.push({ run, system, label, jobs, statements: [...statements].sort((a, b) => b.calls - a.calls).slice(0, 25) }),
+          };
+          const t0 = nowMs();
+          try {
+            const figures = await step.run(ctx, SYSTEMS[id]);
+            for (const [metric, value] of Object.entries(figures)) samples.push({ run, system: id, metric, value });
+            log(`[run ${run}/${options.runs}] ${step.label.padEnd(20)} ${SYSTEMS[id].label.padEnd(16)} ${summary(figures)}  (${((nowMs() - t0) / 1000).toFixed(1)} s)`);
+          } catch (error) {
+            const text = error instanceof Error ? error.message : String(error);
+            failures.push({ run, system: id, step: step.label, error: text });
+            log(`[run ${run}/${options.runs}] ${step.label.padEnd(20)} ${SYSTEMS[id].label.padEnd(16)} FAILED: ${text.split('\n')[0]}`);
+            killAllChildren();
+          }
+        }
+      }
+    }
+  } finally {
+    await stopServer();
+  }
+
+  const aggregates = aggregate(samples);
+  const defs = metricCatalog(options.profile);
+  const table = renderTable(defs, aggregates, options.systems);
+  const targets = options.systems.includes('pg-queue') ? checkTargets(aggregates, options.profile) : [];
+  const minutes = (nowMs() - started) / 60_000;
+  const header = describe(options, machine, info!, versions, minutes);
+  const text = [
+    ...header,
+    '',
+    'Medians of the runs, ±half the min-max range; ratios are ours / peer on medians (↑: above 1 is better for us, ↓: below 1 is).',
+    '',
+    table,
+    '',
+    ...(targets.length ? ['Targets (issue 4):', renderTargets(targets), ''] : []),
+    ...sanityNote(samples),
+    ...(statementRecords.length ? ['What each system sent to PostgreSQL (pg_stat_statements):', renderStatements(statementRecords, options.profile.steady.idleWindowMs), ''] : []),
+    ...(failures.length ? ['Failures:', ...failures.map((f) => `  run ${f.run} ${f.step} ${f.system}: ${f.error.split('\n')[0]}`), ''] : []),
+  ].join('\n');
+  console.log(`\n${text}`);
+
+  const dir = options.complete ? RESULTS : `${RESULTS}tmp/`;
+  const base = options.complete ? 'latest' : 'partial';
+  await mkdir(dir, { recursive: true });
+  const json = { options: { ...options, profile: options.profile }, machine, postgres: info!, versions, minutes, samples, aggregates, targets, failures, statements: statementRecords };
+  await writeFile(`${dir}${base}.json`, `${JSON.stringify(json, null, 2)}\n`);
+  await writeFile(`${dir}${base}.txt`, `${text}\n`);
+  await writeFile(`${dir}${base}.svg`, `${renderSvg(defs, aggregates, options.systems, header.slice(0, 4))}\n`);
+  console.log(`wrote ${dir}${base}.json, ${base}.txt, ${base}.svg`);
+  if (failures.length) process.exitCode = 1;
+}
+
+function describe(options: BenchOptions, machine: MachineInfo, info: ServerInfo, versions: Partial<Record<SystemId, string>>, minutes: number): string[] {
+  const s = info.settings;
+  return [
+    `${options.runs} run(s), profile ${options.profile.name}, ${minutes.toFixed(1)} min; ${machine.cpu} x${machine.cores}, ${machine.memoryGB} GB RAM, ${machine.os}, Node ${machine.node}`,
+    `${info.version.split(' on ')[0]} (embedded), fsync=${s.fsync}, synchronous_commit=${s.synchronous_commit}, full_page_writes=${s.full_page_writes}, shared_buffers=${s.shared_buffers}, max_wal_size=${s.max_wal_size}; PostgreSQL and Node share the same cores`,
+    options.systems.map((id) => `${SYSTEMS[id].label} ${versions[id]}`).join(', '),
+    `commit ${machine.gitCommit}; 1-min load average ${machine.loadAtStart} at start, ${loadavg()[0].toFixed(2)} at end (${machine.cores} cores: more means other work competed for CPU)`,
+  ];
+}
+
+/** Sanity counters: jobs run twice (handler calls beyond the job count) and deadlocks PostgreSQL detected. */
+function sanityNote(samples: Sample[]): string[] {
+  const lines: string[] = [];
+  const extra = samples.filter((s) => s.metric.endsWith('.extraRuns') && s.value !== 0);
+  if (extra.length === 0) lines.push('Every job ran exactly once in every throughput scenario (handler calls = jobs).');
+  else lines.push('Jobs that ran more than once (handler calls - jobs):', ...extra.map((s) => `  run ${s.run} ${s.system} ${s.metric}: ${s.value}`));
+  const deadlocks = samples.filter((s) => s.metric.endsWith('deadlocks') && s.value !== 0);
+  if (deadlocks.length === 0) lines.push('PostgreSQL detected no deadlock in any throughput scenario.');
+  else lines.push('Deadlocks PostgreSQL detected (each stalls two statements for deadlock_timeout = 1 s):', ...deadlocks.map((s) => `  run ${s.run} ${s.system} ${s.metric}: ${s.value}`));
+  return [...lines, ''];
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  killAllChildren();
+  process.exit(1);
+});

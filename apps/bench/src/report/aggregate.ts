@@ -1,0 +1,44 @@
+import type { SystemId } from '../adapters/types.js';
+
+export interface Sample {
+  run: number;
+  system: SystemId;
+  metric: string;
+  value: number;
+}
+
+export interface Aggregate {
+  median: number;
+  min: number;
+  max: number;
+  runs: number;
+}
+
+export type Aggregates = Record<string, Partial<Record<SystemId, Aggregate>>>;
+
+/** Median and range per metric and system over the runs (NaN samples, from a failed run, are left out). */
+export function aggregate(samples: Sample[]): Aggregates {
+  const groups = new Map<string, Map<SystemId, number[]>>();
+  for (const s of samples) {
+    if (!Number.isFinite(s.value)) continue;
+    const bySystem = groups.get(s.metric) ?? new Map<SystemId, number[]>();
+    groups.set(s.metric, bySystem);
+    const values = bySystem.get(s.system) ?? [];
+    bySystem.set(s.system, values);
+    values.push(s.value);
+  }
+  const out: Aggregates = {};
+  for (const [metric, bySystem] of groups) {
+    out[metric] = {};
+    for (const [system, values] of bySystem) {
+      const sorted = [...values].sort((a, b) => a - b);
+      out[metric][system] = { median: median(sorted), min: sorted[0], max: sorted[sorted.length - 1], runs: sorted.length };
+    }
+  }
+  return out;
+}
+
+function median(sorted: number[]): number {
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}

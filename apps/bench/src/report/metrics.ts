@@ -1,0 +1,48 @@
+import type { Profile } from '../config.js';
+import { sizeLabel } from './format.js';
+
+export interface MetricDef {
+  id: string;
+  label: string;
+  unit: string;
+  /** Which way is better; 'info' rows get no judgement. */
+  better: 'higher' | 'lower' | 'info';
+  digits: number;
+  /** Drawn in the chart. */
+  chart: boolean;
+}
+
+/** Every row of the table, in order, for the sizes this profile runs. */
+export function metricCatalog(profile: Profile): MetricDef[] {
+  const rate = (id: string, label: string, chart = true): MetricDef => ({ id, label, unit: 'jobs/s', better: 'higher', digits: 0, chart });
+  const ms = (id: string, label: string, chart = true): MetricDef => ({ id, label, unit: 'ms', better: 'lower', digits: 1, chart });
+  const defs: MetricDef[] = [
+    rate('enqueue.sequential', 'enqueue, one call at a time'),
+    rate('enqueue.concurrent', `enqueue, ${profile.enqueue.callers} concurrent callers`),
+    rate('enqueue.bulk', `enqueue, bulk (${profile.enqueue.bulkBatch.toLocaleString('en-US')} per call)`),
+  ];
+  for (const c of profile.process.concurrencies) defs.push(rate(`process.c${c}`, `process ${sizeLabel(profile.process.jobs)}, concurrency ${c}`));
+  defs.push(ms('latency.p50', 'start latency p50'), ms('latency.p95', 'start latency p95', false), ms('latency.p99', 'start latency p99'), ms('latency.max', 'start latency max', false));
+  for (const size of profile.backlog.sizes) {
+    defs.push(rate(`backlog.${sizeLabel(size)}.shared`, `claim rate, ${sizeLabel(size)} queued, one run_at`));
+    defs.push(rate(`backlog.${sizeLabel(size)}.spread`, `claim rate, ${sizeLabel(size)} queued, spread run_at`));
+  }
+  defs.push(
+    rate('steady.throughput', `steady state, ${sizeLabel(profile.steady.jobs)} through (enqueue + process)`),
+    { id: 'steady.tableStartMB', label: 'job table at start', unit: 'MB', better: 'info', digits: 2, chart: false },
+    { id: 'steady.tableEndMB', label: 'job table at end', unit: 'MB', better: 'info', digits: 1, chart: false },
+    { id: 'steady.indexStartMB', label: 'its indexes at start', unit: 'MB', better: 'info', digits: 2, chart: false },
+    { id: 'steady.indexEndMB', label: 'its indexes at end', unit: 'MB', better: 'info', digits: 1, chart: false },
+    { id: 'steady.rowsEnd', label: 'rows kept at end (retention)', unit: 'rows', better: 'info', digits: 0, chart: false },
+    { id: 'steady.peakRssMB', label: 'worker RSS, peak', unit: 'MB', better: 'lower', digits: 0, chart: true },
+    { id: 'steady.idleRssMB', label: 'worker RSS, idle after', unit: 'MB', better: 'lower', digits: 0, chart: false },
+    { id: 'steady.idleStatementsPerSec', label: 'statements/s while idle', unit: '1/s', better: 'lower', digits: 2, chart: true },
+  );
+  for (const p of profile.scaleOut.processes) defs.push(rate(`scaleout.p${p}`, `scale-out, ${p} process${p > 1 ? 'es' : ''} x c${profile.scaleOut.concurrency}`));
+  return defs;
+}
+
+/** Sanity counters: handler calls beyond the job count (a job run twice). Expected 0 everywhere. */
+export function isSanityMetric(id: string): boolean {
+  return id.endsWith('.extraRuns');
+}

@@ -1,0 +1,42 @@
+import { workerPoolSize } from '../config.js';
+import { checkpoint, deadlockCount, withFreshDatabase } from '../db/databases.js';
+import { statementFigures } from '../db/statements.js';
+import { sleep } from '../host/clock.js';
+import { SystemProcess } from '../host/system-process.js';
+import type { SystemInfo } from '../systems.js';
+import { databaseName, type Figures, type ScenarioContext } from './context.js';
+import { waitUntilDone } from './wait-until-done.js';
+
+/** Idle workers get this long to finish booting (LISTEN connected, first empty claim done) before jobs arrive. */
+export const SETTLE_MS = 1_000;
+
+/**
+ * Throughput on a pre-filled queue: the worker starts idle, then N jobs arrive in one bulk call (one
+ * statement, one transaction: all of them become visible at once, before any can be claimed). Timed from
+ * the first handler start to the moment the database shows every job completed, so neither boot time nor
+ * the insert counts.
+ */
+export async function processScenario(ctx: ScenarioContext, system: SystemInfo, concurrency: number): Promise<Figures> {
+  const jobs = ctx.profile.process.jobs;
+  const name = databaseName(`proc${concurrency}`, system.id, ctx.run);
+  return withFreshDatabase(ctx.serverUrl, name, async (url) => {
+    const worker = await SystemProcess.start({ system: system.id, url, role: 'worker', concurrency, poolSize: workerPoolSize(concurrency) });
+    let figures: Figures;
+    try {
+      await sleep(SETTLE_MS);
+      await checkpoint(ctx.serverUrl);
+      const enqueue = worker.send({ cmd: 'enqueue-bulk', n: jobs, batch: jobs });
+      const done = await waitUntilDone([worker], url, system.busySql, jobs, 600_000);
+      await enqueue;
+      if (ctx.statements) ctx.keepStatements(system.id, `process c=${concurrency}`, await statementFigures(ctx.serverUrl, name), jobs);
+      figures = {
+        [`process.c${concurrency}`]: (jobs / (done.doneAt - done.firstAt)) * 1000,
+        [`process.c${concurrency}.extraRuns`]: done.handled - jobs,
+      };
+    } finally {
+      await worker.stop();
+    }
+    figures[`process.c${concurrency}.deadlocks`] = await deadlockCount(ctx.serverUrl, name);
+    return figures;
+  });
+}

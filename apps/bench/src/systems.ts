@@ -1,0 +1,111 @@
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import type { SystemId } from './adapters/types.js';
+
+/**
+ * What the orchestrator knows about each system's tables, without loading the library: how to tell that
+ * every job is done, how to seed a large backlog in one statement, which relations to measure.
+ */
+export interface SystemInfo {
+  id: SystemId;
+  label: string;
+  /** npm package whose version the report shows (plain-sql has none). */
+  packageName?: string;
+  /** How it was configured, for the report. */
+  settings: string;
+  /**
+   * One row, column busy: is any job not yet finished (queued, claimed or running)? EXISTS probes that the
+   * job table's own partial indexes answer where it has them, so that polling it during the tail of a run
+   * costs the system under test next to nothing.
+   */
+  busySql: string;
+  /**
+   * Inserts $1 jobs in one statement (so one transaction): with $2 = false they share one now() as their
+   * run_at, as jobs enqueued in one transaction do; with $2 = true their run_at values are spread 1 ms
+   * apart in the past, as jobs enqueued over time are. Used only for backlogs too large to enqueue
+   * through a library's API in reasonable time; the rows match what the library's own insert writes.
+   */
+  seedSql: string;
+  /** The job table(s) whose size the steady-state scenario reports. */
+  relations: string[];
+}
+
+const SPREAD_TS = `CASE WHEN $2::boolean THEN now() - ($1::int - g) * interval '1 millisecond' ELSE now() END`;
+
+export const SYSTEMS: Record<SystemId, SystemInfo> = {
+  'pg-queue': {
+    id: 'pg-queue',
+    label: 'nestjs-pg-queue',
+    packageName: 'nestjs-pg-queue',
+    settings:
+      'Nest application context, PgQueueModule.forRoot({ connection: { url, poolSize } , queues: { bench: { concurrency } } }); every other option at its default (lease 30 s, heartbeat 10 s, poll 30 s as a safety net behind LISTEN, sweeper 5 s, pruner 60 s, batchSize = concurrency up to 100)',
+    busySql: `SELECT EXISTS (SELECT 1 FROM background_jobs WHERE status = 'queued')
+                  OR EXISTS (SELECT 1 FROM background_jobs WHERE status = 'processing') AS busy`,
+    seedSql: `
+      INSERT INTO background_jobs (queue_name, payload, run_at, created_at, updated_at)
+      SELECT 'bench', jsonb_build_object('i', g), t.ts, t.ts, t.ts
+      FROM generate_series(1, $1::int) AS g, LATERAL (SELECT ${SPREAD_TS} AS ts) AS t`,
+    relations: ['background_jobs'],
+  },
+  'pg-boss': {
+    id: 'pg-boss',
+    label: 'pg-boss',
+    packageName: 'pg-boss',
+    settings:
+      'useListenNotify + queue notify: true, work({ localConcurrency, batchSize, burstWhenBatchFull: true }), one loop per 25 jobs of concurrency (c10: 1x10, c50: 2x25), schedule: false (no cron), supervise on (default), pool max = poolSize',
+    busySql: `SELECT EXISTS (SELECT 1 FROM pgboss.job WHERE name = 'bench' AND state IN ('created', 'retry', 'active')) AS busy`,
+    seedSql: `
+      INSERT INTO pgboss.job (name, data, start_after, created_on, keep_until)
+      SELECT 'bench', jsonb_build_object('i', g), t.ts, t.ts, t.ts + interval '14 days'
+      FROM generate_series(1, $1::int) AS g, LATERAL (SELECT ${SPREAD_TS} AS ts) AS t`,
+    relations: ['pgboss.job_common'],
+  },
+  'graphile-worker': {
+    id: 'graphile-worker',
+    label: 'graphile-worker',
+    packageName: 'graphile-worker',
+    settings:
+      'run({ pgPool, concurrency, preset: { worker: { localQueue: { size: 500 }, completeJobBatchDelay: 0, failJobBatchDelay: 0, preparedStatements: true } } }) as on its performance page; pollInterval default (2 s) behind LISTEN',
+    // Finished jobs are deleted, so any row left is unfinished.
+    busySql: `SELECT EXISTS (SELECT 1 FROM graphile_worker._private_jobs) AS busy`,
+    // Through its own SQL API (add_jobs), which is what WorkerUtils.addJobs calls.
+    seedSql: `
+      SELECT count(*)::int AS n FROM graphile_worker.add_jobs(ARRAY(
+        SELECT ROW('bench', json_build_object('i', g), NULL,
+                   CASE WHEN $2::boolean THEN now() - ($1::int - g) * interval '1 millisecond' END,
+                   NULL, NULL, NULL, NULL)::graphile_worker.job_spec
+        FROM generate_series(1, $1::int) AS g))`,
+    relations: ['graphile_worker._private_jobs'],
+  },
+  'plain-sql': {
+    id: 'plain-sql',
+    label: 'plain SQL loop',
+    settings:
+      "the seed's table and partial index (queue_name, run_at) WHERE status = 'queued'; claim = UPDATE ... WHERE id IN (SELECT ... ORDER BY run_at LIMIT n FOR UPDATE SKIP LOCKED) RETURNING, complete = one UPDATE ... WHERE id = ANY($1); one loop per 25 jobs of concurrency (c10: 1x10, c50: 2x25); LISTEN + 1 s poll; no leases, retries or maintenance",
+    busySql: `SELECT EXISTS (SELECT 1 FROM background_jobs WHERE status = 'queued')
+                  OR EXISTS (SELECT 1 FROM background_jobs WHERE status = 'processing') AS busy`,
+    seedSql: `
+      INSERT INTO background_jobs (queue_name, payload, run_at, created_at, updated_at)
+      SELECT 'bench', jsonb_build_object('i', g), t.ts, t.ts, t.ts
+      FROM generate_series(1, $1::int) AS g, LATERAL (SELECT ${SPREAD_TS} AS ts) AS t`,
+    relations: ['background_jobs'],
+  },
+};
+
+const require = createRequire(import.meta.url);
+
+/** Installed version of a package, read from its package.json (found by walking up from its entry point). */
+export function installedVersion(packageName: string): string {
+  let dir = dirname(require.resolve(packageName));
+  for (let i = 0; i < 6; i++) {
+    try {
+      const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name?: string; version?: string };
+      if (pkg.name === packageName && pkg.version) return pkg.version;
+    } catch {
+      // not here; go up
+    }
+    dir = dirname(dir);
+  }
+  return 'unknown';
+}
