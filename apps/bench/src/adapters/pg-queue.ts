@@ -24,11 +24,13 @@ class BenchAppModule {
       imports: [
         // Library defaults for everything that is not a sizing knob: leases, heartbeats, fencing, the
         // sweeper and the pruner all stay on (the issue: no trading safety for speed). batchSize is the
-        // library's default too (the concurrency, at most 100).
+        // library's default too (concurrency + prefetch, at most 100).
         PgQueueModule.forRoot({
           connection: { url: options.url, poolSize: options.poolSize },
           workers: options.role === 'worker',
-          queues: { [QUEUE]: { concurrency: options.concurrency } },
+          // prefetch: claim a batch of 100 ahead of free slots (the library's option for many short jobs, as
+          // graphile-worker's localQueue is for it); leases of prefetched jobs are held and renewed.
+          queues: { [QUEUE]: { concurrency: options.concurrency, prefetch: Math.max(0, 100 - options.concurrency) } },
         }),
       ],
       providers: [BenchHandler],

@@ -53,11 +53,14 @@ export const SQL = {
 
   // Outcomes are fenced: only the lease owner ($1) of the same attempt may settle a job in flight. A worker
   // that lost its lease (frozen, partitioned, swept) and settles late matches no row and changes nothing.
+  // `j.id = ANY(ids)` next to the join gives the planner a primary-key condition: with only the join to
+  // unnest() (estimated at a handful of rows under a generic plan) it may pick a hash join over a sequential
+  // scan of the whole table for every batch.
   completeJobs: `
     UPDATE background_jobs AS j
     SET status = 'completed', lease_expires_at = NULL, finished_at = now(), updated_at = now()
     FROM unnest($2::int8[], $3::int[]) AS d(id, attempt)
-    WHERE j.id = d.id AND j.attempts = d.attempt AND j.status = 'processing' AND j.locked_by = $1
+    WHERE j.id = ANY($2::int8[]) AND j.id = d.id AND j.attempts = d.attempt AND j.status = 'processing' AND j.locked_by = $1
     RETURNING j.id`,
 
   // completedRetentionMs: 0. Deleting at completion skips writing a completed row version (and its index
@@ -65,7 +68,7 @@ export const SQL = {
   deleteCompletedJobs: `
     DELETE FROM background_jobs AS j
     USING unnest($2::int8[], $3::int[]) AS d(id, attempt)
-    WHERE j.id = d.id AND j.attempts = d.attempt AND j.status = 'processing' AND j.locked_by = $1
+    WHERE j.id = ANY($2::int8[]) AND j.id = d.id AND j.attempts = d.attempt AND j.status = 'processing' AND j.locked_by = $1
     RETURNING j.id`,
 
   failJobs: `
@@ -75,7 +78,7 @@ export const SQL = {
         finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
         last_error = f.error, lease_expires_at = NULL, updated_at = now()
     FROM unnest($2::int8[], $3::int[], $4::text[], $5::int8[]) AS f(id, attempt, error, delay_ms)
-    WHERE j.id = f.id AND j.attempts = f.attempt AND j.status = 'processing' AND j.locked_by = $1
+    WHERE j.id = ANY($2::int8[]) AND j.id = f.id AND j.attempts = f.attempt AND j.status = 'processing' AND j.locked_by = $1
     RETURNING j.id, j.status`,
 
   // Heartbeat: one statement renews every job this worker runs; rows not returned are no longer ours.
@@ -83,7 +86,7 @@ export const SQL = {
     UPDATE background_jobs AS j
     SET lease_expires_at = now() + $2::int ${MS}
     FROM unnest($3::int8[], $4::int[]) AS h(id, attempt)
-    WHERE j.id = h.id AND j.attempts = h.attempt AND j.status = 'processing' AND j.locked_by = $1
+    WHERE j.id = ANY($3::int8[]) AND j.id = h.id AND j.attempts = h.attempt AND j.status = 'processing' AND j.locked_by = $1
     RETURNING j.id`,
 
   // Shutdown put-back: the attempt did not fail, it was interrupted, so it is not counted.
@@ -92,7 +95,7 @@ export const SQL = {
       UPDATE background_jobs AS j
       SET status = 'queued', attempts = j.attempts - 1, run_at = now(), lease_expires_at = NULL, updated_at = now()
       FROM unnest($2::int8[], $3::int[]) AS r(id, attempt)
-      WHERE j.id = r.id AND j.attempts = r.attempt AND j.status = 'processing' AND j.locked_by = $1
+      WHERE j.id = ANY($2::int8[]) AND j.id = r.id AND j.attempts = r.attempt AND j.status = 'processing' AND j.locked_by = $1
       RETURNING j.id, j.queue_name
     )
     SELECT count(*)::int AS released,
