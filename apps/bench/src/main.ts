@@ -14,6 +14,7 @@ import { setStatementTracking } from './db/statements.js';
 import { nowMs } from './host/clock.js';
 import { killAllChildren } from './host/system-process.js';
 import { aggregate, type Sample } from './report/aggregate.js';
+import { buildFingerprint } from './report/build-fingerprint.js';
 import { formatNumber, sizeLabel } from './report/format.js';
 import { machineInfo, type MachineInfo } from './report/machine.js';
 import { metricCatalog } from './report/metrics.js';
@@ -92,6 +93,7 @@ async function main(): Promise<void> {
   for (const id of options.systems) versions[id] = SYSTEMS[id].packageName ? installedVersion(SYSTEMS[id].packageName!) : '-';
 
   const started = nowMs();
+  const buildAtStart = buildFingerprint();
   log(`nestjs-pg-queue benchmark: profile ${options.profile.name}, ${options.runs} run(s), scenarios ${options.scenarios.join(', ')}`);
   log(`machine: ${machine.cpu}, ${machine.cores} cores, ${machine.memoryGB} GB, ${machine.os}, Node ${machine.node}, commit ${machine.gitCommit}`);
   const server = await startBenchServer(log);
@@ -142,14 +144,19 @@ async function main(): Promise<void> {
     await stopServer();
   }
 
+  const buildAtEnd = buildFingerprint();
+  const build = buildAtStart === buildAtEnd ? buildAtStart : `${buildAtStart} -> ${buildAtEnd}`;
   const aggregates = aggregate(samples);
   const defs = metricCatalog(options.profile);
   const table = renderTable(defs, aggregates, options.systems);
   const targets = options.systems.includes('pg-queue') ? checkTargets(aggregates, options.profile) : [];
   const minutes = (nowMs() - started) / 60_000;
-  const header = describe(options, machine, info!, versions, minutes);
+  const header = describe(options, machine, info!, versions, minutes, build);
   const text = [
     ...header,
+    ...(buildAtStart === buildAtEnd
+      ? []
+      : ['', `WARNING: the compiled library or benchmark changed during the run (build ${build}): later samples ran other code than earlier ones.`]),
     '',
     'Medians of the runs, ±half the min-max range; ratios are ours / peer on medians (↑: above 1 is better for us, ↓: below 1 is).',
     '',
@@ -165,7 +172,7 @@ async function main(): Promise<void> {
   const dir = options.complete ? RESULTS : `${RESULTS}tmp/`;
   const base = options.complete ? 'latest' : 'partial';
   await mkdir(dir, { recursive: true });
-  const json = { options: { ...options, profile: options.profile }, machine, postgres: info!, versions, minutes, samples, aggregates, targets, failures, statements: statementRecords };
+  const json = { options: { ...options, profile: options.profile }, machine, build, postgres: info!, versions, minutes, samples, aggregates, targets, failures, statements: statementRecords };
   await writeFile(`${dir}${base}.json`, `${JSON.stringify(json, null, 2)}\n`);
   await writeFile(`${dir}${base}.txt`, `${text}\n`);
   await writeFile(`${dir}${base}.svg`, `${renderSvg(defs, aggregates, options.systems, header.slice(0, 4))}\n`);
@@ -173,13 +180,20 @@ async function main(): Promise<void> {
   if (failures.length) process.exitCode = 1;
 }
 
-function describe(options: BenchOptions, machine: MachineInfo, info: ServerInfo, versions: Partial<Record<SystemId, string>>, minutes: number): string[] {
+function describe(
+  options: BenchOptions,
+  machine: MachineInfo,
+  info: ServerInfo,
+  versions: Partial<Record<SystemId, string>>,
+  minutes: number,
+  build: string,
+): string[] {
   const s = info.settings;
   return [
     `${options.runs} run(s), profile ${options.profile.name}, ${minutes.toFixed(1)} min; ${machine.cpu} x${machine.cores}, ${machine.memoryGB} GB RAM, ${machine.os}, Node ${machine.node}`,
     `${info.version.split(' on ')[0]} (embedded), fsync=${s.fsync}, synchronous_commit=${s.synchronous_commit}, full_page_writes=${s.full_page_writes}, shared_buffers=${s.shared_buffers}, max_wal_size=${s.max_wal_size}; PostgreSQL and Node share the same cores`,
     options.systems.map((id) => `${SYSTEMS[id].label} ${versions[id]}`).join(', '),
-    `commit ${machine.gitCommit}; 1-min load average ${machine.loadAtStart} at start, ${loadavg()[0].toFixed(2)} at end (${machine.cores} cores: more means other work competed for CPU)`,
+    `commit ${machine.gitCommit}, build ${build}; 1-min load average ${machine.loadAtStart} at start, ${loadavg()[0].toFixed(2)} at end (${machine.cores} cores: more means other work competed for CPU)`,
   ];
 }
 

@@ -39,7 +39,7 @@ export const SYSTEMS: Record<SystemId, SystemInfo> = {
     label: 'nestjs-pg-queue',
     packageName: 'nestjs-pg-queue',
     settings:
-      'Nest application context, PgQueueModule.forRoot({ connection: { url, poolSize } , queues: { bench: { concurrency } } }); every other option at its default (lease 30 s, heartbeat 10 s, poll 30 s as a safety net behind LISTEN, sweeper 5 s, pruner 60 s, batchSize = concurrency up to 100)',
+      'Nest application context, PgQueueModule.forRoot({ connection: { url, poolSize }, queues: { bench: { concurrency, prefetch: 100 - concurrency } } }): claims of 100 ahead of free slots, its option for many short jobs; every other option at its default (lease 30 s, heartbeat 10 s, fenced completion, poll 30 s behind LISTEN, sweeper 5 s, pruner 60 s)',
     busySql: `SELECT EXISTS (SELECT 1 FROM background_jobs WHERE status = 'queued')
                   OR EXISTS (SELECT 1 FROM background_jobs WHERE status = 'processing') AS busy`,
     seedSql: `
