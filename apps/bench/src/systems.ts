@@ -33,6 +33,17 @@ export interface SystemInfo {
 
 const SPREAD_TS = `CASE WHEN $2::boolean THEN now() - ($1::int - g) * interval '1 millisecond' ELSE now() END`;
 
+/** nestjs-pg-queue and the plain SQL loop share the seed's background_jobs table. */
+const BACKGROUND_JOBS_TABLE = {
+  busySql: `SELECT EXISTS (SELECT 1 FROM background_jobs WHERE status = 'queued')
+                OR EXISTS (SELECT 1 FROM background_jobs WHERE status = 'processing') AS busy`,
+  seedSql: `
+      INSERT INTO background_jobs (queue_name, payload, run_at, created_at, updated_at)
+      SELECT 'bench', jsonb_build_object('i', g), t.ts, t.ts, t.ts
+      FROM generate_series(1, $1::int) AS g, LATERAL (SELECT ${SPREAD_TS} AS ts) AS t`,
+  relations: ['background_jobs'],
+};
+
 export const SYSTEMS: Record<SystemId, SystemInfo> = {
   'pg-queue': {
     id: 'pg-queue',
@@ -40,13 +51,7 @@ export const SYSTEMS: Record<SystemId, SystemInfo> = {
     packageName: 'nestjs-pg-queue',
     settings:
       'Nest application context, PgQueueModule.forRoot({ connection: { url, poolSize }, queues: { bench: { concurrency, prefetch: 100 - concurrency } } }): claims of 100 ahead of free slots, its option for many short jobs; every other option at its default (lease 30 s, heartbeat 10 s, fenced completion, poll 30 s behind LISTEN, sweeper 5 s, pruner 60 s)',
-    busySql: `SELECT EXISTS (SELECT 1 FROM background_jobs WHERE status = 'queued')
-                  OR EXISTS (SELECT 1 FROM background_jobs WHERE status = 'processing') AS busy`,
-    seedSql: `
-      INSERT INTO background_jobs (queue_name, payload, run_at, created_at, updated_at)
-      SELECT 'bench', jsonb_build_object('i', g), t.ts, t.ts, t.ts
-      FROM generate_series(1, $1::int) AS g, LATERAL (SELECT ${SPREAD_TS} AS ts) AS t`,
-    relations: ['background_jobs'],
+    ...BACKGROUND_JOBS_TABLE,
   },
   'pg-boss': {
     id: 'pg-boss',
@@ -83,13 +88,7 @@ export const SYSTEMS: Record<SystemId, SystemInfo> = {
     label: 'plain SQL loop',
     settings:
       "the seed's table and partial index (queue_name, run_at) WHERE status = 'queued'; claim = UPDATE ... WHERE id IN (SELECT ... ORDER BY run_at LIMIT n FOR UPDATE SKIP LOCKED) RETURNING, complete = one UPDATE ... WHERE id = ANY($1); one loop per 25 jobs of concurrency (c10: 1x10, c50: 2x25); LISTEN + 1 s poll; no leases, retries or maintenance",
-    busySql: `SELECT EXISTS (SELECT 1 FROM background_jobs WHERE status = 'queued')
-                  OR EXISTS (SELECT 1 FROM background_jobs WHERE status = 'processing') AS busy`,
-    seedSql: `
-      INSERT INTO background_jobs (queue_name, payload, run_at, created_at, updated_at)
-      SELECT 'bench', jsonb_build_object('i', g), t.ts, t.ts, t.ts
-      FROM generate_series(1, $1::int) AS g, LATERAL (SELECT ${SPREAD_TS} AS ts) AS t`,
-    relations: ['background_jobs'],
+    ...BACKGROUND_JOBS_TABLE,
   },
 };
 
