@@ -11,7 +11,7 @@ const COLORS: Record<SystemId, string> = {
   'plain-sql': '#8c8c8c',
 };
 
-const WIDTH = 1000;
+const WIDTH = 1060;
 const LABEL_W = 310;
 const BAR_W = 380;
 const BAR_H = 13;
