@@ -1,5 +1,6 @@
 // Every SQL statement of the queue, in one place. Named statements are prepared once per connection by
-// node-postgres and reused; all times come from the database clock (now(), clock_timestamp()).
+// node-postgres and reused (except PLANNED_PER_CALL below); all times come from the database clock (now(),
+// clock_timestamp()).
 import { ADVISORY_LOCK, JOBS_CHANNEL } from '../pg-queue.constants.js';
 
 export const CANCEL_CHANNEL = 'pg_queue_cancel';
@@ -53,9 +54,8 @@ export const SQL = {
 
   // Outcomes are fenced: only the lease owner ($1) of the same attempt may settle a job in flight. A worker
   // that lost its lease (frozen, partitioned, swept) and settles late matches no row and changes nothing.
-  // `j.id = ANY(ids)` next to the join gives the planner a primary-key condition: with only the join to
-  // unnest() (estimated at a handful of rows under a generic plan) it may pick a hash join over a sequential
-  // scan of the whole table for every batch.
+  // `j.id = ANY(ids)` next to the join gives the planner a primary-key condition, so it never considers a
+  // sequential scan of the whole table; the statement is planned per call (see PLANNED_PER_CALL).
   completeJobs: `
     UPDATE background_jobs AS j
     SET status = 'completed', lease_expires_at = NULL, finished_at = now(), updated_at = now()
@@ -181,3 +181,18 @@ export const SQL = {
   advisoryLock: `SELECT pg_advisory_lock(${ADVISORY_LOCK.migrate})`,
   advisoryUnlock: `SELECT pg_advisory_unlock(${ADVISORY_LOCK.migrate})`,
 } as const;
+
+/**
+ * Statements joined to unnest() of their array parameters are sent unnamed, so PostgreSQL plans each call
+ * with the real arrays. Prepared, they switch to a generic plan after five runs; that plan cannot see the
+ * array length and rescans unnest() for every row: a 1,000-row completion batch took 294 ms instead of
+ * 6.8 ms, and processing at concurrency 50 fell from 6.5-7.2k to 2.2-5.6k jobs/s. Planning costs well under
+ * a millisecond, once per batch.
+ */
+export const PLANNED_PER_CALL: ReadonlySet<keyof typeof SQL> = new Set([
+  'completeJobs',
+  'deleteCompletedJobs',
+  'failJobs',
+  'extendLeases',
+  'releaseJobs',
+]);

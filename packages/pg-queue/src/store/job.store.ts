@@ -1,7 +1,7 @@
 import type { Pool, QueryResultRow } from 'pg';
 import type { EntityManager } from 'typeorm';
 import type { JobRecord, JobStatus, QueueStats } from '../interfaces/job.interface.js';
-import { SQL } from './job.sql.js';
+import { PLANNED_PER_CALL, SQL } from './job.sql.js';
 
 /** A job as claimed: what the worker needs to run one attempt. */
 export interface ClaimedJob {
@@ -45,14 +45,15 @@ export type CancelResult = 'cancelled' | 'not-found' | JobStatus;
 
 /**
  * The queue's table access, one method per statement (Table+Verb, as River names them). Callers never
- * write SQL. The hot path goes straight to the pg Pool underneath TypeORM with named (prepared) statements;
+ * write SQL. The hot path goes straight to the pg Pool underneath TypeORM, mostly with named (prepared) statements;
  * enqueue inside a caller's transaction goes through that transaction's EntityManager.
  */
 export class JobStore {
   constructor(private readonly pool: Pool) {}
 
   private async run<R extends QueryResultRow>(name: keyof typeof SQL, values: unknown[]): Promise<R[]> {
-    const result = await this.pool.query<R>({ name: `pgq_${name}`, text: SQL[name], values });
+    const query = PLANNED_PER_CALL.has(name) ? { text: SQL[name], values } : { name: `pgq_${name}`, text: SQL[name], values };
+    const result = await this.pool.query<R>(query);
     return result.rows;
   }
 

@@ -1,6 +1,7 @@
 import type { LoggerService } from '@nestjs/common';
 import type { JobStore } from '../store/job.store.js';
 import { RetryBackoff } from '../utils/retry-backoff.js';
+import type { RowLockLane } from './row-lock-lane.js';
 
 interface Held {
   attempt: number;
@@ -25,6 +26,7 @@ export class LeaseKeeper {
     private readonly leaseMs: number,
     private readonly heartbeatMs: number,
     private readonly logger: LoggerService,
+    private readonly lane: RowLockLane,
   ) {
     this.backoff = new RetryBackoff('lease heartbeat', logger, heartbeatMs, leaseMs);
   }
@@ -54,9 +56,13 @@ export class LeaseKeeper {
   async beat(): Promise<void> {
     if (this.beating || this.held.size === 0 || Date.now() < this.skipUntil) return;
     this.beating = true;
-    const sent = [...this.held].map(([id, h]) => ({ id, attempt: h.attempt, held: h }));
+    let sent: { id: string; attempt: number; held: Held }[] = [];
     try {
-      const renewed = await this.store.extendLeases(this.workerId, this.leaseMs, sent);
+      // The list is taken inside the lane, after any outcome batch ahead of it has landed and released its jobs.
+      const renewed = await this.lane.run(() => {
+        sent = [...this.held].map(([id, h]) => ({ id, attempt: h.attempt, held: h }));
+        return sent.length ? this.store.extendLeases(this.workerId, this.leaseMs, sent) : Promise.resolve(new Set<string>());
+      });
       this.backoff.succeeded();
       for (const { id, held } of sent) {
         // Still the same attempt in our map and not renewed: the row moved on without us.

@@ -1,6 +1,7 @@
 import type { LoggerService } from '@nestjs/common';
 import type { FailedAttempt, JobRef, JobStore } from '../store/job.store.js';
-import { RetryBackoff, sleep } from '../utils/retry-backoff.js';
+import { RetryBackoff } from '../utils/retry-backoff.js';
+import type { RowLockLane } from './row-lock-lane.js';
 
 type Settled = (accepted: boolean) => void;
 
@@ -9,18 +10,22 @@ type Settled = (accepted: boolean) => void;
  * soon as an outcome arrives and no write is in flight; outcomes that arrive meanwhile ride the next one.
  * Zero added latency when idle, large batches under load (20k jobs settle in a few hundred statements).
  * When the database is unreachable the batch is kept and retried with backoff; the leases of those jobs
- * are renewed meanwhile, so nothing is redone unless this process dies.
+ * are renewed meanwhile, so nothing is redone unless this process dies. How many outcomes may wait is
+ * bounded by the claim loops (QueueWorker.unwritten), not here.
  */
 export class OutcomeWriter {
   private completions: { ref: JobRef; done: Settled }[] = [];
   private failures: { attempt: FailedAttempt; done: (status: string | undefined) => void }[] = [];
   private flushing: Promise<void> | undefined;
   private readonly backoff: RetryBackoff;
+  private closed = false;
+  private wakeFromBackoff: (() => void) | undefined;
 
   constructor(
     private readonly store: JobStore,
     private readonly workerId: string,
     private readonly logger: LoggerService,
+    private readonly lane: RowLockLane,
     /** completedRetentionMs is 0: completed jobs are deleted at once rather than kept for the pruner. */
     private readonly deleteCompleted = false,
     private readonly maxBatch = 1_000,
@@ -49,7 +54,29 @@ export class OutcomeWriter {
     while (this.flushing) await this.flushing;
   }
 
+  /**
+   * Shutdown, past the drain deadline: stop retrying. Outcomes still unwritten are dropped (their promises
+   * never settle); their leases expire and the sweeper runs those jobs again. Without this, a writer whose
+   * pool was closed under it kept the process alive, retrying forever.
+   */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.wakeFromBackoff?.();
+    if (!this.flushing) this.dropUnwritten();
+  }
+
+  private dropUnwritten(): void {
+    const dropped = this.completions.length + this.failures.length;
+    this.completions = [];
+    this.failures = [];
+    if (dropped > 0) {
+      this.logger.error(`shutdown: ${dropped} job outcome(s) could not be written in time; those jobs run again once their lease expires`);
+    }
+  }
+
   private kick(): void {
+    if (this.closed) return;
     this.flushing ??= this.flush().finally(() => {
       this.flushing = undefined;
       if (this.completions.length || this.failures.length) this.kick();
@@ -57,13 +84,15 @@ export class OutcomeWriter {
   }
 
   private async flush(): Promise<void> {
-    while (this.completions.length || this.failures.length) {
+    while (!this.closed && (this.completions.length || this.failures.length)) {
       const completions = this.completions.splice(0, this.maxBatch);
       const failures = this.failures.splice(0, this.maxBatch);
-      const [completed, failed] = await Promise.allSettled([
-        completions.length ? this.store.completeJobs(this.workerId, completions.map((c) => c.ref), this.deleteCompleted) : new Set<string>(),
-        failures.length ? this.store.failJobs(this.workerId, failures.map((f) => f.attempt)) : new Map<string, string>(),
-      ]);
+      const [completed, failed] = await this.lane.run(() =>
+        Promise.allSettled([
+          completions.length ? this.store.completeJobs(this.workerId, completions.map((c) => c.ref), this.deleteCompleted) : new Set<string>(),
+          failures.length ? this.store.failJobs(this.workerId, failures.map((f) => f.attempt)) : new Map<string, string>(),
+        ]),
+      );
       // A statement that failed wrote nothing (each is atomic): put its batch back in front and retry it.
       if (completed.status === 'fulfilled') for (const c of completions) c.done(completed.value.has(c.ref.id));
       else this.completions.unshift(...completions);
@@ -71,7 +100,19 @@ export class OutcomeWriter {
       else this.failures.unshift(...failures);
       const error = completed.status === 'rejected' ? completed.reason : failed.status === 'rejected' ? failed.reason : undefined;
       if (error === undefined) this.backoff.succeeded();
-      else await sleep(this.backoff.failed(error));
+      else await this.sleep(this.backoff.failed(error));
     }
+    if (this.closed) this.dropUnwritten();
+  }
+
+  /** A backoff wait that close() cuts short, so shutdown does not wait out a 10 s backoff. */
+  private sleep(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      this.wakeFromBackoff = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
   }
 }

@@ -38,6 +38,8 @@ export class QueueWorker {
   private readonly running = new Map<string, Running>();
   /** Claimed ahead of a free slot (the `prefetch` option); their leases are held and renewed like running ones. */
   private readonly buffered = new Map<string, ClaimedJob>();
+  /** Attempts finished but whose outcome is not written yet; their leases are still held. */
+  private unwritten = 0;
   private wakeRequested = true;
   private wakeUp: (() => void) | undefined;
   private stopping = false;
@@ -109,16 +111,16 @@ export class QueueWorker {
    * Shutdown past the grace period: abort what still runs, drop what was prefetched but never started, and
    * forget both (the caller puts the rows back).
    */
-  abandonAll(): ClaimedJob[] {
+  abandonAll(): { aborted: ClaimedJob[]; unstarted: ClaimedJob[] } {
     const left = [...this.running.values()];
     for (const run of left) {
       run.controller.abort(new JobAbortedError('worker is shutting down; the job is put back in the queue'));
       this.giveUp(run);
     }
-    const waiting = [...this.buffered.values()];
-    for (const job of waiting) this.leases.release(job.id, job.attempt);
+    const unstarted = [...this.buffered.values()];
+    for (const job of unstarted) this.leases.release(job.id, job.attempt);
     this.buffered.clear();
-    return [...left.map((r) => r.job), ...waiting];
+    return { aborted: left.map((r) => r.job), unstarted };
   }
 
   private async claimLoop(): Promise<void> {
@@ -129,7 +131,11 @@ export class QueueWorker {
       const inHand = this.running.size + this.buffered.size;
       const want = Math.min(options.batchSize, options.concurrency + options.prefetch - inHand);
       const worthIt = want > 0 && (this.buffered.size === 0 || want >= Math.ceil(options.batchSize / 2));
-      if (!worthIt || !this.wakeRequested) {
+      // Back-pressure: while a full turn of outcomes waits to be written, claiming more only grows the pile.
+      // Unbounded, a slow database let thousands of finished jobs sit in `processing` until their leases ran
+      // out and they ran again.
+      const writesBehind = this.unwritten >= options.concurrency + options.prefetch;
+      if (!worthIt || !this.wakeRequested || writesBehind) {
         await new Promise<void>((resolve) => (this.wakeUp = resolve));
         continue;
       }
@@ -247,7 +253,18 @@ export class QueueWorker {
     this.wake();
     const { job } = run;
     const { queue, workerId } = this.config;
-    const done = () => this.leases.release(job.id, job.attempt);
+    this.unwritten += 1;
+    const done = () => {
+      this.leases.release(job.id, job.attempt);
+      this.unwritten -= 1;
+      // Just below the back-pressure mark: the claim loop may be waiting on writes only; let it look again
+      // (without faking a NOTIFY: wakeRequested stays as it is).
+      if (this.unwritten === this.config.options.concurrency + this.config.options.prefetch - 1) {
+        const wakeUp = this.wakeUp;
+        this.wakeUp = undefined;
+        wakeUp?.();
+      }
+    };
     if (error === undefined) {
       void this.outcomes.complete({ id: job.id, attempt: job.attempt }).then((accepted) => {
         done();

@@ -11,6 +11,7 @@ import { LeaseKeeper } from './lease-keeper.js';
 import { NotificationListener } from './notification-listener.js';
 import { OutcomeWriter } from './outcome-writer.js';
 import { QueueWorker } from './queue-worker.js';
+import { RowLockLane } from './row-lock-lane.js';
 
 /**
  * Orchestration: mounts one QueueWorker per discovered handler at bootstrap, shares one LISTEN connection,
@@ -52,8 +53,9 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
     const handlers = this.registry.all();
     if (!this.options.workers || handlers.length === 0) return;
     const { workerId, leaseMs, heartbeatMs } = this.options;
-    this.leases = new LeaseKeeper(this.store, workerId, leaseMs, heartbeatMs, this.logger);
-    this.outcomes = new OutcomeWriter(this.store, workerId, this.logger, this.options.maintenance.completedRetentionMs === 0);
+    const lane = new RowLockLane();
+    this.leases = new LeaseKeeper(this.store, workerId, leaseMs, heartbeatMs, this.logger, lane);
+    this.outcomes = new OutcomeWriter(this.store, workerId, this.logger, lane, this.options.maintenance.completedRetentionMs === 0);
     for (const h of handlers) {
       const worker = new QueueWorker(
         { queue: h.queue, handlerName: h.name, workerId, leaseMs, options: h.options, handle: h.handle },
@@ -96,14 +98,23 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
     await Promise.all(workers.map((w) => w.stopClaiming()));
     const deadline = Date.now() + this.options.shutdownGraceMs;
     await Promise.all(workers.map((w) => w.drain(this.options.shutdownGraceMs)));
-    const abandoned = workers.flatMap((w) => w.abandonAll());
+    const left = workers.map((w) => w.abandonAll());
+    const aborted = left.flatMap((l) => l.aborted);
+    const unstarted = left.flatMap((l) => l.unstarted);
     await withDeadline(this.outcomes!.drain(), Math.max(1_000, deadline - Date.now()));
+    this.outcomes!.close();
+    const abandoned = [...aborted, ...unstarted];
     if (abandoned.length > 0) {
+      const what = [
+        aborted.length ? `${aborted.length} job(s) still running after ${this.options.shutdownGraceMs} ms were aborted` : '',
+        unstarted.length ? `${unstarted.length} prefetched job(s) never started` : '',
+      ].filter(Boolean).join(', ');
       try {
         const released = await this.store.releaseJobs(this.options.workerId, abandoned.map((j) => ({ id: j.id, attempt: j.attempt })));
-        this.logger.warn(`shutdown: ${abandoned.length} job(s) still running after ${this.options.shutdownGraceMs} ms were aborted; ${released} put back in the queue`);
+        const log = aborted.length ? 'warn' : 'log';
+        this.logger[log](`shutdown: ${what}; ${released} put back in the queue`);
       } catch (error) {
-        this.logger.error(`shutdown: could not put back ${abandoned.length} job(s) (${errorLine(error)}); the sweeper will, once their lease expires`);
+        this.logger.error(`shutdown: ${what}; could not put them back (${errorLine(error)}); the sweeper will, once their lease expires`);
       }
     }
     this.leases!.stop();
