@@ -46,7 +46,8 @@ export class SystemProcess {
   }
 
   static async start(options: StartOptions): Promise<SystemProcess> {
-    const child = fork(HOST, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    // BENCH_CHILD_ARGS: node flags for the system processes, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof" to profile one.
+    const child = fork(HOST, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: process.env.BENCH_CHILD_ARGS ? process.env.BENCH_CHILD_ARGS.split(' ') : undefined });
     live.add(child);
     const proc = new SystemProcess(child, options.system);
     try {

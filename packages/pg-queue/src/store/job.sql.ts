@@ -42,9 +42,11 @@ export const SQL = {
       -- = ANY(ARRAY(...)) makes this a primary-key probe per claimed id; a join lets the planner pick a
       -- hash join over a sequential scan of the whole table when its statistics are stale.
       WHERE j.id = ANY(ARRAY(SELECT id FROM candidates))
-      RETURNING j.id, j.payload, j.attempts, j.max_attempts, j.priority, j.run_at, j.created_at
+      -- Times as epoch milliseconds: parsing two timestamp strings per job was 5% of the worker's CPU.
+      RETURNING j.id, j.payload, j.attempts, j.max_attempts, j.priority,
+        (extract(epoch FROM j.run_at) * 1000)::float8 AS run_at_ms, (extract(epoch FROM j.created_at) * 1000)::float8 AS created_at_ms
     )
-    SELECT id, payload, attempts, max_attempts, priority, run_at, created_at, NULL::float8 AS next_due_ms FROM claimed
+    SELECT id, payload, attempts, max_attempts, priority, run_at_ms, created_at_ms, NULL::float8 AS next_due_ms FROM claimed
     UNION ALL
     SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL,
       (SELECT greatest(0, extract(epoch FROM run_at - clock_timestamp()) * 1000)::float8

@@ -91,8 +91,8 @@ export class JobStore {
         attempt: r.attempts,
         maxAttempts: r.max_attempts,
         priority: r.priority,
-        runAt: r.run_at,
-        createdAt: r.created_at,
+        runAt: new Date(r.run_at_ms),
+        createdAt: new Date(r.created_at_ms),
       });
     }
     return { jobs, nextDueMs };
@@ -197,8 +197,8 @@ interface ClaimRow {
   attempts: number;
   max_attempts: number;
   priority: number;
-  run_at: Date;
-  created_at: Date;
+  run_at_ms: number;
+  created_at_ms: number;
   next_due_ms: number | null;
 }
 

@@ -33,20 +33,19 @@ export class OutcomeWriter {
     this.backoff = new RetryBackoff('writing job outcomes', logger);
   }
 
-  /** Resolves true when recorded, false when fenced out (this worker no longer owned the job). */
-  complete(ref: JobRef): Promise<boolean> {
-    return new Promise((done) => {
-      this.completions.push({ ref, done });
-      this.kick();
-    });
+  /**
+   * `done(true)` once recorded, `done(false)` when fenced out (this worker no longer owned the job). Callbacks,
+   * not promises: two fewer allocations per job on the hot path.
+   */
+  complete(ref: JobRef, done: Settled): void {
+    this.completions.push({ ref, done });
+    this.kick();
   }
 
-  /** Resolves with the status the job ended in (queued for a retry, failed), or undefined when fenced out. */
-  fail(attempt: FailedAttempt): Promise<string | undefined> {
-    return new Promise((done) => {
-      this.failures.push({ attempt, done });
-      this.kick();
-    });
+  /** `done` gets the status the job ended in (queued for a retry, failed), or undefined when fenced out. */
+  fail(attempt: FailedAttempt, done: (status: string | undefined) => void): void {
+    this.failures.push({ attempt, done });
+    this.kick();
   }
 
   /** Resolves when every outcome handed in so far is written (or fenced). */

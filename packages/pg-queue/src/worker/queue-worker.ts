@@ -2,9 +2,10 @@ import type { LoggerService } from '@nestjs/common';
 import { JobAbortedError, JobTimeoutError } from '../errors/pg-queue.error.js';
 import type { Job } from '../interfaces/job.interface.js';
 import type { ResolvedHandlerOptions } from '../interfaces/job-handler-options.interface.js';
-import type { ClaimedJob, JobStore } from '../store/job.store.js';
+import type { ClaimedJob, JobRef, JobStore } from '../store/job.store.js';
 import { errorLine, errorText } from '../utils/error-text.js';
 import { RetryBackoff, withDeadline } from '../utils/retry-backoff.js';
+import { JobAttempt } from './job-attempt.js';
 import type { LeaseKeeper } from './lease-keeper.js';
 import type { OutcomeWriter } from './outcome-writer.js';
 
@@ -15,15 +16,6 @@ export interface QueueWorkerConfig {
   leaseMs: number;
   options: ResolvedHandlerOptions;
   handle: (job: Job) => unknown;
-}
-
-interface Running {
-  job: ClaimedJob;
-  controller: AbortController;
-  timer: NodeJS.Timeout | undefined;
-  /** Set once the attempt has an outcome (or was given up); later results of the handler are ignored. */
-  settled: boolean;
-  finished: Promise<void>;
 }
 
 /**
@@ -40,6 +32,7 @@ export class QueueWorker {
   private readonly buffered = new Map<string, ClaimedJob>();
   /** Attempts finished but whose outcome is not written yet; their leases are still held. */
   private unwritten = 0;
+  private whenIdle: (() => void)[] = [];
   private wakeRequested = true;
   private wakeUp: (() => void) | undefined;
   private stopping = false;
@@ -88,7 +81,7 @@ export class QueueWorker {
     }
     const run = this.running.get(jobId);
     if (!run) return false;
-    run.controller.abort(reason);
+    run.abort(reason);
     this.giveUp(run);
     return true;
   }
@@ -101,26 +94,26 @@ export class QueueWorker {
     await this.loop;
   }
 
-  /** Resolves when every running handler has finished, or after graceMs; returns what is still running. */
-  async drain(graceMs: number): Promise<ClaimedJob[]> {
-    await withDeadline(Promise.all([...this.running.values()].map((r) => r.finished)), graceMs);
-    return [...this.running.values()].map((r) => r.job);
+  /** Resolves when no handler is running any more, or after graceMs. */
+  async drain(graceMs: number): Promise<void> {
+    if (this.running.size === 0) return;
+    await withDeadline(new Promise<void>((resolve) => this.whenIdle.push(resolve)), graceMs);
   }
 
   /**
    * Shutdown past the grace period: abort what still runs, drop what was prefetched but never started, and
    * forget both (the caller puts the rows back).
    */
-  abandonAll(): { aborted: ClaimedJob[]; unstarted: ClaimedJob[] } {
+  abandonAll(): { aborted: JobRef[]; unstarted: JobRef[] } {
     const left = [...this.running.values()];
     for (const run of left) {
-      run.controller.abort(new JobAbortedError('worker is shutting down; the job is put back in the queue'));
+      run.abort(new JobAbortedError('worker is shutting down; the job is put back in the queue'));
       this.giveUp(run);
     }
     const unstarted = [...this.buffered.values()];
     for (const job of unstarted) this.leases.release(job.id, job.attempt);
     this.buffered.clear();
-    return { aborted: left.map((r) => r.job), unstarted };
+    return { aborted: left, unstarted };
   }
 
   private async claimLoop(): Promise<void> {
@@ -201,9 +194,7 @@ export class QueueWorker {
 
   private run(job: ClaimedJob): void {
     const { options, handle, queue } = this.config;
-    const controller = new AbortController();
-    let finish!: () => void;
-    const run: Running = { job, controller, timer: undefined, settled: false, finished: new Promise((r) => (finish = r)) };
+    const run = new Running(queue, job);
     // An older attempt of this job still in our books: this process stalled past its lease (frozen, a blocked
     // event loop), the sweeper put the job back and we claimed it again before a heartbeat could tell us.
     // That attempt is lost; retire it now, or its late settle would free this attempt's slot and lease.
@@ -211,102 +202,111 @@ export class QueueWorker {
     if (stale) this.leaseLost(stale);
     this.running.set(job.id, run);
     this.leases.hold(job.id, job.attempt, () => this.leaseLost(run));
-    const jobView: Job = {
-      id: job.id,
-      queue,
-      payload: job.payload,
-      attempt: job.attempt,
-      maxAttempts: job.maxAttempts,
-      priority: job.priority,
-      runAt: job.runAt,
-      createdAt: job.createdAt,
-      signal: controller.signal,
-    };
     // Only jobs with a timeout pay for a timer.
     if (options.timeoutMs !== undefined) {
       const timeoutMs = options.timeoutMs;
       run.timer = setTimeout(() => {
         const error = new JobTimeoutError(timeoutMs);
-        controller.abort(error);
+        run.abort(error);
         this.settle(run, error);
       }, timeoutMs);
     }
-    let result: Promise<unknown>;
+    let result: unknown;
     try {
-      result = Promise.resolve(handle(jobView)); // a handler may also throw synchronously
+      result = handle(run);
     } catch (error) {
-      result = Promise.reject(error);
+      // A handler may also throw synchronously. Settling is deferred like a rejection's would be, so that the
+      // claim loop is never re-entered from inside run().
+      queueMicrotask(() => this.settle(run, error ?? new Error(`handler threw ${String(error)}`)));
+      return;
     }
-    result.then(
-      () => this.settle(run, undefined),
-      (error: unknown) => this.settle(run, error ?? new Error(`handler rejected with ${String(error)}`)),
-    ).finally(finish);
+    if (isThenable(result)) {
+      result.then(
+        () => this.settle(run, undefined),
+        (error: unknown) => this.settle(run, error ?? new Error(`handler rejected with ${String(error)}`)),
+      );
+    } else {
+      queueMicrotask(() => this.settle(run, undefined));
+    }
   }
 
   /** Records the attempt's outcome once; frees the slot at once, keeps the lease until the write lands. */
   private settle(run: Running, error: unknown): void {
     if (run.settled) return;
-    run.settled = true;
-    clearTimeout(run.timer);
-    this.running.delete(run.job.id);
-    this.startBuffered();
-    this.wake();
-    const { job } = run;
+    this.free(run);
     const { queue, workerId } = this.config;
     this.unwritten += 1;
-    const done = () => {
-      this.leases.release(job.id, job.attempt);
-      this.unwritten -= 1;
-      // Just below the back-pressure mark: the claim loop may be waiting on writes only; let it look again
-      // (without faking a NOTIFY: wakeRequested stays as it is).
-      if (this.unwritten === this.config.options.concurrency + this.config.options.prefetch - 1) {
-        const wakeUp = this.wakeUp;
-        this.wakeUp = undefined;
-        wakeUp?.();
-      }
-    };
     if (error === undefined) {
-      void this.outcomes.complete({ id: job.id, attempt: job.attempt }).then((accepted) => {
-        done();
-        if (!accepted) this.logger.warn(`job ${job.id} (${queue}) finished on ${workerId}, but it no longer held the job: outcome discarded`);
+      this.outcomes.complete(run, (accepted) => {
+        this.written(run);
+        if (!accepted) this.logger.warn(`job ${run.id} (${queue}) finished on ${workerId}, but it no longer held the job: outcome discarded`);
       });
       return;
     }
     let retryDelayMs = 0;
-    if (job.attempt < job.maxAttempts) {
+    if (run.attempt < run.maxAttempts) {
       try {
-        retryDelayMs = Math.max(0, Math.round(Number(this.config.options.backoff(job.attempt, error))) || 0);
+        retryDelayMs = Math.max(0, Math.round(Number(this.config.options.backoff(run.attempt, error))) || 0);
       } catch (backoffError) {
-        this.logger.error(`backoff function of queue "${queue}" threw (${errorLine(backoffError)}); retrying job ${job.id} without delay`);
+        this.logger.error(`backoff function of queue "${queue}" threw (${errorLine(backoffError)}); retrying job ${run.id} without delay`);
       }
     }
     const text = errorText(error);
-    void this.outcomes.fail({ id: job.id, attempt: job.attempt, error: text, retryDelayMs }).then((status) => {
-      done();
-      if (status === undefined) this.logger.warn(`job ${job.id} (${queue}) failed on ${workerId}, but it no longer held the job: outcome discarded`);
-      else if (status === 'failed') this.logger.error(`job ${job.id} (${queue}) failed for good after ${job.attempt} attempt(s): ${errorLine(error)}`);
+    this.outcomes.fail({ id: run.id, attempt: run.attempt, error: text, retryDelayMs }, (status) => {
+      this.written(run);
+      if (status === undefined) this.logger.warn(`job ${run.id} (${queue}) failed on ${workerId}, but it no longer held the job: outcome discarded`);
+      else if (status === 'failed') this.logger.error(`job ${run.id} (${queue}) failed for good after ${run.attempt} attempt(s): ${errorLine(error)}`);
       else {
-        this.logger.warn(`job ${job.id} (${queue}) attempt ${job.attempt}/${job.maxAttempts} failed, retry in ${retryDelayMs} ms: ${errorLine(error)}`);
+        this.logger.warn(`job ${run.id} (${queue}) attempt ${run.attempt}/${run.maxAttempts} failed, retry in ${retryDelayMs} ms: ${errorLine(error)}`);
         this.wakeAt(retryDelayMs); // after the write, so the retry is there to claim
       }
     });
   }
 
+  /** The outcome landed (or was fenced out): the lease is no longer needed. */
+  private written(run: Running): void {
+    this.leases.release(run.id, run.attempt);
+    this.unwritten -= 1;
+    // Just below the back-pressure mark: the claim loop may be waiting on writes only; let it look again
+    // (without faking a NOTIFY: wakeRequested stays as it is).
+    if (this.unwritten === this.config.options.concurrency + this.config.options.prefetch - 1) {
+      const wakeUp = this.wakeUp;
+      this.wakeUp = undefined;
+      wakeUp?.();
+    }
+  }
+
   private leaseLost(run: Running): void {
-    const { job, controller } = run;
-    controller.abort(new JobAbortedError('lease lost: the job was taken back (swept, cancelled) while running'));
-    this.logger.warn(`job ${job.id} (${this.config.queue}, attempt ${job.attempt}) lost its lease while running; its outcome will be discarded`);
+    run.abort(new JobAbortedError('lease lost: the job was taken back (swept, cancelled) while running'));
+    this.logger.warn(`job ${run.id} (${this.config.queue}, attempt ${run.attempt}) lost its lease while running; its outcome will be discarded`);
     this.giveUp(run);
   }
 
   /** The job is no longer ours to settle (lease lost, cancelled, abandoned at shutdown). */
   private giveUp(run: Running): void {
     if (run.settled) return;
+    this.free(run);
+    this.leases.release(run.id, run.attempt);
+  }
+
+  /** Ends the attempt's hold on its slot and starts the next job: from the prefetch buffer, else by a claim. */
+  private free(run: Running): void {
     run.settled = true;
     clearTimeout(run.timer);
-    this.running.delete(run.job.id);
-    this.leases.release(run.job.id, run.job.attempt);
+    if (this.running.get(run.id) === run) this.running.delete(run.id);
+    if (this.running.size === 0 && this.whenIdle.length) for (const resolve of this.whenIdle.splice(0)) resolve();
     this.startBuffered();
     this.wake();
   }
+}
+
+/** One attempt in a slot: the Job its handler sees, plus the slot's bookkeeping. */
+class Running extends JobAttempt {
+  timer: NodeJS.Timeout | undefined;
+  /** Set once the attempt has an outcome (or was given up); later results of the handler are ignored. */
+  settled = false;
+}
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as PromiseLike<unknown> | null)?.then === 'function';
 }
