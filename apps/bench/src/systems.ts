@@ -50,7 +50,7 @@ export const SYSTEMS: Record<SystemId, SystemInfo> = {
     label: 'nestjs-pg-queue',
     packageName: 'nestjs-pg-queue',
     settings:
-      'Nest application context, PgQueueModule.forRoot({ connection: { url, poolSize }, queues: { bench: { concurrency, prefetch: 500 - concurrency, batchSize: 500 } } }): claims of up to 500 ahead of free slots (its option for many short jobs, sized like graphile-worker's localQueue); every other option at its default (lease 30 s, heartbeat 10 s, fenced completion, poll 30 s behind LISTEN, sweeper 5 s, pruner 60 s)',
+      'Nest application context, PgQueueModule.forRoot({ connection: { url, poolSize }, queues: { bench: { concurrency, prefetch: 500 - concurrency, batchSize: 500 } } }): claims of up to 500 ahead of free slots (its option for many short jobs, the size of graphile-worker\'s localQueue here); every other option at its default (lease 30 s, heartbeat 10 s, fenced completion, poll 30 s behind LISTEN, sweeper 5 s, pruner 60 s)',
     ...BACKGROUND_JOBS_TABLE,
   },
   'pg-boss': {
