@@ -25,7 +25,7 @@ export const SQL = {
   // Claim up to $2 due jobs in one short autocommit statement. SKIP LOCKED lets concurrent workers take
   // disjoint rows without waiting on each other. When the claim comes back short, the extra row (id NULL)
   // carries the delay until the queue's next delayed job, so the worker arms one timer without another
-  // round trip; it reads the run_at index, one probe.
+  // round trip; it reads the delayed-jobs index (its predicate is repeated here), one probe.
   claimJobs: `
     WITH candidates AS (
       SELECT id FROM background_jobs
@@ -50,7 +50,7 @@ export const SQL = {
     UNION ALL
     SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL,
       (SELECT greatest(0, extract(epoch FROM run_at - clock_timestamp()) * 1000)::float8
-       FROM background_jobs WHERE queue_name = $1 AND status = 'queued' AND run_at > now()
+       FROM background_jobs WHERE queue_name = $1 AND status = 'queued' AND run_at > created_at AND run_at > now()
        ORDER BY run_at LIMIT 1)
     WHERE (SELECT count(*) FROM claimed) < $2`,
 
