@@ -66,7 +66,7 @@ export class JobStore {
   async insertJobs(rows: NewJobRow[], manager?: EntityManager): Promise<string[]> {
     const values = [
       rows.map((r) => r.queue),
-      rows.map((r) => r.payloadJson),
+      `[${rows.map((r) => r.payloadJson).join(',')}]`,
       rows.map((r) => r.priority),
       rows.map((r) => r.maxAttempts),
       rows.map((r) => r.runAt),
