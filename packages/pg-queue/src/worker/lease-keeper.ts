@@ -3,9 +3,11 @@ import type { JobStore } from '../store/job.store.js';
 import { RetryBackoff } from '../utils/retry-backoff.js';
 import type { RowLockLane } from './row-lock-lane.js';
 
-interface Held {
-  attempt: number;
-  onLost: () => void;
+/** What the heartbeat renews: one attempt of one job, told when the row turns out to be no longer ours. */
+export interface LeaseHolder {
+  readonly id: string;
+  readonly attempt: number;
+  leaseLost(): void;
 }
 
 /**
@@ -14,7 +16,7 @@ interface Held {
  * told through onLost, and its outcome will be fenced out anyway.
  */
 export class LeaseKeeper {
-  private readonly held = new Map<string, Held>();
+  private readonly held = new Map<string, LeaseHolder>();
   private timer: NodeJS.Timeout | undefined;
   private beating = false;
   private readonly backoff: RetryBackoff;
@@ -40,8 +42,8 @@ export class LeaseKeeper {
     this.timer = undefined;
   }
 
-  hold(id: string, attempt: number, onLost: () => void): void {
-    this.held.set(id, { attempt, onLost });
+  hold(holder: LeaseHolder): void {
+    this.held.set(holder.id, holder);
   }
 
   /**
@@ -56,19 +58,20 @@ export class LeaseKeeper {
   async beat(): Promise<void> {
     if (this.beating || this.held.size === 0 || Date.now() < this.skipUntil) return;
     this.beating = true;
-    let sent: { id: string; attempt: number; held: Held }[] = [];
+    let sent: LeaseHolder[] = [];
     try {
       // The list is taken inside the lane, after any outcome batch ahead of it has landed and released its jobs.
       const renewed = await this.lane.run(() => {
-        sent = [...this.held].map(([id, h]) => ({ id, attempt: h.attempt, held: h }));
+        sent = [...this.held.values()];
         return sent.length ? this.store.extendLeases(this.workerId, this.leaseMs, sent) : Promise.resolve(new Set<string>());
       });
       this.backoff.succeeded();
-      for (const { id, held } of sent) {
+      for (const held of sent) {
+        const { id } = held;
         // Still the same attempt in our map and not renewed: the row moved on without us.
         if (!renewed.has(id) && this.held.get(id) === held) {
           this.held.delete(id);
-          held.onLost();
+          held.leaseLost();
         }
       }
     } catch (error) {

@@ -3,7 +3,10 @@ import type { FailedAttempt, JobRef, JobStore } from '../store/job.store.js';
 import { RetryBackoff } from '../utils/retry-backoff.js';
 import type { RowLockLane } from './row-lock-lane.js';
 
-type Settled = (accepted: boolean) => void;
+/** A finished attempt waiting for its completion to be written; told whether the write was accepted. */
+export interface PendingCompletion extends JobRef {
+  completed(accepted: boolean): void;
+}
 
 /**
  * Writes job outcomes in batches: completions in one statement, failures in another. A write starts as
@@ -14,7 +17,7 @@ type Settled = (accepted: boolean) => void;
  * bounded by the claim loops (QueueWorker.unwritten), not here.
  */
 export class OutcomeWriter {
-  private completions: { ref: JobRef; done: Settled }[] = [];
+  private completions: PendingCompletion[] = [];
   private failures: { attempt: FailedAttempt; done: (status: string | undefined) => void }[] = [];
   private flushing: Promise<void> | undefined;
   private readonly backoff: RetryBackoff;
@@ -34,11 +37,11 @@ export class OutcomeWriter {
   }
 
   /**
-   * `done(true)` once recorded, `done(false)` when fenced out (this worker no longer owned the job). Callbacks,
-   * not promises: two fewer allocations per job on the hot path.
+   * `pending.completed(true)` once recorded, `(false)` when fenced out (this worker no longer owned the job).
+   * A callback on the attempt itself, not a promise: no allocation per job on the hot path.
    */
-  complete(ref: JobRef, done: Settled): void {
-    this.completions.push({ ref, done });
+  complete(pending: PendingCompletion): void {
+    this.completions.push(pending);
     this.kick();
   }
 
@@ -88,12 +91,12 @@ export class OutcomeWriter {
       const failures = this.failures.splice(0, this.maxBatch);
       const [completed, failed] = await this.lane.run(() =>
         Promise.allSettled([
-          completions.length ? this.store.completeJobs(this.workerId, completions.map((c) => c.ref), this.deleteCompleted) : new Set<string>(),
+          completions.length ? this.store.completeJobs(this.workerId, completions, this.deleteCompleted) : new Set<string>(),
           failures.length ? this.store.failJobs(this.workerId, failures.map((f) => f.attempt)) : new Map<string, string>(),
         ]),
       );
       // A statement that failed wrote nothing (each is atomic): put its batch back in front and retry it.
-      if (completed.status === 'fulfilled') for (const c of completions) c.done(completed.value.has(c.ref.id));
+      if (completed.status === 'fulfilled') for (const c of completions) c.completed(completed.value.has(c.id));
       else this.completions.unshift(...completions);
       if (failed.status === 'fulfilled') for (const f of failures) f.done(failed.value.get(f.attempt.id));
       else this.failures.unshift(...failures);

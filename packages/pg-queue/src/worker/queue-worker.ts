@@ -6,8 +6,8 @@ import type { ClaimedJob, JobRef, JobStore } from '../store/job.store.js';
 import { errorLine, errorText } from '../utils/error-text.js';
 import { RetryBackoff, withDeadline } from '../utils/retry-backoff.js';
 import { JobAttempt } from './job-attempt.js';
-import type { LeaseKeeper } from './lease-keeper.js';
-import type { OutcomeWriter } from './outcome-writer.js';
+import type { LeaseHolder, LeaseKeeper } from './lease-keeper.js';
+import type { OutcomeWriter, PendingCompletion } from './outcome-writer.js';
 
 export interface QueueWorkerConfig {
   queue: string;
@@ -29,7 +29,7 @@ export interface QueueWorkerConfig {
 export class QueueWorker {
   private readonly running = new Map<string, Running>();
   /** Claimed ahead of a free slot (the `prefetch` option); their leases are held and renewed like running ones. */
-  private readonly buffered = new Map<string, ClaimedJob>();
+  private readonly buffered = new Map<string, Running>();
   /** Attempts finished but whose outcome is not written yet; their leases are still held. */
   private unwritten = 0;
   private whenIdle: (() => void)[] = [];
@@ -174,34 +174,35 @@ export class QueueWorker {
     }, Math.min(Math.ceil(delayMs) + 1, 2_147_483_647));
   }
 
-  /** A claimed job runs now if a slot is free, else waits in the prefetch buffer with its lease held. */
+  /**
+   * A claimed job runs now if a slot is free, else waits in the prefetch buffer. Either way its lease is held
+   * from here on. One object per attempt serves as the handler's Job, the lease holder and the pending
+   * outcome: at 20k jobs/s the garbage collector had taken 12% of the worker's CPU.
+   */
   private accept(job: ClaimedJob): void {
-    if (this.running.size < this.config.options.concurrency) return this.run(job);
-    this.buffered.set(job.id, job);
-    this.leases.hold(job.id, job.attempt, () => {
-      if (this.buffered.get(job.id) === job) this.buffered.delete(job.id);
-    });
+    const run = new Running(this.config.queue, job, this);
+    // An older attempt of this job still in our books: this process stalled past its lease (frozen, a blocked
+    // event loop), the sweeper put the job back and we claimed it again before a heartbeat could tell us.
+    // That attempt is lost; retire it now, or its late settle would free this attempt's slot and lease.
+    const stale = this.running.get(job.id) ?? this.buffered.get(job.id);
+    if (stale) this.leaseLost(stale);
+    this.leases.hold(run);
+    if (this.running.size < this.config.options.concurrency) this.run(run);
+    else this.buffered.set(job.id, run);
   }
 
   /** Fills free slots from the prefetch buffer, without a round trip. Nothing new starts once stopping. */
   private startBuffered(): void {
-    for (const job of this.buffered.values()) {
+    for (const run of this.buffered.values()) {
       if (this.stopping || this.running.size >= this.config.options.concurrency) return;
-      this.buffered.delete(job.id);
-      this.run(job);
+      this.buffered.delete(run.id);
+      this.run(run);
     }
   }
 
-  private run(job: ClaimedJob): void {
-    const { options, handle, queue } = this.config;
-    const run = new Running(queue, job);
-    // An older attempt of this job still in our books: this process stalled past its lease (frozen, a blocked
-    // event loop), the sweeper put the job back and we claimed it again before a heartbeat could tell us.
-    // That attempt is lost; retire it now, or its late settle would free this attempt's slot and lease.
-    const stale = this.running.get(job.id);
-    if (stale) this.leaseLost(stale);
-    this.running.set(job.id, run);
-    this.leases.hold(job.id, job.attempt, () => this.leaseLost(run));
+  private run(run: Running): void {
+    const { options, handle } = this.config;
+    this.running.set(run.id, run);
     // Only jobs with a timeout pay for a timer.
     if (options.timeoutMs !== undefined) {
       const timeoutMs = options.timeoutMs;
@@ -234,15 +235,12 @@ export class QueueWorker {
   private settle(run: Running, error: unknown): void {
     if (run.settled) return;
     this.free(run);
-    const { queue, workerId } = this.config;
     this.unwritten += 1;
     if (error === undefined) {
-      this.outcomes.complete(run, (accepted) => {
-        this.written(run);
-        if (!accepted) this.logger.warn(`job ${run.id} (${queue}) finished on ${workerId}, but it no longer held the job: outcome discarded`);
-      });
+      this.outcomes.complete(run); // calls back completed()
       return;
     }
+    const { queue, workerId } = this.config;
     let retryDelayMs = 0;
     if (run.attempt < run.maxAttempts) {
       try {
@@ -263,6 +261,12 @@ export class QueueWorker {
     });
   }
 
+  /** @internal The completion of this attempt was written (accepted) or fenced out. */
+  completionWritten(run: Running, accepted: boolean): void {
+    this.written(run);
+    if (!accepted) this.logger.warn(`job ${run.id} (${this.config.queue}) finished on ${this.config.workerId}, but it no longer held the job: outcome discarded`);
+  }
+
   /** The outcome landed (or was fenced out): the lease is no longer needed. */
   private written(run: Running): void {
     this.leases.release(run.id, run.attempt);
@@ -276,7 +280,14 @@ export class QueueWorker {
     }
   }
 
-  private leaseLost(run: Running): void {
+  /** @internal The heartbeat found the row no longer ours (swept after a freeze, cancelled). */
+  leaseLost(run: Running): void {
+    if (this.buffered.get(run.id) === run) {
+      this.buffered.delete(run.id);
+      this.leases.release(run.id, run.attempt);
+      return;
+    }
+    if (run.settled) return;
     run.abort(new JobAbortedError('lease lost: the job was taken back (swept, cancelled) while running'));
     this.logger.warn(`job ${run.id} (${this.config.queue}, attempt ${run.attempt}) lost its lease while running; its outcome will be discarded`);
     this.giveUp(run);
@@ -300,11 +311,30 @@ export class QueueWorker {
   }
 }
 
-/** One attempt in a slot: the Job its handler sees, plus the slot's bookkeeping. */
-class Running extends JobAttempt {
+/**
+ * One attempt: the Job its handler sees (JobAttempt), the lease holder the heartbeat renews, and the pending
+ * completion the outcome writer settles, in one object.
+ */
+class Running extends JobAttempt implements LeaseHolder, PendingCompletion {
   timer: NodeJS.Timeout | undefined;
   /** Set once the attempt has an outcome (or was given up); later results of the handler are ignored. */
   settled = false;
+
+  constructor(
+    queue: string,
+    job: ClaimedJob,
+    private readonly worker: QueueWorker,
+  ) {
+    super(queue, job);
+  }
+
+  leaseLost(): void {
+    this.worker.leaseLost(this);
+  }
+
+  completed(accepted: boolean): void {
+    this.worker.completionWritten(this, accepted);
+  }
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
