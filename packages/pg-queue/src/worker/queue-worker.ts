@@ -119,16 +119,12 @@ export class QueueWorker {
   private async claimLoop(): Promise<void> {
     const { queue, workerId, leaseMs, options } = this.config;
     while (!this.stopping) {
-      // With prefetch, claims run ahead of free slots so that one round trip brings a whole batch (no-op jobs
-      // at concurrency 10 were bound by one claim round trip per 10 jobs); top up only when half a batch fits.
-      const inHand = this.running.size + this.buffered.size;
-      const want = Math.min(options.batchSize, options.concurrency + options.prefetch - inHand);
-      const worthIt = want > 0 && (this.buffered.size === 0 || want >= Math.ceil(options.batchSize / 2));
+      const want = this.claimSize();
       // Back-pressure: while a full turn of outcomes waits to be written, claiming more only grows the pile.
       // Unbounded, a slow database let thousands of finished jobs sit in `processing` until their leases ran
       // out and they ran again.
       const writesBehind = this.unwritten >= options.concurrency + options.prefetch;
-      if (!worthIt || !this.wakeRequested || writesBehind) {
+      if (want === 0 || !this.wakeRequested || writesBehind) {
         await new Promise<void>((resolve) => (this.wakeUp = resolve));
         continue;
       }
@@ -146,6 +142,17 @@ export class QueueWorker {
       if (claimed.jobs.length === want) this.wakeRequested = true; // more may be waiting
       else if (claimed.nextDueMs !== null) this.wakeAt(claimed.nextDueMs);
     }
+  }
+
+  /**
+   * How many jobs a claim should ask for now; 0 when it is not worth a round trip yet. With prefetch, claims
+   * run ahead of free slots so that one round trip brings a whole batch (no-op jobs at concurrency 10 were
+   * bound by one claim round trip per 10 jobs); the buffer is topped up only when half a batch fits.
+   */
+  private claimSize(): number {
+    const { batchSize, concurrency, prefetch } = this.config.options;
+    const want = Math.min(batchSize, concurrency + prefetch - this.running.size - this.buffered.size);
+    return want > 0 && (this.buffered.size === 0 || want >= Math.ceil(batchSize / 2)) ? want : 0;
   }
 
   private sleepUnlessWoken(ms: number): Promise<void> {
@@ -307,7 +314,10 @@ export class QueueWorker {
     if (this.running.get(run.id) === run) this.running.delete(run.id);
     if (this.running.size === 0 && this.whenIdle.length) for (const resolve of this.whenIdle.splice(0)) resolve();
     this.startBuffered();
-    this.wake();
+    // More work may be waiting, but the claim loop is only woken when a claim is worth making: waking it after
+    // every job (to find nothing worth claiming) cost a promise and a loop turn per job.
+    this.wakeRequested = true;
+    if (this.claimSize() > 0) this.wake();
   }
 }
 
