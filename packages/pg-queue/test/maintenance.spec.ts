@@ -49,8 +49,8 @@ describe('sweeper', () => {
     expect(job!.lastError).toContain('lease expired: worker ghost-worker');
     expect(ran).toEqual([{ id, attempt: 2 }]);
 
-    // The ghost wakes up and reports: its outcome matches no row (wrong owner and attempt).
-    expect(await store.completeJobs('ghost-worker', [{ id, attempt: 1 }])).toEqual(new Set());
+    // The ghost wakes up and reports: its outcome matches no row (wrong owner and attempt), and is refused.
+    expect(await store.completeJobs('ghost-worker', [{ id, attempt: 1 }])).toEqual(new Set([id]));
     expect(await store.failJobs('ghost-worker', [{ id, attempt: 1, error: 'late', retryDelayMs: 0 }])).toEqual(new Map());
     expect(await queue.get(id)).toMatchObject({ status: 'completed', attempts: 2 });
   });

@@ -61,20 +61,28 @@ export const SQL = {
   // that lost its lease (frozen, partitioned, swept) and settles late matches no row and changes nothing.
   // `j.id = ANY(ids)` next to the join gives the planner a primary-key condition, so it never considers a
   // sequential scan of the whole table; the statement is planned per call (see PLANNED_PER_CALL).
+  // Returns only the ids refused (normally none): sending back every completed id cost the worker a row
+  // object, a string and a set entry per job, to learn what it already knew.
   completeJobs: `
-    UPDATE background_jobs AS j
-    SET status = 'completed', lease_expires_at = NULL, finished_at = now(), updated_at = now()
-    FROM unnest($2::int8[], $3::int[]) AS d(id, attempt)
-    WHERE j.id = ANY($2::int8[]) AND j.id = d.id AND j.attempts = d.attempt AND j.status = 'processing' AND j.locked_by = $1
-    RETURNING j.id`,
+    WITH done AS (
+      UPDATE background_jobs AS j
+      SET status = 'completed', lease_expires_at = NULL, finished_at = now(), updated_at = now()
+      FROM unnest($2::int8[], $3::int[]) AS d(id, attempt)
+      WHERE j.id = ANY($2::int8[]) AND j.id = d.id AND j.attempts = d.attempt AND j.status = 'processing' AND j.locked_by = $1
+      RETURNING j.id
+    )
+    SELECT id FROM unnest($2::int8[]) AS s(id) WHERE id NOT IN (SELECT id FROM done)`,
 
   // completedRetentionMs: 0. Deleting at completion skips writing a completed row version (and its index
-  // entries) that the pruner would delete later anyway; same fence as completeJobs.
+  // entries) that the pruner would delete later anyway; same fence and result as completeJobs.
   deleteCompletedJobs: `
-    DELETE FROM background_jobs AS j
-    USING unnest($2::int8[], $3::int[]) AS d(id, attempt)
-    WHERE j.id = ANY($2::int8[]) AND j.id = d.id AND j.attempts = d.attempt AND j.status = 'processing' AND j.locked_by = $1
-    RETURNING j.id`,
+    WITH done AS (
+      DELETE FROM background_jobs AS j
+      USING unnest($2::int8[], $3::int[]) AS d(id, attempt)
+      WHERE j.id = ANY($2::int8[]) AND j.id = d.id AND j.attempts = d.attempt AND j.status = 'processing' AND j.locked_by = $1
+      RETURNING j.id
+    )
+    SELECT id FROM unnest($2::int8[]) AS s(id) WHERE id NOT IN (SELECT id FROM done)`,
 
   failJobs: `
     UPDATE background_jobs AS j

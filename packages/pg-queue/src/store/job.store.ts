@@ -10,8 +10,9 @@ export interface ClaimedJob {
   attempt: number;
   maxAttempts: number;
   priority: number;
-  runAt: Date;
-  createdAt: Date;
+  /** Epoch milliseconds; the Job turns them into Dates only if a handler asks. */
+  runAtMs: number;
+  createdAtMs: number;
 }
 
 export interface ClaimResult {
@@ -91,14 +92,14 @@ export class JobStore {
         attempt: r.attempts,
         maxAttempts: r.max_attempts,
         priority: r.priority,
-        runAt: new Date(r.run_at_ms),
-        createdAt: new Date(r.created_at_ms),
+        runAtMs: r.run_at_ms,
+        createdAtMs: r.created_at_ms,
       });
     }
     return { jobs, nextDueMs };
   }
 
-  /** Returns the ids actually completed; the rest were fenced out. `deleteRows` deletes instead of keeping them. */
+  /** Returns the ids fenced out (this worker no longer held them); every other job is completed. `deleteRows` deletes instead of keeping them. */
   async completeJobs(workerId: string, jobs: JobRef[], deleteRows = false): Promise<Set<string>> {
     const statement = deleteRows ? 'deleteCompletedJobs' : 'completeJobs';
     const rows = await this.run<{ id: string }>(statement, [workerId, jobs.map((j) => j.id), jobs.map((j) => j.attempt)]);

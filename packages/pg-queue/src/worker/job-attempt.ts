@@ -13,8 +13,9 @@ export class JobAttempt<TPayload = unknown> implements Job<TPayload> {
   readonly attempt: number;
   readonly maxAttempts: number;
   readonly priority: number;
-  readonly runAt: Date;
-  readonly createdAt: Date;
+  private readonly runAtMs: number;
+  private readonly createdAtMs: number;
+  private dates: { runAt: Date; createdAt: Date } | undefined;
   private controller: AbortController | undefined;
   private abortedWith: { reason: unknown } | undefined;
 
@@ -27,8 +28,19 @@ export class JobAttempt<TPayload = unknown> implements Job<TPayload> {
     this.attempt = job.attempt;
     this.maxAttempts = job.maxAttempts;
     this.priority = job.priority;
-    this.runAt = job.runAt;
-    this.createdAt = job.createdAt;
+    this.runAtMs = job.runAtMs;
+    this.createdAtMs = job.createdAtMs;
+  }
+
+  /** Made on first use, like the signal: most handlers never read them. */
+  get runAt(): Date {
+    this.dates ??= { runAt: new Date(this.runAtMs), createdAt: new Date(this.createdAtMs) };
+    return this.dates.runAt;
+  }
+
+  get createdAt(): Date {
+    this.dates ??= { runAt: new Date(this.runAtMs), createdAt: new Date(this.createdAtMs) };
+    return this.dates.createdAt;
   }
 
   get signal(): AbortSignal {

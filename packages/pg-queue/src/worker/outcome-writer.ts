@@ -96,7 +96,7 @@ export class OutcomeWriter {
         ]),
       );
       // A statement that failed wrote nothing (each is atomic): put its batch back in front and retry it.
-      if (completed.status === 'fulfilled') for (const c of completions) c.completed(completed.value.has(c.id));
+      if (completed.status === 'fulfilled') for (const c of completions) c.completed(!completed.value.has(c.id));
       else this.completions.unshift(...completions);
       if (failed.status === 'fulfilled') for (const f of failures) f.done(failed.value.get(f.attempt.id));
       else this.failures.unshift(...failures);
