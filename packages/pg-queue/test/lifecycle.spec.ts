@@ -53,4 +53,28 @@ describe('core lifecycle', () => {
     await app0.close();
     await db0.end();
   });
+
+  it('enqueueMany keeps input order and each job’s options, in a uniform batch and a mixed one', async () => {
+    // Queues without a handler: the rows stay as enqueued. A uniform batch goes through the scalar statement,
+    // a mixed one through the per-row arrays; both must return ids in input order.
+    const queue = t.app.get(QueueService);
+    const later = new Date(Date.now() + 3_600_000);
+    const uniform = await queue.enqueueMany(Array.from({ length: 40 }, (_, i) => ({ queue: 'idle-a', payload: { i }, priority: 3, maxAttempts: 7, delayMs: 60_000 })));
+    const mixed = await queue.enqueueMany(
+      Array.from({ length: 40 }, (_, i) => ({ queue: i % 2 ? 'idle-a' : 'idle-b', payload: { i }, priority: i % 3, ...(i % 5 === 0 ? { runAt: later } : {}) })),
+    );
+    const read = async (ids: string[]) => {
+      const { rows } = await t.db.query(
+        `SELECT id::text, queue_name, payload, priority, max_attempts, run_at > now() + interval '30 seconds' AS delayed
+         FROM background_jobs WHERE id = ANY($1::int8[])`,
+        [ids],
+      );
+      const byId = new Map(rows.map((r) => [r.id as string, r]));
+      return ids.map((id) => byId.get(id));
+    };
+    expect(await read(uniform)).toEqual(uniform.map((id, i) => ({ id, queue_name: 'idle-a', payload: { i }, priority: 3, max_attempts: 7, delayed: true })));
+    expect(await read(mixed)).toEqual(
+      mixed.map((id, i) => ({ id, queue_name: i % 2 ? 'idle-a' : 'idle-b', payload: { i }, priority: i % 3, max_attempts: 5, delayed: i % 5 === 0 })),
+    );
+  });
 });

@@ -65,15 +65,28 @@ export class JobStore {
   }
 
   async insertJobs(rows: NewJobRow[], manager?: EntityManager): Promise<string[]> {
-    const values = [
-      rows.map((r) => r.queue),
-      `[${rows.map((r) => r.payloadJson).join(',')}]`,
-      rows.map((r) => r.priority),
-      rows.map((r) => r.maxAttempts),
-      rows.map((r) => r.runAt),
-      rows.map((r) => r.delayMs),
-    ];
-    const result = manager ? await managerQuery(manager, SQL.insertJobs, values) : await this.run<{ id: string }>('insertJobs', values);
+    const payloads = `[${rows.map((r) => r.payloadJson).join(',')}]`;
+    const first = rows[0];
+    const uniform = rows.every(
+      (r) =>
+        r.queue === first.queue &&
+        r.priority === first.priority &&
+        r.maxAttempts === first.maxAttempts &&
+        r.delayMs === first.delayMs &&
+        r.runAt?.getTime() === first.runAt?.getTime(),
+    );
+    const statement = uniform ? 'insertUniformJobs' : 'insertJobs';
+    const values = uniform
+      ? [first.queue, payloads, first.priority, first.maxAttempts, first.runAt, first.delayMs]
+      : [
+          rows.map((r) => r.queue),
+          payloads,
+          rows.map((r) => r.priority),
+          rows.map((r) => r.maxAttempts),
+          rows.map((r) => r.runAt),
+          rows.map((r) => r.delayMs),
+        ];
+    const result = manager ? await managerQuery(manager, SQL[statement], values) : await this.run<{ id: string }>(statement, values);
     return result.map((r) => r.id);
   }
 
