@@ -196,7 +196,10 @@ describe(`fault injection (${FULL ? 'full' : 'short'} version)`, () => {
     // Cancelled while running and ignoring the signal: cancelled for good, the signal aborted, the slots freed.
     expect(r.cancel.results).toEqual(['cancelled']);
     expect(r.cancel.ends).toEqual({ cancelled: SIZE.bad.cancelled });
-    expect(r.cancel.runResults).toEqual(['signal aborted: JobAbortedError: job was cancelled']);
+    // The NOTIFY on pg_queue_cancel usually tells the worker first; a heartbeat landing just before it finds
+    // the row no longer ours and aborts with "lease lost" instead. Either way the signal is aborted.
+    expect(r.cancel.runResults).toHaveLength(1);
+    expect(r.cancel.runResults[0]).toMatch(/^signal aborted: JobAbortedError: (job was cancelled|lease lost: .*cancelled)/);
     expect(r.cancel.afterwards).toEqual({ cancelled: SIZE.bad.cancelled, completed: SIZE.bad.cancelled * 2 });
     passed++;
   }, SIZE.bad.timeoutMs + 60_000);
