@@ -1,3 +1,4 @@
+import { inspect } from 'node:util';
 import { Injectable } from '@nestjs/common';
 import { describe, expect, it } from '@jest/globals';
 import { JobHandler, QueueService, type Job } from 'nestjs-pg-queue';
@@ -5,12 +6,14 @@ import { createTestDatabase } from '@internal/pg-harness';
 import { sqlPool, startApp, statusCounts, useTestApp, waitFor } from './support/test-app.js';
 
 const seen: { id: string; attempt: number; payload: unknown }[] = [];
+const shown: { json: unknown; inspected: string }[] = [];
 
 @Injectable()
 class Handlers {
   @JobHandler('echo', { concurrency: 4 })
   async echo(job: Job<{ n: number }>) {
     seen.push({ id: job.id, attempt: job.attempt, payload: job.payload });
+    shown.push({ json: JSON.parse(JSON.stringify(job)), inspected: inspect(job) });
   }
 }
 
@@ -26,6 +29,11 @@ describe('core lifecycle', () => {
     expect(record!.finishedAt).toBeInstanceOf(Date);
     expect(seen).toContainEqual({ id, attempt: 1, payload: { n: 1 } });
     expect(await statusCounts(t.db, 'echo')).toEqual({ completed: 1 });
+    // Logging a job shows its fields, dates included, and none of the worker's bookkeeping.
+    const { json, inspected } = shown[seen.findIndex((s) => s.id === id)];
+    expect(json).toEqual({ id, queue: 'echo', payload: { n: 1 }, attempt: 1, maxAttempts: 5, priority: 0, runAt: record!.runAt.toISOString(), createdAt: record!.createdAt.toISOString() });
+    expect(inspected).toContain(`id: '${id}'`);
+    expect(inspected).not.toMatch(/worker|settled|timer/);
   });
 
   it('pause stops every instance from claiming; resume wakes the workers at once', async () => {

@@ -115,7 +115,7 @@ export class JobStore {
   /** Returns the ids fenced out (this worker no longer held them); every other job is completed. `deleteRows` deletes instead of keeping them. */
   async completeJobs(workerId: string, jobs: JobRef[], deleteRows = false): Promise<Set<string>> {
     const statement = deleteRows ? 'deleteCompletedJobs' : 'completeJobs';
-    const rows = await this.run<{ id: string }>(statement, [workerId, jobs.map((j) => j.id), jobs.map((j) => j.attempt)]);
+    const rows = await this.run<{ id: string }>(statement, [workerId, jobs.map((j) => j.id), attemptsById(jobs)]);
     return new Set(rows.map((r) => r.id));
   }
 
@@ -133,7 +133,7 @@ export class JobStore {
 
   /** Returns the ids whose lease was renewed; any other id is no longer this worker's. */
   async extendLeases(workerId: string, leaseMs: number, jobs: JobRef[]): Promise<Set<string>> {
-    const rows = await this.run<{ id: string }>('extendLeases', [workerId, leaseMs, jobs.map((j) => j.id), jobs.map((j) => j.attempt)]);
+    const rows = await this.run<{ id: string }>('extendLeases', [workerId, leaseMs, jobs.map((j) => j.id), attemptsById(jobs)]);
     return new Set(rows.map((r) => r.id));
   }
 
@@ -191,6 +191,13 @@ export class JobStore {
     const [row] = await this.run<{ retried: boolean }>('retryJob', [id]);
     return row.retried;
   }
+}
+
+/** {"id": attempt} as JSON, for the settle statements' per-row attempt lookup. */
+function attemptsById(jobs: JobRef[]): string {
+  const byId: Record<string, number> = {};
+  for (const j of jobs) byId[j.id] = j.attempt;
+  return JSON.stringify(byId);
 }
 
 /**

@@ -1,3 +1,4 @@
+import { inspect } from 'node:util';
 import type { Job } from '../interfaces/job.interface.js';
 import type { ClaimedJob } from '../store/job.store.js';
 
@@ -49,6 +50,19 @@ export class JobAttempt<TPayload = unknown> implements Job<TPayload> {
       if (this.abortedWith) this.controller.abort(this.abortedWith.reason);
     }
     return this.controller.signal;
+  }
+
+  /**
+   * What JSON.stringify(job) and console.log(job) show: the Job's fields as a plain object, since signal and
+   * the dates are getters and a worker's bookkeeping (a subclass) is none of the handler's business.
+   */
+  toJSON(): Omit<Job<TPayload>, 'signal'> {
+    const { id, queue, payload, attempt, maxAttempts, priority, runAt, createdAt } = this;
+    return { id, queue, payload, attempt, maxAttempts, priority, runAt, createdAt };
+  }
+
+  [inspect.custom](depth: number, options: object): string {
+    return `Job ${inspect(this.toJSON(), { ...options, depth: depth < 0 ? 0 : depth })}`;
   }
 
   abort(reason: Error): void {
