@@ -42,6 +42,19 @@ export class RetryBackoff {
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+/** A backoff wait that can be cut short: `wake()` ends it at once (LISTEN is back, shutdown) and clears the timer. */
+export function wakeableSleep(ms: number): { done: Promise<void>; wake: () => void } {
+  let wake!: () => void;
+  const done = new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    wake = () => {
+      clearTimeout(timer);
+      resolve();
+    };
+  });
+  return { done, wake };
+}
+
 /** Waits for work, at most ms; the timer is cleared either way so it never holds the process open. */
 export async function withDeadline(work: Promise<unknown>, ms: number): Promise<void> {
   let timer: NodeJS.Timeout | undefined;

@@ -33,15 +33,17 @@ export class JobAttempt<TPayload = unknown> implements Job<TPayload> {
     this.createdAtMs = job.createdAtMs;
   }
 
-  /** Made on first use, like the signal: most handlers never read them. */
   get runAt(): Date {
-    this.dates ??= { runAt: new Date(this.runAtMs), createdAt: new Date(this.createdAtMs) };
-    return this.dates.runAt;
+    return this.madeDates().runAt;
   }
 
   get createdAt(): Date {
-    this.dates ??= { runAt: new Date(this.runAtMs), createdAt: new Date(this.createdAtMs) };
-    return this.dates.createdAt;
+    return this.madeDates().createdAt;
+  }
+
+  /** Made on first use, like the signal: most handlers never read them. */
+  private madeDates(): { runAt: Date; createdAt: Date } {
+    return (this.dates ??= { runAt: new Date(this.runAtMs), createdAt: new Date(this.createdAtMs) });
   }
 
   get signal(): AbortSignal {

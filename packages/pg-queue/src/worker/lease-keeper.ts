@@ -13,7 +13,7 @@ export interface LeaseHolder {
 /**
  * Renews the leases of every job this process holds, all queues at once, in one statement per heartbeat.
  * A job the statement does not return is no longer ours (swept after a freeze, cancelled): its handler is
- * told through onLost, and its outcome will be fenced out anyway.
+ * told through leaseLost(), and its outcome will be fenced out anyway.
  */
 export class LeaseKeeper {
   private readonly held = new Map<string, LeaseHolder>();

@@ -1,6 +1,6 @@
 import type { LoggerService } from '@nestjs/common';
 import type { FailedAttempt, JobRef, JobStore } from '../store/job.store.js';
-import { RetryBackoff } from '../utils/retry-backoff.js';
+import { RetryBackoff, wakeableSleep } from '../utils/retry-backoff.js';
 import type { RowLockLane } from './row-lock-lane.js';
 
 /** A finished attempt waiting for its completion to be written; told whether the write was accepted. */
@@ -102,19 +102,13 @@ export class OutcomeWriter {
       else this.failures.unshift(...failures);
       const error = completed.status === 'rejected' ? completed.reason : failed.status === 'rejected' ? failed.reason : undefined;
       if (error === undefined) this.backoff.succeeded();
-      else await this.sleep(this.backoff.failed(error));
+      else {
+        // close() cuts the wait short, so shutdown does not wait out a 10 s backoff.
+        const backoff = wakeableSleep(this.backoff.failed(error));
+        this.wakeFromBackoff = backoff.wake;
+        await backoff.done;
+      }
     }
     if (this.closed) this.dropUnwritten();
-  }
-
-  /** A backoff wait that close() cuts short, so shutdown does not wait out a 10 s backoff. */
-  private sleep(ms: number): Promise<void> {
-    return new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, ms);
-      this.wakeFromBackoff = () => {
-        clearTimeout(timer);
-        resolve();
-      };
-    });
   }
 }

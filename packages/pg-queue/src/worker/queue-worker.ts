@@ -4,7 +4,7 @@ import type { Job } from '../interfaces/job.interface.js';
 import type { ResolvedHandlerOptions } from '../interfaces/job-handler-options.interface.js';
 import type { ClaimedJob, JobRef, JobStore } from '../store/job.store.js';
 import { errorLine, errorText } from '../utils/error-text.js';
-import { RetryBackoff, withDeadline } from '../utils/retry-backoff.js';
+import { RetryBackoff, wakeableSleep, withDeadline } from '../utils/retry-backoff.js';
 import { JobAttempt } from './job-attempt.js';
 import type { LeaseHolder, LeaseKeeper } from './lease-keeper.js';
 import type { OutcomeWriter, PendingCompletion } from './outcome-writer.js';
@@ -66,6 +66,11 @@ export class QueueWorker {
   /** Look for work now (NOTIFY, poll, reconnect). */
   wake(): void {
     this.wakeRequested = true;
+    this.rouse();
+  }
+
+  /** Lets a sleeping claim loop look again, without saying there is new work (wakeRequested stays as it is). */
+  private rouse(): void {
     const wakeUp = this.wakeUp;
     this.wakeUp = undefined;
     wakeUp?.();
@@ -74,11 +79,7 @@ export class QueueWorker {
   /** Aborts a running job whose row was cancelled; its outcome is fenced out by the cancelled status. */
   abort(jobId: string, reason: Error): boolean {
     const waiting = this.buffered.get(jobId);
-    if (waiting) {
-      this.buffered.delete(jobId);
-      this.leases.release(jobId, waiting.attempt);
-      return true;
-    }
+    if (waiting) return this.unbuffer(waiting);
     const run = this.running.get(jobId);
     if (!run) return false;
     run.abort(reason);
@@ -111,19 +112,18 @@ export class QueueWorker {
       this.giveUp(run);
     }
     const unstarted = [...this.buffered.values()];
-    for (const job of unstarted) this.leases.release(job.id, job.attempt);
-    this.buffered.clear();
+    for (const run of unstarted) this.unbuffer(run);
     return { aborted: left, unstarted };
   }
 
   private async claimLoop(): Promise<void> {
-    const { queue, workerId, leaseMs, options } = this.config;
+    const { queue, workerId, leaseMs } = this.config;
     while (!this.stopping) {
       const want = this.claimSize();
       // Back-pressure: while a full turn of outcomes waits to be written, claiming more only grows the pile.
       // Unbounded, a slow database let thousands of finished jobs sit in `processing` until their leases ran
       // out and they ran again.
-      const writesBehind = this.unwritten >= options.concurrency + options.prefetch;
+      const writesBehind = this.unwritten >= this.unwrittenLimit;
       if (want === 0 || !this.wakeRequested || writesBehind) {
         await new Promise<void>((resolve) => (this.wakeUp = resolve));
         continue;
@@ -134,14 +134,22 @@ export class QueueWorker {
         claimed = await this.store.claimJobs(queue, want, workerId, leaseMs);
         this.claimBackoff.succeeded();
       } catch (error) {
-        this.wakeRequested = true; // try again after the backoff...
-        await this.sleepUnlessWoken(this.claimBackoff.failed(error)); // ...or sooner, when LISTEN is back
+        this.wakeRequested = true; // try again after the backoff, or sooner when woken (LISTEN is back)
+        const backoff = wakeableSleep(this.claimBackoff.failed(error));
+        this.wakeUp = backoff.wake;
+        await backoff.done;
+        if (this.wakeUp === backoff.wake) this.wakeUp = undefined;
         continue;
       }
       for (const job of claimed.jobs) this.accept(job);
       if (claimed.jobs.length === want) this.wakeRequested = true; // more may be waiting
       else if (claimed.nextDueMs !== null) this.wakeAt(claimed.nextDueMs);
     }
+  }
+
+  /** A full turn of jobs: while this many outcomes wait to be written, the loop claims no more. */
+  private get unwrittenLimit(): number {
+    return this.config.options.concurrency + this.config.options.prefetch;
   }
 
   /**
@@ -153,20 +161,6 @@ export class QueueWorker {
     const { batchSize, concurrency, prefetch } = this.config.options;
     const want = Math.min(batchSize, concurrency + prefetch - this.running.size - this.buffered.size);
     return want > 0 && (this.buffered.size === 0 || want >= Math.ceil(batchSize / 2)) ? want : 0;
-  }
-
-  private sleepUnlessWoken(ms: number): Promise<void> {
-    return new Promise<void>((resolve) => {
-      const timer = setTimeout(() => {
-        if (this.wakeUp === done) this.wakeUp = undefined;
-        resolve();
-      }, ms);
-      const done = () => {
-        clearTimeout(timer);
-        resolve();
-      };
-      this.wakeUp = done;
-    });
   }
 
   /** Arms one timer for the earliest known delayed job; DB-computed delay, so app clock skew does not matter. */
@@ -278,26 +272,27 @@ export class QueueWorker {
   private written(run: Running): void {
     this.leases.release(run.id, run.attempt);
     this.unwritten -= 1;
-    // Just below the back-pressure mark: the claim loop may be waiting on writes only; let it look again
-    // (without faking a NOTIFY: wakeRequested stays as it is).
-    if (this.unwritten === this.config.options.concurrency + this.config.options.prefetch - 1) {
-      const wakeUp = this.wakeUp;
-      this.wakeUp = undefined;
-      wakeUp?.();
-    }
+    // Just below the back-pressure mark: the claim loop may be waiting on writes only.
+    if (this.unwritten === this.unwrittenLimit - 1) this.rouse();
   }
 
   /** @internal The heartbeat found the row no longer ours (swept after a freeze, cancelled). */
   leaseLost(run: Running): void {
     if (this.buffered.get(run.id) === run) {
-      this.buffered.delete(run.id);
-      this.leases.release(run.id, run.attempt);
+      this.unbuffer(run);
       return;
     }
     if (run.settled) return;
     run.abort(new JobAbortedError('lease lost: the job was taken back (swept, cancelled) while running'));
     this.logger.warn(`job ${run.id} (${this.config.queue}, attempt ${run.attempt}) lost its lease while running; its outcome will be discarded`);
     this.giveUp(run);
+  }
+
+  /** Drops a prefetched job that never started, with its lease hold. */
+  private unbuffer(run: Running): true {
+    this.buffered.delete(run.id);
+    this.leases.release(run.id, run.attempt);
+    return true;
   }
 
   /** The job is no longer ours to settle (lease lost, cancelled, abandoned at shutdown). */

@@ -110,7 +110,7 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
         unstarted.length ? `${unstarted.length} prefetched job(s) never started` : '',
       ].filter(Boolean).join(', ');
       try {
-        const released = await this.store.releaseJobs(this.options.workerId, abandoned.map(({ id, attempt }) => ({ id, attempt })));
+        const released = await this.store.releaseJobs(this.options.workerId, abandoned);
         const log = aborted.length ? 'warn' : 'log';
         this.logger[log](`shutdown: ${what}; ${released} put back in the queue`);
       } catch (error) {
