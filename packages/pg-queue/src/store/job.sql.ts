@@ -94,14 +94,16 @@ export const SQL = {
     )
     SELECT id FROM unnest($2::int8[]) AS s(id) WHERE id NOT IN (SELECT id FROM done)`,
 
+  // Each failed attempt's fence and outcome come in a JSON object ($3: {"id": {attempt, error, delayMs}}),
+  // looked up per row like completeJobs' attempts, for the same reason: no join to nest-loop over.
   failJobs: `
     UPDATE background_jobs AS j
     SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'failed' ELSE 'queued' END::background_job_status,
-        run_at = CASE WHEN j.attempts >= j.max_attempts THEN j.run_at ELSE now() + f.delay_ms ${MS} END,
+        run_at = CASE WHEN j.attempts >= j.max_attempts THEN j.run_at ELSE now() + ($3::jsonb -> j.id::text ->> 'delayMs')::int8 ${MS} END,
         finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
-        last_error = f.error, lease_expires_at = NULL, updated_at = now()
-    FROM unnest($2::int8[], $3::int[], $4::text[], $5::int8[]) AS f(id, attempt, error, delay_ms)
-    WHERE j.id = ANY($2::int8[]) AND j.id = f.id AND j.attempts = f.attempt AND j.status = 'processing' AND j.locked_by = $1
+        last_error = $3::jsonb -> j.id::text ->> 'error', lease_expires_at = NULL, updated_at = now()
+    WHERE j.id = ANY($2::int8[]) AND j.status = 'processing' AND j.locked_by = $1
+      AND j.attempts = ($3::jsonb -> j.id::text ->> 'attempt')::int
     RETURNING j.id, j.status`,
 
   // Heartbeat: one statement renews every job this worker runs; rows not returned are no longer ours. The
@@ -118,8 +120,8 @@ export const SQL = {
     WITH released AS (
       UPDATE background_jobs AS j
       SET status = 'queued', attempts = j.attempts - 1, run_at = now(), lease_expires_at = NULL, updated_at = now()
-      FROM unnest($2::int8[], $3::int[]) AS r(id, attempt)
-      WHERE j.id = ANY($2::int8[]) AND j.id = r.id AND j.attempts = r.attempt AND j.status = 'processing' AND j.locked_by = $1
+      WHERE j.id = ANY($2::int8[]) AND j.status = 'processing' AND j.locked_by = $1
+        AND j.attempts = ($3::jsonb ->> j.id::text)::int
       RETURNING j.id, j.queue_name
     )
     SELECT count(*)::int AS released,

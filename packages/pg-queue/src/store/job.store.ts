@@ -121,13 +121,9 @@ export class JobStore {
 
   /** Returns each accepted id with the status it ended in (queued for a retry, failed when dead-lettered). */
   async failJobs(workerId: string, jobs: FailedAttempt[]): Promise<Map<string, JobStatus>> {
-    const rows = await this.run<{ id: string; status: JobStatus }>('failJobs', [
-      workerId,
-      jobs.map((j) => j.id),
-      jobs.map((j) => j.attempt),
-      jobs.map((j) => j.error),
-      jobs.map((j) => j.retryDelayMs),
-    ]);
+    const byId: Record<string, { attempt: number; error: string; delayMs: number }> = {};
+    for (const j of jobs) byId[j.id] = { attempt: j.attempt, error: j.error, delayMs: j.retryDelayMs };
+    const rows = await this.run<{ id: string; status: JobStatus }>('failJobs', [workerId, jobs.map((j) => j.id), JSON.stringify(byId)]);
     return new Map(rows.map((r) => [r.id, r.status]));
   }
 
@@ -138,7 +134,7 @@ export class JobStore {
   }
 
   async releaseJobs(workerId: string, jobs: JobRef[]): Promise<number> {
-    const rows = await this.run<{ released: number }>('releaseJobs', [workerId, jobs.map((j) => j.id), jobs.map((j) => j.attempt)]);
+    const rows = await this.run<{ released: number }>('releaseJobs', [workerId, jobs.map((j) => j.id), attemptsById(jobs)]);
     return rows[0]?.released ?? 0;
   }
 
