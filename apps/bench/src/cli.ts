@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
-import { SYSTEM_IDS, type SystemId } from './adapters/types.js';
+import { resolve } from 'node:path';
+import { BASELINE_ID, SYSTEM_IDS, type SystemId } from './adapters/types.js';
 import { PROFILES, SCENARIOS, type Profile, type ScenarioName } from './config.js';
 
 export interface BenchOptions {
@@ -13,7 +14,7 @@ export interface BenchOptions {
   complete: boolean;
 }
 
-const USAGE = `usage: npm run bench -- [--quick | --full] [--runs N] [--only ${SCENARIOS.join(',')}] [--systems ${SYSTEM_IDS.join(',')}] [--statements]`;
+const USAGE = `usage: npm run bench -- [--quick | --full] [--runs N] [--only ${SCENARIOS.join(',')}] [--systems ${SYSTEM_IDS.join(',')}] [--statements] [--baseline <checkout>]`;
 
 export function parseCli(argv: string[]): BenchOptions {
   const { values } = parseArgs({
@@ -25,6 +26,7 @@ export function parseCli(argv: string[]): BenchOptions {
       only: { type: 'string' },
       systems: { type: 'string' },
       statements: { type: 'boolean', default: false },
+      baseline: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -37,13 +39,19 @@ export function parseCli(argv: string[]): BenchOptions {
   const runs = values.runs === undefined ? profile.runs : Number(values.runs);
   if (!Number.isInteger(runs) || runs < 1) throw new Error(`--runs must be a positive integer\n${USAGE}`);
   const scenarios = pick('--only', values.only, SCENARIOS);
-  const systems = pick('--systems', values.systems, SYSTEM_IDS);
+  const systems: SystemId[] = pick('--systems', values.systems, [...SYSTEM_IDS, BASELINE_ID]).filter((s) => s !== BASELINE_ID || values.baseline);
+  if (values.baseline) {
+    // Before/after in one run: the baseline checkout (built with `npm run build && npm run build -w apps/bench`)
+    // runs as its own system next to ours.
+    process.env.BENCH_BASELINE_DIR = resolve(values.baseline);
+    if (!systems.includes(BASELINE_ID)) systems.splice(systems.indexOf('pg-queue') + 1, 0, BASELINE_ID);
+  }
   const complete = profile.name !== 'quick' && runs >= 3 && scenarios.length === SCENARIOS.length && systems.length === SYSTEM_IDS.length;
   return { profile, runs, scenarios, systems, statements: values.statements ?? false, complete };
 }
 
 function pick<T extends string>(flag: string, value: string | undefined, all: readonly T[]): T[] {
-  if (value === undefined) return [...all];
+  if (value === undefined) return all.filter((a) => a !== BASELINE_ID);
   const wanted = value.split(',').map((s) => s.trim()).filter(Boolean);
   for (const w of wanted) if (!all.includes(w as T)) throw new Error(`${flag}: unknown "${w}"; known: ${all.join(', ')}\n${USAGE}`);
   return all.filter((a) => wanted.includes(a));

@@ -83,6 +83,12 @@ export const SYSTEMS: Record<SystemId, SystemInfo> = {
         FROM generate_series(1, $1::int) AS g))`,
     relations: ['graphile_worker._private_jobs'],
   },
+  'pg-queue-base': {
+    id: 'pg-queue-base',
+    label: 'nestjs-pg-queue before',
+    settings: 'the same adapter and settings as nestjs-pg-queue, run from the --baseline checkout (the code before the change)',
+    ...BACKGROUND_JOBS_TABLE,
+  },
   'plain-sql': {
     id: 'plain-sql',
     label: 'plain SQL loop',

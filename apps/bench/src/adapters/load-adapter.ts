@@ -4,6 +4,7 @@ import type { Adapter, SystemId } from './types.js';
 export async function loadAdapter(system: SystemId): Promise<Adapter> {
   switch (system) {
     case 'pg-queue':
+    case 'pg-queue-base': // run from the baseline checkout's own dist, where it is its 'pg-queue'
       return (await import('./pg-queue.js')).pgQueueAdapter;
     case 'pg-boss':
       return (await import('./pg-boss.js')).pgBossAdapter;

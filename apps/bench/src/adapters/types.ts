@@ -6,7 +6,12 @@
 
 /** The four contenders, in the order the table shows them. */
 export const SYSTEM_IDS = ['pg-queue', 'pg-boss', 'graphile-worker', 'plain-sql'] as const;
-export type SystemId = (typeof SYSTEM_IDS)[number];
+/**
+ * `pg-queue-base` is nestjs-pg-queue as built in another checkout (`--baseline <dir>`): the same adapter run
+ * from that tree, so a change is measured before and after in one run, on one machine state.
+ */
+export const BASELINE_ID = 'pg-queue-base';
+export type SystemId = (typeof SYSTEM_IDS)[number] | typeof BASELINE_ID;
 
 /** Every job carries its index; latency jobs also carry the epoch time (ms, sub-ms precision) of their enqueue call. */
 export interface BenchPayload {

@@ -1,9 +1,18 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import type { SystemId } from '../adapters/types.js';
+import { join } from 'node:path';
+import { BASELINE_ID, type SystemId } from '../adapters/types.js';
 import type { Command, Envelope, FeedResult, HostStats, Reply, TimedResult } from './protocol.js';
 
 const HOST = fileURLToPath(new URL('./worker-host.js', import.meta.url));
+
+/** The baseline checkout's built host (`--baseline <dir>`); its own node_modules supply its library. */
+function hostOf(system: SystemId): string {
+  if (system !== BASELINE_ID) return HOST;
+  const dir = process.env.BENCH_BASELINE_DIR;
+  if (!dir) throw new Error(`${BASELINE_ID} needs --baseline <checkout with a built apps/bench>`);
+  return join(dir, 'apps/bench/dist/host/worker-host.js');
+}
 
 /** Every child ever started, so that an interrupted run can kill them all by pid. */
 const live = new Set<ChildProcess>();
@@ -47,11 +56,11 @@ export class SystemProcess {
 
   static async start(options: StartOptions): Promise<SystemProcess> {
     // BENCH_CHILD_ARGS: node flags for the system processes, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof" to profile one.
-    const child = fork(HOST, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: process.env.BENCH_CHILD_ARGS ? process.env.BENCH_CHILD_ARGS.split(' ') : undefined });
+    const child = fork(hostOf(options.system), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: process.env.BENCH_CHILD_ARGS ? process.env.BENCH_CHILD_ARGS.split(' ') : undefined });
     live.add(child);
     const proc = new SystemProcess(child, options.system);
     try {
-      await proc.send({ cmd: 'start', ...options });
+      await proc.send({ cmd: 'start', ...options, system: options.system === BASELINE_ID ? 'pg-queue' : options.system });
     } catch (error) {
       child.kill('SIGKILL');
       throw error;

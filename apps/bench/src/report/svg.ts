@@ -9,6 +9,7 @@ const COLORS: Record<SystemId, string> = {
   'pg-boss': '#2e86ab',
   'graphile-worker': '#e1a637',
   'plain-sql': '#8c8c8c',
+  'pg-queue-base': '#e8a29b',
 };
 
 const WIDTH = 1060;
@@ -18,7 +19,7 @@ const BAR_H = 13;
 const BAR_GAP = 3;
 const GROUP_GAP = 16;
 
-const SHORT: Record<SystemId, string> = { 'pg-queue': 'ours', 'pg-boss': 'pg-boss', 'graphile-worker': 'graphile', 'plain-sql': 'plain' };
+const SHORT: Record<SystemId, string> = { 'pg-queue': 'ours', 'pg-boss': 'pg-boss', 'graphile-worker': 'graphile', 'plain-sql': 'plain', 'pg-queue-base': 'ours before' };
 
 /** Long header lines wrapped at a separator, so nothing runs off the right edge. */
 function wrap(lines: string[], width = 150): string[] {
