@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import { DataSource, Migration, MigrationExecutor, type QueryRunner } from 'typeorm';
+import { DataSource, Migration, MigrationExecutor, type MigrationInterface, type QueryRunner } from 'typeorm';
 import { PG_QUEUE_MIGRATIONS } from '../migrations/index.js';
 import { SQL } from '../store/job.sql.js';
 
@@ -16,7 +16,7 @@ import { SQL } from '../store/job.sql.js';
  * own MigrationExecutor), so an app that lists PG_QUEUE_MIGRATIONS in its own DataSource and this runner
  * agree on what already ran.
  */
-export async function runQueueMigrations(dataSource: DataSource): Promise<string[]> {
+export async function runQueueMigrations(dataSource: DataSource, migrations: MigrationClass[] = PG_QUEUE_MIGRATIONS): Promise<string[]> {
   const logger = new Logger('PgQueue');
   const queryRunner = dataSource.createQueryRunner('master');
   const table = new MigrationsTable(dataSource, queryRunner);
@@ -25,7 +25,7 @@ export async function runQueueMigrations(dataSource: DataSource): Promise<string
     await queryRunner.connect();
     await underLock(queryRunner, () => table.createIfMissing());
     const done = await table.names();
-    for (const migration of queueMigrations()) {
+    for (const migration of queueMigrations(migrations)) {
       if (done.has(migration.name)) continue;
       const ran =
         migration.instance?.transaction === false
@@ -77,8 +77,10 @@ async function up(queryRunner: QueryRunner, migration: Migration): Promise<void>
   await queryRunner.afterMigration();
 }
 
-function queueMigrations(): Migration[] {
-  return PG_QUEUE_MIGRATIONS.map((M) => {
+type MigrationClass = new () => MigrationInterface;
+
+function queueMigrations(migrations: MigrationClass[]): Migration[] {
+  return migrations.map((M) => {
     const instance = new M();
     const name = instance.name ?? M.name;
     return new Migration(undefined, Number(name.slice(-13)), name, instance);
