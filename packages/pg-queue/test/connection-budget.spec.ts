@@ -120,4 +120,24 @@ describe('the queue has a connection budget of its own', () => {
     await app.close();
     await db.end();
   });
+
+  it('a queue statement blocked by a lock fails after statementTimeoutMs, and a full pool fails after connectTimeoutMs', async () => {
+    const url = await createTestDatabase('budgettimeout');
+    const db = sqlPool(url);
+    const app = await startApp(url, { queue: { workers: false, poolSize: 1, statementTimeoutMs: 1_000, connectTimeoutMs: 500 } });
+    const queue = app.get(QueueService);
+    const locker = await db.connect();
+    await locker.query(`BEGIN; LOCK TABLE background_jobs IN ACCESS EXCLUSIVE MODE`);
+    const t0 = Date.now();
+    const [blocked, waiting] = await Promise.allSettled([queue.enqueue('q', {}), queue.enqueue('q', {})]);
+    expect(blocked).toMatchObject({ status: 'rejected', reason: { code: '57014' } }); // canceling statement due to statement timeout
+    expect(waiting).toMatchObject({ status: 'rejected', reason: { message: expect.stringMatching(/timeout/) } });
+    expect(Date.now() - t0).toBeLessThan(3_000);
+    await locker.query('ROLLBACK');
+    locker.release();
+    expect(await app.get(QueueService).enqueue('q', {})).toMatch(/^\d+$/);
+    expect(await statusCounts(db, 'q')).toEqual({ queued: 1 }); // nothing half-stored from the failed ones
+    await app.close();
+    await db.end();
+  });
 });
