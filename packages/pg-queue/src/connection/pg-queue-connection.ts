@@ -4,7 +4,7 @@ import { DataSource } from 'typeorm';
 import type { PostgresDataSourceOptions as PostgresConnectionOptions } from 'typeorm/driver/postgres/PostgresDataSourceOptions.js';
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import type { PgQueueModuleOptions } from '../interfaces/pg-queue-options.interface.js';
-import { NO_DATA_SOURCE, NOT_POSTGRES } from '../pg-queue.messages.js';
+import { LISTEN_THROUGH_POOLER, NO_DATA_SOURCE, NOT_POSTGRES } from '../pg-queue.messages.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { listenerClientConfig, queuePoolConfig, settingsOfConnectionOption, settingsOfDataSource, type ConnectionSettings } from './pg-client-config.js';
 import { runQueueMigrations } from './run-queue-migrations.js';
@@ -37,9 +37,11 @@ export class PgQueueConnection implements OnApplicationShutdown {
       settings = settingsOfDataSource(dataSource.options as PostgresConnectionOptions);
       if (resolved.migrationsRun) await runQueueMigrations(dataSource);
     }
+    const logger = new Logger('PgQueue');
+    if (resolved.transactionPooler && resolved.listenerUrl === undefined && resolved.workers) logger.warn(LISTEN_THROUGH_POOLER());
     const pool = new pg.Pool(queuePoolConfig(settings, resolved));
     // An idle client that loses its server emits here; without a listener that would crash the host.
-    pool.on('error', (error) => new Logger('PgQueue').warn(`an idle connection of the queue's pool failed: ${error.message}`));
+    pool.on('error', (error) => logger.warn(`an idle connection of the queue's pool failed: ${error.message}`));
     return new PgQueueConnection(pool, listenerClientConfig(settings, resolved.listenerUrl));
   }
 
