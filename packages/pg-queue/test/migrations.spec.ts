@@ -2,7 +2,9 @@ import { describe, expect, it } from '@jest/globals';
 import { DataSource, type MigrationInterface, type QueryRunner } from 'typeorm';
 import { PG_QUEUE_MIGRATIONS, QueueService } from 'nestjs-pg-queue';
 import { createTestDatabase } from '@internal/pg-harness';
+import { fork } from 'node:child_process';
 import { runQueueMigrations } from '../src/connection/run-queue-migrations.js';
+import { buildWorker } from './faults/support/build-worker.js';
 import { sqlPool, startApp } from './support/test-app.js';
 
 // Test migrations that leave a trace of every run, to count how often each one ran.
@@ -42,6 +44,37 @@ describe('migrations', () => {
     await apps[0].get(QueueService).enqueue('q', {});
     await Promise.all(apps.map((a) => a.close()));
     await db.end();
+  });
+
+  it('four OS processes booting at once migrate once', async () => {
+    const url = await createTestDatabase('migrateprocs');
+    const build = await buildWorker();
+    const env: NodeJS.ProcessEnv = { ...process.env };
+    delete env.NODE_OPTIONS; // Jest's --experimental-vm-modules is not for the children
+    const children = Array.from({ length: 4 }, () => fork(build.script, [], { env, stdio: ['ignore', 'ignore', 'pipe', 'ipc'] }));
+    try {
+      const next = (child: (typeof children)[number]) =>
+        new Promise<string>((resolve, reject) => {
+          let stderr = '';
+          child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
+          child.once('message', (m: { type: string }) => resolve(m.type));
+          child.once('exit', (code) => reject(new Error(`process exited (${code}): ${stderr}`)));
+        });
+      expect(await Promise.all(children.map(next))).toEqual(['loaded', 'loaded', 'loaded', 'loaded']);
+      // Every process is loaded: start them in the same instant so their migration runs overlap.
+      const ready = children.map(next);
+      const config = { url, workerId: 'migrator', poolSize: 2, logLevels: ['error'], queue: { migrationsRun: true, workers: false, maintenance: { enabled: false } } };
+      for (const child of children) child.send({ type: 'start', config });
+      expect(await Promise.all(ready)).toEqual(['ready', 'ready', 'ready', 'ready']);
+      const db = sqlPool(url);
+      const { rows } = await db.query(`SELECT name, count(*)::int AS n FROM migrations GROUP BY name`);
+      expect(rows.map((r) => r.name).sort()).toEqual(PG_QUEUE_MIGRATIONS.map((M) => new M().name).sort());
+      expect(rows.every((r) => r.n === 1)).toBe(true);
+      await db.end();
+    } finally {
+      for (const child of children) child.kill('SIGKILL');
+      await build.remove();
+    }
   });
 
   it('runners racing on one-connection DataSources: each transactional migration runs once, a transaction = false one outside any transaction, all recorded once', async () => {
