@@ -14,9 +14,10 @@ import { resolveModuleOptions, type ResolvedModuleOptions } from './utils/resolv
 import { WorkerPool } from './worker/worker-pool.js';
 
 /**
- * Wiring only. No ScheduleModule.forRoot() here: a second one would run the app's own @Cron / @Interval
- * methods twice (MaintenanceScheduler uses the app's SchedulerRegistry, or one of its own). `PgQueueModule.forRoot(options)` or `.forRootAsync({ imports, inject, useFactory })`;
- * `dataSourceName` and `isGlobal` sit next to them.
+ * Wiring only. `PgQueueModule.forRoot(options)` or `.forRootAsync({ imports, inject, useFactory })`;
+ * `dataSourceName` and `isGlobal` sit next to them. No ScheduleModule.forRoot() here: a second one would
+ * run the app's own @Cron / @Interval methods twice (MaintenanceScheduler uses the app's SchedulerRegistry,
+ * or one of its own).
  */
 @Module({
   imports: [DiscoveryModule],

@@ -11,8 +11,8 @@ import { Sweeper } from './sweeper.js';
  * Registers the sweeper and the pruner as @nestjs/schedule intervals, named from the options at runtime
  * (so they show in SchedulerRegistry next to the app's own jobs). The registry is the app's when it
  * imports ScheduleModule.forRoot() (global), else one of our own: the module never imports ScheduleModule,
- * whose second explorer would run the app's @Cron / @Interval methods twice. A pass that fails is logged once per
- * outage and skipped for a growing backoff; a pass never overlaps the previous one.
+ * whose second explorer would run the app's @Cron / @Interval methods twice. A pass that fails is logged
+ * once per outage and skipped for a growing backoff; a pass never overlaps the previous one.
  */
 @Injectable()
 export class MaintenanceScheduler implements OnApplicationBootstrap, BeforeApplicationShutdown {
