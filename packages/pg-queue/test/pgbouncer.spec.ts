@@ -87,6 +87,18 @@ describeWithBouncer('through PgBouncer in transaction mode', () => {
     expect(await queue.cancel(later)).toBe('cancelled');
     expect((await queue.get(later))?.status).toBe('cancelled');
     expect(await queue.stats()).toMatchObject({ bounced: { completed: 205, cancelled: 1, queued: 0 } });
+
+    // Transactional enqueue runs on the app's DataSource, through the same PgBouncer.
+    const appDataSource = dataSources[0];
+    await expect(
+      appDataSource.transaction(async (manager) => {
+        await queue.enqueue('in-transaction', { rolledBack: true }, { manager });
+        throw new Error('roll back');
+      }),
+    ).rejects.toThrow('roll back');
+    await appDataSource.transaction((manager) => queue.enqueue('in-transaction', { rolledBack: false }, { manager }));
+    const { rows: kept } = await records.query(`SELECT payload FROM background_jobs WHERE queue_name = 'in-transaction'`);
+    expect(kept).toEqual([{ payload: { rolledBack: false } }]);
   });
 
   it('without it, the named statements fail and the error says what to set', async () => {
