@@ -36,7 +36,7 @@ describe('maintenance on @nestjs/schedule', () => {
     await new Promise((r) => setTimeout(r, 1_000));
     const perSecond = ticks;
     // Ten a second; twenty when a second ScheduleModule explorer mounts every @Interval again.
-    expect(perSecond).toBeGreaterThanOrEqual(7);
+    expect(perSecond).toBeGreaterThanOrEqual(5); // loose below: a loaded CI machine delays timers
     expect(perSecond).toBeLessThanOrEqual(12);
     await waitFor('the sweeper requeued the orphan', async () => {
       const { rows } = await db.query(`SELECT status FROM background_jobs WHERE id = $1`, [id]);
