@@ -18,6 +18,15 @@ export const NO_DATA_SOURCE = () =>
 export const NOT_POSTGRES = (type: unknown) =>
   `PgQueueModule needs a PostgreSQL DataSource, got type ${describe(type)}.`;
 
+export const POOLER_REFUSED_PREPARED_STATEMENT = (detail: string) =>
+  `PostgreSQL said "${detail}": the queue's connection goes through a transaction pooler (PgBouncer in transaction mode?), where named prepared statements fail. Set \`transactionPooler: true\` in the PgQueueModule options (and \`listenerUrl\` to a direct PostgreSQL URL for LISTEN).`;
+
+export const POOLER_REFUSED_STARTUP_PARAMETER = (detail: string) =>
+  `The connection pooler said "${detail}" to the queue's statement_timeout. Behind PgBouncer in transaction mode set \`transactionPooler: true\` in the PgQueueModule options; in session mode set \`statementTimeoutMs: 0\` or list statement_timeout and idle_in_transaction_session_timeout in PgBouncer's ignore_startup_parameters.`;
+
+export const LISTEN_THROUGH_POOLER = () =>
+  'transactionPooler is set but listenerUrl is not: LISTEN through a transaction pooler connects but hears nothing, so workers wake only on their poll (pollIntervalMs). Set listenerUrl to a direct PostgreSQL URL.';
+
 export const PAYLOAD_NOT_JSON = (queue: string, detail: string) =>
   `Cannot enqueue to "${queue}": the payload is not JSON-serialisable (${detail}).`;
 

@@ -1,6 +1,5 @@
 import { Module } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
-import { ScheduleModule } from '@nestjs/schedule';
 import type { DataSource } from 'typeorm';
 import { PgQueueConnection } from './connection/pg-queue-connection.js';
 import { JobHandlerExplorer } from './discovery/job-handler.explorer.js';
@@ -16,19 +15,26 @@ import { WorkerPool } from './worker/worker-pool.js';
 
 /**
  * Wiring only. `PgQueueModule.forRoot(options)` or `.forRootAsync({ imports, inject, useFactory })`;
- * `dataSourceName` and `isGlobal` sit next to them.
+ * `dataSourceName` and `isGlobal` sit next to them. No ScheduleModule.forRoot() here: a second one would
+ * run the app's own @Cron / @Interval methods twice (MaintenanceScheduler uses the app's SchedulerRegistry,
+ * or one of its own).
  */
 @Module({
-  imports: [DiscoveryModule, ScheduleModule.forRoot()],
+  imports: [DiscoveryModule],
   providers: [
     { provide: RESOLVED_OPTIONS, useFactory: resolveModuleOptions, inject: [MODULE_OPTIONS_TOKEN] },
     {
       provide: PgQueueConnection,
       useFactory: (options: PgQueueModuleOptions, resolved: ResolvedModuleOptions, appDataSource?: DataSource) =>
-        PgQueueConnection.open(options, appDataSource, resolved.migrationsRun),
+        PgQueueConnection.open(options, resolved, appDataSource),
       inject: [MODULE_OPTIONS_TOKEN, RESOLVED_OPTIONS, TYPEORM_DATA_SOURCE],
     },
-    { provide: JobStore, useFactory: (connection: PgQueueConnection) => new JobStore(connection.pool), inject: [PgQueueConnection] },
+    {
+      provide: JobStore,
+      useFactory: (connection: PgQueueConnection, resolved: ResolvedModuleOptions) =>
+        new JobStore(connection.pool, { transactionPooler: resolved.transactionPooler }),
+      inject: [PgQueueConnection, RESOLVED_OPTIONS],
+    },
     JobHandlerRegistry,
     JobHandlerExplorer,
     WorkerPool,

@@ -18,7 +18,7 @@ export interface EnqueueOptions {
   delayMs?: number;
   /** Higher runs first. Default 0. */
   priority?: number;
-  /** Default: the queue's @JobHandler maxAttempts, else 5. */
+  /** Default: the module options' `queues[queue].maxAttempts`, else the queue's @JobHandler maxAttempts, else 5. */
   maxAttempts?: number;
 }
 
@@ -116,7 +116,8 @@ export class QueueService {
       queue,
       payloadJson: serializePayload(queue, payload, this.options.maxPayloadBytes),
       priority: priority ?? 0,
-      maxAttempts: maxAttempts ?? this.registry.get(queue)?.options.maxAttempts ?? 5,
+      // The module's `queues` options apply also where no handler runs (workers: false), as at the worker.
+      maxAttempts: maxAttempts ?? this.options.queues[queue]?.maxAttempts ?? this.registry.get(queue)?.options.maxAttempts ?? 5,
       runAt: runAt ?? null,
       delayMs: delayMs ?? 0,
     };

@@ -1,19 +1,115 @@
 import { describe, expect, it } from '@jest/globals';
-import { DataSource } from 'typeorm';
+import { DataSource, type MigrationInterface, type QueryRunner } from 'typeorm';
 import { PG_QUEUE_MIGRATIONS, QueueService } from 'nestjs-pg-queue';
 import { createTestDatabase } from '@internal/pg-harness';
+import { fork } from 'node:child_process';
+import { runQueueMigrations } from '../src/connection/run-queue-migrations.js';
+import { buildWorker } from './faults/support/build-worker.js';
 import { sqlPool, startApp } from './support/test-app.js';
+
+// Test migrations that leave a trace of every run, to count how often each one ran.
+class CreateRunLog1900000000001 implements MigrationInterface {
+  name = 'CreateRunLog1900000000001';
+  async up(q: QueryRunner) {
+    await q.query(`CREATE TABLE migration_runs (name text NOT NULL, in_transaction boolean NOT NULL)`);
+    await q.query(`INSERT INTO migration_runs VALUES ('CreateRunLog', $1)`, [q.isTransactionActive]);
+  }
+  async down() {}
+}
+class OutsideTransaction1900000000002 implements MigrationInterface {
+  name = 'OutsideTransaction1900000000002';
+  transaction = false;
+  async up(q: QueryRunner) {
+    await q.query(`INSERT INTO migration_runs VALUES ('OutsideTransaction', $1)`, [q.isTransactionActive]);
+  }
+  async down() {}
+}
+class ConcurrentIndex1900000000003 implements MigrationInterface {
+  name = 'ConcurrentIndex1900000000003';
+  transaction = false;
+  async up(q: QueryRunner) {
+    // Fails inside a transaction block: proves the runner honours `transaction = false`.
+    await q.query(`CREATE INDEX CONCURRENTLY IF NOT EXISTS migration_runs_name_idx ON migration_runs (name)`);
+  }
+  async down() {}
+}
 
 describe('migrations', () => {
   it('ten instances booting at once migrate once', async () => {
     const url = await createTestDatabase('migrate10');
     const apps = await Promise.all(Array.from({ length: 10 }, () => startApp(url, { queue: { workers: false, maintenance: { enabled: false }, connection: { url, poolSize: 2 } } })));
     const db = sqlPool(url);
-    const { rows } = await db.query(`SELECT name FROM migrations`);
+    const { rows } = await db.query(`SELECT name FROM migrations ORDER BY id`);
     expect(rows).toEqual([{ name: 'CreateBackgroundJobs1764460000000' }, { name: 'CreateBackgroundQueues1764470000000' }, { name: 'DelayedJobsIndex1764480000000' }, { name: 'InFlightIndexByJob1764490000000' }]);
     await apps[0].get(QueueService).enqueue('q', {});
     await Promise.all(apps.map((a) => a.close()));
     await db.end();
+  });
+
+  it('four OS processes booting at once migrate once', async () => {
+    const url = await createTestDatabase('migrateprocs');
+    const build = await buildWorker();
+    const env: NodeJS.ProcessEnv = { ...process.env };
+    delete env.NODE_OPTIONS; // Jest's --experimental-vm-modules is not for the children
+    const children = Array.from({ length: 4 }, () => fork(build.script, [], { env, stdio: ['ignore', 'ignore', 'pipe', 'ipc'] }));
+    try {
+      const next = (child: (typeof children)[number]) =>
+        new Promise<string>((resolve, reject) => {
+          let stderr = '';
+          child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
+          child.once('message', (m: { type: string }) => resolve(m.type));
+          child.once('exit', (code) => reject(new Error(`process exited (${code}): ${stderr}`)));
+        });
+      expect(await Promise.all(children.map(next))).toEqual(['loaded', 'loaded', 'loaded', 'loaded']);
+      // Every process is loaded: start them in the same instant so their migration runs overlap.
+      const ready = children.map(next);
+      const config = { url, workerId: 'migrator', poolSize: 2, logLevels: ['error'], queue: { migrationsRun: true, workers: false, maintenance: { enabled: false } } };
+      for (const child of children) child.send({ type: 'start', config });
+      expect(await Promise.all(ready)).toEqual(['ready', 'ready', 'ready', 'ready']);
+      const db = sqlPool(url);
+      const { rows } = await db.query(`SELECT name, count(*)::int AS n FROM migrations GROUP BY name`);
+      expect(rows.map((r) => r.name).sort()).toEqual(PG_QUEUE_MIGRATIONS.map((M) => new M().name).sort());
+      expect(rows.every((r) => r.n === 1)).toBe(true);
+      await db.end();
+    } finally {
+      for (const child of children) child.kill('SIGKILL');
+      await build.remove();
+    }
+  });
+
+  it('runners racing on one-connection DataSources: each transactional migration runs once, a transaction = false one outside any transaction, all recorded once', async () => {
+    const url = await createTestDatabase('migraterace');
+    const dataSources = Array.from({ length: 6 }, () => new DataSource({ type: 'postgres', url, extra: { max: 1 } }));
+    await Promise.all(dataSources.map((d) => d.initialize()));
+    const all = [...PG_QUEUE_MIGRATIONS, CreateRunLog1900000000001, OutsideTransaction1900000000002];
+    const applied = await Promise.all(dataSources.map((d) => runQueueMigrations(d, all)));
+    expect(applied.flat().sort()).toEqual(all.map((M) => new M().name!).sort()); // each applied by exactly one runner
+    const db = sqlPool(url);
+    const { rows: recorded } = await db.query(`SELECT name, count(*)::int AS n FROM migrations GROUP BY name`);
+    expect(recorded).toHaveLength(all.length);
+    expect(recorded.every((r) => r.n === 1)).toBe(true);
+    const { rows: runs } = await db.query(`SELECT name, in_transaction, count(*)::int AS n FROM migration_runs GROUP BY 1, 2 ORDER BY 1`);
+    expect(runs[0]).toEqual({ name: 'CreateRunLog', in_transaction: true, n: 1 });
+    // Outside the lock a non-transactional migration may run on more than one racer (hence: idempotent).
+    expect(runs[1]).toMatchObject({ name: 'OutsideTransaction', in_transaction: false });
+    expect(await runQueueMigrations(dataSources[0], [...all, ConcurrentIndex1900000000003])).toEqual(['ConcurrentIndex1900000000003']);
+    const { rows: index } = await db.query(`SELECT indexname FROM pg_indexes WHERE indexname = 'migration_runs_name_idx'`);
+    expect(index).toHaveLength(1);
+    await Promise.all(dataSources.map((d) => d.destroy()));
+    await db.end();
+  });
+
+  it('records in the DataSource’s own migrations table (migrationsTableName), which TypeORM then reads as up to date', async () => {
+    const url = await createTestDatabase('migratetable');
+    const dataSource = new DataSource({ type: 'postgres', url, migrations: PG_QUEUE_MIGRATIONS, migrationsTableName: 'app_migrations' });
+    await dataSource.initialize();
+    const app = await startApp(url, { queue: { dataSource, workers: false } });
+    expect(await dataSource.showMigrations()).toBe(false); // nothing pending
+    const rows = await dataSource.query(`SELECT timestamp, name FROM app_migrations ORDER BY id`);
+    expect(rows[0]).toEqual({ timestamp: '1764460000000', name: 'CreateBackgroundJobs1764460000000' });
+    expect(rows).toHaveLength(PG_QUEUE_MIGRATIONS.length);
+    await app.close();
+    await dataSource.destroy();
   });
 
   it('runs from the app’s own DataSource, which the module then recognises, and reverts cleanly', async () => {

@@ -1,57 +1,48 @@
 import { Logger, type OnApplicationShutdown } from '@nestjs/common';
-import type { ClientConfig, Pool } from 'pg';
-import { DataSource, type DataSourceOptions } from 'typeorm';
+import pg, { type ClientConfig, type Pool } from 'pg';
+import { DataSource } from 'typeorm';
 import type { PostgresDataSourceOptions as PostgresConnectionOptions } from 'typeorm/driver/postgres/PostgresDataSourceOptions.js';
-import type { PostgresDriver } from 'typeorm/driver/postgres/PostgresDriver.js';
 import { PgQueueError } from '../errors/pg-queue.error.js';
-import type { PgQueueConnectionOptions, PgQueueModuleOptions } from '../interfaces/pg-queue-options.interface.js';
-import { NO_DATA_SOURCE, NOT_POSTGRES } from '../pg-queue.messages.js';
-import { BackgroundJobEntity } from '../store/background-job.entity.js';
-import { PG_QUEUE_MIGRATIONS } from '../migrations/index.js';
+import type { PgQueueModuleOptions } from '../interfaces/pg-queue-options.interface.js';
+import { LISTEN_THROUGH_POOLER, NO_DATA_SOURCE, NOT_POSTGRES } from '../pg-queue.messages.js';
+import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
+import { listenerClientConfig, queuePoolConfig, settingsOfConnectionOption, settingsOfDataSource, type ConnectionSettings } from './pg-client-config.js';
 import { runQueueMigrations } from './run-queue-migrations.js';
 
 /**
- * The database side of the module: which DataSource it uses (the app's, a given one, or its own), the
- * pg Pool under it for the hot path, and the settings for the dedicated LISTEN connection.
+ * The database side of the module: the queue's own small pg Pool (every statement of the queue except an
+ * enqueue in the caller's transaction), dialled with the same settings as the DataSource it works with,
+ * so that handlers busy on the app's pool never delay a heartbeat or an outcome; and the settings of the
+ * dedicated LISTEN connection.
  */
 export class PgQueueConnection implements OnApplicationShutdown {
   private readonly logger = new Logger('PgQueue');
+  private closing: Promise<void> | undefined;
 
   private constructor(
-    readonly dataSource: DataSource,
-    private readonly ownsDataSource: boolean,
+    readonly pool: Pool,
     readonly listenerConfig: ClientConfig,
   ) {}
 
-  get pool(): Pool {
-    return (this.dataSource.driver as PostgresDriver).master as Pool;
-  }
-
-  static async open(options: PgQueueModuleOptions, appDataSource: DataSource | undefined, migrationsRun: boolean): Promise<PgQueueConnection> {
-    let dataSource: DataSource;
-    let owns = false;
-    if (options.dataSource) {
-      dataSource = options.dataSource;
-    } else if (options.connection) {
-      dataSource = new DataSource(ownDataSourceOptions(options.connection));
-      owns = true;
-    } else if (appDataSource) {
-      dataSource = appDataSource;
+  static async open(options: PgQueueModuleOptions, resolved: ResolvedModuleOptions, appDataSource: DataSource | undefined): Promise<PgQueueConnection> {
+    let settings: ConnectionSettings;
+    if (options.connection && !options.dataSource) {
+      settings = settingsOfConnectionOption(options.connection);
+      if (resolved.migrationsRun) await migrateWithOwnDataSource(settings);
     } else {
-      throw new PgQueueError(NO_DATA_SOURCE());
+      const dataSource = options.dataSource ?? appDataSource;
+      if (!dataSource) throw new PgQueueError(NO_DATA_SOURCE());
+      if (dataSource.options.type !== 'postgres') throw new PgQueueError(NOT_POSTGRES(dataSource.options.type));
+      if (!dataSource.isInitialized) await dataSource.initialize();
+      settings = settingsOfDataSource(dataSource.options as PostgresConnectionOptions);
+      if (resolved.migrationsRun) await runQueueMigrations(dataSource);
     }
-    if (dataSource.options.type !== 'postgres') throw new PgQueueError(NOT_POSTGRES(dataSource.options.type));
-    if (!dataSource.isInitialized) await dataSource.initialize();
-    try {
-      if (migrationsRun) await runQueueMigrations(dataSource);
-    } catch (error) {
-      if (owns) await dataSource.destroy();
-      throw error;
-    }
-    const listenerConfig: ClientConfig = options.listenerUrl
-      ? { connectionString: options.listenerUrl }
-      : listenerConfigOf(dataSource.options as PostgresConnectionOptions);
-    return new PgQueueConnection(dataSource, owns, listenerConfig);
+    const logger = new Logger('PgQueue');
+    if (resolved.transactionPooler && resolved.listenerUrl === undefined && resolved.workers) logger.warn(LISTEN_THROUGH_POOLER());
+    const pool = new pg.Pool(queuePoolConfig(settings, resolved));
+    // An idle client that loses its server emits here; without a listener that would crash the host.
+    pool.on('error', (error) => logger.warn(`an idle connection of the queue's pool failed: ${error.message}`));
+    return new PgQueueConnection(pool, listenerClientConfig(settings, resolved.listenerUrl));
   }
 
   async onApplicationShutdown(): Promise<void> {
@@ -59,45 +50,29 @@ export class PgQueueConnection implements OnApplicationShutdown {
     await this.close();
   }
 
-  /** Closes the module's own DataSource (never the app's). Also used when the boot fails after opening it. */
-  async close(): Promise<void> {
-    if (this.ownsDataSource && this.dataSource.isInitialized) {
-      await this.dataSource.destroy().catch((e: unknown) => this.logger.warn(`closing the queue's connection pool failed: ${String(e)}`));
-    }
+  /** Closes the queue's pool (never the app's DataSource). Also used when the boot fails after opening it. */
+  close(): Promise<void> {
+    this.closing ??= this.pool.end().catch((e: unknown) => this.logger.warn(`closing the queue's connection pool failed: ${String(e)}`));
+    return this.closing;
   }
 }
 
-function ownDataSourceOptions(connection: PgQueueConnectionOptions): DataSourceOptions {
-  const c = typeof connection === 'string' ? { url: connection } : connection;
-  return {
+/** With `connection` and no DataSource, migrations run on a short-lived one-connection DataSource. */
+async function migrateWithOwnDataSource(settings: ConnectionSettings): Promise<void> {
+  const { connectionString, user, ...rest } = settings;
+  const dataSource = new DataSource({
     type: 'postgres',
-    url: c.url,
-    host: c.host,
-    port: c.port,
-    username: c.username,
-    password: c.password,
-    database: c.database,
-    ssl: c.ssl as PostgresConnectionOptions['ssl'],
-    poolSize: c.poolSize ?? 10,
-    entities: [BackgroundJobEntity],
-    migrations: PG_QUEUE_MIGRATIONS,
-    migrationsRun: false, // run under the advisory lock instead
+    url: connectionString,
+    username: user,
+    extra: { ...rest, max: 1 },
+    applicationName: 'nestjs-pg-queue migrations',
     synchronize: false,
-    applicationName: 'nestjs-pg-queue',
-  };
-}
-
-/** The LISTEN connection dials PostgreSQL with the DataSource's own settings unless told otherwise. */
-function listenerConfigOf(o: PostgresConnectionOptions): ClientConfig {
-  return {
-    connectionString: o.url,
-    host: o.host,
-    port: o.port,
-    user: o.username,
-    password: typeof o.password === 'function' ? undefined : o.password,
-    database: o.database,
-    ssl: o.ssl as ClientConfig['ssl'],
-    application_name: 'nestjs-pg-queue listener',
-    keepAlive: true,
-  };
+    migrationsRun: false,
+  });
+  await dataSource.initialize();
+  try {
+    await runQueueMigrations(dataSource);
+  } finally {
+    await dataSource.destroy();
+  }
 }

@@ -9,10 +9,13 @@ export type PgQueueConnectionOptions =
       host?: string;
       port?: number;
       username?: string;
-      password?: string;
+      /** A string, or a function returning one (IAM auth tokens, rotated secrets), asked on every new connection. */
+      password?: string | (() => string | Promise<string>);
       database?: string;
       ssl?: boolean | Record<string, unknown>;
-      /** Pool size for the module's own DataSource. Default 10. */
+      /** Extra node-postgres client settings (as TypeORM's `extra`); `max` is ignored: see `poolSize`. */
+      extra?: Record<string, unknown>;
+      /** Same as the module option `poolSize` (kept for existing configs). */
       poolSize?: number;
     };
 
@@ -41,11 +44,34 @@ export interface PgQueueModuleOptions {
    * hears nothing, so point this at PostgreSQL itself. Default: the DataSource's own connection settings.
    */
   listenerUrl?: string;
+  /**
+   * Connections of the queue's own pool (claims, heartbeats, outcomes, maintenance, and enqueue without a
+   * `manager`), opened with the DataSource's connection settings; handlers use the app's pool, so they
+   * never delay a heartbeat. Roughly: one per queue with workers, plus 3. Default 5.
+   */
+  poolSize?: number;
+  /**
+   * A queue statement that runs longer than this is cancelled (server-side `statement_timeout`, plus a
+   * client-side timeout slightly above it that also covers a dead network). 0 sets none. Default 60_000.
+   */
+  statementTimeoutMs?: number;
+  /** Waiting for a connection (to open, or for a free one in the queue's pool) fails after this long. Default 10_000. */
+  connectTimeoutMs?: number;
+  /**
+   * Set when the DataSource (or `connection`) goes through a transaction pooler such as PgBouncer in
+   * transaction mode: the queue then sends unnamed statements (named prepared statements fail there) and no
+   * startup parameters (PgBouncer refuses them; set statement_timeout on the role instead). Point
+   * `listenerUrl` at PostgreSQL itself. Default false.
+   */
+  transactionPooler?: boolean;
   /** Run the queue's migrations at start-up, under an advisory lock. Default true. */
   migrationsRun?: boolean;
   /** Process jobs in this instance. False makes an enqueue-only instance (an API server, a script). Default true. */
   workers?: boolean;
-  /** Per-queue overrides of the @JobHandler options (from config, say). */
+  /**
+   * Per-queue settings, over the @JobHandler options. `maxAttempts` here also applies at enqueue, so give
+   * every instance (workers and enqueue-only ones) the same `queues`.
+   */
   queues?: Record<string, JobHandlerOptions>;
   /** Identifies this worker process in lease columns and logs. Default: hostname:pid:random. */
   workerId?: string;

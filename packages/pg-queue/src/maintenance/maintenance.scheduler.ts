@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
+import { Inject, Injectable, Logger, Optional, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
 import { JobStore } from '../store/job.store.js';
@@ -9,8 +9,10 @@ import { Sweeper } from './sweeper.js';
 
 /**
  * Registers the sweeper and the pruner as @nestjs/schedule intervals, named from the options at runtime
- * (so they show in SchedulerRegistry next to the app's own jobs). A pass that fails is logged once per
- * outage and skipped for a growing backoff; a pass never overlaps the previous one.
+ * (so they show in SchedulerRegistry next to the app's own jobs). The registry is the app's when it
+ * imports ScheduleModule.forRoot() (global), else one of our own: the module never imports ScheduleModule,
+ * whose second explorer would run the app's @Cron / @Interval methods twice. A pass that fails is logged
+ * once per outage and skipped for a growing backoff; a pass never overlaps the previous one.
  */
 @Injectable()
 export class MaintenanceScheduler implements OnApplicationBootstrap, BeforeApplicationShutdown {
@@ -20,12 +22,14 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, BeforeAppli
   readonly sweeper: Sweeper;
   readonly pruner: Pruner;
   private readonly registered: string[] = [];
+  private readonly schedulerRegistry: SchedulerRegistry;
 
   constructor(
-    private readonly schedulerRegistry: SchedulerRegistry,
     store: JobStore,
     @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedModuleOptions,
+    @Optional() appSchedulerRegistry?: SchedulerRegistry,
   ) {
+    this.schedulerRegistry = appSchedulerRegistry ?? new SchedulerRegistry();
     const m = options.maintenance;
     this.sweeper = new Sweeper(store, this.logger);
     this.pruner = new Pruner(

@@ -204,8 +204,8 @@ export const SQL = {
 
   pausedQueues: `SELECT queue_name FROM background_queues WHERE paused ORDER BY queue_name`,
 
-  advisoryLock: `SELECT pg_advisory_lock(${ADVISORY_LOCK.migrate})`,
-  advisoryUnlock: `SELECT pg_advisory_unlock(${ADVISORY_LOCK.migrate})`,
+  // Transaction-scoped, so it also works through a transaction pooler; released at COMMIT or ROLLBACK.
+  migrationLock: `SELECT pg_advisory_xact_lock(${ADVISORY_LOCK.migrate})`,
 } as const;
 
 /**

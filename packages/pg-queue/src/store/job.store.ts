@@ -1,6 +1,8 @@
 import type { Pool, QueryResultRow } from 'pg';
 import type { EntityManager } from 'typeorm';
 import type { JobRecord, JobStatus, QueueStats } from '../interfaces/job.interface.js';
+import { PgQueueError } from '../errors/pg-queue.error.js';
+import { POOLER_REFUSED_PREPARED_STATEMENT, POOLER_REFUSED_STARTUP_PARAMETER } from '../pg-queue.messages.js';
 import { PLANNED_PER_CALL, SQL } from './job.sql.js';
 
 /** A job as claimed: what the worker needs to run one attempt. */
@@ -44,18 +46,34 @@ export interface JobRef {
 
 export type CancelResult = 'cancelled' | 'not-found' | JobStatus;
 
+export interface JobStoreOptions {
+  /** Send every statement unnamed: named prepared statements fail behind a transaction pooler. */
+  transactionPooler?: boolean;
+}
+
 /**
  * The queue's table access, one method per statement (Table+Verb, as River names them). Callers never
- * write SQL. The hot path goes straight to the pg Pool underneath TypeORM, mostly with named (prepared) statements;
- * enqueue inside a caller's transaction goes through that transaction's EntityManager.
+ * write SQL. Statements go to the queue's own pg Pool, mostly as named (prepared) statements unless a
+ * transaction pooler sits in between; enqueue inside a caller's transaction goes through that
+ * transaction's EntityManager.
  */
 export class JobStore {
-  constructor(private readonly pool: Pool) {}
+  private readonly named: boolean;
+
+  constructor(
+    private readonly pool: Pool,
+    options: JobStoreOptions = {},
+  ) {
+    this.named = !options.transactionPooler;
+  }
 
   private async run<R extends QueryResultRow>(name: keyof typeof SQL, values: unknown[]): Promise<R[]> {
-    const query = PLANNED_PER_CALL.has(name) ? { text: SQL[name], values } : { name: `pgq_${name}`, text: SQL[name], values };
-    const result = await this.pool.query<R>(query);
-    return result.rows;
+    const query = this.named && !PLANNED_PER_CALL.has(name) ? { name: `pgq_${name}`, text: SQL[name], values } : { text: SQL[name], values };
+    try {
+      return (await this.pool.query<R>(query)).rows;
+    } catch (error) {
+      throw explainPoolerError(error);
+    }
   }
 
   async insertJob(row: NewJobRow, manager?: EntityManager): Promise<string> {
@@ -187,6 +205,22 @@ export class JobStore {
     const [row] = await this.run<{ retried: boolean }>('retryJob', [id]);
     return row.retried;
   }
+}
+
+/**
+ * A transaction pooler between the queue and PostgreSQL shows up as prepared statements that vanish or
+ * already exist (each statement may land on another server connection), or as a refused startup
+ * parameter: name the option that fixes it. Any other error passes through unchanged.
+ */
+function explainPoolerError(error: unknown): unknown {
+  const e = error as { code?: string; message?: string };
+  if ((e.code === '26000' || e.code === '42P05') && /prepared statement/.test(e.message ?? '')) {
+    return new PgQueueError(POOLER_REFUSED_PREPARED_STATEMENT(e.message!), { cause: error });
+  }
+  if (/unsupported startup parameter/.test(e.message ?? '')) {
+    return new PgQueueError(POOLER_REFUSED_STARTUP_PARAMETER(e.message!), { cause: error });
+  }
+  return error;
 }
 
 /** {"id": attempt} as JSON, for the settle statements' per-row attempt lookup. */

@@ -19,6 +19,10 @@ export interface ResolvedModuleOptions {
   shutdownGraceMs: number;
   maxPayloadBytes: number;
   listenerUrl: string | undefined;
+  poolSize: number;
+  statementTimeoutMs: number;
+  connectTimeoutMs: number;
+  transactionPooler: boolean;
   queues: Record<string, JobHandlerOptions>;
   maintenance: {
     enabled: boolean;
@@ -53,7 +57,7 @@ export function assertQueueName(queue: unknown): asserts queue is string {
 const KNOWN_MODULE_KEYS = new Set([
   'dataSource', 'connection', 'listenerUrl', 'migrationsRun', 'workers', 'queues', 'workerId', 'leaseMs',
   'heartbeatMs', 'pollIntervalMs', 'fallbackPollIntervalMs', 'shutdownGraceMs', 'maxPayloadBytes', 'maintenance',
-  'isGlobal', 'dataSourceName',
+  'isGlobal', 'dataSourceName', 'poolSize', 'statementTimeoutMs', 'connectTimeoutMs', 'transactionPooler',
 ]);
 const KNOWN_MAINTENANCE_KEYS = new Set([
   'enabled', 'sweepIntervalMs', 'pruneIntervalMs', 'completedRetentionMs', 'failedRetentionMs', 'pruneBatchSize',
@@ -86,6 +90,7 @@ export function resolveModuleOptions(options: PgQueueModuleOptions): ResolvedMod
   if (options.listenerUrl !== undefined && typeof options.listenerUrl !== 'string') {
     throw new PgQueueError(INVALID_OPTION(where, 'listenerUrl', options.listenerUrl, 'a postgres:// URL'));
   }
+  const ownPoolSize = typeof options.connection === 'object' && options.connection !== null ? options.connection.poolSize : undefined;
   const queues = options.queues ?? {};
   if (typeof queues !== 'object') throw new PgQueueError(INVALID_OPTION(where, 'queues', queues, 'an object of queue name to handler options'));
   for (const [queue, queueOptions] of Object.entries(queues)) {
@@ -103,6 +108,10 @@ export function resolveModuleOptions(options: PgQueueModuleOptions): ResolvedMod
     shutdownGraceMs: int(where, 'shutdownGraceMs', options.shutdownGraceMs, 10_000, 0),
     maxPayloadBytes: int(where, 'maxPayloadBytes', options.maxPayloadBytes, 1_048_576, 2, 256 * 1_048_576),
     listenerUrl: options.listenerUrl,
+    poolSize: int(where, 'poolSize', options.poolSize ?? ownPoolSize, 5, 1, 1_000),
+    statementTimeoutMs: int(where, 'statementTimeoutMs', options.statementTimeoutMs, 60_000, 0),
+    connectTimeoutMs: int(where, 'connectTimeoutMs', options.connectTimeoutMs, 10_000, 1),
+    transactionPooler: bool(where, 'transactionPooler', options.transactionPooler, false),
     queues,
     maintenance: {
       enabled: bool(`${where} maintenance`, 'enabled', m.enabled, true),

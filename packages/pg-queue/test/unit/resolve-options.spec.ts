@@ -10,6 +10,11 @@ describe('resolveModuleOptions', () => {
       failedRetentionMs: 604_800_000, pruneBatchSize: 5_000,
     });
     expect(o.workerId).toMatch(/:\d+:[0-9a-f]{6}$/);
+    expect(o).toMatchObject({ poolSize: 5, statementTimeoutMs: 60_000, connectTimeoutMs: 10_000, transactionPooler: false });
+  });
+  it('takes the queue pool size from poolSize, or from connection.poolSize', () => {
+    expect(resolveModuleOptions({ connection: { url: 'postgres://h/d', poolSize: 2 } }).poolSize).toBe(2);
+    expect(resolveModuleOptions({ poolSize: 7, connection: { url: 'postgres://h/d', poolSize: 2 } }).poolSize).toBe(7);
   });
   it.each([
     [{ leaseMs: 999 }, 'leaseMs=999'],
@@ -18,6 +23,9 @@ describe('resolveModuleOptions', () => {
     [{ maintenance: { sweepIntervalMs: 1.5 } }, 'maintenance option sweepIntervalMs=1.5'],
     [{ queues: { 'bad name': {} } }, 'Invalid queue name "bad name"'],
     [{ workerId: '' }, 'workerId=""'],
+    [{ poolSize: 0 }, 'poolSize=0'],
+    [{ statementTimeoutMs: -1 }, 'statementTimeoutMs=-1'],
+    [{ transactionPooler: 'yes' }, 'transactionPooler="yes": expected true or false'],
   ])('refuses %p', (options, message) => {
     expect(() => resolveModuleOptions(options as never)).toThrow(message);
   });

@@ -1,0 +1,89 @@
+import type { ClientConfig, PoolConfig } from 'pg';
+import type { PostgresDataSourceOptions as PostgresConnectionOptions } from 'typeorm/driver/postgres/PostgresDataSourceOptions.js';
+import type { PgQueueConnectionOptions } from '../interfaces/pg-queue-options.interface.js';
+import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
+
+/**
+ * How to reach PostgreSQL, as node-postgres takes it: the same fields TypeORM passes to its own pool, so
+ * the queue's pool and LISTEN connection dial exactly as the app does (password functions, ssl, `extra`
+ * such as a custom `stream` or `options`, the replication master).
+ */
+export type ConnectionSettings = ClientConfig & Record<string, unknown>;
+
+/** The settings a TypeORM DataSource connects with (TypeORM spreads `extra` last, so it wins; so here). */
+export function settingsOfDataSource(o: PostgresConnectionOptions): ConnectionSettings {
+  const credentials = o.replication?.master ?? o;
+  return withoutUndefined({
+    connectionString: credentials.url,
+    host: credentials.host,
+    port: credentials.port,
+    user: credentials.username,
+    password: credentials.password,
+    database: credentials.database,
+    ssl: credentials.ssl as ClientConfig['ssl'],
+    ...(o.extra as Record<string, unknown> | undefined),
+  });
+}
+
+/** The settings of the module's own `connection` option. */
+export function settingsOfConnectionOption(connection: PgQueueConnectionOptions): ConnectionSettings {
+  const c = typeof connection === 'string' ? { url: connection } : connection;
+  return withoutUndefined({
+    connectionString: c.url,
+    host: c.host,
+    port: c.port,
+    user: c.username,
+    password: c.password,
+    database: c.database,
+    ssl: c.ssl as ClientConfig['ssl'],
+    ...c.extra,
+  });
+}
+
+/** The queue's own pool: small, bounded waits, and statements that cannot run forever. */
+export function queuePoolConfig(settings: ConnectionSettings, options: ResolvedModuleOptions): PoolConfig {
+  const config: PoolConfig = {
+    keepAlive: true,
+    ...settings,
+    application_name: 'nestjs-pg-queue',
+    max: options.poolSize,
+    connectionTimeoutMillis: options.connectTimeoutMs,
+  };
+  delete config.statement_timeout;
+  delete config.idle_in_transaction_session_timeout;
+  delete config.query_timeout;
+  if (options.statementTimeoutMs > 0) {
+    // PgBouncer refuses unknown startup parameters, so behind a transaction pooler only the client-side
+    // timeout applies (set statement_timeout on the role there); it also ends a query lost to a dead network.
+    if (!options.transactionPooler) {
+      config.statement_timeout = options.statementTimeoutMs;
+      config.idle_in_transaction_session_timeout = options.statementTimeoutMs;
+    }
+    config.query_timeout = options.statementTimeoutMs + 2_000;
+  }
+  return config;
+}
+
+/**
+ * The dedicated LISTEN connection: the same settings, or `listenerUrl` (a direct PostgreSQL URL) with the
+ * same password function, ssl and `extra`. Pool-only fields are ignored by pg.Client.
+ */
+export function listenerClientConfig(settings: ConnectionSettings, listenerUrl: string | undefined): ClientConfig {
+  const base: ConnectionSettings = { keepAlive: true, ...settings };
+  if (listenerUrl !== undefined) {
+    delete base.host;
+    delete base.port;
+    delete base.user;
+    delete base.database;
+    base.connectionString = listenerUrl;
+  }
+  delete base.statement_timeout;
+  delete base.query_timeout;
+  delete base.idle_in_transaction_session_timeout;
+  return { ...base, application_name: 'nestjs-pg-queue listener' };
+}
+
+function withoutUndefined<T extends Record<string, unknown>>(o: T): T {
+  for (const key of Object.keys(o)) if (o[key] === undefined) delete o[key];
+  return o;
+}

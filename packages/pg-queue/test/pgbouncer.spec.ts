@@ -1,0 +1,132 @@
+import { Injectable, type INestApplicationContext } from '@nestjs/common';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { DataSource } from 'typeorm';
+import { JobHandler, PgQueueError, QueueService, WorkerPool, type Job, type PgQueueModuleOptions } from 'nestjs-pg-queue';
+import { createTestDatabase, pgBouncerAvailable, startPgBouncer, withDatabaseName, type PgBouncer } from '@internal/pg-harness';
+import { sqlPool, startApp, statusCounts, waitFor } from './support/test-app.js';
+
+// Everything the queue does, through a real PgBouncer 1.18 in transaction mode (PostgreSQL behind it),
+// with LISTEN on a direct connection. CI installs Debian's `pgbouncer` package; without it this file skips.
+const available = pgBouncerAvailable();
+if (!available) console.warn('pgbouncer.spec.ts skipped: /usr/sbin/pgbouncer is not installed (apt-get install pgbouncer)');
+const describeWithBouncer = available ? describe : describe.skip;
+
+let records: ReturnType<typeof sqlPool>;
+
+@Injectable()
+class Recorder {
+  @JobHandler('bounced', { concurrency: 10 })
+  async handle(job: Job) {
+    await records.query(`INSERT INTO runs (job_id) VALUES ($1)`, [job.id]);
+  }
+}
+
+describeWithBouncer('through PgBouncer in transaction mode', () => {
+  let bouncer: PgBouncer;
+  let directUrl: string;
+  let bouncedUrl: string;
+  const dataSources: DataSource[] = [];
+  const apps: INestApplicationContext[] = [];
+
+  async function bouncedDataSource(): Promise<DataSource> {
+    const dataSource = new DataSource({ type: 'postgres', url: bouncedUrl, extra: { max: 4 } });
+    await dataSource.initialize();
+    dataSources.push(dataSource);
+    return dataSource;
+  }
+
+  async function boot(queue: PgQueueModuleOptions, providers = [Recorder]): Promise<INestApplicationContext> {
+    const app = await startApp(bouncedUrl, { providers, queue });
+    apps.push(app);
+    return app;
+  }
+
+  beforeAll(async () => {
+    directUrl = await createTestDatabase('bouncer');
+    bouncer = await startPgBouncer(process.env.PG_QUEUE_TEST_SERVER_URL!, { poolMode: 'transaction', poolSize: 10 });
+    bouncedUrl = withDatabaseName(bouncer.url, new URL(directUrl).pathname.slice(1));
+    records = sqlPool(directUrl);
+  });
+  afterAll(async () => {
+    await Promise.all(apps.map((a) => a.close()));
+    await Promise.all(dataSources.map((d) => d.destroy()));
+    await records?.end();
+    await bouncer?.stop();
+  });
+
+  it('with transactionPooler: three instances migrate at once; enqueue, claim, complete, LISTEN, pause/resume, cancel all work', async () => {
+    const options = { transactionPooler: true, listenerUrl: directUrl, pollIntervalMs: 60_000, fallbackPollIntervalMs: 60_000 };
+    const [a] = await Promise.all([
+      boot({ ...options, dataSource: await bouncedDataSource() }),
+      boot({ ...options, dataSource: await bouncedDataSource(), workers: false }),
+      boot({ ...options, connection: bouncedUrl, workers: false }),
+    ]);
+    await records.query(`CREATE TABLE runs (job_id bigint NOT NULL)`);
+    const { rows: migrations } = await records.query(`SELECT name FROM migrations ORDER BY id`);
+    expect(new Set(migrations.map((m) => m.name)).size).toBe(migrations.length);
+    await waitFor('LISTEN up on the direct connection', async () => a.get(WorkerPool).listening, 5_000);
+
+    const queue = a.get(QueueService);
+    const ids = await Promise.all(Array.from({ length: 200 }, (_, i) => queue.enqueue('bounced', { i })));
+    expect(new Set(ids).size).toBe(200);
+    // Polling is off (a minute): only NOTIFY through the direct LISTEN connection wakes the worker.
+    await waitFor('200 completed', async () => (await statusCounts(records, 'bounced')).completed === 200, 20_000);
+    const { rows: runs } = await records.query(`SELECT count(*)::int AS n, count(DISTINCT job_id)::int AS jobs FROM runs`);
+    expect(runs).toEqual([{ n: 200, jobs: 200 }]);
+
+    await queue.pause('bounced');
+    expect(await queue.pausedQueues()).toEqual(['bounced']);
+    const paused = await queue.enqueueMany(Array.from({ length: 5 }, (_, i) => ({ queue: 'bounced', payload: { i } })));
+    await new Promise((r) => setTimeout(r, 500));
+    expect(await statusCounts(records, 'bounced')).toEqual({ completed: 200, queued: 5 });
+    await queue.resume('bounced');
+    await waitFor('the paused five completed', async () => (await statusCounts(records, 'bounced')).completed === 205, 10_000);
+    expect(paused).toHaveLength(5);
+
+    const later = await queue.enqueue('bounced', {}, { delayMs: 60_000 });
+    expect(await queue.cancel(later)).toBe('cancelled');
+    expect((await queue.get(later))?.status).toBe('cancelled');
+    expect(await queue.stats()).toMatchObject({ bounced: { completed: 205, cancelled: 1, queued: 0 } });
+
+    // Transactional enqueue runs on the app's DataSource, through the same PgBouncer.
+    const appDataSource = dataSources[0];
+    await expect(
+      appDataSource.transaction(async (manager) => {
+        await queue.enqueue('in-transaction', { rolledBack: true }, { manager });
+        throw new Error('roll back');
+      }),
+    ).rejects.toThrow('roll back');
+    await appDataSource.transaction((manager) => queue.enqueue('in-transaction', { rolledBack: false }, { manager }));
+    const { rows: kept } = await records.query(`SELECT payload FROM background_jobs WHERE queue_name = 'in-transaction'`);
+    expect(kept).toEqual([{ payload: { rolledBack: false } }]);
+  });
+
+  it('without it, the named statements fail and the error says what to set', async () => {
+    // Ten client connections over two server connections: each statement lands where another client
+    // prepared it already, or where it was never prepared.
+    const narrow = await startPgBouncer(process.env.PG_QUEUE_TEST_SERVER_URL!, { poolMode: 'transaction', poolSize: 2 });
+    const narrowUrl = withDatabaseName(narrow.url, new URL(directUrl).pathname.slice(1));
+    const app = await boot({ connection: narrowUrl, poolSize: 10, workers: false, migrationsRun: false, statementTimeoutMs: 0 }, []);
+    const queue = app.get(QueueService);
+    const before = Number((await records.query(`SELECT count(*)::int AS n FROM background_jobs`)).rows[0].n);
+    const outcomes = await Promise.allSettled(Array.from({ length: 200 }, (_, i) => queue.enqueue('unbounced', { i })));
+    const failures = outcomes.filter((o): o is PromiseRejectedResult => o.status === 'rejected').map((o) => o.reason as Error);
+    console.log(`without transactionPooler: ${failures.length} of 200 concurrent enqueues failed through PgBouncer`);
+    expect(failures.length).toBeGreaterThan(0);
+    expect(failures.every((e) => e instanceof PgQueueError && /transactionPooler: true/.test(e.message))).toBe(true);
+    expect(failures[0].message).toMatch(/prepared statement "pgq_insertJob"/);
+    // Nothing half-stored: exactly the successful enqueues are in the table.
+    const after = Number((await records.query(`SELECT count(*)::int AS n FROM background_jobs`)).rows[0].n);
+    expect(after - before).toBe(200 - failures.length);
+    await app.close();
+    apps.splice(apps.indexOf(app), 1);
+    await narrow.stop();
+  });
+
+  it('without it, the statement_timeout startup parameter is refused, and the error says what to set', async () => {
+    const app = await boot({ connection: bouncedUrl, workers: false, migrationsRun: false }, []);
+    const error = await app.get(QueueService).enqueue('unbounced', {}).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PgQueueError);
+    expect((error as Error).message).toMatch(/unsupported startup parameter.*transactionPooler: true/s);
+  });
+});
