@@ -7,6 +7,9 @@ export const CANCEL_CHANNEL = 'pg_queue_cancel';
 
 const MS = `* interval '1 millisecond'`;
 
+/** 5,000 years: any longer retention keeps rows forever, and now() minus it is still a valid timestamp. */
+export const RETENTION_CAP_MS = 157_788_000_000_000;
+
 export const SQL = {
   insertJob: `
     INSERT INTO background_jobs (queue_name, payload, priority, max_attempts, run_at)
@@ -148,15 +151,21 @@ export const SQL = {
        FROM (SELECT DISTINCT queue_name FROM rescued WHERE status = 'queued') AS q) AS notified
     FROM rescued`,
 
-  // Pruner: one bounded batch per statement keeps each transaction short; the caller loops.
+  // Pruner: one bounded batch per statement keeps each transaction short; the caller loops. The batch is read
+  // through the finished-jobs index (only rows past retention). Status and age are checked again in the outer
+  // WHERE: a row the batch picked may have been retried while the DELETE waited on its lock, and PostgreSQL
+  // re-evaluates that WHERE on the row's new version before deleting it. The retention is capped at
+  // RETENTION_CAP_MS so the cutoff stays a valid timestamp (nothing finished that long ago).
   deleteFinishedBefore: `
     WITH lock AS (SELECT pg_try_advisory_xact_lock(${ADVISORY_LOCK.prune}) AS held),
     doomed AS (
       DELETE FROM background_jobs
       WHERE id = ANY(ARRAY(
-        SELECT id FROM background_jobs
-        WHERE status = ANY($1::background_job_status[]) AND finished_at < now() - $2::int8 ${MS} AND (SELECT held FROM lock)
-        LIMIT $3))
+          SELECT id FROM background_jobs
+          WHERE status = ANY($1::background_job_status[]) AND finished_at < now() - least($2::int8, ${RETENTION_CAP_MS}) ${MS}
+            AND (SELECT held FROM lock)
+          LIMIT $3))
+        AND status = ANY($1::background_job_status[]) AND finished_at < now() - least($2::int8, ${RETENTION_CAP_MS}) ${MS}
       RETURNING 1
     )
     SELECT (SELECT held FROM lock) AS held, (SELECT count(*)::int FROM doomed) AS deleted`,
