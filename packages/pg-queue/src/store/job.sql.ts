@@ -214,6 +214,7 @@ export const SQL = {
   pausedQueues: `SELECT queue_name FROM background_queues WHERE paused ORDER BY queue_name`,
 
   advisoryLock: `SELECT pg_advisory_lock(${ADVISORY_LOCK.migrate})`,
+  advisoryTryLock: `SELECT pg_try_advisory_lock(${ADVISORY_LOCK.migrate}) AS locked`,
   advisoryUnlock: `SELECT pg_advisory_unlock(${ADVISORY_LOCK.migrate})`,
 } as const;
 
