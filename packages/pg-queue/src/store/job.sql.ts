@@ -41,15 +41,30 @@ export const SQL = {
   // disjoint rows without waiting on each other. When the claim comes back short, the extra row (id NULL)
   // carries the delay until the queue's next delayed job, so the worker arms one timer without another
   // round trip; it reads the delayed-jobs index (its predicate is repeated here), one probe.
+  // The candidates walk the claim index one priority at a time (highest first: one probe per distinct
+  // priority of the queue's queued jobs, then a range scan bounded by run_at <= now() within it): a single
+  // scan over (priority DESC, run_at) cannot stop at run_at <= now() across priorities before PostgreSQL 18's
+  // skip scan, and read every future job of the queue (1M scheduled for tomorrow on PG 15: 37-155 ms per
+  // claim with nothing due). The cost grows with the number of distinct priorities in use, not with jobs.
+  // The nested loop keeps the walk's order and stops at $2 rows, so only the rows claimed are locked.
   claimJobs: `
-    WITH candidates AS (
-      SELECT id FROM background_jobs
-      WHERE queue_name = $1 AND status = 'queued' AND run_at <= now()
-        -- A paused queue claims nothing; uncorrelated, so Postgres checks it once per statement.
-        AND NOT EXISTS (SELECT 1 FROM background_queues WHERE queue_name = $1 AND paused)
-      ORDER BY priority DESC, run_at, id
+    WITH RECURSIVE priorities AS (
+      (SELECT priority FROM background_jobs WHERE queue_name = $1 AND status = 'queued' ORDER BY priority DESC LIMIT 1)
+      UNION ALL
+      SELECT (SELECT b.priority FROM background_jobs AS b
+              WHERE b.queue_name = $1 AND b.status = 'queued' AND b.priority < p.priority ORDER BY b.priority DESC LIMIT 1)
+      FROM priorities AS p WHERE p.priority IS NOT NULL
+    ), candidates AS (
+      SELECT c.id FROM priorities AS p CROSS JOIN LATERAL (
+        SELECT id FROM background_jobs AS j
+        WHERE j.queue_name = $1 AND j.status = 'queued' AND j.priority = p.priority AND j.run_at <= now()
+        ORDER BY j.run_at, j.id
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED
+      ) AS c
+      -- A paused queue claims nothing; uncorrelated, so Postgres checks it once per statement.
+      WHERE NOT EXISTS (SELECT 1 FROM background_queues WHERE queue_name = $1 AND paused)
       LIMIT $2
-      FOR UPDATE SKIP LOCKED
     ), claimed AS (
       UPDATE background_jobs AS j
       SET status = 'processing', attempts = j.attempts + 1, locked_by = $3, locked_at = now(),
