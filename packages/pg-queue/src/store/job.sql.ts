@@ -187,7 +187,48 @@ export const SQL = {
 
   getJob: `SELECT * FROM background_jobs WHERE id = $1`,
 
-  countByStatus: `SELECT queue_name, status, count(*)::int AS n FROM background_jobs GROUP BY queue_name, status`,
+  // stats(), exact up to $1 jobs per queue and status, read through the partial indexes with a LIMIT so the
+  // cost grows with neither retention nor backlog: the queues that have queued jobs, one claim-index probe
+  // each (a loose index scan), then up to $1 + 1 entries per queue; running jobs (few); finished jobs through
+  // the finished-jobs index, up to $1 + 1 rows per status. A count past $1 means "more": the caller estimates
+  // it with countSample, sized by the table's pages (the 'pages' row). Each ORDER BY is its index's order: with
+  // a LIMIT and no order, the planner may pick a sequential scan that reads the whole table when a status has
+  // no rows.
+  countByStatus: `
+    WITH RECURSIVE queues AS (
+      (SELECT queue_name FROM background_jobs WHERE status = 'queued' ORDER BY queue_name LIMIT 1)
+      UNION ALL
+      SELECT (SELECT b.queue_name FROM background_jobs AS b WHERE b.status = 'queued' AND b.queue_name > q.queue_name ORDER BY b.queue_name LIMIT 1)
+      FROM queues AS q WHERE q.queue_name IS NOT NULL
+    )
+    SELECT q.queue_name, 'queued' AS status,
+      (SELECT count(*)::int FROM (
+         SELECT 1 FROM background_jobs AS j WHERE j.queue_name = q.queue_name AND j.status = 'queued'
+         ORDER BY j.priority DESC, j.run_at, j.id LIMIT $1 + 1) AS s) AS n
+    FROM queues AS q WHERE q.queue_name IS NOT NULL
+    UNION ALL
+    SELECT r.queue_name, 'processing', count(*)::int
+    FROM (SELECT queue_name FROM background_jobs WHERE status = 'processing' ORDER BY locked_by, id LIMIT $1 + 1) AS r GROUP BY r.queue_name
+    UNION ALL
+    SELECT f.queue_name, 'completed', count(*)::int
+    FROM (SELECT queue_name FROM background_jobs WHERE status = 'completed' AND finished_at IS NOT NULL ORDER BY finished_at LIMIT $1 + 1) AS f
+    GROUP BY f.queue_name
+    UNION ALL
+    SELECT f.queue_name, 'failed', count(*)::int
+    FROM (SELECT queue_name FROM background_jobs WHERE status = 'failed' AND finished_at IS NOT NULL ORDER BY finished_at LIMIT $1 + 1) AS f
+    GROUP BY f.queue_name
+    UNION ALL
+    SELECT f.queue_name, 'cancelled', count(*)::int
+    FROM (SELECT queue_name FROM background_jobs WHERE status = 'cancelled' AND finished_at IS NOT NULL ORDER BY finished_at LIMIT $1 + 1) AS f
+    GROUP BY f.queue_name
+    UNION ALL
+    SELECT NULL, 'pages', (pg_relation_size('background_jobs') / current_setting('block_size')::int)::int`,
+
+  // stats() above its exact cap: counts per queue and status from a sample of about $1 percent of the
+  // table's pages (TABLESAMPLE SYSTEM reads whole random pages), scaled up.
+  countSample: `
+    SELECT queue_name, status::text AS status, round(count(*) * 100 / $1::float8)::int8 AS n
+    FROM background_jobs TABLESAMPLE SYSTEM ($1::float8) GROUP BY queue_name, status`,
 
   // A queued job is cancelled outright; a running one is marked cancelled (which fences out its outcome)
   // and its worker is told through NOTIFY to abort the handler's signal.
