@@ -21,7 +21,12 @@ export class DelayedJobsIndex1764480000000 implements MigrationInterface {
 
   async up(q: QueryRunner): Promise<void> {
     await createIndexConcurrently(q, 'background_jobs_delayed_idx', `ON background_jobs (queue_name, run_at) WHERE status = 'queued' AND run_at > created_at`);
-    await dropIndexConcurrently(q, 'background_jobs_run_at_idx');
+    // The seed's index, under our name or the one an adopted table gave it.
+    const seedIndexes = (await q.query(`
+      SELECT indexname FROM pg_indexes
+      WHERE tablename = 'background_jobs' AND schemaname = current_schema()
+        AND indexdef LIKE '%USING btree (queue_name, run_at) WHERE (status = ''queued''::background_job_status)'`)) as { indexname: string }[];
+    for (const { indexname } of seedIndexes) await dropIndexConcurrently(q, q.connection.driver.escape(indexname));
   }
 
   async down(q: QueryRunner): Promise<void> {
