@@ -37,8 +37,8 @@ export interface JobRecord<TPayload = unknown> {
 
 /** Job counts of one queue by status. */
 export type QueueCounts = Record<JobStatus, number> & {
-  /** Statuses whose count is an estimate (more than 10,000 jobs of that status); empty when every count is exact. */
-  approximate: JobStatus[];
+  /** Present only when some counts are estimates (more than 10,000 jobs of that status): those statuses. */
+  approximate?: JobStatus[];
 };
 
 /** Per-queue job counts by status. */

@@ -167,7 +167,7 @@ export class JobStore {
   async countByStatus(): Promise<QueueStats> {
     const rows = await this.run<{ queue_name: string | null; status: JobStatus | 'pages'; n: number }>('countByStatus', [STATS_EXACT_LIMIT]);
     const stats: QueueStats = {};
-    const entry = (queue: string) => (stats[queue] ??= { queued: 0, processing: 0, completed: 0, failed: 0, cancelled: 0, approximate: [] });
+    const entry = (queue: string) => (stats[queue] ??= { queued: 0, processing: 0, completed: 0, failed: 0, cancelled: 0 });
     const totals = new Map<JobStatus, number>();
     const over: { queue: string | null; status: JobStatus }[] = [];
     let pages = 0;
@@ -196,7 +196,7 @@ export class JobStore {
         if (queue !== null && name !== queue) continue;
         // Never report less than what was counted exactly.
         if (queue !== null) counts[status] = Math.max(counts[status], STATS_EXACT_LIMIT + 1);
-        if (!counts.approximate.includes(status)) counts.approximate.push(status);
+        counts.approximate = [...new Set([...(counts.approximate ?? []), status])];
       }
     }
     return stats;
