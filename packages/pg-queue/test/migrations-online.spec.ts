@@ -2,6 +2,7 @@ import { describe, expect, it } from '@jest/globals';
 import { QueueService } from 'nestjs-pg-queue';
 import { createTestDatabase } from '@internal/pg-harness';
 import { sqlPool, startApp, waitFor } from './support/test-app.js';
+import { INDEX_NAME_TAKEN } from '../src/pg-queue.messages.js';
 
 const INDEX_MIGRATIONS = ['DelayedJobsIndex1764480000000', 'InFlightIndexByJob1764490000000', 'FinishedJobsIndex1764530000000'];
 
@@ -62,6 +63,18 @@ describe('index migrations on a live table (issue 13 item 9)', () => {
     const app = await startApp(url, { queue: { workers: false, maintenance: { enabled: false } } });
     expect((await indexes(db)).background_jobs_finished_idx).toBe('(status, finished_at) WHERE (finished_at IS NOT NULL)');
     await app.close();
+    await db.end();
+  });
+
+  it('stops with a clear error when a table holds the name of an index it must create', async () => {
+    const url = await createTestDatabase('migtaken');
+    const db = sqlPool(url);
+    const first = await startApp(url, { queue: { workers: false, maintenance: { enabled: false } } });
+    await first.close();
+    await db.query(`DROP INDEX background_jobs_finished_idx`);
+    await db.query(`CREATE TABLE background_jobs_finished_idx (x int)`);
+    await db.query(`DELETE FROM migrations WHERE name = 'FinishedJobsIndex1764530000000'`);
+    await expect(startApp(url, { queue: { workers: false, maintenance: { enabled: false } } })).rejects.toThrow(INDEX_NAME_TAKEN('background_jobs_finished_idx'));
     await db.end();
   });
 });

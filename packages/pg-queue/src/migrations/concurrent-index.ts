@@ -1,4 +1,6 @@
 import type { QueryRunner } from 'typeorm';
+import { PgQueueError } from '../errors/pg-queue.error.js';
+import { INDEX_NAME_TAKEN } from '../pg-queue.messages.js';
 
 /**
  * Index builds and drops for migrations declared `transaction = false`: CONCURRENTLY, so writes to
@@ -14,15 +16,19 @@ export async function createIndexConcurrently(q: QueryRunner, name: string, defi
     await q.query(`CREATE INDEX IF NOT EXISTS ${name} ${definition}`);
     return;
   }
-  for (;;) {
+  for (let created = false; ; ) {
     const [state] = (await q.query(
       `SELECT i.indisvalid AS valid,
          EXISTS (SELECT 1 FROM pg_stat_progress_create_index p WHERE p.relid = i.indrelid AND p.datid = (SELECT oid FROM pg_database WHERE datname = current_database())) AS building
        FROM pg_index i WHERE i.indexrelid = to_regclass($1)`,
       [name],
     )) as { valid: boolean; building: boolean }[];
-    if (!state) await q.query(`CREATE INDEX CONCURRENTLY IF NOT EXISTS ${name} ${definition}`);
-    else if (state.valid) return;
+    if (!state) {
+      // IF NOT EXISTS skips silently when a table or sequence holds the name: without this check, a loop.
+      if (created) throw new PgQueueError(INDEX_NAME_TAKEN(name));
+      await q.query(`CREATE INDEX CONCURRENTLY IF NOT EXISTS ${name} ${definition}`);
+      created = true;
+    } else if (state.valid) return;
     // Another instance is building it right now: wait for its result rather than drop its work.
     else if (state.building) await new Promise((resolve) => setTimeout(resolve, 200));
     else await q.query(`DROP INDEX CONCURRENTLY IF EXISTS ${name}`);
