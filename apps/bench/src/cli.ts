@@ -10,11 +10,13 @@ export interface BenchOptions {
   systems: SystemId[];
   /** Keep pg_stat_statements tracking on for every scenario and save per-statement figures (adds overhead). */
   statements: boolean;
+  /** Jobs scheduled for tomorrow present during the backlog scenario (--future N): claims must not slow down with them. */
+  futureJobs: number;
   /** A complete run (every scenario and system, default or full profile, 3+ runs) writes results/latest.*; others write results/tmp/. */
   complete: boolean;
 }
 
-const USAGE = `usage: npm run bench -- [--quick | --full] [--runs N] [--only ${SCENARIOS.join(',')}] [--systems ${SYSTEM_IDS.join(',')}] [--statements] [--baseline <checkout>]`;
+const USAGE = `usage: npm run bench -- [--quick | --full] [--runs N] [--only ${SCENARIOS.join(',')}] [--systems ${SYSTEM_IDS.join(',')}] [--statements] [--future N] [--baseline <checkout>]`;
 
 export function parseCli(argv: string[]): BenchOptions {
   const { values } = parseArgs({
@@ -27,6 +29,7 @@ export function parseCli(argv: string[]): BenchOptions {
       systems: { type: 'string' },
       statements: { type: 'boolean', default: false },
       baseline: { type: 'string' },
+      future: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -38,16 +41,18 @@ export function parseCli(argv: string[]): BenchOptions {
   const profile = PROFILES[values.quick ? 'quick' : values.full ? 'full' : 'default'];
   const runs = values.runs === undefined ? profile.runs : Number(values.runs);
   if (!Number.isInteger(runs) || runs < 1) throw new Error(`--runs must be a positive integer\n${USAGE}`);
+  const futureJobs = values.future === undefined ? 0 : Number(values.future);
+  if (!Number.isInteger(futureJobs) || futureJobs < 0) throw new Error(`--future must be a non-negative integer (jobs scheduled for tomorrow)\n${USAGE}`);
   const scenarios = pick('--only', values.only, SCENARIOS);
   const systems: SystemId[] = pick('--systems', values.systems, [...SYSTEM_IDS, BASELINE_ID]).filter((s) => s !== BASELINE_ID || values.baseline);
   if (values.baseline) {
-    // Before/after in one run: the baseline checkout (built with `npm run build && npm run build -w apps/bench`)
+    // Before/after in one run: the baseline checkout (built with `npm run build && npx tsc -b apps/bench` there)
     // runs as its own system next to ours.
     process.env.BENCH_BASELINE_DIR = resolve(values.baseline);
     if (!systems.includes(BASELINE_ID)) systems.splice(systems.indexOf('pg-queue') + 1, 0, BASELINE_ID);
   }
-  const complete = profile.name !== 'quick' && runs >= 3 && scenarios.length === SCENARIOS.length && systems.length === SYSTEM_IDS.length;
-  return { profile, runs, scenarios, systems, statements: values.statements ?? false, complete };
+  const complete = profile.name !== 'quick' && futureJobs === 0 && runs >= 3 && scenarios.length === SCENARIOS.length && systems.length === SYSTEM_IDS.length;
+  return { profile, runs, scenarios, systems, statements: values.statements ?? false, futureJobs, complete };
 }
 
 function pick<T extends string>(flag: string, value: string | undefined, all: readonly T[]): T[] {

@@ -94,7 +94,7 @@ async function main(): Promise<void> {
 
   const started = nowMs();
   const buildAtStart = buildFingerprint();
-  log(`nestjs-pg-queue benchmark: profile ${options.profile.name}, ${options.runs} run(s), scenarios ${options.scenarios.join(', ')}`);
+  log(`nestjs-pg-queue benchmark: profile ${options.profile.name}, ${options.runs} run(s), scenarios ${options.scenarios.join(', ')}${options.futureJobs > 0 ? `, backlog with ${sizeLabel(options.futureJobs)} future jobs` : ''}`);
   log(`machine: ${machine.cpu}, ${machine.cores} cores, ${machine.memoryGB} GB, ${machine.os}, Node ${machine.node}, commit ${machine.gitCommit}`);
   const server = await startBenchServer(log);
   const stopServer = async () => {
@@ -123,6 +123,7 @@ async function main(): Promise<void> {
             profile: options.profile,
             run,
             statements: options.statements,
+            futureJobs: options.futureJobs,
             log,
             keepStatements: (system, label, statements, jobs) => statementRecords.push({ run, system, label, jobs, statements: [...statements].sort((a, b) => b.calls - a.calls).slice(0, 25) }),
           };

@@ -27,9 +27,13 @@ export interface SystemInfo {
    * through a library's API in reasonable time; the rows match what the library's own insert writes.
    */
   seedSql: string;
+  /** Inserts $1 jobs of the benchmark's queue scheduled for tomorrow (spread over $1 ms), as the library would store them. */
+  seedFutureSql: string;
   /** The job table(s) whose size the steady-state scenario reports. */
   relations: string[];
 }
+
+const FUTURE_TS = `now() + interval '1 day' + g * interval '1 millisecond'`;
 
 const SPREAD_TS = `CASE WHEN $2::boolean THEN now() - ($1::int - g) * interval '1 millisecond' ELSE now() END`;
 
@@ -41,6 +45,9 @@ const BACKGROUND_JOBS_TABLE = {
       INSERT INTO background_jobs (queue_name, payload, run_at, created_at, updated_at)
       SELECT 'bench', jsonb_build_object('i', g), t.ts, t.ts, t.ts
       FROM generate_series(1, $1::int) AS g, LATERAL (SELECT ${SPREAD_TS} AS ts) AS t`,
+  seedFutureSql: `
+      INSERT INTO background_jobs (queue_name, payload, run_at)
+      SELECT 'bench', jsonb_build_object('f', g), ${FUTURE_TS} FROM generate_series(1, $1::int) AS g`,
   relations: ['background_jobs'],
 };
 
@@ -64,6 +71,9 @@ export const SYSTEMS: Record<SystemId, SystemInfo> = {
       INSERT INTO pgboss.job (name, data, start_after, created_on, keep_until)
       SELECT 'bench', jsonb_build_object('i', g), t.ts, t.ts, t.ts + interval '14 days'
       FROM generate_series(1, $1::int) AS g, LATERAL (SELECT ${SPREAD_TS} AS ts) AS t`,
+    seedFutureSql: `
+      INSERT INTO pgboss.job (name, data, start_after, keep_until)
+      SELECT 'bench', jsonb_build_object('f', g), ${FUTURE_TS}, ${FUTURE_TS} + interval '14 days' FROM generate_series(1, $1::int) AS g`,
     relations: ['pgboss.job_common'],
   },
   'graphile-worker': {
@@ -80,6 +90,10 @@ export const SYSTEMS: Record<SystemId, SystemInfo> = {
         SELECT ROW('bench', json_build_object('i', g), NULL,
                    CASE WHEN $2::boolean THEN now() - ($1::int - g) * interval '1 millisecond' END,
                    NULL, NULL, NULL, NULL)::graphile_worker.job_spec
+        FROM generate_series(1, $1::int) AS g))`,
+    seedFutureSql: `
+      SELECT count(*)::int AS n FROM graphile_worker.add_jobs(ARRAY(
+        SELECT ROW('bench', json_build_object('f', g), NULL, ${FUTURE_TS}, NULL, NULL, NULL, NULL)::graphile_worker.job_spec
         FROM generate_series(1, $1::int) AS g))`,
     relations: ['graphile_worker._private_jobs'],
   },

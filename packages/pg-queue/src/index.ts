@@ -1,7 +1,7 @@
 export { PgQueueModule } from './pg-queue.module.js';
 export { QueueService, type EnqueueOptions, type JobSpec } from './queue.service.js';
 export { JobHandler } from './decorators/job-handler.decorator.js';
-export type { Job, JobRecord, JobStatus, QueueStats } from './interfaces/job.interface.js';
+export type { Job, JobRecord, JobStatus, QueueCounts, QueueStats } from './interfaces/job.interface.js';
 export type { JobHandlerOptions, BackoffFunction, ExponentialBackoff } from './interfaces/job-handler-options.interface.js';
 export type {
   PgQueueModuleOptions,

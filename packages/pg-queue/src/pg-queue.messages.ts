@@ -33,6 +33,9 @@ export const PAYLOAD_NOT_JSON = (queue: string, detail: string) =>
 export const PAYLOAD_TOO_LARGE = (queue: string, bytes: number, limit: number) =>
   `Cannot enqueue to "${queue}": the payload is ${bytes} bytes as JSON, over the maxPayloadBytes limit of ${limit}.`;
 
+export const INDEX_NAME_TAKEN = (name: string) =>
+  `Cannot create index ${name}: another relation of that name exists in the schema; rename or drop it, then restart.`;
+
 export const LOOP_FAILED = (what: string, error: string, retryMs: number) =>
   `${what} failed: ${error}; retrying with backoff (next try in ${retryMs} ms, further failures are not logged until it recovers)`;
 

@@ -9,6 +9,8 @@ import { sqlPool, startApp } from './support/test-app.js';
 interface PlanNode {
   'Node Type': string;
   'Index Name'?: string;
+  'Shared Hit Blocks'?: number;
+  'Shared Read Blocks'?: number;
   Plans?: PlanNode[];
 }
 
@@ -85,4 +87,73 @@ describe('claim query plan', () => {
       await fresh.close();
     }
   });
+});
+
+describe('claim cost with many future jobs (issue 13 item 7)', () => {
+  // Before PostgreSQL 18's skip scan, one scan of the claim index over (priority DESC, run_at) could not stop at
+  // run_at <= now() across priorities and read every future job of the queue (1M scheduled: 65 ms per claim
+  // on PG 15). The claim walks one priority at a time instead: its reads must not grow with future jobs.
+  let app: INestApplicationContext;
+  let db: pg.Pool;
+
+  beforeAll(async () => {
+    const url = await createTestDatabase('planfuture');
+    db = sqlPool(url);
+    app = await startApp(url, { queue: { workers: false, maintenance: { enabled: false } } });
+  });
+  afterAll(async () => {
+    await app?.close();
+    await db?.end();
+  });
+
+  /** Pages the claim's candidate scans read (shared hit + read), prepared under each plan cache mode, rolled back. */
+  async function claimBuffers(queue: string): Promise<Record<string, number>> {
+    const client = await db.connect();
+    const pages: Record<string, number> = {};
+    try {
+      await client.query(`PREPARE claim(text, int, text, int) AS ${SQL.claimJobs}`);
+      for (const mode of ['force_custom_plan', 'force_generic_plan']) {
+        await client.query(`SET plan_cache_mode = ${mode}`);
+        await client.query('BEGIN');
+        const { rows } = await client.query(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE claim('${queue}', 100, 'explain', 30000)`);
+        await client.query('ROLLBACK');
+        const plan = rows[0]['QUERY PLAN'][0].Plan as PlanNode;
+        expect([mode, nodes(plan).some((n) => n['Index Name'] === 'background_jobs_claim_idx')]).toEqual([mode, true]);
+        expect([mode, nodes(plan).filter((n) => n['Node Type'] === 'Seq Scan')]).toEqual([mode, []]);
+        // Only the claim index's scans (leaves of the plan): the UPDATE's own index writes grow with the depth of
+        // every index, which is not what this is about.
+        pages[mode] = nodes(plan)
+          .filter((n) => n['Index Name'] === 'background_jobs_claim_idx')
+          .reduce((sum, n) => sum + (n['Shared Hit Blocks'] ?? 0) + (n['Shared Read Blocks'] ?? 0), 0);
+      }
+    } finally {
+      await client.query('DEALLOCATE ALL');
+      client.release();
+    }
+    return pages;
+  }
+
+  it('reads a bounded number of pages whether 2,000 or 200,000 jobs are scheduled for tomorrow, at three priorities', async () => {
+    const insertFuture = (n: number) =>
+      db.query(
+        `INSERT INTO background_jobs (queue_name, priority, run_at)
+         SELECT q, g % 3, now() + interval '1 day' + g * interval '1 ms' FROM generate_series(1, $1) AS g, unnest('{future,later}'::text[]) AS q`,
+        [n / 2],
+      );
+    // Queue 'later' has only future jobs; 'future' also has 100 due jobs below every future job's priority,
+    // which the old claim reached only after reading all the future ones.
+    await db.query(`INSERT INTO background_jobs (queue_name, priority) SELECT 'future', -1 FROM generate_series(1, 100)`);
+    await insertFuture(2_000);
+    await db.query('VACUUM ANALYZE background_jobs');
+    const small = { due: await claimBuffers('future'), nothingDue: await claimBuffers('later') };
+    await insertFuture(200_000);
+    await db.query('VACUUM ANALYZE background_jobs');
+    const large = { due: await claimBuffers('future'), nothingDue: await claimBuffers('later') };
+    for (const mode of ['force_custom_plan', 'force_generic_plan']) {
+      // A few index pages per priority plus one heap page per claimed job; the old claim read over 500 here.
+      expect([mode, large.due[mode]]).toEqual([mode, expect.any(Number)]);
+      expect([mode, large.due[mode] <= small.due[mode] + 20, large.nothingDue[mode] <= small.nothingDue[mode] + 20]).toEqual([mode, true, true]);
+      expect([mode, large.due[mode] < 200, large.nothingDue[mode] < 100]).toEqual([mode, true, true]);
+    }
+  }, 120_000);
 });

@@ -33,6 +33,10 @@ export async function seed(url: string, sql: string, jobs: number, spread: boole
   await withClient(url, (c) => c.query(sql, [jobs, spread]));
 }
 
+export async function seedFuture(url: string, sql: string, jobs: number): Promise<void> {
+  await withClient(url, (c) => c.query(sql, [jobs]));
+}
+
 /**
  * Deadlocks PostgreSQL detected in one database (each one stalled two statements for deadlock_timeout, 1 s,
  * before one was cancelled). Read after the workers have exited: a backend flushes its counters on exit.

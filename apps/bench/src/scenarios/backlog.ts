@@ -1,5 +1,5 @@
 import { workerPoolSize } from '../config.js';
-import { checkpoint, seed, vacuumAnalyze, withFreshDatabase } from '../db/databases.js';
+import { checkpoint, seed, seedFuture, vacuumAnalyze, withFreshDatabase } from '../db/databases.js';
 import { nowMs, sleep } from '../host/clock.js';
 import { SystemProcess } from '../host/system-process.js';
 import { sizeLabel } from '../report/format.js';
@@ -22,9 +22,12 @@ export async function backlogScenario(ctx: ScenarioContext, system: SystemInfo, 
     await setup.stop();
     const seeded = nowMs();
     await seed(url, system.seedSql, size, spread);
+    // Scheduled jobs ahead of the due ones (--future): a claim that reads them grows with their number.
+    if (ctx.futureJobs > 0) await seedFuture(url, system.seedFutureSql, ctx.futureJobs);
     await vacuumAnalyze(url, system.relations);
     await checkpoint(ctx.serverUrl);
-    ctx.log(`  ${system.id}: seeded ${sizeLabel(size)} (${shape}) in ${((nowMs() - seeded) / 1000).toFixed(1)} s`);
+    const future = ctx.futureJobs > 0 ? ` + ${sizeLabel(ctx.futureJobs)} for tomorrow` : '';
+    ctx.log(`  ${system.id}: seeded ${sizeLabel(size)} (${shape})${future} in ${((nowMs() - seeded) / 1000).toFixed(1)} s`);
     const worker = await SystemProcess.start({
       system: system.id,
       url,

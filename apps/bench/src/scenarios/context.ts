@@ -12,6 +12,8 @@ export interface ScenarioContext {
   run: number;
   /** pg_stat_statements tracking is on for the whole run (--statements). */
   statements: boolean;
+  /** Jobs scheduled for tomorrow that the backlog scenario adds next to its due jobs (--future). */
+  futureJobs: number;
   log: (message: string) => void;
   /** Keeps per-statement figures of one system's database for the JSON (with --statements, and while idle). */
   keepStatements: (system: SystemId, label: string, figures: StatementFigure[], jobs: number) => void;

@@ -35,5 +35,11 @@ export interface JobRecord<TPayload = unknown> {
   finishedAt: Date | null;
 }
 
+/** Job counts of one queue by status. */
+export type QueueCounts = Record<JobStatus, number> & {
+  /** Present only when some counts are estimates (more than 10,000 jobs of that status): those statuses. */
+  approximate?: JobStatus[];
+};
+
 /** Per-queue job counts by status. */
-export type QueueStats = Record<string, Record<JobStatus, number>>;
+export type QueueStats = Record<string, QueueCounts>;

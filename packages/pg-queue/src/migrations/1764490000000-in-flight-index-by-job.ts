@@ -1,4 +1,5 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
+import { createIndexConcurrently, dropIndexConcurrently, indexDefinition } from './concurrent-index.js';
 
 /**
  * The in-flight index gets the job id as a second key: (locked_by, id) WHERE status = 'processing'.
@@ -7,17 +8,24 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
  * for every job the worker ever ran: with a million jobs through one worker the completion statement became
  * the bottleneck (1M steady state: 6.2k jobs/s, against 19.4k for 50k). With the id in the key each lookup
  * is one probe per job. Heartbeats still do not touch an indexed column, so they stay HOT.
+ * Built concurrently, outside a transaction; the old definition is dropped only when it is still the old one,
+ * so a re-run (a crash after the drop, a second instance) rebuilds nothing that is already right.
  */
 export class InFlightIndexByJob1764490000000 implements MigrationInterface {
   name = 'InFlightIndexByJob1764490000000';
+  transaction = false;
 
   async up(q: QueryRunner): Promise<void> {
-    await q.query(`DROP INDEX background_jobs_in_flight_idx`);
-    await q.query(`CREATE INDEX background_jobs_in_flight_idx ON background_jobs (locked_by, id) WHERE status = 'processing'`);
+    await this.replace(q, '(locked_by, id)');
   }
 
   async down(q: QueryRunner): Promise<void> {
-    await q.query(`DROP INDEX background_jobs_in_flight_idx`);
-    await q.query(`CREATE INDEX background_jobs_in_flight_idx ON background_jobs (locked_by) WHERE status = 'processing'`);
+    await this.replace(q, '(locked_by)');
+  }
+
+  private async replace(q: QueryRunner, columns: string): Promise<void> {
+    const def = await indexDefinition(q, 'background_jobs_in_flight_idx');
+    if (def !== null && !def.includes(`USING btree ${columns} `)) await dropIndexConcurrently(q, 'background_jobs_in_flight_idx');
+    await createIndexConcurrently(q, 'background_jobs_in_flight_idx', `ON background_jobs ${columns} WHERE status = 'processing'`);
   }
 }

@@ -7,6 +7,9 @@ export const CANCEL_CHANNEL = 'pg_queue_cancel';
 
 const MS = `* interval '1 millisecond'`;
 
+/** 5,000 years: any longer retention keeps rows forever, and now() minus it is still a valid timestamp. */
+export const RETENTION_CAP_MS = 157_788_000_000_000;
+
 export const SQL = {
   insertJob: `
     INSERT INTO background_jobs (queue_name, payload, priority, max_attempts, run_at)
@@ -38,15 +41,30 @@ export const SQL = {
   // disjoint rows without waiting on each other. When the claim comes back short, the extra row (id NULL)
   // carries the delay until the queue's next delayed job, so the worker arms one timer without another
   // round trip; it reads the delayed-jobs index (its predicate is repeated here), one probe.
+  // The candidates walk the claim index one priority at a time (highest first: one probe per distinct
+  // priority of the queue's queued jobs, then a range scan bounded by run_at <= now() within it): a single
+  // scan over (priority DESC, run_at) cannot stop at run_at <= now() across priorities before PostgreSQL 18's
+  // skip scan, and read every future job of the queue (1M scheduled for tomorrow on PG 15: 37-155 ms per
+  // claim with nothing due). The cost grows with the number of distinct priorities in use, not with jobs.
+  // The nested loop keeps the walk's order and stops at $2 rows, so only the rows claimed are locked.
   claimJobs: `
-    WITH candidates AS (
-      SELECT id FROM background_jobs
-      WHERE queue_name = $1 AND status = 'queued' AND run_at <= now()
-        -- A paused queue claims nothing; uncorrelated, so Postgres checks it once per statement.
-        AND NOT EXISTS (SELECT 1 FROM background_queues WHERE queue_name = $1 AND paused)
-      ORDER BY priority DESC, run_at, id
+    WITH RECURSIVE priorities AS (
+      (SELECT priority FROM background_jobs WHERE queue_name = $1 AND status = 'queued' ORDER BY priority DESC LIMIT 1)
+      UNION ALL
+      SELECT (SELECT b.priority FROM background_jobs AS b
+              WHERE b.queue_name = $1 AND b.status = 'queued' AND b.priority < p.priority ORDER BY b.priority DESC LIMIT 1)
+      FROM priorities AS p WHERE p.priority IS NOT NULL
+    ), candidates AS (
+      SELECT c.id FROM priorities AS p CROSS JOIN LATERAL (
+        SELECT id FROM background_jobs AS j
+        WHERE j.queue_name = $1 AND j.status = 'queued' AND j.priority = p.priority AND j.run_at <= now()
+        ORDER BY j.run_at, j.id
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED
+      ) AS c
+      -- A paused queue claims nothing; uncorrelated, so Postgres checks it once per statement.
+      WHERE NOT EXISTS (SELECT 1 FROM background_queues WHERE queue_name = $1 AND paused)
       LIMIT $2
-      FOR UPDATE SKIP LOCKED
     ), claimed AS (
       UPDATE background_jobs AS j
       SET status = 'processing', attempts = j.attempts + 1, locked_by = $3, locked_at = now(),
@@ -148,22 +166,69 @@ export const SQL = {
        FROM (SELECT DISTINCT queue_name FROM rescued WHERE status = 'queued') AS q) AS notified
     FROM rescued`,
 
-  // Pruner: one bounded batch per statement keeps each transaction short; the caller loops.
+  // Pruner: one bounded batch per statement keeps each transaction short; the caller loops. The batch is read
+  // through the finished-jobs index (only rows past retention). Status and age are checked again in the outer
+  // WHERE: a row the batch picked may have been retried while the DELETE waited on its lock, and PostgreSQL
+  // re-evaluates that WHERE on the row's new version before deleting it. The retention is capped at
+  // RETENTION_CAP_MS so the cutoff stays a valid timestamp (nothing finished that long ago).
   deleteFinishedBefore: `
     WITH lock AS (SELECT pg_try_advisory_xact_lock(${ADVISORY_LOCK.prune}) AS held),
     doomed AS (
       DELETE FROM background_jobs
       WHERE id = ANY(ARRAY(
-        SELECT id FROM background_jobs
-        WHERE status = ANY($1::background_job_status[]) AND finished_at < now() - $2::int8 ${MS} AND (SELECT held FROM lock)
-        LIMIT $3))
+          SELECT id FROM background_jobs
+          WHERE status = ANY($1::background_job_status[]) AND finished_at < now() - least($2::int8, ${RETENTION_CAP_MS}) ${MS}
+            AND (SELECT held FROM lock)
+          LIMIT $3))
+        AND status = ANY($1::background_job_status[]) AND finished_at < now() - least($2::int8, ${RETENTION_CAP_MS}) ${MS}
       RETURNING 1
     )
     SELECT (SELECT held FROM lock) AS held, (SELECT count(*)::int FROM doomed) AS deleted`,
 
   getJob: `SELECT * FROM background_jobs WHERE id = $1`,
 
-  countByStatus: `SELECT queue_name, status, count(*)::int AS n FROM background_jobs GROUP BY queue_name, status`,
+  // stats(), exact up to $1 jobs per queue and status, read through the partial indexes with a LIMIT so the
+  // cost grows with neither retention nor backlog: the queues that have queued jobs, one claim-index probe
+  // each (a loose index scan), then up to $1 + 1 entries per queue; running jobs (few); finished jobs through
+  // the finished-jobs index, up to $1 + 1 rows per status. A count past $1 means "more": the caller estimates
+  // it with countSample, sized by the table's pages (the 'pages' row). Each ORDER BY is its index's order: with
+  // a LIMIT and no order, the planner may pick a sequential scan that reads the whole table when a status has
+  // no rows.
+  countByStatus: `
+    WITH RECURSIVE queues AS (
+      (SELECT queue_name FROM background_jobs WHERE status = 'queued' ORDER BY queue_name LIMIT 1)
+      UNION ALL
+      SELECT (SELECT b.queue_name FROM background_jobs AS b WHERE b.status = 'queued' AND b.queue_name > q.queue_name ORDER BY b.queue_name LIMIT 1)
+      FROM queues AS q WHERE q.queue_name IS NOT NULL
+    )
+    SELECT q.queue_name, 'queued' AS status,
+      (SELECT count(*)::int FROM (
+         SELECT 1 FROM background_jobs AS j WHERE j.queue_name = q.queue_name AND j.status = 'queued'
+         ORDER BY j.priority DESC, j.run_at, j.id LIMIT $1 + 1) AS s) AS n
+    FROM queues AS q WHERE q.queue_name IS NOT NULL
+    UNION ALL
+    SELECT r.queue_name, 'processing', count(*)::int
+    FROM (SELECT queue_name FROM background_jobs WHERE status = 'processing' ORDER BY locked_by, id LIMIT $1 + 1) AS r GROUP BY r.queue_name
+    UNION ALL
+    SELECT f.queue_name, 'completed', count(*)::int
+    FROM (SELECT queue_name FROM background_jobs WHERE status = 'completed' AND finished_at IS NOT NULL ORDER BY finished_at LIMIT $1 + 1) AS f
+    GROUP BY f.queue_name
+    UNION ALL
+    SELECT f.queue_name, 'failed', count(*)::int
+    FROM (SELECT queue_name FROM background_jobs WHERE status = 'failed' AND finished_at IS NOT NULL ORDER BY finished_at LIMIT $1 + 1) AS f
+    GROUP BY f.queue_name
+    UNION ALL
+    SELECT f.queue_name, 'cancelled', count(*)::int
+    FROM (SELECT queue_name FROM background_jobs WHERE status = 'cancelled' AND finished_at IS NOT NULL ORDER BY finished_at LIMIT $1 + 1) AS f
+    GROUP BY f.queue_name
+    UNION ALL
+    SELECT NULL, 'pages', (pg_relation_size('background_jobs') / current_setting('block_size')::int)::int`,
+
+  // stats() above its exact cap: counts per queue and status from a sample of about $1 percent of the
+  // table's pages (TABLESAMPLE SYSTEM reads whole random pages), scaled up.
+  countSample: `
+    SELECT queue_name, status::text AS status, round(count(*) * 100 / $1::float8)::int8 AS n
+    FROM background_jobs TABLESAMPLE SYSTEM ($1::float8) GROUP BY queue_name, status`,
 
   // A queued job is cancelled outright; a running one is marked cancelled (which fences out its outcome)
   // and its worker is told through NOTIFY to abort the handler's signal.
@@ -206,6 +271,10 @@ export const SQL = {
 
   // Transaction-scoped, so it also works through a transaction pooler; released at COMMIT or ROLLBACK.
   migrationLock: `SELECT pg_advisory_xact_lock(${ADVISORY_LOCK.migrate})`,
+  // Session-scoped, polled (never waited on: a waiting backend holds a snapshot that a concurrent index build
+  // run by the holder would wait for): serialises the migrations that run outside a transaction.
+  advisoryTryLock: `SELECT pg_try_advisory_lock(${ADVISORY_LOCK.migrate}) AS locked`,
+  advisoryUnlock: `SELECT pg_advisory_unlock(${ADVISORY_LOCK.migrate})`,
 } as const;
 
 /**

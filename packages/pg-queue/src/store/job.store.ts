@@ -5,6 +5,11 @@ import { PgQueueError } from '../errors/pg-queue.error.js';
 import { POOLER_REFUSED_PREPARED_STATEMENT, POOLER_REFUSED_STARTUP_PARAMETER } from '../pg-queue.messages.js';
 import { PLANNED_PER_CALL, SQL } from './job.sql.js';
 
+/** stats() counts exactly up to this many jobs per queue and status, and estimates above it. */
+export const STATS_EXACT_LIMIT = 10_000;
+/** Pages of the table an estimate samples: a bounded read whatever the table's size. */
+const STATS_SAMPLE_PAGES = 1_000;
+
 /** A job as claimed: what the worker needs to run one attempt. */
 export interface ClaimedJob {
   id: string;
@@ -172,12 +177,45 @@ export class JobStore {
     return row ? toJobRecord(row) : null;
   }
 
+  /**
+   * Counts per queue and status: exact up to STATS_EXACT_LIMIT per queue and status (a status's finished jobs,
+   * and running jobs, are counted exactly while they number at most that in all), estimated from a sample of
+   * about STATS_SAMPLE_PAGES pages above it; `approximate` lists the statuses of a queue that are estimates.
+   */
   async countByStatus(): Promise<QueueStats> {
-    const rows = await this.run<{ queue_name: string; status: JobStatus; n: number }>('countByStatus', []);
+    const rows = await this.run<{ queue_name: string | null; status: JobStatus | 'pages'; n: number }>('countByStatus', [STATS_EXACT_LIMIT]);
     const stats: QueueStats = {};
+    const entry = (queue: string) => (stats[queue] ??= { queued: 0, processing: 0, completed: 0, failed: 0, cancelled: 0 });
+    const totals = new Map<JobStatus, number>();
+    const over: { queue: string | null; status: JobStatus }[] = [];
+    let pages = 0;
     for (const r of rows) {
-      stats[r.queue_name] ??= { queued: 0, processing: 0, completed: 0, failed: 0, cancelled: 0 };
-      stats[r.queue_name][r.status] = r.n;
+      if (r.status === 'pages') {
+        pages = r.n;
+        continue;
+      }
+      entry(r.queue_name!)[r.status] = r.n;
+      totals.set(r.status, (totals.get(r.status) ?? 0) + r.n);
+      if (r.status === 'queued' && r.n > STATS_EXACT_LIMIT) over.push({ queue: r.queue_name, status: r.status });
+    }
+    for (const [status, total] of totals) if (status !== 'queued' && total > STATS_EXACT_LIMIT) over.push({ queue: null, status });
+    if (over.length === 0) return stats;
+
+    const percent = Math.min(100, (100 * STATS_SAMPLE_PAGES) / Math.max(pages, 1));
+    const sample = await this.run<{ queue_name: string; status: JobStatus; n: string }>('countSample', [percent]);
+    for (const { queue, status } of over) {
+      // A status over the limit in all is re-estimated for every queue: the exact rows read cover only some.
+      if (queue === null) for (const counts of Object.values(stats)) counts[status] = 0;
+      for (const s of sample) {
+        if (s.status !== status || (queue !== null && s.queue_name !== queue)) continue;
+        entry(s.queue_name)[status] = Number(s.n);
+      }
+      for (const [name, counts] of Object.entries(stats)) {
+        if (queue !== null && name !== queue) continue;
+        // Never report less than what was counted exactly.
+        if (queue !== null) counts[status] = Math.max(counts[status], STATS_EXACT_LIMIT + 1);
+        counts.approximate = [...new Set([...(counts.approximate ?? []), status])];
+      }
     }
     return stats;
   }

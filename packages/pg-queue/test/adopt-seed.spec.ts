@@ -1,0 +1,88 @@
+import { Injectable } from '@nestjs/common';
+import { describe, expect, it } from '@jest/globals';
+import { JobHandler, MaintenanceScheduler, QueueService, type Job } from 'nestjs-pg-queue';
+import { createTestDatabase } from '@internal/pg-harness';
+import { sqlPool, startApp, waitFor } from './support/test-app.js';
+
+const ran: unknown[] = [];
+
+@Injectable()
+class Mailer {
+  @JobHandler('mail')
+  async send(job: Job<{ to: string }>) {
+    ran.push(job.payload.to);
+  }
+}
+
+/** The seed application's schema, as an app that grew from it has it (its own names for the index and trigger). */
+const SEED_SCHEMA = [
+  `CREATE TYPE background_job_status AS ENUM ('queued', 'processing', 'failed', 'completed')`,
+  `CREATE TABLE background_jobs (
+     id bigserial PRIMARY KEY,
+     queue_name text NOT NULL,
+     payload jsonb NOT NULL DEFAULT '{}',
+     status background_job_status NOT NULL DEFAULT 'queued',
+     locked_at timestamptz,
+     run_at timestamptz NOT NULL DEFAULT now(),
+     attempts integer NOT NULL DEFAULT 0,
+     max_attempts integer NOT NULL DEFAULT 5,
+     last_error text,
+     created_at timestamptz NOT NULL DEFAULT now(),
+     updated_at timestamptz NOT NULL DEFAULT now())`,
+  `CREATE INDEX idx_background_jobs_pending ON background_jobs (queue_name, run_at) WHERE status = 'queued'`,
+  `CREATE FUNCTION notify_background_job() RETURNS trigger LANGUAGE plpgsql AS $$
+   BEGIN PERFORM pg_notify('background_jobs', NEW.queue_name); RETURN NEW; END $$`,
+  `CREATE TRIGGER background_jobs_inserted AFTER INSERT ON background_jobs FOR EACH ROW EXECUTE FUNCTION notify_background_job()`,
+  `ALTER TABLE background_jobs SET (autovacuum_vacuum_scale_factor = 0.05)`,
+];
+
+describe('adopting the seed application’s background_jobs table (issue 13 item 9)', () => {
+  it('boots on it, keeps every row, and processes the jobs that were waiting', async () => {
+    const url = await createTestDatabase('adoptseed');
+    const db = sqlPool(url);
+    for (const statement of SEED_SCHEMA) await db.query(statement);
+    await db.query(`
+      INSERT INTO background_jobs (queue_name, payload, status, attempts, locked_at, updated_at) VALUES
+        ('mail', '{"to": "a"}', 'queued', 0, NULL, now()),
+        ('mail', '{"to": "b"}', 'queued', 2, NULL, now()),
+        ('mail', '{"to": "c"}', 'processing', 1, now() - interval '1 hour', now() - interval '1 hour'),
+        ('mail', '{"to": "d"}', 'completed', 1, NULL, now() - interval '10 days'),
+        ('mail', '{"to": "e"}', 'failed', 5, NULL, now() - interval '10 days')`);
+
+    const app = await startApp(url, { providers: [Mailer], queue: { maintenance: { sweepIntervalMs: 100, completedRetentionMs: 86_400_000 } } });
+    try {
+      // The waiting jobs run; the one a seed worker held (no lease) is put back by the sweeper and runs too.
+      await waitFor('the seed jobs processed', async () => ran.length >= 3);
+      expect([...ran].sort()).toEqual(['a', 'b', 'c']);
+      const { rows } = await db.query(`SELECT payload ->> 'to' AS to, status::text, finished_at IS NOT NULL AS finished FROM background_jobs ORDER BY id`);
+      expect(rows).toEqual([
+        { to: 'a', status: 'completed', finished: true },
+        { to: 'b', status: 'completed', finished: true },
+        { to: 'c', status: 'completed', finished: true },
+        { to: 'd', status: 'completed', finished: true },
+        { to: 'e', status: 'failed', finished: true },
+      ]);
+      // New jobs are claimed through our NOTIFY; cancel uses the added status; old finished rows follow retention.
+      const queue = app.get(QueueService);
+      await queue.enqueue('mail', { to: 'f' });
+      await waitFor('a new job processed', async () => ran.includes('f'));
+      const later = await queue.enqueue('mail', { to: 'g' }, { delayMs: 3_600_000 });
+      expect(await queue.cancel(later)).toBe('cancelled');
+      expect(await app.get(MaintenanceScheduler).pruner.runOnce()).toMatchObject({ ran: true, completed: 1 });
+
+      const triggers = await db.query(`SELECT tgname FROM pg_trigger WHERE tgrelid = 'background_jobs'::regclass AND NOT tgisinternal`);
+      expect(triggers.rows).toEqual([{ tgname: 'background_jobs_notify' }]);
+      const indexes = await db.query(`SELECT indexname FROM pg_indexes WHERE tablename = 'background_jobs' ORDER BY 1`);
+      expect(indexes.rows.map((r) => r.indexname)).toEqual([
+        'background_jobs_claim_idx',
+        'background_jobs_delayed_idx',
+        'background_jobs_finished_idx',
+        'background_jobs_in_flight_idx',
+        'background_jobs_pkey',
+      ]);
+    } finally {
+      await app.close();
+      await db.end();
+    }
+  });
+});
