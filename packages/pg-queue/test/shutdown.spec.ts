@@ -51,7 +51,49 @@ class Slow {
   }
 }
 
+const startedAfterClose: string[] = [];
+
+@Injectable()
+class Recording {
+  @JobHandler('late-claim', { concurrency: 5 })
+  async handle(job: Job) {
+    startedAfterClose.push(job.id);
+  }
+}
+
 describe('graceful shutdown', () => {
+  // The claim loop's last claim may still be in flight when shutdown begins; its jobs used to start anyway,
+  // during shutdown, under a grace period meant for jobs already running.
+  it('starts none of the jobs a claim in flight at shutdown returns, and puts them back at once', async () => {
+    const url = await createTestDatabase('late-claim');
+    const db = sqlPool(url);
+    const app = await startApp(url, { providers: [Recording], queue: { shutdownGraceMs: 5_000, pollIntervalMs: 60_000 } });
+    const queue = app.get(QueueService);
+    await queue.pause('late-claim');
+    await queue.enqueueMany(Array.from({ length: 5 }, (_, i) => ({ queue: 'late-claim', payload: { i } })));
+    // A SHARE lock lets the claim read but holds its UPDATE: the claim is in flight until the lock goes.
+    const locker = await db.connect();
+    await locker.query('BEGIN');
+    await locker.query('LOCK TABLE background_jobs IN SHARE MODE');
+    await queue.resume('late-claim');
+    await waitFor('claim waiting on the lock', async () => {
+      const { rows } = await db.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%candidates%'`);
+      return rows.length > 0;
+    });
+    const closing = app.close();
+    await new Promise((r) => setTimeout(r, 200));
+    await locker.query('COMMIT');
+    locker.release();
+    const t0 = Date.now();
+    await closing;
+    expect(Date.now() - t0).toBeLessThan(2_000); // nothing ran, so nothing to wait for
+    expect(startedAfterClose).toEqual([]);
+    const { rows } = await db.query(`SELECT status::text, attempts, locked_by IS NULL AS unowned, lease_expires_at FROM background_jobs`);
+    expect(rows).toHaveLength(5);
+    for (const row of rows) expect(row).toMatchObject({ status: 'queued', attempts: 0, lease_expires_at: null });
+    await db.end();
+  });
+
   it('stops claiming and lets running jobs finish', async () => {
     const url = await createTestDatabase('drain');
     const db = sqlPool(url);
