@@ -27,5 +27,5 @@ export function retryDelay(backoff: BackoffFunction, attempt: number, error: unk
   }
   if (typeof value === 'number' && Number.isFinite(value) && value >= 0 && value <= MAX_RETRY_DELAY_MS) return { delayMs: Math.round(value) };
   const delayMs = typeof value !== 'number' || Number.isNaN(value) || value < 0 ? 0 : MAX_RETRY_DELAY_MS;
-  return { delayMs, problem: BAD_RETRY_DELAY(queue, `returned ${describe(value)}`, delayMs) };
+  return { delayMs, problem: BAD_RETRY_DELAY(queue, `returned ${typeof value === 'number' ? String(value) : describe(value)}`, delayMs) };
 }
