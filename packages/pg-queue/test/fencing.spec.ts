@@ -78,8 +78,8 @@ describe('fencing by a token that only grows', () => {
     expect(await store.releaseJobs('w1', [first])).toBe(1); // put back: attempts - 1
     const [second] = (await store.claimJobs('manual-2', 1, 'w1', 60_000)).jobs as Claim[];
     expect(second.attempt).toBe(first.attempt);
-    expect(BigInt(second.token)).toBeGreaterThan(BigInt(first.token));
     expect(await store.completeJobs('w1', [first])).toEqual(new Set([id]));
+    expect(BigInt(second.token)).toBeGreaterThan(BigInt(first.token));
     expect(await store.releaseJobs('w1', [first])).toBe(0);
     expect(await queue.get(id)).toMatchObject({ status: 'processing', attempts: 1 });
   });
