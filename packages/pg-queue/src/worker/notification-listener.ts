@@ -2,7 +2,7 @@ import type { LoggerService } from '@nestjs/common';
 import pg from 'pg';
 import { JOBS_CHANNEL } from '../pg-queue.constants.js';
 import { CANCEL_CHANNEL } from '../store/job.sql.js';
-import { RetryBackoff, wakeableSleep, withTimeout } from '../utils/retry-backoff.js';
+import { RetryBackoff, wakeableSleep, withDeadline, withTimeout } from '../utils/retry-backoff.js';
 
 export interface ListenerEvents {
   /** A job was inserted or put back in this queue. */
@@ -62,9 +62,12 @@ export class NotificationListener {
   async close(): Promise<void> {
     this.closed = true;
     this.wakeFromBackoff?.(); // a backoff sleep must not hold shutdown (it lasts up to 5 s while the database is down)
-    const clients = [this.client, this.connecting];
+    const client = this.client;
     this.client = undefined;
-    for (const client of clients) destroy(client);
+    destroy(this.connecting);
+    // A polite goodbye when the server answers (no "unexpected EOF" in its log), but not a wait on a dead peer.
+    if (client) await withDeadline(client.end().catch(() => undefined), 500);
+    destroy(client);
     await this.running;
   }
 
@@ -140,17 +143,18 @@ export class NotificationListener {
         onLost(error);
         return;
       }
-      timer = setTimeout(() => void ping(), pingEveryMs);
+      if (!gone) timer = setTimeout(() => void ping(), pingEveryMs).unref();
     };
-    let timer = setTimeout(() => void ping(), pingEveryMs);
+    // Unref'd: the connection keeps the process alive while it is open; the ping timer never should on its own.
+    let timer = setTimeout(() => void ping(), pingEveryMs).unref();
     void lost.then(() => clearTimeout(timer));
   }
 }
 
 /** Ends a client at once, without waiting for a goodbye a dead peer would never answer. */
 function destroy(client: pg.Client | undefined): void {
-  if (!client) return;
-  const stream = (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream;
-  stream?.destroy();
-  client.end().catch(() => undefined);
+  const stream = (client as unknown as { connection?: { stream?: { destroyed?: boolean; destroy(): void } } } | undefined)?.connection?.stream;
+  if (!stream || stream.destroyed) return;
+  stream.destroy();
+  client!.end().catch(() => undefined);
 }

@@ -1,8 +1,7 @@
 import type { LoggerService } from '@nestjs/common';
 import { JobAbortedError, JobTimeoutError } from '../errors/pg-queue.error.js';
-import type { Job } from '../interfaces/job.interface.js';
+import type { Job, JobStatus } from '../interfaces/job.interface.js';
 import type { ResolvedHandlerOptions } from '../interfaces/job-handler-options.interface.js';
-import type { JobStatus } from '../interfaces/job.interface.js';
 import type { ClaimedJob, JobRef, JobStore } from '../store/job.store.js';
 import { retryDelay } from '../utils/backoff.js';
 import { errorLine, errorText } from '../utils/error-text.js';
