@@ -52,3 +52,12 @@ export function describe(value: unknown): string {
     return String(value);
   }
 }
+
+export const BAD_RETRY_DELAY = (queue: string, what: string, usedMs: number) =>
+  `backoff of queue "${queue}" ${what}; the retry waits ${usedMs} ms instead (a delay must be a finite number of ms from 0 to ${MAX_RETRY_DELAY_MS})`;
+
+export const OUTCOME_UNWRITABLE = (jobId: string, queue: string, kind: string, tries: number, error: string) =>
+  `job ${jobId} (${queue}): its ${kind} was refused by the database ${tries} times (${error}); giving up on it: its lease will lapse and the sweeper puts the job back`;
+
+/** The longest retry delay a backoff may ask for (365 days); longer or non-finite delays are clamped to it. */
+export const MAX_RETRY_DELAY_MS = 365 * 86_400_000;

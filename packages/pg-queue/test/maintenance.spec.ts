@@ -49,9 +49,9 @@ describe('sweeper', () => {
     expect(job!.lastError).toContain('lease expired: worker ghost-worker');
     expect(ran).toEqual([{ id, attempt: 2 }]);
 
-    // The ghost wakes up and reports: its outcome matches no row (wrong owner and attempt), and is refused.
-    expect(await store.completeJobs('ghost-worker', [{ id, attempt: 1 }])).toEqual(new Set([id]));
-    expect(await store.failJobs('ghost-worker', [{ id, attempt: 1, error: 'late', retryDelayMs: 0 }])).toEqual(new Map());
+    // The ghost wakes up and reports: its outcome matches no row (wrong owner and fence token), and is refused.
+    expect(await store.completeJobs('ghost-worker', [{ id, token: claim.jobs[0].token }])).toEqual(new Set([id]));
+    expect(await store.failJobs('ghost-worker', [{ id, token: claim.jobs[0].token, error: 'late', retryDelayMs: 0 }])).toEqual(new Map());
     expect(await queue.get(id)).toMatchObject({ status: 'completed', attempts: 2 });
   });
 

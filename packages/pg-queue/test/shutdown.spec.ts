@@ -1,5 +1,5 @@
-import { Injectable } from '@nestjs/common';
-import { describe, expect, it } from '@jest/globals';
+import { Injectable, Logger } from '@nestjs/common';
+import { describe, expect, it, jest } from '@jest/globals';
 import { JobHandler, QueueService, WorkerPool, type Job } from 'nestjs-pg-queue';
 import { createTestDatabase } from '@internal/pg-harness';
 import { sqlPool, startApp, statusCounts, waitFor } from './support/test-app.js';
@@ -51,7 +51,91 @@ class Slow {
   }
 }
 
+const startedAfterClose: string[] = [];
+
+@Injectable()
+class Recording {
+  @JobHandler('late-claim', { concurrency: 5 })
+  async handle(job: Job) {
+    startedAfterClose.push(job.id);
+  }
+}
+
+let letGo: () => void = () => undefined;
+const heldUntilLetGo = new Promise<void>((resolve) => (letGo = resolve));
+
+@Injectable()
+class Hung {
+  @JobHandler('hung', { concurrency: 2 })
+  async hung() {
+    await heldUntilLetGo;
+  }
+}
+
 describe('graceful shutdown', () => {
+  // A put-back blocked in the database (here a table lock; in life a lock, a hung connection) used to hold
+  // the shutdown for as long as it lasted.
+  it('gives the put-back a deadline, and names the jobs it could not put back', async () => {
+    const url = await createTestDatabase('put-back-deadline');
+    const db = sqlPool(url);
+    const errors = jest.spyOn(Logger.prototype, 'error');
+    const app = await startApp(url, { providers: [Hung], queue: { shutdownGraceMs: 200 } });
+    const locker = await db.connect();
+    try {
+      const ids = await app.get(QueueService).enqueueMany([{ queue: 'hung', payload: 1 }, { queue: 'hung', payload: 2 }]);
+      await waitFor('2 running', async () => app.get(WorkerPool).activeCounts().hung === 2);
+      await locker.query('BEGIN');
+      await locker.query('LOCK TABLE background_jobs IN SHARE MODE');
+      const t0 = Date.now();
+      const closing = app.close();
+      const line = await waitFor('the put-back given up', async () => errors.mock.calls.map((c) => String(c[0])).find((m) => m.includes('could not put back')), 10_000);
+      const gaveUpAfterMs = Date.now() - t0;
+      expect(gaveUpAfterMs).toBeLessThan(7_000); // grace 200 ms + the 5 s put-back deadline
+      expect(line).toContain('could not put back 2 job(s)');
+      for (const id of ids) expect(line).toContain(id);
+      await locker.query('COMMIT');
+      await closing;
+    } finally {
+      await locker.query('ROLLBACK').catch(() => undefined);
+      locker.release();
+      errors.mockRestore();
+      letGo();
+      await db.end();
+    }
+  }, 20_000);
+
+  // The claim loop's last claim may still be in flight when shutdown begins; its jobs used to start anyway,
+  // during shutdown, under a grace period meant for jobs already running.
+  it('starts none of the jobs a claim in flight at shutdown returns, and puts them back at once', async () => {
+    const url = await createTestDatabase('late-claim');
+    const db = sqlPool(url);
+    const app = await startApp(url, { providers: [Recording], queue: { shutdownGraceMs: 5_000, pollIntervalMs: 60_000 } });
+    const queue = app.get(QueueService);
+    await queue.pause('late-claim');
+    await queue.enqueueMany(Array.from({ length: 5 }, (_, i) => ({ queue: 'late-claim', payload: { i } })));
+    // A SHARE lock lets the claim read but holds its UPDATE: the claim is in flight until the lock goes.
+    const locker = await db.connect();
+    await locker.query('BEGIN');
+    await locker.query('LOCK TABLE background_jobs IN SHARE MODE');
+    await queue.resume('late-claim');
+    await waitFor('claim waiting on the lock', async () => {
+      const { rows } = await db.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%candidates%'`);
+      return rows.length > 0;
+    });
+    const closing = app.close();
+    await new Promise((r) => setTimeout(r, 200));
+    await locker.query('COMMIT');
+    locker.release();
+    const t0 = Date.now();
+    await closing;
+    expect(Date.now() - t0).toBeLessThan(2_000); // nothing ran, so nothing to wait for
+    expect(startedAfterClose).toEqual([]);
+    const { rows } = await db.query(`SELECT status::text, attempts, locked_by IS NULL AS unowned, lease_expires_at FROM background_jobs`);
+    expect(rows).toHaveLength(5);
+    for (const row of rows) expect(row).toMatchObject({ status: 'queued', attempts: 0, lease_expires_at: null });
+    await db.end();
+  });
+
   it('stops claiming and lets running jobs finish', async () => {
     const url = await createTestDatabase('drain');
     const db = sqlPool(url);

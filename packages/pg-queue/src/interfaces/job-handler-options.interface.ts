@@ -1,4 +1,8 @@
-/** Retry delay after a failed attempt: a function of the attempt that failed (1-based) and its error. */
+/**
+ * Retry delay in ms after a failed attempt: a function of the attempt that failed (1-based) and its error. A
+ * finite number from 0 to 365 days; anything else (NaN, negative, Infinity, not a number, a throw) is logged
+ * and clamped into that range.
+ */
 export type BackoffFunction = (attempt: number, error: unknown) => number;
 
 export interface ExponentialBackoff {

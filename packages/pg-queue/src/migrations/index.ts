@@ -2,9 +2,24 @@ import { CreateBackgroundJobs1764460000000 } from './1764460000000-create-backgr
 import { CreateBackgroundQueues1764470000000 } from './1764470000000-create-background-queues.js';
 import { DelayedJobsIndex1764480000000 } from './1764480000000-delayed-jobs-index.js';
 import { InFlightIndexByJob1764490000000 } from './1764490000000-in-flight-index-by-job.js';
+import { FenceToken1764520000000 } from './1764520000000-fence-token.js';
 import { FinishedJobsIndex1764530000000 } from './1764530000000-finished-jobs-index.js';
 
 /** The queue's schema migrations, in order: add them to your own DataSource's `migrations`, or let the module run them. */
-export const PG_QUEUE_MIGRATIONS = [CreateBackgroundJobs1764460000000, CreateBackgroundQueues1764470000000, DelayedJobsIndex1764480000000, InFlightIndexByJob1764490000000, FinishedJobsIndex1764530000000];
+export const PG_QUEUE_MIGRATIONS = [
+  CreateBackgroundJobs1764460000000,
+  CreateBackgroundQueues1764470000000,
+  DelayedJobsIndex1764480000000,
+  InFlightIndexByJob1764490000000,
+  FenceToken1764520000000,
+  FinishedJobsIndex1764530000000,
+];
 
-export { CreateBackgroundJobs1764460000000, CreateBackgroundQueues1764470000000, DelayedJobsIndex1764480000000, InFlightIndexByJob1764490000000, FinishedJobsIndex1764530000000 };
+export {
+  CreateBackgroundJobs1764460000000,
+  CreateBackgroundQueues1764470000000,
+  DelayedJobsIndex1764480000000,
+  InFlightIndexByJob1764490000000,
+  FenceToken1764520000000,
+  FinishedJobsIndex1764530000000,
+};

@@ -32,6 +32,10 @@ export class BackgroundJobEntity {
   @Column({ name: 'max_attempts', type: 'integer' })
   maxAttempts!: number;
 
+  /** Incremented by every claim; the lease owner's writes are fenced by it. */
+  @Column({ name: 'fence_token', type: 'bigint' })
+  fenceToken!: string;
+
   @Column({ name: 'locked_at', type: 'timestamptz', nullable: true })
   lockedAt!: Date | null;
 

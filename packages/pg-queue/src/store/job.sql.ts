@@ -67,26 +67,27 @@ export const SQL = {
       LIMIT $2
     ), claimed AS (
       UPDATE background_jobs AS j
-      SET status = 'processing', attempts = j.attempts + 1, locked_by = $3, locked_at = now(),
+      SET status = 'processing', attempts = j.attempts + 1, fence_token = j.fence_token + 1, locked_by = $3, locked_at = now(),
           lease_expires_at = now() + $4::int ${MS}, updated_at = now()
       -- = ANY(ARRAY(...)) makes this a primary-key probe per claimed id; a join lets the planner pick a
       -- hash join over a sequential scan of the whole table when its statistics are stale.
       WHERE j.id = ANY(ARRAY(SELECT id FROM candidates))
       -- Times as epoch milliseconds: parsing two timestamp strings per job was 5% of the worker's CPU.
-      RETURNING j.id, j.payload, j.attempts, j.max_attempts, j.priority,
+      RETURNING j.id, j.payload, j.attempts, j.fence_token, j.max_attempts, j.priority,
         (extract(epoch FROM j.run_at) * 1000)::float8 AS run_at_ms, (extract(epoch FROM j.created_at) * 1000)::float8 AS created_at_ms
     )
-    SELECT id, payload, attempts, max_attempts, priority, run_at_ms, created_at_ms, NULL::float8 AS next_due_ms FROM claimed
+    SELECT id, payload, attempts, fence_token, max_attempts, priority, run_at_ms, created_at_ms, NULL::float8 AS next_due_ms FROM claimed
     UNION ALL
-    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
       (SELECT greatest(0, extract(epoch FROM run_at - clock_timestamp()) * 1000)::float8
        FROM background_jobs WHERE queue_name = $1 AND status = 'queued' AND run_at > created_at AND run_at > now()
        ORDER BY run_at LIMIT 1)
     WHERE (SELECT count(*) FROM claimed) < $2`,
 
-  // Outcomes are fenced: only the lease owner ($1) of the same attempt may settle a job in flight. A worker
-  // that lost its lease (frozen, partitioned, swept) and settles late matches no row and changes nothing.
-  // The attempt of each id comes in a JSON object ($3: {"id": attempt}), looked up per row, not joined:
+  // Outcomes are fenced: only the lease owner ($1) of the same claim (fence_token, which every claim
+  // increments and nothing else touches) may settle a job in flight. A worker that lost its lease (frozen,
+  // partitioned, swept, or the job was retried and claimed again) settles late, matches no row and changes
+  // nothing. The token of each id comes in a JSON object ($3: {"id": token}), looked up per row, not joined:
   // joined to unnest(), the planner estimated one in-flight row and nested-looped over the whole array for
   // each row (300 ids: 90,000 comparisons, 175 ms, which made completions the bottleneck of a 1M-job steady
   // state). Returns only the ids refused (normally none): sending back every completed id cost the worker a
@@ -96,7 +97,7 @@ export const SQL = {
       UPDATE background_jobs AS j
       SET status = 'completed', lease_expires_at = NULL, finished_at = now(), updated_at = now()
       WHERE j.id = ANY($2::int8[]) AND j.status = 'processing' AND j.locked_by = $1
-        AND j.attempts = ($3::jsonb ->> j.id::text)::int
+        AND j.fence_token = ($3::jsonb ->> j.id::text)::int8
       RETURNING j.id
     )
     SELECT id FROM unnest($2::int8[]) AS s(id) WHERE id NOT IN (SELECT id FROM done)`,
@@ -107,12 +108,12 @@ export const SQL = {
     WITH done AS (
       DELETE FROM background_jobs AS j
       WHERE j.id = ANY($2::int8[]) AND j.status = 'processing' AND j.locked_by = $1
-        AND j.attempts = ($3::jsonb ->> j.id::text)::int
+        AND j.fence_token = ($3::jsonb ->> j.id::text)::int8
       RETURNING j.id
     )
     SELECT id FROM unnest($2::int8[]) AS s(id) WHERE id NOT IN (SELECT id FROM done)`,
 
-  // Each failed attempt's fence and outcome come in a JSON object ($3: {"id": {attempt, error, delayMs}}),
+  // Each failed attempt's fence and outcome come in a JSON object ($3: {"id": {token, error, delayMs}}),
   // looked up per row like completeJobs' attempts, for the same reason: no join to nest-loop over.
   failJobs: `
     UPDATE background_jobs AS j
@@ -121,25 +122,26 @@ export const SQL = {
         finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
         last_error = $3::jsonb -> j.id::text ->> 'error', lease_expires_at = NULL, updated_at = now()
     WHERE j.id = ANY($2::int8[]) AND j.status = 'processing' AND j.locked_by = $1
-      AND j.attempts = ($3::jsonb -> j.id::text ->> 'attempt')::int
+      AND j.fence_token = ($3::jsonb -> j.id::text ->> 'token')::int8
     RETURNING j.id, j.status`,
 
   // Heartbeat: one statement renews every job this worker runs; rows not returned are no longer ours. The
-  // attempts come as a JSON object, as for completeJobs.
+  // fence tokens come as a JSON object, as for completeJobs.
   extendLeases: `
     UPDATE background_jobs AS j
     SET lease_expires_at = now() + $2::int ${MS}
     WHERE j.id = ANY($3::int8[]) AND j.status = 'processing' AND j.locked_by = $1
-      AND j.attempts = ($4::jsonb ->> j.id::text)::int
+      AND j.fence_token = ($4::jsonb ->> j.id::text)::int8
     RETURNING j.id`,
 
-  // Shutdown put-back: the attempt did not fail, it was interrupted, so it is not counted.
+  // Shutdown put-back: the attempt did not fail, it was interrupted, so it is not counted (fence_token, which
+  // fences that attempt's late outcome, keeps its value).
   releaseJobs: `
     WITH released AS (
       UPDATE background_jobs AS j
       SET status = 'queued', attempts = j.attempts - 1, run_at = now(), lease_expires_at = NULL, updated_at = now()
       WHERE j.id = ANY($2::int8[]) AND j.status = 'processing' AND j.locked_by = $1
-        AND j.attempts = ($3::jsonb ->> j.id::text)::int
+        AND j.fence_token = ($3::jsonb ->> j.id::text)::int8
       RETURNING j.id, j.queue_name
     )
     SELECT count(*)::int AS released,
@@ -231,7 +233,7 @@ export const SQL = {
     FROM background_jobs TABLESAMPLE SYSTEM ($1::float8) GROUP BY queue_name, status`,
 
   // A queued job is cancelled outright; a running one is marked cancelled (which fences out its outcome)
-  // and its worker is told through NOTIFY to abort the handler's signal.
+  // and its worker is told through NOTIFY ("id:fence_token") to abort that claim's signal, and no later one's.
   cancelJob: `
     WITH target AS (
       SELECT id, status AS was FROM background_jobs WHERE id = $1 FOR UPDATE
@@ -240,13 +242,14 @@ export const SQL = {
       SET status = 'cancelled', finished_at = now(), lease_expires_at = NULL, updated_at = now()
       FROM target AS t
       WHERE j.id = t.id AND t.was IN ('queued', 'processing')
-      RETURNING j.id, t.was
+      RETURNING j.id, j.fence_token, t.was
     )
     SELECT t.was,
-      (SELECT count(pg_notify('${CANCEL_CHANNEL}', c.id::text)) FROM cancelled AS c WHERE c.was = 'processing') AS notified,
+      (SELECT count(pg_notify('${CANCEL_CHANNEL}', c.id || ':' || c.fence_token)) FROM cancelled AS c WHERE c.was = 'processing') AS notified,
       EXISTS (SELECT 1 FROM cancelled) AS cancelled
     FROM target AS t`,
 
+  // attempts starts over; fence_token is left alone, so an outcome of an attempt before the retry stays fenced.
   retryJob: `
     WITH retried AS (
       UPDATE background_jobs

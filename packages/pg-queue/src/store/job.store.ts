@@ -15,6 +15,8 @@ export interface ClaimedJob {
   id: string;
   payload: unknown;
   attempt: number;
+  /** This claim's fence token (int8 as text): only the holder of the latest claim may settle or renew the job. */
+  token: string;
   maxAttempts: number;
   priority: number;
   /** Epoch milliseconds; the Job turns them into Dates only if a handler asks. */
@@ -37,16 +39,15 @@ export interface NewJobRow {
   delayMs: number;
 }
 
-export interface FailedAttempt {
-  id: string;
-  attempt: number;
-  error: string;
-  retryDelayMs: number;
-}
-
+/** One claim of a job, as the fenced statements (settle, heartbeat, put-back) name it. */
 export interface JobRef {
   id: string;
-  attempt: number;
+  token: string;
+}
+
+export interface FailedAttempt extends JobRef {
+  error: string;
+  retryDelayMs: number;
 }
 
 export type CancelResult = 'cancelled' | 'not-found' | JobStatus;
@@ -126,6 +127,7 @@ export class JobStore {
         id: r.id,
         payload: r.payload,
         attempt: r.attempts,
+        token: r.fence_token,
         maxAttempts: r.max_attempts,
         priority: r.priority,
         runAtMs: r.run_at_ms,
@@ -138,26 +140,26 @@ export class JobStore {
   /** Returns the ids fenced out (this worker no longer held them); every other job is completed. `deleteRows` deletes instead of keeping them. */
   async completeJobs(workerId: string, jobs: JobRef[], deleteRows = false): Promise<Set<string>> {
     const statement = deleteRows ? 'deleteCompletedJobs' : 'completeJobs';
-    const rows = await this.run<{ id: string }>(statement, [workerId, jobs.map((j) => j.id), attemptsById(jobs)]);
+    const rows = await this.run<{ id: string }>(statement, [workerId, jobs.map((j) => j.id), tokensById(jobs)]);
     return new Set(rows.map((r) => r.id));
   }
 
   /** Returns each accepted id with the status it ended in (queued for a retry, failed when dead-lettered). */
   async failJobs(workerId: string, jobs: FailedAttempt[]): Promise<Map<string, JobStatus>> {
-    const byId: Record<string, { attempt: number; error: string; delayMs: number }> = {};
-    for (const j of jobs) byId[j.id] = { attempt: j.attempt, error: j.error, delayMs: j.retryDelayMs };
+    const byId: Record<string, { token: string; error: string; delayMs: number }> = {};
+    for (const j of jobs) byId[j.id] = { token: j.token, error: j.error, delayMs: j.retryDelayMs };
     const rows = await this.run<{ id: string; status: JobStatus }>('failJobs', [workerId, jobs.map((j) => j.id), JSON.stringify(byId)]);
     return new Map(rows.map((r) => [r.id, r.status]));
   }
 
   /** Returns the ids whose lease was renewed; any other id is no longer this worker's. */
   async extendLeases(workerId: string, leaseMs: number, jobs: JobRef[]): Promise<Set<string>> {
-    const rows = await this.run<{ id: string }>('extendLeases', [workerId, leaseMs, jobs.map((j) => j.id), attemptsById(jobs)]);
+    const rows = await this.run<{ id: string }>('extendLeases', [workerId, leaseMs, jobs.map((j) => j.id), tokensById(jobs)]);
     return new Set(rows.map((r) => r.id));
   }
 
   async releaseJobs(workerId: string, jobs: JobRef[]): Promise<number> {
-    const rows = await this.run<{ released: number }>('releaseJobs', [workerId, jobs.map((j) => j.id), attemptsById(jobs)]);
+    const rows = await this.run<{ released: number }>('releaseJobs', [workerId, jobs.map((j) => j.id), tokensById(jobs)]);
     return rows[0]?.released ?? 0;
   }
 
@@ -261,10 +263,10 @@ function explainPoolerError(error: unknown): unknown {
   return error;
 }
 
-/** {"id": attempt} as JSON, for the settle statements' per-row attempt lookup. */
-function attemptsById(jobs: JobRef[]): string {
-  const byId: Record<string, number> = {};
-  for (const j of jobs) byId[j.id] = j.attempt;
+/** {"id": token} as JSON, for the fenced statements' per-row token lookup. */
+function tokensById(jobs: JobRef[]): string {
+  const byId: Record<string, string> = {};
+  for (const j of jobs) byId[j.id] = j.token;
   return JSON.stringify(byId);
 }
 
@@ -284,6 +286,7 @@ interface ClaimRow {
   id: string | null;
   payload: unknown;
   attempts: number;
+  fence_token: string;
   max_attempts: number;
   priority: number;
   run_at_ms: number;

@@ -1,12 +1,10 @@
 import type { LoggerService } from '@nestjs/common';
-import type { JobStore } from '../store/job.store.js';
+import type { JobRef, JobStore } from '../store/job.store.js';
 import { RetryBackoff } from '../utils/retry-backoff.js';
 import type { RowLockLane } from './row-lock-lane.js';
 
-/** What the heartbeat renews: one attempt of one job, told when the row turns out to be no longer ours. */
-export interface LeaseHolder {
-  readonly id: string;
-  readonly attempt: number;
+/** What the heartbeat renews: one claim of one job, told when the row turns out to be no longer ours. */
+export interface LeaseHolder extends JobRef {
   leaseLost(): void;
 }
 
@@ -14,13 +12,17 @@ export interface LeaseHolder {
  * Renews the leases of every job this process holds, all queues at once, in one statement per heartbeat.
  * A job the statement does not return is no longer ours (swept after a freeze, cancelled): its handler is
  * told through leaseLost(), and its outcome will be fenced out anyway.
+ *
+ * After a failed beat the next try comes sooner, not later: at most a quarter of the slack between beats and
+ * lease (min(heartbeatMs, leaseMs - heartbeatMs) / 4 apart), so a database back before the leases expire
+ * renews them. Backing off up to leaseMs instead let two failed beats schedule the next one past the lease.
  */
 export class LeaseKeeper {
   private readonly held = new Map<string, LeaseHolder>();
   private timer: NodeJS.Timeout | undefined;
+  private started = false;
   private beating = false;
   private readonly backoff: RetryBackoff;
-  private skipUntil = 0;
 
   constructor(
     private readonly store: JobStore,
@@ -30,16 +32,28 @@ export class LeaseKeeper {
     private readonly logger: LoggerService,
     private readonly lane: RowLockLane,
   ) {
-    this.backoff = new RetryBackoff('lease heartbeat', logger, heartbeatMs, leaseMs);
+    const retryCapMs = Math.max(50, Math.floor(Math.min(heartbeatMs, leaseMs - heartbeatMs) / 4));
+    this.backoff = new RetryBackoff('lease heartbeat', logger, Math.min(100, retryCapMs), retryCapMs);
   }
 
   start(): void {
-    this.timer ??= setInterval(() => void this.beat(), this.heartbeatMs);
+    if (this.started) return;
+    this.started = true;
+    this.next(this.heartbeatMs);
   }
 
   stop(): void {
-    clearInterval(this.timer);
+    this.started = false;
+    clearTimeout(this.timer);
     this.timer = undefined;
+  }
+
+  private next(delayMs: number): void {
+    this.timer = setTimeout(() => {
+      void this.beat().then((retryInMs) => {
+        if (this.started) this.next(retryInMs ?? this.heartbeatMs);
+      });
+    }, delayMs);
   }
 
   hold(holder: LeaseHolder): void {
@@ -47,16 +61,16 @@ export class LeaseKeeper {
   }
 
   /**
-   * Only that attempt's hold: a stalled process may already hold a later attempt of the same job (swept and
-   * claimed again), and the stale attempt's release, landing after, must not stop the new one's heartbeat.
+   * Only that claim's hold: a stalled process may already hold a later claim of the same job (swept and
+   * claimed again), and the stale claim's release, landing after, must not stop the new one's heartbeat.
    */
-  release(id: string, attempt: number): void {
-    if (this.held.get(id)?.attempt === attempt) this.held.delete(id);
+  release(id: string, token: string): void {
+    if (this.held.get(id)?.token === token) this.held.delete(id);
   }
 
-  /** One heartbeat; exposed for tests. */
-  async beat(): Promise<void> {
-    if (this.beating || this.held.size === 0 || Date.now() < this.skipUntil) return;
+  /** One heartbeat (exposed for tests); resolves to the retry delay when it failed. */
+  async beat(): Promise<number | undefined> {
+    if (this.beating || this.held.size === 0) return undefined;
     this.beating = true;
     let sent: LeaseHolder[] = [];
     try {
@@ -74,8 +88,9 @@ export class LeaseKeeper {
           held.leaseLost();
         }
       }
+      return undefined;
     } catch (error) {
-      this.skipUntil = Date.now() + this.backoff.failed(error);
+      return this.backoff.failed(error);
     } finally {
       this.beating = false;
     }

@@ -2,34 +2,51 @@ import type { LoggerService } from '@nestjs/common';
 import pg from 'pg';
 import { JOBS_CHANNEL } from '../pg-queue.constants.js';
 import { CANCEL_CHANNEL } from '../store/job.sql.js';
-import { RetryBackoff, sleep } from '../utils/retry-backoff.js';
+import { RetryBackoff, wakeableSleep, withDeadline, withTimeout } from '../utils/retry-backoff.js';
 
 export interface ListenerEvents {
   /** A job was inserted or put back in this queue. */
   onJobs(queue: string): void;
-  /** A running job was cancelled. */
-  onCancel(jobId: string): void;
+  /** A running job was cancelled: that claim of it (`token`), or whichever when the notice names none. */
+  onCancel(jobId: string, token: string | undefined): void;
   /** LISTEN is (re)established: anything sent while it was down was missed, so look now. */
   onUp(): void;
   /** LISTEN is down: fall back to polling. */
   onDown(): void;
 }
 
+export interface ListenerLiveness {
+  /** A `SELECT 1` on the LISTEN connection this often. Default 5_000. */
+  pingEveryMs: number;
+  /** A ping unanswered this long means the connection is dead: it is destroyed and made again. Default 5_000. */
+  pingTimeoutMs: number;
+}
+
+const DEFAULT_LIVENESS: ListenerLiveness = { pingEveryMs: 5_000, pingTimeoutMs: 5_000 };
+
 /**
  * One dedicated session connection for LISTEN, outside the pool (a pooled connection would be handed
  * back and the LISTEN lost with it; PgBouncer in transaction mode drops it silently, hence listenerUrl).
  * Reconnects with backoff, forever, until closed.
+ *
+ * A LISTEN connection only receives, so a peer that vanished without a FIN or RST (a NAT or load balancer
+ * dropping an idle flow, a host gone) looks alive forever: wake-ups fall to the poll and cancel notices are
+ * lost. An application-level ping finds it within pingEveryMs + pingTimeoutMs; TCP keepalive, started early,
+ * is a second line when the event loop is busy.
  */
 export class NotificationListener {
   private client: pg.Client | undefined;
+  private connecting: pg.Client | undefined;
   private closed = false;
   private running: Promise<void> | undefined;
   private readonly backoff: RetryBackoff;
+  private wakeFromBackoff: (() => void) | undefined;
 
   constructor(
     private readonly config: pg.ClientConfig,
     private readonly events: ListenerEvents,
     private readonly logger: LoggerService,
+    private readonly liveness: ListenerLiveness = DEFAULT_LIVENESS,
   ) {
     this.backoff = new RetryBackoff('LISTEN connection', logger, 100, 5_000);
   }
@@ -44,50 +61,100 @@ export class NotificationListener {
 
   async close(): Promise<void> {
     this.closed = true;
+    this.wakeFromBackoff?.(); // a backoff sleep must not hold shutdown (it lasts up to 5 s while the database is down)
     const client = this.client;
     this.client = undefined;
-    await client?.end().catch(() => undefined);
+    destroy(this.connecting);
+    // A polite goodbye when the server answers (no "unexpected EOF" in its log), but not a wait on a dead peer.
+    if (client) await withDeadline(client.end().catch(() => undefined), 500);
+    destroy(client);
     await this.running;
   }
 
   private async run(): Promise<void> {
     while (!this.closed) {
       const connection = await this.connect();
-      if (!connection) continue; // connect failed: backoff already slept
+      if ('failed' in connection) {
+        await this.sleepBackoff(connection.failed);
+        continue;
+      }
       this.events.onUp();
       const error = await connection.lost;
+      destroy(this.client);
       this.client = undefined;
       if (this.closed) return;
       this.events.onDown();
-      await sleep(this.backoff.failed(error));
+      await this.sleepBackoff(error);
     }
   }
 
-  /** Connects and LISTENs; `lost` settles when the connection goes. Undefined if it could not connect. */
-  private async connect(): Promise<{ lost: Promise<unknown> } | undefined> {
-    const client = new pg.Client(this.config);
+  private async sleepBackoff(error: unknown): Promise<void> {
+    if (this.closed) return;
+    const sleep = wakeableSleep(this.backoff.failed(error));
+    this.wakeFromBackoff = sleep.wake;
+    await sleep.done;
+    this.wakeFromBackoff = undefined;
+  }
+
+  /** Connects and LISTENs; `lost` settles when the connection goes (or stops answering pings). */
+  private async connect(): Promise<{ lost: Promise<unknown> } | { failed: unknown }> {
+    const client = new pg.Client({ keepAlive: true, keepAliveInitialDelayMillis: 5_000, ...this.config });
+    this.connecting = client;
     let onLost!: (error: unknown) => void;
     const lost = new Promise<unknown>((resolve) => (onLost = resolve));
     client.on('error', (e) => onLost(e));
     client.on('end', () => onLost(new Error('connection ended')));
     client.on('notification', (n) => {
       if (n.channel === JOBS_CHANNEL && n.payload) this.events.onJobs(n.payload);
-      else if (n.channel === CANCEL_CHANNEL && n.payload) this.events.onCancel(n.payload);
+      else if (n.channel === CANCEL_CHANNEL && n.payload) {
+        const [jobId, token] = n.payload.split(':', 2);
+        this.events.onCancel(jobId, token);
+      }
     });
     try {
       await client.connect();
       await client.query(`LISTEN ${JOBS_CHANNEL}; LISTEN ${CANCEL_CHANNEL}`);
     } catch (error) {
-      await client.end().catch(() => undefined);
-      if (!this.closed) await sleep(this.backoff.failed(error));
-      return undefined;
+      destroy(client);
+      return { failed: error };
+    } finally {
+      this.connecting = undefined;
     }
     if (this.closed) {
-      await client.end().catch(() => undefined);
-      return undefined;
+      destroy(client);
+      return { failed: new Error('closed') };
     }
     this.client = client;
     this.backoff.succeeded();
+    this.keepPinging(client, lost, onLost);
     return { lost }; // wrapped: an async function returning a bare promise would wait for it
   }
+
+  /** Pings until the connection is lost; a ping that fails or goes unanswered ends it. */
+  private keepPinging(client: pg.Client, lost: Promise<unknown>, onLost: (error: unknown) => void): void {
+    let gone = false;
+    void lost.then(() => (gone = true));
+    const { pingEveryMs, pingTimeoutMs } = this.liveness;
+    const ping = async (): Promise<void> => {
+      if (gone || this.closed) return;
+      try {
+        await withTimeout(client.query('SELECT 1'), pingTimeoutMs, 'LISTEN connection ping');
+      } catch (error) {
+        onLost(error);
+        return;
+      }
+      if (!gone) timer = setTimeout(() => void ping(), pingEveryMs).unref();
+    };
+    // Unref'd: the connection keeps the process alive while it is open; the ping timer never should on its own.
+    let timer = setTimeout(() => void ping(), pingEveryMs).unref();
+    void lost.then(() => clearTimeout(timer));
+  }
+}
+
+/** Ends a client at once, without waiting for a goodbye a dead peer would never answer. */
+function destroy(client: pg.Client | undefined): void {
+  const stream = (client as unknown as { connection?: { stream?: { destroyed?: boolean; destroy(): void } } } | undefined)?.connection?.stream;
+  if (!stream || stream.destroyed) return;
+  stream.destroy();
+  client!.end().catch(() => undefined);
 }

@@ -1,79 +1,121 @@
 import type { LoggerService } from '@nestjs/common';
-import type { FailedAttempt, JobRef, JobStore } from '../store/job.store.js';
+import pg from 'pg';
+import type { JobStatus } from '../interfaces/job.interface.js';
+import { OUTCOME_UNWRITABLE } from '../pg-queue.messages.js';
+import type { JobRef, JobStore } from '../store/job.store.js';
+import { errorLine } from '../utils/error-text.js';
 import { RetryBackoff, wakeableSleep } from '../utils/retry-backoff.js';
 import type { RowLockLane } from './row-lock-lane.js';
 
-/** A finished attempt waiting for its completion to be written; told whether the write was accepted. */
-export interface PendingCompletion extends JobRef {
-  completed(accepted: boolean): void;
+/** Writes of one outcome the database may refuse before the writer gives up on it (and its lease lapses). */
+export const MAX_OUTCOME_REFUSALS = 3;
+
+/**
+ * A finished attempt whose outcome waits to be written. Completions and failures come back by the same route:
+ * outcomeWritten once the row took it (or fenced it out), outcomeDropped when the writer gave up on it.
+ */
+export interface PendingOutcome extends JobRef {
+  readonly queue: string;
+  /** Set for a failed attempt: what to store; undefined for a completion. */
+  readonly failure: { error: string; retryDelayMs: number } | undefined;
+  /** Times the database refused this outcome's row (not counting outages). */
+  refusals: number;
+  /** The status the row now has (completed, queued for a retry, failed), or undefined when fenced out. */
+  outcomeWritten(status: JobStatus | undefined): void;
+  /** Refused MAX_OUTCOME_REFUSALS times: not written, not retried; the lease must lapse so the sweeper takes over. */
+  outcomeDropped(): void;
 }
 
 /**
- * Writes job outcomes in batches: completions in one statement, failures in another. A write starts as
- * soon as an outcome arrives and no write is in flight; outcomes that arrive meanwhile ride the next one.
- * Zero added latency when idle, large batches under load (20k jobs settle in a few hundred statements).
- * When the database is unreachable the batch is kept and retried with backoff; the leases of those jobs
- * are renewed meanwhile, so nothing is redone unless this process dies. How many outcomes may wait is
+ * Writes job outcomes in batches: completions in one statement, failures in another, each kind in its own
+ * loop with its own backoff, so completions never wait on a failure batch the database refuses. A write
+ * starts as soon as an outcome arrives and no write of its kind is in flight; outcomes that arrive meanwhile
+ * ride the next one. Zero added latency when idle, large batches under load.
+ *
+ * Two kinds of write error, two answers. The database unreachable (no SQLSTATE, connection and resource
+ * errors, deadlocks, timeouts): the batch is kept and retried with backoff; its leases are renewed meanwhile,
+ * so nothing is redone unless this process dies. A statement the database refuses (bad data, a constraint, a
+ * trigger): the batch is split in halves until the refused rows are found, the others land at once, and an
+ * outcome refused MAX_OUTCOME_REFUSALS times is dropped with one log line. How many outcomes may wait is
  * bounded by the claim loops (QueueWorker.unwritten), not here.
  */
 export class OutcomeWriter {
-  private completions: PendingCompletion[] = [];
-  private failures: { attempt: FailedAttempt; done: (status: string | undefined) => void }[] = [];
+  private readonly completions: OutcomeQueue;
+  private readonly failures: OutcomeQueue;
+
+  constructor(store: JobStore, workerId: string, logger: LoggerService, lane: RowLockLane, deleteCompleted = false, maxBatch = 1_000) {
+    this.completions = new OutcomeQueue('completion', logger, lane, maxBatch, async (batch) => {
+      const refused = await store.completeJobs(workerId, batch, deleteCompleted);
+      return (o) => (refused.has(o.id) ? undefined : 'completed');
+    });
+    this.failures = new OutcomeQueue('failure', logger, lane, maxBatch, async (batch) => {
+      const statuses = await store.failJobs(workerId, batch.map((o) => ({ id: o.id, token: o.token, ...o.failure! })));
+      return (o) => statuses.get(o.id);
+    });
+  }
+
+  /** Hands in an outcome; `failure` on the outcome says which kind. */
+  write(outcome: PendingOutcome): void {
+    (outcome.failure ? this.failures : this.completions).push(outcome);
+  }
+
+  /** Resolves when every outcome handed in so far is written, fenced or dropped. */
+  async drain(): Promise<void> {
+    await Promise.all([this.completions.drain(), this.failures.drain()]);
+  }
+
+  /**
+   * Shutdown, past the drain deadline: stop retrying. Outcomes still unwritten are dropped; their leases
+   * expire and the sweeper runs those jobs again. Without this, a writer whose pool was closed under it kept
+   * the process alive, retrying forever.
+   */
+  close(): void {
+    this.completions.close();
+    this.failures.close();
+  }
+}
+
+type WriteBatch = (batch: PendingOutcome[]) => Promise<(o: PendingOutcome) => JobStatus | undefined>;
+
+/** One kind of outcome: its queue, its write loop, its backoff. */
+class OutcomeQueue {
+  private pending: PendingOutcome[] = [];
   private flushing: Promise<void> | undefined;
   private readonly backoff: RetryBackoff;
   private closed = false;
   private wakeFromBackoff: (() => void) | undefined;
 
   constructor(
-    private readonly store: JobStore,
-    private readonly workerId: string,
+    private readonly kind: 'completion' | 'failure',
     private readonly logger: LoggerService,
     private readonly lane: RowLockLane,
-    /** completedRetentionMs is 0: completed jobs are deleted at once rather than kept for the pruner. */
-    private readonly deleteCompleted = false,
-    private readonly maxBatch = 1_000,
+    private readonly maxBatch: number,
+    private readonly writeBatch: WriteBatch,
   ) {
-    this.backoff = new RetryBackoff('writing job outcomes', logger);
+    this.backoff = new RetryBackoff(`writing job ${kind}s`, logger);
   }
 
-  /**
-   * `pending.completed(true)` once recorded, `(false)` when fenced out (this worker no longer owned the job).
-   * A callback on the attempt itself, not a promise: no allocation per job on the hot path.
-   */
-  complete(pending: PendingCompletion): void {
-    this.completions.push(pending);
+  push(outcome: PendingOutcome): void {
+    this.pending.push(outcome);
     this.kick();
   }
 
-  /** `done` gets the status the job ended in (queued for a retry, failed), or undefined when fenced out. */
-  fail(attempt: FailedAttempt, done: (status: string | undefined) => void): void {
-    this.failures.push({ attempt, done });
-    this.kick();
-  }
-
-  /** Resolves when every outcome handed in so far is written (or fenced). */
   async drain(): Promise<void> {
     while (this.flushing) await this.flushing;
   }
 
-  /**
-   * Shutdown, past the drain deadline: stop retrying. Outcomes still unwritten are dropped (their promises
-   * never settle); their leases expire and the sweeper runs those jobs again. Without this, a writer whose
-   * pool was closed under it kept the process alive, retrying forever.
-   */
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    this.wakeFromBackoff?.();
+    this.wakeFromBackoff?.(); // so shutdown does not wait out a 10 s backoff
     if (!this.flushing) this.dropUnwritten();
   }
 
   private dropUnwritten(): void {
-    const dropped = this.completions.length + this.failures.length;
-    this.completions = [];
-    this.failures = [];
+    const dropped = this.pending.length;
+    this.pending = [];
     if (dropped > 0) {
-      this.logger.error(`shutdown: ${dropped} job outcome(s) could not be written in time; those jobs run again once their lease expires`);
+      this.logger.error(`shutdown: ${dropped} job ${this.kind}(s) could not be written in time; those jobs run again once their lease expires`);
     }
   }
 
@@ -81,34 +123,61 @@ export class OutcomeWriter {
     if (this.closed) return;
     this.flushing ??= this.flush().finally(() => {
       this.flushing = undefined;
-      if (this.completions.length || this.failures.length) this.kick();
+      if (this.pending.length) this.kick();
     });
   }
 
   private async flush(): Promise<void> {
-    while (!this.closed && (this.completions.length || this.failures.length)) {
-      const completions = this.completions.splice(0, this.maxBatch);
-      const failures = this.failures.splice(0, this.maxBatch);
-      const [completed, failed] = await this.lane.run(() =>
-        Promise.allSettled([
-          completions.length ? this.store.completeJobs(this.workerId, completions, this.deleteCompleted) : new Set<string>(),
-          failures.length ? this.store.failJobs(this.workerId, failures.map((f) => f.attempt)) : new Map<string, string>(),
-        ]),
-      );
-      // A statement that failed wrote nothing (each is atomic): put its batch back in front and retry it.
-      if (completed.status === 'fulfilled') for (const c of completions) c.completed(!completed.value.has(c.id));
-      else this.completions.unshift(...completions);
-      if (failed.status === 'fulfilled') for (const f of failures) f.done(failed.value.get(f.attempt.id));
-      else this.failures.unshift(...failures);
-      const error = completed.status === 'rejected' ? completed.reason : failed.status === 'rejected' ? failed.reason : undefined;
-      if (error === undefined) this.backoff.succeeded();
-      else {
-        // close() cuts the wait short, so shutdown does not wait out a 10 s backoff.
-        const backoff = wakeableSleep(this.backoff.failed(error));
-        this.wakeFromBackoff = backoff.wake;
-        await backoff.done;
+    while (!this.closed && this.pending.length) {
+      const batch = this.pending.splice(0, this.maxBatch);
+      const { retry, error } = await this.writeIsolating(batch);
+      if (error === undefined) {
+        this.backoff.succeeded();
+        continue;
       }
+      this.pending.unshift(...retry); // a statement that failed wrote nothing (each is atomic)
+      const backoff = wakeableSleep(this.backoff.failed(error));
+      this.wakeFromBackoff = backoff.wake;
+      await backoff.done;
     }
     if (this.closed) this.dropUnwritten();
   }
+
+  /**
+   * Writes a batch; when the database refuses it, halves it until the refused outcomes are alone, so one bad
+   * row costs about 2 log2(batch) statements and holds back no other. Returns what is left to retry and why.
+   */
+  private async writeIsolating(batch: PendingOutcome[]): Promise<{ retry: PendingOutcome[]; error?: unknown }> {
+    try {
+      const statusOf = await this.lane.run(() => this.writeBatch(batch));
+      for (const o of batch) o.outcomeWritten(statusOf(o));
+      return { retry: [] };
+    } catch (error) {
+      if (!refusedByDatabase(error)) return { retry: batch, error };
+      if (batch.length > 1) {
+        const half = batch.length >> 1;
+        const first = await this.writeIsolating(batch.slice(0, half));
+        if (first.error !== undefined && !refusedByDatabase(first.error)) return { retry: [...first.retry, ...batch.slice(half)], error: first.error };
+        const second = await this.writeIsolating(batch.slice(half));
+        return { retry: [...first.retry, ...second.retry], error: second.error ?? first.error };
+      }
+      const [one] = batch;
+      one.refusals += 1;
+      if (one.refusals < MAX_OUTCOME_REFUSALS) return { retry: batch, error };
+      this.logger.error(OUTCOME_UNWRITABLE(one.id, one.queue, this.kind, one.refusals, errorLine(error)));
+      one.outcomeDropped();
+      return { retry: [] };
+    }
+  }
+}
+
+/**
+ * The database answered and refused the statement for what it holds (bad data, a constraint, a trigger), as
+ * opposed to being unreachable or busy: connection and resource errors, operator intervention (shutdown,
+ * statement timeout), deadlocks and serialisation failures, a lock timeout, a read-only standby, and any error
+ * without a SQLSTATE (network, pool) all mean "try the same write again later".
+ */
+function refusedByDatabase(error: unknown): boolean {
+  if (!(error instanceof pg.DatabaseError) || typeof error.code !== 'string') return false;
+  return !/^(08|53|57|58|40)/.test(error.code) && error.code !== '55P03' && error.code !== '25006';
 }

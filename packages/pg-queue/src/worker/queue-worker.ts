@@ -1,13 +1,15 @@
 import type { LoggerService } from '@nestjs/common';
 import { JobAbortedError, JobTimeoutError } from '../errors/pg-queue.error.js';
-import type { Job } from '../interfaces/job.interface.js';
+import type { Job, JobStatus } from '../interfaces/job.interface.js';
 import type { ResolvedHandlerOptions } from '../interfaces/job-handler-options.interface.js';
 import type { ClaimedJob, JobRef, JobStore } from '../store/job.store.js';
+import { retryDelay } from '../utils/backoff.js';
 import { errorLine, errorText } from '../utils/error-text.js';
 import { RetryBackoff, wakeableSleep, withDeadline } from '../utils/retry-backoff.js';
 import { JobAttempt } from './job-attempt.js';
 import type { LeaseHolder, LeaseKeeper } from './lease-keeper.js';
-import type { OutcomeWriter, PendingCompletion } from './outcome-writer.js';
+import type { OutcomeWriter, PendingOutcome } from './outcome-writer.js';
+import { putBack } from './put-back.js';
 
 export interface QueueWorkerConfig {
   queue: string;
@@ -40,6 +42,8 @@ export class QueueWorker {
   private delayTimer: NodeJS.Timeout | undefined;
   private delayTimerAt = Infinity;
   private readonly claimBackoff: RetryBackoff;
+  /** A bad answer of the queue's backoff function is logged once per worker, not once per failed job. */
+  private backoffProblemLogged = false;
 
   constructor(
     private readonly config: QueueWorkerConfig,
@@ -76,12 +80,16 @@ export class QueueWorker {
     wakeUp?.();
   }
 
-  /** Aborts a running job whose row was cancelled; its outcome is fenced out by the cancelled status. */
-  abort(jobId: string, reason: Error): boolean {
+  /**
+   * Aborts a running job whose row was cancelled; its outcome is fenced out by the cancelled status. Only the
+   * claim the cancel names (`token`; undefined: whichever): a late notice must not abort a later claim of the
+   * same job (retried and claimed again).
+   */
+  abort(jobId: string, token: string | undefined, reason: Error): boolean {
     const waiting = this.buffered.get(jobId);
-    if (waiting) return this.unbuffer(waiting);
+    if (waiting && (token === undefined || waiting.token === token)) return this.unbuffer(waiting);
     const run = this.running.get(jobId);
-    if (!run) return false;
+    if (!run || (token !== undefined && run.token !== token)) return false;
     run.abort(reason);
     this.giveUp(run);
     return true;
@@ -140,6 +148,11 @@ export class QueueWorker {
         await backoff.done;
         if (this.wakeUp === backoff.wake) this.wakeUp = undefined;
         continue;
+      }
+      if (this.stopping) {
+        // The claim was in flight when shutdown began: none of its jobs may start; they go back at once.
+        await putBack(this.store, workerId, claimed.jobs, `claimed while shutting down (${queue})`, this.logger);
+        return;
       }
       for (const job of claimed.jobs) this.accept(job);
       if (claimed.jobs.length === want) this.wakeRequested = true; // more may be waiting
@@ -237,40 +250,41 @@ export class QueueWorker {
     if (run.settled) return;
     this.free(run);
     this.unwritten += 1;
-    if (error === undefined) {
-      this.outcomes.complete(run); // calls back completed()
-      return;
-    }
-    const { queue, workerId } = this.config;
-    let retryDelayMs = 0;
-    if (run.attempt < run.maxAttempts) {
-      try {
-        retryDelayMs = Math.max(0, Math.round(Number(this.config.options.backoff(run.attempt, error))) || 0);
-      } catch (backoffError) {
-        this.logger.error(`backoff function of queue "${queue}" threw (${errorLine(backoffError)}); retrying job ${run.id} without delay`);
+    if (error !== undefined) {
+      let retryDelayMs = 0;
+      if (run.attempt < run.maxAttempts) {
+        const delay = retryDelay(this.config.options.backoff, run.attempt, error, this.config.queue);
+        retryDelayMs = delay.delayMs;
+        if (delay.problem !== undefined && !this.backoffProblemLogged) {
+          this.backoffProblemLogged = true;
+          this.logger.error(`${delay.problem} (job ${run.id}; further bad answers of this backoff are not logged)`);
+        }
       }
+      run.failure = { error: errorText(error), retryDelayMs, thrown: error };
     }
-    const text = errorText(error);
-    this.outcomes.fail({ id: run.id, attempt: run.attempt, error: text, retryDelayMs }, (status) => {
-      this.written(run);
-      if (status === undefined) this.logger.warn(`job ${run.id} (${queue}) failed on ${workerId}, but it no longer held the job: outcome discarded`);
-      else if (status === 'failed') this.logger.error(`job ${run.id} (${queue}) failed for good after ${run.attempt} attempt(s): ${errorLine(error)}`);
-      else {
-        this.logger.warn(`job ${run.id} (${queue}) attempt ${run.attempt}/${run.maxAttempts} failed, retry in ${retryDelayMs} ms: ${errorLine(error)}`);
-        this.wakeAt(retryDelayMs); // after the write, so the retry is there to claim
-      }
-    });
+    this.outcomes.write(run); // calls back outcomeWritten() or outcomeDropped()
   }
 
-  /** @internal The completion of this attempt was written (accepted) or fenced out. */
-  completionWritten(run: Running, accepted: boolean): void {
+  /** @internal The outcome of this attempt was written (status: what the row became) or fenced out (undefined). */
+  outcomeWritten(run: Running, status: JobStatus | undefined): void {
     this.written(run);
-    if (!accepted) this.logger.warn(`job ${run.id} (${this.config.queue}) finished on ${this.config.workerId}, but it no longer held the job: outcome discarded`);
+    const { queue, workerId } = this.config;
+    const failure = run.failure;
+    if (status === undefined) {
+      this.logger.warn(`job ${run.id} (${queue}) ${failure ? 'failed' : 'finished'} on ${workerId}, but it no longer held the job: outcome discarded`);
+    } else if (!failure) {
+      return;
+    } else if (status === 'failed') {
+      this.logger.error(`job ${run.id} (${queue}) failed for good after ${run.attempt} attempt(s): ${errorLine(failure.thrown)}`);
+    } else {
+      this.logger.warn(`job ${run.id} (${queue}) attempt ${run.attempt}/${run.maxAttempts} failed, retry in ${failure.retryDelayMs} ms: ${errorLine(failure.thrown)}`);
+      this.wakeAt(failure.retryDelayMs); // after the write, so the retry is there to claim
+    }
   }
 
-  /** The outcome landed (or was fenced out): the lease is no longer needed. */
-  private written(run: Running): void {
-    this.leases.release(run.id, run.attempt);
+  /** @internal The outcome landed, was fenced out, or was given up on: this claim's lease is no longer renewed. */
+  written(run: Running): void {
+    this.leases.release(run.id, run.token);
     this.unwritten -= 1;
     // Just below the back-pressure mark: the claim loop may be waiting on writes only.
     if (this.unwritten === this.unwrittenLimit - 1) this.rouse();
@@ -291,7 +305,7 @@ export class QueueWorker {
   /** Drops a prefetched job that never started, with its lease hold. */
   private unbuffer(run: Running): true {
     this.buffered.delete(run.id);
-    this.leases.release(run.id, run.attempt);
+    this.leases.release(run.id, run.token);
     return true;
   }
 
@@ -299,7 +313,7 @@ export class QueueWorker {
   private giveUp(run: Running): void {
     if (run.settled) return;
     this.free(run);
-    this.leases.release(run.id, run.attempt);
+    this.leases.release(run.id, run.token);
   }
 
   /** Ends the attempt's hold on its slot and starts the next job: from the prefetch buffer, else by a claim. */
@@ -318,12 +332,15 @@ export class QueueWorker {
 
 /**
  * One attempt: the Job its handler sees (JobAttempt), the lease holder the heartbeat renews, and the pending
- * completion the outcome writer settles, in one object.
+ * outcome the outcome writer settles, in one object.
  */
-class Running extends JobAttempt implements LeaseHolder, PendingCompletion {
+class Running extends JobAttempt implements LeaseHolder, PendingOutcome {
+  readonly token: string;
   timer: NodeJS.Timeout | undefined;
   /** Set once the attempt has an outcome (or was given up); later results of the handler are ignored. */
   settled = false;
+  failure: { error: string; retryDelayMs: number; thrown: unknown } | undefined;
+  refusals = 0;
 
   constructor(
     queue: string,
@@ -331,14 +348,19 @@ class Running extends JobAttempt implements LeaseHolder, PendingCompletion {
     private readonly worker: QueueWorker,
   ) {
     super(queue, job);
+    this.token = job.token;
   }
 
   leaseLost(): void {
     this.worker.leaseLost(this);
   }
 
-  completed(accepted: boolean): void {
-    this.worker.completionWritten(this, accepted);
+  outcomeWritten(status: JobStatus | undefined): void {
+    this.worker.outcomeWritten(this, status);
+  }
+
+  outcomeDropped(): void {
+    this.worker.written(this);
   }
 }
 

@@ -5,11 +5,11 @@ import { PgQueueConnection } from '../connection/pg-queue-connection.js';
 import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
 import { JobStore } from '../store/job.store.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
-import { errorLine } from '../utils/error-text.js';
 import { withDeadline } from '../utils/retry-backoff.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { NotificationListener } from './notification-listener.js';
 import { OutcomeWriter } from './outcome-writer.js';
+import { putBack } from './put-back.js';
 import { QueueWorker } from './queue-worker.js';
 import { RowLockLane } from './row-lock-lane.js';
 
@@ -70,7 +70,7 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
       this.connection.listenerConfig,
       {
         onJobs: (queue) => this.workers.get(queue)?.wake(),
-        onCancel: (jobId) => this.abortCancelled(jobId),
+        onCancel: (jobId, token) => this.abortCancelled(jobId, token),
         onUp: () => {
           this.setPoll(this.options.pollIntervalMs);
           this.wakeAll();
@@ -109,22 +109,17 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
         aborted.length ? `${aborted.length} job(s) still running after ${this.options.shutdownGraceMs} ms were aborted` : '',
         unstarted.length ? `${unstarted.length} prefetched job(s) never started` : '',
       ].filter(Boolean).join(', ');
-      try {
-        const released = await this.store.releaseJobs(this.options.workerId, abandoned);
-        const log = aborted.length ? 'warn' : 'log';
-        this.logger[log](`shutdown: ${what}; ${released} put back in the queue`);
-      } catch (error) {
-        this.logger.error(`shutdown: ${what}; could not put them back (${errorLine(error)}); the sweeper will, once their lease expires`);
-      }
+      const released = await putBack(this.store, this.options.workerId, abandoned, `(${what})`, this.logger);
+      if (released > 0) this.logger[aborted.length ? 'warn' : 'log'](`shutdown: ${what}; ${released} put back in the queue`);
     }
     this.leases!.stop();
     await this.listener!.close();
     this.workers.clear();
   }
 
-  private abortCancelled(jobId: string): void {
+  private abortCancelled(jobId: string, token: string | undefined): void {
     for (const worker of this.workers.values()) {
-      if (worker.abort(jobId, new JobAbortedError('job was cancelled'))) {
+      if (worker.abort(jobId, token, new JobAbortedError('job was cancelled'))) {
         this.logger.log(`job ${jobId} (${worker.queue}) was cancelled while running; its signal is aborted`);
       }
     }

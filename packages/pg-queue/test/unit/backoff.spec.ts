@@ -1,5 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
-import { exponentialBackoff } from '../../src/utils/backoff.js';
+import { MAX_RETRY_DELAY_MS } from '../../src/pg-queue.messages.js';
+import { exponentialBackoff, retryDelay } from '../../src/utils/backoff.js';
 import { resolveHandlerOptions } from '../../src/utils/resolve-options.js';
 
 describe('exponentialBackoff', () => {
@@ -19,5 +20,39 @@ describe('exponentialBackoff', () => {
   it('is the default of a handler, and a function replaces it', () => {
     expect(resolveHandlerOptions('q').backoff(1, null)).toBeGreaterThanOrEqual(15_000);
     expect(resolveHandlerOptions('q', { backoff: (attempt) => attempt * 7 }).backoff(3, null)).toBe(21);
+  });
+});
+
+describe('retryDelay: what a custom backoff returns, made a delay the database can store', () => {
+  const cap = MAX_RETRY_DELAY_MS;
+  it('passes a usable delay through, rounded', () => {
+    expect(retryDelay(() => 1_234.4, 1, null, 'q')).toEqual({ delayMs: 1_234 });
+    expect(retryDelay(() => 0, 1, null, 'q')).toEqual({ delayMs: 0 });
+    expect(retryDelay(() => cap, 1, null, 'q')).toEqual({ delayMs: cap });
+  });
+  it.each([
+    ['Infinity', Infinity, cap],
+    ['1e300', 1e300, cap],
+    ['a year and a day', cap + 86_400_000, cap],
+    ['NaN', NaN, 0],
+    ['-Infinity', -Infinity, 0],
+    ['a negative number', -5, 0],
+    ['a string', '100', 0],
+    ['an object', { ms: 5 }, 0],
+    ['undefined', undefined, 0],
+  ])('clamps %s and says what was wrong, naming the queue', (_, value, expected) => {
+    const { delayMs, problem } = retryDelay(() => value as number, 1, null, 'emails');
+    expect(delayMs).toBe(expected);
+    expect(Number.isFinite(delayMs)).toBe(true);
+    expect(problem).toMatch(/^backoff of queue "emails" returned .+; the retry waits \d+ ms instead/);
+  });
+  it('names the number it got, not its JSON', () => {
+    expect(retryDelay(() => Infinity, 1, null, 'q').problem).toContain('returned Infinity;');
+    expect(retryDelay(() => NaN, 1, null, 'q').problem).toContain('returned NaN;');
+  });
+  it('a backoff that throws retries without delay', () => {
+    const { delayMs, problem } = retryDelay(() => { throw new TypeError('oops'); }, 1, null, 'emails');
+    expect(delayMs).toBe(0);
+    expect(problem).toContain('threw (TypeError: oops)');
   });
 });

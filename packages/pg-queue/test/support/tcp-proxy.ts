@@ -1,0 +1,75 @@
+import net from 'node:net';
+
+/**
+ * A TCP proxy in front of PostgreSQL, to break connections the ways networks do: `blackHole()` stops
+ * forwarding on every open connection without closing it (a NAT or load balancer that dropped the flow;
+ * new connections still work), `refuse()` cuts every connection and refuses new ones (the server is gone).
+ */
+export class TcpProxy {
+  private readonly server: net.Server;
+  private readonly pairs = new Set<{ client: net.Socket; upstream: net.Socket }>();
+  /** Black-holed connections, kept only to be destroyed by close(). */
+  private readonly holes: net.Socket[] = [];
+  /** Connections accepted so far. */
+  accepted = 0;
+
+  private constructor(private readonly target: { host: string; port: number }) {
+    this.server = net.createServer((client) => this.accept(client));
+  }
+
+  /** Starts a proxy to the database of `url`; `proxy.url` is the same URL through the proxy. */
+  static async start(url: string): Promise<TcpProxy & { url: string }> {
+    const u = new URL(url);
+    const proxy = new TcpProxy({ host: u.hostname, port: Number(u.port || 5432) });
+    await new Promise<void>((resolve) => proxy.server.listen(0, '127.0.0.1', resolve));
+    u.hostname = '127.0.0.1';
+    u.port = String((proxy.server.address() as net.AddressInfo).port);
+    return Object.assign(proxy, { url: u.toString() });
+  }
+
+  private accept(client: net.Socket): void {
+    this.accepted += 1;
+    const upstream = net.connect(this.target.port, this.target.host);
+    const pair = { client, upstream };
+    this.pairs.add(pair);
+    client.pipe(upstream);
+    upstream.pipe(client);
+    const drop = () => {
+      this.pairs.delete(pair);
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('error', drop).on('close', drop);
+    upstream.on('error', drop).on('close', drop);
+  }
+
+  /** Open connections stop carrying bytes either way, and nobody is told. */
+  blackHole(): void {
+    for (const { client, upstream } of this.pairs) {
+      client.unpipe(upstream);
+      upstream.unpipe(client);
+      client.pause();
+      upstream.pause();
+      client.removeAllListeners('close');
+      upstream.removeAllListeners('close');
+      this.holes.push(client, upstream);
+    }
+    this.pairs.clear();
+  }
+
+  /** Every connection is cut and new ones are refused, as when the server is down. */
+  async refuse(): Promise<void> {
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    for (const { client, upstream } of this.pairs) {
+      client.destroy();
+      upstream.destroy();
+    }
+    this.pairs.clear();
+    await closed;
+  }
+
+  async close(): Promise<void> {
+    for (const socket of this.holes.splice(0)) socket.destroy();
+    if (this.server.listening) await this.refuse();
+  }
+}
