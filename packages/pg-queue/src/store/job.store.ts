@@ -64,30 +64,47 @@ export class JobStore {
     return rows[0].id;
   }
 
+  /**
+   * One statement when the payloads fit in one jsonb array; else one statement per chunk inside one
+   * transaction (the caller's, through a savepoint, or one of its own), so the call stays all-or-nothing.
+   */
   async insertJobs(rows: NewJobRow[], manager?: EntityManager): Promise<string[]> {
-    const payloads = `[${rows.map((r) => r.payloadJson).join(',')}]`;
-    const first = rows[0];
-    const uniform = rows.every(
-      (r) =>
-        r.queue === first.queue &&
-        r.priority === first.priority &&
-        r.maxAttempts === first.maxAttempts &&
-        r.delayMs === first.delayMs &&
-        r.runAt?.getTime() === first.runAt?.getTime(),
-    );
-    const statement = uniform ? 'insertUniformJobs' : 'insertJobs';
-    const values = uniform
-      ? [first.queue, payloads, first.priority, first.maxAttempts, first.runAt, first.delayMs]
-      : [
-          rows.map((r) => r.queue),
-          payloads,
-          rows.map((r) => r.priority),
-          rows.map((r) => r.maxAttempts),
-          rows.map((r) => r.runAt),
-          rows.map((r) => r.delayMs),
-        ];
-    const result = manager ? await managerQuery(manager, SQL[statement], values) : await this.run<{ id: string }>(statement, values);
-    return result.map((r) => r.id);
+    const chunks = chunkByPayloadSize(rows, INSERT_CHUNK_CHARS);
+    if (chunks.length === 1) {
+      const { statement, values } = insertJobsStatement(rows);
+      const result = manager ? await managerQuery(manager, SQL[statement], values) : await this.run<{ id: string }>(statement, values);
+      return result.map((r) => r.id);
+    }
+    const ids: string[] = [];
+    if (manager) {
+      await manager.transaction(async (m) => {
+        for (const chunk of chunks) {
+          const { statement, values } = insertJobsStatement(chunk);
+          for (const r of await managerQuery(m, SQL[statement], values)) ids.push(r.id);
+        }
+      });
+      return ids;
+    }
+    const client = await this.pool.connect();
+    let broken: Error | undefined;
+    try {
+      await client.query('BEGIN');
+      try {
+        for (const chunk of chunks) {
+          const { statement, values } = insertJobsStatement(chunk);
+          // Unnamed: a statement this size is planned in a blink next to its payload, and a named one would
+          // pin a prepared statement per pooled connection for a rare call.
+          for (const r of (await client.query<{ id: string }>({ text: SQL[statement], values })).rows) ids.push(r.id);
+        }
+        await client.query('COMMIT');
+      } catch (error) {
+        await client.query('ROLLBACK').catch((rollbackError: Error) => (broken = rollbackError));
+        throw error;
+      }
+    } finally {
+      client.release(broken);
+    }
+    return ids;
   }
 
   async claimJobs(queue: string, limit: number, workerId: string, leaseMs: number): Promise<ClaimResult> {
@@ -187,6 +204,49 @@ export class JobStore {
     const [row] = await this.run<{ retried: boolean }>('retryJob', [id]);
     return row.retried;
   }
+}
+
+/**
+ * Payload characters per insert statement. PostgreSQL caps one jsonb value (the statement's array of
+ * payloads) at 256 MB; jsonb can take several times the text's size (small numbers), so a chunk stays far below.
+ */
+const INSERT_CHUNK_CHARS = 16 * 1_048_576;
+
+/** Consecutive runs of rows whose payloads add up to at most `maxChars` (a row over it goes alone). */
+function chunkByPayloadSize(rows: NewJobRow[], maxChars: number): NewJobRow[][] {
+  const chunks: NewJobRow[][] = [];
+  let chunk: NewJobRow[] = [];
+  let chars = 0;
+  for (const row of rows) {
+    if (chunk.length > 0 && chars + row.payloadJson.length > maxChars) {
+      chunks.push(chunk);
+      chunk = [];
+      chars = 0;
+    }
+    chunk.push(row);
+    chars += row.payloadJson.length;
+  }
+  chunks.push(chunk);
+  return chunks;
+}
+
+/** The scalar statement when every row goes to one queue with the same options, else the array one. */
+function insertJobsStatement(rows: NewJobRow[]): { statement: 'insertJobs' | 'insertUniformJobs'; values: unknown[] } {
+  const payloads = `[${rows.map((r) => r.payloadJson).join(',')}]`;
+  const first = rows[0];
+  const uniform = rows.every(
+    (r) =>
+      r.queue === first.queue &&
+      r.priority === first.priority &&
+      r.maxAttempts === first.maxAttempts &&
+      r.delayMs === first.delayMs &&
+      r.runAt?.getTime() === first.runAt?.getTime(),
+  );
+  if (uniform) return { statement: 'insertUniformJobs', values: [first.queue, payloads, first.priority, first.maxAttempts, first.runAt, first.delayMs] };
+  return {
+    statement: 'insertJobs',
+    values: [rows.map((r) => r.queue), payloads, rows.map((r) => r.priority), rows.map((r) => r.maxAttempts), rows.map((r) => r.runAt), rows.map((r) => r.delayMs)],
+  };
 }
 
 /** {"id": attempt} as JSON, for the settle statements' per-row attempt lookup. */
