@@ -27,5 +27,6 @@ export default async function globalSetup(): Promise<void> {
   }
   (globalThis as Record<string, unknown>).__pgHarnessServer = server;
   process.env.PG_QUEUE_TEST_SERVER_URL = server.url;
-  console.log(`\n[pg-harness] PostgreSQL (${server.source}) at ${server.url.replace(/:[^:@/]*@/, ':***@')}`);
+  const binaries = server.source === 'embedded' && process.env.PG_QUEUE_TEST_PG_BIN ? `, binaries from ${process.env.PG_QUEUE_TEST_PG_BIN}` : '';
+  console.log(`\n[pg-harness] PostgreSQL (${server.source}${binaries}) at ${server.url.replace(/:[^:@/]*@/, ':***@')}`);
 }
