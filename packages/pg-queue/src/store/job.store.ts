@@ -1,4 +1,4 @@
-import type { Pool, QueryResultRow } from 'pg';
+import type { Pool, PoolClient, QueryResultRow } from 'pg';
 import type { EntityManager } from 'typeorm';
 import type { JobRecord, JobStatus, QueueStats } from '../interfaces/job.interface.js';
 import { PLANNED_PER_CALL, SQL } from './job.sql.js';
@@ -75,28 +75,21 @@ export class JobStore {
       const result = manager ? await managerQuery(manager, SQL[statement], values) : await this.run<{ id: string }>(statement, values);
       return result.map((r) => r.id);
     }
-    const ids: string[] = [];
-    if (manager) {
-      await manager.transaction(async (m) => {
-        for (const chunk of chunks) {
-          const { statement, values } = insertJobsStatement(chunk);
-          for (const r of await managerQuery(m, SQL[statement], values)) ids.push(r.id);
-        }
-      });
-      return ids;
-    }
+    if (manager) return manager.transaction((m) => insertChunks(chunks, (text, values) => managerQuery(m, text, values)));
+    // Unnamed statements: planning is nothing next to 16 MB of payload, and this rare call pins no prepared statement.
+    return this.inOwnTransaction((client) => insertChunks(chunks, async (text, values) => (await client.query<{ id: string }>({ text, values })).rows));
+  }
+
+  /** Runs `work` in a transaction on one pooled connection; a connection whose rollback failed is discarded. */
+  private async inOwnTransaction<T>(work: (client: PoolClient) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
     let broken: Error | undefined;
     try {
       await client.query('BEGIN');
       try {
-        for (const chunk of chunks) {
-          const { statement, values } = insertJobsStatement(chunk);
-          // Unnamed: a statement this size is planned in a blink next to its payload, and a named one would
-          // pin a prepared statement per pooled connection for a rare call.
-          for (const r of (await client.query<{ id: string }>({ text: SQL[statement], values })).rows) ids.push(r.id);
-        }
+        const result = await work(client);
         await client.query('COMMIT');
+        return result;
       } catch (error) {
         await client.query('ROLLBACK').catch((rollbackError: Error) => (broken = rollbackError));
         throw error;
@@ -104,7 +97,6 @@ export class JobStore {
     } finally {
       client.release(broken);
     }
-    return ids;
   }
 
   async claimJobs(queue: string, limit: number, workerId: string, leaseMs: number): Promise<ClaimResult> {
@@ -228,6 +220,16 @@ function chunkByPayloadSize(rows: NewJobRow[], maxChars: number): NewJobRow[][] 
   }
   chunks.push(chunk);
   return chunks;
+}
+
+/** Inserts the chunks one statement each, in order; the ids in input order. */
+async function insertChunks(chunks: NewJobRow[][], query: (text: string, values: unknown[]) => Promise<{ id: string }[]>): Promise<string[]> {
+  const ids: string[] = [];
+  for (const chunk of chunks) {
+    const { statement, values } = insertJobsStatement(chunk);
+    for (const r of await query(SQL[statement], values)) ids.push(r.id);
+  }
+  return ids;
 }
 
 /** The scalar statement when every row goes to one queue with the same options, else the array one. */
