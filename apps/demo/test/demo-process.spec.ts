@@ -54,7 +54,14 @@ describe('the demo as a process (npm start)', () => {
     await chmod(folder, 0o755); // our own test folder: as root, the postgres user must reach the data folder inside
   }, 120_000);
   afterAll(async () => {
-    if (folder) await rm(folder, { recursive: true, force: true });
+    if (!folder) return;
+    // A failed test must not leave a server running: stop whatever still holds a data folder of ours.
+    for (const dataDir of ['port-taken', 'killed'].map((name) => join(folder, name, 'pg'))) {
+      const pid = existsSync(join(dataDir, 'postmaster.pid')) ? Number(readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]) : 0;
+      if (pid > 0 && alive(pid)) process.kill(pid, 'SIGINT');
+      while (pid > 0 && alive(pid)) await new Promise((r) => setTimeout(r, 50));
+    }
+    await rm(folder, { recursive: true, force: true });
   });
 
   it('with its port taken, exits at once with one line naming PORT, before starting anything', async () => {
@@ -76,19 +83,27 @@ describe('the demo as a process (npm start)', () => {
     const dataDir = join(folder, 'killed', 'pg');
     const first = startDemo({ PORT: '0', DEMO_DATA_DIR: dataDir });
     await waitForOutput(first, 'demo listening on');
+    const running = Number(readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    // While its app runs, the server is not stale: a second demo on the same folder says so and leaves it alone.
+    const second = startDemo({ PORT: '0', DEMO_DATA_DIR: dataDir });
+    expect(await second.exited).toBe(1);
+    expect(second.output()).toContain(`start-up failed: PostgreSQL (pid ${running}) of another running process (pid ${first.child.pid}) is using ${dataDir}: stop that process first, or use another data folder.`);
+    expect(second.output()).not.toMatch(/^\s+at /m); // one line, no stack
+    expect(alive(running)).toBe(true);
+
     first.child.kill('SIGKILL');
     await first.exited;
-    const orphan = Number(readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    const orphan = running;
     expect(alive(orphan)).toBe(true);
 
-    const second = startDemo({ PORT: '0', DEMO_DATA_DIR: dataDir });
+    const third = startDemo({ PORT: '0', DEMO_DATA_DIR: dataDir });
     try {
-      await waitForOutput(second, 'demo listening on');
-      expect(second.output()).toContain(`stopping PostgreSQL (pid ${orphan}) left running on ${dataDir} by an earlier run that was killed`);
+      await waitForOutput(third, 'demo listening on');
+      expect(third.output()).toContain(`stopping PostgreSQL (pid ${orphan}) left running on ${dataDir} by an earlier run that was killed`);
       expect(alive(orphan)).toBe(false);
     } finally {
-      second.child.kill('SIGINT');
-      expect(await second.exited).toBe(0);
+      third.child.kill('SIGINT');
+      expect(await third.exited).toBe(0);
     }
     const lock = join(dataDir, 'postmaster.pid');
     expect(existsSync(lock)).toBe(false); // stopped in order on SIGINT: nothing left running

