@@ -10,7 +10,7 @@ private=$(mktemp -d) # mode 0700
 demo_pid=
 cleanup() {
   if [ -n "$demo_pid" ] && kill -0 "$demo_pid" 2>/dev/null; then kill -INT "$demo_pid"; wait "$demo_pid" || true; fi
-  relocated=$(sed -n 's/.*its data lives in \(.*\) instead.*/\1/p' "$private/demo.log" 2>/dev/null | head -n 1)
+  relocated=$(sed -n 's/.*its data lives in \(.*\) instead.*/\1/p' "$private/demo.log" 2>/dev/null | head -n 1 || true)
   [ -n "$relocated" ] && rm -rf "$(dirname "$relocated")"
   rm -rf "$private"
 }
