@@ -200,7 +200,7 @@ export class JobStore {
 
 /**
  * Payload characters per insert statement. PostgreSQL caps one jsonb value (the statement's array of
- * payloads) at 256 MB; jsonb can take several times the text's size (small numbers), so a chunk stays far below.
+ * payloads) at 256 MB, and jsonb takes up to 6 times the text's size (an array of small numbers): 16 MiB stays below.
  */
 const INSERT_CHUNK_CHARS = 16 * 1_048_576;
 
