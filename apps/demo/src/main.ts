@@ -5,6 +5,7 @@ import { relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SHUTDOWN_GRACE_MS } from './app.module.js';
 import { printBanner } from './banner.js';
+import { portProblem } from './check-port.js';
 import { createDemoApp } from './create-demo-app.js';
 
 const logger = new Logger('Demo');
@@ -24,14 +25,21 @@ ownShutdownSignals();
 
 const booting = boot();
 booting.catch((error: unknown) => {
-  logger.error(`start-up failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+  // A set-up problem the harness cannot work around is one line saying why and what to do; anything else keeps its stack.
+  const known = error instanceof Error && error.name === 'PostgresSetupError';
+  logger.error(`start-up failed: ${error instanceof Error ? (known ? error.message : (error.stack ?? error.message)) : String(error)}`);
   void shutdown(1);
 });
 
 async function boot(): Promise<void> {
+  const problem = await portProblem(port);
+  if (problem) {
+    console.error(problem);
+    process.exit(2);
+  }
   // containers: false, since a testcontainers database would not live in the kept data folder.
-  server = await startPostgres({ dataDir, containers: false, log: postgresLog });
-  const database = server.source === 'url' ? 'the server in DATABASE_URL' : `embedded, data in ${relative(process.cwd(), dataDir) || '.'}`;
+  server = await startPostgres({ dataDir, containers: false, log: postgresLog, notice: (m) => logger.warn(m) });
+  const database = server.source === 'url' ? 'the server in DATABASE_URL' : `embedded, data in ${relative(process.cwd(), server.dataDir ?? dataDir) || '.'}`;
   logger.log(server.source === 'url' ? `using ${database}` : `PostgreSQL ready (${database})`);
   if (shuttingDown) return;
   app = await createDemoApp(server.url, { startBurst });

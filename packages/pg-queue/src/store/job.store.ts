@@ -1,4 +1,4 @@
-import type { Pool, QueryResultRow } from 'pg';
+import type { Pool, PoolClient, QueryResultRow } from 'pg';
 import type { EntityManager } from 'typeorm';
 import type { JobRecord, JobStatus, QueueStats } from '../interfaces/job.interface.js';
 import { PgQueueError } from '../errors/pg-queue.error.js';
@@ -88,30 +88,39 @@ export class JobStore {
     return rows[0].id;
   }
 
+  /**
+   * One statement when the payloads fit in one jsonb array; else one statement per chunk inside one
+   * transaction (the caller's, through a savepoint, or one of its own), so the call stays all-or-nothing.
+   */
   async insertJobs(rows: NewJobRow[], manager?: EntityManager): Promise<string[]> {
-    const payloads = `[${rows.map((r) => r.payloadJson).join(',')}]`;
-    const first = rows[0];
-    const uniform = rows.every(
-      (r) =>
-        r.queue === first.queue &&
-        r.priority === first.priority &&
-        r.maxAttempts === first.maxAttempts &&
-        r.delayMs === first.delayMs &&
-        r.runAt?.getTime() === first.runAt?.getTime(),
-    );
-    const statement = uniform ? 'insertUniformJobs' : 'insertJobs';
-    const values = uniform
-      ? [first.queue, payloads, first.priority, first.maxAttempts, first.runAt, first.delayMs]
-      : [
-          rows.map((r) => r.queue),
-          payloads,
-          rows.map((r) => r.priority),
-          rows.map((r) => r.maxAttempts),
-          rows.map((r) => r.runAt),
-          rows.map((r) => r.delayMs),
-        ];
-    const result = manager ? await managerQuery(manager, SQL[statement], values) : await this.run<{ id: string }>(statement, values);
-    return result.map((r) => r.id);
+    const chunks = chunkByPayloadSize(rows, INSERT_CHUNK_CHARS);
+    if (chunks.length === 1) {
+      const { statement, values } = insertJobsStatement(rows);
+      const result = manager ? await managerQuery(manager, SQL[statement], values) : await this.run<{ id: string }>(statement, values);
+      return result.map((r) => r.id);
+    }
+    if (manager) return manager.transaction((m) => insertChunks(chunks, (text, values) => managerQuery(m, text, values)));
+    // Unnamed statements: planning is nothing next to 16 MB of payload, and this rare call pins no prepared statement.
+    return this.inOwnTransaction((client) => insertChunks(chunks, async (text, values) => (await client.query<{ id: string }>({ text, values })).rows));
+  }
+
+  /** Runs `work` in a transaction on one pooled connection; a connection whose rollback failed is discarded. */
+  private async inOwnTransaction<T>(work: (client: PoolClient) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    let broken: Error | undefined;
+    try {
+      await client.query('BEGIN');
+      try {
+        const result = await work(client);
+        await client.query('COMMIT');
+        return result;
+      } catch (error) {
+        await client.query('ROLLBACK').catch((rollbackError: Error) => (broken = rollbackError));
+        throw error;
+      }
+    } finally {
+      client.release(broken);
+    }
   }
 
   async claimJobs(queue: string, limit: number, workerId: string, leaseMs: number): Promise<ClaimResult> {
@@ -261,6 +270,59 @@ function explainPoolerError(error: unknown): unknown {
     return new PgQueueError(POOLER_REFUSED_STARTUP_PARAMETER(e.message!), { cause: error });
   }
   return error;
+}
+
+/**
+ * Payload characters per insert statement. PostgreSQL caps one jsonb value (the statement's array of
+ * payloads) at 256 MB, and jsonb takes up to 6 times the text's size (an array of small numbers): 16 MiB stays below.
+ */
+const INSERT_CHUNK_CHARS = 16 * 1_048_576;
+
+/** Consecutive runs of rows whose payloads add up to at most `maxChars` (a row over it goes alone). */
+function chunkByPayloadSize(rows: NewJobRow[], maxChars: number): NewJobRow[][] {
+  const chunks: NewJobRow[][] = [];
+  let chunk: NewJobRow[] = [];
+  let chars = 0;
+  for (const row of rows) {
+    if (chunk.length > 0 && chars + row.payloadJson.length > maxChars) {
+      chunks.push(chunk);
+      chunk = [];
+      chars = 0;
+    }
+    chunk.push(row);
+    chars += row.payloadJson.length;
+  }
+  chunks.push(chunk);
+  return chunks;
+}
+
+/** Inserts the chunks one statement each, in order; the ids in input order. */
+async function insertChunks(chunks: NewJobRow[][], query: (text: string, values: unknown[]) => Promise<{ id: string }[]>): Promise<string[]> {
+  const ids: string[] = [];
+  for (const chunk of chunks) {
+    const { statement, values } = insertJobsStatement(chunk);
+    for (const r of await query(SQL[statement], values)) ids.push(r.id);
+  }
+  return ids;
+}
+
+/** The scalar statement when every row goes to one queue with the same options, else the array one. */
+function insertJobsStatement(rows: NewJobRow[]): { statement: 'insertJobs' | 'insertUniformJobs'; values: unknown[] } {
+  const payloads = `[${rows.map((r) => r.payloadJson).join(',')}]`;
+  const first = rows[0];
+  const uniform = rows.every(
+    (r) =>
+      r.queue === first.queue &&
+      r.priority === first.priority &&
+      r.maxAttempts === first.maxAttempts &&
+      r.delayMs === first.delayMs &&
+      r.runAt?.getTime() === first.runAt?.getTime(),
+  );
+  if (uniform) return { statement: 'insertUniformJobs', values: [first.queue, payloads, first.priority, first.maxAttempts, first.runAt, first.delayMs] };
+  return {
+    statement: 'insertJobs',
+    values: [rows.map((r) => r.queue), payloads, rows.map((r) => r.priority), rows.map((r) => r.maxAttempts), rows.map((r) => r.runAt), rows.map((r) => r.delayMs)],
+  };
 }
 
 /** {"id": token} as JSON, for the fenced statements' per-row token lookup. */

@@ -16,12 +16,46 @@ export function serializePayload(queue: string, payload: unknown, maxBytes: numb
     const detail = error instanceof Error ? error.message.split('\n')[0] : String(error);
     throw new PgQueueError(PAYLOAD_NOT_JSON(queue, /circular/i.test(detail) ? `circular reference: ${detail}` : detail));
   }
-  // Postgres jsonb rejects \u0000 in strings; say so here rather than as a driver error.
-  if (text.includes('\\u0000')) throw new PgQueueError(PAYLOAD_NOT_JSON(queue, 'a string contains the NUL character \\u0000, which jsonb cannot store'));
+  // jsonb refuses the escapes \u0000 and unpaired \ud800-\udfff; JSON.stringify writes \u only for control
+  // characters and lone surrogates, so the common payload pays one substring search here.
+  if (text.includes('\\u') && UNSTORABLE_ESCAPE.test(text)) throw new PgQueueError(PAYLOAD_NOT_JSON(queue, findUnstorable(payload)));
   const bytes = text.length <= maxBytes / 3 ? text.length : Buffer.byteLength(text);
   if (bytes > maxBytes) throw new PgQueueError(PAYLOAD_TOO_LARGE(queue, bytes, maxBytes));
   return text;
 }
+
+/** A real \u0000 or \udXXX escape: preceded by an even number of backslashes (so not the text `\\u0000`). */
+const UNSTORABLE_ESCAPE = /(?<!\\)(?:\\\\)*\\u(?:0000|d[89a-f])/;
+
+/** A code unit of a surrogate pair with no partner: JSON.stringify escapes it, jsonb refuses the escape. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+const LONE_SURROGATES = new RegExp(LONE_SURROGATE.source, 'g');
+
+/** Second pass, only for a payload that has one: names the key whose string (or name) jsonb cannot store. */
+function findUnstorable(payload: unknown): string {
+  const problem = (text: string) =>
+    text.includes('\u0000')
+      ? 'the NUL character \\u0000, which jsonb cannot store'
+      : LONE_SURROGATE.test(text)
+        ? 'a lone UTF-16 surrogate (text cut inside a character pair), which jsonb cannot store'
+        : undefined;
+  let found = 'a string jsonb cannot store';
+  try {
+    JSON.stringify(payload, function (this: unknown, key: string, value: unknown) {
+      const at = key === '' ? 'the payload' : `key "${key.replaceAll('\u0000', '\uFFFD').replace(LONE_SURROGATES, '\uFFFD')}"`;
+      const inName = !Array.isArray(this) && key !== '' && value !== undefined ? problem(key) : undefined;
+      const inValue = typeof value === 'string' ? problem(value) : undefined;
+      if (!inName && !inValue) return value;
+      found = inName ? `the name of ${at} contains ${inName}` : `the string at ${at} contains ${inValue}`;
+      throw new StopWalk();
+    });
+  } catch (error) {
+    if (!(error instanceof StopWalk)) throw error;
+  }
+  return found;
+}
+
+class StopWalk extends Error {}
 
 function refuseLossyValues(this: unknown, key: string, value: unknown): unknown {
   const at = key === '' ? 'the payload' : `key "${key}"`;

@@ -17,6 +17,21 @@ describe('serializePayload', () => {
   ])('refuses %p', (payload, message) => {
     expect(() => serializePayload('q', payload, 1_000)).toThrow(message);
   });
+  it('keeps text that only looks like an escape: a backslash followed by u0000 or ud800, and paired surrogates', () => {
+    const payload = { path: 'C:\\u0000\\new', re: '\\\\u0000', odd: '\\ud800', emoji: '😀 \uD83D\uDE00', ctl: '\u0001' };
+    expect(JSON.parse(serializePayload('q', payload, 1_000))).toEqual(payload);
+  });
+  it.each([
+    [{ s: 'a\u0000b' }, 'the string at key "s" contains the NUL character'],
+    [{ list: ['ok', 'x\\\u0000'] }, 'the string at key "1" contains the NUL character'],
+    [{ cut: 'ab\uD83D' }, 'the string at key "cut" contains a lone UTF-16 surrogate'],
+    [{ low: '\uDE00x' }, 'the string at key "low" contains a lone UTF-16 surrogate'],
+    [{ ['k\uD800']: 1 }, 'the name of key "k\uFFFD" contains a lone UTF-16 surrogate'],
+    [{ ['k\u0000']: 1 }, 'the name of key "k\uFFFD" contains the NUL character'],
+    ['\uD800', 'the string at the payload contains a lone UTF-16 surrogate'],
+  ])('refuses what jsonb cannot store, naming the key: %p', (payload, message) => {
+    expect(() => serializePayload('q', payload, 1_000)).toThrow(message);
+  });
   it('measures the limit in UTF-8 bytes', () => {
     expect(() => serializePayload('q', 'é'.repeat(10), 21)).toThrow('is 22 bytes as JSON, over the maxPayloadBytes limit of 21');
     expect(serializePayload('q', 'é'.repeat(10), 22)).toHaveLength(12);

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Packs the library as npm would publish it, checks what the tarball holds, installs it into an empty
+# project beside its peer dependencies and compiles a small consumer with skipLibCheck false (a type the
+# declarations import without a declared dependency fails there with TS7016), then imports it with Node.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+npm pack -w packages/pg-queue --pack-destination "$work" --silent >/dev/null
+tarball=$(ls "$work"/nestjs-pg-queue-*.tgz)
+listing=$(tar -tzf "$tarball")
+for f in package/LICENSE package/README.md package/package.json package/dist/index.js package/dist/index.d.ts package/src/index.ts; do
+  grep -qx "$f" <<<"$listing" || { echo "the package lacks $f" >&2; exit 1; }
+done
+if grep -E 'tsbuildinfo|/test/|\.spec\.' <<<"$listing" >&2; then echo "the package holds build or test files (above)" >&2; exit 1; fi
+# Every source map must point at a file the package ships.
+tar -xzf "$tarball" -C "$work"
+node -e '
+  const fs = require("fs"), path = require("path");
+  const walk = (d) => fs.readdirSync(d, { withFileTypes: true }).flatMap((e) => e.isDirectory() ? walk(path.join(d, e.name)) : [path.join(d, e.name)]);
+  const missing = walk(process.argv[1]).filter((f) => f.endsWith(".map")).flatMap((f) =>
+    JSON.parse(fs.readFileSync(f, "utf8")).sources.map((s) => path.resolve(path.dirname(f), s)).filter((s) => !fs.existsSync(s)));
+  if (missing.length) { console.error("source maps point at files the package lacks:", missing.slice(0, 3)); process.exit(1); }
+' "$work/package/dist"
+
+consumer="$work/consumer"
+mkdir "$consumer"
+cp .ci/package-consumer/consumer.ts .ci/package-consumer/tsconfig.json "$consumer/"
+echo '{ "name": "consumer", "private": true, "type": "module" }' >"$consumer/package.json"
+peers=$(node -p 'Object.entries(require("./packages/pg-queue/package.json").peerDependencies).map(([n, v]) => `${n}@${v}`).join(" ")')
+ts=$(node -p 'require("typescript/package.json").version')
+(cd "$consumer" && npm install --prefer-offline --no-audit --no-fund --loglevel=error "$tarball" $peers "typescript@$ts" "@types/node@20" >/dev/null)
+(cd "$consumer" && npx --no-install tsc -p .)
+(cd "$consumer" && node --input-type=module -e 'import("nestjs-pg-queue").then((m) => { if (!m.PgQueueModule || !m.QueueService) process.exit(1); })')
+echo "package check: $(basename "$tarball") ($(wc -l <<<"$listing") files) installs, type-checks with skipLibCheck false and imports"

