@@ -23,6 +23,19 @@ class SleepOutsideTransaction1900000000004 implements MigrationInterface {
   async down() {}
 }
 
+let failNextRun = true;
+class FailsOnce1900000000005 implements MigrationInterface {
+  name = 'FailsOnce1900000000005';
+  transaction = false;
+  async up(q: QueryRunner) {
+    if (failNextRun) {
+      failNextRun = false;
+      await q.query(`SELECT 1 / 0`);
+    }
+  }
+  async down() {}
+}
+
 const opened: DataSource[] = [];
 async function dataSourceOf(url: string, extra: Record<string, unknown> = {}): Promise<DataSource> {
   const dataSource = new DataSource({ type: 'postgres', url, extra: { max: 1, ...extra } });
@@ -85,6 +98,17 @@ describe('migrations that run outside a transaction', () => {
     // The runner's connection goes back to the app's pool with the app's own timeout.
     expect(await a.query(`SHOW statement_timeout`)).toEqual([{ statement_timeout: '200ms' }]);
     await db.end();
+    await closeAll();
+  });
+
+  it('a failed migration outside a transaction releases the lock and gives the connection its timeouts back; the next run applies it', async () => {
+    const url = await createTestDatabase('migfail');
+    const d = await dataSourceOf(url, { statement_timeout: 200 });
+    const other = await dataSourceOf(url);
+    const all = [...PG_QUEUE_MIGRATIONS, FailsOnce1900000000005];
+    await expect(runQueueMigrations(d, all)).rejects.toThrow(/division by zero/);
+    expect(await d.query(`SHOW statement_timeout`)).toEqual([{ statement_timeout: '200ms' }]);
+    expect(await runQueueMigrations(other, all)).toEqual(['FailsOnce1900000000005']); // would poll forever if the lock were kept
     await closeAll();
   });
 

@@ -124,16 +124,23 @@ async function underLock<T>(queryRunner: QueryRunner, work: () => Promise<T>): P
 /** Runs `work` on the session while it holds the migration lock, without the session's timeouts. */
 async function underSessionLock<T>(runner: QueryRunner, work: () => Promise<T>): Promise<T> {
   await runner.query(SQL.migrationSessionTimeoutsOff);
+  let result: T;
   try {
     while (!((await runner.query(SQL.migrationSessionTryLock)) as { held: boolean }[])[0].held) await sleep(LOCK_POLL_MS);
     try {
-      return await work();
-    } finally {
-      await runner.query(SQL.migrationSessionUnlock);
+      result = await work();
+    } catch (error) {
+      // The migration's own error is the one to report; a connection that died has dropped the lock anyway.
+      await runner.query(SQL.migrationSessionUnlock).catch(() => undefined);
+      throw error;
     }
-  } finally {
-    await runner.query(SQL.migrationSessionTimeoutsReset);
+    await runner.query(SQL.migrationSessionUnlock);
+  } catch (error) {
+    await runner.query(SQL.migrationSessionTimeoutsReset).catch(() => undefined);
+    throw error;
   }
+  await runner.query(SQL.migrationSessionTimeoutsReset);
+  return result;
 }
 
 async function runOutsideTransaction({ runner, table }: Session, migration: Migration): Promise<boolean> {
