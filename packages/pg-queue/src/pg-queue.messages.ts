@@ -24,8 +24,14 @@ export const POOLER_REFUSED_PREPARED_STATEMENT = (detail: string) =>
 export const POOLER_REFUSED_STARTUP_PARAMETER = (detail: string) =>
   `The connection pooler said "${detail}" to the queue's statement_timeout. Behind PgBouncer in transaction mode set \`transactionPooler: true\` in the PgQueueModule options; in session mode set \`statementTimeoutMs: 0\` or list statement_timeout and idle_in_transaction_session_timeout in PgBouncer's ignore_startup_parameters.`;
 
-export const LISTEN_THROUGH_POOLER = () =>
-  'transactionPooler is set but listenerUrl is not: LISTEN through a transaction pooler connects but hears nothing, so workers wake only on their poll (pollIntervalMs). Set listenerUrl to a direct PostgreSQL URL.';
+export const POOLER_WITHOUT_LISTENER_URL = () =>
+  'Invalid PgQueueModule options: transactionPooler is true but listenerUrl is not set. Set listenerUrl to a direct (session) PostgreSQL URL: LISTEN through a transaction pooler connects but hears nothing, and migrations that run outside a transaction (CREATE INDEX CONCURRENTLY) hold a session advisory lock there.';
+
+export const POOL_EXHAUSTED = (poolSize: number, connectTimeoutMs: number) =>
+  `No connection of the queue's pool came free within connectTimeoutMs (${connectTimeoutMs} ms); all poolSize (${poolSize}) connections were busy, or the database did not answer. Raise poolSize or connectTimeoutMs, or look for long-running queue statements.`;
+
+export const UNSCHEDULED_APP_METHODS = (methods: string[]) =>
+  `${methods.join(', ')} ${methods.length === 1 ? 'has' : 'have'} @Cron/@Interval/@Timeout metadata, but the app imports no ScheduleModule.forRoot(), so ${methods.length === 1 ? 'it does' : 'they do'} not run (PgQueueModule no longer imports it for the app). Import ScheduleModule.forRoot() in the app module.`;
 
 export const PAYLOAD_NOT_JSON = (queue: string, detail: string) =>
   `Cannot enqueue to "${queue}": the payload is not JSON-serialisable (${detail}).`;

@@ -32,7 +32,7 @@ import { WorkerPool } from './worker/worker-pool.js';
     {
       provide: JobStore,
       useFactory: (connection: PgQueueConnection, resolved: ResolvedModuleOptions) =>
-        new JobStore(connection.pool, { transactionPooler: resolved.transactionPooler }),
+        new JobStore(connection.pool, { transactionPooler: resolved.transactionPooler, poolSize: resolved.poolSize, connectTimeoutMs: resolved.connectTimeoutMs }),
       inject: [PgQueueConnection, RESOLVED_OPTIONS],
     },
     JobHandlerRegistry,

@@ -1,8 +1,10 @@
 import { Injectable, type INestApplicationContext } from '@nestjs/common';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { DataSource } from 'typeorm';
-import { JobHandler, PgQueueError, QueueService, WorkerPool, type Job, type PgQueueModuleOptions } from 'nestjs-pg-queue';
+import { JobHandler, PG_QUEUE_MIGRATIONS, PgQueueError, QueueService, WorkerPool, type Job, type PgQueueModuleOptions } from 'nestjs-pg-queue';
 import { createTestDatabase, pgBouncerAvailable, startPgBouncer, withDatabaseName, type PgBouncer } from '@internal/pg-harness';
+import { runQueueMigrations } from '../src/connection/run-queue-migrations.js';
+import { CreateSlowRows1900000000001, SlowIndex1900000000002 } from './support/slow-index-migrations.js';
 import { sqlPool, startApp, statusCounts, waitFor } from './support/test-app.js';
 
 // Everything the queue does, through a real PgBouncer 1.18 in transaction mode (PostgreSQL behind it),
@@ -121,6 +123,27 @@ describeWithBouncer('through PgBouncer in transaction mode', () => {
     await app.close();
     apps.splice(apps.indexOf(app), 1);
     await narrow.stop();
+  });
+
+  it('two runners through the pooler racing a CREATE INDEX CONCURRENTLY migration hold the lock on a direct session: recorded once, the index valid', async () => {
+    const url = await createTestDatabase('bouncercic');
+    const bounced = withDatabaseName(bouncer.url, new URL(url).pathname.slice(1));
+    const all = [...PG_QUEUE_MIGRATIONS, CreateSlowRows1900000000001, SlowIndex1900000000002];
+    const run = async () => {
+      const dataSource = new DataSource({ type: 'postgres', url: bounced, extra: { max: 1 } });
+      await dataSource.initialize();
+      dataSources.push(dataSource);
+      const openSession = async () => new DataSource({ type: 'postgres', url, extra: { max: 1 } }).initialize();
+      return runQueueMigrations(dataSource, all, { openSession });
+    };
+    const results = await Promise.allSettled([run(), run()]);
+    expect(results.map((r) => (r.status === 'rejected' ? String(r.reason) : 'ok'))).toEqual(['ok', 'ok']);
+    const db = sqlPool(url);
+    const { rows: recorded } = await db.query(`SELECT count(*)::int AS n FROM migrations WHERE name = 'SlowIndex1900000000002'`);
+    const { rows: index } = await db.query(`SELECT indisvalid AS valid FROM pg_index WHERE indexrelid = to_regclass('slow_rows_key_idx')`);
+    expect(recorded).toEqual([{ n: 1 }]);
+    expect(index).toEqual([{ valid: true }]);
+    await db.end();
   });
 
   it('without it, the statement_timeout startup parameter is refused, and the error says what to set', async () => {

@@ -1,4 +1,5 @@
 import type { ClientConfig, PoolConfig } from 'pg';
+import { parse } from 'pg-connection-string';
 import type { PostgresDataSourceOptions as PostgresConnectionOptions } from 'typeorm/driver/postgres/PostgresDataSourceOptions.js';
 import type { PgQueueConnectionOptions } from '../interfaces/pg-queue-options.interface.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
@@ -65,22 +66,34 @@ export function queuePoolConfig(settings: ConnectionSettings, options: ResolvedM
 }
 
 /**
- * The dedicated LISTEN connection: the same settings, or `listenerUrl` (a direct PostgreSQL URL) with the
- * same password function, ssl and `extra`. Pool-only fields are ignored by pg.Client.
+ * The dedicated LISTEN connection (also the direct session that non-transactional migrations run on behind
+ * a transaction pooler): the same settings, or `listenerUrl` (a direct PostgreSQL URL) over them. Only the
+ * fields the URL holds replace the base ones: node-postgres would let a URL without a password overwrite the
+ * DataSource's password function with ''. Pool-only fields are ignored by pg.Client.
  */
-export function listenerClientConfig(settings: ConnectionSettings, listenerUrl: string | undefined): ClientConfig {
+export function listenerClientConfig(settings: ConnectionSettings, listenerUrl: string | undefined, connectTimeoutMs?: number): ConnectionSettings {
   const base: ConnectionSettings = { keepAlive: true, ...settings };
   if (listenerUrl !== undefined) {
-    delete base.host;
-    delete base.port;
-    delete base.user;
-    delete base.database;
-    base.connectionString = listenerUrl;
+    // The base URL's fields first (as node-postgres would read them), then the listener URL's over them.
+    if (typeof base.connectionString === 'string') Object.assign(base, fieldsOfUrl(base.connectionString));
+    delete base.connectionString;
+    Object.assign(base, fieldsOfUrl(listenerUrl));
   }
   delete base.statement_timeout;
   delete base.query_timeout;
   delete base.idle_in_transaction_session_timeout;
+  if (connectTimeoutMs !== undefined) base.connectionTimeoutMillis = connectTimeoutMs;
   return { ...base, application_name: 'nestjs-pg-queue listener' };
+}
+
+/** The connection fields a postgres:// URL actually holds (an absent password or port is left out). */
+function fieldsOfUrl(url: string): ConnectionSettings {
+  const fields: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(parse(url))) {
+    if (value === undefined || value === null || value === '') continue;
+    fields[key] = key === 'port' ? Number(value) : value;
+  }
+  return fields as ConnectionSettings;
 }
 
 function withoutUndefined<T extends Record<string, unknown>>(o: T): T {

@@ -4,7 +4,8 @@ import { DataSource } from 'typeorm';
 import type { PostgresDataSourceOptions as PostgresConnectionOptions } from 'typeorm/driver/postgres/PostgresDataSourceOptions.js';
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import type { PgQueueModuleOptions } from '../interfaces/pg-queue-options.interface.js';
-import { LISTEN_THROUGH_POOLER, NO_DATA_SOURCE, NOT_POSTGRES } from '../pg-queue.messages.js';
+import { NO_DATA_SOURCE, NOT_POSTGRES } from '../pg-queue.messages.js';
+import { PG_QUEUE_MIGRATIONS } from '../migrations/index.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { listenerClientConfig, queuePoolConfig, settingsOfConnectionOption, settingsOfDataSource, type ConnectionSettings } from './pg-client-config.js';
 import { runQueueMigrations } from './run-queue-migrations.js';
@@ -26,23 +27,42 @@ export class PgQueueConnection implements OnApplicationShutdown {
 
   static async open(options: PgQueueModuleOptions, resolved: ResolvedModuleOptions, appDataSource: DataSource | undefined): Promise<PgQueueConnection> {
     let settings: ConnectionSettings;
+    let migrationSource: DataSource | undefined;
     if (options.connection && !options.dataSource) {
       settings = settingsOfConnectionOption(options.connection);
-      if (resolved.migrationsRun) await migrateWithOwnDataSource(settings);
     } else {
       const dataSource = options.dataSource ?? appDataSource;
       if (!dataSource) throw new PgQueueError(NO_DATA_SOURCE());
       if (dataSource.options.type !== 'postgres') throw new PgQueueError(NOT_POSTGRES(dataSource.options.type));
       if (!dataSource.isInitialized) await dataSource.initialize();
       settings = settingsOfDataSource(dataSource.options as PostgresConnectionOptions);
-      if (resolved.migrationsRun) await runQueueMigrations(dataSource);
+      migrationSource = dataSource;
+    }
+    const listenerConfig = listenerClientConfig(settings, resolved.listenerUrl, resolved.connectTimeoutMs);
+    if (resolved.migrationsRun) {
+      // Behind a transaction pooler, the migrations that run outside a transaction hold their session lock
+      // on a direct connection (listenerUrl, required with transactionPooler).
+      const like = migrationSource?.options as PostgresConnectionOptions | undefined;
+      const openSession = resolved.transactionPooler
+        ? () => initialized(migrationDataSource(listenerConfig, resolved.connectTimeoutMs, like))
+        : undefined;
+      if (migrationSource) {
+        await runQueueMigrations(migrationSource, PG_QUEUE_MIGRATIONS, { openSession });
+      } else {
+        // With `connection` and no DataSource, migrations run on a short-lived one-connection DataSource.
+        const own = await initialized(migrationDataSource(settings, resolved.connectTimeoutMs));
+        try {
+          await runQueueMigrations(own, PG_QUEUE_MIGRATIONS, { openSession });
+        } finally {
+          await own.destroy();
+        }
+      }
     }
     const logger = new Logger('PgQueue');
-    if (resolved.transactionPooler && resolved.listenerUrl === undefined && resolved.workers) logger.warn(LISTEN_THROUGH_POOLER());
     const pool = new pg.Pool(queuePoolConfig(settings, resolved));
     // An idle client that loses its server emits here; without a listener that would crash the host.
     pool.on('error', (error) => logger.warn(`an idle connection of the queue's pool failed: ${error.message}`));
-    return new PgQueueConnection(pool, listenerClientConfig(settings, resolved.listenerUrl));
+    return new PgQueueConnection(pool, listenerConfig);
   }
 
   async onApplicationShutdown(): Promise<void> {
@@ -57,22 +77,26 @@ export class PgQueueConnection implements OnApplicationShutdown {
   }
 }
 
-/** With `connection` and no DataSource, migrations run on a short-lived one-connection DataSource. */
-async function migrateWithOwnDataSource(settings: ConnectionSettings): Promise<void> {
+/**
+ * A one-connection DataSource for the queue's migrations, dialled with `settings`; `like` gives the
+ * migrations table (name and schema) of the app's DataSource, so both record in the same table.
+ */
+function migrationDataSource(settings: ConnectionSettings, connectTimeoutMs: number, like?: PostgresConnectionOptions): DataSource {
   const { connectionString, user, ...rest } = settings;
-  const dataSource = new DataSource({
+  return new DataSource({
     type: 'postgres',
     url: connectionString,
     username: user,
-    extra: { ...rest, max: 1 },
-    applicationName: 'nestjs-pg-queue migrations',
+    connectTimeoutMS: connectTimeoutMs,
+    extra: { ...rest, max: 1, application_name: 'nestjs-pg-queue migrations' },
+    schema: like?.schema,
+    migrationsTableName: like?.migrationsTableName,
     synchronize: false,
     migrationsRun: false,
   });
+}
+
+async function initialized(dataSource: DataSource): Promise<DataSource> {
   await dataSource.initialize();
-  try {
-    await runQueueMigrations(dataSource);
-  } finally {
-    await dataSource.destroy();
-  }
+  return dataSource;
 }

@@ -10,65 +10,150 @@ import { SQL } from '../store/job.sql.js';
  * lock and re-checks the migrations table, so ten instances booting at once migrate once, and the lock
  * works through a transaction pooler (PgBouncer in transaction mode), where a session lock would be taken
  * and released on different server connections. A migration with `transaction = false` (CREATE INDEX
- * CONCURRENTLY) runs outside any transaction, so it must be idempotent; it is then recorded under the lock.
+ * CONCURRENTLY) runs outside any transaction on a direct session that holds the same lock as a session
+ * lock from the re-check to the record, so two instances never build one index at once (two concurrent
+ * builds on a table deadlock, and IF NOT EXISTS then skips over the loser's invalid index). That session is
+ * the runner's own connection, or, behind a transaction pooler, one that `openSession` dials directly.
+ * Every lock is taken by polling (see SQL.migrationTryLock), and migrations run without the app's
+ * statement_timeout and lock_timeout.
  *
  * Rows go to the DataSource's TypeORM migrations table (its name, schema and row format, through TypeORM's
  * own MigrationExecutor), so an app that lists PG_QUEUE_MIGRATIONS in its own DataSource and this runner
  * agree on what already ran.
  */
-export async function runQueueMigrations(dataSource: DataSource, migrations: MigrationClass[] = PG_QUEUE_MIGRATIONS): Promise<string[]> {
+export async function runQueueMigrations(
+  dataSource: DataSource,
+  migrations: MigrationClass[] = PG_QUEUE_MIGRATIONS,
+  options: RunQueueMigrationsOptions = {},
+): Promise<string[]> {
   const logger = new Logger('PgQueue');
   const queryRunner = dataSource.createQueryRunner('master');
   const table = new MigrationsTable(dataSource, queryRunner);
   const applied: string[] = [];
+  let session: Session | undefined;
   try {
     await queryRunner.connect();
     await underLock(queryRunner, () => table.createIfMissing());
     const done = await table.names();
     for (const migration of queueMigrations(migrations)) {
       if (done.has(migration.name)) continue;
-      const ran =
-        migration.instance?.transaction === false
-          ? await runOutsideTransaction(queryRunner, table, migration)
-          : await underLock(queryRunner, async () => {
-              if ((await table.names()).has(migration.name)) return false;
-              await up(queryRunner, migration);
-              await table.record(migration);
-              return true;
-            });
+      let ran: boolean;
+      if (migration.instance?.transaction === false) {
+        session ??= await openSession(dataSource, queryRunner, table, options.openSession);
+        ran = await runOutsideTransaction(session, migration);
+      } else {
+        ran = await underLock(queryRunner, async () => {
+          if ((await table.names()).has(migration.name)) return false;
+          await up(queryRunner, migration);
+          await table.record(migration);
+          return true;
+        });
+      }
       if (ran) applied.push(migration.name);
     }
   } catch (error) {
     logger.error(`queue migrations stopped${applied.length ? ` after applying ${applied.join(', ')}` : ''}: ${String(error)}`);
     throw error;
   } finally {
+    await session?.close();
     await queryRunner.release();
   }
   if (applied.length > 0) logger.log(`applied queue migrations: ${applied.join(', ')}`);
   return applied;
 }
 
+export interface RunQueueMigrationsOptions {
+  /**
+   * Dials a direct (session) DataSource, with the same migrations table, for the migrations that run
+   * outside a transaction; needed when `dataSource` goes through a transaction pooler. Destroyed after.
+   */
+  openSession?: () => Promise<DataSource>;
+}
+
+const LOCK_POLL_MS = 100;
+
+interface Session {
+  runner: QueryRunner;
+  table: MigrationsTable;
+  close(): Promise<void>;
+}
+
+async function openSession(dataSource: DataSource, queryRunner: QueryRunner, table: MigrationsTable, dial: (() => Promise<DataSource>) | undefined): Promise<Session> {
+  if (!dial) return { runner: queryRunner, table, close: async () => undefined };
+  const direct = await dial();
+  const runner = direct.createQueryRunner('master');
+  try {
+    await runner.connect();
+  } catch (error) {
+    await direct.destroy();
+    throw error;
+  }
+  return {
+    runner,
+    table: new MigrationsTable(direct, runner),
+    close: async () => {
+      await runner.release();
+      await direct.destroy();
+    },
+  };
+}
+
 /** Runs `work` in a transaction that holds the migration lock; commits, or rolls back and rethrows. */
 async function underLock<T>(queryRunner: QueryRunner, work: () => Promise<T>): Promise<T> {
-  await queryRunner.startTransaction();
-  try {
-    await queryRunner.query(SQL.migrationLock);
-    const result = await work();
-    await queryRunner.commitTransaction();
-    return result;
-  } catch (error) {
-    await queryRunner.rollbackTransaction().catch(() => undefined);
-    throw error;
+  for (;;) {
+    await queryRunner.startTransaction();
+    try {
+      await queryRunner.query(SQL.migrationTimeoutsOff);
+      const [{ held }] = (await queryRunner.query(SQL.migrationTryLock)) as { held: boolean }[];
+      if (!held) {
+        // A fresh transaction per try, so no snapshot is held between tries whatever the isolation level.
+        await queryRunner.rollbackTransaction();
+        await sleep(LOCK_POLL_MS);
+        continue;
+      }
+      const result = await work();
+      await queryRunner.commitTransaction();
+      return result;
+    } catch (error) {
+      if (queryRunner.isTransactionActive) await queryRunner.rollbackTransaction().catch(() => undefined);
+      throw error;
+    }
   }
 }
 
-async function runOutsideTransaction(queryRunner: QueryRunner, table: MigrationsTable, migration: Migration): Promise<boolean> {
-  await up(queryRunner, migration);
-  return underLock(queryRunner, async () => {
-    if ((await table.names()).has(migration.name)) return false; // another instance recorded it meanwhile
+/** Runs `work` on the session while it holds the migration lock, without the session's timeouts. */
+async function underSessionLock<T>(runner: QueryRunner, work: () => Promise<T>): Promise<T> {
+  await runner.query(SQL.migrationSessionTimeoutsOff);
+  let result: T;
+  try {
+    while (!((await runner.query(SQL.migrationSessionTryLock)) as { held: boolean }[])[0].held) await sleep(LOCK_POLL_MS);
+    try {
+      result = await work();
+    } catch (error) {
+      // The migration's own error is the one to report; a connection that died has dropped the lock anyway.
+      await runner.query(SQL.migrationSessionUnlock).catch(() => undefined);
+      throw error;
+    }
+    await runner.query(SQL.migrationSessionUnlock);
+  } catch (error) {
+    await runner.query(SQL.migrationSessionTimeoutsReset).catch(() => undefined);
+    throw error;
+  }
+  await runner.query(SQL.migrationSessionTimeoutsReset);
+  return result;
+}
+
+async function runOutsideTransaction({ runner, table }: Session, migration: Migration): Promise<boolean> {
+  return underSessionLock(runner, async () => {
+    if ((await table.names()).has(migration.name)) return false; // another instance ran it meanwhile
+    await up(runner, migration);
     await table.record(migration);
     return true;
   });
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 async function up(queryRunner: QueryRunner, migration: Migration): Promise<void> {

@@ -30,7 +30,10 @@ export interface PgQueueMaintenanceOptions {
   completedRetentionMs?: number;
   /** Failed (dead-lettered) and cancelled jobs are kept this long; null keeps them forever. Default 7 days. */
   failedRetentionMs?: number | null;
-  /** Rows deleted per pruning statement, to keep each transaction short. Default 5_000. */
+  /**
+   * Rows deleted per pruning statement, to keep each transaction short. At most 50_000, so that one batch
+   * (a few seconds on a busy table) stays well under statementTimeoutMs; lower it with a small timeout. Default 5_000.
+   */
   pruneBatchSize?: number;
 }
 
@@ -41,7 +44,9 @@ export interface PgQueueModuleOptions {
   connection?: PgQueueConnectionOptions;
   /**
    * A direct (session) connection URL for LISTEN. Behind PgBouncer in transaction mode LISTEN silently
-   * hears nothing, so point this at PostgreSQL itself. Default: the DataSource's own connection settings.
+   * hears nothing, so point this at PostgreSQL itself. Only the fields the URL holds replace the DataSource's
+   * settings (a password function, ssl and `extra` stay). Also the session that migrations run outside a
+   * transaction hold their lock on. Default: the DataSource's own connection settings.
    */
   listenerUrl?: string;
   /**
@@ -60,8 +65,9 @@ export interface PgQueueModuleOptions {
   /**
    * Set when the DataSource (or `connection`) goes through a transaction pooler such as PgBouncer in
    * transaction mode: the queue then sends unnamed statements (named prepared statements fail there) and no
-   * startup parameters (PgBouncer refuses them; set statement_timeout on the role instead). Point
-   * `listenerUrl` at PostgreSQL itself. Default false.
+   * startup parameters (PgBouncer refuses them; set statement_timeout on the role instead). Needs
+   * `listenerUrl` pointing at PostgreSQL itself (boot fails without it): LISTEN and the migrations run
+   * outside a transaction need a real session. Default false.
    */
   transactionPooler?: boolean;
   /** Run the queue's migrations at start-up, under an advisory lock. Default true. */

@@ -1,11 +1,14 @@
 import { Inject, Injectable, Logger, Optional, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
+import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import { SchedulerRegistry } from '@nestjs/schedule';
+import { UNSCHEDULED_APP_METHODS } from '../pg-queue.messages.js';
 import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
 import { JobStore } from '../store/job.store.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { RetryBackoff } from '../utils/retry-backoff.js';
 import { Pruner } from './pruner.js';
 import { Sweeper } from './sweeper.js';
+import { scheduledMethods } from './unscheduled-methods.js';
 
 /**
  * Registers the sweeper and the pruner as @nestjs/schedule intervals, named from the options at runtime
@@ -23,12 +26,21 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, BeforeAppli
   readonly pruner: Pruner;
   private readonly registered: string[] = [];
   private readonly schedulerRegistry: SchedulerRegistry;
+  private readonly ownRegistry: boolean;
+  /** Aborted at shutdown: the pruner stops between batches. */
+  private readonly stopping = new AbortController();
+  /** Passes in progress, awaited at shutdown so none queries the pool after it is closed. */
+  private readonly running = new Set<Promise<void>>();
 
   constructor(
     store: JobStore,
     @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedModuleOptions,
+    private readonly discovery: DiscoveryService,
+    private readonly scanner: MetadataScanner,
+    private readonly reflector: Reflector,
     @Optional() appSchedulerRegistry?: SchedulerRegistry,
   ) {
+    this.ownRegistry = !appSchedulerRegistry;
     this.schedulerRegistry = appSchedulerRegistry ?? new SchedulerRegistry();
     const m = options.maintenance;
     this.sweeper = new Sweeper(store, this.logger);
@@ -40,17 +52,29 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, BeforeAppli
   }
 
   onApplicationBootstrap(): void {
+    if (this.ownRegistry) {
+      // Apps whose @Cron/@Interval ran only because this module used to import ScheduleModule.forRoot().
+      const unscheduled = scheduledMethods(this.discovery, this.scanner, this.reflector);
+      if (unscheduled.length > 0) this.logger.warn(UNSCHEDULED_APP_METHODS(unscheduled));
+    }
     const m = this.options.maintenance;
     if (!m.enabled) return;
     this.schedule(MaintenanceScheduler.SWEEP, m.sweepIntervalMs, () => this.sweeper.runOnce(), 'sweeper');
-    this.schedule(MaintenanceScheduler.PRUNE, m.pruneIntervalMs, () => this.pruner.runOnce(), 'pruner');
+    this.schedule(MaintenanceScheduler.PRUNE, m.pruneIntervalMs, () => this.pruner.runOnce(this.stopping.signal), 'pruner');
   }
 
-  beforeApplicationShutdown(): void {
+  async beforeApplicationShutdown(): Promise<void> {
+    this.stopping.abort();
     // ScheduleModule may have cleared its registry already (its own shutdown hook can run first).
     for (const name of this.registered.splice(0)) {
       if (this.schedulerRegistry.doesExist('interval', name)) this.schedulerRegistry.deleteInterval(name);
     }
+    // The queue's pool closes right after this hook; a pass still querying then would fail.
+    if (this.running.size === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    const grace = new Promise<void>((resolve) => (timer = setTimeout(resolve, this.options.shutdownGraceMs)));
+    await Promise.race([Promise.all(this.running), grace]);
+    clearTimeout(timer);
   }
 
   private schedule(baseName: string, everyMs: number, pass: () => Promise<unknown>, what: string): void {
@@ -61,7 +85,7 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, BeforeAppli
     let busy = false;
     let skipUntil = 0;
     const tick = async () => {
-      if (busy || Date.now() < skipUntil) return;
+      if (busy || Date.now() < skipUntil || this.stopping.signal.aborted) return;
       busy = true;
       try {
         await pass();
@@ -72,7 +96,12 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, BeforeAppli
         busy = false;
       }
     };
-    this.schedulerRegistry.addInterval(name, setInterval(() => void tick(), everyMs));
+    const run = () => {
+      const running = tick();
+      this.running.add(running);
+      void running.finally(() => this.running.delete(running));
+    };
+    this.schedulerRegistry.addInterval(name, setInterval(run, everyMs));
     this.registered.push(name);
   }
 }

@@ -26,18 +26,19 @@ export class Pruner {
     private readonly logger: LoggerService,
   ) {}
 
-  async runOnce(): Promise<PruneResult> {
-    const completed = await this.prune(['completed'], this.config.completedRetentionMs);
-    const failed = this.config.failedRetentionMs === null ? { ran: true, deleted: 0 } : await this.prune(['failed', 'cancelled'], this.config.failedRetentionMs);
+  /** `stop` (aborted at shutdown) ends the pass between batches. */
+  async runOnce(stop?: AbortSignal): Promise<PruneResult> {
+    const completed = await this.prune(['completed'], this.config.completedRetentionMs, stop);
+    const failed = this.config.failedRetentionMs === null ? { ran: true, deleted: 0 } : await this.prune(['failed', 'cancelled'], this.config.failedRetentionMs, stop);
     if (completed.deleted + failed.deleted > 0) {
       this.logger.log(`pruner: deleted ${completed.deleted} completed and ${failed.deleted} failed/cancelled job(s) past retention`);
     }
     return { ran: completed.ran && failed.ran, completed: completed.deleted, failed: failed.deleted };
   }
 
-  private async prune(statuses: ('completed' | 'failed' | 'cancelled')[], retentionMs: number): Promise<{ ran: boolean; deleted: number }> {
+  private async prune(statuses: ('completed' | 'failed' | 'cancelled')[], retentionMs: number, stop?: AbortSignal): Promise<{ ran: boolean; deleted: number }> {
     let deleted = 0;
-    for (let i = 0; i < this.config.maxBatchesPerPass; i++) {
+    for (let i = 0; i < this.config.maxBatchesPerPass && !stop?.aborted; i++) {
       const batch = await this.store.deleteFinishedBefore(statuses, retentionMs, this.config.batchSize);
       if (!batch.held) return { ran: false, deleted };
       deleted += batch.deleted;

@@ -272,12 +272,17 @@ export const SQL = {
 
   pausedQueues: `SELECT queue_name FROM background_queues WHERE paused ORDER BY queue_name`,
 
+  // Migrations take the lock by polling, never by a blocking wait: a backend waiting on a lock holds a
+  // snapshot, and a CREATE INDEX CONCURRENTLY run by the holder waits for every older snapshot (deadlock).
   // Transaction-scoped, so it also works through a transaction pooler; released at COMMIT or ROLLBACK.
-  migrationLock: `SELECT pg_advisory_xact_lock(${ADVISORY_LOCK.migrate})`,
-  // Session-scoped, polled (never waited on: a waiting backend holds a snapshot that a concurrent index build
-  // run by the holder would wait for): serialises the migrations that run outside a transaction.
-  advisoryTryLock: `SELECT pg_try_advisory_lock(${ADVISORY_LOCK.migrate}) AS locked`,
-  advisoryUnlock: `SELECT pg_advisory_unlock(${ADVISORY_LOCK.migrate})`,
+  migrationTryLock: `SELECT pg_try_advisory_xact_lock(${ADVISORY_LOCK.migrate}) AS held`,
+  // Session-scoped, on a direct connection, for the migrations that run outside a transaction.
+  migrationSessionTryLock: `SELECT pg_try_advisory_lock(${ADVISORY_LOCK.migrate}) AS held`,
+  migrationSessionUnlock: `SELECT pg_advisory_unlock(${ADVISORY_LOCK.migrate})`,
+  // Migrations must not inherit the app's timeouts: an index build on a big table takes minutes.
+  migrationTimeoutsOff: `SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = 0`,
+  migrationSessionTimeoutsOff: `SET statement_timeout = 0; SET lock_timeout = 0`,
+  migrationSessionTimeoutsReset: `RESET statement_timeout; RESET lock_timeout`,
 } as const;
 
 /**

@@ -2,7 +2,7 @@ import type { Pool, PoolClient, QueryResultRow } from 'pg';
 import type { EntityManager } from 'typeorm';
 import type { JobRecord, JobStatus, QueueStats } from '../interfaces/job.interface.js';
 import { PgQueueError } from '../errors/pg-queue.error.js';
-import { POOLER_REFUSED_PREPARED_STATEMENT, POOLER_REFUSED_STARTUP_PARAMETER } from '../pg-queue.messages.js';
+import { POOL_EXHAUSTED, POOLER_REFUSED_PREPARED_STATEMENT, POOLER_REFUSED_STARTUP_PARAMETER } from '../pg-queue.messages.js';
 import { PLANNED_PER_CALL, SQL } from './job.sql.js';
 
 /** stats() counts exactly up to this many jobs per queue and status, and estimates above it. */
@@ -55,6 +55,9 @@ export type CancelResult = 'cancelled' | 'not-found' | JobStatus;
 export interface JobStoreOptions {
   /** Send every statement unnamed: named prepared statements fail behind a transaction pooler. */
   transactionPooler?: boolean;
+  /** The pool's size and connect timeout, named in the error when no connection comes free in time. */
+  poolSize?: number;
+  connectTimeoutMs?: number;
 }
 
 /**
@@ -68,7 +71,7 @@ export class JobStore {
 
   constructor(
     private readonly pool: Pool,
-    options: JobStoreOptions = {},
+    private readonly options: JobStoreOptions = {},
   ) {
     this.named = !options.transactionPooler;
   }
@@ -78,8 +81,16 @@ export class JobStore {
     try {
       return (await this.pool.query<R>(query)).rows;
     } catch (error) {
-      throw explainPoolerError(error);
+      throw this.explainPoolError(error);
     }
+  }
+
+  private explainPoolError(error: unknown): unknown {
+    // pg-pool's own wording when the wait for a free (or new) connection passes connectionTimeoutMillis.
+    if (error instanceof Error && /^(timeout exceeded when trying to connect|Connection terminated due to connection timeout)$/.test(error.message)) {
+      return new PgQueueError(POOL_EXHAUSTED(this.options.poolSize ?? this.pool.options.max, this.options.connectTimeoutMs ?? this.pool.options.connectionTimeoutMillis ?? 0), { cause: error });
+    }
+    return explainPoolerError(error);
   }
 
   async insertJob(row: NewJobRow, manager?: EntityManager): Promise<string> {

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import type { JobHandlerOptions, ResolvedHandlerOptions } from '../interfaces/job-handler-options.interface.js';
 import type { PgQueueModuleOptions } from '../interfaces/pg-queue-options.interface.js';
-import { INVALID_OPTION, INVALID_QUEUE_NAME } from '../pg-queue.messages.js';
+import { INVALID_OPTION, INVALID_QUEUE_NAME, POOLER_WITHOUT_LISTENER_URL } from '../pg-queue.messages.js';
 import { QUEUE_NAME_PATTERN } from '../pg-queue.constants.js';
 import { exponentialBackoff } from './backoff.js';
 
@@ -90,6 +90,8 @@ export function resolveModuleOptions(options: PgQueueModuleOptions): ResolvedMod
   if (options.listenerUrl !== undefined && typeof options.listenerUrl !== 'string') {
     throw new PgQueueError(INVALID_OPTION(where, 'listenerUrl', options.listenerUrl, 'a postgres:// URL'));
   }
+  const transactionPooler = bool(where, 'transactionPooler', options.transactionPooler, false);
+  if (transactionPooler && options.listenerUrl === undefined) throw new PgQueueError(POOLER_WITHOUT_LISTENER_URL());
   const ownPoolSize = typeof options.connection === 'object' && options.connection !== null ? options.connection.poolSize : undefined;
   const queues = options.queues ?? {};
   if (typeof queues !== 'object') throw new PgQueueError(INVALID_OPTION(where, 'queues', queues, 'an object of queue name to handler options'));
@@ -111,7 +113,7 @@ export function resolveModuleOptions(options: PgQueueModuleOptions): ResolvedMod
     poolSize: int(where, 'poolSize', options.poolSize ?? ownPoolSize, 5, 1, 1_000),
     statementTimeoutMs: int(where, 'statementTimeoutMs', options.statementTimeoutMs, 60_000, 0),
     connectTimeoutMs: int(where, 'connectTimeoutMs', options.connectTimeoutMs, 10_000, 1),
-    transactionPooler: bool(where, 'transactionPooler', options.transactionPooler, false),
+    transactionPooler,
     queues,
     maintenance: {
       enabled: bool(`${where} maintenance`, 'enabled', m.enabled, true),
@@ -119,7 +121,8 @@ export function resolveModuleOptions(options: PgQueueModuleOptions): ResolvedMod
       pruneIntervalMs: int(`${where} maintenance`, 'pruneIntervalMs', m.pruneIntervalMs, 60_000, 10),
       completedRetentionMs: int(`${where} maintenance`, 'completedRetentionMs', m.completedRetentionMs, 86_400_000, 0, Number.MAX_SAFE_INTEGER),
       failedRetentionMs,
-      pruneBatchSize: int(`${where} maintenance`, 'pruneBatchSize', m.pruneBatchSize, 5_000, 1, 1_000_000),
+      // Capped so one DELETE batch stays seconds long, far under the default statementTimeoutMs of 60 s.
+      pruneBatchSize: int(`${where} maintenance`, 'pruneBatchSize', m.pruneBatchSize, 5_000, 1, 50_000),
     },
   };
 }

@@ -29,7 +29,7 @@ describe('connection settings shared by the queue pool and the LISTEN connection
   });
 
   it('behind a transaction pooler the pool sends no startup parameters, only the client-side timeout applies', () => {
-    const config = queuePoolConfig(dataSourceSettings, resolveModuleOptions({ transactionPooler: true }));
+    const config = queuePoolConfig(dataSourceSettings, resolveModuleOptions({ transactionPooler: true, listenerUrl: 'postgres://db.internal/shop' }));
     expect(config.statement_timeout).toBeUndefined();
     expect(config.idle_in_transaction_session_timeout).toBeUndefined();
     expect(config.query_timeout).toBe(62_000);
@@ -43,8 +43,11 @@ describe('connection settings shared by the queue pool and the LISTEN connection
   it('the listener dials like the pool, or listenerUrl with the same password function, ssl and extra', () => {
     expect(listenerClientConfig(dataSourceSettings, undefined)).toMatchObject({ host: 'db.internal', user: 'app', password: token, ssl: { rejectUnauthorized: false }, stream, keepAlive: true });
     const direct = listenerClientConfig(dataSourceSettings, 'postgres://app@10.0.0.5:5432/shop');
-    expect(direct).toMatchObject({ connectionString: 'postgres://app@10.0.0.5:5432/shop', password: token, ssl: { rejectUnauthorized: false }, stream });
-    expect(direct).not.toHaveProperty('host');
+    expect(direct).toMatchObject({ host: '10.0.0.5', port: 5432, user: 'app', database: 'shop', password: token, ssl: { rejectUnauthorized: false }, stream });
+    expect(direct).not.toHaveProperty('connectionString'); // node-postgres would let its empty password replace the function
+    expect(listenerClientConfig({ connectionString: 'postgres://app:secret@pooler:6432/shop' }, 'postgres://app@primary/shop', 900)).toMatchObject({
+      host: 'primary', port: 6432, user: 'app', password: 'secret', database: 'shop', connectionTimeoutMillis: 900,
+    });
     expect(direct).not.toHaveProperty('statement_timeout');
   });
 

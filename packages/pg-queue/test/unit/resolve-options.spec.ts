@@ -26,6 +26,8 @@ describe('resolveModuleOptions', () => {
     [{ poolSize: 0 }, 'poolSize=0'],
     [{ statementTimeoutMs: -1 }, 'statementTimeoutMs=-1'],
     [{ transactionPooler: 'yes' }, 'transactionPooler="yes": expected true or false'],
+    [{ transactionPooler: true }, /transactionPooler is true but listenerUrl is not set.*LISTEN.*migrations/],
+    [{ maintenance: { pruneBatchSize: 50_001 } }, 'pruneBatchSize=50001: expected an integer from 1 to 50000'],
   ])('refuses %p', (options, message) => {
     expect(() => resolveModuleOptions(options as never)).toThrow(message);
   });
