@@ -52,7 +52,11 @@ describe('adopting the seed application’s background_jobs table (issue 13 item
     const app = await startApp(url, { providers: [Mailer], queue: { maintenance: { sweepIntervalMs: 100, completedRetentionMs: 86_400_000 } } });
     try {
       // The waiting jobs run; the one a seed worker held (no lease) is put back by the sweeper and runs too.
-      await waitFor('the seed jobs processed', async () => ran.length >= 3);
+      // Outcomes are written after the handler returns: wait for the table, not for the handler calls.
+      await waitFor('the seed jobs processed and recorded', async () => {
+        const { rows } = await db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE status IN ('queued', 'processing')`);
+        return rows[0].n === 0;
+      });
       expect([...ran].sort()).toEqual(['a', 'b', 'c']);
       const { rows } = await db.query(`SELECT payload ->> 'to' AS to, status::text, finished_at IS NOT NULL AS finished FROM background_jobs ORDER BY id`);
       expect(rows).toEqual([
