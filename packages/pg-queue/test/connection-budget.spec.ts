@@ -93,8 +93,13 @@ describe('the queue has a connection budget of its own', () => {
     await db.end();
   });
 
-  it('the LISTEN connection dials with the DataSource’s password function (IAM-style tokens)', async () => {
-    const url = await createTestDatabase('pwfn');
+  // IAM-style tokens: the password is a function. listenerUrl without a password must keep it (pg would let
+  // the URL's empty password override it). Polls every minute: only NOTIFY through LISTEN runs the job in time.
+  it.each([
+    ['the LISTEN connection dials with the DataSource’s password function', false],
+    ['listenerUrl without a password keeps the DataSource’s password function', true],
+  ])('%s: LISTEN connects and a job runs on NOTIFY', async (_title, withListenerUrl) => {
+    const url = await createTestDatabase(withListenerUrl ? 'pwfnlistener' : 'pwfn');
     const u = new URL(url);
     const db = sqlPool(url);
     let asked = 0;
@@ -111,35 +116,7 @@ describe('the queue has a connection budget of its own', () => {
     });
     await dataSource.initialize();
     opened.push(dataSource);
-    // Polls every minute: only NOTIFY through the LISTEN connection can run the job in time.
-    const app = await startApp(url, { providers: [QuickHandler], queue: { dataSource, pollIntervalMs: 60_000, fallbackPollIntervalMs: 60_000 } });
-    await waitFor('LISTEN connected', async () => app.get(WorkerPool).listening, 5_000);
-    await app.get(QueueService).enqueue('quick', {});
-    await waitFor('the job ran on NOTIFY', async () => (await statusCounts(db, 'quick')).completed === 1, 5_000);
-    expect(asked).toBeGreaterThanOrEqual(3); // the DataSource, the queue's pool, the listener
-    await app.close();
-    await db.end();
-  });
-
-  it('listenerUrl without a password keeps the DataSource’s password function: LISTEN connects and a job runs on NOTIFY', async () => {
-    const url = await createTestDatabase('pwfnlistener');
-    const u = new URL(url);
-    const db = sqlPool(url);
-    let asked = 0;
-    const dataSource = new DataSource({
-      type: 'postgres',
-      host: u.hostname,
-      port: Number(u.port),
-      username: decodeURIComponent(u.username),
-      database: u.pathname.slice(1),
-      password: async () => {
-        asked++;
-        return decodeURIComponent(u.password);
-      },
-    });
-    await dataSource.initialize();
-    opened.push(dataSource);
-    const listenerUrl = `postgres://${u.username}@${u.host}${u.pathname}`; // no password: it comes from the function
+    const listenerUrl = withListenerUrl ? `postgres://${u.username}@${u.host}${u.pathname}` : undefined;
     const app = await startApp(url, { providers: [QuickHandler], queue: { dataSource, listenerUrl, pollIntervalMs: 60_000, fallbackPollIntervalMs: 60_000 } });
     await waitFor('LISTEN connected', async () => app.get(WorkerPool).listening, 5_000);
     await app.get(QueueService).enqueue('quick', {});

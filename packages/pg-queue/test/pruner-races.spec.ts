@@ -40,6 +40,14 @@ describe('pruner against concurrent retry (issue 13 item 6)', () => {
     return rows[0].id;
   }
 
+  /** Runs a pruner pass that blocks on the row `a` holds, commits `a`, and expects the pass to delete nothing. */
+  async function pruneWhileCommitting(a: { query: (text: string) => Promise<unknown> }): Promise<void> {
+    const pass = app.get(MaintenanceScheduler).pruner.runOnce();
+    await prunerBlocked(db);
+    await a.query('COMMIT');
+    expect(await pass).toEqual({ ran: true, completed: 0, failed: 0 });
+  }
+
   it('does not delete a job that retry() put back while the pruner waited on its row', async () => {
     const id = await failedJobFinishedAnHourAgo('race-retry');
     const a = await db.connect();
@@ -48,10 +56,7 @@ describe('pruner against concurrent retry (issue 13 item 6)', () => {
       const { rows } = await a.query(SQL.retryJob, [id]);
       expect(rows[0].retried).toBe(true);
       // The pruner's snapshot still sees the job failed an hour ago; it must wait for A's row lock.
-      const pass = app.get(MaintenanceScheduler).pruner.runOnce();
-      await prunerBlocked(db);
-      await a.query('COMMIT');
-      expect(await pass).toEqual({ ran: true, completed: 0, failed: 0 });
+      await pruneWhileCommitting(a);
     } finally {
       a.release();
     }
@@ -67,10 +72,7 @@ describe('pruner against concurrent retry (issue 13 item 6)', () => {
       await a.query(SQL.retryJob, [id]);
       const claimed = await a.query(SQL.claimJobs, ['race-running', 1, 'w1', 60_000]);
       expect(claimed.rows.filter((r) => r.id !== null).map((r) => r.id)).toEqual([id]);
-      const pass = app.get(MaintenanceScheduler).pruner.runOnce();
-      await prunerBlocked(db);
-      await a.query('COMMIT');
-      expect(await pass).toEqual({ ran: true, completed: 0, failed: 0 });
+      await pruneWhileCommitting(a);
     } finally {
       a.release();
     }
