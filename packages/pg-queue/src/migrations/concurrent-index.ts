@@ -11,9 +11,10 @@ import { INDEX_NAME_TAKEN } from '../pg-queue.messages.js';
  */
 
 /** Creates the index unless a valid one of that name exists; an invalid one (a concurrent build that crashed) is rebuilt. Safe from two instances at once. */
-export async function createIndexConcurrently(q: QueryRunner, name: string, definition: string): Promise<void> {
+export async function createIndexConcurrently(q: QueryRunner, name: string, definition: string, { unique = false } = {}): Promise<void> {
+  const create = unique ? 'CREATE UNIQUE INDEX' : 'CREATE INDEX';
   if (q.isTransactionActive) {
-    await q.query(`CREATE INDEX IF NOT EXISTS ${name} ${definition}`);
+    await q.query(`${create} IF NOT EXISTS ${name} ${definition}`);
     return;
   }
   for (let created = false; ; ) {
@@ -26,7 +27,7 @@ export async function createIndexConcurrently(q: QueryRunner, name: string, defi
     if (!state) {
       // IF NOT EXISTS skips silently when a table or sequence holds the name: without this check, a loop.
       if (created) throw new PgQueueError(INDEX_NAME_TAKEN(name));
-      await q.query(`CREATE INDEX CONCURRENTLY IF NOT EXISTS ${name} ${definition}`);
+      await q.query(`${create} CONCURRENTLY IF NOT EXISTS ${name} ${definition}`);
       created = true;
     } else if (state.valid) return;
     // Another instance is building it right now: wait for its result rather than drop its work.
