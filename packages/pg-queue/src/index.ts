@@ -11,7 +11,7 @@ export type {
   PgQueueConnectionOptions,
   PgQueueMaintenanceOptions,
 } from './interfaces/pg-queue-options.interface.js';
-export { PgQueueError, JobTimeoutError, JobAbortedError } from './errors/pg-queue.error.js';
+export { PgQueueError, JobTimeoutError, JobAbortedError, JobSnoozedError } from './errors/pg-queue.error.js';
 export { PG_QUEUE_MIGRATIONS, CreateBackgroundJobs1764460000000, CreateBackgroundQueues1764470000000, DelayedJobsIndex1764480000000, InFlightIndexByJob1764490000000, FenceToken1764520000000, FinishedJobsIndex1764530000000, UniqueJobs1764540000000 } from './migrations/index.js';
 export { BackgroundJobEntity } from './store/background-job.entity.js';
 export { exponentialBackoff } from './utils/backoff.js';

@@ -67,3 +67,6 @@ export const UNIQUE_HOLDER_UNSEEN = (rounds: number) =>
 
 export const UNIQUE_KEY_RETRY_TAKEN = (id: string) =>
   `Cannot retry job ${id}: another queued or running job holds its unique key; cancel that job first or wait for it to finish.`;
+
+export const BAD_SNOOZE_DELAY = (queue: string, jobId: string, value: unknown, usedMs: number) =>
+  `job ${jobId} (${queue}) snoozed with delayMs=${describe(value)}; it waits ${usedMs} ms instead (a delay must be a finite number of ms from 0 to ${MAX_RETRY_DELAY_MS})`;

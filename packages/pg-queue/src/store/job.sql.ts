@@ -125,6 +125,17 @@ export const SQL = {
       AND j.fence_token = ($3::jsonb -> j.id::text ->> 'token')::int8
     RETURNING j.id, j.status`,
 
+  // A handler snoozed (JobSnoozedError): back to the queue after the delay, fenced like a failure. The attempt
+  // is not counted (attempts - 1, as the shutdown put-back); fence_token keeps its value, so a late outcome of
+  // this claim stays fenced out. Delays come in a JSON object ($3: {"id": {token, delayMs}}), as for failJobs.
+  snoozeJobs: `
+    UPDATE background_jobs AS j
+    SET status = 'queued', attempts = j.attempts - 1, run_at = now() + ($3::jsonb -> j.id::text ->> 'delayMs')::int8 ${MS},
+        lease_expires_at = NULL, updated_at = now()
+    WHERE j.id = ANY($2::int8[]) AND j.status = 'processing' AND j.locked_by = $1
+      AND j.fence_token = ($3::jsonb -> j.id::text ->> 'token')::int8
+    RETURNING j.id`,
+
   // Heartbeat: one statement renews every job this worker runs; rows not returned are no longer ours. The
   // fence tokens come as a JSON object, as for completeJobs.
   extendLeases: `
@@ -371,4 +382,5 @@ export const PLANNED_PER_CALL: ReadonlySet<keyof typeof SQL> = new Set([
   'extendLeases',
   'releaseJobs',
   'insertKeyedJobs',
+  'snoozeJobs',
 ]);

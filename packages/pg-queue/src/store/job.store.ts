@@ -61,6 +61,10 @@ export interface FailedAttempt extends JobRef {
   retryDelayMs: number;
 }
 
+export interface SnoozedAttempt extends JobRef {
+  delayMs: number;
+}
+
 export type CancelResult = 'cancelled' | 'not-found' | JobStatus;
 
 export interface JobStoreOptions {
@@ -194,6 +198,14 @@ export class JobStore {
     for (const j of jobs) byId[j.id] = { token: j.token, error: j.error, delayMs: j.retryDelayMs };
     const rows = await this.run<{ id: string; status: JobStatus }>('failJobs', [workerId, jobs.map((j) => j.id), JSON.stringify(byId)]);
     return new Map(rows.map((r) => [r.id, r.status]));
+  }
+
+  /** Returns the ids put back (snoozed); any other id is no longer this worker's. */
+  async snoozeJobs(workerId: string, jobs: SnoozedAttempt[]): Promise<Set<string>> {
+    const byId: Record<string, { token: string; delayMs: number }> = {};
+    for (const j of jobs) byId[j.id] = { token: j.token, delayMs: j.delayMs };
+    const rows = await this.run<{ id: string }>('snoozeJobs', [workerId, jobs.map((j) => j.id), JSON.stringify(byId)]);
+    return new Set(rows.map((r) => r.id));
   }
 
   /** Returns the ids whose lease was renewed; any other id is no longer this worker's. */
