@@ -20,15 +20,24 @@ export class UniqueJobs1764540000000 implements MigrationInterface {
 
   async up(q: QueryRunner): Promise<void> {
     await q.query(`ALTER TABLE background_jobs ADD COLUMN IF NOT EXISTS unique_key text`);
+    // transaction = false: instances booting at once run this side by side, and IF NOT EXISTS alone still lets
+    // two CREATEs collide in the catalog (unique_violation); the loser finds the winner's table and goes on.
     await q.query(`
-      CREATE TABLE IF NOT EXISTS background_job_keys (
-        queue_name text NOT NULL,
-        unique_key text NOT NULL,
-        held_until timestamptz NOT NULL,
-        job_id     int8 NOT NULL,
-        PRIMARY KEY (queue_name, unique_key)
-      )`);
-    await q.query(`CREATE INDEX IF NOT EXISTS background_job_keys_held_until_idx ON background_job_keys (held_until)`);
+      DO $$ BEGIN
+        CREATE TABLE IF NOT EXISTS background_job_keys (
+          queue_name text NOT NULL,
+          unique_key text NOT NULL,
+          held_until timestamptz NOT NULL,
+          job_id     int8 NOT NULL,
+          PRIMARY KEY (queue_name, unique_key)
+        );
+      EXCEPTION WHEN unique_violation OR duplicate_table THEN NULL;
+      END $$`);
+    await q.query(`
+      DO $$ BEGIN
+        CREATE INDEX IF NOT EXISTS background_job_keys_held_until_idx ON background_job_keys (held_until);
+      EXCEPTION WHEN unique_violation OR duplicate_table THEN NULL;
+      END $$`);
     await createIndexConcurrently(
       q,
       'background_jobs_unique_key_idx',
