@@ -227,6 +227,45 @@ describe('unique jobs', () => {
     });
   });
 
+  describe('a holder committed while the enqueue waited for it', () => {
+    // The enqueue's INSERT waits for the open transaction's row of the same key; once that commits, the
+    // conflict is found but the row is invisible to the statement's snapshot: the store asks again.
+    const withOpenHolder = async (key: string, end: 'COMMIT' | 'ROLLBACK', enqueue: () => Promise<unknown>) => {
+      const open = await db.connect();
+      try {
+        await open.query('BEGIN');
+        const { rows } = await open.query(`INSERT INTO background_jobs (queue_name, unique_key, run_at) VALUES ('idle-open', $1, now() + interval '1 hour') RETURNING id::text`, [key]);
+        const pending = enqueue();
+        await waitFor('the enqueue waiting on the open row', async () => {
+          const { rows: waiting } = await db.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`);
+          return waiting[0].n > 0;
+        });
+        await open.query(end);
+        return { holder: rows[0].id as string, result: await pending };
+      } finally {
+        open.release();
+      }
+    };
+
+    it('keep: a duplicate of the holder that committed', async () => {
+      const { holder, result } = await withOpenHolder('c1', 'COMMIT', () => queue.enqueueUnique('idle-open', { v: 1 }, { uniqueKey: 'c1' }));
+      expect(result).toEqual({ id: holder, duplicate: true, replaced: false });
+    });
+
+    it('replace: replaces the holder that committed', async () => {
+      const { holder, result } = await withOpenHolder('c2', 'COMMIT', () => queue.enqueueUnique('idle-open', { v: 2 }, { uniqueKey: 'c2', onConflict: 'replace' }));
+      expect(result).toEqual({ id: holder, duplicate: true, replaced: true });
+      expect((await row(holder)).payload).toEqual({ v: 2 });
+    });
+
+    it('a holder that rolled back leaves the key to the waiting enqueue', async () => {
+      const { holder, result } = await withOpenHolder('c3', 'ROLLBACK', () => queue.enqueueUnique('idle-open', { v: 3 }, { uniqueKey: 'c3' }));
+      expect(result).toEqual({ id: expect.any(String), duplicate: false, replaced: false });
+      expect((result as { id: string }).id).not.toBe(holder);
+      expect((await row((result as { id: string }).id)).payload).toEqual({ v: 3 });
+    });
+  });
+
   describe('races', () => {
     const KEYS = 100;
     const ATTEMPTS = 1_000;
@@ -260,6 +299,25 @@ describe('unique jobs', () => {
       // Every call learned the one job of its key.
       const idOf = new Map(rows.map((r) => [r.unique_key as string, r.id as string]));
       for (const ids of seen) for (const [key, set] of ids) expect([...set]).toEqual([idOf.get(key)]);
+    });
+
+    it(`${ENQUEUERS} enqueuers x 250 attempts on 20 uniqueForMs keys: one job per key, every duplicate names it`, async () => {
+      const seen = await Promise.all(
+        apps.map(async (a, e) => {
+          const q = a.get(QueueService);
+          const got: { key: string; id: string }[] = [];
+          for (let i = 0; i < 250; i++) {
+            const key = `w${(i + e) % 20}`;
+            got.push({ key, id: (await q.enqueueUnique('race-window', { e, i }, { uniqueKey: key, uniqueForMs: 3_600_000, delayMs: 3_600_000 })).id });
+          }
+          return got;
+        }),
+      );
+      const { rows } = await db.query(`SELECT k.unique_key, k.job_id::text AS id FROM background_job_keys AS k JOIN background_jobs AS j ON j.id = k.job_id WHERE k.queue_name = 'race-window'`);
+      expect(rows).toHaveLength(20);
+      expect(await count('race-window')).toBe(20);
+      const idOf = new Map(rows.map((r) => [r.unique_key as string, r.id as string]));
+      for (const { key, id } of seen.flat()) expect(id).toBe(idOf.get(key));
     });
 
     it(`the same inside transactions that commit or roll back at random: one job per key that a committed transaction enqueued`, async () => {
