@@ -157,7 +157,7 @@ export class QueueService {
     if (maxAttempts !== undefined && (!Number.isInteger(maxAttempts) || maxAttempts < 1 || maxAttempts > 1_000)) {
       throw new PgQueueError(INVALID_OPTION(where, 'maxAttempts', maxAttempts, 'an integer from 1 to 1000'));
     }
-    return {
+    const row: NewJobRow = {
       queue,
       payloadJson: serializePayload(queue, payload, this.options.maxPayloadBytes),
       priority: priority ?? 0,
@@ -165,8 +165,10 @@ export class QueueService {
       maxAttempts: maxAttempts ?? this.options.queues[queue]?.maxAttempts ?? this.registry.get(queue)?.options.maxAttempts ?? 5,
       runAt: runAt ?? null,
       delayMs: delayMs ?? 0,
-      ...uniqueFields(where, spec),
     };
+    // Only a job with unique options pays for them: a plain enqueue builds the same row as before.
+    if (spec.uniqueKey !== undefined || spec.onConflict !== undefined || spec.uniqueForMs !== undefined) Object.assign(row, uniqueFields(where, spec));
+    return row;
   }
 }
 

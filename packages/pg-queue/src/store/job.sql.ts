@@ -298,7 +298,10 @@ export const SQL = {
   //   and its job_id; it takes the window (with this row's pre-drawn id) only when the last one has ended.
   // A duplicate's holder is read in the same statement, but a holder committed after this statement's snapshot
   // (the insert waited for it, then found the conflict) is invisible to that read: its row comes back with a
-  // NULL outcome and the caller runs the statement again for it, with a fresh snapshot.
+  // NULL outcome and the caller runs the statement again for it, with a fresh snapshot. (In the narrower race
+  // where the holder this snapshot sees finished and another job took the key since, the id returned is the
+  // first one's: the job that held the key when the call began.) Every row draws an id, duplicates included:
+  // the sequence has gaps where calls were duplicates.
   insertKeyedJobs: `
     WITH input AS (
       SELECT * FROM ROWS FROM (unnest($1::text[]), jsonb_array_elements($2::jsonb), unnest($3::int[]), unnest($4::int[]),
