@@ -60,6 +60,7 @@ describe('unique jobs', () => {
     expect(await queue.enqueue('idle-a', { v: 3 }, { uniqueKey: 'k' })).toBe(first.id);
     expect(await count('idle-a')).toBe(1);
     expect(await row(first.id)).toMatchObject({ status: 'queued', payload: { v: 1 }, unique_key: 'k' });
+    expect(await queue.get(first.id)).toMatchObject({ uniqueKey: 'k' });
     // Another queue, or another key, is another job.
     expect((await queue.enqueueUnique('idle-b', { v: 1 }, { uniqueKey: 'k' })).duplicate).toBe(false);
     expect((await queue.enqueueUnique('idle-a', { v: 1 }, { uniqueKey: 'k2' })).duplicate).toBe(false);

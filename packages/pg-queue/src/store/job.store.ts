@@ -466,6 +466,7 @@ interface JobRow {
   created_at: Date;
   updated_at: Date;
   finished_at: Date | null;
+  unique_key: string | null;
 }
 
 function toJobRecord(r: JobRow): JobRecord {
@@ -485,5 +486,6 @@ function toJobRecord(r: JobRow): JobRecord {
     createdAt: r.created_at,
     updatedAt: r.updated_at,
     finishedAt: r.finished_at,
+    uniqueKey: r.unique_key,
   };
 }
