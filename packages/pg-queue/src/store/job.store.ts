@@ -127,18 +127,18 @@ export class JobStore {
   async insertKeyedJobs(rows: NewJobRow[], manager?: EntityManager): Promise<KeyedOutcome[]> {
     const { folded, slotOf } = foldKeyedRows(rows);
     const chunks = chunkByPayloadSize(folded, INSERT_CHUNK_CHARS);
-    const insertAll = async (query: Query) => {
+    const insertAll = async (query: KeyedQuery) => {
       const outcomes: KeyedOutcome[] = [];
       for (const chunk of chunks) outcomes.push(...(await insertKeyedChunk(chunk, query)));
       return outcomes;
     };
     let outcomes: KeyedOutcome[];
     if (chunks.length === 1) {
-      outcomes = await insertAll(manager ? (text, values) => managerQuery(manager, text, values) : (_text, values) => this.run('insertKeyedJobs', values));
+      outcomes = await insertAll(manager ? (name, values) => managerQuery(manager, SQL[name], values) : (name, values) => this.run(name, values));
     } else if (manager) {
-      outcomes = await manager.transaction((m) => insertAll((text, values) => managerQuery(m, text, values)));
+      outcomes = await manager.transaction((m) => insertAll((name, values) => managerQuery(m, SQL[name], values)));
     } else {
-      outcomes = await this.inOwnTransaction((client) => insertAll(async (text, values) => (await client.query({ text, values })).rows));
+      outcomes = await this.inOwnTransaction((client) => insertAll(async (name, values) => (await client.query({ text: SQL[name], values })).rows));
     }
     return unfoldOutcomes(rows, slotOf, outcomes);
   }
@@ -366,12 +366,12 @@ async function insertChunks(chunks: NewJobRow[][], query: (text: string, values:
   return ids;
 }
 
-type Query = (text: string, values: unknown[]) => Promise<QueryResultRow[]>;
+type KeyedQuery = (statement: 'insertKeyedJob' | 'insertKeyedJobs', values: unknown[]) => Promise<QueryResultRow[]>;
 
 /** Rounds of insertKeyedJobs for rows whose holder was not yet visible; each round waited for that holder's commit. */
 const KEYED_INSERT_ROUNDS = 10;
 
-async function insertKeyedChunk(rows: NewJobRow[], query: Query): Promise<KeyedOutcome[]> {
+async function insertKeyedChunk(rows: NewJobRow[], query: KeyedQuery): Promise<KeyedOutcome[]> {
   const outcomes = new Array<KeyedOutcome>(rows.length);
   let pending = rows.map((_, i) => i);
   for (let round = 0; pending.length > 0; round++) {
@@ -388,7 +388,7 @@ async function insertKeyedChunk(rows: NewJobRow[], query: Query): Promise<KeyedO
       batch.map((r) => r.onConflict ?? 'keep'),
       batch.map((r) => r.uniqueForMs ?? null),
     ];
-    const result = (await query(SQL.insertKeyedJobs, values)) as { ord: string; id: string | null; outcome: EnqueueOutcome | null }[];
+    const result = (await query(batch.length === 1 ? 'insertKeyedJob' : 'insertKeyedJobs', values)) as { ord: string; id: string | null; outcome: EnqueueOutcome | null }[];
     const next: number[] = [];
     for (const r of result) {
       const index = pending[Number(r.ord) - 1];
