@@ -1,5 +1,7 @@
 export { PgQueueModule } from './pg-queue.module.js';
-export { QueueService, type EnqueueOptions, type JobSpec } from './queue.service.js';
+export { QueueService, type EnqueueOptions, type EnqueueResult, type JobSpec } from './queue.service.js';
+export type { UniqueOptions } from './utils/unique-options.js';
+export type { OnConflict } from './store/job.store.js';
 export { JobHandler } from './decorators/job-handler.decorator.js';
 export type { Job, JobRecord, JobStatus, QueueCounts, QueueStats } from './interfaces/job.interface.js';
 export type { JobHandlerOptions, BackoffFunction, ExponentialBackoff } from './interfaces/job-handler-options.interface.js';
@@ -9,8 +11,8 @@ export type {
   PgQueueConnectionOptions,
   PgQueueMaintenanceOptions,
 } from './interfaces/pg-queue-options.interface.js';
-export { PgQueueError, JobTimeoutError, JobAbortedError } from './errors/pg-queue.error.js';
-export { PG_QUEUE_MIGRATIONS, CreateBackgroundJobs1764460000000, CreateBackgroundQueues1764470000000, DelayedJobsIndex1764480000000, InFlightIndexByJob1764490000000, FenceToken1764520000000, FinishedJobsIndex1764530000000 } from './migrations/index.js';
+export { PgQueueError, JobTimeoutError, JobAbortedError, JobSnoozedError } from './errors/pg-queue.error.js';
+export { PG_QUEUE_MIGRATIONS, CreateBackgroundJobs1764460000000, CreateBackgroundQueues1764470000000, DelayedJobsIndex1764480000000, InFlightIndexByJob1764490000000, FenceToken1764520000000, FinishedJobsIndex1764530000000, UniqueJobs1764540000000 } from './migrations/index.js';
 export { BackgroundJobEntity } from './store/background-job.entity.js';
 export { exponentialBackoff } from './utils/backoff.js';
 export { MODULE_OPTIONS_TOKEN as PG_QUEUE_OPTIONS } from './pg-queue.module-definition.js';

@@ -67,3 +67,12 @@ export const OUTCOME_UNWRITABLE = (jobId: string, queue: string, kind: string, t
 
 /** The longest retry delay a backoff may ask for (365 days); longer or non-finite delays are clamped to it. */
 export const MAX_RETRY_DELAY_MS = 365 * 86_400_000;
+
+export const UNIQUE_HOLDER_UNSEEN = (rounds: number) =>
+  `enqueue with a unique key: the key's holder changed under ${rounds} tries in a row (jobs of that key are being enqueued and finished faster than one enqueue can read the holder); these rows were not stored (other rows of the call may have been), try again`;
+
+export const UNIQUE_KEY_RETRY_TAKEN = (id: string) =>
+  `Cannot retry job ${id}: another queued or running job holds its unique key; cancel that job first or wait for it to finish.`;
+
+export const BAD_SNOOZE_DELAY = (queue: string, jobId: string, value: unknown, usedMs: number) =>
+  `job ${jobId} (${queue}) snoozed with delayMs=${describe(value)}; it waits ${usedMs} ms instead (a delay must be a finite number of ms from 0 to ${MAX_RETRY_DELAY_MS})`;

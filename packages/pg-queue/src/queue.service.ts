@@ -6,10 +6,12 @@ import type { JobRecord, QueueStats } from './interfaces/job.interface.js';
 import { INVALID_OPTION } from './pg-queue.messages.js';
 import { RESOLVED_OPTIONS } from './pg-queue.module-definition.js';
 import { JobStore, type CancelResult, type NewJobRow } from './store/job.store.js';
+import type { KeyedOutcome } from './store/unique-rows.js';
 import { assertQueueName, type ResolvedModuleOptions } from './utils/resolve-options.js';
 import { serializePayload } from './utils/serialize-payload.js';
+import { uniqueFields, type UniqueOptions } from './utils/unique-options.js';
 
-export interface EnqueueOptions {
+export interface EnqueueOptions extends UniqueOptions {
   /** EntityManager of a running transaction: the job commits or rolls back with the caller's writes. */
   manager?: EntityManager;
   /** Run no earlier than this instant. */
@@ -27,6 +29,16 @@ export interface JobSpec<TPayload = unknown> extends Omit<EnqueueOptions, 'manag
   payload: TPayload;
 }
 
+/** What an enqueue came to: `enqueueUnique` and `enqueueManyUnique` return it. */
+export interface EnqueueResult {
+  /** The job that holds the key: the one this call added, or the one that held it already (a window's job may since have been pruned). */
+  id: string;
+  /** true when a job already held the key, so this call added none. */
+  duplicate: boolean;
+  /** true when this duplicate changed the queued holder (onConflict 'replace' or 'keep-run-at'). */
+  replaced: boolean;
+}
+
 const INT32_MAX = 2_147_483_647;
 
 /** What app code injects: enqueue (alone or in the caller's transaction), inspect, cancel, retry. */
@@ -40,7 +52,22 @@ export class QueueService {
 
   /** Adds one job; returns its id. Pass `manager` to make it part of your transaction. */
   async enqueue<TPayload>(queue: string, payload: TPayload, options: EnqueueOptions = {}): Promise<string> {
-    return this.store.insertJob(this.toRow({ ...options, queue, payload }), options.manager);
+    const row = this.toRow({ ...options, queue, payload });
+    // A job without a key keeps the plain insert: no other statement, no unique-index entry.
+    if (row.uniqueKey == null) return this.store.insertJob(row, options.manager);
+    const [result] = await this.store.insertKeyedJobs([row], options.manager);
+    return result.id;
+  }
+
+  /**
+   * Adds one job unless another job holds its `uniqueKey`; says which job holds the key and whether this
+   * call was a duplicate (and whether it replaced the holder's payload), without a second query.
+   */
+  async enqueueUnique<TPayload>(queue: string, payload: TPayload, options: EnqueueOptions & { uniqueKey: string }): Promise<EnqueueResult> {
+    const row = this.toRow({ ...options, queue, payload });
+    if (row.uniqueKey == null) throw new PgQueueError(`enqueueUnique("${queue}") needs a uniqueKey; use enqueue() for a job without one.`);
+    const [result] = await this.store.insertKeyedJobs([row], options.manager);
+    return toResult(result);
   }
 
   /**
@@ -50,15 +77,30 @@ export class QueueService {
   async enqueueMany(jobs: JobSpec[], options: { manager?: EntityManager } = {}): Promise<string[]> {
     if (!Array.isArray(jobs)) throw new PgQueueError('enqueueMany expects an array of { queue, payload, ...options }.');
     if (jobs.length === 0) return [];
-    const rows = jobs.map((job, i) => {
+    const rows = this.toRows(jobs, 'enqueueMany');
+    if (rows.some((r) => r.uniqueKey != null)) return (await this.store.insertKeyedJobs(rows, options.manager)).map((r) => r.id);
+    return this.store.insertJobs(rows, options.manager);
+  }
+
+  /**
+   * enqueueMany with each job's outcome, in order: for jobs with a `uniqueKey`, whether it was a duplicate
+   * (of a job in the database, or of an earlier job of the same call). One statement, as enqueueMany.
+   */
+  async enqueueManyUnique(jobs: JobSpec[], options: { manager?: EntityManager } = {}): Promise<EnqueueResult[]> {
+    if (!Array.isArray(jobs)) throw new PgQueueError('enqueueManyUnique expects an array of { queue, payload, ...options }.');
+    if (jobs.length === 0) return [];
+    return (await this.store.insertKeyedJobs(this.toRows(jobs, 'enqueueManyUnique'), options.manager)).map(toResult);
+  }
+
+  private toRows(jobs: JobSpec[], method: string): NewJobRow[] {
+    return jobs.map((job, i) => {
       try {
         return this.toRow(job);
       } catch (error) {
-        if (error instanceof PgQueueError) throw new PgQueueError(`enqueueMany: job #${i}: ${error.message}`);
+        if (error instanceof PgQueueError) throw new PgQueueError(`${method}: job #${i}: ${error.message}`);
         throw error;
       }
     });
-    return this.store.insertJobs(rows, options.manager);
   }
 
   async get<TPayload = unknown>(id: string | number | bigint): Promise<JobRecord<TPayload> | null> {
@@ -115,7 +157,7 @@ export class QueueService {
     if (maxAttempts !== undefined && (!Number.isInteger(maxAttempts) || maxAttempts < 1 || maxAttempts > 1_000)) {
       throw new PgQueueError(INVALID_OPTION(where, 'maxAttempts', maxAttempts, 'an integer from 1 to 1000'));
     }
-    return {
+    const row: NewJobRow = {
       queue,
       payloadJson: serializePayload(queue, payload, this.options.maxPayloadBytes),
       priority: priority ?? 0,
@@ -124,7 +166,14 @@ export class QueueService {
       runAt: runAt ?? null,
       delayMs: delayMs ?? 0,
     };
+    // Only a job with unique options pays for them: a plain enqueue builds the same row as before.
+    if (spec.uniqueKey !== undefined || spec.onConflict !== undefined || spec.uniqueForMs !== undefined) Object.assign(row, uniqueFields(where, spec));
+    return row;
   }
+}
+
+function toResult({ id, outcome }: KeyedOutcome): EnqueueResult {
+  return { id, duplicate: outcome !== 'inserted', replaced: outcome === 'replaced' };
 }
 
 const MAX_BIGINT = 9_223_372_036_854_775_807n;

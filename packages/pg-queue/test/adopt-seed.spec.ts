@@ -83,6 +83,7 @@ describe('adopting the seed application’s background_jobs table (issue 13 item
         'background_jobs_finished_idx',
         'background_jobs_in_flight_idx',
         'background_jobs_pkey',
+        'background_jobs_unique_key_idx',
       ]);
     } finally {
       await app.close();

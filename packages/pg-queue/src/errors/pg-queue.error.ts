@@ -15,3 +15,15 @@ export class JobTimeoutError extends Error {
 export class JobAbortedError extends Error {
   override name = 'JobAbortedError';
 }
+
+/**
+ * Thrown by a handler to say "not now, run me again in `delayMs` ms" (an API answered 429, a resource is
+ * busy): the job goes back to the queue without using up an attempt. A delay that is not a finite number of
+ * ms from 0 to 365 days is clamped into that range (and logged), like a backoff's.
+ */
+export class JobSnoozedError extends Error {
+  override name = 'JobSnoozedError';
+  constructor(readonly delayMs: number) {
+    super(`job snoozed for ${delayMs} ms`);
+  }
+}

@@ -33,6 +33,8 @@ export interface JobRecord<TPayload = unknown> {
   createdAt: Date;
   updatedAt: Date;
   finishedAt: Date | null;
+  /** The job's unique key while it holds one without a window (README: Unique jobs), else null. */
+  uniqueKey: string | null;
 }
 
 /** Job counts of one queue by status. */

@@ -33,7 +33,20 @@ export class Pruner {
     if (completed.deleted + failed.deleted > 0) {
       this.logger.log(`pruner: deleted ${completed.deleted} completed and ${failed.deleted} failed/cancelled job(s) past retention`);
     }
+    // On the instance that holds the pruner's turn only; two at once would be correct, just redundant.
+    if (completed.ran && !stop?.aborted) await this.pruneExpiredKeys();
     return { ran: completed.ran && failed.ran, completed: completed.deleted, failed: failed.deleted };
+  }
+
+  /** uniqueForMs windows that ended: their rows are no longer needed (a new enqueue would take them anyway). */
+  async pruneExpiredKeys(): Promise<number> {
+    let deleted = 0;
+    for (let i = 0; i < this.config.maxBatchesPerPass; i++) {
+      const batch = await this.store.deleteExpiredJobKeys(this.config.batchSize);
+      deleted += batch;
+      if (batch < this.config.batchSize) break;
+    }
+    return deleted;
   }
 
   private async prune(statuses: ('completed' | 'failed' | 'cancelled')[], retentionMs: number, stop?: AbortSignal): Promise<{ ran: boolean; deleted: number }> {

@@ -56,4 +56,8 @@ export class BackgroundJobEntity {
 
   @Column({ name: 'finished_at', type: 'timestamptz', nullable: true })
   finishedAt!: Date | null;
+
+  /** Set for a job enqueued with a uniqueKey (and no window); it holds the key while queued or running. */
+  @Column({ name: 'unique_key', type: 'text', nullable: true })
+  uniqueKey!: string | null;
 }

@@ -10,6 +10,75 @@ const MS = `* interval '1 millisecond'`;
 /** 5,000 years: any longer retention keeps rows forever, and now() minus it is still a valid timestamp. */
 export const RETENTION_CAP_MS = 157_788_000_000_000;
 
+// Jobs with a unique key (and any plain jobs enqueued in the same enqueueMany call), one statement for any
+// number of rows; plain enqueues keep insertJob/insertJobs, so a job without a key pays nothing for this.
+// The caller folds rows of one key into one first (an ON CONFLICT cannot touch a row twice in a statement).
+// Per row ($7 key, $8 onConflict, $9 uniqueForMs):
+// - a live key (no window) is held by a queued or running job, through the partial unique index. The
+//   insert is ON CONFLICT DO NOTHING, which takes no lock on the holder: a DO UPDATE (even a no-op, even
+//   with a false WHERE) would lock it until the caller's transaction ends, and a long transaction would then
+//   stall the worker's outcome batch that completes a running holder. 'replace' and 'keep-run-at' first
+//   update a queued holder (only queued: a running holder is never touched, the call is a duplicate of it);
+//   an UPDATE re-checks the row's latest version, so a holder claimed meanwhile is left alone.
+// - a window key (uniqueForMs) is held by its background_job_keys row until held_until, whatever became of
+//   the job (the pruner may have deleted it). The upsert always writes, so that it always returns the row
+//   and its job_id; it takes the window (with this row's pre-drawn id) only when the last one has ended.
+// A duplicate's holder is read in the same statement, but a holder committed after this statement's snapshot
+// (the insert waited for it, then found the conflict) is invisible to that read: its row comes back with a
+// NULL outcome and the caller runs the statement again for it, with a fresh snapshot. (In the narrower race
+// where the holder this snapshot sees finished and another job took the key since, the id returned is the
+// first one's: the job that held the key when the call began.) Every row draws an id, duplicates included:
+// the sequence has gaps where calls were duplicates.
+const INSERT_KEYED_JOBS = `
+    WITH input AS (
+      SELECT * FROM ROWS FROM (unnest($1::text[]), jsonb_array_elements($2::jsonb), unnest($3::int[]), unnest($4::int[]),
+                               unnest($5::timestamptz[]), unnest($6::int8[]), unnest($7::text[]), unnest($8::text[]), unnest($9::int8[]))
+        WITH ORDINALITY AS t(q, p, pr, ma, ra, d, k, mode, w, ord)
+    ), seq AS (
+      SELECT pg_get_serial_sequence('background_jobs', 'id')::regclass AS s
+    ), ids AS MATERIALIZED (
+      SELECT i.ord, nextval((SELECT s FROM seq)) AS id FROM input AS i ORDER BY i.ord
+    ), replaced AS (
+      UPDATE background_jobs AS j
+      SET payload = i.p, run_at = CASE WHEN i.mode = 'replace' THEN coalesce(i.ra, now() + i.d ${MS}) ELSE j.run_at END, updated_at = now()
+      FROM input AS i
+      WHERE i.k IS NOT NULL AND i.w IS NULL AND i.mode <> 'keep'
+        AND j.queue_name = i.q AND j.unique_key = i.k AND j.status = 'queued'
+      RETURNING j.id, j.queue_name, i.ord
+    ), windows AS (
+      INSERT INTO background_job_keys AS h (queue_name, unique_key, held_until, job_id)
+      SELECT i.q, i.k, now() + i.w ${MS}, n.id FROM input AS i JOIN ids AS n ON n.ord = i.ord WHERE i.w IS NOT NULL
+      ON CONFLICT (queue_name, unique_key) DO UPDATE
+      SET held_until = CASE WHEN h.held_until <= now() THEN EXCLUDED.held_until ELSE h.held_until END,
+          job_id = CASE WHEN h.held_until <= now() THEN EXCLUDED.job_id ELSE h.job_id END
+      RETURNING h.queue_name, h.unique_key, h.job_id
+    ), inserted AS (
+      INSERT INTO background_jobs (id, queue_name, payload, priority, max_attempts, run_at, unique_key)
+      SELECT n.id, i.q, i.p, i.pr, i.ma, coalesce(i.ra, now() + i.d ${MS}), CASE WHEN i.w IS NULL THEN i.k END
+      FROM input AS i JOIN ids AS n ON n.ord = i.ord
+      WHERE NOT EXISTS (SELECT 1 FROM replaced AS r WHERE r.ord = i.ord)
+        AND (i.w IS NULL OR EXISTS (SELECT 1 FROM windows AS x WHERE x.job_id = n.id))
+      ORDER BY i.ord
+      ON CONFLICT (queue_name, unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', 'processing') DO NOTHING
+      RETURNING id
+    )
+    SELECT i.ord, coalesce(ins.id, r.id, x.job_id, live.id) AS id,
+      CASE WHEN ins.id IS NOT NULL THEN 'inserted' WHEN r.id IS NOT NULL THEN 'replaced'
+           WHEN coalesce(x.job_id, live.id) IS NOT NULL THEN 'duplicate' END AS outcome,
+      -- replaced rows may now run sooner than the workers' timers know: wake them (inserts notify by trigger).
+      (SELECT count(pg_notify('${JOBS_CHANNEL}', q.queue_name)) FROM (SELECT DISTINCT queue_name FROM replaced) AS q) AS notified
+    FROM input AS i JOIN ids AS n ON n.ord = i.ord
+    LEFT JOIN inserted AS ins ON ins.id = n.id
+    LEFT JOIN replaced AS r ON r.ord = i.ord
+    LEFT JOIN windows AS x ON i.w IS NOT NULL AND x.queue_name = i.q AND x.unique_key = i.k
+    LEFT JOIN LATERAL (
+      SELECT h.id FROM background_jobs AS h
+      WHERE i.k IS NOT NULL AND i.w IS NULL AND ins.id IS NULL AND r.id IS NULL
+        AND h.queue_name = i.q AND h.unique_key = i.k AND h.status IN ('queued', 'processing')
+      LIMIT 1
+    ) AS live ON true
+    ORDER BY i.ord`;
+
 export const SQL = {
   insertJob: `
     INSERT INTO background_jobs (queue_name, payload, priority, max_attempts, run_at)
@@ -124,6 +193,17 @@ export const SQL = {
     WHERE j.id = ANY($2::int8[]) AND j.status = 'processing' AND j.locked_by = $1
       AND j.fence_token = ($3::jsonb -> j.id::text ->> 'token')::int8
     RETURNING j.id, j.status`,
+
+  // A handler snoozed (JobSnoozedError): back to the queue after the delay, fenced like a failure. The attempt
+  // is not counted (attempts - 1, as the shutdown put-back); fence_token keeps its value, so a late outcome of
+  // this claim stays fenced out. Delays come in a JSON object ($3: {"id": {token, delayMs}}), as for failJobs.
+  snoozeJobs: `
+    UPDATE background_jobs AS j
+    SET status = 'queued', attempts = j.attempts - 1, run_at = now() + ($3::jsonb -> j.id::text ->> 'delayMs')::int8 ${MS},
+        lease_expires_at = NULL, updated_at = now()
+    WHERE j.id = ANY($2::int8[]) AND j.status = 'processing' AND j.locked_by = $1
+      AND j.fence_token = ($3::jsonb -> j.id::text ->> 'token')::int8
+    RETURNING j.id`,
 
   // Heartbeat: one statement renews every job this worker runs; rows not returned are no longer ours. The
   // fence tokens come as a JSON object, as for completeJobs.
@@ -272,6 +352,23 @@ export const SQL = {
 
   pausedQueues: `SELECT queue_name FROM background_queues WHERE paused ORDER BY queue_name`,
 
+  // Jobs with a unique key, any number of rows, planned per call (see INSERT_KEYED_JOBS above).
+  insertKeyedJobs: INSERT_KEYED_JOBS,
+  // The same statement for one row (enqueue, enqueueUnique): prepared, since a one-row call's plan does not
+  // depend on array lengths, and planning this statement on every call cost more than running it.
+  insertKeyedJob: INSERT_KEYED_JOBS,
+
+  // Pruner: expired uniqueForMs windows, one bounded batch per statement. held_until is checked again on the
+  // row's latest version: an enqueue that took the window again meanwhile keeps it.
+  deleteExpiredJobKeys: `
+    WITH doomed AS (
+      DELETE FROM background_job_keys AS k
+      USING (SELECT queue_name, unique_key FROM background_job_keys WHERE held_until < now() ORDER BY held_until LIMIT $1) AS e
+      WHERE k.queue_name = e.queue_name AND k.unique_key = e.unique_key AND k.held_until < now()
+      RETURNING 1
+    )
+    SELECT count(*)::int AS deleted FROM doomed`,
+
   // Migrations take the lock by polling, never by a blocking wait: a backend waiting on a lock holds a
   // snapshot, and a CREATE INDEX CONCURRENTLY run by the holder waits for every older snapshot (deadlock).
   // Transaction-scoped, so it also works through a transaction pooler; released at COMMIT or ROLLBACK.
@@ -298,4 +395,6 @@ export const PLANNED_PER_CALL: ReadonlySet<keyof typeof SQL> = new Set([
   'failJobs',
   'extendLeases',
   'releaseJobs',
+  'insertKeyedJobs',
+  'snoozeJobs',
 ]);

@@ -2,8 +2,9 @@ import type { Pool, PoolClient, QueryResultRow } from 'pg';
 import type { EntityManager } from 'typeorm';
 import type { JobRecord, JobStatus, QueueStats } from '../interfaces/job.interface.js';
 import { PgQueueError } from '../errors/pg-queue.error.js';
-import { POOL_EXHAUSTED, POOLER_REFUSED_PREPARED_STATEMENT, POOLER_REFUSED_STARTUP_PARAMETER } from '../pg-queue.messages.js';
+import { POOL_EXHAUSTED, POOLER_REFUSED_PREPARED_STATEMENT, POOLER_REFUSED_STARTUP_PARAMETER, UNIQUE_HOLDER_UNSEEN, UNIQUE_KEY_RETRY_TAKEN } from '../pg-queue.messages.js';
 import { PLANNED_PER_CALL, SQL } from './job.sql.js';
+import { foldKeyedRows, unfoldOutcomes, type KeyedOutcome } from './unique-rows.js';
 
 /** stats() counts exactly up to this many jobs per queue and status, and estimates above it. */
 export const STATS_EXACT_LIMIT = 10_000;
@@ -37,7 +38,17 @@ export interface NewJobRow {
   maxAttempts: number;
   runAt: Date | null;
   delayMs: number;
+  /** Unique jobs: the key (null or absent: a plain job), what a duplicate does, and the window if any. */
+  uniqueKey?: string | null;
+  onConflict?: OnConflict;
+  uniqueForMs?: number | null;
 }
+
+/** What an enqueue with a unique key does when a job already holds the key (see README, Unique jobs). */
+export type OnConflict = 'keep' | 'replace' | 'keep-run-at';
+
+/** inserted: a new job; replaced: the queued holder took this call's payload (and run_at); duplicate: nothing changed. */
+export type EnqueueOutcome = 'inserted' | 'replaced' | 'duplicate';
 
 /** One claim of a job, as the fenced statements (settle, heartbeat, put-back) name it. */
 export interface JobRef {
@@ -48,6 +59,10 @@ export interface JobRef {
 export interface FailedAttempt extends JobRef {
   error: string;
   retryDelayMs: number;
+}
+
+export interface SnoozedAttempt extends JobRef {
+  delayMs: number;
 }
 
 export type CancelResult = 'cancelled' | 'not-found' | JobStatus;
@@ -115,6 +130,30 @@ export class JobStore {
     return this.inOwnTransaction((client) => insertChunks(chunks, async (text, values) => (await client.query<{ id: string }>({ text, values })).rows));
   }
 
+  /**
+   * Jobs of which some have a unique key: one statement (per 16 MB of payloads, in one transaction), each
+   * row's outcome in input order. A row whose holder committed after the statement's snapshot comes back
+   * without one and is sent again, alone with the others in that case, with a fresh snapshot.
+   */
+  async insertKeyedJobs(rows: NewJobRow[], manager?: EntityManager): Promise<KeyedOutcome[]> {
+    const { folded, slotOf } = foldKeyedRows(rows);
+    const chunks = chunkByPayloadSize(folded, INSERT_CHUNK_CHARS);
+    const insertAll = async (query: KeyedQuery) => {
+      const outcomes: KeyedOutcome[] = [];
+      for (const chunk of chunks) outcomes.push(...(await insertKeyedChunk(chunk, query)));
+      return outcomes;
+    };
+    let outcomes: KeyedOutcome[];
+    if (chunks.length === 1) {
+      outcomes = await insertAll(manager ? (name, values) => managerQuery(manager, SQL[name], values) : (name, values) => this.run(name, values));
+    } else if (manager) {
+      outcomes = await manager.transaction((m) => insertAll((name, values) => managerQuery(m, SQL[name], values)));
+    } else {
+      outcomes = await this.inOwnTransaction((client) => insertAll(async (name, values) => (await client.query({ text: SQL[name], values })).rows));
+    }
+    return unfoldOutcomes(rows, slotOf, outcomes);
+  }
+
   /** Runs `work` in a transaction on one pooled connection; a connection whose rollback failed is discarded. */
   private async inOwnTransaction<T>(work: (client: PoolClient) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
@@ -172,6 +211,14 @@ export class JobStore {
     return new Map(rows.map((r) => [r.id, r.status]));
   }
 
+  /** Returns the ids put back (snoozed); any other id is no longer this worker's. */
+  async snoozeJobs(workerId: string, jobs: SnoozedAttempt[]): Promise<Set<string>> {
+    const byId: Record<string, { token: string; delayMs: number }> = {};
+    for (const j of jobs) byId[j.id] = { token: j.token, delayMs: j.delayMs };
+    const rows = await this.run<{ id: string }>('snoozeJobs', [workerId, jobs.map((j) => j.id), JSON.stringify(byId)]);
+    return new Set(rows.map((r) => r.id));
+  }
+
   /** Returns the ids whose lease was renewed; any other id is no longer this worker's. */
   async extendLeases(workerId: string, leaseMs: number, jobs: JobRef[]): Promise<Set<string>> {
     const rows = await this.run<{ id: string }>('extendLeases', [workerId, leaseMs, jobs.map((j) => j.id), tokensById(jobs)]);
@@ -192,6 +239,12 @@ export class JobStore {
   async deleteFinishedBefore(statuses: JobStatus[], olderThanMs: number, limit: number): Promise<{ held: boolean; deleted: number }> {
     const [row] = await this.run<{ held: boolean; deleted: number }>('deleteFinishedBefore', [statuses, olderThanMs, limit]);
     return row;
+  }
+
+  /** Deletes up to `limit` expired uniqueForMs windows; returns how many. */
+  async deleteExpiredJobKeys(limit: number): Promise<number> {
+    const [row] = await this.run<{ deleted: number }>('deleteExpiredJobKeys', [limit]);
+    return row.deleted;
   }
 
   async getJob(id: string): Promise<JobRecord | null> {
@@ -262,8 +315,15 @@ export class JobStore {
   }
 
   async retryJob(id: string): Promise<boolean> {
-    const [row] = await this.run<{ retried: boolean }>('retryJob', [id]);
-    return row.retried;
+    try {
+      const [row] = await this.run<{ retried: boolean }>('retryJob', [id]);
+      return row.retried;
+    } catch (error) {
+      // The job's unique key was freed when it failed, and another job took it since.
+      const e = error as { code?: string; constraint?: string };
+      if (e.code === '23505' && e.constraint === 'background_jobs_unique_key_idx') throw new PgQueueError(UNIQUE_KEY_RETRY_TAKEN(id), { cause: error });
+      throw error;
+    }
   }
 }
 
@@ -317,6 +377,40 @@ async function insertChunks(chunks: NewJobRow[][], query: (text: string, values:
   return ids;
 }
 
+type KeyedQuery = (statement: 'insertKeyedJob' | 'insertKeyedJobs', values: unknown[]) => Promise<QueryResultRow[]>;
+
+/** Rounds of insertKeyedJobs for rows whose holder was not yet visible; each round waited for that holder's commit. */
+const KEYED_INSERT_ROUNDS = 10;
+
+async function insertKeyedChunk(rows: NewJobRow[], query: KeyedQuery): Promise<KeyedOutcome[]> {
+  const outcomes = new Array<KeyedOutcome>(rows.length);
+  let pending = rows.map((_, i) => i);
+  for (let round = 0; pending.length > 0; round++) {
+    if (round === KEYED_INSERT_ROUNDS) throw new PgQueueError(UNIQUE_HOLDER_UNSEEN(KEYED_INSERT_ROUNDS));
+    const batch = pending.map((i) => rows[i]);
+    const values = [
+      batch.map((r) => r.queue),
+      `[${batch.map((r) => r.payloadJson).join(',')}]`,
+      batch.map((r) => r.priority),
+      batch.map((r) => r.maxAttempts),
+      batch.map((r) => r.runAt),
+      batch.map((r) => r.delayMs),
+      batch.map((r) => r.uniqueKey ?? null),
+      batch.map((r) => r.onConflict ?? 'keep'),
+      batch.map((r) => r.uniqueForMs ?? null),
+    ];
+    const result = (await query(batch.length === 1 ? 'insertKeyedJob' : 'insertKeyedJobs', values)) as { ord: string; id: string | null; outcome: EnqueueOutcome | null }[];
+    const next: number[] = [];
+    for (const r of result) {
+      const index = pending[Number(r.ord) - 1];
+      if (r.outcome === null || r.id === null) next.push(index);
+      else outcomes[index] = { id: r.id, outcome: r.outcome };
+    }
+    pending = next;
+  }
+  return outcomes;
+}
+
 /** The scalar statement when every row goes to one queue with the same options, else the array one. */
 function insertJobsStatement(rows: NewJobRow[]): { statement: 'insertJobs' | 'insertUniformJobs'; values: unknown[] } {
   const payloads = `[${rows.map((r) => r.payloadJson).join(',')}]`;
@@ -347,12 +441,12 @@ function tokensById(jobs: JobRef[]): string {
  * Runs a statement on the caller's EntityManager, so that it commits or rolls back with the caller's own
  * writes. Structured results keep INSERT ... RETURNING rows the same whatever TypeORM does with raw results.
  */
-async function managerQuery(manager: EntityManager, text: string, values: unknown[]): Promise<{ id: string }[]> {
+async function managerQuery<R = { id: string }>(manager: EntityManager, text: string, values: unknown[]): Promise<R[]> {
   if (manager.queryRunner) {
     const result = await manager.queryRunner.query(text, values, true);
-    return result.records as { id: string }[];
+    return result.records as R[];
   }
-  return (await manager.query(text, values)) as { id: string }[];
+  return (await manager.query(text, values)) as R[];
 }
 
 interface ClaimRow {
@@ -383,6 +477,7 @@ interface JobRow {
   created_at: Date;
   updated_at: Date;
   finished_at: Date | null;
+  unique_key: string | null;
 }
 
 function toJobRecord(r: JobRow): JobRecord {
@@ -402,5 +497,6 @@ function toJobRecord(r: JobRow): JobRecord {
     createdAt: r.created_at,
     updatedAt: r.updated_at,
     finishedAt: r.finished_at,
+    uniqueKey: r.unique_key,
   };
 }

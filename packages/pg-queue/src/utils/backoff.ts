@@ -29,3 +29,9 @@ export function retryDelay(backoff: BackoffFunction, attempt: number, error: unk
   const delayMs = typeof value !== 'number' || Number.isNaN(value) || value < 0 ? 0 : MAX_RETRY_DELAY_MS;
   return { delayMs, problem: BAD_RETRY_DELAY(queue, `returned ${typeof value === 'number' ? String(value) : describe(value)}`, delayMs) };
 }
+
+/** A snooze's delay, clamped like a retry delay to a whole number of ms in [0, MAX_RETRY_DELAY_MS]; `clamped` when it had to be. */
+export function snoozeDelay(value: unknown): { delayMs: number; clamped: boolean } {
+  if (typeof value === 'number' && Number.isFinite(value) && value >= 0 && value <= MAX_RETRY_DELAY_MS) return { delayMs: Math.round(value), clamped: false };
+  return { delayMs: typeof value !== 'number' || Number.isNaN(value) || value < 0 ? 0 : MAX_RETRY_DELAY_MS, clamped: true };
+}

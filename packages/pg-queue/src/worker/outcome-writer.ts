@@ -18,6 +18,8 @@ export interface PendingOutcome extends JobRef {
   readonly queue: string;
   /** Set for a failed attempt: what to store; undefined for a completion. */
   readonly failure: { error: string; retryDelayMs: number } | undefined;
+  /** Set when the handler snoozed (JobSnoozedError): ms until the job runs again; its attempt is not counted. */
+  readonly snoozeMs: number | undefined;
   /** Times the database refused this outcome's row (not counting outages). */
   refusals: number;
   /** The status the row now has (completed, queued for a retry, failed), or undefined when fenced out. */
@@ -42,6 +44,7 @@ export interface PendingOutcome extends JobRef {
 export class OutcomeWriter {
   private readonly completions: OutcomeQueue;
   private readonly failures: OutcomeQueue;
+  private readonly snoozes: OutcomeQueue;
 
   constructor(store: JobStore, workerId: string, logger: LoggerService, lane: RowLockLane, deleteCompleted = false, maxBatch = 1_000) {
     this.completions = new OutcomeQueue('completion', logger, lane, maxBatch, async (batch) => {
@@ -52,16 +55,20 @@ export class OutcomeWriter {
       const statuses = await store.failJobs(workerId, batch.map((o) => ({ id: o.id, token: o.token, ...o.failure! })));
       return (o) => statuses.get(o.id);
     });
+    this.snoozes = new OutcomeQueue('snooze', logger, lane, maxBatch, async (batch) => {
+      const snoozed = await store.snoozeJobs(workerId, batch.map((o) => ({ id: o.id, token: o.token, delayMs: o.snoozeMs! })));
+      return (o) => (snoozed.has(o.id) ? 'queued' : undefined);
+    });
   }
 
-  /** Hands in an outcome; `failure` on the outcome says which kind. */
+  /** Hands in an outcome; `snoozeMs` or `failure` on the outcome says which kind. */
   write(outcome: PendingOutcome): void {
-    (outcome.failure ? this.failures : this.completions).push(outcome);
+    (outcome.snoozeMs !== undefined ? this.snoozes : outcome.failure ? this.failures : this.completions).push(outcome);
   }
 
   /** Resolves when every outcome handed in so far is written, fenced or dropped. */
   async drain(): Promise<void> {
-    await Promise.all([this.completions.drain(), this.failures.drain()]);
+    await Promise.all([this.completions.drain(), this.failures.drain(), this.snoozes.drain()]);
   }
 
   /**
@@ -72,6 +79,7 @@ export class OutcomeWriter {
   close(): void {
     this.completions.close();
     this.failures.close();
+    this.snoozes.close();
   }
 }
 
@@ -86,7 +94,7 @@ class OutcomeQueue {
   private wakeFromBackoff: (() => void) | undefined;
 
   constructor(
-    private readonly kind: 'completion' | 'failure',
+    private readonly kind: 'completion' | 'failure' | 'snooze',
     private readonly logger: LoggerService,
     private readonly lane: RowLockLane,
     private readonly maxBatch: number,

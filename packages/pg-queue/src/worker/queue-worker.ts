@@ -1,9 +1,10 @@
 import type { LoggerService } from '@nestjs/common';
-import { JobAbortedError, JobTimeoutError } from '../errors/pg-queue.error.js';
+import { JobAbortedError, JobSnoozedError, JobTimeoutError } from '../errors/pg-queue.error.js';
 import type { Job, JobStatus } from '../interfaces/job.interface.js';
 import type { ResolvedHandlerOptions } from '../interfaces/job-handler-options.interface.js';
 import type { ClaimedJob, JobRef, JobStore } from '../store/job.store.js';
-import { retryDelay } from '../utils/backoff.js';
+import { BAD_SNOOZE_DELAY } from '../pg-queue.messages.js';
+import { retryDelay, snoozeDelay } from '../utils/backoff.js';
 import { errorLine, errorText } from '../utils/error-text.js';
 import { RetryBackoff, wakeableSleep, withDeadline } from '../utils/retry-backoff.js';
 import { JobAttempt } from './job-attempt.js';
@@ -250,7 +251,11 @@ export class QueueWorker {
     if (run.settled) return;
     this.free(run);
     this.unwritten += 1;
-    if (error !== undefined) {
+    if (error instanceof JobSnoozedError) {
+      const { delayMs, clamped } = snoozeDelay(error.delayMs);
+      if (clamped) this.logger.warn(BAD_SNOOZE_DELAY(this.config.queue, run.id, error.delayMs, delayMs));
+      run.snoozeMs = delayMs;
+    } else if (error !== undefined) {
       let retryDelayMs = 0;
       if (run.attempt < run.maxAttempts) {
         const delay = retryDelay(this.config.options.backoff, run.attempt, error, this.config.queue);
@@ -271,7 +276,10 @@ export class QueueWorker {
     const { queue, workerId } = this.config;
     const failure = run.failure;
     if (status === undefined) {
-      this.logger.warn(`job ${run.id} (${queue}) ${failure ? 'failed' : 'finished'} on ${workerId}, but it no longer held the job: outcome discarded`);
+      const what = run.snoozeMs !== undefined ? 'snoozed' : failure ? 'failed' : 'finished';
+      this.logger.warn(`job ${run.id} (${queue}) ${what} on ${workerId}, but it no longer held the job: outcome discarded`);
+    } else if (run.snoozeMs !== undefined) {
+      this.wakeAt(run.snoozeMs); // after the write, so the job is there to claim
     } else if (!failure) {
       return;
     } else if (status === 'failed') {
@@ -340,6 +348,7 @@ class Running extends JobAttempt implements LeaseHolder, PendingOutcome {
   /** Set once the attempt has an outcome (or was given up); later results of the handler are ignored. */
   settled = false;
   failure: { error: string; retryDelayMs: number; thrown: unknown } | undefined;
+  snoozeMs: number | undefined;
   refusals = 0;
 
   constructor(
