@@ -64,8 +64,8 @@ describe('demo app', () => {
     expect(orders).toEqual([{ email: 'ada@example.com', item: 'keyboard', amount: '49.90' }]);
 
     await waitFor(`job ${jobId} to complete`, async () => (await jobStatus(jobId)) === 'completed');
-    const { rows: jobs } = await db.query('SELECT queue_name, payload, attempts FROM background_jobs WHERE id = $1', [jobId]);
-    expect(jobs[0]).toMatchObject({ queue_name: 'emails', payload: { to: 'ada@example.com', orderId }, attempts: 1 });
+    const { rows: jobs } = await db.query('SELECT queue_name, payload, attempts, unique_key FROM background_jobs WHERE id = $1', [jobId]);
+    expect(jobs[0]).toMatchObject({ queue_name: 'emails', payload: { to: 'ada@example.com', orderId }, attempts: 1, unique_key: `order-confirmation:${orderId}` });
 
     const job = await fetch(`${base}/jobs/${jobId}`);
     expect(job.status).toBe(200);

@@ -33,7 +33,9 @@ export class OrdersService {
           body: `Thanks for ordering ${order.item} (${order.amount.toFixed(2)}).`,
           orderId: order.id,
         };
-        const jobId = await this.queue.enqueue('emails', email, { manager });
+        // One confirmation per order, however often this runs (a retried request, a replayed event): the
+        // unique key makes a second enqueue return the first job's id instead of adding a job.
+        const jobId = await this.queue.enqueue('emails', email, { manager, uniqueKey: `order-confirmation:${order.id}` });
         // Checked last on purpose: it stands in for whatever fails late in a real transaction (payment
         // declined, stock gone) and shows that the email job already enqueued rolls back with the order.
         const rejection = orderRejection(input);
