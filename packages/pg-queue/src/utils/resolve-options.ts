@@ -32,6 +32,11 @@ export interface ResolvedModuleOptions {
     failedRetentionMs: number | null;
     pruneBatchSize: number;
   };
+  recurring: {
+    enabled: boolean;
+    pollIntervalMs: number;
+    orphanAfterMs: number;
+  };
 }
 
 const MAX_TIMER_MS = 2_147_483_647; // setTimeout's limit
@@ -58,7 +63,9 @@ const KNOWN_MODULE_KEYS = new Set([
   'dataSource', 'connection', 'listenerUrl', 'migrationsRun', 'workers', 'queues', 'workerId', 'leaseMs',
   'heartbeatMs', 'pollIntervalMs', 'fallbackPollIntervalMs', 'shutdownGraceMs', 'maxPayloadBytes', 'maintenance',
   'isGlobal', 'dataSourceName', 'poolSize', 'statementTimeoutMs', 'connectTimeoutMs', 'transactionPooler',
+  'recurring',
 ]);
+const KNOWN_RECURRING_KEYS = new Set(['enabled', 'pollIntervalMs', 'orphanAfterMs']);
 const KNOWN_MAINTENANCE_KEYS = new Set([
   'enabled', 'sweepIntervalMs', 'pruneIntervalMs', 'completedRetentionMs', 'failedRetentionMs', 'pruneBatchSize',
 ]);
@@ -97,6 +104,9 @@ export function resolveModuleOptions(options: PgQueueModuleOptions): ResolvedMod
     assertQueueName(queue);
     resolveHandlerOptions(queue, queueOptions); // validate now; merged with the decorator's at discovery
   }
+  const r = options.recurring ?? {};
+  if (typeof r !== 'object') throw new PgQueueError(INVALID_OPTION(where, 'recurring', r, 'an object'));
+  refuseUnknownKeys(`${where} recurring`, r, KNOWN_RECURRING_KEYS);
   return {
     workers: bool(where, 'workers', options.workers, true),
     migrationsRun: bool(where, 'migrationsRun', options.migrationsRun, true),
@@ -120,6 +130,11 @@ export function resolveModuleOptions(options: PgQueueModuleOptions): ResolvedMod
       completedRetentionMs: int(`${where} maintenance`, 'completedRetentionMs', m.completedRetentionMs, 86_400_000, 0, Number.MAX_SAFE_INTEGER),
       failedRetentionMs,
       pruneBatchSize: int(`${where} maintenance`, 'pruneBatchSize', m.pruneBatchSize, 5_000, 1, 1_000_000),
+    },
+    recurring: {
+      enabled: bool(`${where} recurring`, 'enabled', r.enabled, true),
+      pollIntervalMs: int(`${where} recurring`, 'pollIntervalMs', r.pollIntervalMs, 1_000, 10, 60_000),
+      orphanAfterMs: int(`${where} recurring`, 'orphanAfterMs', r.orphanAfterMs, 300_000, 3_000),
     },
   };
 }
