@@ -205,6 +205,52 @@ describe('boot sync of code schedules', () => {
     }
   }, 30_000);
 
+  it('with @JobHandler on the same method, the schedule fires into that queue; conflicting queue or handler options fail the boot', async () => {
+    const url = await createTestDatabase('recurringboth');
+    const db = sqlPool(url);
+    const seen: string[] = [];
+    @Injectable()
+    class Both {
+      @JobHandler('both-queue', { maxAttempts: 7 })
+      @RecurringJob('* * * * * *', { name: 'both-schedule' })
+      async run(job: Job<RecurringJobPayload>) {
+        seen.push(job.payload._schedule.name);
+      }
+    }
+    const app = await startApp(url, { providers: [Both], queue: { maintenance: { enabled: false } } });
+    try {
+      await waitFor('a run', async () => seen.length > 0, 5_000);
+      expect(seen[0]).toBe('both-schedule');
+      const { rows } = await db.query(`SELECT queue_name, max_attempts FROM background_jobs LIMIT 1`);
+      expect(rows[0]).toEqual({ queue_name: 'both-queue', max_attempts: 7 });
+    } finally {
+      await app.close();
+      await db.end();
+    }
+    @Injectable()
+    class Mismatch {
+      @JobHandler('one')
+      @RecurringJob('* * * * *', { queue: 'two' })
+      async run() {}
+    }
+    await expect(startApp(url, { providers: [Mismatch], queue: { workers: false } })).rejects.toThrow(/@RecurringJob on Mismatch\.run says queue "two" but its @JobHandler handles "one"/);
+    @Injectable()
+    class Twice {
+      @JobHandler('one')
+      @RecurringJob('* * * * *', { timeoutMs: 5 })
+      async run() {}
+    }
+    await expect(startApp(url, { providers: [Twice], queue: { workers: false } })).rejects.toThrow(/@RecurringJob on Twice\.run has handler options \(timeoutMs\)/);
+    @Injectable()
+    class Dup {
+      @RecurringJob('* * * * *', { name: 'same', queue: 'a' })
+      async a() {}
+      @RecurringJob('* * * * *', { name: 'same', queue: 'b' })
+      async b() {}
+    }
+    await expect(startApp(url, { providers: [Dup], queue: { workers: false } })).rejects.toThrow(/Two @RecurringJob methods \(Dup\.a and Dup\.b\) declare the schedule "same"/);
+  }, 30_000);
+
   it('a bad cron, time zone or policy fails the boot, naming the method', async () => {
     const url = await createTestDatabase('recurringbad');
     const cases: [string, Record<string, unknown>, RegExp][] = [
