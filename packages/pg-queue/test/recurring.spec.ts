@@ -251,6 +251,58 @@ describe('boot sync of code schedules', () => {
     await expect(startApp(url, { providers: [Dup], queue: { workers: false } })).rejects.toThrow(/Two @RecurringJob methods \(Dup\.a and Dup\.b\) declare the schedule "same"/);
   }, 30_000);
 
+  it('connections killed under the scheduler: it logs, backs off, recovers; each fire still once, none lost', async () => {
+    const url = await createTestDatabase('recurringkill');
+    const db = sqlPool(url);
+    @Injectable()
+    class Steady {
+      @RecurringJob('* * * * * *', { name: 'steady', missedFires: { windowMs: 60_000 } })
+      async run() {}
+    }
+    const app = await startApp(url, { providers: [Steady], queue: { workers: false, maintenance: { enabled: false }, recurring: { pollIntervalMs: 100 } }, logLevels: [] });
+    try {
+      const from = (await db.query<{ now: Date }>('SELECT now()')).rows[0].now.getTime();
+      let killed = 0;
+      for (let i = 0; i < 6; i++) {
+        await new Promise((r) => setTimeout(r, 500));
+        // Every connection of the queue's pool, maybe inside a claim's transaction.
+        const { rowCount } = await db.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'nestjs-pg-queue'`);
+        killed += rowCount ?? 0;
+      }
+      expect(killed).toBeGreaterThanOrEqual(6);
+      const until = (await db.query<{ now: Date }>('SELECT now()')).rows[0].now.getTime();
+      await waitFor('fires after the kills', async () => {
+        const { rows } = await db.query(`SELECT 1 FROM background_jobs WHERE run_at > $1`, [new Date(until + 1_000)]);
+        return rows.length > 0;
+      }, 10_000);
+      const { rows } = await db.query<{ fire_at: string; n: number }>(
+        `SELECT payload->'_schedule'->>'fireAt' AS fire_at, count(*)::int AS n FROM background_jobs GROUP BY 1 ORDER BY 1`,
+      );
+      expect(rows.every((r) => r.n === 1)).toBe(true);
+      const times = rows.map((r) => new Date(r.fire_at).getTime());
+      for (let i = 1; i < times.length; i++) expect(times[i] - times[i - 1]).toBe(1_000);
+      expect(times[0]).toBeLessThanOrEqual(from + 1_000);
+    } finally {
+      await app.close();
+      await db.end();
+    }
+  }, 30_000);
+
+  it('with transactionPooler (unnamed statements only), runtime schedules fire the same', async () => {
+    const url = await createTestDatabase('recurringpooler');
+    const db = sqlPool(url);
+    const app = await startApp(url, { queue: { transactionPooler: true, listenerUrl: url, workers: false, maintenance: { enabled: false } } });
+    try {
+      await app.get(QueueService).upsertSchedule({ name: 'pooled', cron: '* * * * * *', queue: 'pooled' });
+      await waitFor('two fires', async () => (await db.query(`SELECT 1 FROM background_jobs WHERE queue_name = 'pooled'`)).rowCount! >= 2, 5_000);
+      expect(await app.get(QueueService).pauseSchedule('pooled')).toBe(true);
+      expect(await app.get(QueueService).resumeSchedule('pooled')).toBe(true);
+    } finally {
+      await app.close();
+      await db.end();
+    }
+  }, 20_000);
+
   it('a bad cron, time zone or policy fails the boot, naming the method', async () => {
     const url = await createTestDatabase('recurringbad');
     const cases: [string, Record<string, unknown>, RegExp][] = [
