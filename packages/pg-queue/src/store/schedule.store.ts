@@ -75,7 +75,8 @@ export class ScheduleStore {
         priority: r.priority,
         maxAttempts: r.max_attempts,
         revision: r.revision,
-        nextFireMs: r.next_fire_ms,
+        // Rounded: the compare-and-set sends it back as a timestamp, and a float a hair under the ms would never match.
+        nextFireMs: Math.round(r.next_fire_ms),
       });
     }
     return scan;
