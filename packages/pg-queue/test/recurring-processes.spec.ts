@@ -93,17 +93,27 @@ describe('recurring jobs across OS processes', () => {
       const from = await dbNow(db);
       let spare = spawn();
       const kills: number[] = [];
+      const starting: Promise<unknown>[] = [];
+      let alive = running.length;
       while ((await dbNow(db)) < from + RUN_MS) {
-        await sleep(3_000);
-        // SIGKILL one instance mid-flight (maybe inside its claim transaction) and start a fresh one.
-        const victim = running[Math.floor(Math.random() * running.length)];
-        await kill(victim);
-        kills.push(await dbNow(db));
-        running = running.filter((c) => c !== victim);
-        running.push(await start(spare, config));
-        spare = spawn();
+        await sleep(2_500);
+        // SIGKILL one instance mid-flight (maybe inside its claim transaction), keeping two or more up, and
+        // start a fresh one without waiting for it (on a loaded machine a boot takes seconds).
+        if (running.length >= 3) {
+          const victim = running[Math.floor(Math.random() * running.length)];
+          await kill(victim);
+          kills.push(await dbNow(db));
+          running = running.filter((c) => c !== victim);
+          alive -= 1;
+        }
+        if (alive < 4) {
+          alive += 1;
+          starting.push(start(spare, config).then((child) => running.push(child)));
+          spare = spawn();
+        }
       }
       const until = await dbNow(db);
+      await Promise.allSettled(starting);
       await Promise.all(running.map(kill));
       await kill(spare.child);
 
@@ -114,7 +124,7 @@ describe('recurring jobs across OS processes', () => {
       for (let i = 1; i < times.length; i++) expect(times[i] - times[i - 1]).toBe(1_000);
       expect(times[0]).toBeLessThanOrEqual(from + 1_000);
       expect(times[times.length - 1]).toBeGreaterThanOrEqual(until - 2_000);
-      expect(kills.length).toBeGreaterThanOrEqual(5);
+      expect(kills.length).toBeGreaterThanOrEqual(4);
       // The skip schedule: never twice (a late fire may be skipped, never duplicated).
       expect([...(await fires(db, 'each-second-skip')).values()].every((n) => n === 1)).toBe(true);
       const { rows: byInstance } = await db.query(`SELECT count(DISTINCT locked_by)::int AS n FROM background_jobs WHERE queue_name = 'each-second'`);

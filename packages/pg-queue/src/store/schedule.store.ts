@@ -149,6 +149,10 @@ export class ScheduleStore {
   private async inTransaction<T>(work: (client: PoolClient) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
     let broken: Error | undefined;
+    // A checked-out client has no pool listener: a connection killed between two statements would emit an
+    // unhandled 'error' (and crash the host). Note it; the next statement fails and the client is discarded.
+    const onError = (error: Error) => (broken = error);
+    client.on('error', onError);
     try {
       await client.query('BEGIN');
       try {
@@ -160,6 +164,7 @@ export class ScheduleStore {
         throw error;
       }
     } finally {
+      client.off('error', onError);
       client.release(broken);
     }
   }
