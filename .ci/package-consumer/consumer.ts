@@ -2,7 +2,7 @@
 // the published declarations import must come with the package or its declared peers.
 import 'reflect-metadata';
 import { Injectable, Module } from '@nestjs/common';
-import { JobHandler, PgQueueModule, QueueService, type Job } from 'nestjs-pg-queue';
+import { JobHandler, PgQueueModule, QueueService, RecurringJob, type Job, type RecurringJobPayload } from 'nestjs-pg-queue';
 
 @Injectable()
 export class Mailer {
@@ -11,6 +11,12 @@ export class Mailer {
   async send(job: Job<{ to: string }>): Promise<void> {
     if (job.signal.aborted) return;
     await this.queue.enqueue('audit', { to: job.payload.to });
+  }
+
+  @RecurringJob('0 8 * * 1-5', { name: 'digest', timeZone: 'Europe/Berlin', missedFires: { windowMs: 3_600_000 } })
+  async digest(job: Job<RecurringJobPayload<{ kind?: string }>>): Promise<void> {
+    const schedules = await this.queue.schedules();
+    if (schedules.length === 0) console.log(job.payload._schedule.fireAt);
   }
 }
 

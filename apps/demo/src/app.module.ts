@@ -10,6 +10,8 @@ import { DEMO_MIGRATIONS } from './migrations/index.js';
 import { Order } from './orders/order.entity.js';
 import { OrdersController } from './orders/orders.controller.js';
 import { OrdersService } from './orders/orders.service.js';
+import { OrdersReportHandler } from './reports/orders-report.handler.js';
+import { SchedulesController } from './reports/schedules.controller.js';
 import { StatsController } from './stats/stats.controller.js';
 import { DemoController } from './traffic/demo.controller.js';
 import { DemoTrafficService } from './traffic/demo-traffic.service.js';
@@ -53,13 +55,14 @@ export class AppModule {
           },
         }),
       ],
-      controllers: [OrdersController, JobsController, StatsController, DemoController],
+      controllers: [OrdersController, JobsController, StatsController, DemoController, SchedulesController],
       providers: [
         { provide: DEMO_OPTIONS, useValue: options },
         OrdersService,
         EmailHandler,
         FlakySyncHandler,
         ThumbnailHandler,
+        OrdersReportHandler,
         DemoTrafficService,
       ],
     };

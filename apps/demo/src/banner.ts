@@ -22,6 +22,8 @@ export function printBanner({ url, database, shutdownGraceMs }: BannerInfo): voi
     `  curl -s ${url}/jobs/1`,
     `  curl -s -X POST ${url}/jobs/1/retry`,
     `  curl -s -X POST ${url}/jobs/1/cancel`,
+    'A recurring job (orders per minute, once across instances): its next and last fire:',
+    `  curl -s ${url}/schedules`,
     '',
     `Ctrl-C stops: running jobs get ${shutdownGraceMs / 1000} s to finish, then PostgreSQL stops.`,
   ];

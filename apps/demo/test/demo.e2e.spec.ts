@@ -77,15 +77,17 @@ describe('demo app', () => {
     ['a missing email', { item: 'mouse', amount: 10 }, /email/],
   ])('refuses an order with %s: 400, and neither the order nor its job is left', async (_, body, reason) => {
     const ordersBefore = await count('orders');
-    const jobsBefore = await count('background_jobs');
+    // The recurring orders-report may fire meanwhile (each minute): leave its jobs out.
+    const jobsBefore = await count(`background_jobs WHERE queue_name <> 'orders-report'`);
+    const reportsBefore = await count(`background_jobs WHERE queue_name = 'orders-report'`);
     const idBefore = await lastJobId();
     const res = await post('/orders', body);
     expect(res.status).toBe(400);
     expect(((await res.json()) as { message: string }).message).toMatch(reason);
     // The email job was inserted before the check failed, and the rollback took it with the order.
-    expect(await lastJobId()).toBe(idBefore + 1);
+    expect(await lastJobId()).toBe(idBefore + 1 + (await count(`background_jobs WHERE queue_name = 'orders-report'`)) - reportsBefore);
     expect(await count('orders')).toBe(ordersBefore);
-    expect(await count('background_jobs')).toBe(jobsBefore);
+    expect(await count(`background_jobs WHERE queue_name <> 'orders-report'`)).toBe(jobsBefore);
   });
 
   it('reports counts per queue and status', async () => {
@@ -93,6 +95,22 @@ describe('demo app', () => {
     expect(res.status).toBe(200);
     const stats = (await res.json()) as Record<string, Record<string, number>>;
     expect(stats.emails).toEqual({ queued: 0, processing: 0, completed: 1, failed: 0, cancelled: 0 });
+  });
+
+  it('lists the recurring orders report with its next fire, and its handler reports a given minute', async () => {
+    const res = await fetch(`${base}/schedules`);
+    expect(res.status).toBe(200);
+    const [schedule] = (await res.json()) as { name: string; queue: string; cron: string; source: string; nextFireAt: string }[];
+    expect(schedule).toMatchObject({ name: 'orders-report', queue: 'orders-report', cron: '* * * * *', source: 'code' });
+    const { rows: [clock] } = await db.query<{ now: Date }>('SELECT now()');
+    const next = new Date(schedule.nextFireAt).getTime();
+    expect(next).toBeGreaterThan(clock.now.getTime() - 1_000);
+    expect(next).toBeLessThanOrEqual(clock.now.getTime() + 60_000);
+    // A fire's job, as the scheduler makes it, runs the handler (the next real fire may be a minute away).
+    const { rows: [job] } = await db.query<{ id: string }>(
+      `INSERT INTO background_jobs (queue_name, payload) VALUES ('orders-report', jsonb_build_object('_schedule', jsonb_build_object('name', 'orders-report', 'fireAt', '2026-01-01T00:00:00.000Z'))) RETURNING id`,
+    );
+    await waitFor('the report job', async () => (await jobStatus(job.id)) === 'completed');
   });
 
   it('answers 400 for a malformed job id and 404 for an unknown one', async () => {

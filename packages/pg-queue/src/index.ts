@@ -3,6 +3,16 @@ export { QueueService, type EnqueueOptions, type EnqueueResult, type JobSpec } f
 export type { UniqueOptions } from './utils/unique-options.js';
 export type { OnConflict } from './store/job.store.js';
 export { JobHandler } from './decorators/job-handler.decorator.js';
+export { RecurringJob } from './decorators/recurring-job.decorator.js';
+export type {
+  MissedFires,
+  RecurringJobOptions,
+  RecurringJobPayload,
+  ScheduleFire,
+  ScheduleInfo,
+  ScheduleOptions,
+  ScheduleSpec,
+} from './interfaces/recurring-job.interface.js';
 export type { Job, JobRecord, JobStatus, QueueCounts, QueueStats } from './interfaces/job.interface.js';
 export type { JobHandlerOptions, BackoffFunction, ExponentialBackoff } from './interfaces/job-handler-options.interface.js';
 export type {
@@ -10,9 +20,10 @@ export type {
   PgQueueModuleExtras,
   PgQueueConnectionOptions,
   PgQueueMaintenanceOptions,
+  PgQueueRecurringOptions,
 } from './interfaces/pg-queue-options.interface.js';
 export { PgQueueError, JobTimeoutError, JobAbortedError, JobSnoozedError } from './errors/pg-queue.error.js';
-export { PG_QUEUE_MIGRATIONS, CreateBackgroundJobs1764460000000, CreateBackgroundQueues1764470000000, DelayedJobsIndex1764480000000, InFlightIndexByJob1764490000000, FenceToken1764520000000, FinishedJobsIndex1764530000000, UniqueJobs1764540000000 } from './migrations/index.js';
+export { PG_QUEUE_MIGRATIONS, CreateBackgroundJobs1764460000000, CreateBackgroundQueues1764470000000, DelayedJobsIndex1764480000000, InFlightIndexByJob1764490000000, FenceToken1764520000000, FinishedJobsIndex1764530000000, UniqueJobs1764540000000, CreateBackgroundSchedules1764550000000 } from './migrations/index.js';
 export { BackgroundJobEntity } from './store/background-job.entity.js';
 export { exponentialBackoff } from './utils/backoff.js';
 export { MODULE_OPTIONS_TOKEN as PG_QUEUE_OPTIONS } from './pg-queue.module-definition.js';
@@ -20,3 +31,4 @@ export { MODULE_OPTIONS_TOKEN as PG_QUEUE_OPTIONS } from './pg-queue.module-defi
 export { WorkerPool } from './worker/worker-pool.js';
 export { MaintenanceScheduler } from './maintenance/maintenance.scheduler.js';
 export { JobStore } from './store/job.store.js';
+export { RecurringScheduler } from './recurring/recurring-scheduler.js';

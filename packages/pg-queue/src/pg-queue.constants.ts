@@ -16,3 +16,6 @@ export const ADVISORY_LOCK = {
 
 /** Queue names reach SQL only as parameters; the pattern keeps them readable in logs and NOTIFY payloads. */
 export const QUEUE_NAME_PATTERN = /^[A-Za-z0-9_.:-]{1,128}$/;
+
+/** Namespaced metadata key for `@RecurringJob`. */
+export const RECURRING_JOB_METADATA = 'pg-queue:recurring_job';

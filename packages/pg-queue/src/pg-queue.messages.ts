@@ -76,3 +76,24 @@ export const UNIQUE_KEY_RETRY_TAKEN = (id: string) =>
 
 export const BAD_SNOOZE_DELAY = (queue: string, jobId: string, value: unknown, usedMs: number) =>
   `job ${jobId} (${queue}) snoozed with delayMs=${describe(value)}; it waits ${usedMs} ms instead (a delay must be a finite number of ms from 0 to ${MAX_RETRY_DELAY_MS})`;
+
+// Recurring jobs.
+
+export const INVALID_SCHEDULE = (where: string, detail: string) => `${where}: ${detail}`;
+
+export const RECURRING_ON_REQUEST_SCOPED = (where: string) =>
+  `@RecurringJob ${where} is on a request-scoped (or transient) provider; recurring jobs need a singleton provider, since no request exists when a job runs.`;
+
+export const DUPLICATE_SCHEDULE = (name: string, first: string, second: string) =>
+  `Two @RecurringJob methods (${first} and ${second}) declare the schedule "${name}"; give each its own { name }.`;
+
+export const RECURRING_QUEUE_MISMATCH = (where: string, handlerQueue: string, scheduleQueue: string) =>
+  `@RecurringJob on ${where} says queue "${scheduleQueue}" but its @JobHandler handles "${handlerQueue}"; the schedule fires into the method's queue: drop one of them.`;
+
+export const RECURRING_HANDLER_OPTIONS_TWICE = (where: string, keys: string[]) =>
+  `@RecurringJob on ${where} has handler options (${keys.join(', ')}) and the method also has @JobHandler: give handler options on @JobHandler only.`;
+
+export const MISSED_FIRES_SKIPPED = (name: string, fromIso: string, throughIso: string, policy: string) =>
+  `schedule "${name}": fires from ${fromIso} through ${throughIso} were missed (no instance was ticking) and are skipped under missedFires ${policy}`;
+
+export const SCHEDULE_NOT_FOUND = (name: string) => `No schedule named ${JSON.stringify(name)}.`;

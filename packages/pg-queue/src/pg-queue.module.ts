@@ -9,7 +9,10 @@ import { MaintenanceScheduler } from './maintenance/maintenance.scheduler.js';
 import { TYPEORM_DATA_SOURCE } from './pg-queue.constants.js';
 import { ConfigurableModuleClass, MODULE_OPTIONS_TOKEN, RESOLVED_OPTIONS } from './pg-queue.module-definition.js';
 import { QueueService } from './queue.service.js';
+import { RecurringJobRegistry } from './recurring/recurring-job.registry.js';
+import { RecurringScheduler } from './recurring/recurring-scheduler.js';
 import { JobStore } from './store/job.store.js';
+import { ScheduleStore } from './store/schedule.store.js';
 import { resolveModuleOptions, type ResolvedModuleOptions } from './utils/resolve-options.js';
 import { WorkerPool } from './worker/worker-pool.js';
 
@@ -35,8 +38,16 @@ import { WorkerPool } from './worker/worker-pool.js';
         new JobStore(connection.pool, { transactionPooler: resolved.transactionPooler, poolSize: resolved.poolSize, connectTimeoutMs: resolved.connectTimeoutMs }),
       inject: [PgQueueConnection, RESOLVED_OPTIONS],
     },
+    {
+      provide: ScheduleStore,
+      useFactory: (connection: PgQueueConnection, resolved: ResolvedModuleOptions) =>
+        new ScheduleStore(connection.pool, { transactionPooler: resolved.transactionPooler }),
+      inject: [PgQueueConnection, RESOLVED_OPTIONS],
+    },
     JobHandlerRegistry,
+    RecurringJobRegistry,
     JobHandlerExplorer,
+    RecurringScheduler,
     WorkerPool,
     MaintenanceScheduler,
     QueueService,

@@ -10,6 +10,12 @@ import type { KeyedOutcome } from './store/unique-rows.js';
 import { assertQueueName, type ResolvedModuleOptions } from './utils/resolve-options.js';
 import { serializePayload } from './utils/serialize-payload.js';
 import { uniqueFields, type UniqueOptions } from './utils/unique-options.js';
+import type { ScheduleInfo, ScheduleSpec } from './interfaces/recurring-job.interface.js';
+import { QUEUE_NAME_PATTERN } from './pg-queue.constants.js';
+import { nextFireAfter } from './recurring/fire-times.js';
+import { RecurringScheduler } from './recurring/recurring-scheduler.js';
+import { resolveSchedule } from './recurring/resolve-schedule.js';
+import { ScheduleStore } from './store/schedule.store.js';
 
 export interface EnqueueOptions extends UniqueOptions {
   /** EntityManager of a running transaction: the job commits or rolls back with the caller's writes. */
@@ -48,6 +54,8 @@ export class QueueService {
     private readonly store: JobStore,
     private readonly registry: JobHandlerRegistry,
     @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedModuleOptions,
+    private readonly scheduleStore: ScheduleStore,
+    private readonly scheduler: RecurringScheduler,
   ) {}
 
   /** Adds one job; returns its id. Pass `manager` to make it part of your transaction. */
@@ -141,6 +149,60 @@ export class QueueService {
     return this.store.countByStatus();
   }
 
+  /**
+   * Creates or updates a recurring schedule (by name) that fires jobs into `queue`, handled by that queue's
+   * @JobHandler. A changed cron or time zone starts from its next fire after now; any other change keeps the
+   * next fire. A schedule declared in code with that name is taken over until the next boot re-declares it.
+   */
+  async upsertSchedule(spec: ScheduleSpec): Promise<ScheduleInfo> {
+    if (spec === null || typeof spec !== 'object') throw new PgQueueError('upsertSchedule expects { name, cron, queue, ...options }.');
+    const unknown = Object.keys(spec).filter((key) => !SCHEDULE_SPEC_KEYS.has(key));
+    if (unknown.length > 0) throw new PgQueueError(`upsertSchedule(${JSON.stringify(spec.name)}): unknown option "${unknown[0]}"; known options: ${[...SCHEDULE_SPEC_KEYS].join(', ')}.`);
+    const definition = resolveSchedule(`upsertSchedule(${JSON.stringify(spec.name)})`, spec, this.options.maxPayloadBytes);
+    const nowMs = await this.scheduleStore.dbNowMs();
+    const info = await this.scheduleStore.upsertSchedule(definition, nextFireAfter(definition.cron, definition.timeZone, nowMs));
+    this.scheduler.wake();
+    return info;
+  }
+
+  /** Deletes a schedule; its jobs already enqueued stay. A schedule declared in code comes back at the next boot (pause it instead). */
+  async removeSchedule(name: string): Promise<boolean> {
+    return this.scheduleStore.deleteSchedule(scheduleName(name));
+  }
+
+  /** Stops a schedule from firing on every instance until resumed; fires during the pause never run. False if no such schedule. */
+  async pauseSchedule(name: string): Promise<boolean> {
+    return this.scheduleStore.pauseSchedule(scheduleName(name));
+  }
+
+  /** Resumes a paused schedule from its next fire after now. False if no such schedule. */
+  async resumeSchedule(name: string): Promise<boolean> {
+    for (let attempt = 0; ; attempt++) {
+      const row = await this.scheduleStore.getSchedule(scheduleName(name), this.options.recurring.orphanAfterMs);
+      if (!row) return false;
+      if (!row.paused) return true;
+      const nowMs = await this.scheduleStore.dbNowMs();
+      if (await this.scheduleStore.resumeSchedule(name, nextFireAfter(row.cron, row.timeZone, nowMs), row.revision)) {
+        this.scheduler.wake();
+        return true;
+      }
+      // Changed between the read and the write (another instance): read it again.
+      if (attempt === 5) throw new PgQueueError(`resumeSchedule(${JSON.stringify(name)}): the schedule kept changing; try again.`);
+    }
+  }
+
+  /** Every schedule, with its next and last fire time (code and runtime ones, paused and orphaned ones too). */
+  async schedules(): Promise<ScheduleInfo[]> {
+    return this.scheduleStore.listSchedules(this.options.recurring.orphanAfterMs);
+  }
+
+  async schedule(name: string): Promise<ScheduleInfo | null> {
+    const row = await this.scheduleStore.getSchedule(scheduleName(name), this.options.recurring.orphanAfterMs);
+    if (!row) return null;
+    const { revision: _revision, ...info } = row;
+    return info;
+  }
+
   private toRow(spec: JobSpec): NewJobRow {
     const { queue, payload, runAt, delayMs, priority, maxAttempts } = spec;
     assertQueueName(queue);
@@ -174,6 +236,15 @@ export class QueueService {
 
 function toResult({ id, outcome }: KeyedOutcome): EnqueueResult {
   return { id, duplicate: outcome !== 'inserted', replaced: outcome === 'replaced' };
+}
+
+const SCHEDULE_SPEC_KEYS = new Set(['name', 'cron', 'queue', 'timeZone', 'payload', 'missedFires', 'priority', 'maxAttempts']);
+
+function scheduleName(name: unknown): string {
+  if (typeof name !== 'string' || !QUEUE_NAME_PATTERN.test(name)) {
+    throw new PgQueueError(`Invalid schedule name ${JSON.stringify(name)}: use 1 to 128 characters from A-Z a-z 0-9 _ . : -`);
+  }
+  return name;
 }
 
 const MAX_BIGINT = 9_223_372_036_854_775_807n;

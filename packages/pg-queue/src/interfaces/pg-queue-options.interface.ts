@@ -37,6 +37,15 @@ export interface PgQueueMaintenanceOptions {
   pruneBatchSize?: number;
 }
 
+export interface PgQueueRecurringOptions {
+  /** Sync this app's @RecurringJob schedules and fire due schedules from this instance. Default true. */
+  enabled?: boolean;
+  /** Longest sleep between two scans for due schedules (the timer otherwise sleeps until the next fire). Default 1_000. */
+  pollIntervalMs?: number;
+  /** A code schedule that no running instance has declared for this long stops firing (removed from code). Default 5 minutes. */
+  orphanAfterMs?: number;
+}
+
 export interface PgQueueModuleOptions {
   /** Reuse this DataSource (what makes transactional enqueue possible). */
   dataSource?: DataSource;
@@ -94,6 +103,8 @@ export interface PgQueueModuleOptions {
   /** Largest payload accepted at enqueue, in bytes of JSON. Default 1 MiB. */
   maxPayloadBytes?: number;
   maintenance?: PgQueueMaintenanceOptions;
+  /** Recurring jobs (@RecurringJob, QueueService.upsertSchedule). */
+  recurring?: PgQueueRecurringOptions;
 }
 
 /** Given next to the options of forRoot / forRootAsync (known when the module is defined). */

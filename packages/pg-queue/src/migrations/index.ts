@@ -5,6 +5,7 @@ import { InFlightIndexByJob1764490000000 } from './1764490000000-in-flight-index
 import { FenceToken1764520000000 } from './1764520000000-fence-token.js';
 import { FinishedJobsIndex1764530000000 } from './1764530000000-finished-jobs-index.js';
 import { UniqueJobs1764540000000 } from './1764540000000-unique-jobs.js';
+import { CreateBackgroundSchedules1764550000000 } from './1764550000000-create-background-schedules.js';
 
 /** The queue's schema migrations, in order: add them to your own DataSource's `migrations`, or let the module run them. */
 export const PG_QUEUE_MIGRATIONS = [
@@ -15,6 +16,7 @@ export const PG_QUEUE_MIGRATIONS = [
   FenceToken1764520000000,
   FinishedJobsIndex1764530000000,
   UniqueJobs1764540000000,
+  CreateBackgroundSchedules1764550000000,
 ];
 
 export {
@@ -25,4 +27,5 @@ export {
   FenceToken1764520000000,
   FinishedJobsIndex1764530000000,
   UniqueJobs1764540000000,
+  CreateBackgroundSchedules1764550000000,
 };

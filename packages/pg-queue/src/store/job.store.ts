@@ -154,6 +154,14 @@ export class JobStore {
     return unfoldOutcomes(rows, slotOf, outcomes);
   }
 
+  /**
+   * enqueueMany's statements on a connection inside a transaction of the caller's: a recurring job's fire
+   * claim and its jobs commit together (store/schedule.store.ts).
+   */
+  async insertJobsOn(client: PoolClient, rows: NewJobRow[]): Promise<string[]> {
+    return insertChunks(chunkByPayloadSize(rows, INSERT_CHUNK_CHARS), async (text, values) => (await client.query<{ id: string }>({ text, values })).rows);
+  }
+
   /** Runs `work` in a transaction on one pooled connection; a connection whose rollback failed is discarded. */
   private async inOwnTransaction<T>(work: (client: PoolClient) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();

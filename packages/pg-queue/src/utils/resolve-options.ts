@@ -32,6 +32,11 @@ export interface ResolvedModuleOptions {
     failedRetentionMs: number | null;
     pruneBatchSize: number;
   };
+  recurring: {
+    enabled: boolean;
+    pollIntervalMs: number;
+    orphanAfterMs: number;
+  };
 }
 
 const MAX_TIMER_MS = 2_147_483_647; // setTimeout's limit
@@ -58,7 +63,9 @@ const KNOWN_MODULE_KEYS = new Set([
   'dataSource', 'connection', 'listenerUrl', 'migrationsRun', 'workers', 'queues', 'workerId', 'leaseMs',
   'heartbeatMs', 'pollIntervalMs', 'fallbackPollIntervalMs', 'shutdownGraceMs', 'maxPayloadBytes', 'maintenance',
   'isGlobal', 'dataSourceName', 'poolSize', 'statementTimeoutMs', 'connectTimeoutMs', 'transactionPooler',
+  'recurring',
 ]);
+const KNOWN_RECURRING_KEYS = new Set(['enabled', 'pollIntervalMs', 'orphanAfterMs']);
 const KNOWN_MAINTENANCE_KEYS = new Set([
   'enabled', 'sweepIntervalMs', 'pruneIntervalMs', 'completedRetentionMs', 'failedRetentionMs', 'pruneBatchSize',
 ]);
@@ -99,6 +106,9 @@ export function resolveModuleOptions(options: PgQueueModuleOptions): ResolvedMod
     assertQueueName(queue);
     resolveHandlerOptions(queue, queueOptions); // validate now; merged with the decorator's at discovery
   }
+  const r = options.recurring ?? {};
+  if (typeof r !== 'object') throw new PgQueueError(INVALID_OPTION(where, 'recurring', r, 'an object'));
+  refuseUnknownKeys(`${where} recurring`, r, KNOWN_RECURRING_KEYS);
   return {
     workers: bool(where, 'workers', options.workers, true),
     migrationsRun: bool(where, 'migrationsRun', options.migrationsRun, true),
@@ -123,6 +133,11 @@ export function resolveModuleOptions(options: PgQueueModuleOptions): ResolvedMod
       failedRetentionMs,
       // Capped so one DELETE batch stays seconds long, far under the default statementTimeoutMs of 60 s.
       pruneBatchSize: int(`${where} maintenance`, 'pruneBatchSize', m.pruneBatchSize, 5_000, 1, 50_000),
+    },
+    recurring: {
+      enabled: bool(`${where} recurring`, 'enabled', r.enabled, true),
+      pollIntervalMs: int(`${where} recurring`, 'pollIntervalMs', r.pollIntervalMs, 1_000, 10, 60_000),
+      orphanAfterMs: int(`${where} recurring`, 'orphanAfterMs', r.orphanAfterMs, 300_000, 3_000),
     },
   };
 }

@@ -1,0 +1,186 @@
+import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
+import { JobHandlerRegistry } from '../discovery/job-handler.registry.js';
+import { MISSED_FIRES_SKIPPED } from '../pg-queue.messages.js';
+import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
+import type { NewJobRow } from '../store/job.store.js';
+import { JobStore } from '../store/job.store.js';
+import { ScheduleStore, type DueSchedule } from '../store/schedule.store.js';
+import { errorLine } from '../utils/error-text.js';
+import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
+import { RetryBackoff } from '../utils/retry-backoff.js';
+import { nextFireAfter, planFires } from './fire-times.js';
+import { RecurringJobRegistry } from './recurring-job.registry.js';
+
+/** Due schedules read per scan; a full scan is followed by another at once. */
+const SCAN_LIMIT = 100;
+/** Code schedules are re-declared this often (at most a third of orphanAfterMs). */
+const DECLARE_EVERY_MS = 60_000;
+
+export interface TickResult {
+  /** Fires this instance claimed (each one a compare-and-set won). */
+  claimed: number;
+  /** Jobs it inserted for them. */
+  jobs: number;
+}
+
+/**
+ * Fires recurring jobs: syncs the schedules declared in code at boot, then ticks: one query finds the due
+ * schedules (database clock), the cron library plans each one's fires, and each plan is claimed by a
+ * compare-and-set on the schedule row in the transaction that inserts its jobs. Every instance ticks; no
+ * leader: the instance whose compare-and-set wins enqueues the fire, the others skip it. The timer sleeps
+ * until the next fire (at most pollIntervalMs, so schedules made by other instances are seen); a failing
+ * tick is logged once per outage and retried with backoff, never thrown at the host.
+ */
+@Injectable()
+export class RecurringScheduler implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  private readonly logger = new Logger('PgQueue');
+  private readonly backoff: RetryBackoff;
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private stopped = true;
+  private synced = false;
+  private rerun = false;
+  private lastDeclaredAt = 0;
+  /** Schedules whose last claim failed (logged once, until one succeeds). */
+  private readonly failing = new Set<string>();
+
+  constructor(
+    private readonly schedules: ScheduleStore,
+    private readonly jobs: JobStore,
+    private readonly declared: RecurringJobRegistry,
+    private readonly handlers: JobHandlerRegistry,
+    @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedModuleOptions,
+  ) {
+    this.backoff = new RetryBackoff('recurring-job scheduler', this.logger, 500, 30_000);
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    if (!this.options.recurring.enabled) return;
+    this.stopped = false;
+    // A failed first sync (database down) is retried by the loop; the app boots either way.
+    try {
+      await this.sync();
+    } catch (error) {
+      this.logger.warn(`recurring jobs: the boot sync of code schedules failed (${errorLine(error)}); retrying in the background`);
+    }
+    this.arm(0);
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.running;
+  }
+
+  /** Ticks now (a schedule changed through QueueService in this instance). */
+  wake(): void {
+    if (this.running) this.rerun = true;
+    else this.arm(0);
+  }
+
+  /**
+   * Upserts the code schedules in one statement (several instances booting at once each send one; an
+   * unchanged schedule keeps its next fire), after reading the database clock for the first fires.
+   */
+  async sync(): Promise<void> {
+    const declared = this.declared.all().map((d) => d.definition);
+    if (declared.length > 0) {
+      const nowMs = await this.schedules.dbNowMs();
+      const next = new Map(declared.map((d) => [d.name, nextFireAfter(d.cron, d.timeZone, nowMs)]));
+      const inserted = await this.schedules.syncCodeSchedules(declared, next);
+      this.logger.log(`recurring jobs: ${declared.length} schedule(s) declared in code, ${inserted} new`);
+    }
+    this.synced = true;
+    this.lastDeclaredAt = Date.now();
+  }
+
+  /** One scan and the claims of what is due; tests call it directly. */
+  async runOnce(): Promise<TickResult & { nextInMs: number | null }> {
+    const result = { claimed: 0, jobs: 0, nextInMs: null as number | null };
+    for (;;) {
+      const scan = await this.schedules.dueSchedules(this.options.recurring.orphanAfterMs, SCAN_LIMIT);
+      for (const due of scan.due) {
+        const jobs = await this.fire(due, scan.nowMs);
+        if (jobs === null) continue;
+        result.claimed += 1;
+        result.jobs += jobs;
+      }
+      result.nextInMs = scan.nextInMs;
+      if (scan.due.length < SCAN_LIMIT) return result;
+    }
+  }
+
+  /** Plans and claims one due schedule; null when another instance won (or it failed: logged). */
+  private async fire(due: DueSchedule, nowMs: number): Promise<number | null> {
+    try {
+      const plan = planFires(due.cron, due.timeZone, due.missed, due.nextFireMs, nowMs);
+      const rows = plan.fires.map((fireMs) => this.jobRow(due, fireMs));
+      const won = await this.schedules.claimFire(due, plan.nextFireAtMs, plan.fires.at(-1) ?? null, (client) =>
+        rows.length > 0 ? this.jobs.insertJobsOn(client, rows) : Promise.resolve(),
+      );
+      if (this.failing.delete(due.name)) this.logger.log(`recurring jobs: schedule "${due.name}" fires again`);
+      if (!won) return null;
+      if (plan.skippedThroughMs !== null) {
+        const policy = due.missed.policy === 'window' ? `{ windowMs: ${due.missed.windowMs} }` : `'${due.missed.policy}'`;
+        this.logger.warn(MISSED_FIRES_SKIPPED(due.name, new Date(due.nextFireMs).toISOString(), new Date(plan.skippedThroughMs).toISOString(), policy));
+      }
+      return rows.length;
+    } catch (error) {
+      if (isConnectionError(error)) throw error;
+      if (!this.failing.has(due.name)) {
+        this.failing.add(due.name);
+        this.logger.error(`recurring jobs: schedule "${due.name}" cannot fire: ${errorLine(error)} (retried every tick, logged once)`);
+      }
+      return null;
+    }
+  }
+
+  private jobRow(due: DueSchedule, fireMs: number): NewJobRow {
+    const queue = due.queue;
+    return {
+      queue,
+      payloadJson: JSON.stringify({ ...due.payload, _schedule: { name: due.name, fireAt: new Date(fireMs).toISOString() } }),
+      priority: due.priority,
+      // As at enqueue: the schedule's own, else the module's queues option, else the queue's handler, else 5.
+      maxAttempts: due.maxAttempts ?? this.options.queues[queue]?.maxAttempts ?? this.handlers.get(queue)?.options.maxAttempts ?? 5,
+      // The fire time: job.runAt tells which fire this is on the first attempt; a missed fire is due at once.
+      runAt: new Date(fireMs),
+      delayMs: 0,
+    };
+  }
+
+  private arm(delayMs: number): void {
+    if (this.stopped) return;
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      this.running = this.tick().finally(() => (this.running = undefined));
+    }, delayMs);
+  }
+
+  private async tick(): Promise<void> {
+    const poll = this.options.recurring.pollIntervalMs;
+    let delay = poll;
+    this.rerun = false;
+    try {
+      if (!this.synced) await this.sync();
+      const declareEvery = Math.min(DECLARE_EVERY_MS, Math.floor(this.options.recurring.orphanAfterMs / 3));
+      if (Date.now() - this.lastDeclaredAt >= declareEvery) {
+        const names = this.declared.all().map((d) => d.definition.name);
+        if (names.length > 0) await this.schedules.touchDeclared(names);
+        this.lastDeclaredAt = Date.now();
+      }
+      const { nextInMs } = await this.runOnce();
+      if (nextInMs !== null) delay = Math.min(poll, Math.max(0, Math.ceil(nextInMs)));
+      this.backoff.succeeded();
+    } catch (error) {
+      delay = this.backoff.failed(error);
+    }
+    this.arm(this.rerun ? 0 : delay);
+  }
+}
+
+/** Errors of the connection or the server, as opposed to one schedule's bad data: the whole tick backs off. */
+function isConnectionError(error: unknown): boolean {
+  const code = (error as { code?: string }).code ?? '';
+  return /^(08|57|53)/.test(code) || /connect|terminat|timeout|ECONN/i.test((error as Error).message ?? '');
+}

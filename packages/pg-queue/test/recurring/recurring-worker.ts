@@ -1,0 +1,53 @@
+// One instance of recurring-processes.spec.ts, as its own OS process: a Nest application context whose
+// provider declares recurring jobs. Jest does not run this file: build-recurring-worker.ts compiles it next to
+// a build of the library, and the spec forks it. Protocol (IPC), as the fault suite's worker: { type: 'loaded' },
+// then { type: 'start', config } boots the app and answers { type: 'ready' }; SIGTERM closes it.
+import 'reflect-metadata';
+import { Injectable, Module } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { PgQueueModule, RecurringJob, type Job, type MissedFires } from '../../src/index.js';
+
+export interface RecurringWorkerConfig {
+  url: string;
+  /** Schedule name to missed-fire policy; every schedule fires each second into the queue of its name. */
+  schedules: Record<string, MissedFires>;
+}
+
+function handlersFor(schedules: Record<string, MissedFires>) {
+  @Injectable()
+  class RecurringHandlers {}
+  // One method per schedule, decorated as an app would write it, but with names and policies from the config.
+  for (const [name, missedFires] of Object.entries(schedules)) {
+    const method = async (_job: Job) => undefined;
+    Object.defineProperty(RecurringHandlers.prototype, name, { value: method, writable: true, configurable: true });
+    const descriptor = Object.getOwnPropertyDescriptor(RecurringHandlers.prototype, name)!;
+    RecurringJob('* * * * * *', { name, missedFires, concurrency: 4 })(RecurringHandlers.prototype, name, descriptor);
+  }
+  return RecurringHandlers;
+}
+
+async function start(config: RecurringWorkerConfig): Promise<void> {
+  @Module({
+    imports: [PgQueueModule.forRoot({ connection: config.url, poolSize: 3, maintenance: { enabled: false }, recurring: { pollIntervalMs: 200 } })],
+    providers: [handlersFor(config.schedules)],
+  })
+  class RecurringWorkerModule {}
+  const app = await NestFactory.createApplicationContext(RecurringWorkerModule, { logger: ['error'], abortOnError: false });
+  await app.init();
+  process.once('SIGTERM', () => void app.close().finally(() => process.exit(0)));
+}
+
+let started = false;
+process.on('message', (message: { type: string; config?: RecurringWorkerConfig }) => {
+  if (message.type !== 'start' || started) return;
+  started = true;
+  start(message.config!).then(
+    () => process.send?.({ type: 'ready' }),
+    (error: Error) => {
+      process.stderr.write(`${error.stack ?? error.message}\n`);
+      process.exit(1);
+    },
+  );
+});
+process.on('disconnect', () => process.exit(0));
+process.send?.({ type: 'loaded' });
