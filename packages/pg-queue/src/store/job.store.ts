@@ -3,6 +3,7 @@ import type { EntityManager } from 'typeorm';
 import type { JobRecord, JobStatus, QueueStats } from '../interfaces/job.interface.js';
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import { POOL_EXHAUSTED, POOLER_REFUSED_PREPARED_STATEMENT, POOLER_REFUSED_STARTUP_PARAMETER, UNIQUE_HOLDER_UNSEEN, UNIQUE_KEY_RETRY_TAKEN } from '../pg-queue.messages.js';
+import { inTransaction } from './in-transaction.js';
 import { PLANNED_PER_CALL, SQL } from './job.sql.js';
 import { foldKeyedRows, unfoldOutcomes, type KeyedOutcome } from './unique-rows.js';
 
@@ -127,7 +128,7 @@ export class JobStore {
     }
     if (manager) return manager.transaction((m) => insertChunks(chunks, (text, values) => managerQuery(m, text, values)));
     // Unnamed statements: planning is nothing next to 16 MB of payload, and this rare call pins no prepared statement.
-    return this.inOwnTransaction((client) => insertChunks(chunks, async (text, values) => (await client.query<{ id: string }>({ text, values })).rows));
+    return inTransaction(this.pool, (client) => insertChunks(chunks, async (text, values) => (await client.query<{ id: string }>({ text, values })).rows));
   }
 
   /**
@@ -149,7 +150,7 @@ export class JobStore {
     } else if (manager) {
       outcomes = await manager.transaction((m) => insertAll((name, values) => managerQuery(m, SQL[name], values)));
     } else {
-      outcomes = await this.inOwnTransaction((client) => insertAll(async (name, values) => (await client.query({ text: SQL[name], values })).rows));
+      outcomes = await inTransaction(this.pool, (client) => insertAll(async (name, values) => (await client.query({ text: SQL[name], values })).rows));
     }
     return unfoldOutcomes(rows, slotOf, outcomes);
   }
@@ -160,25 +161,6 @@ export class JobStore {
    */
   async insertJobsOn(client: PoolClient, rows: NewJobRow[]): Promise<string[]> {
     return insertChunks(chunkByPayloadSize(rows, INSERT_CHUNK_CHARS), async (text, values) => (await client.query<{ id: string }>({ text, values })).rows);
-  }
-
-  /** Runs `work` in a transaction on one pooled connection; a connection whose rollback failed is discarded. */
-  private async inOwnTransaction<T>(work: (client: PoolClient) => Promise<T>): Promise<T> {
-    const client = await this.pool.connect();
-    let broken: Error | undefined;
-    try {
-      await client.query('BEGIN');
-      try {
-        const result = await work(client);
-        await client.query('COMMIT');
-        return result;
-      } catch (error) {
-        await client.query('ROLLBACK').catch((rollbackError: Error) => (broken = rollbackError));
-        throw error;
-      }
-    } finally {
-      client.release(broken);
-    }
   }
 
   async claimJobs(queue: string, limit: number, workerId: string, leaseMs: number): Promise<ClaimResult> {

@@ -1,4 +1,5 @@
 import type { Pool, PoolClient, QueryResultRow } from 'pg';
+import { inTransaction } from './in-transaction.js';
 import type { MissedFiresPolicy } from '../recurring/fire-times.js';
 import type { ScheduleInfo } from '../interfaces/recurring-job.interface.js';
 import { SCHEDULE_SQL } from './schedule.sql.js';
@@ -93,7 +94,7 @@ export class ScheduleStore {
     lastFireAtMs: number | null,
     insert: (client: PoolClient) => Promise<unknown>,
   ): Promise<boolean> {
-    return this.inTransaction(async (client) => {
+    return inTransaction(this.pool, async (client) => {
       const rows = await this.run('claimFire', [due.name, new Date(due.nextFireMs), due.revision, new Date(nextFireAtMs), lastFireAtMs === null ? null : new Date(lastFireAtMs)], client);
       if (rows.length === 0) return false;
       await insert(client);
@@ -144,29 +145,6 @@ export class ScheduleStore {
 
   async listSchedules(orphanAfterMs: number): Promise<ScheduleInfo[]> {
     return (await this.run<ScheduleRow>('listSchedules', [orphanAfterMs])).map(toInfo);
-  }
-
-  private async inTransaction<T>(work: (client: PoolClient) => Promise<T>): Promise<T> {
-    const client = await this.pool.connect();
-    let broken: Error | undefined;
-    // A checked-out client has no pool listener: a connection killed between two statements would emit an
-    // unhandled 'error' (and crash the host). Note it; the next statement fails and the client is discarded.
-    const onError = (error: Error) => (broken = error);
-    client.on('error', onError);
-    try {
-      await client.query('BEGIN');
-      try {
-        const result = await work(client);
-        await client.query('COMMIT');
-        return result;
-      } catch (error) {
-        await client.query('ROLLBACK').catch((rollbackError: Error) => (broken = rollbackError));
-        throw error;
-      }
-    } finally {
-      client.off('error', onError);
-      client.release(broken);
-    }
   }
 }
 

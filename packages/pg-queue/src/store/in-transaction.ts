@@ -1,0 +1,27 @@
+import type { Pool, PoolClient } from 'pg';
+
+/**
+ * Runs `work` in a transaction on one pooled connection; a connection whose rollback failed, or that errored
+ * meanwhile, is discarded. A checked-out client has no pool listener: a connection killed between two
+ * statements would emit an unhandled 'error' (and crash the host), so one is attached while it is out.
+ */
+export async function inTransaction<T>(pool: Pool, work: (client: PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  let broken: Error | undefined;
+  const onError = (error: Error) => (broken = error);
+  client.on('error', onError);
+  try {
+    await client.query('BEGIN');
+    try {
+      const result = await work(client);
+      await client.query('COMMIT');
+      return result;
+    } catch (error) {
+      await client.query('ROLLBACK').catch((rollbackError: Error) => (broken = rollbackError));
+      throw error;
+    }
+  } finally {
+    client.off('error', onError);
+    client.release(broken);
+  }
+}
