@@ -2,7 +2,7 @@ export { PgQueueModule } from './pg-queue.module.js';
 export { QueueService, type EnqueueOptions, type JobSpec } from './queue.service.js';
 export { JobHandler } from './decorators/job-handler.decorator.js';
 export type { Job, JobRecord, JobStatus, QueueCounts, QueueStats } from './interfaces/job.interface.js';
-export type { JobHandlerOptions, BackoffFunction, ExponentialBackoff } from './interfaces/job-handler-options.interface.js';
+export type { JobHandlerOptions, BackoffFunction, ExponentialBackoff, RateLimit } from './interfaces/job-handler-options.interface.js';
 export type {
   PgQueueModuleOptions,
   PgQueueModuleExtras,
@@ -10,7 +10,7 @@ export type {
   PgQueueMaintenanceOptions,
 } from './interfaces/pg-queue-options.interface.js';
 export { PgQueueError, JobTimeoutError, JobAbortedError } from './errors/pg-queue.error.js';
-export { PG_QUEUE_MIGRATIONS, CreateBackgroundJobs1764460000000, CreateBackgroundQueues1764470000000, DelayedJobsIndex1764480000000, InFlightIndexByJob1764490000000, FenceToken1764520000000, FinishedJobsIndex1764530000000 } from './migrations/index.js';
+export { PG_QUEUE_MIGRATIONS, CreateBackgroundJobs1764460000000, CreateBackgroundQueues1764470000000, DelayedJobsIndex1764480000000, InFlightIndexByJob1764490000000, FenceToken1764520000000, FinishedJobsIndex1764530000000, Limits1764560000000 } from './migrations/index.js';
 export { BackgroundJobEntity } from './store/background-job.entity.js';
 export { exponentialBackoff } from './utils/backoff.js';
 export { MODULE_OPTIONS_TOKEN as PG_QUEUE_OPTIONS } from './pg-queue.module-definition.js';

@@ -31,6 +31,19 @@ export interface JobHandlerOptions {
   prefetch?: number;
   /** Jobs claimed per round trip. Default: concurrency + prefetch, at most 100. */
   batchSize?: number;
+  /**
+   * Jobs of this queue running at once in all processes together (`concurrency` still caps each process).
+   * Enforced by the claim, under a per-queue advisory lock. Default: no limit. See README, "Limits".
+   */
+  globalConcurrency?: number;
+  /** Jobs of this queue started (claimed) per sliding window of `intervalMs`, in all processes together. Default: no limit. */
+  rateLimit?: RateLimit;
+}
+
+export interface RateLimit {
+  /** Starts allowed in any window of intervalMs. */
+  max: number;
+  intervalMs: number;
 }
 
 /** Options after defaults, as the worker uses them. */
@@ -41,4 +54,6 @@ export interface ResolvedHandlerOptions {
   timeoutMs: number | undefined;
   prefetch: number;
   batchSize: number;
+  globalConcurrency: number | undefined;
+  rateLimit: RateLimit | undefined;
 }

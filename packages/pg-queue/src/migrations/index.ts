@@ -4,6 +4,7 @@ import { DelayedJobsIndex1764480000000 } from './1764480000000-delayed-jobs-inde
 import { InFlightIndexByJob1764490000000 } from './1764490000000-in-flight-index-by-job.js';
 import { FenceToken1764520000000 } from './1764520000000-fence-token.js';
 import { FinishedJobsIndex1764530000000 } from './1764530000000-finished-jobs-index.js';
+import { Limits1764560000000 } from './1764560000000-limits.js';
 
 /** The queue's schema migrations, in order: add them to your own DataSource's `migrations`, or let the module run them. */
 export const PG_QUEUE_MIGRATIONS = [
@@ -13,6 +14,7 @@ export const PG_QUEUE_MIGRATIONS = [
   InFlightIndexByJob1764490000000,
   FenceToken1764520000000,
   FinishedJobsIndex1764530000000,
+  Limits1764560000000,
 ];
 
 export {
@@ -22,4 +24,5 @@ export {
   InFlightIndexByJob1764490000000,
   FenceToken1764520000000,
   FinishedJobsIndex1764530000000,
+  Limits1764560000000,
 };

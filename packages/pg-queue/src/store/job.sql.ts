@@ -1,7 +1,7 @@
 // Every SQL statement of the queue, in one place. Named statements are prepared once per connection by
 // node-postgres and reused (except PLANNED_PER_CALL below); all times come from the database clock (now(),
 // clock_timestamp()).
-import { ADVISORY_LOCK, JOBS_CHANNEL } from '../pg-queue.constants.js';
+import { ADVISORY_LOCK, JOBS_CHANNEL, LIMIT_LOCK_SPACE } from '../pg-queue.constants.js';
 
 export const CANCEL_CHANNEL = 'pg_queue_cancel';
 
@@ -83,6 +83,81 @@ export const SQL = {
        FROM background_jobs WHERE queue_name = $1 AND status = 'queued' AND run_at > created_at AND run_at > now()
        ORDER BY run_at LIMIT 1)
     WHERE (SELECT count(*) FROM claimed) < $2`,
+
+  // The claim of a queue with limits (globalConcurrency, rateLimit), run by JobStore.claimLimitedJobs inside a
+  // transaction that first took the queue's advisory lock (limitLock), so that claimers of the queue take turns
+  // and each one's snapshot, taken after the lock, sees every claim before it. A slot is a row of the queue in
+  // `processing` claimed by this statement (limited, counted through background_jobs_limited_idx): completion,
+  // failure, sweep and cancel free it by changing the row's status, so a fenced-out (stale) settle frees
+  // nothing, and no counter can drift. Settles do not take the lock: they can only lower the count, so a
+  // claimer never sees fewer running jobs than there are. The rate limit is a sliding window of the claims
+  // that started jobs (background_queue_starts) over the last intervalMs, by statement_timestamp(): taken after
+  // the lock, so successive holders' times only grow. Parameters: $1 queue, $2 jobs wanted, $3 worker, $4
+  // lease ms, $5 globalConcurrency (NULL: none), $6 rateLimit.max (NULL: none), $7 rateLimit.intervalMs.
+  // The extra row (id NULL) of a short claim tells why it is short: next_due_ms as for claimJobs when due
+  // jobs ran out; rate_wait_ms (ms until the window frees a start) when the window is full; at_capacity when
+  // the queue runs globalConcurrency jobs.
+  claimLimitedJobs: `
+    WITH RECURSIVE running AS (
+      SELECT count(*)::int AS n FROM background_jobs WHERE queue_name = $1 AND status = 'processing' AND limited
+    ), recent AS (
+      SELECT coalesce(sum(n), 0)::int AS n, min(started_at) AS oldest FROM background_queue_starts
+      WHERE queue_name = $1 AND started_at > statement_timestamp() - $7::int8 ${MS}
+    ), allowance AS (
+      SELECT greatest(0, least($2::int, coalesce($5::int - r.n, $2::int), coalesce($6::int - w.n, $2::int))) AS n
+      FROM running AS r, recent AS w
+    ), priorities AS (
+      (SELECT priority FROM background_jobs WHERE queue_name = $1 AND status = 'queued' ORDER BY priority DESC LIMIT 1)
+      UNION ALL
+      SELECT (SELECT b.priority FROM background_jobs AS b
+              WHERE b.queue_name = $1 AND b.status = 'queued' AND b.priority < p.priority ORDER BY b.priority DESC LIMIT 1)
+      FROM priorities AS p WHERE p.priority IS NOT NULL
+    ), candidates AS (
+      SELECT c.id FROM priorities AS p CROSS JOIN LATERAL (
+        SELECT id FROM background_jobs AS j
+        WHERE j.queue_name = $1 AND j.status = 'queued' AND j.priority = p.priority AND j.run_at <= now()
+        ORDER BY j.run_at, j.id
+        LIMIT (SELECT n FROM allowance)
+        FOR UPDATE SKIP LOCKED
+      ) AS c
+      WHERE NOT EXISTS (SELECT 1 FROM background_queues WHERE queue_name = $1 AND paused)
+      LIMIT (SELECT n FROM allowance)
+    ), claimed AS (
+      UPDATE background_jobs AS j
+      SET status = 'processing', attempts = j.attempts + 1, fence_token = j.fence_token + 1, locked_by = $3,
+          locked_at = statement_timestamp(), lease_expires_at = now() + $4::int ${MS}, updated_at = now(),
+          limited = CASE WHEN $5::int IS NOT NULL THEN true END
+      WHERE j.id = ANY(ARRAY(SELECT id FROM candidates))
+      RETURNING j.id, j.payload, j.attempts, j.fence_token, j.max_attempts, j.priority,
+        (extract(epoch FROM j.run_at) * 1000)::float8 AS run_at_ms, (extract(epoch FROM j.created_at) * 1000)::float8 AS created_at_ms
+    ), logged AS (
+      INSERT INTO background_queue_starts (queue_name, started_at, n)
+      SELECT $1, statement_timestamp(), count(*) FROM claimed HAVING $6::int IS NOT NULL AND count(*) > 0
+    ), forgotten AS (
+      DELETE FROM background_queue_starts WHERE queue_name = $1 AND started_at <= statement_timestamp() - $7::int8 ${MS}
+    ), outcome AS (
+      SELECT (SELECT count(*)::int FROM claimed) AS claimed, a.n AS allowed, r.n AS running, w.n AS started, w.oldest
+      FROM allowance AS a, running AS r, recent AS w
+    )
+    SELECT id, payload, attempts, fence_token, max_attempts, priority, run_at_ms, created_at_ms,
+      NULL::float8 AS next_due_ms, NULL::float8 AS rate_wait_ms, NULL::boolean AS at_capacity FROM claimed
+    UNION ALL
+    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+      CASE WHEN o.claimed < o.allowed THEN
+        (SELECT greatest(0, extract(epoch FROM run_at - clock_timestamp()) * 1000)::float8
+         FROM background_jobs WHERE queue_name = $1 AND status = 'queued' AND run_at > created_at AND run_at > now()
+         ORDER BY run_at LIMIT 1)
+      END,
+      CASE WHEN o.claimed = o.allowed AND o.started + o.claimed >= $6::int THEN
+        greatest(1, extract(epoch FROM coalesce(o.oldest, statement_timestamp()) + $7::int8 ${MS} - clock_timestamp()) * 1000)::float8
+      END,
+      o.claimed = o.allowed AND o.running + o.claimed >= $5::int
+    FROM outcome AS o
+    WHERE o.claimed < $2`,
+
+  // Serialises the claimers of one limited queue: transaction-scoped (so it works through a transaction
+  // pooler), in the two-int4 key space, which never meets ADVISORY_LOCK's int8 keys; $1 is the queue's hash.
+  limitLock: `SELECT pg_advisory_xact_lock(${LIMIT_LOCK_SPACE}, $1::int)`,
 
   // Outcomes are fenced: only the lease owner ($1) of the same claim (fence_token, which every claim
   // increments and nothing else touches) may settle a job in flight. A worker that lost its lease (frozen,

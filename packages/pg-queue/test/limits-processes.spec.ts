@@ -1,0 +1,121 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { fileURLToPath } from 'node:url';
+import type { INestApplicationContext } from '@nestjs/common';
+import type pg from 'pg';
+import { QueueService } from 'nestjs-pg-queue';
+import { createTestDatabase } from '@internal/pg-harness';
+import { buildWorker, type WorkerBuild } from './faults/support/build-worker.js';
+import { LIMIT_TABLES, LimitsFleet, maxOverlap } from './limits/limits-fleet.js';
+import { sqlPool, startApp, waitFor } from './support/test-app.js';
+
+// Limits across instances, read back from what the handlers of real OS processes recorded (limit_runs).
+const WORKER_SOURCES = [fileURLToPath(new URL('./limits/limits-worker.ts', import.meta.url))];
+const MAINTENANCE = { sweepIntervalMs: 200, pruneIntervalMs: 600_000 };
+
+let build: WorkerBuild;
+beforeAll(async () => {
+  build = await buildWorker(WORKER_SOURCES);
+});
+afterAll(async () => {
+  await build?.remove();
+});
+
+interface Setup {
+  db: pg.Pool;
+  app: INestApplicationContext;
+  queue: QueueService;
+  url: string;
+}
+
+async function setUp(label: string): Promise<Setup> {
+  const url = await createTestDatabase(label);
+  const db = sqlPool(url);
+  // Migrates, then enqueues; runs no worker of its own.
+  const app = await startApp(url, { queue: { workers: false, maintenance: { enabled: false } } });
+  await db.query(LIMIT_TABLES);
+  return { db, app, queue: app.get(QueueService), url };
+}
+
+async function tearDown(s: Setup, fleet: LimitsFleet): Promise<void> {
+  await fleet.killAll();
+  await s.app.close();
+  await s.db.end();
+}
+
+const completed = (db: pg.Pool, queue: string) => async () => {
+  const { rows } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM background_jobs WHERE queue_name = $1 AND status = 'completed'`, [queue]);
+  return rows[0].n;
+};
+
+describe('limits across OS processes', () => {
+  it('globalConcurrency 3 over 4 processes: never more than 3 runs at once, through SIGKILLs and the sweeper', async () => {
+    const s = await setUp('limglobal');
+    const fleet = new LimitsFleet(build.script, s.url, {
+      leaseMs: 1_500,
+      heartbeatMs: 300,
+      maintenance: MAINTENANCE,
+      queues: { global: { concurrency: 3, globalConcurrency: 3, backoff: { baseMs: 10, maxMs: 50 } } },
+    });
+    try {
+      const jobs = 150;
+      await s.queue.enqueueMany(Array.from({ length: jobs }, (_, i) => ({ queue: 'global', payload: { ms: 20 + (i % 7) * 10 } })));
+      await fleet.start(4);
+      // Two processes die holding jobs: their rows stay `processing` (slots taken) until the sweeper puts them back.
+      for (let round = 0; round < 2; round++) {
+        await waitFor('jobs running', async () => (await completed(s.db, 'global')()) >= 30 * (round + 1), 60_000);
+        const victim = fleet.live[0];
+        await waitFor('the victim holding a job', async () => {
+          const { rows } = await s.db.query(`SELECT 1 FROM background_jobs WHERE status = 'processing' AND locked_by = $1`, [victim.workerId]);
+          return rows.length > 0;
+        }, 10_000, 5);
+        await fleet.kill(victim, s.db);
+        await fleet.startOne();
+      }
+      await waitFor(`all ${jobs} jobs completed`, async () => (await completed(s.db, 'global')()) === jobs, 90_000, 100);
+
+      const overlap = (await maxOverlap(s.db, 'global')).get('global');
+      const { rows: [runs] } = await s.db.query<{ total: number; killed: number; workers: number }>(
+        `SELECT count(*)::int AS total, count(*) FILTER (WHERE ended_at IS NULL)::int AS killed, count(DISTINCT worker)::int AS workers FROM limit_runs`,
+      );
+      console.log(`globalConcurrency 3: ${runs.total} runs on ${runs.workers} processes (${runs.killed} cut by SIGKILL), most at once: ${overlap}`);
+      expect(overlap).toBeLessThanOrEqual(3);
+      expect(overlap).toBe(3); // the limit is used, not just respected
+      expect(runs.killed).toBeGreaterThanOrEqual(2);
+      expect(runs.workers).toBeGreaterThanOrEqual(4);
+    } finally {
+      await tearDown(s, fleet);
+    }
+  }, 180_000);
+
+  it('rateLimit 10 per 500 ms over 3 processes: no window of 500 ms holds more than 10 starts', async () => {
+    const s = await setUp('limrate');
+    const fleet = new LimitsFleet(build.script, s.url, {
+      maintenance: MAINTENANCE,
+      queues: { rated: { concurrency: 8, rateLimit: { max: 10, intervalMs: 500 } } },
+    });
+    try {
+      const jobs = 60;
+      await fleet.start(3);
+      await s.queue.enqueueMany(Array.from({ length: jobs }, () => ({ queue: 'rated', payload: { ms: 5 } })));
+      await waitFor(`all ${jobs} jobs completed`, async () => (await completed(s.db, 'rated')()) === jobs, 60_000, 50);
+
+      // For every start, the starts in the 500 ms from it (claimed_at: the claim, which the limit counts).
+      const { rows: [w] } = await s.db.query<{ most: number; most_started: number; span_ms: number; workers: number }>(
+        `SELECT (SELECT max((SELECT count(*) FROM limit_runs AS b WHERE b.claimed_at >= a.claimed_at AND b.claimed_at < a.claimed_at + interval '500 ms'))::int FROM limit_runs AS a) AS most,
+                (SELECT max((SELECT count(*) FROM limit_runs AS b WHERE b.started_at >= a.started_at AND b.started_at < a.started_at + interval '450 ms'))::int FROM limit_runs AS a) AS most_started,
+                (extract(epoch FROM max(claimed_at) - min(claimed_at)) * 1000)::float8 AS span_ms,
+                count(DISTINCT worker)::int AS workers
+         FROM limit_runs`,
+      );
+      console.log(`rateLimit 10/500 ms: ${jobs} starts over ${Math.round(w.span_ms)} ms on ${w.workers} processes; most claims in a 500 ms window: ${w.most}`);
+      expect(w.most).toBeLessThanOrEqual(10);
+      expect(w.most_started).toBeLessThanOrEqual(10); // handler clocks too, with 50 ms for the claim-to-start delay
+      // 60 starts at 10 per 500 ms: the last window opens no sooner than 2.5 s after the first; and not much later.
+      expect(w.span_ms).toBeGreaterThanOrEqual(2_400);
+      expect(w.span_ms).toBeLessThan(5_000);
+      expect(w.workers).toBeGreaterThanOrEqual(2);
+    } finally {
+      await tearDown(s, fleet);
+    }
+  }, 120_000);
+});

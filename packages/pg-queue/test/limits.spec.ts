@@ -1,0 +1,113 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type { INestApplicationContext } from '@nestjs/common';
+import pg from 'pg';
+import { JobStore, QueueService } from 'nestjs-pg-queue';
+import { createTestDatabase } from '@internal/pg-harness';
+import { SQL } from '../src/store/job.sql.js';
+import { resolveHandlerOptions } from '../src/utils/resolve-options.js';
+import { sqlPool, startApp } from './support/test-app.js';
+
+const GLOBAL_3 = { globalConcurrency: 3, rateLimit: undefined };
+
+describe('limits: options', () => {
+  it('refuse bad values at boot, naming the queue and the option', () => {
+    expect(() => resolveHandlerOptions('q', { globalConcurrency: 0 })).toThrow(`Invalid @JobHandler('q') option globalConcurrency=0: expected an integer from 1 to 1000000.`);
+    expect(() => resolveHandlerOptions('q', { rateLimit: 5 as never })).toThrow(`Invalid @JobHandler('q') option rateLimit=5: expected { max, intervalMs }.`);
+    expect(() => resolveHandlerOptions('q', { rateLimit: { max: 10 } as never })).toThrow(`option rateLimit.intervalMs=null: expected an integer from 1 to 86400000.`);
+    expect(() => resolveHandlerOptions('q', { rateLimit: { max: 1, intervalMs: 10, burst: 3 } as never })).toThrow(`Unknown @JobHandler('q') rateLimit option "burst"`);
+    expect(() => resolveHandlerOptions('q', { globalConcurrency: 2, prefetch: 10 })).toThrow(/@JobHandler\('q'\) sets prefetch with a limit across instances/);
+    expect(resolveHandlerOptions('q', { globalConcurrency: 2, rateLimit: { max: 5, intervalMs: 1_000 } })).toMatchObject({
+      globalConcurrency: 2,
+      rateLimit: { max: 5, intervalMs: 1_000 },
+    });
+    expect(resolveHandlerOptions('q', {})).toMatchObject({ globalConcurrency: undefined, rateLimit: undefined });
+  });
+});
+
+describe('limits: the claim of a limited queue', () => {
+  let app: INestApplicationContext;
+  let db: pg.Pool;
+  let store: JobStore;
+  let queue: QueueService;
+  let url: string;
+
+  beforeAll(async () => {
+    url = await createTestDatabase('limits');
+    db = sqlPool(url);
+    app = await startApp(url, { queue: { workers: false, maintenance: { enabled: false } } });
+    store = app.get(JobStore);
+    queue = app.get(QueueService);
+  });
+  afterAll(async () => {
+    await app?.close();
+    await db?.end();
+  });
+
+  const running = async (q: string) =>
+    (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM background_jobs WHERE queue_name = $1 AND status = 'processing'`, [q])).rows[0].n;
+
+  it('(first, on an empty table) a plain job costs nothing new: no entry in the limits indexes, the same claim statement', async () => {
+    await queue.enqueueMany(Array.from({ length: 200 }, (_, i) => ({ queue: 'plain', payload: { i } })));
+    expect((await store.claimJobs('plain', 200, 'w', 30_000)).jobs).toHaveLength(200);
+    // An empty B-tree is its metapage alone; one entry adds a leaf page.
+    const { rows } = await db.query(
+      `SELECT pg_relation_size('background_jobs_limited_idx') AS limited, pg_relation_size('background_jobs_key_claim_idx') AS keyed, current_setting('block_size') AS page`,
+    );
+    expect(rows[0].limited).toBe(rows[0].page);
+    expect(rows[0].keyed).toBe(rows[0].page);
+    expect(SQL.claimJobs).not.toMatch(/limited|concurrency_key|advisory/);
+  });
+
+  it('twelve claimers racing on their own connections take 3 jobs in all', async () => {
+    await queue.enqueueMany(Array.from({ length: 50 }, (_, i) => ({ queue: 'race', payload: { i } })));
+    // One JobStore per connection pool: the claims really run at once, each in its own transaction.
+    const pools = Array.from({ length: 12 }, () => new pg.Pool({ connectionString: url, max: 1 }));
+    try {
+      const results = await Promise.all(pools.map((p, i) => new JobStore(p).claimLimitedJobs('race', 5, `w${i}`, 30_000, GLOBAL_3)));
+      expect(results.flatMap((r) => r.jobs)).toHaveLength(3);
+      expect(results.filter((r) => r.jobs.length === 0).every((r) => r.atCapacity === true)).toBe(true);
+      expect(await running('race')).toBe(3);
+    } finally {
+      await Promise.all(pools.map((p) => p.end()));
+    }
+  });
+
+  it('a stale worker cannot free a slot twice: its late outcome after a sweep and a new claim is fenced out', async () => {
+    const [id] = await queue.enqueueMany([{ queue: 'stale', payload: {} }]);
+    const limit1 = { globalConcurrency: 1, rateLimit: undefined };
+    const a = await store.claimLimitedJobs('stale', 1, 'frozen', 1_000, limit1);
+    expect(a.jobs.map((j) => j.id)).toEqual([id]);
+    expect((await store.claimLimitedJobs('stale', 1, 'other', 1_000, limit1)).atCapacity).toBe(true);
+    // The frozen worker's lease runs out; the sweeper puts the job back; another worker takes the slot.
+    await db.query(`UPDATE background_jobs SET lease_expires_at = now() - interval '1 s' WHERE id = $1`, [id]);
+    expect((await store.rescueExpiredLeases()).requeued).toBe(1);
+    const b = await store.claimLimitedJobs('stale', 1, 'other', 30_000, limit1);
+    expect(b.jobs.map((j) => j.id)).toEqual([id]);
+    // The frozen worker wakes and settles: refused; the slot stays taken by the live attempt.
+    expect(await store.completeJobs('frozen', a.jobs)).toEqual(new Set([id]));
+    expect(await store.failJobs('frozen', [{ ...a.jobs[0], error: 'late', retryDelayMs: 0 }])).toEqual(new Map());
+    await queue.enqueueMany([{ queue: 'stale', payload: {} }]);
+    expect((await store.claimLimitedJobs('stale', 1, 'third', 30_000, limit1)).jobs).toHaveLength(0);
+    expect(await store.completeJobs('other', b.jobs)).toEqual(new Set());
+    expect((await store.claimLimitedJobs('stale', 1, 'third', 30_000, limit1)).jobs).toHaveLength(1);
+  });
+
+  it('rate limit: a full window says how long until the next start, by the database clock', async () => {
+    await queue.enqueueMany(Array.from({ length: 10 }, (_, i) => ({ queue: 'rate', payload: { i } })));
+    const limits = { globalConcurrency: undefined, rateLimit: { max: 4, intervalMs: 2_000 } };
+    const first = await store.claimLimitedJobs('rate', 3, 'w', 30_000, limits);
+    expect(first.jobs).toHaveLength(3);
+    const second = await store.claimLimitedJobs('rate', 3, 'w', 30_000, limits);
+    expect(second.jobs).toHaveLength(1);
+    expect(second.rateWaitMs).toBeGreaterThan(1_500);
+    expect(second.rateWaitMs).toBeLessThanOrEqual(2_000);
+    const third = await store.claimLimitedJobs('rate', 3, 'w', 30_000, limits);
+    expect(third.jobs).toHaveLength(0);
+    // Window entries older than the interval are deleted by the claims themselves.
+    await db.query(`UPDATE background_queue_starts SET started_at = started_at - interval '2 s' WHERE queue_name = 'rate'`);
+    expect((await store.claimLimitedJobs('rate', 3, 'w', 30_000, limits)).jobs).toHaveLength(3);
+    const { rows } = await db.query(`SELECT n FROM background_queue_starts WHERE queue_name = 'rate'`);
+    expect(rows).toEqual([{ n: 3 }]);
+  });
+
+});
