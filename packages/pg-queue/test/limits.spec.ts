@@ -92,6 +92,41 @@ describe('limits: the claim of a limited queue', () => {
     expect((await store.claimLimitedJobs('stale', 1, 'third', 30_000, limit1)).jobs).toHaveLength(1);
   });
 
+  it('per key: one job per key at a time, oldest first; a key with a backlog takes its turn like the others', async () => {
+    const perKey1 = { globalConcurrency: undefined, rateLimit: undefined, concurrencyPerKey: 1 };
+    await queue.enqueueMany(Array.from({ length: 50 }, (_, i) => ({ queue: 'keys', payload: { i }, concurrencyKey: 'big' })));
+    for (const key of ['t1', 't2', 't3', 't4']) {
+      await queue.enqueueMany(Array.from({ length: 3 }, (_, i) => ({ queue: 'keys', payload: { key, i }, concurrencyKey: key })));
+    }
+    await queue.enqueue('keys', { keyless: true });
+    const first = await store.claimLimitedJobs('keys', 10, 'w', 30_000, perKey1);
+    const claimedKeys = async (ids: string[]) =>
+      (await db.query(`SELECT concurrency_key AS k, payload FROM background_jobs WHERE id = ANY($1::int8[]) ORDER BY id`, [ids])).rows;
+    expect(await claimedKeys(first.jobs.map((j) => j.id))).toEqual([
+      { k: 'big', payload: { i: 0 } },
+      { k: 't1', payload: { key: 't1', i: 0 } },
+      { k: 't2', payload: { key: 't2', i: 0 } },
+      { k: 't3', payload: { key: 't3', i: 0 } },
+      { k: 't4', payload: { key: 't4', i: 0 } },
+      { k: null, payload: { keyless: true } },
+    ]);
+    expect(first.keyCursor).toBe('t4');
+    const none = await store.claimLimitedJobs('keys', 10, 'w', 30_000, perKey1, first.keyCursor);
+    expect(none.jobs).toHaveLength(0);
+    expect(none.atCapacity).toBe(true); // keyed jobs run: a slot frees when one ends
+    // t2's job ends: t2's next job, in order, and nothing else.
+    const t2 = first.jobs[2];
+    expect(await store.completeJobs('w', [t2])).toEqual(new Set());
+    const next = await store.claimLimitedJobs('keys', 10, 'w', 30_000, perKey1, none.keyCursor);
+    expect(await claimedKeys(next.jobs.map((j) => j.id))).toEqual([{ k: 't2', payload: { key: 't2', i: 1 } }]);
+    expect(next.keyCursor).toBe('t2');
+    // Two per key, with the cursor at t2: t3 and t4 fill the claim; big and t1 come after the turn wraps.
+    expect(await store.completeJobs('w', [...first.jobs.filter((j) => j !== t2), ...next.jobs])).toEqual(new Set());
+    const two = await store.claimLimitedJobs('keys', 4, 'w', 30_000, { ...perKey1, concurrencyPerKey: 2 }, next.keyCursor);
+    expect((await claimedKeys(two.jobs.map((j) => j.id))).map((r) => r.k)).toEqual(['t3', 't3', 't4', 't4']);
+    expect(two.keyCursor).toBe('t4');
+  });
+
   it('rate limit: a full window says how long until the next start, by the database clock', async () => {
     await queue.enqueueMany(Array.from({ length: 10 }, (_, i) => ({ queue: 'rate', payload: { i } })));
     const limits = { globalConcurrency: undefined, rateLimit: { max: 4, intervalMs: 2_000 } };

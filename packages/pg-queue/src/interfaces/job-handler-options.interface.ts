@@ -38,6 +38,11 @@ export interface JobHandlerOptions {
   globalConcurrency?: number;
   /** Jobs of this queue started (claimed) per sliding window of `intervalMs`, in all processes together. Default: no limit. */
   rateLimit?: RateLimit;
+  /**
+   * Jobs of one concurrency key (`enqueue(..., { concurrencyKey })`) running at once in all processes
+   * together; 1 runs each key's jobs one at a time, in run_at order. Keys take turns. Default: no limit.
+   */
+  concurrencyPerKey?: number;
 }
 
 export interface RateLimit {
@@ -56,4 +61,5 @@ export interface ResolvedHandlerOptions {
   batchSize: number;
   globalConcurrency: number | undefined;
   rateLimit: RateLimit | undefined;
+  concurrencyPerKey: number | undefined;
 }

@@ -19,13 +19,18 @@ export class Limits1764560000000 implements MigrationInterface {
 
   async up(q: QueryRunner): Promise<void> {
     await q.query(`ALTER TABLE background_jobs ADD COLUMN IF NOT EXISTS concurrency_key text, ADD COLUMN IF NOT EXISTS limited boolean`);
+    // Outside a transaction two instances may run this at once: IF NOT EXISTS alone can still fail on the
+    // catalog's unique index when both create at the same instant; the loser finds the winner's table.
     await q.query(`
-      CREATE TABLE IF NOT EXISTS background_queue_starts (
-        queue_name text NOT NULL,
-        started_at timestamptz NOT NULL,
-        n          integer NOT NULL
-      )`);
-    await q.query(`CREATE INDEX IF NOT EXISTS background_queue_starts_idx ON background_queue_starts (queue_name, started_at)`);
+      DO $$ BEGIN
+        CREATE TABLE IF NOT EXISTS background_queue_starts (
+          queue_name text NOT NULL,
+          started_at timestamptz NOT NULL,
+          n          integer NOT NULL
+        );
+        CREATE INDEX IF NOT EXISTS background_queue_starts_idx ON background_queue_starts (queue_name, started_at);
+      EXCEPTION WHEN unique_violation OR duplicate_table OR duplicate_object THEN NULL;
+      END $$`);
     await createIndexConcurrently(q, 'background_jobs_limited_idx', `ON background_jobs (queue_name, concurrency_key) WHERE status = 'processing' AND limited`);
     await createIndexConcurrently(
       q,

@@ -10,29 +10,83 @@ const MS = `* interval '1 millisecond'`;
 /** 5,000 years: any longer retention keeps rows forever, and now() minus it is still a valid timestamp. */
 export const RETENTION_CAP_MS = 157_788_000_000_000;
 
+/**
+ * The claim of a queue with limits, in two variants that differ only in how they pick candidates (see
+ * claimLimitedJobs and claimKeyedJobs in SQL).
+ */
+function limitedClaim(candidates: string, limited: string, keysBusy: string, keyCursor: string): string {
+  return `
+    WITH RECURSIVE running AS (
+      SELECT count(*)::int AS n FROM background_jobs WHERE queue_name = $1 AND status = 'processing' AND limited
+    ), recent AS (
+      SELECT coalesce(sum(n), 0)::int AS n, min(started_at) AS oldest FROM background_queue_starts
+      WHERE queue_name = $1 AND started_at > statement_timestamp() - $7::int8 ${MS}
+    ), allowance AS (
+      SELECT greatest(0, least($2::int, coalesce($5::int - r.n, $2::int), coalesce($6::int - w.n, $2::int))) AS n
+      FROM running AS r, recent AS w
+${candidates}    ), claimed AS (
+      UPDATE background_jobs AS j
+      SET status = 'processing', attempts = j.attempts + 1, fence_token = j.fence_token + 1, locked_by = $3,
+          locked_at = statement_timestamp(), lease_expires_at = now() + $4::int ${MS}, updated_at = now(),
+          limited = ${limited}
+      WHERE j.id = ANY(ARRAY(SELECT id FROM candidates)) AND j.status = 'queued'
+      RETURNING j.id, j.payload, j.attempts, j.fence_token, j.max_attempts, j.priority,
+        (extract(epoch FROM j.run_at) * 1000)::float8 AS run_at_ms, (extract(epoch FROM j.created_at) * 1000)::float8 AS created_at_ms, j.concurrency_key
+    ), logged AS (
+      INSERT INTO background_queue_starts (queue_name, started_at, n)
+      SELECT $1, statement_timestamp(), count(*) FROM claimed HAVING $6::int IS NOT NULL AND count(*) > 0
+    ), forgotten AS (
+      DELETE FROM background_queue_starts WHERE queue_name = $1 AND started_at <= statement_timestamp() - $7::int8 ${MS}
+    ), outcome AS (
+      SELECT (SELECT count(*)::int FROM claimed) AS claimed, a.n AS allowed, r.n AS running, w.n AS started, w.oldest
+      FROM allowance AS a, running AS r, recent AS w
+    )
+    SELECT id, payload, attempts, fence_token, max_attempts, priority, run_at_ms, created_at_ms, ${keyCursor} AS key_cursor,
+      NULL::float8 AS next_due_ms, NULL::float8 AS rate_wait_ms, NULL::boolean AS at_capacity FROM claimed
+    UNION ALL
+    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ${keyCursor},
+      CASE WHEN o.claimed < o.allowed THEN
+        (SELECT greatest(0, extract(epoch FROM run_at - clock_timestamp()) * 1000)::float8
+         FROM background_jobs WHERE queue_name = $1 AND status = 'queued' AND run_at > created_at AND run_at > now()
+         ORDER BY run_at LIMIT 1)
+      END,
+      CASE WHEN o.claimed = o.allowed AND o.started + o.claimed >= $6::int THEN
+        greatest(1, extract(epoch FROM coalesce(o.oldest, statement_timestamp()) + $7::int8 ${MS} - clock_timestamp()) * 1000)::float8
+      END,
+      (o.claimed = o.allowed AND o.running + o.claimed >= $5::int)${keysBusy}
+    FROM outcome AS o
+    WHERE o.claimed < $2`;
+}
+
+/**
+ * The key a keyed claim's next turn starts after: the last key it claimed from, in turn order (the greatest
+ * after the cursor, else the greatest up to it), compared by PostgreSQL, in the index's collation.
+ */
+const KEY_CURSOR = `coalesce((SELECT coalesce(max(concurrency_key) FILTER (WHERE concurrency_key > $9), max(concurrency_key)) FROM claimed), $9)`;
+
 export const SQL = {
   insertJob: `
-    INSERT INTO background_jobs (queue_name, payload, priority, max_attempts, run_at)
-    VALUES ($1, $2::jsonb, $3, $4, coalesce($5::timestamptz, now() + $6::int8 ${MS}))
+    INSERT INTO background_jobs (queue_name, payload, priority, max_attempts, run_at, concurrency_key)
+    VALUES ($1, $2::jsonb, $3, $4, coalesce($5::timestamptz, now() + $6::int8 ${MS}), $7::text)
     RETURNING id`,
 
   // One statement for any number of jobs: arrays in, one round trip and one NOTIFY per queue. The payloads
   // travel as one JSON array ($2), not a jsonb[] literal: no array escaping of every payload in Node and no
   // array parsing in PostgreSQL (5-10% more rows/s for calls of 1,000). ROWS FROM zips the columns in order.
   insertJobs: `
-    INSERT INTO background_jobs (queue_name, payload, priority, max_attempts, run_at)
-    SELECT q, p, pr, ma, coalesce(ra, now() + d ${MS})
+    INSERT INTO background_jobs (queue_name, payload, priority, max_attempts, run_at, concurrency_key)
+    SELECT q, p, pr, ma, coalesce(ra, now() + d ${MS}), ck
     FROM ROWS FROM (unnest($1::text[]), jsonb_array_elements($2::jsonb), unnest($3::int[]), unnest($4::int[]),
-                    unnest($5::timestamptz[]), unnest($6::int8[])) WITH ORDINALITY
-      AS t(q, p, pr, ma, ra, d, ord)
+                    unnest($5::timestamptz[]), unnest($6::int8[]), unnest($7::text[])) WITH ORDINALITY
+      AS t(q, p, pr, ma, ra, d, ck, ord)
     ORDER BY ord
     RETURNING id`,
 
   // The common enqueueMany: every job to one queue with the same options. Scalars instead of five arrays of
   // copies: 20-40% more rows/s for calls of 1,000 (no array building in Node, no array parsing in PostgreSQL).
   insertUniformJobs: `
-    INSERT INTO background_jobs (queue_name, payload, priority, max_attempts, run_at)
-    SELECT $1, p, $3, $4, coalesce($5::timestamptz, now() + $6::int8 ${MS})
+    INSERT INTO background_jobs (queue_name, payload, priority, max_attempts, run_at, concurrency_key)
+    SELECT $1, p, $3, $4, coalesce($5::timestamptz, now() + $6::int8 ${MS}), $7::text
     FROM jsonb_array_elements($2::jsonb) WITH ORDINALITY AS t(p, ord)
     ORDER BY ord
     RETURNING id`,
@@ -97,15 +151,7 @@ export const SQL = {
   // The extra row (id NULL) of a short claim tells why it is short: next_due_ms as for claimJobs when due
   // jobs ran out; rate_wait_ms (ms until the window frees a start) when the window is full; at_capacity when
   // the queue runs globalConcurrency jobs.
-  claimLimitedJobs: `
-    WITH RECURSIVE running AS (
-      SELECT count(*)::int AS n FROM background_jobs WHERE queue_name = $1 AND status = 'processing' AND limited
-    ), recent AS (
-      SELECT coalesce(sum(n), 0)::int AS n, min(started_at) AS oldest FROM background_queue_starts
-      WHERE queue_name = $1 AND started_at > statement_timestamp() - $7::int8 ${MS}
-    ), allowance AS (
-      SELECT greatest(0, least($2::int, coalesce($5::int - r.n, $2::int), coalesce($6::int - w.n, $2::int))) AS n
-      FROM running AS r, recent AS w
+  claimLimitedJobs: limitedClaim(`
     ), priorities AS (
       (SELECT priority FROM background_jobs WHERE queue_name = $1 AND status = 'queued' ORDER BY priority DESC LIMIT 1)
       UNION ALL
@@ -122,38 +168,64 @@ export const SQL = {
       ) AS c
       WHERE NOT EXISTS (SELECT 1 FROM background_queues WHERE queue_name = $1 AND paused)
       LIMIT (SELECT n FROM allowance)
-    ), claimed AS (
-      UPDATE background_jobs AS j
-      SET status = 'processing', attempts = j.attempts + 1, fence_token = j.fence_token + 1, locked_by = $3,
-          locked_at = statement_timestamp(), lease_expires_at = now() + $4::int ${MS}, updated_at = now(),
-          limited = CASE WHEN $5::int IS NOT NULL THEN true END
-      WHERE j.id = ANY(ARRAY(SELECT id FROM candidates))
-      RETURNING j.id, j.payload, j.attempts, j.fence_token, j.max_attempts, j.priority,
-        (extract(epoch FROM j.run_at) * 1000)::float8 AS run_at_ms, (extract(epoch FROM j.created_at) * 1000)::float8 AS created_at_ms
-    ), logged AS (
-      INSERT INTO background_queue_starts (queue_name, started_at, n)
-      SELECT $1, statement_timestamp(), count(*) FROM claimed HAVING $6::int IS NOT NULL AND count(*) > 0
-    ), forgotten AS (
-      DELETE FROM background_queue_starts WHERE queue_name = $1 AND started_at <= statement_timestamp() - $7::int8 ${MS}
-    ), outcome AS (
-      SELECT (SELECT count(*)::int FROM claimed) AS claimed, a.n AS allowed, r.n AS running, w.n AS started, w.oldest
-      FROM allowance AS a, running AS r, recent AS w
-    )
-    SELECT id, payload, attempts, fence_token, max_attempts, priority, run_at_ms, created_at_ms,
-      NULL::float8 AS next_due_ms, NULL::float8 AS rate_wait_ms, NULL::boolean AS at_capacity FROM claimed
-    UNION ALL
-    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-      CASE WHEN o.claimed < o.allowed THEN
-        (SELECT greatest(0, extract(epoch FROM run_at - clock_timestamp()) * 1000)::float8
-         FROM background_jobs WHERE queue_name = $1 AND status = 'queued' AND run_at > created_at AND run_at > now()
-         ORDER BY run_at LIMIT 1)
-      END,
-      CASE WHEN o.claimed = o.allowed AND o.started + o.claimed >= $6::int THEN
-        greatest(1, extract(epoch FROM coalesce(o.oldest, statement_timestamp()) + $7::int8 ${MS} - clock_timestamp()) * 1000)::float8
-      END,
-      o.claimed = o.allowed AND o.running + o.claimed >= $5::int
-    FROM outcome AS o
-    WHERE o.claimed < $2`,
+`, 'CASE WHEN $5::int IS NOT NULL THEN true END', '', 'NULL::text'),
+
+  // The claim of a queue with concurrencyPerKey ($8; and $9, this worker's key cursor): claimLimitedJobs' locks,
+  // limits and answers, with candidates taken key by key in turn from the cursor (a round robin over the keys
+  // that have queued jobs, so one key's backlog cannot starve the others), each key giving its oldest due jobs
+  // up to its free slots (its running jobs are counted through background_jobs_limited_idx, under the same
+  // lock). The worker moves its cursor to the last key it claimed from. at_capacity is also set when the claim
+  // came back short while keyed jobs run: a key's slot frees when one of them ends.
+  claimKeyedJobs: limitedClaim(`
+    ), after AS (
+      -- The keys with queued jobs after the cursor ($9: the last key this worker claimed from, '' at first),
+      -- then from the first key up to the cursor: a loose scan of the keyed claim index, one probe per key,
+      -- read only as far as the candidates below need (the LIMIT stops it).
+      (SELECT concurrency_key AS k FROM background_jobs
+       WHERE queue_name = $1 AND status = 'queued' AND concurrency_key IS NOT NULL AND concurrency_key > $9 ORDER BY concurrency_key LIMIT 1)
+      UNION ALL
+      SELECT (SELECT b.concurrency_key FROM background_jobs AS b
+              WHERE b.queue_name = $1 AND b.status = 'queued' AND b.concurrency_key IS NOT NULL AND b.concurrency_key > a.k ORDER BY b.concurrency_key LIMIT 1)
+      FROM after AS a WHERE a.k IS NOT NULL
+    ), upto AS (
+      (SELECT concurrency_key AS k FROM background_jobs
+       WHERE queue_name = $1 AND status = 'queued' AND concurrency_key IS NOT NULL AND concurrency_key <= $9 ORDER BY concurrency_key LIMIT 1)
+      UNION ALL
+      SELECT (SELECT b.concurrency_key FROM background_jobs AS b
+              WHERE b.queue_name = $1 AND b.status = 'queued' AND b.concurrency_key IS NOT NULL AND b.concurrency_key > u.k AND b.concurrency_key <= $9
+              ORDER BY b.concurrency_key LIMIT 1)
+      FROM upto AS u WHERE u.k IS NOT NULL
+    ), turn AS (
+      SELECT k FROM after WHERE k IS NOT NULL
+      UNION ALL
+      SELECT k FROM upto WHERE k IS NOT NULL
+    ), keyed AS (
+      -- Each key in turn gives its oldest due jobs, as many as it has free slots ($8 less its running jobs).
+      SELECT c.id FROM turn AS t CROSS JOIN LATERAL (
+        SELECT id FROM background_jobs AS j
+        WHERE j.queue_name = $1 AND j.status = 'queued' AND j.concurrency_key = t.k AND j.run_at <= now()
+        ORDER BY j.run_at, j.id
+        LIMIT greatest(0, $8::int - (SELECT count(*) FROM background_jobs AS r
+                                     WHERE r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key = t.k))
+        FOR UPDATE SKIP LOCKED
+      ) AS c
+      LIMIT (SELECT n FROM allowance)
+    ), keyless AS (
+      -- Jobs without a key (enqueued by an instance that did not know the queue's options) are not limited per
+      -- key: taken from the first due entries of the plain claim index (a bounded read: a large keyed backlog
+      -- ahead of them delays them until it shrinks). Not locked here (that would lock the keyed rows read too):
+      -- the UPDATE checks their status again, and only this queue's lock holder claims them.
+      SELECT f.id FROM (
+        SELECT id, concurrency_key FROM background_jobs AS j
+        WHERE j.queue_name = $1 AND j.status = 'queued' AND j.run_at <= now()
+        ORDER BY j.priority DESC, j.run_at, j.id
+        LIMIT 200
+      ) AS f WHERE f.concurrency_key IS NULL
+    ), candidates AS (
+      SELECT id FROM (SELECT id FROM keyed UNION ALL SELECT id FROM keyless) AS c
+      WHERE NOT EXISTS (SELECT 1 FROM background_queues WHERE queue_name = $1 AND paused)
+      LIMIT (SELECT n FROM allowance)
+`, 'true', ` OR (o.claimed < o.allowed AND EXISTS (\n        SELECT 1 FROM background_jobs AS r WHERE r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key IS NOT NULL))`, KEY_CURSOR),
 
   // Serialises the claimers of one limited queue: transaction-scoped (so it works through a transaction
   // pooler), in the two-int4 key space, which never meets ADVISORY_LOCK's int8 keys; $1 is the queue's hash.

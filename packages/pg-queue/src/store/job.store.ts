@@ -30,14 +30,17 @@ export interface ClaimResult {
   nextDueMs: number | null;
   /** A limited claim cut short by the queue's rate limit: ms until its window lets another job start. */
   rateWaitMs?: number | null;
-  /** A limited claim cut short because the queue runs its globalConcurrency jobs (in all processes). */
+  /** A limited claim cut short because the queue runs its globalConcurrency jobs (in all processes), or keyed jobs run. */
   atCapacity?: boolean;
+  /** A keyed claim: the key cursor to pass to the next claim (the last key claimed from, in turn order). */
+  keyCursor?: string;
 }
 
 /** The limits a claim of a limited queue enforces across every instance. */
 export interface ClaimLimits {
   globalConcurrency: number | undefined;
   rateLimit: { max: number; intervalMs: number } | undefined;
+  concurrencyPerKey?: number | undefined;
 }
 
 export interface NewJobRow {
@@ -47,6 +50,7 @@ export interface NewJobRow {
   maxAttempts: number;
   runAt: Date | null;
   delayMs: number;
+  concurrencyKey: string | null;
 }
 
 /** One claim of a job, as the fenced statements (settle, heartbeat, put-back) name it. */
@@ -97,7 +101,7 @@ export class JobStore {
   }
 
   async insertJob(row: NewJobRow, manager?: EntityManager): Promise<string> {
-    const values = [row.queue, row.payloadJson, row.priority, row.maxAttempts, row.runAt, row.delayMs];
+    const values = [row.queue, row.payloadJson, row.priority, row.maxAttempts, row.runAt, row.delayMs, row.concurrencyKey];
     const rows = manager ? await managerQuery(manager, SQL.insertJob, values) : await this.run<{ id: string }>('insertJob', values);
     return rows[0].id;
   }
@@ -146,19 +150,22 @@ export class JobStore {
    * round trips (the lock must come before the claim's snapshot, so it cannot share its statement). The lock
    * lasts until COMMIT, a fraction of a millisecond after the claim on a local network.
    */
-  async claimLimitedJobs(queue: string, limit: number, workerId: string, leaseMs: number, limits: ClaimLimits): Promise<ClaimResult> {
-    const values = [queue, limit, workerId, leaseMs, limits.globalConcurrency ?? null, limits.rateLimit?.max ?? null, limits.rateLimit?.intervalMs ?? 0];
+  async claimLimitedJobs(queue: string, limit: number, workerId: string, leaseMs: number, limits: ClaimLimits, keyCursor = ''): Promise<ClaimResult> {
+    const values: unknown[] = [queue, limit, workerId, leaseMs, limits.globalConcurrency ?? null, limits.rateLimit?.max ?? null, limits.rateLimit?.intervalMs ?? 0];
+    const keyed = limits.concurrencyPerKey !== undefined;
+    if (keyed) values.push(limits.concurrencyPerKey, keyCursor);
     let rows: ClaimRow[];
     try {
       rows = await this.inOwnTransaction(async (client) => {
         await client.query(this.statement('limitLock', [queueLockKey(queue)]));
-        return (await client.query<ClaimRow>(this.statement('claimLimitedJobs', values))).rows;
+        return (await client.query<ClaimRow>(this.statement(keyed ? 'claimKeyedJobs' : 'claimLimitedJobs', values))).rows;
       });
     } catch (error) {
       throw explainPoolerError(error);
     }
     const result = toClaimResult(rows);
     for (const r of rows) {
+      if (keyed) result.keyCursor = r.key_cursor ?? keyCursor;
       if (r.id !== null) continue;
       result.rateWaitMs = r.rate_wait_ms ?? null;
       result.atCapacity = r.at_capacity === true;
@@ -336,12 +343,13 @@ function insertJobsStatement(rows: NewJobRow[]): { statement: 'insertJobs' | 'in
       r.priority === first.priority &&
       r.maxAttempts === first.maxAttempts &&
       r.delayMs === first.delayMs &&
-      r.runAt?.getTime() === first.runAt?.getTime(),
+      r.runAt?.getTime() === first.runAt?.getTime() &&
+      r.concurrencyKey === first.concurrencyKey,
   );
-  if (uniform) return { statement: 'insertUniformJobs', values: [first.queue, payloads, first.priority, first.maxAttempts, first.runAt, first.delayMs] };
+  if (uniform) return { statement: 'insertUniformJobs', values: [first.queue, payloads, first.priority, first.maxAttempts, first.runAt, first.delayMs, first.concurrencyKey] };
   return {
     statement: 'insertJobs',
-    values: [rows.map((r) => r.queue), payloads, rows.map((r) => r.priority), rows.map((r) => r.maxAttempts), rows.map((r) => r.runAt), rows.map((r) => r.delayMs)],
+    values: [rows.map((r) => r.queue), payloads, rows.map((r) => r.priority), rows.map((r) => r.maxAttempts), rows.map((r) => r.runAt), rows.map((r) => r.delayMs), rows.map((r) => r.concurrencyKey)],
   };
 }
 
@@ -376,6 +384,7 @@ interface ClaimRow {
   next_due_ms: number | null;
   rate_wait_ms?: number | null;
   at_capacity?: boolean | null;
+  key_cursor?: string | null;
 }
 
 interface JobRow {

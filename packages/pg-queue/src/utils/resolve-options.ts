@@ -62,7 +62,7 @@ const KNOWN_MODULE_KEYS = new Set([
 const KNOWN_MAINTENANCE_KEYS = new Set([
   'enabled', 'sweepIntervalMs', 'pruneIntervalMs', 'completedRetentionMs', 'failedRetentionMs', 'pruneBatchSize',
 ]);
-const KNOWN_HANDLER_KEYS = new Set(['concurrency', 'maxAttempts', 'backoff', 'timeoutMs', 'prefetch', 'batchSize', 'globalConcurrency', 'rateLimit']);
+const KNOWN_HANDLER_KEYS = new Set(['concurrency', 'maxAttempts', 'backoff', 'timeoutMs', 'prefetch', 'batchSize', 'globalConcurrency', 'rateLimit', 'concurrencyPerKey']);
 
 function refuseUnknownKeys(where: string, value: object, known: Set<string>): void {
   for (const key of Object.keys(value)) {
@@ -155,8 +155,9 @@ export function resolveHandlerOptions(queue: string, options: JobHandlerOptions 
 }
 
 /** The limits across instances (README, "Limits"). */
-function resolveLimits(where: string, options: JobHandlerOptions, prefetch: number): Pick<ResolvedHandlerOptions, 'globalConcurrency' | 'rateLimit'> {
+function resolveLimits(where: string, options: JobHandlerOptions, prefetch: number): Pick<ResolvedHandlerOptions, 'globalConcurrency' | 'rateLimit' | 'concurrencyPerKey'> {
   const globalConcurrency = options.globalConcurrency === undefined ? undefined : int(where, 'globalConcurrency', options.globalConcurrency, 0, 1, 1_000_000);
+  const concurrencyPerKey = options.concurrencyPerKey === undefined ? undefined : int(where, 'concurrencyPerKey', options.concurrencyPerKey, 0, 1, 1_000_000);
   const rate = options.rateLimit;
   if (rate !== undefined && (rate === null || typeof rate !== 'object')) {
     throw new PgQueueError(INVALID_OPTION(where, 'rateLimit', rate, '{ max, intervalMs }'));
@@ -170,10 +171,10 @@ function resolveLimits(where: string, options: JobHandlerOptions, prefetch: numb
           intervalMs: int(where, 'rateLimit.intervalMs', rate.intervalMs ?? null, 0, 1, 86_400_000),
         };
   // A prefetched job holds a slot (and used a start) while it waits for a free one in this process.
-  if ((globalConcurrency !== undefined || rateLimit !== undefined) && prefetch > 0) {
+  if ((globalConcurrency !== undefined || rateLimit !== undefined || concurrencyPerKey !== undefined) && prefetch > 0) {
     throw new PgQueueError(LIMIT_WITH_PREFETCH(where));
   }
-  return { globalConcurrency, rateLimit };
+  return { globalConcurrency, rateLimit, concurrencyPerKey };
 }
 
 const KNOWN_RATE_LIMIT_KEYS = new Set(['max', 'intervalMs']);

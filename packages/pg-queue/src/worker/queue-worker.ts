@@ -53,6 +53,8 @@ export class QueueWorker {
   private heldUntil = 0;
   private holdLiftable = false;
   private holdTimer: NodeJS.Timeout | undefined;
+  /** concurrencyPerKey: the key this worker's next claim starts its turn after. */
+  private keyCursor = '';
 
   constructor(
     private readonly config: QueueWorkerConfig,
@@ -62,8 +64,10 @@ export class QueueWorker {
     private readonly logger: LoggerService,
   ) {
     this.claimBackoff = new RetryBackoff(`claiming jobs of queue "${config.queue}"`, logger);
-    const { globalConcurrency, rateLimit } = config.options;
-    if (globalConcurrency !== undefined || rateLimit !== undefined) this.limits = { globalConcurrency, rateLimit };
+    const { globalConcurrency, rateLimit, concurrencyPerKey } = config.options;
+    if (globalConcurrency !== undefined || rateLimit !== undefined || concurrencyPerKey !== undefined) {
+      this.limits = { globalConcurrency, rateLimit, concurrencyPerKey };
+    }
   }
 
   get queue(): string {
@@ -153,7 +157,7 @@ export class QueueWorker {
       let claimed;
       try {
         claimed = this.limits
-          ? await this.store.claimLimitedJobs(queue, want, workerId, leaseMs, this.limits)
+          ? await this.store.claimLimitedJobs(queue, want, workerId, leaseMs, this.limits, this.keyCursor)
           : await this.store.claimJobs(queue, want, workerId, leaseMs);
         this.claimBackoff.succeeded();
       } catch (error) {
@@ -169,6 +173,7 @@ export class QueueWorker {
         await putBack(this.store, workerId, claimed.jobs, `claimed while shutting down (${queue})`, this.logger);
         return;
       }
+      if (claimed.keyCursor !== undefined) this.keyCursor = claimed.keyCursor;
       for (const job of claimed.jobs) this.accept(job);
       if (claimed.jobs.length === want) this.wakeRequested = true; // more may be waiting
       else if (claimed.rateWaitMs != null) this.hold(claimed.rateWaitMs, false);
