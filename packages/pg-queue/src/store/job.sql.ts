@@ -227,10 +227,6 @@ export const SQL = {
       LIMIT (SELECT n FROM allowance)
 `, 'true', ` OR (o.claimed < o.allowed AND EXISTS (\n        SELECT 1 FROM background_jobs AS r WHERE r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key IS NOT NULL))`, KEY_CURSOR),
 
-  // Serialises the claimers of one limited queue: transaction-scoped (so it works through a transaction
-  // pooler), in the two-int4 key space, which never meets ADVISORY_LOCK's int8 keys; $1 is the queue's hash.
-  limitLock: `SELECT pg_advisory_xact_lock(${LIMIT_LOCK_SPACE}, $1::int)`,
-
   // Outcomes are fenced: only the lease owner ($1) of the same claim (fence_token, which every claim
   // increments and nothing else touches) may settle a job in flight. A worker that lost its lease (frozen,
   // partitioned, swept, or the job was retried and claimed again) settles late, matches no row and changes
@@ -426,6 +422,17 @@ export const SQL = {
   advisoryTryLock: `SELECT pg_try_advisory_lock(${ADVISORY_LOCK.migrate}) AS locked`,
   advisoryUnlock: `SELECT pg_advisory_unlock(${ADVISORY_LOCK.migrate})`,
 } as const;
+
+/**
+ * Opens the transaction of a limited queue's claim and takes the queue's lock, in one round trip (a simple
+ * query of two statements; the key is an integer, so it is inlined safely). The lock serialises the claimers
+ * of one limited queue; transaction-scoped, so it also works through a transaction pooler; in the two-int4
+ * key space, which never meets ADVISORY_LOCK's int8 keys.
+ */
+export function beginWithQueueLock(queueKey: number): string {
+  if (!Number.isInteger(queueKey)) throw new TypeError(`queue lock key must be an integer, got ${queueKey}`);
+  return `BEGIN; SELECT pg_advisory_xact_lock(${LIMIT_LOCK_SPACE}, ${queueKey})`;
+}
 
 /**
  * Statements keyed by arrays are sent unnamed, so PostgreSQL plans each call with the real arrays. Prepared,

@@ -3,7 +3,7 @@ import type { EntityManager } from 'typeorm';
 import type { JobRecord, JobStatus, QueueStats } from '../interfaces/job.interface.js';
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import { POOLER_REFUSED_PREPARED_STATEMENT, POOLER_REFUSED_STARTUP_PARAMETER } from '../pg-queue.messages.js';
-import { PLANNED_PER_CALL, SQL } from './job.sql.js';
+import { beginWithQueueLock, PLANNED_PER_CALL, SQL } from './job.sql.js';
 
 /** stats() counts exactly up to this many jobs per queue and status, and estimates above it. */
 export const STATS_EXACT_LIMIT = 10_000;
@@ -122,12 +122,12 @@ export class JobStore {
     return this.inOwnTransaction((client) => insertChunks(chunks, async (text, values) => (await client.query<{ id: string }>({ text, values })).rows));
   }
 
-  /** Runs `work` in a transaction on one pooled connection; a connection whose rollback failed is discarded. */
-  private async inOwnTransaction<T>(work: (client: PoolClient) => Promise<T>): Promise<T> {
+  /** Runs `work` in a transaction (opened by `begin`) on one pooled connection; a connection whose rollback failed is discarded. */
+  private async inOwnTransaction<T>(work: (client: PoolClient) => Promise<T>, begin = 'BEGIN'): Promise<T> {
     const client = await this.pool.connect();
     let broken: Error | undefined;
     try {
-      await client.query('BEGIN');
+      await client.query(begin);
       try {
         const result = await work(client);
         await client.query('COMMIT');
@@ -147,8 +147,8 @@ export class JobStore {
 
   /**
    * The claim of a queue with limits: the queue's advisory lock, then the claim, in one transaction of three
-   * round trips (the lock must come before the claim's snapshot, so it cannot share its statement). The lock
-   * lasts until COMMIT, a fraction of a millisecond after the claim on a local network.
+   * round trips: BEGIN and the lock (one message), the claim, COMMIT. The lock must come before the claim's
+   * snapshot, so it cannot share the claim's statement; it is held for the last two round trips.
    */
   async claimLimitedJobs(queue: string, limit: number, workerId: string, leaseMs: number, limits: ClaimLimits, keyCursor = ''): Promise<ClaimResult> {
     const values: unknown[] = [queue, limit, workerId, leaseMs, limits.globalConcurrency ?? null, limits.rateLimit?.max ?? null, limits.rateLimit?.intervalMs ?? 0];
@@ -156,10 +156,10 @@ export class JobStore {
     if (keyed) values.push(limits.concurrencyPerKey, keyCursor);
     let rows: ClaimRow[];
     try {
-      rows = await this.inOwnTransaction(async (client) => {
-        await client.query(this.statement('limitLock', [queueLockKey(queue)]));
-        return (await client.query<ClaimRow>(this.statement(keyed ? 'claimKeyedJobs' : 'claimLimitedJobs', values))).rows;
-      });
+      rows = await this.inOwnTransaction(
+        async (client) => (await client.query<ClaimRow>(this.statement(keyed ? 'claimKeyedJobs' : 'claimLimitedJobs', values))).rows,
+        beginWithQueueLock(queueLockKey(queue)),
+      );
     } catch (error) {
       throw explainPoolerError(error);
     }
