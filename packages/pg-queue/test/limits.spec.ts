@@ -58,6 +58,26 @@ describe('limits: the claim of a limited queue', () => {
     expect(SQL.claimJobs).not.toMatch(/limited|concurrency_key|advisory/);
   });
 
+  it('concurrencyKey at enqueue: stored when given (enqueue, enqueueMany mixed and uniform), refused when malformed with nothing stored', async () => {
+    const one = await queue.enqueue('ck', { a: 1 }, { concurrencyKey: 'tenant:1' });
+    const mixed = await queue.enqueueMany([
+      { queue: 'ck', payload: {}, concurrencyKey: 'tenant:2' },
+      { queue: 'ck', payload: {} },
+      { queue: 'ck', payload: {}, priority: 3, concurrencyKey: 'tenant:3' },
+    ]);
+    const uniform = await queue.enqueueMany([{ queue: 'ck', payload: {}, concurrencyKey: 'tenant:4' }, { queue: 'ck', payload: {}, concurrencyKey: 'tenant:4' }]);
+    const { rows } = await db.query(`SELECT id::text, concurrency_key AS k FROM background_jobs WHERE queue_name = 'ck' ORDER BY id`);
+    expect(rows).toEqual([one, ...mixed, ...uniform].map((id, i) => ({ id, k: ['tenant:1', 'tenant:2', null, 'tenant:3', 'tenant:4', 'tenant:4'][i] })));
+    expect((await queue.get(one))?.concurrencyKey).toBe('tenant:1');
+    await expect(queue.enqueue('ck', {}, { concurrencyKey: '' })).rejects.toThrow(
+      'Invalid enqueue("ck") option concurrencyKey="": expected a non-empty string of at most 512 characters, without NUL.',
+    );
+    await expect(queue.enqueueMany([{ queue: 'ck', payload: {} }, { queue: 'ck', payload: {}, concurrencyKey: 42 as never }])).rejects.toThrow(
+      'enqueueMany: job #1: Invalid enqueue("ck") option concurrencyKey=42',
+    );
+    expect((await db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE queue_name = 'ck'`)).rows[0].n).toBe(6);
+  });
+
   it('twelve claimers racing on their own connections take 3 jobs in all', async () => {
     await queue.enqueueMany(Array.from({ length: 50 }, (_, i) => ({ queue: 'race', payload: { i } })));
     // One JobStore per connection pool: the claims really run at once, each in its own transaction.

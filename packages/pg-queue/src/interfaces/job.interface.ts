@@ -33,6 +33,8 @@ export interface JobRecord<TPayload = unknown> {
   createdAt: Date;
   updatedAt: Date;
   finishedAt: Date | null;
+  /** The key the queue's concurrencyPerKey limit counts the job under, if enqueued with one. */
+  concurrencyKey: string | null;
 }
 
 /** Job counts of one queue by status. */

@@ -56,4 +56,7 @@ export class BackgroundJobEntity {
 
   @Column({ name: 'finished_at', type: 'timestamptz', nullable: true })
   finishedAt!: Date | null;
+
+  @Column({ name: 'concurrency_key', type: 'text', nullable: true })
+  concurrencyKey!: string | null;
 }

@@ -403,6 +403,7 @@ interface JobRow {
   created_at: Date;
   updated_at: Date;
   finished_at: Date | null;
+  concurrency_key: string | null;
 }
 
 function toJobRecord(r: JobRow): JobRecord {
@@ -422,6 +423,7 @@ function toJobRecord(r: JobRow): JobRecord {
     createdAt: r.created_at,
     updatedAt: r.updated_at,
     finishedAt: r.finished_at,
+    concurrencyKey: r.concurrency_key,
   };
 }
 
