@@ -97,7 +97,9 @@ describe('limits: the claim of a limited queue', () => {
     const limit1 = { globalConcurrency: 1, rateLimit: undefined };
     const a = await store.claimLimitedJobs('stale', 1, 'frozen', 1_000, limit1);
     expect(a.jobs.map((j) => j.id)).toEqual([id]);
-    expect((await store.claimLimitedJobs('stale', 1, 'other', 1_000, limit1)).atCapacity).toBe(true);
+    expect((await store.claimLimitedJobs('stale', 1, 'other', 1_000, limit1)).atCapacity).toBe(false); // full, but nothing waits: sleep until NOTIFY
+    await queue.enqueueMany([{ queue: 'stale', payload: {}, priority: -1 }]); // after the swept job
+    expect((await store.claimLimitedJobs('stale', 1, 'other', 1_000, limit1)).atCapacity).toBe(true); // full while a job waits: look again soon
     // The frozen worker's lease runs out; the sweeper puts the job back; another worker takes the slot.
     await db.query(`UPDATE background_jobs SET lease_expires_at = now() - interval '1 s' WHERE id = $1`, [id]);
     expect((await store.rescueExpiredLeases()).requeued).toBe(1);
@@ -106,7 +108,6 @@ describe('limits: the claim of a limited queue', () => {
     // The frozen worker wakes and settles: refused; the slot stays taken by the live attempt.
     expect(await store.completeJobs('frozen', a.jobs)).toEqual(new Set([id]));
     expect(await store.failJobs('frozen', [{ ...a.jobs[0], error: 'late', retryDelayMs: 0 }])).toEqual(new Map());
-    await queue.enqueueMany([{ queue: 'stale', payload: {} }]);
     expect((await store.claimLimitedJobs('stale', 1, 'third', 30_000, limit1)).jobs).toHaveLength(0);
     expect(await store.completeJobs('other', b.jobs)).toEqual(new Set());
     expect((await store.claimLimitedJobs('stale', 1, 'third', 30_000, limit1)).jobs).toHaveLength(1);

@@ -53,7 +53,9 @@ ${candidates}    ), claimed AS (
       CASE WHEN o.claimed = o.allowed AND o.started + o.claimed >= $6::int THEN
         greatest(1, extract(epoch FROM coalesce(o.oldest, statement_timestamp()) + $7::int8 ${MS} - clock_timestamp()) * 1000)::float8
       END,
-      (o.claimed = o.allowed AND o.running + o.claimed >= $5::int)${keysBusy}
+      -- only while jobs wait: a full queue with nothing queued sleeps until NOTIFY like any other
+      ((o.claimed = o.allowed AND o.running + o.claimed >= $5::int)${keysBusy})
+        AND EXISTS (SELECT 1 FROM background_jobs WHERE queue_name = $1 AND status = 'queued')
     FROM outcome AS o
     WHERE o.claimed < $2`;
 }
@@ -150,7 +152,7 @@ export const SQL = {
   // lease ms, $5 globalConcurrency (NULL: none), $6 rateLimit.max (NULL: none), $7 rateLimit.intervalMs.
   // The extra row (id NULL) of a short claim tells why it is short: next_due_ms as for claimJobs when due
   // jobs ran out; rate_wait_ms (ms until the window frees a start) when the window is full; at_capacity when
-  // the queue runs globalConcurrency jobs.
+  // the queue runs globalConcurrency jobs while others are queued.
   claimLimitedJobs: limitedClaim(`
     ), priorities AS (
       (SELECT priority FROM background_jobs WHERE queue_name = $1 AND status = 'queued' ORDER BY priority DESC LIMIT 1)
