@@ -55,7 +55,8 @@ ${candidates}    ), claimed AS (
       END,
       -- only while jobs wait: a full queue with nothing queued sleeps until NOTIFY like any other
       ((o.claimed = o.allowed AND o.running + o.claimed >= $5::int)${keysBusy})
-        AND EXISTS (SELECT 1 FROM background_jobs WHERE queue_name = $1 AND status = 'queued')
+        -- in the claim index's order: a bare EXISTS was planned as a sequential scan (many queued rows expected)
+        AND (SELECT priority FROM background_jobs WHERE queue_name = $1 AND status = 'queued' ORDER BY priority DESC LIMIT 1) IS NOT NULL
     FROM outcome AS o
     WHERE o.claimed < $2`;
 }

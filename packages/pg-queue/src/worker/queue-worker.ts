@@ -185,8 +185,8 @@ export class QueueWorker {
   /**
    * A limit of the queue stops claims for `ms` (wake-ups meanwhile are kept, not acted on: a NOTIFY storm
    * must not become a storm of claims that each take the queue's lock to find no slot). At capacity, an
-   * outcome of this process written (a slot freed) ends the hold at once (`liftable`); a slot freed in another process is
-   * seen at the next look, LIMIT_POLL_MS later (nothing tells this process of it).
+   * outcome of this process written (a slot freed) ends the hold at once (`liftable`); a slot freed in
+   * another process is seen at the next look, LIMIT_POLL_MS later (nothing tells this process of it).
    */
   private hold(ms: number, liftable: boolean): void {
     this.wakeRequested = true;
