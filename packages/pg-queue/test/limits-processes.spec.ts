@@ -5,7 +5,7 @@ import type pg from 'pg';
 import { QueueService } from 'nestjs-pg-queue';
 import { createTestDatabase } from '@internal/pg-harness';
 import { buildWorker, type WorkerBuild } from './faults/support/build-worker.js';
-import { LIMIT_TABLES, LimitsFleet, maxOverlap } from './limits/limits-fleet.js';
+import { LIMIT_TABLES, LimitsFleet, maxOverlap, sampleRunning } from './limits/limits-fleet.js';
 import { sqlPool, startApp, waitFor } from './support/test-app.js';
 
 // Limits across instances, read back from what the handlers of real OS processes recorded (limit_runs).
@@ -60,6 +60,7 @@ describe('limits across OS processes', () => {
       const jobs = 150;
       await s.queue.enqueueMany(Array.from({ length: jobs }, (_, i) => ({ queue: 'global', payload: { ms: 20 + (i % 7) * 10 } })));
       await fleet.start(4);
+      const sampler = sampleRunning(s.db, 'global');
       // Two processes die holding jobs: their rows stay `processing` (slots taken) until the sweeper puts them back.
       for (let round = 0; round < 2; round++) {
         await waitFor('jobs running', async () => (await completed(s.db, 'global')()) >= 30 * (round + 1), 60_000);
@@ -71,13 +72,15 @@ describe('limits across OS processes', () => {
         await fleet.startOne();
       }
       await waitFor(`all ${jobs} jobs completed`, async () => (await completed(s.db, 'global')()) === jobs, 90_000, 100);
+      const mostProcessing = await sampler.stop();
 
       const overlap = (await maxOverlap(s.db, 'global')).get('global');
       const { rows: [runs] } = await s.db.query<{ total: number; killed: number; workers: number }>(
         `SELECT count(*)::int AS total, count(*) FILTER (WHERE ended_at IS NULL)::int AS killed, count(DISTINCT worker)::int AS workers FROM limit_runs`,
       );
-      console.log(`globalConcurrency 3: ${runs.total} runs on ${runs.workers} processes (${runs.killed} cut by SIGKILL), most at once: ${overlap}`);
+      console.log(`globalConcurrency 3: ${runs.total} runs on ${runs.workers} processes (${runs.killed} cut by SIGKILL), most at once: ${overlap} (most processing rows sampled: ${mostProcessing})`);
       expect(overlap).toBeLessThanOrEqual(3);
+      expect(mostProcessing).toBeLessThanOrEqual(3);
       expect(overlap).toBe(3); // the limit is used, not just respected
       expect(runs.killed).toBeGreaterThanOrEqual(2);
       expect(runs.workers).toBeGreaterThanOrEqual(4);
@@ -85,6 +88,48 @@ describe('limits across OS processes', () => {
       await tearDown(s, fleet);
     }
   }, 180_000);
+
+  it('globalConcurrency 3 through a freeze past the lease: the sweeper hands the slot on once, the late outcome frees nothing', async () => {
+    const s = await setUp('limfreeze');
+    const fleet = new LimitsFleet(build.script, s.url, {
+      leaseMs: 1_200,
+      heartbeatMs: 300,
+      maintenance: MAINTENANCE,
+      queues: { global: { concurrency: 3, globalConcurrency: 3 } },
+    });
+    try {
+      const jobs = 30;
+      await s.queue.enqueueMany(Array.from({ length: jobs }, () => ({ queue: 'global', payload: { ms: 400 } })));
+      await fleet.start(3);
+      const sampler = sampleRunning(s.db, 'global');
+      const held = await waitFor('a process holding a job', async () => {
+        const { rows } = await s.db.query<{ w: string; id: string }>(`SELECT locked_by AS w, id::text FROM background_jobs WHERE queue_name = 'global' AND status = 'processing'`);
+        const w = fleet.live.find((p) => rows.some((r) => r.w === p.workerId));
+        return w && { worker: w, ids: rows.filter((r) => r.w === w.workerId).map((r) => r.id) };
+      }, 20_000, 5);
+      fleet.freeze(held.worker);
+      // Its lease runs out, the sweeper puts its jobs back, and the other processes run them.
+      await waitFor('the frozen jobs run elsewhere', async () => {
+        const { rows } = await s.db.query(`SELECT 1 FROM limit_runs WHERE job_id = ANY($1::int8[]) AND worker <> $2`, [held.ids, held.worker.workerId]);
+        return rows.length === held.ids.length;
+      }, 30_000, 20);
+      fleet.resume(held.worker);
+      await waitFor(`all ${jobs} jobs completed`, async () => (await completed(s.db, 'global')()) === jobs, 60_000, 50);
+      const mostProcessing = await sampler.stop();
+      const { rows: [late] } = await s.db.query<{ reruns: number; completed_once: boolean }>(
+        `SELECT (SELECT count(*)::int FROM limit_runs WHERE job_id = ANY($1::int8[])) AS reruns,
+                (SELECT bool_and(status = 'completed' AND attempts = 2) FROM background_jobs WHERE id = ANY($1::int8[])) AS completed_once`,
+        [held.ids],
+      );
+      const overlap = (await maxOverlap(s.db, 'global')).get('global');
+      console.log(`freeze: ${held.ids.length} job(s) swept from the frozen process and run again; most processing rows sampled: ${mostProcessing}; most runs at once by the handlers' records, the frozen ones included until they noticed: ${overlap}`);
+      expect(mostProcessing).toBeLessThanOrEqual(3);
+      expect(late.reruns).toBe(held.ids.length * 2);
+      expect(late.completed_once).toBe(true); // the second attempt's outcome stands; the frozen one's was fenced out
+    } finally {
+      await tearDown(s, fleet);
+    }
+  }, 150_000);
 
   it('rateLimit 10 per 500 ms over 3 processes: no window of 500 ms holds more than 10 starts', async () => {
     const s = await setUp('limrate');

@@ -57,9 +57,21 @@ export class LimitsFleet {
     await db.query(`INSERT INTO limit_kills (worker, killed_at) VALUES ($1, clock_timestamp())`, [worker.workerId]);
   }
 
+  /** SIGSTOP: the process keeps its connections but runs nothing, not even its heartbeat. */
+  freeze(worker: LimitsWorker): void {
+    worker.child.kill('SIGSTOP');
+  }
+
+  resume(worker: LimitsWorker): void {
+    worker.child.kill('SIGCONT');
+  }
+
   async killAll(): Promise<void> {
     const all = this.live.splice(0);
-    for (const w of all) w.child.kill('SIGKILL');
+    for (const w of all) {
+      w.child.kill('SIGCONT'); // a stopped process keeps SIGKILL pending
+      w.child.kill('SIGKILL');
+    }
     await Promise.all(all.map((w) => w.exited));
   }
 }
@@ -69,6 +81,29 @@ export const LIMIT_TABLES = `
     id bigserial PRIMARY KEY, job_id int8 NOT NULL, queue text NOT NULL, attempt int NOT NULL, worker text NOT NULL, pid int NOT NULL,
     concurrency_key text, claimed_at timestamptz NOT NULL, started_at timestamptz NOT NULL, ended_at timestamptz);
   CREATE TABLE limit_kills (worker text PRIMARY KEY, killed_at timestamptz NOT NULL);`;
+
+/**
+ * Samples the number of `processing` rows of a queue every few milliseconds until stopped; resolves with the
+ * highest seen. The slots the limit counts, read from the database while the scenario runs.
+ */
+export function sampleRunning(db: pg.Pool, queue: string): { stop: () => Promise<number> } {
+  let stopped = false;
+  let most = 0;
+  const loop = (async () => {
+    while (!stopped) {
+      const { rows } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM background_jobs WHERE queue_name = $1 AND status = 'processing'`, [queue]);
+      most = Math.max(most, rows[0].n);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  })();
+  return {
+    stop: async () => {
+      stopped = true;
+      await loop;
+      return most;
+    },
+  };
+}
 
 /**
  * The most runs in progress at one instant, per group (a group: a queue, or a concurrency key). A run ends at
