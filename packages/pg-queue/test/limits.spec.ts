@@ -3,7 +3,8 @@ import type { INestApplicationContext } from '@nestjs/common';
 import pg from 'pg';
 import { JobStore, QueueService } from 'nestjs-pg-queue';
 import { createTestDatabase } from '@internal/pg-harness';
-import { SQL } from '../src/store/job.sql.js';
+import { LIMIT_LOCK_IDLE_MS, SQL, beginWithQueueLock } from '../src/store/job.sql.js';
+import { queueLockKey } from '../src/store/job.store.js';
 import { resolveHandlerOptions } from '../src/utils/resolve-options.js';
 import { sqlPool, startApp } from './support/test-app.js';
 
@@ -90,6 +91,22 @@ describe('limits: the claim of a limited queue', () => {
     } finally {
       await Promise.all(pools.map((p) => p.end()));
     }
+  });
+
+  it('a claimer frozen while it holds the queue lock stalls the queue for LIMIT_LOCK_IDLE_MS at most', async () => {
+    await queue.enqueueMany([{ queue: 'frozen-lock', payload: {} }]);
+    const frozen = new pg.Client({ connectionString: url });
+    frozen.on('error', () => undefined); // its session is ended by the server
+    await frozen.connect();
+    // The claim's first round trip, with the real key; then nothing, as from a process stopped right there.
+    await frozen.query(beginWithQueueLock(queueLockKey('frozen-lock')));
+    const t0 = Date.now();
+    const claimed = await store.claimLimitedJobs('frozen-lock', 1, 'w', 30_000, GLOBAL_3);
+    const waited = Date.now() - t0;
+    expect(claimed.jobs).toHaveLength(1);
+    expect(waited).toBeGreaterThanOrEqual(LIMIT_LOCK_IDLE_MS - 200);
+    expect(waited).toBeLessThan(LIMIT_LOCK_IDLE_MS + 3_000);
+    await frozen.end().catch(() => undefined);
   });
 
   it('a stale worker cannot free a slot twice: its late outcome after a sweep and a new claim is fenced out', async () => {

@@ -427,14 +427,20 @@ export const SQL = {
 } as const;
 
 /**
+ * A limited claim's transaction idle this long (its process frozen or stalled between two of its round trips)
+ * is ended by PostgreSQL, which releases the queue's lock: every other claimer of the queue waits on it.
+ */
+export const LIMIT_LOCK_IDLE_MS = 2_000;
+
+/**
  * Opens the transaction of a limited queue's claim and takes the queue's lock, in one round trip (a simple
- * query of two statements; the key is an integer, so it is inlined safely). The lock serialises the claimers
- * of one limited queue; transaction-scoped, so it also works through a transaction pooler; in the two-int4
- * key space, which never meets ADVISORY_LOCK's int8 keys.
+ * query of three statements; the key is an integer, so it is inlined safely). The lock serialises the
+ * claimers of one limited queue; transaction-scoped, so it also works through a transaction pooler; in the
+ * two-int4 key space, which never meets ADVISORY_LOCK's int8 keys.
  */
 export function beginWithQueueLock(queueKey: number): string {
   if (!Number.isInteger(queueKey)) throw new TypeError(`queue lock key must be an integer, got ${queueKey}`);
-  return `BEGIN; SELECT pg_advisory_xact_lock(${LIMIT_LOCK_SPACE}, ${queueKey})`;
+  return `BEGIN; SET LOCAL idle_in_transaction_session_timeout = ${LIMIT_LOCK_IDLE_MS}; SELECT pg_advisory_xact_lock(${LIMIT_LOCK_SPACE}, ${queueKey})`;
 }
 
 /**

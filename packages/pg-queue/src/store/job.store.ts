@@ -428,7 +428,7 @@ function toJobRecord(r: JobRow): JobRecord {
 }
 
 /** The second key of a limited queue's advisory lock: FNV-1a of its name, as an int4 (a collision only makes two queues take turns). */
-function queueLockKey(queue: string): number {
+export function queueLockKey(queue: string): number {
   let hash = 0x811c9dc5;
   for (let i = 0; i < queue.length; i++) hash = Math.imul(hash ^ queue.charCodeAt(i), 0x01000193);
   return hash | 0;
