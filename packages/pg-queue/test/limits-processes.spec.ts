@@ -67,7 +67,7 @@ describe('limits across OS processes', () => {
         const victim = await waitFor('a process holding a job', async () => {
           const { rows } = await s.db.query<{ w: string }>(`SELECT locked_by AS w FROM background_jobs WHERE queue_name = 'global' AND status = 'processing'`);
           return fleet.live.find((w) => rows.some((r) => r.w === w.workerId));
-        }, 20_000, 5);
+        }, 60_000, 5);
         await fleet.kill(victim, s.db);
         await fleet.startOne();
       }
@@ -106,13 +106,13 @@ describe('limits across OS processes', () => {
         const { rows } = await s.db.query<{ w: string; id: string }>(`SELECT locked_by AS w, id::text FROM background_jobs WHERE queue_name = 'global' AND status = 'processing'`);
         const w = fleet.live.find((p) => rows.some((r) => r.w === p.workerId));
         return w && { worker: w, ids: rows.filter((r) => r.w === w.workerId).map((r) => r.id) };
-      }, 20_000, 5);
+      }, 60_000, 5);
       fleet.freeze(held.worker);
       // Its lease runs out, the sweeper puts its jobs back, and the other processes run them.
       await waitFor('the frozen jobs run elsewhere', async () => {
         const { rows } = await s.db.query(`SELECT 1 FROM limit_runs WHERE job_id = ANY($1::int8[]) AND worker <> $2`, [held.ids, held.worker.workerId]);
         return rows.length === held.ids.length;
-      }, 30_000, 20);
+      }, 60_000, 20);
       fleet.resume(held.worker);
       await waitFor(`all ${jobs} jobs completed`, async () => (await completed(s.db, 'global')()) === jobs, 60_000, 50);
       const mostProcessing = await sampler.stop();
