@@ -142,7 +142,7 @@ export const SQL = {
     WHERE (SELECT count(*) FROM claimed) < $2`,
 
   // The claim of a queue with limits (globalConcurrency, rateLimit), run by JobStore.claimLimitedJobs inside a
-  // transaction that first took the queue's advisory lock (limitLock), so that claimers of the queue take turns
+  // transaction that first took the queue's advisory lock (beginWithQueueLock), so that claimers of the queue take turns
   // and each one's snapshot, taken after the lock, sees every claim before it. A slot is a row of the queue in
   // `processing` claimed by this statement (limited, counted through background_jobs_limited_idx): completion,
   // failure, sweep and cancel free it by changing the row's status, so a fenced-out (stale) settle frees
