@@ -12,6 +12,8 @@ export interface Profile {
   backlog: { sizes: number[]; claims: number; concurrency: number };
   steady: { jobs: number; wave: number; chunk: number; concurrency: number; idleWindowMs: number };
   scaleOut: { processes: number[]; jobs: number; concurrency: number };
+  /** nestjs-pg-queue's limits across instances: `processes` workers at `concurrency`, no prefetch; per-key jobs over `keys` keys. */
+  limits: { jobs: number; processes: number; concurrency: number; global: number[]; keys: number };
 }
 
 export const PROFILES: Record<Profile['name'], Profile> = {
@@ -24,6 +26,7 @@ export const PROFILES: Record<Profile['name'], Profile> = {
     backlog: { sizes: [10_000], claims: 2_000, concurrency: 50 },
     steady: { jobs: 10_000, wave: 5_000, chunk: 1_000, concurrency: 50, idleWindowMs: 5_000 },
     scaleOut: { processes: [1, 2], jobs: 5_000, concurrency: 10 },
+    limits: { jobs: 5_000, processes: 2, concurrency: 10, global: [20, 5], keys: 1_000 },
   },
   default: {
     name: 'default',
@@ -34,6 +37,7 @@ export const PROFILES: Record<Profile['name'], Profile> = {
     backlog: { sizes: [10_000, 100_000], claims: 5_000, concurrency: 50 },
     steady: { jobs: 50_000, wave: 10_000, chunk: 1_000, concurrency: 50, idleWindowMs: 10_000 },
     scaleOut: { processes: [1, 2, 4], jobs: 10_000, concurrency: 10 },
+    limits: { jobs: 10_000, processes: 2, concurrency: 10, global: [20, 5], keys: 1_000 },
   },
   full: {
     name: 'full',
@@ -44,10 +48,11 @@ export const PROFILES: Record<Profile['name'], Profile> = {
     backlog: { sizes: [10_000, 100_000, 1_000_000], claims: 5_000, concurrency: 50 },
     steady: { jobs: 1_000_000, wave: 10_000, chunk: 1_000, concurrency: 50, idleWindowMs: 30_000 },
     scaleOut: { processes: [1, 2, 4], jobs: 20_000, concurrency: 10 },
+    limits: { jobs: 20_000, processes: 2, concurrency: 10, global: [20, 5], keys: 1_000 },
   },
 };
 
-export const SCENARIOS = ['enqueue', 'process', 'latency', 'backlog', 'steady', 'scaleout'] as const;
+export const SCENARIOS = ['enqueue', 'process', 'latency', 'backlog', 'steady', 'scaleout', 'limits'] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 
 /** Pool size for a worker of this concurrency, the same for every system (graphile-worker's advice). */

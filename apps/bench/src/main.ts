@@ -26,6 +26,7 @@ import { backlogScenario } from './scenarios/backlog.js';
 import type { Figures, ScenarioContext } from './scenarios/context.js';
 import { enqueueScenario } from './scenarios/enqueue.js';
 import { latencyScenario } from './scenarios/latency.js';
+import { limitsScenario, limitsVariants } from './scenarios/limits.js';
 import { processScenario } from './scenarios/process.js';
 import { scaleOutScenario } from './scenarios/scale-out.js';
 import { steadyStateScenario } from './scenarios/steady-state.js';
@@ -66,6 +67,9 @@ function steps(options: BenchOptions): Step[] {
         break;
       case 'scaleout':
         for (const n of p.scaleOut.processes) out.push({ scenario, label: `scale-out x${n}`, run: (ctx, s) => scaleOutScenario(ctx, s, n) });
+        break;
+      case 'limits':
+        for (const v of limitsVariants(p)) out.push({ scenario, label: v.metric, run: (ctx, s) => limitsScenario(ctx, s, v) });
         break;
     }
   }

@@ -14,7 +14,7 @@ export type {
   ScheduleSpec,
 } from './interfaces/recurring-job.interface.js';
 export type { Job, JobRecord, JobStatus, QueueCounts, QueueStats } from './interfaces/job.interface.js';
-export type { JobHandlerOptions, BackoffFunction, ExponentialBackoff } from './interfaces/job-handler-options.interface.js';
+export type { JobHandlerOptions, BackoffFunction, ExponentialBackoff, RateLimit } from './interfaces/job-handler-options.interface.js';
 export type {
   PgQueueModuleOptions,
   PgQueueModuleExtras,
@@ -23,7 +23,7 @@ export type {
   PgQueueRecurringOptions,
 } from './interfaces/pg-queue-options.interface.js';
 export { PgQueueError, JobTimeoutError, JobAbortedError, JobSnoozedError } from './errors/pg-queue.error.js';
-export { PG_QUEUE_MIGRATIONS, CreateBackgroundJobs1764460000000, CreateBackgroundQueues1764470000000, DelayedJobsIndex1764480000000, InFlightIndexByJob1764490000000, FenceToken1764520000000, FinishedJobsIndex1764530000000, UniqueJobs1764540000000, CreateBackgroundSchedules1764550000000 } from './migrations/index.js';
+export { PG_QUEUE_MIGRATIONS, CreateBackgroundJobs1764460000000, CreateBackgroundQueues1764470000000, DelayedJobsIndex1764480000000, InFlightIndexByJob1764490000000, FenceToken1764520000000, FinishedJobsIndex1764530000000, UniqueJobs1764540000000, CreateBackgroundSchedules1764550000000, Limits1764560000000 } from './migrations/index.js';
 export { BackgroundJobEntity } from './store/background-job.entity.js';
 export { exponentialBackoff } from './utils/backoff.js';
 export { MODULE_OPTIONS_TOKEN as PG_QUEUE_OPTIONS } from './pg-queue.module-definition.js';

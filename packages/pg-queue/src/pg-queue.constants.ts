@@ -14,6 +14,9 @@ export const ADVISORY_LOCK = {
   prune: 7_263_514_003,
 } as const;
 
+/** First key of pg_advisory_xact_lock(int4, int4) for a limited queue's claim; the second is a hash of the queue name. */
+export const LIMIT_LOCK_SPACE = 72_635_140;
+
 /** Queue names reach SQL only as parameters; the pattern keeps them readable in logs and NOTIFY payloads. */
 export const QUEUE_NAME_PATTERN = /^[A-Za-z0-9_.:-]{1,128}$/;
 

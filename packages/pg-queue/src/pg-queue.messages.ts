@@ -12,6 +12,9 @@ export const INVALID_QUEUE_NAME = (queue: unknown) =>
 export const INVALID_OPTION = (where: string, name: string, value: unknown, expected: string) =>
   `Invalid ${where} option ${name}=${describe(value)}: expected ${expected}.`;
 
+export const LIMIT_WITH_PREFETCH = (where: string) =>
+  `${where} sets prefetch with a limit across instances (globalConcurrency, rateLimit, concurrencyPerKey): a prefetched job would hold a slot, or use up a start, while it waits in this process. Set prefetch to 0.`;
+
 export const NO_DATA_SOURCE = () =>
   'PgQueueModule needs a database: pass `dataSource` (a TypeORM DataSource), `connection` (a URL or PostgreSQL connection options), or import TypeOrmModule.forRoot() (optionally naming it with `dataSourceName`).';
 

@@ -28,6 +28,8 @@ export interface EnqueueOptions extends UniqueOptions {
   priority?: number;
   /** Default: the module options' `queues[queue].maxAttempts`, else the queue's @JobHandler maxAttempts, else 5. */
   maxAttempts?: number;
+  /** The key the queue's `concurrencyPerKey` limit counts this job under (a tenant, an account). Default: none. */
+  concurrencyKey?: string;
 }
 
 export interface JobSpec<TPayload = unknown> extends Omit<EnqueueOptions, 'manager'> {
@@ -204,7 +206,7 @@ export class QueueService {
   }
 
   private toRow(spec: JobSpec): NewJobRow {
-    const { queue, payload, runAt, delayMs, priority, maxAttempts } = spec;
+    const { queue, payload, runAt, delayMs, priority, maxAttempts, concurrencyKey } = spec;
     assertQueueName(queue);
     const where = `enqueue("${queue}")`;
     if (runAt !== undefined && (!(runAt instanceof Date) || Number.isNaN(runAt.getTime()))) {
@@ -219,6 +221,9 @@ export class QueueService {
     if (maxAttempts !== undefined && (!Number.isInteger(maxAttempts) || maxAttempts < 1 || maxAttempts > 1_000)) {
       throw new PgQueueError(INVALID_OPTION(where, 'maxAttempts', maxAttempts, 'an integer from 1 to 1000'));
     }
+    if (concurrencyKey !== undefined && (typeof concurrencyKey !== 'string' || concurrencyKey.length === 0 || concurrencyKey.length > 512 || concurrencyKey.includes('\0'))) {
+      throw new PgQueueError(INVALID_OPTION(where, 'concurrencyKey', concurrencyKey, 'a non-empty string of at most 512 characters, without NUL'));
+    }
     const row: NewJobRow = {
       queue,
       payloadJson: serializePayload(queue, payload, this.options.maxPayloadBytes),
@@ -227,6 +232,7 @@ export class QueueService {
       maxAttempts: maxAttempts ?? this.options.queues[queue]?.maxAttempts ?? this.registry.get(queue)?.options.maxAttempts ?? 5,
       runAt: runAt ?? null,
       delayMs: delayMs ?? 0,
+      concurrencyKey: concurrencyKey ?? null,
     };
     // Only a job with unique options pays for them: a plain enqueue builds the same row as before.
     if (spec.uniqueKey !== undefined || spec.onConflict !== undefined || spec.uniqueForMs !== undefined) Object.assign(row, uniqueFields(where, spec));

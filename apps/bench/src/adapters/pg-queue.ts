@@ -37,12 +37,21 @@ class BenchAppModule {
           // prefetch: up to IN_HAND jobs claimed ahead of free slots, in claims of up to IN_HAND (the library's
           // option for many short jobs, as graphile-worker's localQueue is for it; the same 500 as its
           // localQueue here). Leases of prefetched jobs are held and renewed like running ones.
-          queues: { [QUEUE]: { concurrency: options.concurrency, prefetch: Math.max(0, IN_HAND - options.concurrency), batchSize: IN_HAND } },
+          queues: { [QUEUE]: options.limits ? limitedQueue(options) : { concurrency: options.concurrency, prefetch: Math.max(0, IN_HAND - options.concurrency), batchSize: IN_HAND } },
         }),
       ],
       providers: [BenchHandler],
     };
   }
+}
+
+/**
+ * The limits scenario: no prefetch (limits refuse it: a prefetched job would hold a slot), claims of one
+ * turn of slots, and the limits asked for; `limits: {}` is the same sizing without limits, the reference.
+ */
+function limitedQueue(options: AdapterOptions) {
+  const { globalConcurrency, concurrencyPerKey } = options.limits!;
+  return { concurrency: options.concurrency, batchSize: options.concurrency, globalConcurrency, concurrencyPerKey };
 }
 
 /** nestjs-pg-queue through a real Nest application context, enqueueing through QueueService. */
@@ -51,6 +60,14 @@ export const pgQueueAdapter: Adapter = {
     report = options.onJob;
     const app = await NestFactory.createApplicationContext(BenchAppModule.forRoot(options), { logger: ['error', 'warn'] });
     const queue = app.get(QueueService);
+    const keys = options.limits?.keys;
+    if (keys) {
+      return {
+        enqueue: async (payload) => void (await queue.enqueue(QUEUE, payload, { concurrencyKey: `k${payload.i % keys}` })),
+        enqueueMany: async (payloads) => void (await queue.enqueueMany(payloads.map((payload) => ({ queue: QUEUE, payload, concurrencyKey: `k${payload.i % keys}` })))),
+        stop: () => app.close(),
+      };
+    }
     return {
       enqueue: async (payload) => void (await queue.enqueue(QUEUE, payload)),
       enqueueMany: async (payloads) => void (await queue.enqueueMany(payloads.map((payload) => ({ queue: QUEUE, payload })))),

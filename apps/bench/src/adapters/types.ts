@@ -29,6 +29,15 @@ export interface AdapterOptions {
   poolSize: number;
   /** Called at the start of every handler call, before anything else. */
   onJob: (payload: BenchPayload) => void;
+  /** The limits scenario (nestjs-pg-queue only): limits across instances, and jobs spread over `keys` concurrency keys. */
+  limits?: BenchLimits;
+}
+
+export interface BenchLimits {
+  globalConcurrency?: number;
+  concurrencyPerKey?: number;
+  /** Enqueue job i with concurrencyKey `k${i % keys}`. */
+  keys?: number;
 }
 
 export interface RunningSystem {

@@ -1,8 +1,8 @@
-import type { SystemId } from '../adapters/types.js';
+import type { BenchLimits, SystemId } from '../adapters/types.js';
 
 /** Parent -> child commands; each gets exactly one reply with the same id. */
 export type Command =
-  | { cmd: 'start'; system: SystemId; url: string; role: 'worker' | 'producer'; concurrency: number; poolSize: number; marks?: number[] }
+  | { cmd: 'start'; system: SystemId; url: string; role: 'worker' | 'producer'; concurrency: number; poolSize: number; marks?: number[]; limits?: BenchLimits }
   /** n jobs, one call at a time. */
   | { cmd: 'enqueue-sequential'; n: number }
   /** n jobs split over `callers` concurrent loops of one-at-a-time calls. */

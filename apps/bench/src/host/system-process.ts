@@ -1,7 +1,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
-import { BASELINE_ID, type SystemId } from '../adapters/types.js';
+import { BASELINE_ID, type BenchLimits, type SystemId } from '../adapters/types.js';
 import type { Command, Envelope, FeedResult, HostStats, Reply, TimedResult } from './protocol.js';
 
 const HOST = fileURLToPath(new URL('./worker-host.js', import.meta.url));
@@ -27,6 +27,7 @@ export interface StartOptions {
   concurrency: number;
   poolSize: number;
   marks?: number[];
+  limits?: BenchLimits;
 }
 
 /** The parent's handle on one child process hosting one system. */

@@ -39,6 +39,11 @@ export function metricCatalog(profile: Profile): MetricDef[] {
     { id: 'steady.idleStatementsPerSec', label: 'statements/s while idle', unit: '1/s', better: 'lower', digits: 2, chart: true },
   );
   for (const p of profile.scaleOut.processes) defs.push(rate(`scaleout.p${p}`, `scale-out, ${p} process${p > 1 ? 'es' : ''} x c${profile.scaleOut.concurrency}`));
+  const l = profile.limits;
+  const where = `${sizeLabel(l.jobs)}, ${l.processes} processes x c${l.concurrency}, no prefetch`;
+  defs.push(rate('limits.none', `limits: none (reference), ${where}`));
+  for (const n of l.global) defs.push(rate(`limits.global${n}`, `limits: globalConcurrency ${n}, ${where}`));
+  defs.push(rate(`limits.perKey1x${l.keys}`, `limits: concurrencyPerKey 1, ${l.keys.toLocaleString('en-US')} keys, ${where}`));
   return defs;
 }
 

@@ -31,6 +31,24 @@ export interface JobHandlerOptions {
   prefetch?: number;
   /** Jobs claimed per round trip. Default: concurrency + prefetch, at most 100. */
   batchSize?: number;
+  /**
+   * Jobs of this queue running at once in all processes together (`concurrency` still caps each process).
+   * Enforced by the claim, under a per-queue advisory lock. Default: no limit. See README, "Limits".
+   */
+  globalConcurrency?: number;
+  /** Jobs of this queue started (claimed) per sliding window of `intervalMs`, in all processes together. Default: no limit. */
+  rateLimit?: RateLimit;
+  /**
+   * Jobs of one concurrency key (`enqueue(..., { concurrencyKey })`) running at once in all processes
+   * together; 1 runs each key's jobs one at a time, in run_at order. Keys take turns. Default: no limit.
+   */
+  concurrencyPerKey?: number;
+}
+
+export interface RateLimit {
+  /** Starts allowed in any window of intervalMs. */
+  max: number;
+  intervalMs: number;
 }
 
 /** Options after defaults, as the worker uses them. */
@@ -41,4 +59,7 @@ export interface ResolvedHandlerOptions {
   timeoutMs: number | undefined;
   prefetch: number;
   batchSize: number;
+  globalConcurrency: number | undefined;
+  rateLimit: RateLimit | undefined;
+  concurrencyPerKey: number | undefined;
 }

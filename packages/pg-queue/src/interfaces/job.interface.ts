@@ -35,6 +35,8 @@ export interface JobRecord<TPayload = unknown> {
   finishedAt: Date | null;
   /** The job's unique key while it holds one without a window (README: Unique jobs), else null. */
   uniqueKey: string | null;
+  /** The key the queue's concurrencyPerKey limit counts the job under, if enqueued with one. */
+  concurrencyKey: string | null;
 }
 
 /** Job counts of one queue by status. */

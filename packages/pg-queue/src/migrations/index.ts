@@ -6,6 +6,7 @@ import { FenceToken1764520000000 } from './1764520000000-fence-token.js';
 import { FinishedJobsIndex1764530000000 } from './1764530000000-finished-jobs-index.js';
 import { UniqueJobs1764540000000 } from './1764540000000-unique-jobs.js';
 import { CreateBackgroundSchedules1764550000000 } from './1764550000000-create-background-schedules.js';
+import { Limits1764560000000 } from './1764560000000-limits.js';
 
 /** The queue's schema migrations, in order: add them to your own DataSource's `migrations`, or let the module run them. */
 export const PG_QUEUE_MIGRATIONS = [
@@ -17,6 +18,7 @@ export const PG_QUEUE_MIGRATIONS = [
   FinishedJobsIndex1764530000000,
   UniqueJobs1764540000000,
   CreateBackgroundSchedules1764550000000,
+  Limits1764560000000,
 ];
 
 export {
@@ -28,4 +30,5 @@ export {
   FinishedJobsIndex1764530000000,
   UniqueJobs1764540000000,
   CreateBackgroundSchedules1764550000000,
+  Limits1764560000000,
 };

@@ -146,6 +146,7 @@ export class RecurringScheduler implements OnApplicationBootstrap, BeforeApplica
       // The fire time: job.runAt tells which fire this is on the first attempt; a missed fire is due at once.
       runAt: new Date(fireMs),
       delayMs: 0,
+      concurrencyKey: null,
     };
   }
 

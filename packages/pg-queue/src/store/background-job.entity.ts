@@ -60,4 +60,7 @@ export class BackgroundJobEntity {
   /** Set for a job enqueued with a uniqueKey (and no window); it holds the key while queued or running. */
   @Column({ name: 'unique_key', type: 'text', nullable: true })
   uniqueKey!: string | null;
+
+  @Column({ name: 'concurrency_key', type: 'text', nullable: true })
+  concurrencyKey!: string | null;
 }

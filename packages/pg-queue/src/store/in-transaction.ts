@@ -5,13 +5,14 @@ import type { Pool, PoolClient } from 'pg';
  * meanwhile, is discarded. A checked-out client has no pool listener: a connection killed between two
  * statements would emit an unhandled 'error' (and crash the host), so one is attached while it is out.
  */
-export async function inTransaction<T>(pool: Pool, work: (client: PoolClient) => Promise<T>): Promise<T> {
+/** `begin` opens the transaction (a limited claim also takes its queue's lock there, in the same round trip). */
+export async function inTransaction<T>(pool: Pool, work: (client: PoolClient) => Promise<T>, begin = 'BEGIN'): Promise<T> {
   const client = await pool.connect();
   let broken: Error | undefined;
   const onError = (error: Error) => (broken = error);
   client.on('error', onError);
   try {
-    await client.query('BEGIN');
+    await client.query(begin);
     try {
       const result = await work(client);
       await client.query('COMMIT');

@@ -1,7 +1,7 @@
 // Every SQL statement of the queue, in one place. Named statements are prepared once per connection by
 // node-postgres and reused (except PLANNED_PER_CALL below); all times come from the database clock (now(),
 // clock_timestamp()).
-import { ADVISORY_LOCK, JOBS_CHANNEL } from '../pg-queue.constants.js';
+import { ADVISORY_LOCK, JOBS_CHANNEL, LIMIT_LOCK_SPACE } from '../pg-queue.constants.js';
 
 export const CANCEL_CHANNEL = 'pg_queue_cancel';
 
@@ -13,7 +13,7 @@ export const RETENTION_CAP_MS = 157_788_000_000_000;
 // Jobs with a unique key (and any plain jobs enqueued in the same enqueueMany call), one statement for any
 // number of rows; plain enqueues keep insertJob/insertJobs, so a job without a key pays nothing for this.
 // The caller folds rows of one key into one first (an ON CONFLICT cannot touch a row twice in a statement).
-// Per row ($7 key, $8 onConflict, $9 uniqueForMs):
+// Per row ($7 key, $8 onConflict, $9 uniqueForMs, $10 concurrency key):
 // - a live key (no window) is held by a queued or running job, through the partial unique index. The
 //   insert is ON CONFLICT DO NOTHING, which takes no lock on the holder: a DO UPDATE (even a no-op, even
 //   with a false WHERE) would lock it until the caller's transaction ends, and a long transaction would then
@@ -32,8 +32,9 @@ export const RETENTION_CAP_MS = 157_788_000_000_000;
 const INSERT_KEYED_JOBS = `
     WITH input AS (
       SELECT * FROM ROWS FROM (unnest($1::text[]), jsonb_array_elements($2::jsonb), unnest($3::int[]), unnest($4::int[]),
-                               unnest($5::timestamptz[]), unnest($6::int8[]), unnest($7::text[]), unnest($8::text[]), unnest($9::int8[]))
-        WITH ORDINALITY AS t(q, p, pr, ma, ra, d, k, mode, w, ord)
+                               unnest($5::timestamptz[]), unnest($6::int8[]), unnest($7::text[]), unnest($8::text[]), unnest($9::int8[]),
+                               unnest($10::text[]))
+        WITH ORDINALITY AS t(q, p, pr, ma, ra, d, k, mode, w, ck, ord)
     ), seq AS (
       SELECT pg_get_serial_sequence('background_jobs', 'id')::regclass AS s
     ), ids AS MATERIALIZED (
@@ -53,8 +54,8 @@ const INSERT_KEYED_JOBS = `
           job_id = CASE WHEN h.held_until <= now() THEN EXCLUDED.job_id ELSE h.job_id END
       RETURNING h.queue_name, h.unique_key, h.job_id
     ), inserted AS (
-      INSERT INTO background_jobs (id, queue_name, payload, priority, max_attempts, run_at, unique_key)
-      SELECT n.id, i.q, i.p, i.pr, i.ma, coalesce(i.ra, now() + i.d ${MS}), CASE WHEN i.w IS NULL THEN i.k END
+      INSERT INTO background_jobs (id, queue_name, payload, priority, max_attempts, run_at, unique_key, concurrency_key)
+      SELECT n.id, i.q, i.p, i.pr, i.ma, coalesce(i.ra, now() + i.d ${MS}), CASE WHEN i.w IS NULL THEN i.k END, i.ck
       FROM input AS i JOIN ids AS n ON n.ord = i.ord
       WHERE NOT EXISTS (SELECT 1 FROM replaced AS r WHERE r.ord = i.ord)
         AND (i.w IS NULL OR EXISTS (SELECT 1 FROM windows AS x WHERE x.job_id = n.id))
@@ -79,29 +80,86 @@ const INSERT_KEYED_JOBS = `
     ) AS live ON true
     ORDER BY i.ord`;
 
+/**
+ * The claim of a queue with limits, in two variants that differ only in how they pick candidates (see
+ * claimLimitedJobs and claimKeyedJobs in SQL).
+ */
+function limitedClaim(candidates: string, limited: string, keysBusy: string, keyCursor: string): string {
+  return `
+    WITH RECURSIVE running AS (
+      SELECT count(*)::int AS n FROM background_jobs WHERE queue_name = $1 AND status = 'processing' AND limited
+    ), recent AS (
+      SELECT coalesce(sum(n), 0)::int AS n, min(started_at) AS oldest FROM background_queue_starts
+      WHERE queue_name = $1 AND started_at > statement_timestamp() - $7::int8 ${MS}
+    ), allowance AS (
+      SELECT greatest(0, least($2::int, coalesce($5::int - r.n, $2::int), coalesce($6::int - w.n, $2::int))) AS n
+      FROM running AS r, recent AS w
+${candidates}    ), claimed AS (
+      UPDATE background_jobs AS j
+      SET status = 'processing', attempts = j.attempts + 1, fence_token = j.fence_token + 1, locked_by = $3,
+          locked_at = statement_timestamp(), lease_expires_at = now() + $4::int ${MS}, updated_at = now(),
+          limited = ${limited}
+      WHERE j.id = ANY(ARRAY(SELECT id FROM candidates)) AND j.status = 'queued'
+      RETURNING j.id, j.payload, j.attempts, j.fence_token, j.max_attempts, j.priority,
+        (extract(epoch FROM j.run_at) * 1000)::float8 AS run_at_ms, (extract(epoch FROM j.created_at) * 1000)::float8 AS created_at_ms, j.concurrency_key
+    ), logged AS (
+      INSERT INTO background_queue_starts (queue_name, started_at, n)
+      SELECT $1, statement_timestamp(), count(*) FROM claimed HAVING $6::int IS NOT NULL AND count(*) > 0
+    ), forgotten AS (
+      DELETE FROM background_queue_starts WHERE queue_name = $1 AND started_at <= statement_timestamp() - $7::int8 ${MS}
+    ), outcome AS (
+      SELECT (SELECT count(*)::int FROM claimed) AS claimed, a.n AS allowed, r.n AS running, w.n AS started, w.oldest
+      FROM allowance AS a, running AS r, recent AS w
+    )
+    SELECT id, payload, attempts, fence_token, max_attempts, priority, run_at_ms, created_at_ms, ${keyCursor} AS key_cursor,
+      NULL::float8 AS next_due_ms, NULL::float8 AS rate_wait_ms, NULL::boolean AS at_capacity FROM claimed
+    UNION ALL
+    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ${keyCursor},
+      CASE WHEN o.claimed < o.allowed THEN
+        (SELECT greatest(0, extract(epoch FROM run_at - clock_timestamp()) * 1000)::float8
+         FROM background_jobs WHERE queue_name = $1 AND status = 'queued' AND run_at > created_at AND run_at > now()
+         ORDER BY run_at LIMIT 1)
+      END,
+      CASE WHEN o.claimed = o.allowed AND o.started + o.claimed >= $6::int THEN
+        greatest(1, extract(epoch FROM coalesce(o.oldest, statement_timestamp()) + $7::int8 ${MS} - clock_timestamp()) * 1000)::float8
+      END,
+      -- only while jobs wait: a full queue with nothing queued sleeps until NOTIFY like any other
+      ((o.claimed = o.allowed AND o.running + o.claimed >= $5::int)${keysBusy})
+        -- in the claim index's order: a bare EXISTS was planned as a sequential scan (many queued rows expected)
+        AND (SELECT priority FROM background_jobs WHERE queue_name = $1 AND status = 'queued' ORDER BY priority DESC LIMIT 1) IS NOT NULL
+    FROM outcome AS o
+    WHERE o.claimed < $2`;
+}
+
+/**
+ * The key a keyed claim's next turn starts after: the last key it claimed from, in turn order (the greatest
+ * after the cursor, else the greatest up to it), compared by PostgreSQL, in the index's collation.
+ */
+const KEY_CURSOR = `coalesce((SELECT coalesce(max(concurrency_key) FILTER (WHERE concurrency_key > $9), max(concurrency_key)) FROM claimed), $9)`;
+
 export const SQL = {
   insertJob: `
-    INSERT INTO background_jobs (queue_name, payload, priority, max_attempts, run_at)
-    VALUES ($1, $2::jsonb, $3, $4, coalesce($5::timestamptz, now() + $6::int8 ${MS}))
+    INSERT INTO background_jobs (queue_name, payload, priority, max_attempts, run_at, concurrency_key)
+    VALUES ($1, $2::jsonb, $3, $4, coalesce($5::timestamptz, now() + $6::int8 ${MS}), $7::text)
     RETURNING id`,
 
   // One statement for any number of jobs: arrays in, one round trip and one NOTIFY per queue. The payloads
   // travel as one JSON array ($2), not a jsonb[] literal: no array escaping of every payload in Node and no
   // array parsing in PostgreSQL (5-10% more rows/s for calls of 1,000). ROWS FROM zips the columns in order.
   insertJobs: `
-    INSERT INTO background_jobs (queue_name, payload, priority, max_attempts, run_at)
-    SELECT q, p, pr, ma, coalesce(ra, now() + d ${MS})
+    INSERT INTO background_jobs (queue_name, payload, priority, max_attempts, run_at, concurrency_key)
+    SELECT q, p, pr, ma, coalesce(ra, now() + d ${MS}), ck
     FROM ROWS FROM (unnest($1::text[]), jsonb_array_elements($2::jsonb), unnest($3::int[]), unnest($4::int[]),
-                    unnest($5::timestamptz[]), unnest($6::int8[])) WITH ORDINALITY
-      AS t(q, p, pr, ma, ra, d, ord)
+                    unnest($5::timestamptz[]), unnest($6::int8[]), unnest($7::text[])) WITH ORDINALITY
+      AS t(q, p, pr, ma, ra, d, ck, ord)
     ORDER BY ord
     RETURNING id`,
 
   // The common enqueueMany: every job to one queue with the same options. Scalars instead of five arrays of
   // copies: 20-40% more rows/s for calls of 1,000 (no array building in Node, no array parsing in PostgreSQL).
   insertUniformJobs: `
-    INSERT INTO background_jobs (queue_name, payload, priority, max_attempts, run_at)
-    SELECT $1, p, $3, $4, coalesce($5::timestamptz, now() + $6::int8 ${MS})
+    INSERT INTO background_jobs (queue_name, payload, priority, max_attempts, run_at, concurrency_key)
+    SELECT $1, p, $3, $4, coalesce($5::timestamptz, now() + $6::int8 ${MS}), $7::text
     FROM jsonb_array_elements($2::jsonb) WITH ORDINALITY AS t(p, ord)
     ORDER BY ord
     RETURNING id`,
@@ -152,6 +210,95 @@ export const SQL = {
        FROM background_jobs WHERE queue_name = $1 AND status = 'queued' AND run_at > created_at AND run_at > now()
        ORDER BY run_at LIMIT 1)
     WHERE (SELECT count(*) FROM claimed) < $2`,
+
+  // The claim of a queue with limits (globalConcurrency, rateLimit), run by JobStore.claimLimitedJobs inside a
+  // transaction that first took the queue's advisory lock (beginWithQueueLock), so that claimers of the queue take turns
+  // and each one's snapshot, taken after the lock, sees every claim before it. A slot is a row of the queue in
+  // `processing` claimed by this statement (limited, counted through background_jobs_limited_idx): completion,
+  // failure, sweep and cancel free it by changing the row's status, so a fenced-out (stale) settle frees
+  // nothing, and no counter can drift. Settles do not take the lock: they can only lower the count, so a
+  // claimer never sees fewer running jobs than there are. The rate limit is a sliding window of the claims
+  // that started jobs (background_queue_starts) over the last intervalMs, by statement_timestamp(): taken after
+  // the lock, so successive holders' times only grow. Parameters: $1 queue, $2 jobs wanted, $3 worker, $4
+  // lease ms, $5 globalConcurrency (NULL: none), $6 rateLimit.max (NULL: none), $7 rateLimit.intervalMs.
+  // The extra row (id NULL) of a short claim tells why it is short: next_due_ms as for claimJobs when due
+  // jobs ran out; rate_wait_ms (ms until the window frees a start) when the window is full; at_capacity when
+  // the queue runs globalConcurrency jobs while others are queued.
+  claimLimitedJobs: limitedClaim(`
+    ), priorities AS (
+      (SELECT priority FROM background_jobs WHERE queue_name = $1 AND status = 'queued' ORDER BY priority DESC LIMIT 1)
+      UNION ALL
+      SELECT (SELECT b.priority FROM background_jobs AS b
+              WHERE b.queue_name = $1 AND b.status = 'queued' AND b.priority < p.priority ORDER BY b.priority DESC LIMIT 1)
+      FROM priorities AS p WHERE p.priority IS NOT NULL
+    ), candidates AS (
+      SELECT c.id FROM priorities AS p CROSS JOIN LATERAL (
+        SELECT id FROM background_jobs AS j
+        WHERE j.queue_name = $1 AND j.status = 'queued' AND j.priority = p.priority AND j.run_at <= now()
+        ORDER BY j.run_at, j.id
+        LIMIT (SELECT n FROM allowance)
+        FOR UPDATE SKIP LOCKED
+      ) AS c
+      WHERE NOT EXISTS (SELECT 1 FROM background_queues WHERE queue_name = $1 AND paused)
+      LIMIT (SELECT n FROM allowance)
+`, 'CASE WHEN $5::int IS NOT NULL THEN true END', '', 'NULL::text'),
+
+  // The claim of a queue with concurrencyPerKey ($8; and $9, this worker's key cursor): claimLimitedJobs' locks,
+  // limits and answers, with candidates taken key by key in turn from the cursor (a round robin over the keys
+  // that have queued jobs, so one key's backlog cannot starve the others), each key giving its oldest due jobs
+  // up to its free slots (its running jobs are counted through background_jobs_limited_idx, under the same
+  // lock). The worker moves its cursor to the last key it claimed from. at_capacity is also set when the claim
+  // came back short while keyed jobs run: a key's slot frees when one of them ends.
+  claimKeyedJobs: limitedClaim(`
+    ), after AS (
+      -- The keys with queued jobs after the cursor ($9: the last key this worker claimed from, '' at first),
+      -- then from the first key up to the cursor: a loose scan of the keyed claim index, one probe per key,
+      -- read only as far as the candidates below need (the LIMIT stops it).
+      (SELECT concurrency_key AS k FROM background_jobs
+       WHERE queue_name = $1 AND status = 'queued' AND concurrency_key IS NOT NULL AND concurrency_key > $9 ORDER BY concurrency_key LIMIT 1)
+      UNION ALL
+      SELECT (SELECT b.concurrency_key FROM background_jobs AS b
+              WHERE b.queue_name = $1 AND b.status = 'queued' AND b.concurrency_key IS NOT NULL AND b.concurrency_key > a.k ORDER BY b.concurrency_key LIMIT 1)
+      FROM after AS a WHERE a.k IS NOT NULL
+    ), upto AS (
+      (SELECT concurrency_key AS k FROM background_jobs
+       WHERE queue_name = $1 AND status = 'queued' AND concurrency_key IS NOT NULL AND concurrency_key <= $9 ORDER BY concurrency_key LIMIT 1)
+      UNION ALL
+      SELECT (SELECT b.concurrency_key FROM background_jobs AS b
+              WHERE b.queue_name = $1 AND b.status = 'queued' AND b.concurrency_key IS NOT NULL AND b.concurrency_key > u.k AND b.concurrency_key <= $9
+              ORDER BY b.concurrency_key LIMIT 1)
+      FROM upto AS u WHERE u.k IS NOT NULL
+    ), turn AS (
+      SELECT k FROM after WHERE k IS NOT NULL
+      UNION ALL
+      SELECT k FROM upto WHERE k IS NOT NULL
+    ), keyed AS (
+      -- Each key in turn gives its oldest due jobs, as many as it has free slots ($8 less its running jobs).
+      SELECT c.id FROM turn AS t CROSS JOIN LATERAL (
+        SELECT id FROM background_jobs AS j
+        WHERE j.queue_name = $1 AND j.status = 'queued' AND j.concurrency_key = t.k AND j.run_at <= now()
+        ORDER BY j.run_at, j.id
+        LIMIT greatest(0, $8::int - (SELECT count(*) FROM background_jobs AS r
+                                     WHERE r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key = t.k))
+        FOR UPDATE SKIP LOCKED
+      ) AS c
+      LIMIT (SELECT n FROM allowance)
+    ), keyless AS (
+      -- Jobs without a key (enqueued by an instance that did not know the queue's options) are not limited per
+      -- key: taken from the first due entries of the plain claim index (a bounded read: a large keyed backlog
+      -- ahead of them delays them until it shrinks). Not locked here (that would lock the keyed rows read too):
+      -- the UPDATE checks their status again, and only this queue's lock holder claims them.
+      SELECT f.id FROM (
+        SELECT id, concurrency_key FROM background_jobs AS j
+        WHERE j.queue_name = $1 AND j.status = 'queued' AND j.run_at <= now()
+        ORDER BY j.priority DESC, j.run_at, j.id
+        LIMIT 200
+      ) AS f WHERE f.concurrency_key IS NULL
+    ), candidates AS (
+      SELECT id FROM (SELECT id FROM keyed UNION ALL SELECT id FROM keyless) AS c
+      WHERE NOT EXISTS (SELECT 1 FROM background_queues WHERE queue_name = $1 AND paused)
+      LIMIT (SELECT n FROM allowance)
+`, 'true', ` OR (o.claimed < o.allowed AND EXISTS (\n        SELECT 1 FROM background_jobs AS r WHERE r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key IS NOT NULL))`, KEY_CURSOR),
 
   // Outcomes are fenced: only the lease owner ($1) of the same claim (fence_token, which every claim
   // increments and nothing else touches) may settle a job in flight. A worker that lost its lease (frozen,
@@ -381,6 +528,23 @@ export const SQL = {
   migrationSessionTimeoutsOff: `SET statement_timeout = 0; SET lock_timeout = 0`,
   migrationSessionTimeoutsReset: `RESET statement_timeout; RESET lock_timeout`,
 } as const;
+
+/**
+ * A limited claim's transaction idle this long (its process frozen or stalled between two of its round trips)
+ * is ended by PostgreSQL, which releases the queue's lock: every other claimer of the queue waits on it.
+ */
+export const LIMIT_LOCK_IDLE_MS = 2_000;
+
+/**
+ * Opens the transaction of a limited queue's claim and takes the queue's lock, in one round trip (a simple
+ * query of three statements; the key is an integer, so it is inlined safely). The lock serialises the
+ * claimers of one limited queue; transaction-scoped, so it also works through a transaction pooler; in the
+ * two-int4 key space, which never meets ADVISORY_LOCK's int8 keys.
+ */
+export function beginWithQueueLock(queueKey: number): string {
+  if (!Number.isInteger(queueKey)) throw new TypeError(`queue lock key must be an integer, got ${queueKey}`);
+  return `BEGIN; SET LOCAL idle_in_transaction_session_timeout = ${LIMIT_LOCK_IDLE_MS}; SELECT pg_advisory_xact_lock(${LIMIT_LOCK_SPACE}, ${queueKey})`;
+}
 
 /**
  * Statements keyed by arrays are sent unnamed, so PostgreSQL plans each call with the real arrays. Prepared,

@@ -1,10 +1,10 @@
-import type { Pool, PoolClient, QueryResultRow } from 'pg';
+import type { Pool, PoolClient, QueryConfig, QueryResultRow } from 'pg';
 import type { EntityManager } from 'typeorm';
 import type { JobRecord, JobStatus, QueueStats } from '../interfaces/job.interface.js';
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import { POOL_EXHAUSTED, POOLER_REFUSED_PREPARED_STATEMENT, POOLER_REFUSED_STARTUP_PARAMETER, UNIQUE_HOLDER_UNSEEN, UNIQUE_KEY_RETRY_TAKEN } from '../pg-queue.messages.js';
 import { inTransaction } from './in-transaction.js';
-import { PLANNED_PER_CALL, SQL } from './job.sql.js';
+import { beginWithQueueLock, PLANNED_PER_CALL, SQL } from './job.sql.js';
 import { foldKeyedRows, unfoldOutcomes, type KeyedOutcome } from './unique-rows.js';
 
 /** stats() counts exactly up to this many jobs per queue and status, and estimates above it. */
@@ -30,6 +30,19 @@ export interface ClaimResult {
   jobs: ClaimedJob[];
   /** When the claim came back short: ms until the queue's next delayed job, or null if none is waiting. */
   nextDueMs: number | null;
+  /** A limited claim cut short by the queue's rate limit: ms until its window lets another job start. */
+  rateWaitMs?: number | null;
+  /** A limited claim cut short because the queue runs its globalConcurrency jobs (in all processes), or keyed jobs run. */
+  atCapacity?: boolean;
+  /** A keyed claim: the key cursor to pass to the next claim (the last key claimed from, in turn order). */
+  keyCursor?: string;
+}
+
+/** The limits a claim of a limited queue enforces across every instance. */
+export interface ClaimLimits {
+  globalConcurrency: number | undefined;
+  rateLimit: { max: number; intervalMs: number } | undefined;
+  concurrencyPerKey?: number | undefined;
 }
 
 export interface NewJobRow {
@@ -43,6 +56,7 @@ export interface NewJobRow {
   uniqueKey?: string | null;
   onConflict?: OnConflict;
   uniqueForMs?: number | null;
+  concurrencyKey: string | null;
 }
 
 /** What an enqueue with a unique key does when a job already holds the key (see README, Unique jobs). */
@@ -92,8 +106,12 @@ export class JobStore {
     this.named = !options.transactionPooler;
   }
 
+  private statement(name: keyof typeof SQL, values: unknown[]): QueryConfig {
+    return this.named && !PLANNED_PER_CALL.has(name) ? { name: `pgq_${name}`, text: SQL[name], values } : { text: SQL[name], values };
+  }
+
   private async run<R extends QueryResultRow>(name: keyof typeof SQL, values: unknown[]): Promise<R[]> {
-    const query = this.named && !PLANNED_PER_CALL.has(name) ? { name: `pgq_${name}`, text: SQL[name], values } : { text: SQL[name], values };
+    const query = this.statement(name, values);
     try {
       return (await this.pool.query<R>(query)).rows;
     } catch (error) {
@@ -110,7 +128,7 @@ export class JobStore {
   }
 
   async insertJob(row: NewJobRow, manager?: EntityManager): Promise<string> {
-    const values = [row.queue, row.payloadJson, row.priority, row.maxAttempts, row.runAt, row.delayMs];
+    const values = [row.queue, row.payloadJson, row.priority, row.maxAttempts, row.runAt, row.delayMs, row.concurrencyKey];
     const rows = manager ? await managerQuery(manager, SQL.insertJob, values) : await this.run<{ id: string }>('insertJob', values);
     return rows[0].id;
   }
@@ -164,26 +182,35 @@ export class JobStore {
   }
 
   async claimJobs(queue: string, limit: number, workerId: string, leaseMs: number): Promise<ClaimResult> {
-    const rows = await this.run<ClaimRow>('claimJobs', [queue, limit, workerId, leaseMs]);
-    const jobs: ClaimedJob[] = [];
-    let nextDueMs: number | null = null;
-    for (const r of rows) {
-      if (r.id === null) {
-        nextDueMs = r.next_due_ms;
-        continue;
-      }
-      jobs.push({
-        id: r.id,
-        payload: r.payload,
-        attempt: r.attempts,
-        token: r.fence_token,
-        maxAttempts: r.max_attempts,
-        priority: r.priority,
-        runAtMs: r.run_at_ms,
-        createdAtMs: r.created_at_ms,
-      });
+    return toClaimResult(await this.run<ClaimRow>('claimJobs', [queue, limit, workerId, leaseMs]));
+  }
+
+  /**
+   * The claim of a queue with limits: the queue's advisory lock, then the claim, in one transaction of three
+   * round trips: BEGIN and the lock (one message), the claim, COMMIT. The lock must come before the claim's
+   * snapshot, so it cannot share the claim's statement; it is held for the last two round trips.
+   */
+  async claimLimitedJobs(queue: string, limit: number, workerId: string, leaseMs: number, limits: ClaimLimits, keyCursor = ''): Promise<ClaimResult> {
+    const values: unknown[] = [queue, limit, workerId, leaseMs, limits.globalConcurrency ?? null, limits.rateLimit?.max ?? null, limits.rateLimit?.intervalMs ?? 0];
+    const keyed = limits.concurrencyPerKey !== undefined;
+    if (keyed) values.push(limits.concurrencyPerKey, keyCursor);
+    let rows: ClaimRow[];
+    try {
+      rows = await inTransaction(this.pool, 
+        async (client) => (await client.query<ClaimRow>(this.statement(keyed ? 'claimKeyedJobs' : 'claimLimitedJobs', values))).rows,
+        beginWithQueueLock(queueLockKey(queue)),
+      );
+    } catch (error) {
+      throw explainPoolerError(error);
     }
-    return { jobs, nextDueMs };
+    const result = toClaimResult(rows);
+    for (const r of rows) {
+      if (keyed) result.keyCursor = r.key_cursor ?? keyCursor;
+      if (r.id !== null) continue;
+      result.rateWaitMs = r.rate_wait_ms ?? null;
+      result.atCapacity = r.at_capacity === true;
+    }
+    return result;
   }
 
   /** Returns the ids fenced out (this worker no longer held them); every other job is completed. `deleteRows` deletes instead of keeping them. */
@@ -388,6 +415,7 @@ async function insertKeyedChunk(rows: NewJobRow[], query: KeyedQuery): Promise<K
       batch.map((r) => r.uniqueKey ?? null),
       batch.map((r) => r.onConflict ?? 'keep'),
       batch.map((r) => r.uniqueForMs ?? null),
+      batch.map((r) => r.concurrencyKey ?? null),
     ];
     const result = (await query(batch.length === 1 ? 'insertKeyedJob' : 'insertKeyedJobs', values)) as { ord: string; id: string | null; outcome: EnqueueOutcome | null }[];
     const next: number[] = [];
@@ -411,12 +439,13 @@ function insertJobsStatement(rows: NewJobRow[]): { statement: 'insertJobs' | 'in
       r.priority === first.priority &&
       r.maxAttempts === first.maxAttempts &&
       r.delayMs === first.delayMs &&
-      r.runAt?.getTime() === first.runAt?.getTime(),
+      r.runAt?.getTime() === first.runAt?.getTime() &&
+      r.concurrencyKey === first.concurrencyKey,
   );
-  if (uniform) return { statement: 'insertUniformJobs', values: [first.queue, payloads, first.priority, first.maxAttempts, first.runAt, first.delayMs] };
+  if (uniform) return { statement: 'insertUniformJobs', values: [first.queue, payloads, first.priority, first.maxAttempts, first.runAt, first.delayMs, first.concurrencyKey] };
   return {
     statement: 'insertJobs',
-    values: [rows.map((r) => r.queue), payloads, rows.map((r) => r.priority), rows.map((r) => r.maxAttempts), rows.map((r) => r.runAt), rows.map((r) => r.delayMs)],
+    values: [rows.map((r) => r.queue), payloads, rows.map((r) => r.priority), rows.map((r) => r.maxAttempts), rows.map((r) => r.runAt), rows.map((r) => r.delayMs), rows.map((r) => r.concurrencyKey)],
   };
 }
 
@@ -449,6 +478,9 @@ interface ClaimRow {
   run_at_ms: number;
   created_at_ms: number;
   next_due_ms: number | null;
+  rate_wait_ms?: number | null;
+  at_capacity?: boolean | null;
+  key_cursor?: string | null;
 }
 
 interface JobRow {
@@ -468,6 +500,7 @@ interface JobRow {
   updated_at: Date;
   finished_at: Date | null;
   unique_key: string | null;
+  concurrency_key: string | null;
 }
 
 function toJobRecord(r: JobRow): JobRecord {
@@ -488,5 +521,36 @@ function toJobRecord(r: JobRow): JobRecord {
     updatedAt: r.updated_at,
     finishedAt: r.finished_at,
     uniqueKey: r.unique_key,
+    concurrencyKey: r.concurrency_key,
   };
+}
+
+/** The second key of a limited queue's advisory lock: FNV-1a of its name, as an int4 (a collision only makes two queues take turns). */
+export function queueLockKey(queue: string): number {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < queue.length; i++) hash = Math.imul(hash ^ queue.charCodeAt(i), 0x01000193);
+  return hash | 0;
+}
+
+/** The claimed jobs, and the extra row (id NULL) of a short claim as nextDueMs. */
+function toClaimResult(rows: ClaimRow[]): ClaimResult {
+  const jobs: ClaimedJob[] = [];
+  let nextDueMs: number | null = null;
+  for (const r of rows) {
+    if (r.id === null) {
+      nextDueMs = r.next_due_ms;
+      continue;
+    }
+    jobs.push({
+      id: r.id,
+      payload: r.payload,
+      attempt: r.attempts,
+      token: r.fence_token,
+      maxAttempts: r.max_attempts,
+      priority: r.priority,
+      runAtMs: r.run_at_ms,
+      createdAtMs: r.created_at_ms,
+    });
+  }
+  return { jobs, nextDueMs };
 }

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import type { JobHandlerOptions, ResolvedHandlerOptions } from '../interfaces/job-handler-options.interface.js';
 import type { PgQueueModuleOptions } from '../interfaces/pg-queue-options.interface.js';
-import { INVALID_OPTION, INVALID_QUEUE_NAME, POOLER_WITHOUT_LISTENER_URL } from '../pg-queue.messages.js';
+import { INVALID_OPTION, INVALID_QUEUE_NAME, LIMIT_WITH_PREFETCH, POOLER_WITHOUT_LISTENER_URL } from '../pg-queue.messages.js';
 import { QUEUE_NAME_PATTERN } from '../pg-queue.constants.js';
 import { exponentialBackoff } from './backoff.js';
 
@@ -69,7 +69,7 @@ const KNOWN_RECURRING_KEYS = new Set(['enabled', 'pollIntervalMs', 'orphanAfterM
 const KNOWN_MAINTENANCE_KEYS = new Set([
   'enabled', 'sweepIntervalMs', 'pruneIntervalMs', 'completedRetentionMs', 'failedRetentionMs', 'pruneBatchSize',
 ]);
-const KNOWN_HANDLER_KEYS = new Set(['concurrency', 'maxAttempts', 'backoff', 'timeoutMs', 'prefetch', 'batchSize']);
+const KNOWN_HANDLER_KEYS = new Set(['concurrency', 'maxAttempts', 'backoff', 'timeoutMs', 'prefetch', 'batchSize', 'globalConcurrency', 'rateLimit', 'concurrencyPerKey']);
 
 function refuseUnknownKeys(where: string, value: object, known: Set<string>): void {
   for (const key of Object.keys(value)) {
@@ -153,7 +153,9 @@ export function resolveHandlerOptions(queue: string, options: JobHandlerOptions 
   if (backoff !== undefined && typeof backoff !== 'function' && (backoff === null || typeof backoff !== 'object')) {
     throw new PgQueueError(INVALID_OPTION(where, 'backoff', backoff, 'a function (attempt, error) => ms, or { baseMs, maxMs, jitter }'));
   }
+  const limits = resolveLimits(where, options, prefetch);
   return {
+    ...limits,
     concurrency,
     maxAttempts: int(where, 'maxAttempts', options.maxAttempts, 5, 1, 1_000),
     timeoutMs: options.timeoutMs === undefined ? undefined : int(where, 'timeoutMs', options.timeoutMs, 0, 1),
@@ -169,3 +171,28 @@ export function resolveHandlerOptions(queue: string, options: JobHandlerOptions 
           }),
   };
 }
+
+/** The limits across instances (README, "Limits"). */
+function resolveLimits(where: string, options: JobHandlerOptions, prefetch: number): Pick<ResolvedHandlerOptions, 'globalConcurrency' | 'rateLimit' | 'concurrencyPerKey'> {
+  const globalConcurrency = options.globalConcurrency === undefined ? undefined : int(where, 'globalConcurrency', options.globalConcurrency, 0, 1, 1_000_000);
+  const concurrencyPerKey = options.concurrencyPerKey === undefined ? undefined : int(where, 'concurrencyPerKey', options.concurrencyPerKey, 0, 1, 1_000_000);
+  const rate = options.rateLimit;
+  if (rate !== undefined && (rate === null || typeof rate !== 'object')) {
+    throw new PgQueueError(INVALID_OPTION(where, 'rateLimit', rate, '{ max, intervalMs }'));
+  }
+  if (rate !== undefined) refuseUnknownKeys(`${where} rateLimit`, rate, KNOWN_RATE_LIMIT_KEYS);
+  const rateLimit =
+    rate === undefined
+      ? undefined
+      : {
+          max: int(where, 'rateLimit.max', rate.max ?? null, 0, 1, 1_000_000),
+          intervalMs: int(where, 'rateLimit.intervalMs', rate.intervalMs ?? null, 0, 1, 86_400_000),
+        };
+  // A prefetched job holds a slot (and used a start) while it waits for a free one in this process.
+  if ((globalConcurrency !== undefined || rateLimit !== undefined || concurrencyPerKey !== undefined) && prefetch > 0) {
+    throw new PgQueueError(LIMIT_WITH_PREFETCH(where));
+  }
+  return { globalConcurrency, rateLimit, concurrencyPerKey };
+}
+
+const KNOWN_RATE_LIMIT_KEYS = new Set(['max', 'intervalMs']);

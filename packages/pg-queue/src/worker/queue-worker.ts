@@ -2,7 +2,7 @@ import type { LoggerService } from '@nestjs/common';
 import { JobAbortedError, JobSnoozedError, JobTimeoutError } from '../errors/pg-queue.error.js';
 import type { Job, JobStatus } from '../interfaces/job.interface.js';
 import type { ResolvedHandlerOptions } from '../interfaces/job-handler-options.interface.js';
-import type { ClaimedJob, JobRef, JobStore } from '../store/job.store.js';
+import type { ClaimedJob, ClaimLimits, JobRef, JobStore } from '../store/job.store.js';
 import { BAD_SNOOZE_DELAY } from '../pg-queue.messages.js';
 import { retryDelay, snoozeDelay } from '../utils/backoff.js';
 import { errorLine, errorText } from '../utils/error-text.js';
@@ -11,6 +11,9 @@ import { JobAttempt } from './job-attempt.js';
 import type { LeaseHolder, LeaseKeeper } from './lease-keeper.js';
 import type { OutcomeWriter, PendingOutcome } from './outcome-writer.js';
 import { putBack } from './put-back.js';
+
+/** How soon a queue at its globalConcurrency looks again for a slot freed in another process. */
+const LIMIT_POLL_MS = 200;
 
 export interface QueueWorkerConfig {
   queue: string;
@@ -45,6 +48,14 @@ export class QueueWorker {
   private readonly claimBackoff: RetryBackoff;
   /** A bad answer of the queue's backoff function is logged once per worker, not once per failed job. */
   private backoffProblemLogged = false;
+  /** Set for a queue with limits across instances: its claims go through claimLimitedJobs. */
+  private readonly limits: ClaimLimits | undefined;
+  /** performance.now() before which a limit of the queue allows no claim (see hold()). */
+  private heldUntil = 0;
+  private holdLiftable = false;
+  private holdTimer: NodeJS.Timeout | undefined;
+  /** concurrencyPerKey: the key this worker's next claim starts its turn after. */
+  private keyCursor = '';
 
   constructor(
     private readonly config: QueueWorkerConfig,
@@ -54,6 +65,10 @@ export class QueueWorker {
     private readonly logger: LoggerService,
   ) {
     this.claimBackoff = new RetryBackoff(`claiming jobs of queue "${config.queue}"`, logger);
+    const { globalConcurrency, rateLimit, concurrencyPerKey } = config.options;
+    if (globalConcurrency !== undefined || rateLimit !== undefined || concurrencyPerKey !== undefined) {
+      this.limits = { globalConcurrency, rateLimit, concurrencyPerKey };
+    }
   }
 
   get queue(): string {
@@ -100,6 +115,8 @@ export class QueueWorker {
   async stopClaiming(): Promise<void> {
     this.stopping = true;
     clearTimeout(this.delayTimer);
+    clearTimeout(this.holdTimer);
+    this.heldUntil = 0;
     this.wake();
     await this.loop;
   }
@@ -133,14 +150,16 @@ export class QueueWorker {
       // Unbounded, a slow database let thousands of finished jobs sit in `processing` until their leases ran
       // out and they ran again.
       const writesBehind = this.unwritten >= this.unwrittenLimit;
-      if (want === 0 || !this.wakeRequested || writesBehind) {
+      if (want === 0 || !this.wakeRequested || writesBehind || this.heldUntil > performance.now()) {
         await new Promise<void>((resolve) => (this.wakeUp = resolve));
         continue;
       }
       this.wakeRequested = false;
       let claimed;
       try {
-        claimed = await this.store.claimJobs(queue, want, workerId, leaseMs);
+        claimed = this.limits
+          ? await this.store.claimLimitedJobs(queue, want, workerId, leaseMs, this.limits, this.keyCursor)
+          : await this.store.claimJobs(queue, want, workerId, leaseMs);
         this.claimBackoff.succeeded();
       } catch (error) {
         this.wakeRequested = true; // try again after the backoff, or sooner when woken (LISTEN is back)
@@ -155,10 +174,30 @@ export class QueueWorker {
         await putBack(this.store, workerId, claimed.jobs, `claimed while shutting down (${queue})`, this.logger);
         return;
       }
+      if (claimed.keyCursor !== undefined) this.keyCursor = claimed.keyCursor;
       for (const job of claimed.jobs) this.accept(job);
       if (claimed.jobs.length === want) this.wakeRequested = true; // more may be waiting
+      else if (claimed.rateWaitMs != null) this.hold(claimed.rateWaitMs, false);
+      else if (claimed.atCapacity) this.hold(LIMIT_POLL_MS, true);
       else if (claimed.nextDueMs !== null) this.wakeAt(claimed.nextDueMs);
     }
+  }
+
+  /**
+   * A limit of the queue stops claims for `ms` (wake-ups meanwhile are kept, not acted on: a NOTIFY storm
+   * must not become a storm of claims that each take the queue's lock to find no slot). At capacity, an
+   * outcome of this process written (a slot freed) ends the hold at once (`liftable`); a slot freed in
+   * another process is seen at the next look, LIMIT_POLL_MS later (nothing tells this process of it).
+   */
+  private hold(ms: number, liftable: boolean): void {
+    this.wakeRequested = true;
+    this.heldUntil = performance.now() + ms;
+    this.holdLiftable = liftable;
+    clearTimeout(this.holdTimer);
+    this.holdTimer = setTimeout(() => {
+      this.heldUntil = 0;
+      this.rouse();
+    }, Math.ceil(ms));
   }
 
   /** A full turn of jobs: while this many outcomes wait to be written, the loop claims no more. */
@@ -296,6 +335,13 @@ export class QueueWorker {
     this.unwritten -= 1;
     // Just below the back-pressure mark: the claim loop may be waiting on writes only.
     if (this.unwritten === this.unwrittenLimit - 1) this.rouse();
+    // The row left `processing` (or is no longer ours): at capacity, that is a slot this process freed.
+    if (this.holdLiftable) {
+      this.holdLiftable = false;
+      this.heldUntil = 0;
+      clearTimeout(this.holdTimer);
+      this.rouse();
+    }
   }
 
   /** @internal The heartbeat found the row no longer ours (swept after a freeze, cancelled). */

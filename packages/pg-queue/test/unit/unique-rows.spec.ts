@@ -10,6 +10,7 @@ const row = (payload: number, uniqueKey?: string, onConflict: OnConflict = 'keep
   priority: 0,
   maxAttempts: 5,
   runAt: null,
+  concurrencyKey: null,
   delayMs: payload * 1_000,
   ...(uniqueKey === undefined ? {} : { uniqueKey, onConflict }),
   ...extra,

@@ -34,9 +34,10 @@ export interface WorkerBuild {
  * keeping the package layout so the worker's relative import of src/index.js holds. Needs no prior
  * `npm run build` and takes well under a second: a clean clone runs the suite as it is.
  */
-export async function buildWorker(): Promise<WorkerBuild> {
+/** `workerSources`: the script to fork first, then the test modules it imports (default: the fault suite's worker). */
+export async function buildWorker(workerSources = WORKER_SOURCES): Promise<WorkerBuild> {
   const outDir = join(REPO_DIR, 'node_modules', '.cache', 'pg-queue-faults', `${process.pid}-${Date.now().toString(36)}`);
-  const sources = [...(await listTs(join(PACKAGE_DIR, 'src'))), ...WORKER_SOURCES];
+  const sources = [...(await listTs(join(PACKAGE_DIR, 'src'))), ...workerSources];
   await Promise.all(
     sources.map(async (source) => {
       const target = join(outDir, relative(PACKAGE_DIR, source)).replace(/\.ts$/, '.js');
@@ -48,7 +49,7 @@ export async function buildWorker(): Promise<WorkerBuild> {
   // The package scope stops at node_modules, so the folder declares ESM itself.
   await writeFile(join(outDir, 'package.json'), JSON.stringify({ type: 'module', private: true }));
   return {
-    script: join(outDir, 'test', 'faults', 'support', 'worker-process.js'),
+    script: join(outDir, relative(PACKAGE_DIR, workerSources[0])).replace(/\.ts$/, '.js'),
     remove: () => rm(outDir, { recursive: true, force: true }),
   };
 }

@@ -1,0 +1,199 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { fileURLToPath } from 'node:url';
+import type { INestApplicationContext } from '@nestjs/common';
+import type pg from 'pg';
+import { QueueService } from 'nestjs-pg-queue';
+import { createTestDatabase } from '@internal/pg-harness';
+import { buildWorker, type WorkerBuild } from './faults/support/build-worker.js';
+import { LIMIT_TABLES, LimitsFleet, maxOverlap, sampleRunning } from './limits/limits-fleet.js';
+import { sqlPool, startApp, waitFor } from './support/test-app.js';
+
+// Limits across instances, read back from what the handlers of real OS processes recorded (limit_runs).
+const WORKER_SOURCES = [fileURLToPath(new URL('./limits/limits-worker.ts', import.meta.url))];
+const MAINTENANCE = { sweepIntervalMs: 200, pruneIntervalMs: 600_000 };
+
+let build: WorkerBuild;
+beforeAll(async () => {
+  build = await buildWorker(WORKER_SOURCES);
+});
+afterAll(async () => {
+  await build?.remove();
+});
+
+interface Setup {
+  db: pg.Pool;
+  app: INestApplicationContext;
+  queue: QueueService;
+  url: string;
+}
+
+async function setUp(label: string): Promise<Setup> {
+  const url = await createTestDatabase(label);
+  const db = sqlPool(url);
+  // Migrates, then enqueues; runs no worker of its own.
+  const app = await startApp(url, { queue: { workers: false, maintenance: { enabled: false } } });
+  await db.query(LIMIT_TABLES);
+  return { db, app, queue: app.get(QueueService), url };
+}
+
+async function tearDown(s: Setup, fleet: LimitsFleet): Promise<void> {
+  await fleet.killAll();
+  await s.app.close();
+  await s.db.end();
+}
+
+const completed = (db: pg.Pool, queue: string) => async () => {
+  const { rows } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM background_jobs WHERE queue_name = $1 AND status = 'completed'`, [queue]);
+  return rows[0].n;
+};
+
+describe('limits across OS processes', () => {
+  it('globalConcurrency 3 over 4 processes: never more than 3 runs at once, through SIGKILLs and the sweeper', async () => {
+    const s = await setUp('limglobal');
+    const fleet = new LimitsFleet(build.script, s.url, {
+      leaseMs: 1_500,
+      heartbeatMs: 300,
+      maintenance: MAINTENANCE,
+      queues: { global: { concurrency: 3, globalConcurrency: 3, backoff: { baseMs: 10, maxMs: 50 } } },
+    });
+    try {
+      const jobs = 150;
+      await s.queue.enqueueMany(Array.from({ length: jobs }, (_, i) => ({ queue: 'global', payload: { ms: 20 + (i % 7) * 10 } })));
+      await fleet.start(4);
+      const sampler = sampleRunning(s.db, 'global');
+      // Two processes die holding jobs: their rows stay `processing` (slots taken) until the sweeper puts them back.
+      for (let round = 0; round < 2; round++) {
+        await waitFor('jobs running', async () => (await completed(s.db, 'global')()) >= 30 * (round + 1), 60_000);
+        const victim = await waitFor('a process holding a job', async () => {
+          const { rows } = await s.db.query<{ w: string }>(`SELECT locked_by AS w FROM background_jobs WHERE queue_name = 'global' AND status = 'processing'`);
+          return fleet.live.find((w) => rows.some((r) => r.w === w.workerId));
+        }, 60_000, 5);
+        await fleet.kill(victim, s.db);
+        await fleet.startOne();
+      }
+      await waitFor(`all ${jobs} jobs completed`, async () => (await completed(s.db, 'global')()) === jobs, 90_000, 100);
+      const mostProcessing = await sampler.stop();
+
+      const overlap = (await maxOverlap(s.db, 'global')).get('global');
+      const { rows: [runs] } = await s.db.query<{ total: number; killed: number; workers: number }>(
+        `SELECT count(*)::int AS total, count(*) FILTER (WHERE ended_at IS NULL)::int AS killed, count(DISTINCT worker)::int AS workers FROM limit_runs`,
+      );
+      console.log(`globalConcurrency 3: ${runs.total} runs on ${runs.workers} processes (${runs.killed} cut by SIGKILL), most at once: ${overlap} (most processing rows sampled: ${mostProcessing})`);
+      expect(overlap).toBeLessThanOrEqual(3);
+      expect(mostProcessing).toBeLessThanOrEqual(3);
+      expect(overlap).toBe(3); // the limit is used, not just respected
+      expect(runs.killed).toBeGreaterThanOrEqual(2);
+      expect(runs.workers).toBeGreaterThanOrEqual(4);
+    } finally {
+      await tearDown(s, fleet);
+    }
+  }, 180_000);
+
+  it('globalConcurrency 3 through a freeze past the lease: the sweeper hands the slot on once, the late outcome frees nothing', async () => {
+    const s = await setUp('limfreeze');
+    const fleet = new LimitsFleet(build.script, s.url, {
+      leaseMs: 1_200,
+      heartbeatMs: 300,
+      maintenance: MAINTENANCE,
+      queues: { global: { concurrency: 3, globalConcurrency: 3 } },
+    });
+    try {
+      const jobs = 30;
+      await s.queue.enqueueMany(Array.from({ length: jobs }, () => ({ queue: 'global', payload: { ms: 400 } })));
+      await fleet.start(3);
+      const sampler = sampleRunning(s.db, 'global');
+      const held = await waitFor('a process holding a job', async () => {
+        const { rows } = await s.db.query<{ w: string; id: string }>(`SELECT locked_by AS w, id::text FROM background_jobs WHERE queue_name = 'global' AND status = 'processing'`);
+        const w = fleet.live.find((p) => rows.some((r) => r.w === p.workerId));
+        return w && { worker: w, ids: rows.filter((r) => r.w === w.workerId).map((r) => r.id) };
+      }, 60_000, 5);
+      fleet.freeze(held.worker);
+      // Its lease runs out, the sweeper puts its jobs back, and the other processes run them.
+      await waitFor('the frozen jobs run elsewhere', async () => {
+        const { rows } = await s.db.query(`SELECT 1 FROM limit_runs WHERE job_id = ANY($1::int8[]) AND worker <> $2`, [held.ids, held.worker.workerId]);
+        return rows.length === held.ids.length;
+      }, 60_000, 20);
+      fleet.resume(held.worker);
+      await waitFor(`all ${jobs} jobs completed`, async () => (await completed(s.db, 'global')()) === jobs, 60_000, 50);
+      const mostProcessing = await sampler.stop();
+      const { rows: [late] } = await s.db.query<{ reruns: number; completed_once: boolean }>(
+        `SELECT (SELECT count(*)::int FROM limit_runs WHERE job_id = ANY($1::int8[])) AS reruns,
+                (SELECT bool_and(status = 'completed' AND attempts = 2) FROM background_jobs WHERE id = ANY($1::int8[])) AS completed_once`,
+        [held.ids],
+      );
+      const overlap = (await maxOverlap(s.db, 'global')).get('global');
+      console.log(`freeze: ${held.ids.length} job(s) swept from the frozen process and run again; most processing rows sampled: ${mostProcessing}; most runs at once by the handlers' records, the frozen ones included until they noticed: ${overlap}`);
+      expect(mostProcessing).toBeLessThanOrEqual(3);
+      expect(late.reruns).toBe(held.ids.length * 2);
+      expect(late.completed_once).toBe(true); // the second attempt's outcome stands; the frozen one's was fenced out
+    } finally {
+      await tearDown(s, fleet);
+    }
+  }, 150_000);
+
+  it('rateLimit 10 per 500 ms over 3 processes: no window of 500 ms holds more than 10 starts', async () => {
+    const s = await setUp('limrate');
+    const fleet = new LimitsFleet(build.script, s.url, {
+      maintenance: MAINTENANCE,
+      queues: { rated: { concurrency: 8, rateLimit: { max: 10, intervalMs: 500 } } },
+    });
+    try {
+      const jobs = 60;
+      await fleet.start(3);
+      await s.queue.enqueueMany(Array.from({ length: jobs }, () => ({ queue: 'rated', payload: { ms: 5 } })));
+      await waitFor(`all ${jobs} jobs completed`, async () => (await completed(s.db, 'rated')()) === jobs, 60_000, 50);
+
+      // For every start, the starts in the 500 ms from it (claimed_at: the claim, which the limit counts).
+      const { rows: [w] } = await s.db.query<{ most: number; span_ms: number; workers: number }>(
+        `SELECT (SELECT max((SELECT count(*) FROM limit_runs AS b WHERE b.claimed_at >= a.claimed_at AND b.claimed_at < a.claimed_at + interval '500 ms'))::int FROM limit_runs AS a) AS most,
+                (extract(epoch FROM max(claimed_at) - min(claimed_at)) * 1000)::float8 AS span_ms,
+                count(DISTINCT worker)::int AS workers
+         FROM limit_runs`,
+      );
+      console.log(`rateLimit 10/500 ms: ${jobs} starts over ${Math.round(w.span_ms)} ms on ${w.workers} processes; most claims in a 500 ms window: ${w.most}`);
+      expect(w.most).toBeLessThanOrEqual(10);
+      // 60 starts at 10 per 500 ms: the last window opens no sooner than 2.5 s after the first; and not much later.
+      expect(w.span_ms).toBeGreaterThanOrEqual(2_400);
+      expect(w.span_ms).toBeLessThan(8_000);
+      expect(w.workers).toBeGreaterThanOrEqual(2);
+    } finally {
+      await tearDown(s, fleet);
+    }
+  }, 120_000);
+
+  it('concurrencyPerKey 1 over 4 processes: each key serial and in order, and a key with a backlog starves none of the 20 others', async () => {
+    const s = await setUp('limkeys');
+    const fleet = new LimitsFleet(build.script, s.url, { maintenance: MAINTENANCE, queues: { keyed: { concurrency: 4, concurrencyPerKey: 1 } } });
+    try {
+      // The backlog first: a plain queue would run its 100 jobs before any other key's.
+      await s.queue.enqueueMany(Array.from({ length: 100 }, () => ({ queue: 'keyed', payload: { ms: 10 }, concurrencyKey: 'backlog' })));
+      const keys = Array.from({ length: 20 }, (_, i) => `tenant:${i}`);
+      await s.queue.enqueueMany(keys.flatMap((key) => Array.from({ length: 5 }, () => ({ queue: 'keyed', payload: { ms: 10 }, concurrencyKey: key }))));
+      await fleet.start(4);
+      await waitFor('all 200 jobs completed', async () => (await completed(s.db, 'keyed')()) === 200, 90_000, 100);
+
+      const overlap = await maxOverlap(s.db, 'keyed', true);
+      expect(overlap.size).toBe(21);
+      expect(Math.max(...overlap.values())).toBe(1);
+      // In order: within each key, runs started in job order (enqueue order; one run per job here).
+      const { rows: disorder } = await s.db.query(
+        `SELECT concurrency_key FROM (
+           SELECT concurrency_key, job_id, lag(job_id) OVER (PARTITION BY concurrency_key ORDER BY started_at) AS before FROM limit_runs
+         ) AS r WHERE before > job_id`,
+      );
+      expect(disorder).toEqual([]);
+      // Not starved: every other key finished all its jobs before the backlog key had run a third of its own.
+      const { rows: [f] } = await s.db.query<{ last_other: Date; backlog_third: Date; others_first_ms: number; workers: number }>(
+        `SELECT (SELECT max(ended_at) FROM limit_runs WHERE concurrency_key <> 'backlog') AS last_other,
+                (SELECT started_at FROM limit_runs WHERE concurrency_key = 'backlog' ORDER BY started_at OFFSET 33 LIMIT 1) AS backlog_third,
+                (SELECT extract(epoch FROM max(first) - min(first)) * 1000 FROM (SELECT min(started_at) AS first FROM limit_runs GROUP BY concurrency_key) AS k)::float8 AS others_first_ms,
+                (SELECT count(DISTINCT worker)::int FROM limit_runs) AS workers`,
+      );
+      console.log(`concurrencyPerKey 1: 21 keys on ${f.workers} processes; first starts of all keys within ${Math.round(f.others_first_ms)} ms`);
+      expect(f.last_other.getTime()).toBeLessThan(f.backlog_third.getTime());
+      expect(f.workers).toBeGreaterThanOrEqual(2);
+    } finally {
+      await tearDown(s, fleet);
+    }
+  }, 150_000);
+});

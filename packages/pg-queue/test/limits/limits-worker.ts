@@ -1,0 +1,81 @@
+// One worker of the limits suite (limits-processes.spec.ts), as its own OS process: a Nest application
+// context whose handlers write every run to limit_runs (its claim time, and its start and end by the database
+// clock), so the suite reads back what ran when. Jest does not run this file: build-worker.ts compiles it
+// next to a build of the library, hence the relative import of the library's source.
+//
+// Protocol (IPC): { type: 'loaded' } once its code is read, then { type: 'start', config } -> { type: 'ready' }.
+import 'reflect-metadata';
+import { Injectable, Module } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import pg from 'pg';
+import { JobHandler, PgQueueModule, type Job, type PgQueueModuleOptions } from '../../src/index.js';
+
+export interface LimitsWorkerConfig {
+  url: string;
+  workerId: string;
+  queue: Omit<PgQueueModuleOptions, 'connection' | 'workerId' | 'dataSource'>;
+}
+
+let config!: LimitsWorkerConfig;
+let records!: pg.Pool;
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** Records the run; claimed_at is the row's locked_at, the instant the claim (which the rate limit counts) took it. */
+async function run(job: Job<{ ms: number }>): Promise<void> {
+  const { rows } = await records.query<{ id: string }>(
+    `INSERT INTO limit_runs (job_id, queue, attempt, worker, pid, concurrency_key, claimed_at, started_at)
+     SELECT id, queue_name, $2, $3, $4, concurrency_key, locked_at, clock_timestamp() FROM background_jobs WHERE id = $1
+     RETURNING id`,
+    [job.id, job.attempt, config.workerId, process.pid],
+  );
+  await sleep(job.payload.ms);
+  await records.query(`UPDATE limit_runs SET ended_at = clock_timestamp() WHERE id = $1`, [rows[0].id]);
+}
+
+// The limits themselves come from the suite through `queues` (module options), per scenario.
+@Injectable()
+class LimitHandlers {
+  @JobHandler('global')
+  async global(job: Job<{ ms: number }>) {
+    await run(job);
+  }
+
+  @JobHandler('rated')
+  async rated(job: Job<{ ms: number }>) {
+    await run(job);
+  }
+
+  @JobHandler('keyed')
+  async keyed(job: Job<{ ms: number }>) {
+    await run(job);
+  }
+}
+
+async function boot(): Promise<void> {
+  records = new pg.Pool({ connectionString: config.url, max: 4 });
+  records.on('error', () => undefined);
+
+  @Module({
+    imports: [PgQueueModule.forRoot({ migrationsRun: false, ...config.queue, connection: { url: config.url, poolSize: 3 }, workerId: config.workerId })],
+    providers: [LimitHandlers],
+  })
+  class LimitsWorkerModule {}
+
+  const app = await NestFactory.createApplicationContext(LimitsWorkerModule, { logger: ['error'] });
+  await app.init();
+}
+
+process.on('message', (message: { type: string; config?: LimitsWorkerConfig }) => {
+  if (message.type !== 'start' || config) return;
+  config = message.config!;
+  boot().then(
+    () => process.send?.({ type: 'ready' }),
+    (error: unknown) => {
+      console.error(error);
+      process.exit(1);
+    },
+  );
+});
+process.on('disconnect', () => process.exit(0));
+process.send?.({ type: 'loaded' });
