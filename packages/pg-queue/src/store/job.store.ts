@@ -461,7 +461,7 @@ interface ClaimRow {
   next_due_ms: number | null;
 }
 
-interface JobRow {
+export interface JobRow {
   id: string;
   queue_name: string;
   payload: unknown;
@@ -480,7 +480,7 @@ interface JobRow {
   unique_key: string | null;
 }
 
-function toJobRecord(r: JobRow): JobRecord {
+export function toJobRecord(r: JobRow): JobRecord {
   return {
     id: r.id,
     queue: r.queue_name,
