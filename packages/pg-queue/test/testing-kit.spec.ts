@@ -5,7 +5,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/glo
 import type pg from 'pg';
 import { DataSource } from 'typeorm';
 import { JobHandler, JobSnoozedError, PgQueueModule, QueueService, type Job } from 'nestjs-pg-queue';
-import { getQueueTestKit, overrideQueueForTesting, QueueAssertionError, type QueueTestKit } from 'nestjs-pg-queue/testing';
+import { createTestJob, getQueueTestKit, overrideQueueForTesting, QueueAssertionError, type QueueTestKit } from 'nestjs-pg-queue/testing';
 import { createTestDatabase } from '@internal/pg-harness';
 import { sqlPool } from './support/test-app.js';
 
@@ -326,5 +326,29 @@ describe('testing kit, inline mode', () => {
   it('an enqueue with a manager outside any transaction runs at once', async () => {
     const id = await queue.enqueue('mail', { to: 'plain-manager@example.com' }, { manager: app.get(DataSource).manager });
     expect(await status(id)).toBe('completed');
+  });
+});
+
+describe('createTestJob (a handler called directly, no database)', () => {
+  it('is the Job a handler receives: payload, attempt, dates, a signal the test can abort', async () => {
+    const job = createTestJob({ to: 'ada@example.com' }, { queue: 'mail', attempt: 2, maxAttempts: 3, runAt: new Date('2030-01-01T00:00:00Z') });
+    const { id, queue, payload, attempt, maxAttempts, priority, runAt, createdAt } = job;
+    expect({ id, queue, payload, attempt, maxAttempts, priority, runAt, createdAt }).toEqual({
+      id: '1',
+      queue: 'mail',
+      payload: { to: 'ada@example.com' },
+      attempt: 2,
+      maxAttempts: 3,
+      priority: 0,
+      runAt: new Date('2030-01-01T00:00:00Z'),
+      createdAt: new Date('2030-01-01T00:00:00Z'),
+    });
+    runs.length = 0;
+    await new Handlers({} as QueueService).mail(createTestJob({ to: 'bob@example.com' }));
+    expect(runs).toEqual([{ queue: 'mail', id: '1', attempt: 1, payload: { to: 'bob@example.com' } }]);
+    const signal = job.signal;
+    job.abort(new Error('cancelled by the test'));
+    expect(signal.aborted).toBe(true);
+    expect((signal.reason as Error).message).toBe('cancelled by the test');
   });
 });
