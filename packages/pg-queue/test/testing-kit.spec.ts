@@ -267,8 +267,11 @@ describe('testing kit, inline mode', () => {
     queue = app.get(QueueService);
   });
   afterAll(async () => {
+    const dataSource = app?.get(DataSource);
     await app?.close();
     await db?.end();
+    // The commit hook leaves the app's DataSource at close.
+    expect(dataSource?.subscribers).toEqual([]);
   });
   beforeEach(async () => {
     runs.length = 0;
@@ -303,24 +306,39 @@ describe('testing kit, inline mode', () => {
     expect((await kit.drain({ includeScheduled: true })).map((d) => d.outcome)).toEqual(['completed']);
   });
 
-  it('an enqueue inside a transaction runs at the next drain, after the commit; a rollback leaves nothing', async () => {
+  it('an enqueue inside a transaction runs its job when the transaction commits, before transaction() returns', async () => {
     const dataSource = app.get(DataSource);
     const id = await dataSource.transaction(async (manager) => {
-      const jobId = await queue.enqueue('mail', { to: 'tx@example.com' }, { manager });
+      const jobId = await queue.enqueue('mail', { to: 'tx@example.com', followUp: true }, { manager });
+      // Not yet: the row is not committed, and rolls back with the caller.
       expect(runs).toEqual([]);
+      expect(await status(jobId)).toBeUndefined();
       return jobId;
     });
-    expect(await status(id)).toBe('queued');
-    expect((await kit.drain()).map((d) => [d.id, d.outcome])).toEqual([[id, 'completed']]);
+    expect(runs.map((r) => r.queue)).toEqual(['mail', 'audit']);
+    expect(await status(id)).toBe('completed');
+    expect(await kit.drain()).toEqual([]);
+  });
 
+  it('a savepoint released is not the commit; a rollback runs nothing and leaves nothing', async () => {
+    const dataSource = app.get(DataSource);
+    await dataSource.transaction(async (outer) => {
+      await outer.transaction(async (inner) => {
+        await queue.enqueue('mail', { to: 'nested@example.com' }, { manager: inner });
+      });
+      expect(runs).toEqual([]); // RELEASE SAVEPOINT: still uncommitted
+    });
+    expect(runs.map((r) => r.payload)).toEqual([{ to: 'nested@example.com' }]);
+
+    runs.length = 0;
     await expect(
       dataSource.transaction(async (manager) => {
         await queue.enqueue('mail', { to: 'rolled-back@example.com' }, { manager });
         throw new Error('rollback');
       }),
     ).rejects.toThrow('rollback');
+    expect(runs).toEqual([]);
     await kit.expectNotEnqueued('mail', { to: 'rolled-back@example.com' });
-    expect(await kit.drain()).toEqual([]);
   });
 
   it('an enqueue with a manager outside any transaction runs at once', async () => {
