@@ -197,6 +197,18 @@ describe('testing kit, manual mode', () => {
     expect(await row(id)).toMatchObject({ status: 'cancelled', attempts: 1 });
   });
 
+  it('a paused queue is not drained until resumed; clear() drops jobs and paused flags alike', async () => {
+    await queue.pause('mail');
+    const id = await queue.enqueue('mail', { to: 'paused@example.com' });
+    expect(await kit.drain()).toEqual([]);
+    await queue.resume('mail');
+    expect(await kit.drain()).toEqual([expect.objectContaining({ id, outcome: 'completed' })]);
+    await queue.pause('audit');
+    expect(await kit.clear()).toBe(1);
+    expect(await queue.pausedQueues()).toEqual([]);
+    expect(await kit.jobs()).toEqual([]);
+  });
+
   it('drain stops at maxJobs with an error and leaves the next job queued, unrun', async () => {
     for (let i = 0; i < 3; i++) await queue.enqueue('mail', { to: `${i}@example.com` });
     await expect(kit.drain({ maxJobs: 2 })).rejects.toThrow(/^drain ran 2 jobs \(mail, audit, .*\) and jobs are still due/);
