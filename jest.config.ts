@@ -20,6 +20,7 @@ const config: Config = {
   transform: { '^.+\\.ts$': swc as never },
   moduleNameMapper: {
     '^nestjs-pg-queue$': '<rootDir>/packages/pg-queue/src/index.ts',
+    '^nestjs-pg-queue/testing$': '<rootDir>/packages/pg-queue/src/testing/index.ts',
     '^@internal/pg-harness$': '<rootDir>/libs/pg-harness/src/index.ts',
     '^(\\.{1,2}/.*)\\.js$': '$1',
   },

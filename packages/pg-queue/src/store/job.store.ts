@@ -483,7 +483,7 @@ interface ClaimRow {
   key_cursor?: string | null;
 }
 
-interface JobRow {
+export interface JobRow {
   id: string;
   queue_name: string;
   payload: unknown;
@@ -503,7 +503,7 @@ interface JobRow {
   concurrency_key: string | null;
 }
 
-function toJobRecord(r: JobRow): JobRecord {
+export function toJobRecord(r: JobRow): JobRecord {
   return {
     id: r.id,
     queue: r.queue_name,

@@ -1,0 +1,78 @@
+import type { BeforeApplicationShutdown } from '@nestjs/common';
+import type { DataSource, EntityManager, EntitySubscriberInterface, QueryRunner } from 'typeorm';
+import { QueueService, type EnqueueOptions, type EnqueueResult, type JobSpec } from '../queue.service.js';
+import type { QueueTestKit } from './queue-test-kit.js';
+
+/**
+ * QueueService in inline mode: each enqueue stores its job exactly as in production, then, once the row is
+ * committed, runs the due jobs of its queue through the kit. Without a transaction that is before the enqueue
+ * returns. Inside a TypeORM transaction (`manager` with a transaction open) it is when that transaction
+ * commits: a subscriber on the manager's DataSource hears TypeORM's afterTransactionCommit of the outermost
+ * transaction (a savepoint's release is not the commit) and runs the queues enqueued in it before the
+ * caller's `transaction()` call returns. A rollback runs nothing (the rows are gone with it).
+ */
+export class InlineQueueService extends QueueService implements BeforeApplicationShutdown {
+  /** @internal Set by overrideQueueForTesting. */
+  kit!: QueueTestKit;
+  /** Queues enqueued in each open transaction, by its query runner. */
+  private readonly pending = new WeakMap<QueryRunner, Set<string>>();
+  private readonly hooked = new Set<DataSource>();
+  private readonly subscriber: EntitySubscriberInterface = {
+    afterTransactionCommit: async ({ queryRunner }) => {
+      if (queryRunner.isTransactionActive) return; // a savepoint released: the outer transaction is still open
+      const queues = this.pending.get(queryRunner);
+      if (!queues) return;
+      this.pending.delete(queryRunner);
+      await this.kit.runInline([...queues]);
+    },
+    afterTransactionRollback: ({ queryRunner }) => {
+      if (!queryRunner.isTransactionActive) this.pending.delete(queryRunner);
+    },
+  };
+
+  override async enqueue<TPayload>(queue: string, payload: TPayload, options: EnqueueOptions = {}): Promise<string> {
+    const id = await super.enqueue(queue, payload, options);
+    await this.runCommitted([queue], options.manager);
+    return id;
+  }
+
+  override async enqueueUnique<TPayload>(queue: string, payload: TPayload, options: EnqueueOptions & { uniqueKey: string }): Promise<EnqueueResult> {
+    const result = await super.enqueueUnique(queue, payload, options);
+    await this.runCommitted([queue], options.manager);
+    return result;
+  }
+
+  override async enqueueMany(jobs: JobSpec[], options: { manager?: EntityManager } = {}): Promise<string[]> {
+    const ids = await super.enqueueMany(jobs, options);
+    await this.runCommitted(jobs.map((j) => j.queue), options.manager);
+    return ids;
+  }
+
+  override async enqueueManyUnique(jobs: JobSpec[], options: { manager?: EntityManager } = {}): Promise<EnqueueResult[]> {
+    const results = await super.enqueueManyUnique(jobs, options);
+    await this.runCommitted(jobs.map((j) => j.queue), options.manager);
+    return results;
+  }
+
+  /** At app close (Nest calls it): the subscriber leaves the DataSources it was added to. */
+  beforeApplicationShutdown(): void {
+    for (const dataSource of this.hooked) {
+      const at = dataSource.subscribers.indexOf(this.subscriber);
+      if (at >= 0) dataSource.subscribers.splice(at, 1);
+    }
+    this.hooked.clear();
+  }
+
+  private async runCommitted(queues: string[], manager: EntityManager | undefined): Promise<void> {
+    const runner = manager?.queryRunner;
+    if (!runner?.isTransactionActive) return this.kit.runInline(queues);
+    const dataSource = runner.dataSource;
+    if (!this.hooked.has(dataSource)) {
+      dataSource.subscribers.push(this.subscriber);
+      this.hooked.add(dataSource);
+    }
+    const pending = this.pending.get(runner) ?? new Set<string>();
+    for (const queue of queues) pending.add(queue);
+    this.pending.set(runner, pending);
+  }
+}

@@ -1,0 +1,67 @@
+import type { INestApplicationContext } from '@nestjs/common';
+import { PgQueueConnection } from '../connection/pg-queue-connection.js';
+import { JobHandlerRegistry } from '../discovery/job-handler.registry.js';
+import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
+import { QueueService } from '../queue.service.js';
+import { JobStore } from '../store/job.store.js';
+import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
+import { WorkerPool } from '../worker/worker-pool.js';
+import { InlineQueueService } from './inline-queue.service.js';
+import type { QueueTestKit } from './queue-test-kit.js';
+import { BAD_TESTING_MODE, NOT_A_TESTING_APP } from './testing.messages.js';
+import { TestingWorkerPool } from './testing-worker-pool.js';
+
+export interface QueueTestingOptions {
+  /**
+   * 'manual' (recommended): jobs are stored and wait; `drain()` runs them. 'inline': each enqueue also runs
+   * the due jobs of its queue before it returns (an enqueue inside an open transaction: at the next drain).
+   */
+  mode: 'manual' | 'inline';
+}
+
+type Token = unknown;
+/** The part of Nest's TestingModuleBuilder this needs (structural: the kit does not depend on @nestjs/testing). */
+export interface OverridableModuleBuilder {
+  overrideProvider(token: Token): { useFactory(options: { factory: (...args: never[]) => unknown; inject?: Token[] }): OverridableModuleBuilder };
+}
+
+/**
+ * Makes the app's PgQueueModule testable, on its real schema: no worker loops (a test runs jobs with the
+ * kit), everything else (enqueue, transactions, migrations, options, handlers) as the app configured it.
+ *
+ *   const moduleRef = await overrideQueueForTesting(Test.createTestingModule({ imports: [AppModule] }), { mode: 'manual' }).compile();
+ *   const app = await moduleRef.createNestApplication().init();
+ *   const queue = getQueueTestKit(app);
+ */
+export function overrideQueueForTesting<B extends OverridableModuleBuilder>(builder: B, options: QueueTestingOptions): B {
+  const mode = options?.mode;
+  if (mode !== 'manual' && mode !== 'inline') throw new Error(BAD_TESTING_MODE(mode));
+  let result = builder.overrideProvider(WorkerPool).useFactory({
+    factory: (registry: JobHandlerRegistry, store: JobStore, connection: PgQueueConnection, resolved: ResolvedModuleOptions) =>
+      new TestingWorkerPool(registry, store, connection, resolved, mode),
+    inject: [JobHandlerRegistry, JobStore, PgQueueConnection, RESOLVED_OPTIONS],
+  });
+  if (mode === 'inline') {
+    result = result.overrideProvider(QueueService).useFactory({
+      factory: (store: JobStore, registry: JobHandlerRegistry, resolved: ResolvedModuleOptions, pool: WorkerPool) => {
+        const service = new InlineQueueService(store, registry, resolved);
+        service.kit = (pool as TestingWorkerPool).kit;
+        return service;
+      },
+      inject: [JobStore, JobHandlerRegistry, RESOLVED_OPTIONS, WorkerPool],
+    });
+  }
+  return result as B;
+}
+
+/** The kit of an app (or testing module) built with overrideQueueForTesting. */
+export function getQueueTestKit(app: Pick<INestApplicationContext, 'get'>): QueueTestKit {
+  let pool: unknown;
+  try {
+    pool = app.get(WorkerPool, { strict: false });
+  } catch {
+    pool = undefined;
+  }
+  if (!(pool instanceof TestingWorkerPool)) throw new Error(NOT_A_TESTING_APP());
+  return pool.kit;
+}

@@ -1,0 +1,260 @@
+import type { JobHandlerRegistry, RegisteredHandler } from '../discovery/job-handler.registry.js';
+import { JobSnoozedError, JobTimeoutError } from '../errors/pg-queue.error.js';
+import type { JobRecord, JobStatus } from '../interfaces/job.interface.js';
+import type { ClaimedJob, JobStore } from '../store/job.store.js';
+import type { TestKitStore } from '../store/test-kit.store.js';
+import { retryDelay, snoozeDelay } from '../utils/backoff.js';
+import { errorText } from '../utils/error-text.js';
+import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
+import { JobAttempt } from '../worker/job-attempt.js';
+import { closeness, jestDiff, matchesPartial, show } from './match-payload.js';
+import { BAD_DRAIN_OPTION, DRAIN_LIMIT, NO_HANDLER_FOR } from './testing.messages.js';
+
+/** How one attempt that the kit ran ended, as the row now says. */
+export type DrainOutcome =
+  /** The handler returned; the job is completed (or deleted, with completedRetentionMs 0). */
+  | 'completed'
+  /** The handler threw and attempts are left: the job is queued again, `retryInMs` from now. */
+  | 'retried'
+  /** The handler threw on its last attempt: the job is dead-lettered (status failed). */
+  | 'failed'
+  /** The handler threw JobSnoozedError: queued again `snoozeMs` from now, the attempt not counted. */
+  | 'snoozed'
+  /** The row was no longer this claim's when the outcome was written (cancelled while running): nothing written. */
+  | 'discarded';
+
+export interface DrainedJob<TPayload = unknown> {
+  id: string;
+  queue: string;
+  payload: TPayload;
+  /** Which attempt this was (1 for the first run). */
+  attempt: number;
+  outcome: DrainOutcome;
+  /** What the handler threw (retried, failed, snoozed; a JobTimeoutError when it ran past timeoutMs). */
+  error?: unknown;
+  /** retried: the delay the queue's backoff chose. */
+  retryInMs?: number;
+  /** snoozed: the delay the handler asked for. */
+  snoozeMs?: number;
+}
+
+export interface DrainOptions {
+  /** Only this queue (or these). Default: every queue a @JobHandler of the app handles. */
+  queue?: string | string[];
+  /**
+   * Move the queue's clock this many ms forward first: queued jobs due within that time (delayed jobs,
+   * retries, snoozes) become due now, later ones come that much closer. Rows are shifted in the database,
+   * whose clock the queue runs on; Date in the app is not touched.
+   */
+  advanceBy?: number;
+  /**
+   * Also run every job scheduled for later, and keep doing so for the retries and snoozes the drain itself
+   * causes, until no job of the queues is queued: a failing job then runs all its attempts and ends dead-lettered.
+   */
+  includeScheduled?: boolean;
+  /** Stop with an error after this many attempts (a handler that keeps re-enqueueing itself). Default 1_000. */
+  maxJobs?: number;
+}
+
+export interface ExpectEnqueuedOptions {
+  /** Only jobs in this status (or these). Default: any status, so a job already run still counts as enqueued. */
+  status?: JobStatus | JobStatus[];
+}
+
+/** Thrown by expectEnqueued / expectNotEnqueued: says what was looked for and lists what the queue holds. */
+export class QueueAssertionError extends Error {
+  override name = 'QueueAssertionError';
+}
+
+/**
+ * What a test drives the queue with: runs due jobs through the app's real @JobHandler methods (discovered by
+ * the module), with the queue's real claim and settle statements, so fencing, retries, backoff, dead letters
+ * and snoozes behave as in production; moves the queue's clock; asserts on what was enqueued.
+ * Get it with getQueueTestKit(app).
+ */
+export class QueueTestKit {
+  /** Attempts running right now (inline runs the app did not await); app.close() waits for them. */
+  private readonly inFlight = new Set<Promise<unknown>>();
+
+  /** @internal Built by the testing WorkerPool. */
+  constructor(
+    private readonly registry: JobHandlerRegistry,
+    private readonly store: JobStore,
+    private readonly kitStore: TestKitStore,
+    private readonly options: ResolvedModuleOptions,
+    /** 'inline': enqueues run their jobs at once (see overrideQueueForTesting). */
+    readonly mode: 'manual' | 'inline',
+  ) {}
+
+  /**
+   * Runs the due jobs of the queues (all handled queues by default), one at a time, until none is due, and
+   * returns every attempt in the order it ran. Jobs a handler enqueues meanwhile run too, if due.
+   */
+  async drain(options: DrainOptions = {}): Promise<DrainedJob[]> {
+    const { advanceBy, includeScheduled = false, maxJobs = 1_000 } = options;
+    const handlers = this.handlersOf(options.queue);
+    const queues = handlers.map((h) => h.queue);
+    if (advanceBy !== undefined) {
+      if (!Number.isInteger(advanceBy) || advanceBy < 0) throw new RangeError(BAD_DRAIN_OPTION('advanceBy', advanceBy, 'a non-negative integer of ms'));
+      await this.kitStore.advanceQueuedJobs(queues, advanceBy);
+    }
+    if (!Number.isInteger(maxJobs) || maxJobs < 1) throw new RangeError(BAD_DRAIN_OPTION('maxJobs', maxJobs, 'a positive integer'));
+    const ran: DrainedJob[] = [];
+    for (;;) {
+      if (includeScheduled) await this.kitStore.makeQueuedJobsDue(queues);
+      let claimedAny = false;
+      // One job per queue per pass: queues take turns, as they would with workers side by side.
+      for (const handler of handlers) {
+        const job = await this.claimOne(handler);
+        if (!job) continue;
+        if (ran.length >= maxJobs) {
+          // Put back, not run: the row stays as it was for the test to look at.
+          await this.store.releaseJobs(this.options.workerId, [{ id: job.id, token: job.token }]);
+          throw new Error(DRAIN_LIMIT(maxJobs, queues));
+        }
+        claimedAny = true;
+        ran.push(await this.track(this.runAttempt(handler, job)));
+      }
+      if (!claimedAny) return ran;
+    }
+  }
+
+  /** Makes every queued job of the queues (default: all) due now; returns how many moved. */
+  async makeDue(queue?: string | string[]): Promise<number> {
+    return this.kitStore.makeQueuedJobsDue(queue === undefined ? null : [queue].flat());
+  }
+
+  /** Moves the queue's clock `ms` forward for queued jobs (see DrainOptions.advanceBy); returns how many moved. */
+  async advanceBy(ms: number, queue?: string | string[]): Promise<number> {
+    if (!Number.isInteger(ms) || ms < 0) throw new RangeError(BAD_DRAIN_OPTION('advanceBy', ms, 'a non-negative integer of ms'));
+    return this.kitStore.advanceQueuedJobs(queue === undefined ? null : [queue].flat(), ms);
+  }
+
+  /** The jobs of a queue (default: all queues) as the table holds them, oldest first. */
+  async jobs<TPayload = unknown>(queue?: string | string[]): Promise<JobRecord<TPayload>[]> {
+    return (await this.kitStore.listJobs(queue === undefined ? null : [queue].flat())) as JobRecord<TPayload>[];
+  }
+
+  /** Deletes every job (with uniqueForMs windows and paused flags): a clean queue for the next test. */
+  async clear(): Promise<number> {
+    return this.kitStore.deleteAllJobs();
+  }
+
+  /**
+   * Passes when a job of `queue` holds `payload` (a partial match: objects may hold more keys; Jest's
+   * asymmetric matchers work) and returns the first such job; otherwise throws a QueueAssertionError listing
+   * the queue's jobs, with Jest's diff against the closest one when the test runs under Jest.
+   */
+  async expectEnqueued<TPayload = unknown>(queue: string, payload?: unknown, options: ExpectEnqueuedOptions = {}): Promise<JobRecord<TPayload>> {
+    const { jobs, candidates, wanted } = await this.lookFor(queue, payload, options);
+    const found = candidates.find((j) => payload === undefined || matchesPartial(j.payload, payload));
+    if (found) return found as JobRecord<TPayload>;
+    let message = `expected a job in queue "${queue}"${wanted}; ${describeJobs(queue, jobs)}`;
+    const closest = [...candidates].sort((a, b) => closeness(b.payload, payload) - closeness(a.payload, payload))[0];
+    const diff = closest && payload !== undefined ? jestDiff(closest.payload, payload) : undefined;
+    if (diff) message += `\n\nclosest, job ${closest.id}:\n${diff}`;
+    throw new QueueAssertionError(message);
+  }
+
+  /** Passes when no job of `queue` holds `payload` (no job at all, without a payload). */
+  async expectNotEnqueued(queue: string, payload?: unknown, options: ExpectEnqueuedOptions = {}): Promise<void> {
+    const { jobs, candidates, wanted } = await this.lookFor(queue, payload, options);
+    const found = candidates.filter((j) => payload === undefined || matchesPartial(j.payload, payload));
+    if (found.length === 0) return;
+    throw new QueueAssertionError(`expected no job in queue "${queue}"${wanted}, found ${found.length} (${found.map((j) => j.id).join(', ')}); ${describeJobs(queue, jobs)}`);
+  }
+
+  /** @internal Inline mode: runs what is due in these queues now (the jobs just enqueued among them). */
+  async runInline(queues: string[]): Promise<void> {
+    const handled = [...new Set(queues)].filter((q) => this.registry.get(q));
+    if (handled.length > 0) await this.drain({ queue: handled });
+  }
+
+  /** @internal Resolves once no attempt the kit started is running (app.close() waits on it). */
+  async settled(): Promise<void> {
+    while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
+  }
+
+  private async lookFor(queue: string, payload: unknown, { status }: ExpectEnqueuedOptions) {
+    const statuses = status === undefined ? undefined : [status].flat();
+    const jobs = await this.kitStore.listJobs([queue]);
+    const candidates = statuses ? jobs.filter((j) => statuses.includes(j.status)) : jobs;
+    const wanted = `${payload === undefined ? '' : ` with payload matching ${show(payload)}`}${statuses ? ` in status ${statuses.join(' or ')}` : ''}`;
+    return { jobs, candidates, wanted };
+  }
+
+  private handlersOf(queue: string | string[] | undefined): RegisteredHandler[] {
+    if (queue === undefined) return this.registry.all();
+    return [queue].flat().map((q) => {
+      const handler = this.registry.get(q);
+      if (!handler) throw new Error(NO_HANDLER_FOR(q, this.registry.all().map((h) => h.queue)));
+      return handler;
+    });
+  }
+
+  private async claimOne(handler: RegisteredHandler): Promise<ClaimedJob | undefined> {
+    const { jobs } = await this.store.claimJobs(handler.queue, 1, this.options.workerId, this.options.leaseMs);
+    return jobs[0];
+  }
+
+  private track<T>(attempt: Promise<T>): Promise<T> {
+    this.inFlight.add(attempt);
+    void attempt.finally(() => this.inFlight.delete(attempt)).catch(() => undefined);
+    return attempt;
+  }
+
+  /** One attempt, settled as the worker settles it: the same statements, the same backoff and snooze rules. */
+  private async runAttempt(handler: RegisteredHandler, job: ClaimedJob): Promise<DrainedJob> {
+    const attempt = new JobAttempt(handler.queue, job);
+    const error = await runHandler(handler, attempt);
+    const { workerId } = this.options;
+    const ref = { id: job.id, token: job.token };
+    const ran = { id: job.id, queue: handler.queue, payload: job.payload, attempt: job.attempt };
+    if (error instanceof JobSnoozedError) {
+      const { delayMs } = snoozeDelay(error.delayMs);
+      const snoozed = await this.store.snoozeJobs(workerId, [{ ...ref, delayMs }]);
+      return { ...ran, outcome: snoozed.has(job.id) ? 'snoozed' : 'discarded', error, snoozeMs: delayMs };
+    }
+    if (error !== undefined) {
+      const retryDelayMs = job.attempt < job.maxAttempts ? retryDelay(handler.options.backoff, job.attempt, error, handler.queue).delayMs : 0;
+      const statuses = await this.store.failJobs(workerId, [{ ...ref, error: errorText(error), retryDelayMs }]);
+      const status = statuses.get(job.id);
+      if (status === 'queued') return { ...ran, outcome: 'retried', error, retryInMs: retryDelayMs };
+      return { ...ran, outcome: status === 'failed' ? 'failed' : 'discarded', error };
+    }
+    const refused = await this.store.completeJobs(workerId, [ref], this.options.maintenance.completedRetentionMs === 0);
+    return { ...ran, outcome: refused.has(job.id) ? 'discarded' : 'completed' };
+  }
+}
+
+/** Runs the handler; resolves with what it threw (undefined when it returned), a JobTimeoutError past timeoutMs. */
+async function runHandler(handler: RegisteredHandler, attempt: JobAttempt): Promise<unknown> {
+  const { timeoutMs } = handler.options;
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    const run = (async () => handler.handle(attempt))();
+    if (timeoutMs === undefined) await run;
+    else {
+      const timedOut = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => {
+          const error = new JobTimeoutError(timeoutMs);
+          attempt.abort(error);
+          reject(error);
+        }, timeoutMs);
+      });
+      await Promise.race([run, timedOut]);
+    }
+    return undefined;
+  } catch (error) {
+    return error ?? new Error(`handler threw ${String(error)}`);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function describeJobs(queue: string, jobs: JobRecord[]): string {
+  if (jobs.length === 0) return `queue "${queue}" holds no job.`;
+  const lines = jobs.slice(0, 20).map((j) => `  job ${j.id} (${j.status}, attempt ${j.attempts}/${j.maxAttempts}): ${show(j.payload)}`);
+  if (jobs.length > 20) lines.push(`  ... and ${jobs.length - 20} more`);
+  return `queue "${queue}" holds ${jobs.length} job(s):\n${lines.join('\n')}`;
+}
