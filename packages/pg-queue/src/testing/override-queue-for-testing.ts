@@ -3,7 +3,9 @@ import { PgQueueConnection } from '../connection/pg-queue-connection.js';
 import { JobHandlerRegistry } from '../discovery/job-handler.registry.js';
 import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
 import { QueueService } from '../queue.service.js';
+import { RecurringScheduler } from '../recurring/recurring-scheduler.js';
 import { JobStore } from '../store/job.store.js';
+import { ScheduleStore } from '../store/schedule.store.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { WorkerPool } from '../worker/worker-pool.js';
 import { InlineQueueService } from './inline-queue.service.js';
@@ -43,12 +45,19 @@ export function overrideQueueForTesting<B extends OverridableModuleBuilder>(buil
   });
   if (mode === 'inline') {
     result = result.overrideProvider(QueueService).useFactory({
-      factory: (store: JobStore, registry: JobHandlerRegistry, resolved: ResolvedModuleOptions, pool: WorkerPool) => {
-        const service = new InlineQueueService(store, registry, resolved);
+      factory: (
+        store: JobStore,
+        registry: JobHandlerRegistry,
+        resolved: ResolvedModuleOptions,
+        scheduleStore: ScheduleStore,
+        scheduler: RecurringScheduler,
+        pool: WorkerPool,
+      ) => {
+        const service = new InlineQueueService(store, registry, resolved, scheduleStore, scheduler);
         service.kit = (pool as TestingWorkerPool).kit;
         return service;
       },
-      inject: [JobStore, JobHandlerRegistry, RESOLVED_OPTIONS, WorkerPool],
+      inject: [JobStore, JobHandlerRegistry, RESOLVED_OPTIONS, ScheduleStore, RecurringScheduler, WorkerPool],
     });
   }
   return result as B;
