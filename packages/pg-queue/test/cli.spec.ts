@@ -158,4 +158,100 @@ describe('pg-queue command line', () => {
     expect(missing).toEqual({ code: 1, stdout: '', stderr: 'pg-queue: job 999999 not found\n' });
     expect((await cli('jobs', 'show', 'abc')).code).toBe(2);
   });
+
+  describe('jobs retry | cancel | delete', () => {
+    const seedFailed = async (n: number, queue = 'bulk') => {
+      await sql.query(`DELETE FROM background_jobs`);
+      await sql.query(
+        `INSERT INTO background_jobs (queue_name, payload, status, attempts, last_error, finished_at)
+         SELECT $1, jsonb_build_object('n', g), 'failed', 5, 'gateway timeout', now() FROM generate_series(1, $2::int) AS g`,
+        [queue, n],
+      );
+    };
+    const byStatus = async () =>
+      Object.fromEntries((await sql.query<{ status: string; n: number }>(`SELECT status, count(*)::int AS n FROM background_jobs GROUP BY status`)).rows.map((r) => [r.status, r.n]));
+
+    it('--dry-run counts and changes nothing; without --yes and with stdin not a terminal it refuses (exit 2), nothing changed', async () => {
+      await seedFailed(25);
+      const dry = await cli('jobs', 'retry', '--queue', 'bulk', '--dry-run');
+      expect(dry).toEqual({ code: 0, stdout: 'dry run: would retry 25 job(s) of queue bulk, in status failed or cancelled; nothing changed\n', stderr: '' });
+      const refused = await cli('jobs', 'retry', '--queue', 'bulk', '--older-than', '0s');
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toBe(
+        'pg-queue: retry 25 job(s) of queue bulk, in status failed or cancelled, created over 0ms ago: not confirmed (stdin is not a terminal, so no question can be asked); pass --yes to go ahead, or --dry-run to only count\n',
+      );
+      expect(await byStatus()).toEqual({ failed: 25 });
+      // Bad usage: nothing to aim at, ids and filters together, a status the action cannot change.
+      expect((await cli('jobs', 'retry', '--yes')).stderr).toContain('jobs retry needs job ids or at least one filter');
+      expect((await cli('jobs', 'retry', '1', '--queue', 'bulk', '--yes')).code).toBe(2);
+      expect((await cli('jobs', 'retry', '--status', 'queued', '--yes')).stderr).toContain('jobs retry applies to failed or cancelled jobs; --status queued');
+      expect((await cli('jobs', 'delete', '--status', 'processing', '--yes')).code).toBe(2);
+      expect(await byStatus()).toEqual({ failed: 25 });
+    });
+
+    it('retries 3,000 failed jobs in batches of 1,000 rows (one transaction each), attempts reset, other queues untouched', async () => {
+      await seedFailed(3_000);
+      await sql.query(`INSERT INTO background_jobs (queue_name, payload, status, attempts, last_error, finished_at) VALUES ('other', '{}', 'failed', 5, 'x', now())`);
+      const result = await cli('jobs', 'retry', '--queue', 'bulk', '--status', 'failed', '--yes');
+      expect(result).toEqual({ code: 0, stdout: 'retried 3,000 job(s)\n', stderr: '' });
+      const { rows } = await sql.query<{ status: string; attempts: number; finished: boolean; n: number; txs: number }>(
+        `SELECT status, attempts, finished_at IS NOT NULL AS finished, count(*)::int AS n, count(DISTINCT xmin::text)::int AS txs
+         FROM background_jobs WHERE queue_name = 'bulk' GROUP BY 1, 2, 3`,
+      );
+      // Rows written by one transaction share its xmin: three batches of 1,000.
+      expect(rows).toEqual([{ status: 'queued', attempts: 0, finished: false, n: 3_000, txs: 3 }]);
+      const perTx = await sql.query(`SELECT count(*)::int AS n FROM background_jobs WHERE queue_name = 'bulk' GROUP BY xmin::text`);
+      expect(perTx.rows.map((r) => r.n)).toEqual([1_000, 1_000, 1_000]);
+      expect((await sql.query(`SELECT status FROM background_jobs WHERE queue_name = 'other'`)).rows).toEqual([{ status: 'failed' }]);
+    });
+
+    it('retry skips a job whose unique key another live job holds (and all but one of several failed jobs sharing a key)', async () => {
+      await sql.query(`DELETE FROM background_jobs`);
+      await sql.query(`
+        INSERT INTO background_jobs (queue_name, payload, status, finished_at, unique_key) VALUES
+          ('u', '{}', 'failed', now(), 'k1'), ('u', '{}', 'queued', NULL, 'k1'),
+          ('u', '{}', 'failed', now(), 'k2'), ('u', '{}', 'failed', now(), 'k2'),
+          ('u', '{}', 'failed', now(), NULL)`);
+      const result = await cli('jobs', 'retry', '--queue', 'u', '--yes', '--batch-size', '2');
+      expect(result).toEqual({ code: 0, stdout: 'retried 2 job(s); 2 skipped (another job holds its unique key)\n', stderr: '' });
+      const { rows } = await sql.query(`SELECT unique_key, status::text, count(*)::int AS n FROM background_jobs GROUP BY 1, 2 ORDER BY 1, 2`);
+      expect(rows).toEqual([
+        { unique_key: 'k1', status: 'failed', n: 1 },
+        { unique_key: 'k1', status: 'queued', n: 1 },
+        { unique_key: 'k2', status: 'failed', n: 1 },
+        { unique_key: 'k2', status: 'queued', n: 1 },
+        { unique_key: null, status: 'queued', n: 1 },
+      ]);
+    });
+
+    it('cancel by id and by filter (running jobs get the NOTIFY that aborts them); delete by filter; retry by id', async () => {
+      await sql.query(`DELETE FROM background_jobs`);
+      const { rows } = await sql.query<{ id: string }>(`
+        INSERT INTO background_jobs (queue_name, payload, status, locked_by, lease_expires_at, finished_at) VALUES
+          ('c', '{}', 'queued', NULL, NULL, NULL), ('c', '{}', 'processing', 'w1', now() + interval '1 minute', NULL),
+          ('c', '{}', 'completed', NULL, NULL, now()), ('d', '{}', 'queued', NULL, NULL, NULL)
+        RETURNING id`);
+      const [queued, running, completed, other] = rows.map((r) => r.id);
+      const listener = await sql.connect();
+      const heard: string[] = [];
+      try {
+        listener.on('notification', (n) => heard.push(`${n.channel} ${n.payload}`));
+        await listener.query('LISTEN pg_queue_cancel');
+        expect((await cli('jobs', 'cancel', queued, completed, '--yes')).stdout).toBe('cancelled 1 job(s)\n'); // a completed job is left alone
+        expect((await cli('jobs', 'cancel', '--queue', 'c', '--yes')).stdout).toBe('cancelled 1 job(s)\n');
+        await sql.query('SELECT 1');
+        for (let i = 0; i < 50 && heard.length === 0; i++) await new Promise((r) => setTimeout(r, 20));
+        expect(heard).toEqual([`pg_queue_cancel ${running}:0`]);
+      } finally {
+        listener.release();
+      }
+      const status = async () => Object.fromEntries((await sql.query(`SELECT id::text, status::text FROM background_jobs`)).rows.map((r) => [r.id, r.status]));
+      expect(await status()).toEqual({ [queued]: 'cancelled', [running]: 'cancelled', [completed]: 'completed', [other]: 'queued' });
+
+      expect((await cli('jobs', 'retry', queued, '--yes')).stdout).toBe('retried 1 job(s)\n');
+      expect((await cli('jobs', 'delete', '--queue', 'c', '--status', 'cancelled', '--status', 'completed', '--yes')).stdout).toBe('deleted 2 job(s)\n');
+      expect(await status()).toEqual({ [queued]: 'queued', [other]: 'queued' });
+      expect((await cli('jobs', 'delete', '--all', '--dry-run')).stdout).toBe('dry run: would delete 2 job(s) in status queued or completed or failed or cancelled; nothing changed\n');
+    });
+  });
 });

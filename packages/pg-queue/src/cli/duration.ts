@@ -22,3 +22,9 @@ export function parseInteger(option: string, min: number, max: number): (value: 
     return n;
   };
 }
+
+/** Milliseconds in the largest unit that divides them evenly: 7200000 -> "2h". */
+export function formatDuration(ms: number): string {
+  for (const unit of ['w', 'd', 'h', 'm', 's']) if (ms > 0 && ms % UNIT_MS[unit] === 0) return `${ms / UNIT_MS[unit]}${unit}`;
+  return `${ms}ms`;
+}

@@ -2,6 +2,7 @@
 // The package's command line (`pg-queue`). Nothing in the library imports this folder: an app that never runs
 // the command pays nothing for it (commander, cli-progress and these files stay out of its import graph).
 import { Command, CommanderError } from 'commander';
+import { registerBulk } from './commands/bulk.js';
 import { registerJobs } from './commands/jobs.js';
 import { registerMigrate } from './commands/migrate.js';
 import { registerStats } from './commands/stats.js';
@@ -19,7 +20,7 @@ const program = new Command('pg-queue')
 
 registerMigrate(program, run);
 registerStats(program, run);
-registerJobs(program, run);
+registerBulk(registerJobs(program, run), run);
 
 try {
   await program.parseAsync(process.argv);
