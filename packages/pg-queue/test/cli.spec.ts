@@ -14,6 +14,7 @@ describe('pg-queue command line', () => {
     await buildCli();
     url = await createTestDatabase('cli');
     sql = new pg.Pool({ connectionString: url, max: 2 });
+    sql.on('error', () => undefined);
   }, 180_000);
   afterAll(async () => {
     await sql?.end();
@@ -243,7 +244,7 @@ describe('pg-queue command line', () => {
         for (let i = 0; i < 50 && heard.length === 0; i++) await new Promise((r) => setTimeout(r, 20));
         expect(heard).toEqual([`pg_queue_cancel ${running}:0`]);
       } finally {
-        listener.release();
+        listener.release(true);
       }
       const status = async () => Object.fromEntries((await sql.query(`SELECT id::text, status::text FROM background_jobs`)).rows.map((r) => [r.id, r.status]));
       expect(await status()).toEqual({ [queued]: 'cancelled', [running]: 'cancelled', [completed]: 'completed', [other]: 'queued' });
@@ -253,5 +254,49 @@ describe('pg-queue command line', () => {
       expect(await status()).toEqual({ [queued]: 'queued', [other]: 'queued' });
       expect((await cli('jobs', 'delete', '--all', '--dry-run')).stdout).toBe('dry run: would delete 2 job(s) in status queued or completed or failed or cancelled; nothing changed\n');
     });
+  });
+
+  it('enqueue: the service\'s checks (bad JSON, queue name, payload jsonb cannot store: exit 2, nothing stored), options, unique keys', async () => {
+    await sql.query(`DELETE FROM background_jobs`);
+    const plain = await cli('enqueue', 'mail', '{"to":"a@example.com"}', '--priority', '3', '--delay', '1h', '--max-attempts', '2');
+    expect(plain.code).toBe(0);
+    const id = /^enqueued job (\d+)\n$/.exec(plain.stdout)![1];
+    const { rows } = await sql.query(`SELECT queue_name, payload, priority, max_attempts, round(extract(epoch FROM run_at - now()) / 60)::int AS minutes FROM background_jobs WHERE id = $1`, [id]);
+    expect(rows).toEqual([{ queue_name: 'mail', payload: { to: 'a@example.com' }, priority: 3, max_attempts: 2, minutes: 60 }]);
+
+    expect(await cli('enqueue', 'mail', '{"to":1}', '--unique-key', 'k')).toMatchObject({ code: 0, stdout: expect.stringMatching(/^enqueued job \d+\n$/) });
+    const dup = await cli('enqueue', 'mail', '{"to":2}', '--unique-key', 'k', '--on-conflict', 'replace');
+    expect(dup.stdout).toMatch(/^duplicate: job \d+ holds the key \(its payload replaced\)\n$/);
+    expect((await sql.query(`SELECT payload FROM background_jobs WHERE unique_key = 'k'`)).rows).toEqual([{ payload: { to: 2 } }]);
+
+    for (const [args, message] of [
+      [['mail', '{oops'], 'pg-queue: the payload is not JSON: '],
+      [['no spaces', '{}'], 'pg-queue: Invalid queue name "no spaces"'],
+      [['mail', '"\\u0000"'], 'NUL character'],
+      [['mail', '{"a":1}', '--max-payload-bytes', '4'], 'pg-queue: Cannot enqueue to "mail"'],
+      [['mail', '{}', '--on-conflict', 'sometimes', '--unique-key', 'z'], 'onConflict'],
+    ] as const) {
+      const result = await cli('enqueue', ...args);
+      expect(result.code).toBe(2);
+      expect(result.stderr).toContain(message);
+    }
+    expect((await sql.query(`SELECT count(*)::int AS n FROM background_jobs`)).rows[0].n).toBe(2);
+  });
+
+  it('pause and resume a queue; prune runs one pass of the pruner', async () => {
+    expect(await cli('pause', 'mail')).toEqual({ code: 0, stdout: 'paused mail\n', stderr: '' });
+    expect((await sql.query(`SELECT queue_name, paused FROM background_queues`)).rows).toEqual([{ queue_name: 'mail', paused: true }]);
+    expect(await cli('resume', 'mail')).toEqual({ code: 0, stdout: 'resumed mail\n', stderr: '' });
+    expect((await sql.query(`SELECT paused FROM background_queues WHERE queue_name = 'mail'`)).rows).toEqual([{ paused: false }]);
+
+    await sql.query(`DELETE FROM background_jobs`);
+    await sql.query(`
+      INSERT INTO background_jobs (queue_name, payload, status, finished_at) VALUES
+        ('p', '{}', 'completed', now() - interval '2 days'), ('p', '{}', 'completed', now() - interval '1 hour'),
+        ('p', '{}', 'failed', now() - interval '8 days'), ('p', '{}', 'cancelled', now() - interval '2 days'), ('p', '{}', 'queued', NULL)`);
+    expect((await cli('prune')).stdout).toBe('deleted 1 completed and 1 failed/cancelled job(s) past retention\n'); // the module's defaults: 1d, 7d
+    expect((await cli('prune', '--completed-retention', '30m', '--failed-retention', 'never')).stdout).toBe('deleted 1 completed and 0 failed/cancelled job(s) past retention\n');
+    expect((await cli('prune', '--failed-retention', '1d', '--batch-size', '1')).stdout).toBe('deleted 0 completed and 1 failed/cancelled job(s) past retention\n');
+    expect((await sql.query(`SELECT status::text FROM background_jobs`)).rows).toEqual([{ status: 'queued' }]);
   });
 });

@@ -3,8 +3,11 @@
 // the command pays nothing for it (commander, cli-progress and these files stay out of its import graph).
 import { Command, CommanderError } from 'commander';
 import { registerBulk } from './commands/bulk.js';
+import { registerEnqueue } from './commands/enqueue.js';
 import { registerJobs } from './commands/jobs.js';
 import { registerMigrate } from './commands/migrate.js';
+import { registerPrune } from './commands/prune.js';
+import { registerQueues } from './commands/queues.js';
 import { registerStats } from './commands/stats.js';
 import { CliError, EXIT, UsageError } from './errors.js';
 import { current, run } from './run.js';
@@ -21,6 +24,9 @@ const program = new Command('pg-queue')
 registerMigrate(program, run);
 registerStats(program, run);
 registerBulk(registerJobs(program, run), run);
+registerEnqueue(program, run);
+registerQueues(program, run);
+registerPrune(program, run);
 
 try {
   await program.parseAsync(process.argv);
