@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { createTestDatabase } from '@internal/pg-harness';
+import { createTestDatabase, pgBouncerAvailable, startPgBouncer, withDatabaseName } from '@internal/pg-harness';
 import pg from 'pg';
 import { PG_QUEUE_MIGRATIONS } from '../src/migrations/index.js';
 import { buildCli, runCli } from './support/run-cli.js';
@@ -298,5 +298,73 @@ describe('pg-queue command line', () => {
     expect((await cli('prune', '--completed-retention', '30m', '--failed-retention', 'never')).stdout).toBe('deleted 1 completed and 0 failed/cancelled job(s) past retention\n');
     expect((await cli('prune', '--failed-retention', '1d', '--batch-size', '1')).stdout).toBe('deleted 0 completed and 1 failed/cancelled job(s) past retention\n');
     expect((await sql.query(`SELECT status::text FROM background_jobs`)).rows).toEqual([{ status: 'queued' }]);
+  });
+
+  describe('doctor', () => {
+    const checks = async (args: string[], env: Record<string, string>) => {
+      const result = await runCli(['doctor', '--json', ...args], env);
+      return { code: result.code, stderr: result.stderr, checks: Object.fromEntries((JSON.parse(result.stdout) as { check: string; state: string; detail: string }[]).map((c) => [c.check, c])) };
+    };
+
+    it('a healthy database: every check ok, exit 0, one line per check', async () => {
+      const result = await cli('doctor');
+      expect(result.code).toBe(0);
+      expect(result.stdout.split('\n').filter(Boolean).map((l) => l.split(/\s+/).slice(0, 2).join(' '))).toEqual([
+        'ok schema', 'ok indexes', 'ok autovacuum', 'ok leases', 'ok listen', 'ok pooler',
+      ]);
+    });
+
+    it('finds pending migrations, a missing and an INVALID index, lost autovacuum settings, stuck leases (exit 1 when a check fails)', async () => {
+      const broken = await createTestDatabase('cli_doctor');
+      const env = { DATABASE_URL: broken };
+      const empty = await checks([], env);
+      expect(empty.code).toBe(1);
+      expect(empty.stderr).toBe('pg-queue: 4 check(s) failed\n');
+      expect(empty.checks.schema).toMatchObject({ state: 'fail', detail: 'no queue migration applied' });
+      expect(empty.checks.autovacuum).toMatchObject({ state: 'fail', detail: 'table background_jobs does not exist' });
+      expect(empty.checks.indexes.state).toBe('fail');
+      expect(empty.checks.leases).toMatchObject({ state: 'fail', detail: expect.stringContaining('the check failed: relation "background_jobs" does not exist') });
+      expect(empty.checks.listen.state).toBe('ok');
+
+      expect((await runCli(['migrate'], env)).code).toBe(0);
+      expect((await runCli(['migrate', 'down'], env)).code).toBe(0);
+      const db = new pg.Client({ connectionString: broken });
+      await db.connect();
+      try {
+        await db.query(`DROP INDEX background_jobs_finished_idx`);
+        await db.query(`UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'background_jobs_delayed_idx'::regclass`);
+        await db.query(`ALTER TABLE background_jobs RESET (autovacuum_vacuum_scale_factor)`);
+        await db.query(`INSERT INTO background_jobs (queue_name, payload, status, locked_by, lease_expires_at) VALUES ('q', '{}', 'processing', 'gone', now() - interval '1 minute'), ('q', '{}', 'processing', 'alive', now() + interval '1 minute')`);
+      } finally {
+        await db.end();
+      }
+      const result = await checks([], env);
+      expect(result.code).toBe(1);
+      expect(result.checks.schema).toMatchObject({ state: 'warn', detail: '6 of 7 queue migrations applied; pending: UniqueJobs1764540000000' });
+      expect(result.checks.indexes).toMatchObject({
+        state: 'fail',
+        detail: 'INVALID (a concurrent build that failed): background_jobs_delayed_idx; missing: background_jobs_finished_idx, background_jobs_unique_key_idx, background_job_keys_pkey, background_job_keys_held_until_idx',
+      });
+      expect(result.checks.autovacuum).toMatchObject({ state: 'warn', detail: expect.stringContaining('background_jobs lacks autovacuum_vacuum_scale_factor') });
+      expect(result.checks.leases).toMatchObject({ state: 'warn', detail: expect.stringMatching(/^1 running job\(s\) whose lease ended more than 10s ago/) });
+      expect((await checks(['--sweep-interval', '1m'], env)).checks.leases.state).toBe('ok');
+    });
+
+    (pgBouncerAvailable() ? it : it.skip)('detects PgBouncer in transaction mode (warn without --transaction-pooler, ok with it)', async () => {
+      const bouncer = await startPgBouncer(process.env.PG_QUEUE_TEST_SERVER_URL!, { poolMode: 'transaction', poolSize: 4 });
+      try {
+        const bounced = withDatabaseName(bouncer.url, new URL(url).pathname.slice(1));
+        const without = await checks([], { DATABASE_URL: bounced });
+        expect(without.checks.pooler).toMatchObject({ state: 'warn', detail: expect.stringContaining('transaction pooler detected') });
+        expect(without.checks.schema.state).toBe('ok');
+        const withFlag = await runCli(['--transaction-pooler', 'doctor', '--json'], { DATABASE_URL: bounced });
+        const pooler = (JSON.parse(withFlag.stdout) as { check: string; state: string }[]).find((c) => c.check === 'pooler');
+        expect(pooler?.state).toBe('ok');
+        // Through the pooler the other commands work too (unnamed statements).
+        expect((await runCli(['--transaction-pooler', 'stats'], { DATABASE_URL: bounced })).code).toBe(0);
+      } finally {
+        await bouncer.stop();
+      }
+    });
   });
 });

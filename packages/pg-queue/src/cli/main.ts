@@ -3,6 +3,7 @@
 // the command pays nothing for it (commander, cli-progress and these files stay out of its import graph).
 import { Command, CommanderError } from 'commander';
 import { registerBulk } from './commands/bulk.js';
+import { registerDoctor } from './commands/doctor.js';
 import { registerEnqueue } from './commands/enqueue.js';
 import { registerJobs } from './commands/jobs.js';
 import { registerMigrate } from './commands/migrate.js';
@@ -27,6 +28,7 @@ registerBulk(registerJobs(program, run), run);
 registerEnqueue(program, run);
 registerQueues(program, run);
 registerPrune(program, run);
+registerDoctor(program, run);
 
 try {
   await program.parseAsync(process.argv);
