@@ -1,6 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createTestDatabase, pgBouncerAvailable, startPgBouncer, withDatabaseName } from '@internal/pg-harness';
 import pg from 'pg';
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { PG_QUEUE_MIGRATIONS } from '../src/migrations/index.js';
 import { buildCli, runCli } from './support/run-cli.js';
 
@@ -20,10 +23,20 @@ describe('pg-queue command line', () => {
     await sql?.end();
   });
 
+  it('stays out of the library: no module outside src/cli imports it (apps that never run it load none of it)', async () => {
+    const src = fileURLToPath(new URL('../src/', import.meta.url));
+    const files = (await readdir(src, { recursive: true })).filter((f) => f.endsWith('.ts') && !f.startsWith('cli/'));
+    const importers = [];
+    for (const file of files) if (/from '[./]*cli\//.test(await readFile(join(src, file), 'utf8'))) importers.push(file);
+    expect(importers).toEqual([]);
+  });
+
   it('--help lists the commands and exits 0; bad usage exits 2 with one line', async () => {
     const help = await runCli(['--help']);
     expect(help.code).toBe(0);
-    for (const command of ['migrate', 'stats', 'jobs']) expect(help.stdout).toContain(command);
+    for (const command of ['migrate', 'stats', 'jobs', 'enqueue', 'pause', 'resume', 'prune', 'doctor']) expect(help.stdout).toMatch(new RegExp(`^  ${command}`, 'm'));
+    const jobsHelp = await runCli(['jobs', 'retry', '--help']);
+    expect(jobsHelp.stdout).toContain('--dry-run');
 
     const unknown = await runCli(['frobnicate']);
     expect(unknown.code).toBe(2);
