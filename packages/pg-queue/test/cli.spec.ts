@@ -5,7 +5,8 @@ import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PG_QUEUE_MIGRATIONS } from '../src/migrations/index.js';
-import { buildCli, runCli } from './support/run-cli.js';
+import { spawn, spawnSync } from 'node:child_process';
+import { buildCli, CLI, runCli } from './support/run-cli.js';
 
 // The real binary (dist/cli/main.js, built by tsc -b) against a real database: output and exit codes.
 describe('pg-queue command line', () => {
@@ -217,6 +218,38 @@ describe('pg-queue command line', () => {
       const perTx = await sql.query(`SELECT count(*)::int AS n FROM background_jobs WHERE queue_name = 'bulk' GROUP BY xmin::text`);
       expect(perTx.rows.map((r) => r.n)).toEqual([1_000, 1_000, 1_000]);
       expect((await sql.query(`SELECT status FROM background_jobs WHERE queue_name = 'other'`)).rows).toEqual([{ status: 'failed' }]);
+    });
+
+    // On a terminal (util-linux `script` gives the command a pseudo-terminal): the question, then the progress bar.
+    (spawnSync('script', ['--version']).status === 0 ? it : it.skip)('on a terminal it asks; y goes ahead with a progress bar, anything else changes nothing (exit 1)', async () => {
+      await seedFailed(2_500);
+      const onTerminal = (args: string, answer: string) =>
+        new Promise<{ code: number | null; output: string }>((resolve) => {
+          const child = spawn('script', ['-qec', `${JSON.stringify(process.execPath)} ${JSON.stringify(CLI)} ${args}`, '/dev/null'], {
+            env: { ...process.env, NODE_OPTIONS: '', DATABASE_URL: url },
+          });
+          let output = '';
+          let answered = false;
+          child.stdout.on('data', (chunk: Buffer) => {
+            output += chunk.toString();
+            if (!answered && output.includes('[y/N]')) {
+              answered = true;
+              child.stdin.write(`${answer}\r`);
+            }
+          });
+          child.on('close', (code) => resolve({ code, output }));
+        });
+      const declined = await onTerminal('jobs retry --queue bulk', 'n');
+      expect(declined.output).toContain('Retry 2,500 job(s) of queue bulk, in status failed or cancelled? [y/N]');
+      expect(declined.output).toContain('pg-queue: not confirmed: nothing changed');
+      expect(declined.code).toBe(1);
+      expect(await byStatus()).toEqual({ failed: 2_500 });
+
+      const accepted = await onTerminal('jobs retry --queue bulk', 'y');
+      expect(accepted.code).toBe(0);
+      expect(accepted.output).toMatch(/retry \[[█░]+\] 2500\/2500 jobs/);
+      expect(accepted.output).toContain('retried 2,500 job(s)');
+      expect(await byStatus()).toEqual({ queued: 2_500 });
     });
 
     it('retry skips a job whose unique key another live job holds (and all but one of several failed jobs sharing a key)', async () => {
