@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Packs the library as npm would publish it, checks what the tarball holds, installs it into an empty
 # project beside its peer dependencies and compiles a small consumer with skipLibCheck false (a type the
-# declarations import without a declared dependency fails there with TS7016), then imports it with Node.
+# declarations import without a declared dependency fails there with TS7016), then imports it with Node and
+# runs its bin (`npx pg-queue --help`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=$(mktemp -d)
@@ -10,7 +11,7 @@ trap 'rm -rf "$work"' EXIT
 npm pack -w packages/pg-queue --pack-destination "$work" --silent >/dev/null
 tarball=$(ls "$work"/nestjs-pg-queue-*.tgz)
 listing=$(tar -tzf "$tarball")
-for f in package/LICENSE package/README.md package/package.json package/dist/index.js package/dist/index.d.ts package/src/index.ts; do
+for f in package/LICENSE package/README.md package/package.json package/dist/index.js package/dist/index.d.ts package/src/index.ts package/dist/cli/main.js; do
   grep -qx "$f" <<<"$listing" || { echo "the package lacks $f" >&2; exit 1; }
 done
 if grep -E 'tsbuildinfo|/test/|\.spec\.' <<<"$listing" >&2; then echo "the package holds build or test files (above)" >&2; exit 1; fi
@@ -33,4 +34,9 @@ ts=$(node -p 'require("typescript/package.json").version')
 (cd "$consumer" && npm install --prefer-offline --no-audit --no-fund --loglevel=error "$tarball" $peers "typescript@$ts" "@types/node@20" >/dev/null)
 (cd "$consumer" && npx --no-install tsc -p .)
 (cd "$consumer" && node --input-type=module -e 'import("nestjs-pg-queue").then((m) => { if (!m.PgQueueModule || !m.QueueService) process.exit(1); })')
-echo "package check: $(basename "$tarball") ($(wc -l <<<"$listing") files) installs, type-checks with skipLibCheck false and imports"
+# The package's bin, as a user runs it: npx finds it in the installed package, its dependencies resolve.
+help=$(cd "$consumer" && npx --no-install pg-queue --help)
+for command in migrate stats jobs enqueue pause resume prune doctor; do
+  grep -q "^  $command" <<<"$help" || { echo "npx pg-queue --help lacks the $command command:" >&2; echo "$help" >&2; exit 1; }
+done
+echo "package check: $(basename "$tarball") ($(wc -l <<<"$listing") files) installs, type-checks with skipLibCheck false and imports; npx pg-queue --help works"

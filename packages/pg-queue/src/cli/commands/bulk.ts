@@ -1,0 +1,116 @@
+import { createInterface } from 'node:readline/promises';
+import cliProgress from 'cli-progress';
+import type { Command } from 'commander';
+import type { JobStatus } from '../../interfaces/job.interface.js';
+import type { AdminStore, BulkAction, JobFilter } from '../../store/admin.store.js';
+import { IDS_AND_FILTERS, NO_TARGET, NOT_CONFIRMED_NO_TTY, STATUS_NOT_ALLOWED } from '../cli.messages.js';
+import { formatDuration, parseInteger } from '../duration.js';
+import { CliError, UsageError } from '../errors.js';
+import { count, note, print } from '../output.js';
+import type { Run } from '../run.js';
+import { addFilterOptions, jobId, toFilter, type FilterOptions } from './jobs.js';
+
+interface BulkOptions extends FilterOptions {
+  all?: boolean;
+  dryRun?: boolean;
+  yes?: boolean;
+  batchSize: number;
+}
+
+/** What each action can change: a job in another status is left alone (and not counted). */
+const ACTIONS: Record<BulkAction, { statuses: JobStatus[]; verb: string; done: string; help: string }> = {
+  retry: { statuses: ['failed', 'cancelled'], verb: 'retry', done: 'retried', help: 'queue failed or cancelled jobs again, now, with their attempts reset' },
+  cancel: {
+    statuses: ['queued', 'processing'],
+    verb: 'cancel',
+    done: 'cancelled',
+    help: "cancel queued or running jobs (a running job's worker is told to abort it; its outcome is refused)",
+  },
+  delete: { statuses: ['queued', 'completed', 'failed', 'cancelled'], verb: 'delete', done: 'deleted', help: 'delete jobs (never running ones: cancel them first)' },
+};
+
+/** Rows a count statement reads at most; the count goes on page by page. */
+const COUNT_PAGE = 10_000;
+
+export function registerBulk(jobs: Command, run: Run): void {
+  for (const action of Object.keys(ACTIONS) as BulkAction[]) {
+    const { statuses, help } = ACTIONS[action];
+    addFilterOptions(jobs.command(action))
+      .description(`${help}; by id, or every job matching the filters (statuses: ${statuses.join(', ')})`)
+      .argument('[ids...]', 'job ids (instead of filters)')
+      .option('--all', `every ${statuses.join(' or ')} job (no filter)`)
+      .option('--dry-run', 'count the jobs it would change, change nothing')
+      .option('-y, --yes', 'do not ask for confirmation (needed when stdin is not a terminal)')
+      .option('--batch-size <n>', 'rows per statement (each batch is one short transaction)', parseInteger('--batch-size', 1, 50_000), 1_000)
+      .action(run(async (connection, ids, options: BulkOptions) => bulk(connection.adminStore(), action, ids, options)));
+  }
+}
+
+async function bulk(store: AdminStore, action: BulkAction, ids: string[], options: BulkOptions): Promise<void> {
+  const { verb, done } = ACTIONS[action];
+  const filter = targetOf(action, ids, options);
+  const described = describe(filter);
+
+  let total = 0;
+  for (let after = '0'; ; ) {
+    const page = await store.countJobs(filter, after, COUNT_PAGE);
+    total += page.n;
+    if (page.n < COUNT_PAGE || page.lastId === null) break;
+    after = page.lastId;
+  }
+  const summary = `${verb} ${count(total)} job(s) ${described}`;
+  if (options.dryRun) return print(`dry run: would ${summary}; nothing changed`);
+  if (total === 0) return print(`no job to ${verb} ${described}`);
+  if (!options.yes) await confirm(summary);
+
+  // The progress bar draws on stderr, only when it is a terminal (cli-progress writes nothing otherwise).
+  const bar = total > options.batchSize ? new cliProgress.SingleBar({ stream: process.stderr, format: `${verb} [{bar}] {value}/{total} jobs, {eta_formatted} left` }, cliProgress.Presets.shades_classic) : undefined;
+  bar?.start(total, 0);
+  let changed = 0;
+  let seen = 0;
+  try {
+    for (let after = '0'; ; ) {
+      const batch = await store.bulkBatch(action, filter, after, options.batchSize);
+      changed += batch.changed;
+      seen += batch.seen;
+      bar?.update(Math.min(seen, total));
+      if (batch.seen < options.batchSize || batch.lastId === null) break;
+      after = batch.lastId;
+    }
+  } finally {
+    bar?.stop();
+  }
+  const skipped = seen - changed;
+  print(`${done} ${count(changed)} job(s)${skipped > 0 ? `; ${count(skipped)} skipped (another job holds its unique key)` : ''}`);
+}
+
+function targetOf(action: BulkAction, ids: string[], options: BulkOptions): JobFilter {
+  const allowed = ACTIONS[action].statuses;
+  for (const status of options.status ?? []) if (!allowed.includes(status)) throw new UsageError(STATUS_NOT_ALLOWED(action, status, allowed));
+  const filtered = options.queue !== undefined || options.status !== undefined || options.olderThan !== undefined || options.error !== undefined;
+  if (ids.length > 0 && (filtered || options.all)) throw new UsageError(IDS_AND_FILTERS(action));
+  if (ids.length === 0 && !filtered && !options.all) throw new UsageError(NO_TARGET(action));
+  const filter = toFilter(options, allowed);
+  if (ids.length > 0) filter.ids = [...new Set(ids.map(jobId))];
+  return filter;
+}
+
+function describe(f: JobFilter): string {
+  const parts = [f.ids ? `with id ${f.ids.join(', ')}` : undefined, f.queue !== undefined ? `of queue ${f.queue}` : undefined, `in status ${f.statuses.join(' or ')}`];
+  if (f.olderThanMs !== undefined) parts.push(`created over ${formatDuration(f.olderThanMs)} ago`);
+  if (f.errorContains !== undefined) parts.push(`whose last error contains ${JSON.stringify(f.errorContains)}`);
+  return parts.filter(Boolean).join(', ');
+}
+
+/** Asks on the terminal; refuses (bad usage) when stdin is not one: a script must say --yes. */
+async function confirm(summary: string): Promise<void> {
+  if (!process.stdin.isTTY) throw new UsageError(NOT_CONFIRMED_NO_TTY(summary));
+  const prompt = createInterface({ input: process.stdin, output: process.stderr });
+  try {
+    const answer = await prompt.question(`${summary[0].toUpperCase()}${summary.slice(1)}? [y/N] `);
+    if (!/^y(es)?$/i.test(answer.trim())) throw new CliError('not confirmed: nothing changed');
+  } finally {
+    prompt.close();
+  }
+  note('');
+}

@@ -1,0 +1,203 @@
+import type { Command } from 'commander';
+import { randomBytes } from 'node:crypto';
+import type { Connection } from '../connection.js';
+import { formatDuration, parseDuration } from '../duration.js';
+import { CliError } from '../errors.js';
+import { print, printJson } from '../output.js';
+import type { Run } from '../run.js';
+
+export type CheckState = 'ok' | 'warn' | 'fail';
+
+export interface CheckResult {
+  check: string;
+  state: CheckState;
+  /** What was found, in one line. */
+  detail: string;
+  /** What to do about it (warn and fail only). */
+  hint?: string;
+}
+
+interface DoctorOptions {
+  json?: boolean;
+  sweepInterval: number;
+  migrationsTable?: string;
+}
+
+/** Every index the queue's migrations create (a missing one is a migration that did not run, or was undone by hand). */
+const EXPECTED_INDEXES = [
+  'background_jobs_pkey',
+  'background_jobs_claim_idx',
+  'background_jobs_delayed_idx',
+  'background_jobs_in_flight_idx',
+  'background_jobs_finished_idx',
+  'background_jobs_unique_key_idx',
+  'background_job_keys_pkey',
+  'background_job_keys_held_until_idx',
+  'background_queues_pkey',
+];
+
+/** What the first migration sets on background_jobs: a queue table turns over fast and needs vacuuming often. */
+const AUTOVACUUM_SETTINGS = ['autovacuum_vacuum_scale_factor', 'autovacuum_vacuum_threshold', 'autovacuum_analyze_scale_factor'];
+
+const LISTEN_TIMEOUT_MS = 3_000;
+const STUCK_COUNT_LIMIT = 1_000;
+
+export function registerDoctor(program: Command, run: Run): void {
+  program
+    .command('doctor')
+    .description('check the database: schema version, indexes, autovacuum settings, stuck leases, LISTEN, transaction pooler; exit 1 if a check fails')
+    .option('--sweep-interval <duration>', "the module's maintenance.sweepIntervalMs, if your app changes it (default 5s)", parseDuration('--sweep-interval'), 5_000)
+    .option('--migrations-table <name>', "TypeORM's migrations table, if your DataSource names it (default: migrations)")
+    .option('--json', 'as JSON: [{ check, state, detail, hint? }]')
+    .action(
+      run(async (connection, _args, options: DoctorOptions) => {
+        const results: CheckResult[] = [];
+        const checks = { schema, indexes, autovacuum, leases: stuckLeases, listen, pooler };
+        for (const [name, check] of Object.entries(checks)) {
+          try {
+            results.push(await check(connection, options));
+          } catch (error) {
+            // One check that cannot run (a missing table, a refused statement) does not stop the others.
+            results.push({ check: name, state: 'fail', detail: `the check failed: ${connection.mask(firstLine(error))}` });
+          }
+        }
+        if (options.json) printJson(results);
+        else for (const r of results) print(`${r.state.padEnd(4)}  ${r.check.padEnd(11)}  ${r.detail}${r.hint ? `\n${' '.repeat(19)}hint: ${r.hint}` : ''}`);
+        const failed = results.filter((r) => r.state === 'fail').length;
+        if (failed > 0) throw new CliError(`${failed} check(s) failed`);
+      }),
+    );
+}
+
+async function schema(connection: Connection, options: DoctorOptions): Promise<CheckResult> {
+  const { migrationStatus } = await import('../migrations.js');
+  const { rows, pending } = await migrationStatus(connection, options.migrationsTable);
+  const applied = rows.length - pending;
+  if (applied === 0) return { check: 'schema', state: 'fail', detail: 'no queue migration applied', hint: 'run `pg-queue migrate`, or boot the app once (migrationsRun defaults to true)' };
+  if (pending > 0) {
+    const names = rows.filter((r) => !r.applied).map((r) => r.name);
+    return { check: 'schema', state: 'warn', detail: `${applied} of ${rows.length} queue migrations applied; pending: ${names.join(', ')}`, hint: 'run `pg-queue migrate` (this version of the package expects them)' };
+  }
+  return { check: 'schema', state: 'ok', detail: `all ${rows.length} queue migrations applied (latest ${rows.at(-1)!.name})` };
+}
+
+async function indexes(connection: Connection): Promise<CheckResult> {
+  const found = new Map((await connection.adminStore().queueIndexes()).map((i) => [i.name, i.valid]));
+  const missing = EXPECTED_INDEXES.filter((name) => !found.has(name));
+  const invalid = [...found].filter(([, valid]) => !valid).map(([name]) => name);
+  if (invalid.length > 0) {
+    return {
+      check: 'indexes',
+      state: 'fail',
+      detail: `INVALID (a concurrent build that failed): ${invalid.join(', ')}${missing.length ? `; missing: ${missing.join(', ')}` : ''}`,
+      hint: 'DROP INDEX CONCURRENTLY each invalid index, then `pg-queue migrate down` and `pg-queue migrate` for the migration that builds it (or boot the app: the runner rebuilds invalid ones)',
+    };
+  }
+  if (missing.length > 0) return { check: 'indexes', state: 'fail', detail: `missing: ${missing.join(', ')}`, hint: 'run `pg-queue migrate`; if the schema says up to date, an index was dropped by hand: `pg-queue migrate down` then `pg-queue migrate` rebuilds the last one' };
+  return { check: 'indexes', state: 'ok', detail: `${EXPECTED_INDEXES.length} indexes present and valid` };
+}
+
+async function autovacuum(connection: Connection): Promise<CheckResult> {
+  const options = await connection.adminStore().jobsTableOptions();
+  if (options === null) return { check: 'autovacuum', state: 'fail', detail: 'table background_jobs does not exist', hint: 'run `pg-queue migrate`' };
+  const set = new Map(options.map((o) => o.split('=') as [string, string]));
+  const missing = AUTOVACUUM_SETTINGS.filter((name) => !set.has(name));
+  const detail = AUTOVACUUM_SETTINGS.filter((name) => set.has(name)).map((name) => `${name}=${set.get(name)}`).join(', ');
+  if (set.get('autovacuum_enabled') === 'false') return { check: 'autovacuum', state: 'fail', detail: 'autovacuum_enabled=false on background_jobs', hint: 'ALTER TABLE background_jobs RESET (autovacuum_enabled): dead rows of finished jobs pile up and slow every claim' };
+  if (missing.length > 0) {
+    return {
+      check: 'autovacuum',
+      state: 'warn',
+      detail: `background_jobs lacks ${missing.join(', ')}${detail ? ` (has ${detail})` : ''}: the server's defaults (vacuum at 20% dead rows) are too lazy for a queue table`,
+      hint: 'ALTER TABLE background_jobs SET (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_threshold = 1000, autovacuum_analyze_scale_factor = 0.02)',
+    };
+  }
+  return { check: 'autovacuum', state: 'ok', detail };
+}
+
+async function stuckLeases(connection: Connection, options: DoctorOptions): Promise<CheckResult> {
+  // Two sweeps of grace: the sweeper runs every interval, so a lease that ended longer ago than that was missed.
+  const graceMs = 2 * options.sweepInterval;
+  const { n, oldest } = await connection.adminStore().stuckLeases(graceMs, STUCK_COUNT_LIMIT);
+  if (n === 0) return { check: 'leases', state: 'ok', detail: `no running job whose lease ended more than ${formatDuration(graceMs)} ago` };
+  return {
+    check: 'leases',
+    state: 'warn',
+    detail: `${n === STUCK_COUNT_LIMIT ? 'at least ' : ''}${n} running job(s) whose lease ended more than ${formatDuration(graceMs)} ago (oldest ${oldest?.toISOString()})`,
+    hint: 'no instance runs the sweeper: keep maintenance enabled on at least one instance (maintenance.enabled), or check that instances are up',
+  };
+}
+
+/** LISTEN on a connection of its own, NOTIFY from another: the round trip the workers' wake-ups depend on. */
+async function listen(connection: Connection): Promise<CheckResult> {
+  const channel = `pg_queue_doctor_${randomBytes(4).toString('hex')}`;
+  const listener = connection.client();
+  listener.on('error', () => undefined);
+  try {
+    await listener.connect();
+    const heard = new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => resolve(false), LISTEN_TIMEOUT_MS);
+      listener.on('notification', (n) => {
+        if (n.channel !== channel) return;
+        clearTimeout(timer);
+        resolve(true);
+      });
+    });
+    await listener.query(`LISTEN ${channel}`);
+    const started = Date.now();
+    await connection.getPool().query(`SELECT pg_notify($1, 'ping')`, [channel]);
+    if (await heard) return { check: 'listen', state: 'ok', detail: `LISTEN/NOTIFY round trip in ${Date.now() - started} ms` };
+    return {
+      check: 'listen',
+      state: 'fail',
+      detail: `a NOTIFY was not heard within ${LISTEN_TIMEOUT_MS / 1000} s`,
+      hint: connection.transactionPooler
+        ? 'through a transaction pooler LISTEN hears nothing: give the module listenerUrl, a direct PostgreSQL URL, and run doctor on that URL too'
+        : 'a proxy in between drops notifications? workers then only poll (fallbackPollIntervalMs); set listenerUrl to a direct PostgreSQL URL',
+    };
+  } finally {
+    await listener.end().catch(() => undefined);
+  }
+}
+
+/**
+ * A pooler that shares server connections between clients (PgBouncer in transaction or statement mode) shows
+ * as one server process (pg_backend_pid) answering two clients, or a client's process changing between
+ * statements. PgBouncer hands out the server connection used last, so two clients in turn normally get the
+ * same one; a pooler configured otherwise may go unnoticed (the check then says so).
+ */
+async function pooler(connection: Connection): Promise<CheckResult> {
+  const pool = connection.getPool();
+  const { AdminStore } = await import('../../store/admin.store.js');
+  const a = await pool.connect();
+  let shared: boolean;
+  try {
+    const first = await new AdminStore(a).backendPid();
+    const b = await pool.connect();
+    try {
+      const other = await new AdminStore(b).backendPid();
+      const again = await new AdminStore(a).backendPid();
+      shared = first === other || first !== again;
+    } finally {
+      b.release();
+    }
+  } finally {
+    a.release();
+  }
+  if (!shared) {
+    return connection.transactionPooler
+      ? { check: 'pooler', state: 'ok', detail: 'no transaction pooler detected (--transaction-pooler was given: unneeded on a direct connection, harmless)' }
+      : { check: 'pooler', state: 'ok', detail: 'no transaction pooler detected: each client has its own server session' };
+  }
+  if (connection.transactionPooler) return { check: 'pooler', state: 'ok', detail: 'transaction pooler detected (server sessions shared between clients), and --transaction-pooler is set' };
+  return {
+    check: 'pooler',
+    state: 'warn',
+    detail: 'transaction pooler detected: server sessions are shared between clients (PgBouncer in transaction mode?)',
+    hint: 'set transactionPooler: true and listenerUrl (a direct URL) in the PgQueueModule options, and pass --transaction-pooler here',
+  };
+}
+
+function firstLine(error: unknown): string {
+  return error instanceof Error ? (error.message || error.name).split('\n')[0] : String(error);
+}

@@ -1,0 +1,104 @@
+import { InvalidArgumentError, type Command } from 'commander';
+import type { JobStatus } from '../../interfaces/job.interface.js';
+import type { JobFilter } from '../../store/admin.store.js';
+import { assertQueueName } from '../../utils/resolve-options.js';
+import { BAD_JOB_ID, BAD_STATUS, JOB_NOT_FOUND } from '../cli.messages.js';
+import { parseDuration, parseInteger } from '../duration.js';
+import { CliError, UsageError } from '../errors.js';
+import { print, printJson, printTable, time } from '../output.js';
+import type { Run } from '../run.js';
+
+export const ALL_STATUSES: readonly JobStatus[] = ['queued', 'processing', 'completed', 'failed', 'cancelled'];
+
+/** The filter options of `jobs list` and of the bulk actions. */
+export interface FilterOptions {
+  queue?: string;
+  status?: JobStatus[];
+  olderThan?: number;
+  error?: string;
+}
+
+export function addFilterOptions(command: Command): Command {
+  return command
+    .option('-q, --queue <queue>', 'jobs of this queue')
+    .option('-s, --status <status>', `jobs in this status (${ALL_STATUSES.join(', ')}); repeat for several`, collectStatus)
+    .option('--older-than <duration>', 'jobs created more than this long ago (database clock), e.g. 30m, 6h, 7d', parseDuration('--older-than'))
+    .option('--error <text>', 'jobs whose last error contains this text (case-insensitive)');
+}
+
+function collectStatus(value: string, previous: JobStatus[] | undefined): JobStatus[] {
+  if (!(ALL_STATUSES as string[]).includes(value)) throw new InvalidArgumentError(BAD_STATUS(value, ALL_STATUSES));
+  return [...(previous ?? []), value as JobStatus];
+}
+
+export function toFilter(options: FilterOptions, statuses: readonly JobStatus[] = ALL_STATUSES): JobFilter {
+  if (options.queue !== undefined) queueName(options.queue);
+  return {
+    queue: options.queue,
+    statuses: options.status ? [...new Set(options.status)] : [...statuses],
+    olderThanMs: options.olderThan,
+    errorContains: options.error,
+  };
+}
+
+export function queueName(queue: string): string {
+  try {
+    assertQueueName(queue);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  return queue;
+}
+
+export function jobId(id: string): string {
+  if (!/^[1-9][0-9]{0,18}$/.test(id) || BigInt(id) > 9_223_372_036_854_775_807n) throw new UsageError(BAD_JOB_ID(id));
+  return id;
+}
+
+export function registerJobs(program: Command, run: Run): Command {
+  const jobs = program.command('jobs').description('list, show, retry, cancel and delete jobs');
+
+  addFilterOptions(jobs.command('list'))
+    .description('jobs matching the filters, by id (oldest first), one page at a time')
+    .option('--after <id>', 'the page after this job id (keyset paging: pass the last id of the page before)', '0')
+    .option('--limit <n>', 'jobs per page (1 to 10,000)', parseInteger('--limit', 1, 10_000), 50)
+    .option('--json', 'as JSON lines, one job per line')
+    .action(
+      run(async (connection, _args, options: FilterOptions & { after: string; limit: number; json?: boolean }) => {
+        const after = options.after === '0' ? '0' : jobId(options.after);
+        const page = await connection.adminStore().listJobs(toFilter(options), after, options.limit);
+        if (options.json) {
+          for (const job of page) print(JSON.stringify(job));
+          return;
+        }
+        if (page.length === 0) return print('no jobs match');
+        printTable(
+          ['id', 'queue', 'status', 'attempts', 'priority', 'run at', 'created at', 'last error'],
+          page.map((j) => [j.id, j.queue, j.status, `${j.attempts}/${j.maxAttempts}`, String(j.priority), time(j.runAt), time(j.createdAt), j.lastError ?? '']),
+        );
+        if (page.length === options.limit) print(`next page: --after ${page.at(-1)!.id}`);
+      }),
+    );
+
+  jobs
+    .command('show')
+    .description('one job, every column, with its payload and full last error')
+    .argument('<id>', 'the job id')
+    .option('--json', 'as JSON')
+    .action(
+      run(async (connection, [id], options: { json?: boolean }) => {
+        const job = await connection.jobStore().getJob(jobId(id));
+        if (!job) throw new CliError(JOB_NOT_FOUND(id));
+        if (options.json) return printJson(job);
+        const { payload, lastError, ...fields } = job;
+        for (const [key, value] of Object.entries(fields)) print(`${key.padEnd(15)} ${value instanceof Date ? value.toISOString() : (value ?? '')}`);
+        print('payload');
+        print(JSON.stringify(payload, null, 2));
+        if (lastError) {
+          print('last error');
+          print(lastError);
+        }
+      }),
+    );
+  return jobs;
+}

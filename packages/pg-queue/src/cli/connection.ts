@@ -1,0 +1,108 @@
+import pg, { type Pool } from 'pg';
+import { parse } from 'pg-connection-string';
+import type { DataSource } from 'typeorm';
+import { JobStore } from '../store/job.store.js';
+import { AdminStore } from '../store/admin.store.js';
+import { NO_DATABASE_URL } from './cli.messages.js';
+import { UsageError } from './errors.js';
+
+/** The options every command takes (on the root command). */
+export interface GlobalOptions {
+  url?: string;
+  transactionPooler?: boolean;
+  verbose?: boolean;
+}
+
+const APPLICATION_NAME = 'nestjs-pg-queue cli';
+const CONNECT_TIMEOUT_MS = 10_000;
+
+/**
+ * The database of one command run: a small pool (the queue's stores on it) opened on first use, and closed
+ * by `close()`. The URL comes from --url or DATABASE_URL; its password never reaches the output: `mask`
+ * hides it in every text the command prints, pg's error messages included.
+ */
+export class Connection {
+  private pool?: Pool;
+  private readonly secrets: string[];
+
+  constructor(
+    readonly url: string,
+    readonly transactionPooler: boolean,
+  ) {
+    this.secrets = secretsOf(url);
+  }
+
+  static fromOptions(options: GlobalOptions): Connection {
+    const url = options.url ?? process.env.DATABASE_URL;
+    if (!url) throw new UsageError(NO_DATABASE_URL());
+    return new Connection(url, options.transactionPooler === true);
+  }
+
+  getPool(): Pool {
+    if (!this.pool) {
+      this.pool = new pg.Pool({ connectionString: this.url, max: 3, application_name: APPLICATION_NAME, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+      // An idle client that loses its server emits here; the next query reports the failure.
+      this.pool.on('error', () => undefined);
+    }
+    return this.pool;
+  }
+
+  jobStore(): JobStore {
+    return new JobStore(this.getPool(), { transactionPooler: this.transactionPooler, poolSize: 3, connectTimeoutMs: CONNECT_TIMEOUT_MS });
+  }
+
+  adminStore(): AdminStore {
+    return new AdminStore(this.getPool());
+  }
+
+  /** A one-connection TypeORM DataSource, for the migrations (run through TypeORM's migrations table). */
+  async dataSource(migrationsTableName?: string): Promise<DataSource> {
+    const { DataSource } = await import('typeorm');
+    const dataSource = new DataSource({
+      type: 'postgres',
+      url: this.url,
+      connectTimeoutMS: CONNECT_TIMEOUT_MS,
+      extra: { max: 1, application_name: `${APPLICATION_NAME} migrations` },
+      migrationsTableName,
+      synchronize: false,
+      migrationsRun: false,
+    });
+    await dataSource.initialize();
+    return dataSource;
+  }
+
+  /** A client of its own (not from the pool): LISTEN, probes. */
+  client(): pg.Client {
+    return new pg.Client({ connectionString: this.url, application_name: APPLICATION_NAME, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+  }
+
+  /** The URL as it may be shown. */
+  describe(): string {
+    return this.mask(this.url);
+  }
+
+  mask(text: string): string {
+    let masked = text.replace(/(postgres(?:ql)?:\/\/[^:/@\s]*:)[^@\s]*@/gi, '$1****@');
+    for (const secret of this.secrets) masked = masked.split(secret).join('****');
+    return masked;
+  }
+
+  async close(): Promise<void> {
+    await this.pool?.end().catch(() => undefined);
+  }
+}
+
+/** The password of the URL (as written and decoded) and PGPASSWORD, longest first. */
+function secretsOf(url: string): string[] {
+  const secrets = new Set<string>();
+  try {
+    const password = parse(url).password;
+    if (password) secrets.add(password);
+  } catch {
+    // An unparseable URL: the regular expression in mask() still hides what looks like a password.
+  }
+  const raw = /^[a-z]+:\/\/[^:/@\s]*:([^@\s]*)@/i.exec(url)?.[1];
+  if (raw) secrets.add(raw);
+  if (process.env.PGPASSWORD) secrets.add(process.env.PGPASSWORD);
+  return [...secrets].filter((s) => s.length > 0).sort((a, b) => b.length - a.length);
+}

@@ -1,0 +1,60 @@
+#!/usr/bin/env node
+// The package's command line (`pg-queue`). Nothing in the library imports this folder: an app that never runs
+// the command pays nothing for it (commander, cli-progress and these files stay out of its import graph).
+import { Command, CommanderError } from 'commander';
+import { registerBulk } from './commands/bulk.js';
+import { registerDoctor } from './commands/doctor.js';
+import { registerEnqueue } from './commands/enqueue.js';
+import { registerJobs } from './commands/jobs.js';
+import { registerMigrate } from './commands/migrate.js';
+import { registerPrune } from './commands/prune.js';
+import { registerQueues } from './commands/queues.js';
+import { registerStats } from './commands/stats.js';
+import { CliError, EXIT, UsageError } from './errors.js';
+import { current, run } from './run.js';
+
+const program = new Command('pg-queue')
+  .description('Operate a nestjs-pg-queue database: migrations, stats, jobs, queues, maintenance, health checks.')
+  .option('--url <url>', 'PostgreSQL URL (default: $DATABASE_URL); its password is never printed')
+  .option('--transaction-pooler', 'the URL goes through a transaction pooler (PgBouncer in transaction mode): send no named prepared statements')
+  .option('--verbose', 'print the stack of an error')
+  .showHelpAfterError('(run with --help for usage)')
+  .exitOverride()
+  .configureOutput({ outputError: (text, write) => write(text) });
+
+registerMigrate(program, run);
+registerStats(program, run);
+registerBulk(registerJobs(program, run), run);
+registerEnqueue(program, run);
+registerQueues(program, run);
+registerPrune(program, run);
+registerDoctor(program, run);
+
+try {
+  await program.parseAsync(process.argv);
+  process.exitCode = EXIT.ok;
+} catch (error) {
+  process.exitCode = report(error);
+}
+
+/** One line on stderr (the stack only with --verbose, the password masked always); the exit code. */
+function report(error: unknown): number {
+  if (error instanceof CommanderError) {
+    // Commander printed its message already; --help and --version end here too.
+    return error.exitCode === 0 ? EXIT.ok : EXIT.usage;
+  }
+  const mask = (text: string) => (current ? current.mask(text) : text);
+  const verbose = program.opts<{ verbose?: boolean }>().verbose === true;
+  const text = verbose && error instanceof Error && error.stack ? error.stack : oneLine(error);
+  process.stderr.write(`pg-queue: ${mask(text)}\n`);
+  return error instanceof UsageError ? EXIT.usage : EXIT.error;
+}
+
+function oneLine(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  if (error instanceof CliError || error instanceof UsageError) return error.message;
+  // AggregateError (several addresses refused) has an empty message; its first error names the problem.
+  const message = error.message || (error instanceof AggregateError && error.errors[0] instanceof Error ? error.errors[0].message : error.name);
+  const code = (error as { code?: unknown }).code;
+  return `${message.split('\n')[0]}${typeof code === 'string' && !message.includes(code) ? ` (${code})` : ''}`;
+}

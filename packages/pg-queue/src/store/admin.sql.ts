@@ -1,0 +1,112 @@
+// Statements of the operator's command line (`pg-queue jobs ...`, `doctor`): listing and bulk actions by
+// filter. Kept apart from job.sql.ts, which holds the hot path: nothing here runs in a worker. Every
+// statement is bounded: keyset pages over the primary key (id > $1 ORDER BY id LIMIT n), so a bulk action
+// on millions of rows is many short statements, each holding its row locks for one batch only. They are sent
+// unnamed (planned per call), so PostgreSQL folds away the filters that are not given (NULL IS NULL).
+import { JOBS_CHANNEL } from '../pg-queue.constants.js';
+import { CANCEL_CHANNEL } from './job.sql.js';
+
+const MS = `* interval '1 millisecond'`;
+
+/**
+ * The job filter shared by every statement below, on alias j:
+ * $1 after id (keyset), $2 ids (null: any), $3 queue (null: any), $4 statuses, $5 created more than this many
+ * ms ago (null: any time), $6 text the last error contains, case-insensitively (null: any).
+ */
+const FILTER = `
+      j.id > $1::int8
+      AND ($2::int8[] IS NULL OR j.id = ANY($2::int8[]))
+      AND ($3::text IS NULL OR j.queue_name = $3::text)
+      AND j.status = ANY($4::background_job_status[])
+      AND ($5::int8 IS NULL OR j.created_at < now() - $5::int8 ${MS})
+      AND ($6::text IS NULL OR strpos(lower(j.last_error), lower($6::text)) > 0)`;
+
+// The batch: up to $7 matching rows in id order, locked, so that a worker's claim or settle between the
+// selection and the change cannot slip through (FOR UPDATE re-checks the filter on the row's latest version).
+const BATCH = `
+    batch AS (
+      SELECT j.id, j.queue_name, j.unique_key, j.status AS was FROM background_jobs AS j
+      WHERE ${FILTER}
+      ORDER BY j.id LIMIT $7
+      FOR UPDATE OF j
+    )`;
+
+export const ADMIN_SQL = {
+  // One page of matching jobs, oldest id first; the last error cut to its first line's first 200 characters.
+  listJobs: `
+    SELECT j.id, j.queue_name, j.status, j.attempts, j.max_attempts, j.priority, j.run_at, j.created_at, j.finished_at,
+      left(split_part(j.last_error, E'\\n', 1), 200) AS last_error
+    FROM background_jobs AS j
+    WHERE ${FILTER}
+    ORDER BY j.id LIMIT $7`,
+
+  // Counts matching rows one page at a time ($7 rows at most per statement); the caller goes on from last_id.
+  countJobs: `
+    SELECT count(*)::int AS n, max(s.id)::text AS last_id
+    FROM (SELECT j.id FROM background_jobs AS j WHERE ${FILTER} ORDER BY j.id LIMIT $7) AS s`,
+
+  // As retryJob (job.sql.ts), for a batch. A failed job's unique key may have been taken by another job since:
+  // such a job is skipped (so are all but the first of the batch's jobs that share a key), not retried into
+  // a unique violation that would fail the whole batch.
+  retryJobs: `
+    WITH ${BATCH}, ranked AS (
+      SELECT b.id, b.queue_name, b.unique_key, row_number() OVER (PARTITION BY b.queue_name, b.unique_key ORDER BY b.id) AS rn FROM batch AS b
+    ), retried AS (
+      UPDATE background_jobs AS j
+      SET status = 'queued', attempts = 0, run_at = now(), finished_at = NULL, lease_expires_at = NULL, updated_at = now()
+      FROM ranked AS r
+      WHERE j.id = r.id
+        AND (r.unique_key IS NULL OR (r.rn = 1 AND NOT EXISTS (
+          SELECT 1 FROM background_jobs AS h
+          WHERE h.queue_name = r.queue_name AND h.unique_key = r.unique_key AND h.status IN ('queued', 'processing'))))
+      RETURNING j.id, j.queue_name
+    )
+    SELECT (SELECT count(*)::int FROM batch) AS seen, (SELECT max(id)::text FROM batch) AS last_id,
+      (SELECT count(*)::int FROM retried) AS changed,
+      (SELECT count(pg_notify('${JOBS_CHANNEL}', q.queue_name)) FROM (SELECT DISTINCT queue_name FROM retried) AS q) AS notified`,
+
+  // As cancelJob (job.sql.ts), for a batch: running jobs' workers are told through NOTIFY to abort that claim.
+  cancelJobs: `
+    WITH ${BATCH}, cancelled AS (
+      UPDATE background_jobs AS j
+      SET status = 'cancelled', finished_at = now(), lease_expires_at = NULL, updated_at = now()
+      FROM batch AS b
+      WHERE j.id = b.id AND b.was IN ('queued', 'processing')
+      RETURNING j.id, j.fence_token, b.was
+    )
+    SELECT (SELECT count(*)::int FROM batch) AS seen, (SELECT max(id)::text FROM batch) AS last_id,
+      (SELECT count(*)::int FROM cancelled) AS changed,
+      (SELECT count(pg_notify('${CANCEL_CHANNEL}', c.id || ':' || c.fence_token)) FROM cancelled AS c WHERE c.was = 'processing') AS notified`,
+
+  // Running jobs are never deleted (the caller leaves 'processing' out of $4): cancel them first.
+  deleteJobs: `
+    WITH ${BATCH}, deleted AS (
+      DELETE FROM background_jobs AS j USING batch AS b WHERE j.id = b.id AND b.was <> 'processing' RETURNING j.id
+    )
+    SELECT (SELECT count(*)::int FROM batch) AS seen, (SELECT max(id)::text FROM batch) AS last_id,
+      (SELECT count(*)::int FROM deleted) AS changed`,
+
+  // doctor: the queue's indexes and whether each is valid (a CREATE INDEX CONCURRENTLY that failed leaves an
+  // INVALID one, which costs writes and serves no read).
+  queueIndexes: `
+    SELECT c.relname AS name, i.indisvalid AS valid
+    FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid
+    WHERE i.indrelid IN (to_regclass('background_jobs'), to_regclass('background_job_keys'), to_regclass('background_queues'))
+    ORDER BY c.relname`,
+
+  // doctor: the storage parameters of background_jobs (autovacuum_* among them), null when the table is missing.
+  jobsTableOptions: `
+    SELECT c.reloptions AS options FROM pg_class AS c WHERE c.oid = to_regclass('background_jobs')`,
+
+  // doctor: running jobs whose lease ended more than $1 ms ago (the sweeper should have put them back by
+  // then), read through the in-flight index; counted up to $2.
+  stuckLeases: `
+    SELECT count(*)::int AS n, min(s.lease_expires_at) AS oldest FROM (
+      SELECT j.lease_expires_at FROM background_jobs AS j
+      WHERE j.status = 'processing' AND j.lease_expires_at < now() - $1::int8 ${MS}
+      LIMIT $2
+    ) AS s`,
+
+  // doctor: which server process (backend) answers; two clients answered by one process sit behind a pooler.
+  backendPid: `SELECT pg_backend_pid() AS pid`,
+} as const;

@@ -1,0 +1,117 @@
+import type { Pool, PoolClient, QueryResultRow } from 'pg';
+import type { JobStatus } from '../interfaces/job.interface.js';
+import { ADMIN_SQL } from './admin.sql.js';
+
+/** Which jobs an admin statement applies to; absent fields match any job. */
+export interface JobFilter {
+  ids?: string[];
+  queue?: string;
+  statuses: JobStatus[];
+  /** Created more than this many milliseconds ago (database clock). */
+  olderThanMs?: number;
+  /** The last error contains this text (case-insensitive). */
+  errorContains?: string;
+}
+
+export interface JobSummary {
+  id: string;
+  queue: string;
+  status: JobStatus;
+  attempts: number;
+  maxAttempts: number;
+  priority: number;
+  runAt: Date;
+  createdAt: Date;
+  finishedAt: Date | null;
+  lastError: string | null;
+}
+
+/** One batch of a bulk action: rows it looked at (matched and locked), the last id (to go on from), rows changed. */
+export interface BatchResult {
+  seen: number;
+  lastId: string | null;
+  changed: number;
+}
+
+export type BulkAction = 'retry' | 'cancel' | 'delete';
+
+const BULK_STATEMENT = { retry: 'retryJobs', cancel: 'cancelJobs', delete: 'deleteJobs' } as const;
+
+/**
+ * The command line's table access (listing, bulk actions, doctor's probes), one method per statement of
+ * admin.sql.ts. Statements go unnamed: they are rare, their plans depend on which filters are given, and they
+ * then also pass through a transaction pooler.
+ */
+export class AdminStore {
+  /** A pool, or one client where the connection matters (doctor's pooler probe). */
+  constructor(private readonly pool: Pool | PoolClient) {}
+
+  private async run<R extends QueryResultRow>(name: keyof typeof ADMIN_SQL, values: unknown[] = []): Promise<R[]> {
+    return (await this.pool.query<R>({ text: ADMIN_SQL[name], values })).rows;
+  }
+
+  async listJobs(filter: JobFilter, afterId: string, limit: number): Promise<JobSummary[]> {
+    const rows = await this.run<JobSummaryRow>('listJobs', [...filterValues(filter, afterId), limit]);
+    return rows.map((r) => ({
+      id: r.id,
+      queue: r.queue_name,
+      status: r.status,
+      attempts: r.attempts,
+      maxAttempts: r.max_attempts,
+      priority: r.priority,
+      runAt: r.run_at,
+      createdAt: r.created_at,
+      finishedAt: r.finished_at,
+      lastError: r.last_error,
+    }));
+  }
+
+  /** Matching jobs among the next `limit` after `afterId`, and the last id counted. */
+  async countJobs(filter: JobFilter, afterId: string, limit: number): Promise<{ n: number; lastId: string | null }> {
+    const [row] = await this.run<{ n: number; last_id: string | null }>('countJobs', [...filterValues(filter, afterId), limit]);
+    return { n: row.n, lastId: row.last_id };
+  }
+
+  /** One batch of a retry, cancel or delete: up to `limit` matching jobs after `afterId`. */
+  async bulkBatch(action: BulkAction, filter: JobFilter, afterId: string, limit: number): Promise<BatchResult> {
+    const [row] = await this.run<{ seen: number; last_id: string | null; changed: number }>(BULK_STATEMENT[action], [...filterValues(filter, afterId), limit]);
+    return { seen: row.seen, lastId: row.last_id, changed: row.changed };
+  }
+
+  async queueIndexes(): Promise<{ name: string; valid: boolean }[]> {
+    return this.run('queueIndexes');
+  }
+
+  /** background_jobs' storage parameters ("name=value"), or null when the table does not exist. */
+  async jobsTableOptions(): Promise<string[] | null> {
+    const [row] = await this.run<{ options: string[] | null }>('jobsTableOptions');
+    return row ? (row.options ?? []) : null;
+  }
+
+  async stuckLeases(graceMs: number, limit: number): Promise<{ n: number; oldest: Date | null }> {
+    const [row] = await this.run<{ n: number; oldest: Date | null }>('stuckLeases', [graceMs, limit]);
+    return row;
+  }
+
+  async backendPid(): Promise<number> {
+    const [row] = await this.run<{ pid: number }>('backendPid');
+    return row.pid;
+  }
+}
+
+interface JobSummaryRow {
+  id: string;
+  queue_name: string;
+  status: JobStatus;
+  attempts: number;
+  max_attempts: number;
+  priority: number;
+  run_at: Date;
+  created_at: Date;
+  finished_at: Date | null;
+  last_error: string | null;
+}
+
+function filterValues(f: JobFilter, afterId: string): unknown[] {
+  return [afterId, f.ids ?? null, f.queue ?? null, f.statuses, f.olderThanMs ?? null, f.errorContains ?? null];
+}

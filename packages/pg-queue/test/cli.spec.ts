@@ -1,0 +1,416 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { createTestDatabase, pgBouncerAvailable, startPgBouncer, withDatabaseName } from '@internal/pg-harness';
+import pg from 'pg';
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { PG_QUEUE_MIGRATIONS } from '../src/migrations/index.js';
+import { spawn, spawnSync } from 'node:child_process';
+import { buildCli, CLI, runCli } from './support/run-cli.js';
+
+// The real binary (dist/cli/main.js, built by tsc -b) against a real database: output and exit codes.
+describe('pg-queue command line', () => {
+  let url: string;
+  let sql: pg.Pool;
+  const cli = (...args: string[]) => runCli(args, { DATABASE_URL: url });
+
+  beforeAll(async () => {
+    await buildCli();
+    url = await createTestDatabase('cli');
+    sql = new pg.Pool({ connectionString: url, max: 2 });
+    sql.on('error', () => undefined);
+  }, 180_000);
+  afterAll(async () => {
+    await sql?.end();
+  });
+
+  it('stays out of the library: no module outside src/cli imports it (apps that never run it load none of it)', async () => {
+    const src = fileURLToPath(new URL('../src/', import.meta.url));
+    const files = (await readdir(src, { recursive: true })).filter((f) => f.endsWith('.ts') && !f.startsWith('cli/'));
+    const importers = [];
+    for (const file of files) if (/from '[./]*cli\//.test(await readFile(join(src, file), 'utf8'))) importers.push(file);
+    expect(importers).toEqual([]);
+  });
+
+  it('--help lists the commands and exits 0; bad usage exits 2 with one line', async () => {
+    const help = await runCli(['--help']);
+    expect(help.code).toBe(0);
+    for (const command of ['migrate', 'stats', 'jobs', 'enqueue', 'pause', 'resume', 'prune', 'doctor']) expect(help.stdout).toMatch(new RegExp(`^  ${command}`, 'm'));
+    const jobsHelp = await runCli(['jobs', 'retry', '--help']);
+    expect(jobsHelp.stdout).toContain('--dry-run');
+
+    const unknown = await runCli(['frobnicate']);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain("unknown command 'frobnicate'");
+
+    const badStatus = await cli('jobs', 'list', '--status', 'done');
+    expect(badStatus.code).toBe(2);
+    expect(badStatus.stderr).toContain('expected one of queued, processing, completed, failed, cancelled');
+
+    const badDuration = await cli('jobs', 'list', '--older-than', 'yesterday');
+    expect(badDuration.code).toBe(2);
+    expect(badDuration.stderr).toContain('is not a duration');
+
+    const noUrl = await runCli(['stats']);
+    expect(noUrl.code).toBe(2);
+    expect(noUrl.stderr).toBe('pg-queue: no database: pass --url postgres://... or set DATABASE_URL\n');
+  });
+
+  it('never prints the password: a wrong one fails in one line (exit 1), masked even with --verbose', async () => {
+    const secret = 'Sup3r-s3cret-pw';
+    const wrong = new URL(url);
+    wrong.password = secret;
+    const result = await runCli(['--url', wrong.toString(), 'stats']);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/^pg-queue: password authentication failed for user "[^"]+" \(28P01\)\n$/);
+    expect(result.stdout + result.stderr).not.toContain(secret);
+
+    // An unreachable server, with the stack, and the URL in the error text: still masked.
+    const unreachable = `postgres://someone:${secret}@127.0.0.1:1/nowhere`;
+    const verbose = await runCli(['--url', unreachable, '--verbose', 'migrate', 'status']);
+    expect(verbose.code).toBe(1);
+    expect(verbose.stderr).toContain('ECONNREFUSED');
+    expect(verbose.stderr).toMatch(/^pg-queue: Error: connect ECONNREFUSED 127.0.0.1:1\n\s+at /); // the stack
+    expect(verbose.stdout + verbose.stderr).not.toContain(secret);
+  });
+
+  it('migrate: status lists pending, up applies all, down undoes one step, up again re-applies it', async () => {
+    const names = PG_QUEUE_MIGRATIONS.map((M) => new M().name!);
+    const before = await cli('migrate', 'status', '--json');
+    expect(before.code).toBe(0);
+    expect(JSON.parse(before.stdout)).toEqual(names.map((name) => ({ name, applied: false })));
+    expect((await sql.query(`SELECT to_regclass('migrations') AS t`)).rows[0].t).toBeNull(); // status wrote nothing
+
+    const up = await cli('migrate');
+    expect(up.code).toBe(0);
+    expect(up.stdout).toBe(`applied ${names.length} migration(s): ${names.join(', ')}\n`);
+    expect((await sql.query(`SELECT name FROM migrations ORDER BY id`)).rows.map((r) => r.name)).toEqual(names);
+
+    const again = await cli('migrate', 'up');
+    expect(again.stdout).toBe('schema is up to date: no pending queue migration\n');
+
+    const down = await cli('migrate', 'down');
+    expect(down.code).toBe(0);
+    expect(down.stdout).toBe(`reverted ${names.at(-1)}\n`);
+    expect((await sql.query(`SELECT name FROM migrations ORDER BY id`)).rows.map((r) => r.name)).toEqual(names.slice(0, -1));
+    expect((await sql.query(`SELECT to_regclass('background_job_keys') AS t`)).rows[0].t).toBeNull();
+
+    const status = await cli('migrate', 'status');
+    expect(status.stdout).toContain(`${names.at(-1)}`);
+    expect(status.stdout).toMatch(/UniqueJobs1764540000000\s+pending/);
+    expect(status.stdout).toContain('1 pending: run `pg-queue migrate`');
+
+    expect((await cli('migrate')).stdout).toBe(`applied 1 migration(s): ${names.at(-1)}\n`);
+  });
+
+  it('stats: a row per queue with its counts by status, paused queues marked; --json', async () => {
+    await sql.query(`DELETE FROM background_jobs`);
+    await sql.query(`
+      INSERT INTO background_jobs (queue_name, payload, status, finished_at)
+      SELECT 'mail', '{}', s, CASE WHEN s IN ('completed', 'failed', 'cancelled') THEN now() END
+      FROM unnest(ARRAY['queued', 'queued', 'completed', 'failed']::background_job_status[]) AS s`);
+    await sql.query(`INSERT INTO background_jobs (queue_name, payload) VALUES ('sms', '{}')`);
+    await sql.query(`INSERT INTO background_queues (queue_name, paused) VALUES ('sms', true)`);
+
+    const table = await cli('stats');
+    expect(table.code).toBe(0);
+    expect(table.stdout.split('\n').map((l) => l.replace(/\s+/g, ' '))).toEqual([
+      'queue queued processing completed failed cancelled paused',
+      expect.stringMatching(/^-+ -+ -+ -+ -+ -+ -+$/),
+      'mail 2 0 1 1 0',
+      'sms 1 0 0 0 0 yes',
+      '',
+    ]);
+    const json = await cli('stats', '--json');
+    expect(JSON.parse(json.stdout)).toEqual({
+      queues: { mail: { queued: 2, processing: 0, completed: 1, failed: 1, cancelled: 0 }, sms: { queued: 1, processing: 0, completed: 0, failed: 0, cancelled: 0 } },
+      paused: ['sms'],
+    });
+    await sql.query(`DELETE FROM background_queues`);
+  });
+
+  it('jobs list: filters (queue, status, older than, error text) and keyset pages; jobs show', async () => {
+    await sql.query(`DELETE FROM background_jobs`);
+    const { rows } = await sql.query<{ id: string }>(`
+      INSERT INTO background_jobs (queue_name, payload, status, last_error, finished_at, created_at)
+      VALUES ('mail', '{"to":"a"}', 'failed', 'SMTP timeout
+  at send()', now(), now() - interval '2 hours'),
+             ('mail', '{"to":"b"}', 'failed', 'mailbox full', now(), now()),
+             ('mail', '{"to":"c"}', 'queued', NULL, NULL, now() - interval '3 hours'),
+             ('sms', '{"to":"d"}', 'failed', 'smtp TIMEOUT', now(), now() - interval '3 hours')
+      RETURNING id`);
+    const [a, b, c, d] = rows.map((r) => r.id);
+    const ids = async (...args: string[]) => {
+      const result = await cli('jobs', 'list', '--json', ...args);
+      expect(result.code).toBe(0);
+      return result.stdout.trim().split('\n').filter(Boolean).map((line) => JSON.parse(line).id as string);
+    };
+    expect(await ids()).toEqual([a, b, c, d]);
+    expect(await ids('--queue', 'mail')).toEqual([a, b, c]);
+    expect(await ids('--status', 'failed')).toEqual([a, b, d]);
+    expect(await ids('--status', 'failed', '--status', 'queued', '--queue', 'mail')).toEqual([a, b, c]);
+    expect(await ids('--older-than', '1h')).toEqual([a, c, d]);
+    expect(await ids('--error', 'smtp timeout')).toEqual([a, d]);
+    expect(await ids('--error', 'smtp timeout', '--queue', 'mail', '--older-than', '90m')).toEqual([a]);
+    // Keyset pages: --limit, then --after the last id.
+    expect(await ids('--limit', '2')).toEqual([a, b]);
+    expect(await ids('--limit', '2', '--after', b)).toEqual([c, d]);
+    expect(await ids('--after', d)).toEqual([]);
+
+    const table = await cli('jobs', 'list', '--limit', '2');
+    expect(table.stdout).toMatch(/^id\s+queue\s+status\s+attempts\s+priority\s+run at\s+created at\s+last error\n/);
+    expect(table.stdout).toContain('SMTP timeout\n'); // the first line of the error only
+    expect(table.stdout).toContain(`next page: --after ${b}\n`);
+
+    const show = await cli('jobs', 'show', a);
+    expect(show.code).toBe(0);
+    expect(show.stdout).toMatch(new RegExp(`^id\\s+${a}\\n`));
+    expect(show.stdout).toContain('status          failed\n');
+    expect(show.stdout).toContain('payload\n{\n  "to": "a"\n}\nlast error\nSMTP timeout\n  at send()\n');
+    expect(JSON.parse((await cli('jobs', 'show', b, '--json')).stdout)).toMatchObject({ id: b, queue: 'mail', status: 'failed', payload: { to: 'b' }, lastError: 'mailbox full' });
+
+    const missing = await cli('jobs', 'show', '999999');
+    expect(missing).toEqual({ code: 1, stdout: '', stderr: 'pg-queue: job 999999 not found\n' });
+    expect((await cli('jobs', 'show', 'abc')).code).toBe(2);
+  });
+
+  describe('jobs retry | cancel | delete', () => {
+    const seedFailed = async (n: number, queue = 'bulk') => {
+      await sql.query(`DELETE FROM background_jobs`);
+      await sql.query(
+        `INSERT INTO background_jobs (queue_name, payload, status, attempts, last_error, finished_at)
+         SELECT $1, jsonb_build_object('n', g), 'failed', 5, 'gateway timeout', now() FROM generate_series(1, $2::int) AS g`,
+        [queue, n],
+      );
+    };
+    const byStatus = async () =>
+      Object.fromEntries((await sql.query<{ status: string; n: number }>(`SELECT status, count(*)::int AS n FROM background_jobs GROUP BY status`)).rows.map((r) => [r.status, r.n]));
+
+    it('--dry-run counts and changes nothing; without --yes and with stdin not a terminal it refuses (exit 2), nothing changed', async () => {
+      await seedFailed(25);
+      const dry = await cli('jobs', 'retry', '--queue', 'bulk', '--dry-run');
+      expect(dry).toEqual({ code: 0, stdout: 'dry run: would retry 25 job(s) of queue bulk, in status failed or cancelled; nothing changed\n', stderr: '' });
+      const refused = await cli('jobs', 'retry', '--queue', 'bulk', '--older-than', '0s');
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toBe(
+        'pg-queue: retry 25 job(s) of queue bulk, in status failed or cancelled, created over 0ms ago: not confirmed (stdin is not a terminal, so no question can be asked); pass --yes to go ahead, or --dry-run to only count\n',
+      );
+      expect(await byStatus()).toEqual({ failed: 25 });
+      // Bad usage: nothing to aim at, ids and filters together, a status the action cannot change.
+      expect((await cli('jobs', 'retry', '--yes')).stderr).toContain('jobs retry needs job ids or at least one filter');
+      expect((await cli('jobs', 'retry', '1', '--queue', 'bulk', '--yes')).code).toBe(2);
+      expect((await cli('jobs', 'retry', '--status', 'queued', '--yes')).stderr).toContain('jobs retry applies to failed or cancelled jobs; --status queued');
+      expect((await cli('jobs', 'delete', '--status', 'processing', '--yes')).code).toBe(2);
+      expect(await byStatus()).toEqual({ failed: 25 });
+    });
+
+    it('retries 3,000 failed jobs in batches of 1,000 rows (one transaction each), attempts reset, other queues untouched', async () => {
+      await seedFailed(3_000);
+      await sql.query(`INSERT INTO background_jobs (queue_name, payload, status, attempts, last_error, finished_at) VALUES ('other', '{}', 'failed', 5, 'x', now())`);
+      const result = await cli('jobs', 'retry', '--queue', 'bulk', '--status', 'failed', '--yes');
+      expect(result).toEqual({ code: 0, stdout: 'retried 3,000 job(s)\n', stderr: '' });
+      const { rows } = await sql.query<{ status: string; attempts: number; finished: boolean; n: number; txs: number }>(
+        `SELECT status, attempts, finished_at IS NOT NULL AS finished, count(*)::int AS n, count(DISTINCT xmin::text)::int AS txs
+         FROM background_jobs WHERE queue_name = 'bulk' GROUP BY 1, 2, 3`,
+      );
+      // Rows written by one transaction share its xmin: three batches of 1,000.
+      expect(rows).toEqual([{ status: 'queued', attempts: 0, finished: false, n: 3_000, txs: 3 }]);
+      const perTx = await sql.query(`SELECT count(*)::int AS n FROM background_jobs WHERE queue_name = 'bulk' GROUP BY xmin::text`);
+      expect(perTx.rows.map((r) => r.n)).toEqual([1_000, 1_000, 1_000]);
+      expect((await sql.query(`SELECT status FROM background_jobs WHERE queue_name = 'other'`)).rows).toEqual([{ status: 'failed' }]);
+    });
+
+    // On a terminal (util-linux `script` gives the command a pseudo-terminal): the question, then the progress bar.
+    (spawnSync('script', ['--version']).status === 0 ? it : it.skip)('on a terminal it asks; y goes ahead with a progress bar, anything else changes nothing (exit 1)', async () => {
+      await seedFailed(2_500);
+      const onTerminal = (args: string, answer: string) =>
+        new Promise<{ code: number | null; output: string }>((resolve) => {
+          const child = spawn('script', ['-qec', `${JSON.stringify(process.execPath)} ${JSON.stringify(CLI)} ${args}`, '/dev/null'], {
+            env: { ...process.env, NODE_OPTIONS: '', DATABASE_URL: url },
+          });
+          let output = '';
+          let answered = false;
+          child.stdout.on('data', (chunk: Buffer) => {
+            output += chunk.toString();
+            if (!answered && output.includes('[y/N]')) {
+              answered = true;
+              child.stdin.write(`${answer}\r`);
+            }
+          });
+          child.on('close', (code) => resolve({ code, output }));
+        });
+      const declined = await onTerminal('jobs retry --queue bulk', 'n');
+      expect(declined.output).toContain('Retry 2,500 job(s) of queue bulk, in status failed or cancelled? [y/N]');
+      expect(declined.output).toContain('pg-queue: not confirmed: nothing changed');
+      expect(declined.code).toBe(1);
+      expect(await byStatus()).toEqual({ failed: 2_500 });
+
+      const accepted = await onTerminal('jobs retry --queue bulk', 'y');
+      expect(accepted.code).toBe(0);
+      expect(accepted.output).toMatch(/retry \[[█░]+\] 2500\/2500 jobs/);
+      expect(accepted.output).toContain('retried 2,500 job(s)');
+      expect(await byStatus()).toEqual({ queued: 2_500 });
+    });
+
+    it('retry skips a job whose unique key another live job holds (and all but one of several failed jobs sharing a key)', async () => {
+      await sql.query(`DELETE FROM background_jobs`);
+      await sql.query(`
+        INSERT INTO background_jobs (queue_name, payload, status, finished_at, unique_key) VALUES
+          ('u', '{}', 'failed', now(), 'k1'), ('u', '{}', 'queued', NULL, 'k1'),
+          ('u', '{}', 'failed', now(), 'k2'), ('u', '{}', 'failed', now(), 'k2'),
+          ('u', '{}', 'failed', now(), NULL)`);
+      const result = await cli('jobs', 'retry', '--queue', 'u', '--yes', '--batch-size', '2');
+      expect(result).toEqual({ code: 0, stdout: 'retried 2 job(s); 2 skipped (another job holds its unique key)\n', stderr: '' });
+      const { rows } = await sql.query(`SELECT unique_key, status::text, count(*)::int AS n FROM background_jobs GROUP BY 1, 2 ORDER BY 1, 2`);
+      expect(rows).toEqual([
+        { unique_key: 'k1', status: 'failed', n: 1 },
+        { unique_key: 'k1', status: 'queued', n: 1 },
+        { unique_key: 'k2', status: 'failed', n: 1 },
+        { unique_key: 'k2', status: 'queued', n: 1 },
+        { unique_key: null, status: 'queued', n: 1 },
+      ]);
+    });
+
+    it('cancel by id and by filter (running jobs get the NOTIFY that aborts them); delete by filter; retry by id', async () => {
+      await sql.query(`DELETE FROM background_jobs`);
+      const { rows } = await sql.query<{ id: string }>(`
+        INSERT INTO background_jobs (queue_name, payload, status, locked_by, lease_expires_at, finished_at) VALUES
+          ('c', '{}', 'queued', NULL, NULL, NULL), ('c', '{}', 'processing', 'w1', now() + interval '1 minute', NULL),
+          ('c', '{}', 'completed', NULL, NULL, now()), ('d', '{}', 'queued', NULL, NULL, NULL)
+        RETURNING id`);
+      const [queued, running, completed, other] = rows.map((r) => r.id);
+      const listener = await sql.connect();
+      const heard: string[] = [];
+      try {
+        listener.on('notification', (n) => heard.push(`${n.channel} ${n.payload}`));
+        await listener.query('LISTEN pg_queue_cancel');
+        expect((await cli('jobs', 'cancel', queued, completed, '--yes')).stdout).toBe('cancelled 1 job(s)\n'); // a completed job is left alone
+        expect((await cli('jobs', 'cancel', '--queue', 'c', '--yes')).stdout).toBe('cancelled 1 job(s)\n');
+        await sql.query('SELECT 1');
+        for (let i = 0; i < 50 && heard.length === 0; i++) await new Promise((r) => setTimeout(r, 20));
+        expect(heard).toEqual([`pg_queue_cancel ${running}:0`]);
+      } finally {
+        listener.release(true);
+      }
+      const status = async () => Object.fromEntries((await sql.query(`SELECT id::text, status::text FROM background_jobs`)).rows.map((r) => [r.id, r.status]));
+      expect(await status()).toEqual({ [queued]: 'cancelled', [running]: 'cancelled', [completed]: 'completed', [other]: 'queued' });
+
+      expect((await cli('jobs', 'retry', queued, '--yes')).stdout).toBe('retried 1 job(s)\n');
+      expect((await cli('jobs', 'delete', '--queue', 'c', '--status', 'cancelled', '--status', 'completed', '--yes')).stdout).toBe('deleted 2 job(s)\n');
+      expect(await status()).toEqual({ [queued]: 'queued', [other]: 'queued' });
+      expect((await cli('jobs', 'delete', '--all', '--dry-run')).stdout).toBe('dry run: would delete 2 job(s) in status queued or completed or failed or cancelled; nothing changed\n');
+    });
+  });
+
+  it('enqueue: the service\'s checks (bad JSON, queue name, payload jsonb cannot store: exit 2, nothing stored), options, unique keys', async () => {
+    await sql.query(`DELETE FROM background_jobs`);
+    const plain = await cli('enqueue', 'mail', '{"to":"a@example.com"}', '--priority', '3', '--delay', '1h', '--max-attempts', '2');
+    expect(plain.code).toBe(0);
+    const id = /^enqueued job (\d+)\n$/.exec(plain.stdout)![1];
+    const { rows } = await sql.query(`SELECT queue_name, payload, priority, max_attempts, round(extract(epoch FROM run_at - now()) / 60)::int AS minutes FROM background_jobs WHERE id = $1`, [id]);
+    expect(rows).toEqual([{ queue_name: 'mail', payload: { to: 'a@example.com' }, priority: 3, max_attempts: 2, minutes: 60 }]);
+
+    expect(await cli('enqueue', 'mail', '{"to":1}', '--unique-key', 'k')).toMatchObject({ code: 0, stdout: expect.stringMatching(/^enqueued job \d+\n$/) });
+    const dup = await cli('enqueue', 'mail', '{"to":2}', '--unique-key', 'k', '--on-conflict', 'replace');
+    expect(dup.stdout).toMatch(/^duplicate: job \d+ holds the key \(its payload replaced\)\n$/);
+    expect((await sql.query(`SELECT payload FROM background_jobs WHERE unique_key = 'k'`)).rows).toEqual([{ payload: { to: 2 } }]);
+
+    for (const [args, message] of [
+      [['mail', '{oops'], 'pg-queue: the payload is not JSON: '],
+      [['no spaces', '{}'], 'pg-queue: Invalid queue name "no spaces"'],
+      [['mail', '"\\u0000"'], 'NUL character'],
+      [['mail', '{"a":1}', '--max-payload-bytes', '4'], 'pg-queue: Cannot enqueue to "mail"'],
+      [['mail', '{}', '--on-conflict', 'sometimes', '--unique-key', 'z'], 'onConflict'],
+    ] as const) {
+      const result = await cli('enqueue', ...args);
+      expect(result.code).toBe(2);
+      expect(result.stderr).toContain(message);
+    }
+    expect((await sql.query(`SELECT count(*)::int AS n FROM background_jobs`)).rows[0].n).toBe(2);
+  });
+
+  it('pause and resume a queue; prune runs one pass of the pruner', async () => {
+    expect(await cli('pause', 'mail')).toEqual({ code: 0, stdout: 'paused mail\n', stderr: '' });
+    expect((await sql.query(`SELECT queue_name, paused FROM background_queues`)).rows).toEqual([{ queue_name: 'mail', paused: true }]);
+    expect(await cli('resume', 'mail')).toEqual({ code: 0, stdout: 'resumed mail\n', stderr: '' });
+    expect((await sql.query(`SELECT paused FROM background_queues WHERE queue_name = 'mail'`)).rows).toEqual([{ paused: false }]);
+
+    await sql.query(`DELETE FROM background_jobs`);
+    await sql.query(`
+      INSERT INTO background_jobs (queue_name, payload, status, finished_at) VALUES
+        ('p', '{}', 'completed', now() - interval '2 days'), ('p', '{}', 'completed', now() - interval '1 hour'),
+        ('p', '{}', 'failed', now() - interval '8 days'), ('p', '{}', 'cancelled', now() - interval '2 days'), ('p', '{}', 'queued', NULL)`);
+    expect((await cli('prune')).stdout).toBe('deleted 1 completed and 1 failed/cancelled job(s) past retention\n'); // the module's defaults: 1d, 7d
+    expect((await cli('prune', '--completed-retention', '30m', '--failed-retention', 'never')).stdout).toBe('deleted 1 completed and 0 failed/cancelled job(s) past retention\n');
+    expect((await cli('prune', '--failed-retention', '1d', '--batch-size', '1')).stdout).toBe('deleted 0 completed and 1 failed/cancelled job(s) past retention\n');
+    expect((await sql.query(`SELECT status::text FROM background_jobs`)).rows).toEqual([{ status: 'queued' }]);
+  });
+
+  describe('doctor', () => {
+    const checks = async (args: string[], env: Record<string, string>) => {
+      const result = await runCli(['doctor', '--json', ...args], env);
+      return { code: result.code, stderr: result.stderr, checks: Object.fromEntries((JSON.parse(result.stdout) as { check: string; state: string; detail: string }[]).map((c) => [c.check, c])) };
+    };
+
+    it('a healthy database: every check ok, exit 0, one line per check', async () => {
+      const result = await cli('doctor');
+      expect(result.code).toBe(0);
+      expect(result.stdout.split('\n').filter(Boolean).map((l) => l.split(/\s+/).slice(0, 2).join(' '))).toEqual([
+        'ok schema', 'ok indexes', 'ok autovacuum', 'ok leases', 'ok listen', 'ok pooler',
+      ]);
+    });
+
+    it('finds pending migrations, a missing and an INVALID index, lost autovacuum settings, stuck leases (exit 1 when a check fails)', async () => {
+      const broken = await createTestDatabase('cli_doctor');
+      const env = { DATABASE_URL: broken };
+      const empty = await checks([], env);
+      expect(empty.code).toBe(1);
+      expect(empty.stderr).toBe('pg-queue: 4 check(s) failed\n');
+      expect(empty.checks.schema).toMatchObject({ state: 'fail', detail: 'no queue migration applied' });
+      expect(empty.checks.autovacuum).toMatchObject({ state: 'fail', detail: 'table background_jobs does not exist' });
+      expect(empty.checks.indexes.state).toBe('fail');
+      expect(empty.checks.leases).toMatchObject({ state: 'fail', detail: expect.stringContaining('the check failed: relation "background_jobs" does not exist') });
+      expect(empty.checks.listen.state).toBe('ok');
+
+      expect((await runCli(['migrate'], env)).code).toBe(0);
+      expect((await runCli(['migrate', 'down'], env)).code).toBe(0);
+      const db = new pg.Client({ connectionString: broken });
+      await db.connect();
+      try {
+        await db.query(`DROP INDEX background_jobs_finished_idx`);
+        await db.query(`UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'background_jobs_delayed_idx'::regclass`);
+        await db.query(`ALTER TABLE background_jobs RESET (autovacuum_vacuum_scale_factor)`);
+        await db.query(`INSERT INTO background_jobs (queue_name, payload, status, locked_by, lease_expires_at) VALUES ('q', '{}', 'processing', 'gone', now() - interval '1 minute'), ('q', '{}', 'processing', 'alive', now() + interval '1 minute')`);
+      } finally {
+        await db.end();
+      }
+      const result = await checks([], env);
+      expect(result.code).toBe(1);
+      expect(result.checks.schema).toMatchObject({ state: 'warn', detail: '6 of 7 queue migrations applied; pending: UniqueJobs1764540000000' });
+      expect(result.checks.indexes).toMatchObject({
+        state: 'fail',
+        detail: 'INVALID (a concurrent build that failed): background_jobs_delayed_idx; missing: background_jobs_finished_idx, background_jobs_unique_key_idx, background_job_keys_pkey, background_job_keys_held_until_idx',
+      });
+      expect(result.checks.autovacuum).toMatchObject({ state: 'warn', detail: expect.stringContaining('background_jobs lacks autovacuum_vacuum_scale_factor') });
+      expect(result.checks.leases).toMatchObject({ state: 'warn', detail: expect.stringMatching(/^1 running job\(s\) whose lease ended more than 10s ago/) });
+      expect((await checks(['--sweep-interval', '1m'], env)).checks.leases.state).toBe('ok');
+    });
+
+    (pgBouncerAvailable() ? it : it.skip)('detects PgBouncer in transaction mode (warn without --transaction-pooler, ok with it)', async () => {
+      const bouncer = await startPgBouncer(process.env.PG_QUEUE_TEST_SERVER_URL!, { poolMode: 'transaction', poolSize: 4 });
+      try {
+        const bounced = withDatabaseName(bouncer.url, new URL(url).pathname.slice(1));
+        const without = await checks([], { DATABASE_URL: bounced });
+        expect(without.checks.pooler).toMatchObject({ state: 'warn', detail: expect.stringContaining('transaction pooler detected') });
+        expect(without.checks.schema.state).toBe('ok');
+        const withFlag = await runCli(['--transaction-pooler', 'doctor', '--json'], { DATABASE_URL: bounced });
+        const pooler = (JSON.parse(withFlag.stdout) as { check: string; state: string }[]).find((c) => c.check === 'pooler');
+        expect(pooler?.state).toBe('ok');
+        // Through the pooler the other commands work too (unnamed statements).
+        expect((await runCli(['--transaction-pooler', 'stats'], { DATABASE_URL: bounced })).code).toBe(0);
+      } finally {
+        await bouncer.stop();
+      }
+    });
+  });
+});

@@ -1,0 +1,36 @@
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+
+const PACKAGE_DIR = fileURLToPath(new URL('../../', import.meta.url));
+const REPO_DIR = join(PACKAGE_DIR, '..', '..');
+/** The package's bin, as package.json declares it. */
+export const CLI = join(PACKAGE_DIR, 'dist', 'cli', 'main.js');
+
+/** Builds the package (tsc -b: incremental, seconds when up to date) so that the tests run the real binary. */
+export async function buildCli(): Promise<void> {
+  await promisify(execFile)(process.execPath, [join(REPO_DIR, 'node_modules', 'typescript', 'bin', 'tsc'), '-b', PACKAGE_DIR], { cwd: REPO_DIR });
+}
+
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `pg-queue <args>` in a child process (stdin not a terminal) and returns its exit code and output. */
+export function runCli(args: string[], env: Record<string, string | undefined> = {}, input?: string): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const child = execFile(
+      process.execPath,
+      [CLI, ...args],
+      { env: { ...process.env, NODE_OPTIONS: '', DATABASE_URL: undefined, PGPASSWORD: undefined, ...env }, timeout: 60_000, maxBuffer: 64 * 1024 * 1024 },
+      (error, stdout, stderr) => {
+        if (error && typeof error.code !== 'number') return reject(error);
+        resolve({ code: typeof error?.code === 'number' ? error.code : 0, stdout, stderr });
+      },
+    );
+    child.stdin?.end(input ?? '');
+  });
+}
