@@ -93,11 +93,11 @@ describe('pg-queue command line', () => {
     expect(down.code).toBe(0);
     expect(down.stdout).toBe(`reverted ${names.at(-1)}\n`);
     expect((await sql.query(`SELECT name FROM migrations ORDER BY id`)).rows.map((r) => r.name)).toEqual(names.slice(0, -1));
-    expect((await sql.query(`SELECT to_regclass('background_job_keys') AS t`)).rows[0].t).toBeNull();
+    expect((await sql.query(`SELECT to_regclass('background_queue_starts') AS t`)).rows[0].t).toBeNull();
 
     const status = await cli('migrate', 'status');
     expect(status.stdout).toContain(`${names.at(-1)}`);
-    expect(status.stdout).toMatch(/UniqueJobs1764540000000\s+pending/);
+    expect(status.stdout).toMatch(new RegExp(`${names.at(-1)}\\s+pending`));
     expect(status.stdout).toContain('1 pending: run `pg-queue migrate`');
 
     expect((await cli('migrate')).stdout).toBe(`applied 1 migration(s): ${names.at(-1)}\n`);
@@ -386,10 +386,10 @@ describe('pg-queue command line', () => {
       }
       const result = await checks([], env);
       expect(result.code).toBe(1);
-      expect(result.checks.schema).toMatchObject({ state: 'warn', detail: '6 of 7 queue migrations applied; pending: UniqueJobs1764540000000' });
+      expect(result.checks.schema).toMatchObject({ state: 'warn', detail: '8 of 9 queue migrations applied; pending: Limits1764560000000' });
       expect(result.checks.indexes).toMatchObject({
         state: 'fail',
-        detail: 'INVALID (a concurrent build that failed): background_jobs_delayed_idx; missing: background_jobs_finished_idx, background_jobs_unique_key_idx, background_job_keys_pkey, background_job_keys_held_until_idx',
+        detail: 'INVALID (a concurrent build that failed): background_jobs_delayed_idx; missing: background_jobs_finished_idx, background_jobs_limited_idx, background_jobs_key_claim_idx, background_queue_starts_idx',
       });
       expect(result.checks.autovacuum).toMatchObject({ state: 'warn', detail: expect.stringContaining('background_jobs lacks autovacuum_vacuum_scale_factor') });
       expect(result.checks.leases).toMatchObject({ state: 'warn', detail: expect.stringMatching(/^1 running job\(s\) whose lease ended more than 10s ago/) });

@@ -34,6 +34,11 @@ const EXPECTED_INDEXES = [
   'background_job_keys_pkey',
   'background_job_keys_held_until_idx',
   'background_queues_pkey',
+  'background_schedules_pkey',
+  'background_schedules_due_idx',
+  'background_jobs_limited_idx',
+  'background_jobs_key_claim_idx',
+  'background_queue_starts_idx',
 ];
 
 /** What the first migration sets on background_jobs: a queue table turns over fast and needs vacuuming often. */

@@ -49,7 +49,15 @@ export function registerEnqueue(program: Command, run: Run): void {
         const { QueueService } = await import('../../queue.service.js');
         const { JobHandlerRegistry } = await import('../../discovery/job-handler.registry.js');
         const { resolveModuleOptions } = await import('../../utils/resolve-options.js');
-        const service = new QueueService(connection.jobStore(), new JobHandlerRegistry(), resolveModuleOptions({ maxPayloadBytes: options.maxPayloadBytes, migrationsRun: false }));
+        const { ScheduleStore } = await import('../../store/schedule.store.js');
+        const { RecurringScheduler } = await import('../../recurring/recurring-scheduler.js');
+        const { RecurringJobRegistry } = await import('../../recurring/recurring-job.registry.js');
+        const resolved = resolveModuleOptions({ maxPayloadBytes: options.maxPayloadBytes, migrationsRun: false });
+        const jobs = connection.jobStore();
+        const registry = new JobHandlerRegistry();
+        const schedules = new ScheduleStore(connection.getPool(), { transactionPooler: connection.transactionPooler });
+        // The scheduler is never started here (no Nest lifecycle): the service only needs it for schedule methods.
+        const service = new QueueService(jobs, registry, resolved, schedules, new RecurringScheduler(schedules, jobs, new RecurringJobRegistry(), registry, resolved));
         const enqueueOptions = {
           priority: options.priority,
           delayMs: options.delay,
