@@ -137,6 +137,31 @@ ${candidates}    ), claimed AS (
  */
 const KEY_CURSOR = `coalesce((SELECT coalesce(max(concurrency_key) FILTER (WHERE concurrency_key > $9), max(concurrency_key)) FROM claimed), $9)`;
 
+/**
+ * The due jobs a claim takes, as two CTEs (priorities, candidates): the claim index walked one priority at a
+ * time (see claimJobs), at most `limit` rows, skipping rows other claimers hold. A paused queue claims nothing;
+ * the check is uncorrelated, so Postgres runs it once per statement.
+ */
+function dueCandidates(limit: string): string {
+  return `priorities AS (
+      (SELECT priority FROM background_jobs WHERE queue_name = $1 AND status = 'queued' ORDER BY priority DESC LIMIT 1)
+      UNION ALL
+      SELECT (SELECT b.priority FROM background_jobs AS b
+              WHERE b.queue_name = $1 AND b.status = 'queued' AND b.priority < p.priority ORDER BY b.priority DESC LIMIT 1)
+      FROM priorities AS p WHERE p.priority IS NOT NULL
+    ), candidates AS (
+      SELECT c.id FROM priorities AS p CROSS JOIN LATERAL (
+        SELECT id FROM background_jobs AS j
+        WHERE j.queue_name = $1 AND j.status = 'queued' AND j.priority = p.priority AND j.run_at <= now()
+        ORDER BY j.run_at, j.id
+        LIMIT ${limit}
+        FOR UPDATE SKIP LOCKED
+      ) AS c
+      WHERE NOT EXISTS (SELECT 1 FROM background_queues WHERE queue_name = $1 AND paused)
+      LIMIT ${limit}
+`;
+}
+
 export const SQL = {
   insertJob: `
     INSERT INTO background_jobs (queue_name, payload, priority, max_attempts, run_at, concurrency_key)
@@ -175,24 +200,7 @@ export const SQL = {
   // claim with nothing due). The cost grows with the number of distinct priorities in use, not with jobs.
   // The nested loop keeps the walk's order and stops at $2 rows, so only the rows claimed are locked.
   claimJobs: `
-    WITH RECURSIVE priorities AS (
-      (SELECT priority FROM background_jobs WHERE queue_name = $1 AND status = 'queued' ORDER BY priority DESC LIMIT 1)
-      UNION ALL
-      SELECT (SELECT b.priority FROM background_jobs AS b
-              WHERE b.queue_name = $1 AND b.status = 'queued' AND b.priority < p.priority ORDER BY b.priority DESC LIMIT 1)
-      FROM priorities AS p WHERE p.priority IS NOT NULL
-    ), candidates AS (
-      SELECT c.id FROM priorities AS p CROSS JOIN LATERAL (
-        SELECT id FROM background_jobs AS j
-        WHERE j.queue_name = $1 AND j.status = 'queued' AND j.priority = p.priority AND j.run_at <= now()
-        ORDER BY j.run_at, j.id
-        LIMIT $2
-        FOR UPDATE SKIP LOCKED
-      ) AS c
-      -- A paused queue claims nothing; uncorrelated, so Postgres checks it once per statement.
-      WHERE NOT EXISTS (SELECT 1 FROM background_queues WHERE queue_name = $1 AND paused)
-      LIMIT $2
-    ), claimed AS (
+    WITH RECURSIVE ${dueCandidates('$2')}    ), claimed AS (
       UPDATE background_jobs AS j
       SET status = 'processing', attempts = j.attempts + 1, fence_token = j.fence_token + 1, locked_by = $3, locked_at = now(),
           lease_expires_at = now() + $4::int ${MS}, updated_at = now()
@@ -225,23 +233,7 @@ export const SQL = {
   // jobs ran out; rate_wait_ms (ms until the window frees a start) when the window is full; at_capacity when
   // the queue runs globalConcurrency jobs while others are queued.
   claimLimitedJobs: limitedClaim(`
-    ), priorities AS (
-      (SELECT priority FROM background_jobs WHERE queue_name = $1 AND status = 'queued' ORDER BY priority DESC LIMIT 1)
-      UNION ALL
-      SELECT (SELECT b.priority FROM background_jobs AS b
-              WHERE b.queue_name = $1 AND b.status = 'queued' AND b.priority < p.priority ORDER BY b.priority DESC LIMIT 1)
-      FROM priorities AS p WHERE p.priority IS NOT NULL
-    ), candidates AS (
-      SELECT c.id FROM priorities AS p CROSS JOIN LATERAL (
-        SELECT id FROM background_jobs AS j
-        WHERE j.queue_name = $1 AND j.status = 'queued' AND j.priority = p.priority AND j.run_at <= now()
-        ORDER BY j.run_at, j.id
-        LIMIT (SELECT n FROM allowance)
-        FOR UPDATE SKIP LOCKED
-      ) AS c
-      WHERE NOT EXISTS (SELECT 1 FROM background_queues WHERE queue_name = $1 AND paused)
-      LIMIT (SELECT n FROM allowance)
-`, 'CASE WHEN $5::int IS NOT NULL THEN true END', '', 'NULL::text'),
+    ), ${dueCandidates('(SELECT n FROM allowance)')}`, 'CASE WHEN $5::int IS NOT NULL THEN true END', '', 'NULL::text'),
 
   // The claim of a queue with concurrencyPerKey ($8; and $9, this worker's key cursor): claimLimitedJobs' locks,
   // limits and answers, with candidates taken key by key in turn from the cursor (a round robin over the keys
