@@ -18,6 +18,10 @@ trap cleanup EXIT
 
 git clone -q . "$private/p"
 cp -al node_modules "$private/p/node_modules"
+# Workspaces keep what they could not hoist (a second version of a package) in their own node_modules.
+for dir in packages/* apps/* libs/*; do
+  if [ -d "$dir/node_modules" ]; then cp -al "$dir/node_modules" "$private/p/$dir/node_modules"; fi
+done
 cd "$private/p"
 [ "$(stat -c %a "$private")" = 700 ] || { echo "the private folder is not 0700" >&2; exit 1; }
 
@@ -25,7 +29,7 @@ echo "-- npm test, one file, in $private/p (mode 0700 above it)"
 npm test -- packages/pg-queue/test/lifecycle.spec.ts
 
 echo "-- the demo, as npm start runs it"
-npm run build >/dev/null
+npm run build >"$private/build.log" 2>&1 || { cat "$private/build.log" >&2; echo "the build failed" >&2; exit 1; }
 port=$(node -e 'const s = require("net").createServer().listen(0, () => { console.log(s.address().port); s.close(); })')
 PORT=$port DEMO_START_BURST=5 node apps/demo/dist/main.js >"$private/demo.log" 2>&1 &
 demo_pid=$!
