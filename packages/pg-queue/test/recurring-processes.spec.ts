@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { fork, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import type { MissedFires } from 'nestjs-pg-queue';
 import { createTestDatabase } from '@internal/pg-harness';
-import { buildRecurringWorker } from './recurring/build-recurring-worker.js';
+import { buildWorker, type WorkerBuild } from './faults/support/build-worker.js';
 import type { RecurringWorkerConfig } from './recurring/recurring-worker.js';
 import { sqlPool } from './support/test-app.js';
 
@@ -22,13 +23,14 @@ interface Instance {
 }
 
 describe('recurring jobs across OS processes', () => {
-  let build: Awaited<ReturnType<typeof buildRecurringWorker>>;
+  let build: WorkerBuild;
   const children = new Set<ChildProcess>();
   const env: NodeJS.ProcessEnv = { ...process.env };
   delete env.NODE_OPTIONS; // Jest's --experimental-vm-modules is not for the children
 
   beforeAll(async () => {
-    build = await buildRecurringWorker();
+    // The fault suite's build (the library with swc) with this suite's worker script.
+    build = await buildWorker([fileURLToPath(new URL('./recurring/recurring-worker.ts', import.meta.url))]);
   });
   afterAll(async () => {
     for (const child of children) child.kill('SIGKILL');

@@ -166,8 +166,8 @@ function toPolicy(kind: string, windowMs: string | null): MissedFiresPolicy {
   return { policy: kind === 'latest' ? 'latest' : 'skip' };
 }
 
-interface DueRow {
-  name: string | null;
+/** The columns of a schedule's definition, as both the due-schedules scan and the listings return them. */
+interface ScheduleDefinitionColumns {
   queue_name: string;
   cron: string;
   time_zone: string;
@@ -177,26 +177,21 @@ interface DueRow {
   priority: number;
   max_attempts: number | null;
   revision: string;
+}
+
+interface DueRow extends ScheduleDefinitionColumns {
+  name: string | null;
   next_fire_ms: number;
   now_ms: number | null;
   next_in_ms: number | null;
 }
 
-interface ScheduleRow {
+interface ScheduleRow extends ScheduleDefinitionColumns {
   name: string;
-  queue_name: string;
-  cron: string;
-  time_zone: string;
-  payload: Record<string, unknown>;
-  missed_fires: string;
-  missed_window_ms: string | null;
-  priority: number;
-  max_attempts: number | null;
   paused: boolean;
   next_fire_at: Date;
   last_fire_at: Date | null;
   source: 'code' | 'runtime';
-  revision: string;
   declared_at: Date | null;
   created_at: Date;
   updated_at: Date;
