@@ -56,14 +56,21 @@ describe('limits across OS processes', () => {
       maintenance: MAINTENANCE,
       queues: { global: { concurrency: 3, globalConcurrency: 3, backoff: { baseMs: 10, maxMs: 50 } } },
     });
+    const sampler = sampleRunning(s.db, 'global');
     try {
-      const jobs = 150;
-      await s.queue.enqueueMany(Array.from({ length: jobs }, (_, i) => ({ queue: 'global', payload: { ms: 20 + (i % 7) * 10 } })));
+      // Each kill round enqueues its own wave and picks its victim while that wave is running: with one batch
+      // enqueued up front, a slow restart on a loaded machine let the other processes finish every job before
+      // the second round looked for a holder.
+      const wave = 100;
+      const rounds = 2;
+      const jobs = wave * (rounds + 1);
+      const enqueueWave = () => s.queue.enqueueMany(Array.from({ length: wave }, (_, i) => ({ queue: 'global', payload: { ms: 20 + (i % 7) * 10 } })));
+      await enqueueWave();
       await fleet.start(4);
-      const sampler = sampleRunning(s.db, 'global');
       // Two processes die holding jobs: their rows stay `processing` (slots taken) until the sweeper puts them back.
-      for (let round = 0; round < 2; round++) {
-        await waitFor('jobs running', async () => (await completed(s.db, 'global')()) >= 30 * (round + 1), 60_000);
+      for (let round = 0; round < rounds; round++) {
+        if (round > 0) await enqueueWave();
+        await waitFor('jobs running', async () => (await completed(s.db, 'global')()) >= wave * round + 20, 60_000);
         const victim = await waitFor('a process holding a job', async () => {
           const { rows } = await s.db.query<{ w: string }>(`SELECT locked_by AS w FROM background_jobs WHERE queue_name = 'global' AND status = 'processing'`);
           return fleet.live.find((w) => rows.some((r) => r.w === w.workerId));
@@ -71,6 +78,7 @@ describe('limits across OS processes', () => {
         await fleet.kill(victim, s.db);
         await fleet.startOne();
       }
+      await enqueueWave();
       await waitFor(`all ${jobs} jobs completed`, async () => (await completed(s.db, 'global')()) === jobs, 90_000, 100);
       const mostProcessing = await sampler.stop();
 
@@ -87,6 +95,7 @@ describe('limits across OS processes', () => {
       expect(runs.killed).toBeGreaterThanOrEqual(1);
       expect(runs.workers).toBeGreaterThanOrEqual(4);
     } finally {
+      await sampler.stop();
       await tearDown(s, fleet);
     }
   }, 180_000);
