@@ -3,6 +3,7 @@ export { QueueService, type EnqueueOptions, type EnqueueResult, type JobSpec } f
 export type { UniqueOptions } from './utils/unique-options.js';
 export type { OnConflict } from './store/job.store.js';
 export { JobHandler } from './decorators/job-handler.decorator.js';
+export { JobEvents, JOB_EVENT_NAMES, type JobEvent, type JobEventListener, type JobEventName } from './events/job-events.js';
 export { RecurringJob } from './decorators/recurring-job.decorator.js';
 export type {
   MissedFires,

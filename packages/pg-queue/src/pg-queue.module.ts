@@ -4,6 +4,7 @@ import type { DataSource } from 'typeorm';
 import { PgQueueConnection } from './connection/pg-queue-connection.js';
 import { JobHandlerExplorer } from './discovery/job-handler.explorer.js';
 import { JobHandlerRegistry } from './discovery/job-handler.registry.js';
+import { JobEvents } from './events/job-events.js';
 import type { PgQueueModuleOptions } from './interfaces/pg-queue-options.interface.js';
 import { MaintenanceScheduler } from './maintenance/maintenance.scheduler.js';
 import { TYPEORM_DATA_SOURCE } from './pg-queue.constants.js';
@@ -45,6 +46,7 @@ import { WorkerPool } from './worker/worker-pool.js';
       inject: [PgQueueConnection, RESOLVED_OPTIONS],
     },
     JobHandlerRegistry,
+    JobEvents,
     RecurringJobRegistry,
     JobHandlerExplorer,
     RecurringScheduler,
@@ -52,6 +54,6 @@ import { WorkerPool } from './worker/worker-pool.js';
     MaintenanceScheduler,
     QueueService,
   ],
-  exports: [QueueService],
+  exports: [QueueService, JobEvents],
 })
 export class PgQueueModule extends ConfigurableModuleClass {}

@@ -8,6 +8,7 @@ import { JobStore } from '../store/job.store.js';
 import { ScheduleStore } from '../store/schedule.store.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { WorkerPool } from '../worker/worker-pool.js';
+import { JobEvents } from '../events/job-events.js';
 import { InlineQueueService } from './inline-queue.service.js';
 import type { QueueTestKit } from './queue-test-kit.js';
 import { BAD_TESTING_MODE, NOT_A_TESTING_APP } from './testing.messages.js';
@@ -39,9 +40,9 @@ export function overrideQueueForTesting<B extends OverridableModuleBuilder>(buil
   const mode = options?.mode;
   if (mode !== 'manual' && mode !== 'inline') throw new Error(BAD_TESTING_MODE(mode));
   let result = builder.overrideProvider(WorkerPool).useFactory({
-    factory: (registry: JobHandlerRegistry, store: JobStore, connection: PgQueueConnection, resolved: ResolvedModuleOptions) =>
-      new TestingWorkerPool(registry, store, connection, resolved, mode),
-    inject: [JobHandlerRegistry, JobStore, PgQueueConnection, RESOLVED_OPTIONS],
+    factory: (registry: JobHandlerRegistry, store: JobStore, connection: PgQueueConnection, events: JobEvents, resolved: ResolvedModuleOptions) =>
+      new TestingWorkerPool(registry, store, connection, events, resolved, mode),
+    inject: [JobHandlerRegistry, JobStore, PgQueueConnection, JobEvents, RESOLVED_OPTIONS],
   });
   if (mode === 'inline') {
     result = result.overrideProvider(QueueService).useFactory({

@@ -1,5 +1,6 @@
 import type { LoggerService } from '@nestjs/common';
 import { JobAbortedError, JobSnoozedError, JobTimeoutError } from '../errors/pg-queue.error.js';
+import type { JobEventName, JobEvents } from '../events/job-events.js';
 import type { Job, JobStatus } from '../interfaces/job.interface.js';
 import type { ResolvedHandlerOptions } from '../interfaces/job-handler-options.interface.js';
 import type { ClaimedJob, ClaimLimits, JobRef, JobStore } from '../store/job.store.js';
@@ -63,6 +64,7 @@ export class QueueWorker {
     private readonly leases: LeaseKeeper,
     private readonly outcomes: OutcomeWriter,
     private readonly logger: LoggerService,
+    private readonly events: JobEvents,
   ) {
     this.claimBackoff = new RetryBackoff(`claiming jobs of queue "${config.queue}"`, logger);
     const { globalConcurrency, rateLimit, concurrencyPerKey } = config.options;
@@ -108,6 +110,7 @@ export class QueueWorker {
     if (!run || (token !== undefined && run.token !== token)) return false;
     run.abort(reason);
     this.giveUp(run);
+    this.emit('cancelled', run, { error: reason });
     return true;
   }
 
@@ -257,6 +260,8 @@ export class QueueWorker {
   private run(run: Running): void {
     const { options, handle } = this.config;
     this.running.set(run.id, run);
+    run.startedAt = performance.now();
+    if (this.events.observed) this.emit('active', run);
     // Only jobs with a timeout pay for a timer.
     if (options.timeoutMs !== undefined) {
       const timeoutMs = options.timeoutMs;
@@ -277,18 +282,19 @@ export class QueueWorker {
     }
     if (isThenable(result)) {
       result.then(
-        () => this.settle(run, undefined),
+        (value) => this.settle(run, undefined, value),
         (error: unknown) => this.settle(run, error ?? new Error(`handler rejected with ${String(error)}`)),
       );
     } else {
-      queueMicrotask(() => this.settle(run, undefined));
+      queueMicrotask(() => this.settle(run, undefined, result));
     }
   }
 
   /** Records the attempt's outcome once; frees the slot at once, keeps the lease until the write lands. */
-  private settle(run: Running, error: unknown): void {
+  private settle(run: Running, error: unknown, result?: unknown): void {
     if (run.settled) return;
     this.free(run);
+    run.result = result;
     this.unwritten += 1;
     if (error instanceof JobSnoozedError) {
       const { delayMs, clamped } = snoozeDelay(error.delayMs);
@@ -320,13 +326,28 @@ export class QueueWorker {
     } else if (run.snoozeMs !== undefined) {
       this.wakeAt(run.snoozeMs); // after the write, so the job is there to claim
     } else if (!failure) {
-      return;
+      if (this.events.observed) this.emit('completed', run, { result: run.result });
     } else if (status === 'failed') {
       this.logger.error(`job ${run.id} (${queue}) failed for good after ${run.attempt} attempt(s): ${errorLine(failure.thrown)}`);
+      if (this.events.observed) {
+        this.emit('failed', run, { error: failure.thrown });
+        this.emit('dead', run, { error: failure.thrown });
+      }
     } else {
       this.logger.warn(`job ${run.id} (${queue}) attempt ${run.attempt}/${run.maxAttempts} failed, retry in ${failure.retryDelayMs} ms: ${errorLine(failure.thrown)}`);
       this.wakeAt(failure.retryDelayMs); // after the write, so the retry is there to claim
+      if (this.events.observed) {
+        this.emit('failed', run, { error: failure.thrown });
+        this.emit('retrying', run, { error: failure.thrown, retryDelayMs: failure.retryDelayMs });
+      }
     }
+  }
+
+  /** Hands one event of this attempt to the JobEvents listeners (callers check `observed` first on hot paths). */
+  private emit(name: JobEventName, run: Running, extra: { result?: unknown; error?: unknown; retryDelayMs?: number } = {}): void {
+    if (!this.events.observed) return;
+    const durationMs = name === 'active' ? 0 : (run.endedAt || performance.now()) - run.startedAt;
+    this.events.emit({ name, job: run, workerId: this.config.workerId, durationMs, ...extra });
   }
 
   /** @internal The outcome landed, was fenced out, or was given up on: this claim's lease is no longer renewed. */
@@ -351,9 +372,11 @@ export class QueueWorker {
       return;
     }
     if (run.settled) return;
-    run.abort(new JobAbortedError('lease lost: the job was taken back (swept, cancelled) while running'));
+    const reason = new JobAbortedError('lease lost: the job was taken back (swept, cancelled) while running');
+    run.abort(reason);
     this.logger.warn(`job ${run.id} (${this.config.queue}, attempt ${run.attempt}) lost its lease while running; its outcome will be discarded`);
     this.giveUp(run);
+    this.emit('lease-lost', run, { error: reason });
   }
 
   /** Drops a prefetched job that never started, with its lease hold. */
@@ -373,6 +396,7 @@ export class QueueWorker {
   /** Ends the attempt's hold on its slot and starts the next job: from the prefetch buffer, else by a claim. */
   private free(run: Running): void {
     run.settled = true;
+    run.endedAt = performance.now();
     clearTimeout(run.timer);
     if (this.running.get(run.id) === run) this.running.delete(run.id);
     if (this.running.size === 0 && this.whenIdle.length) for (const resolve of this.whenIdle.splice(0)) resolve();
@@ -396,6 +420,11 @@ class Running extends JobAttempt implements LeaseHolder, PendingOutcome {
   failure: { error: string; retryDelayMs: number; thrown: unknown } | undefined;
   snoozeMs: number | undefined;
   refusals = 0;
+  /** performance.now() when the handler was called, and when it returned, threw or was given up on. */
+  startedAt = 0;
+  endedAt = 0;
+  /** What the handler returned (a completion only). */
+  result: unknown;
 
   constructor(
     queue: string,

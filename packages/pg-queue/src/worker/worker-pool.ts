@@ -1,6 +1,7 @@
 import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
 import { JobHandlerRegistry } from '../discovery/job-handler.registry.js';
 import { JobAbortedError } from '../errors/pg-queue.error.js';
+import { JobEvents } from '../events/job-events.js';
 import { PgQueueConnection } from '../connection/pg-queue-connection.js';
 import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
 import { JobStore } from '../store/job.store.js';
@@ -32,6 +33,7 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
     private readonly registry: JobHandlerRegistry,
     private readonly store: JobStore,
     private readonly connection: PgQueueConnection,
+    private readonly events: JobEvents,
     @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
 
@@ -63,6 +65,7 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
         this.leases,
         this.outcomes,
         this.logger,
+        this.events,
       );
       this.workers.set(h.queue, worker);
     }
