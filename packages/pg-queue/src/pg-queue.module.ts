@@ -15,6 +15,7 @@ import { RecurringScheduler } from './recurring/recurring-scheduler.js';
 import { JobStore } from './store/job.store.js';
 import { ScheduleStore } from './store/schedule.store.js';
 import { resolveModuleOptions, type ResolvedModuleOptions } from './utils/resolve-options.js';
+import { JobWaiters } from './waiting/job-waiters.js';
 import { WorkerPool } from './worker/worker-pool.js';
 
 /**
@@ -52,6 +53,7 @@ import { WorkerPool } from './worker/worker-pool.js';
     RecurringScheduler,
     WorkerPool,
     MaintenanceScheduler,
+    JobWaiters,
     QueueService,
   ],
   exports: [QueueService, JobEvents],

@@ -16,6 +16,7 @@ import { nextFireAfter } from './recurring/fire-times.js';
 import { RecurringScheduler } from './recurring/recurring-scheduler.js';
 import { resolveSchedule } from './recurring/resolve-schedule.js';
 import { ScheduleStore } from './store/schedule.store.js';
+import { JobWaiters, type WaitOptions } from './waiting/job-waiters.js';
 
 export interface EnqueueOptions extends UniqueOptions {
   /** EntityManager of a running transaction: the job commits or rolls back with the caller's writes. */
@@ -58,6 +59,8 @@ export class QueueService {
     @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedModuleOptions,
     private readonly scheduleStore: ScheduleStore,
     private readonly scheduler: RecurringScheduler,
+    /** Absent only where the service is built by hand outside Nest (the CLI's enqueue), which never waits. */
+    private readonly waiters?: JobWaiters,
   ) {}
 
   /** Adds one job; returns its id. Pass `manager` to make it part of your transaction. */
@@ -113,8 +116,28 @@ export class QueueService {
     });
   }
 
-  async get<TPayload = unknown>(id: string | number | bigint): Promise<JobRecord<TPayload> | null> {
-    return (await this.store.getJob(jobId(id))) as JobRecord<TPayload> | null;
+  /** The job's row: status, attempts, last error, and its `result` and `progress` (README: Results, Progress). */
+  async get<TPayload = unknown, TResult = unknown>(id: string | number | bigint): Promise<JobRecord<TPayload, TResult> | null> {
+    return (await this.store.getJob(jobId(id))) as JobRecord<TPayload, TResult> | null;
+  }
+
+  /**
+   * Waits until the job finishes, whichever process runs it, and resolves with its result (null when the
+   * handler returned nothing). Rejects with JobFailedError (its `lastError`, `status`) when the job is
+   * dead-lettered or cancelled; JobWaitTimeoutError after `timeoutMs`; the signal's reason when `signal`
+   * aborts; a PgQueueError when there is no such job. Retries in between keep it waiting. Only jobs someone
+   * waits on are notified when they finish (README: Waiting for a job).
+   */
+  async waitFor<TResult = unknown>(id: string | number | bigint, options: WaitOptions = {}): Promise<TResult | null> {
+    const text = jobId(id);
+    if (options === null || typeof options !== 'object') throw new PgQueueError(`waitFor(${text}) options must be an object { timeoutMs?, signal? }.`);
+    const { timeoutMs, signal } = options;
+    if (timeoutMs !== undefined && (!Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > 2_147_483_647)) {
+      throw new PgQueueError(INVALID_OPTION(`waitFor(${text})`, 'timeoutMs', timeoutMs, 'an integer from 1 to 2147483647'));
+    }
+    if (signal !== undefined && !(signal instanceof AbortSignal)) throw new PgQueueError(INVALID_OPTION(`waitFor(${text})`, 'signal', signal, 'an AbortSignal'));
+    if (!this.waiters) throw new PgQueueError(`waitFor(${text}) needs the QueueService of a PgQueueModule app.`);
+    return (await this.waiters.wait(text, { timeoutMs, signal })) as TResult | null;
   }
 
   /**

@@ -386,10 +386,10 @@ describe('pg-queue command line', () => {
       }
       const result = await checks([], env);
       expect(result.code).toBe(1);
-      expect(result.checks.schema).toMatchObject({ state: 'warn', detail: '8 of 9 queue migrations applied; pending: Limits1764560000000' });
+      expect(result.checks.schema).toMatchObject({ state: 'warn', detail: '9 of 10 queue migrations applied; pending: JobResults1764570000000' });
       expect(result.checks.indexes).toMatchObject({
         state: 'fail',
-        detail: 'INVALID (a concurrent build that failed): background_jobs_delayed_idx; missing: background_jobs_finished_idx, background_jobs_limited_idx, background_jobs_key_claim_idx, background_queue_starts_idx',
+        detail: 'INVALID (a concurrent build that failed): background_jobs_delayed_idx; missing: background_jobs_finished_idx',
       });
       expect(result.checks.autovacuum).toMatchObject({ state: 'warn', detail: expect.stringContaining('background_jobs lacks autovacuum_vacuum_scale_factor') });
       expect(result.checks.leases).toMatchObject({ state: 'warn', detail: expect.stringMatching(/^1 running job\(s\) whose lease ended more than 10s ago/) });

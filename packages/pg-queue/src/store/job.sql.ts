@@ -4,6 +4,43 @@
 import { ADVISORY_LOCK, JOBS_CHANNEL, LIMIT_LOCK_SPACE } from '../pg-queue.constants.js';
 
 export const CANCEL_CHANNEL = 'pg_queue_cancel';
+/** Told "id:status" when a job someone waits on (awaited, set by waitFor) finishes: completed, failed or cancelled. */
+export const DONE_CHANNEL = 'pg_queue_done';
+
+/**
+ * The finish notice of the rows of `cte` someone waits on, as a condition the final SELECT of a settle
+ * statement carries: uncorrelated, so PostgreSQL evaluates it once per statement, after the CTE ran. It is
+ * always true; for a batch nobody waits on it reads the CTE's rows once and sends nothing.
+ */
+const notifyAwaited = (cte: string, status: string, where = 'true') =>
+  `(SELECT count(pg_notify('${DONE_CHANNEL}', w.id || ':' || ${status})) FROM ${cte} AS w WHERE w.awaited AND ${where}) >= 0`;
+
+/**
+ * The completion of a batch, in two variants: plain, and with the handlers' results and last progress
+ * ($4: {"id": {"r": result, "p": progress}}, only the ids that have either). A batch of jobs that returned
+ * nothing keeps the plain statement, so results cost nothing where they are not used.
+ */
+function completion(extraSet: string): string {
+  return `
+    WITH done AS (
+      UPDATE background_jobs AS j
+      SET status = 'completed', lease_expires_at = NULL, finished_at = now(), updated_at = now()${extraSet}
+      WHERE j.id = ANY($2::int8[]) AND j.status = 'processing' AND j.locked_by = $1
+        AND j.fence_token = ($3::jsonb ->> j.id::text)::int8
+      RETURNING j.id, j.awaited
+    )
+    SELECT id FROM unnest($2::int8[]) AS s(id) WHERE id NOT IN (SELECT id FROM done) AND ${notifyAwaited('done', `'completed'`)}`;
+}
+
+/** The heartbeat, plain and with progress ($5: {"id": progress}, only the ids whose progress changed). */
+function leaseRenewal(extraSet: string): string {
+  return `
+    UPDATE background_jobs AS j
+    SET lease_expires_at = now() + $2::int ${MS}${extraSet}
+    WHERE j.id = ANY($3::int8[]) AND j.status = 'processing' AND j.locked_by = $1
+      AND j.fence_token = ($4::jsonb ->> j.id::text)::int8
+    RETURNING j.id`;
+}
 
 const MS = `* interval '1 millisecond'`;
 
@@ -300,38 +337,40 @@ export const SQL = {
   // each row (300 ids: 90,000 comparisons, 175 ms, which made completions the bottleneck of a 1M-job steady
   // state). Returns only the ids refused (normally none): sending back every completed id cost the worker a
   // row object, a string and a set entry per job, to learn what it already knew.
-  completeJobs: `
-    WITH done AS (
-      UPDATE background_jobs AS j
-      SET status = 'completed', lease_expires_at = NULL, finished_at = now(), updated_at = now()
-      WHERE j.id = ANY($2::int8[]) AND j.status = 'processing' AND j.locked_by = $1
-        AND j.fence_token = ($3::jsonb ->> j.id::text)::int8
-      RETURNING j.id
-    )
-    SELECT id FROM unnest($2::int8[]) AS s(id) WHERE id NOT IN (SELECT id FROM done)`,
+  completeJobs: completion(''),
+  completeJobsWithResults: completion(`,
+          result = $4::jsonb -> j.id::text -> 'r', progress = coalesce($4::jsonb -> j.id::text -> 'p', j.progress)`),
 
   // completedRetentionMs: 0. Deleting at completion skips writing a completed row version (and its index
-  // entries) that the pruner would delete later anyway; same fence and result as completeJobs.
+  // entries) that the pruner would delete later anyway; same fence and result as completeJobs. No result
+  // is kept: a waiter hears "completed" and resolves with null.
   deleteCompletedJobs: `
     WITH done AS (
       DELETE FROM background_jobs AS j
       WHERE j.id = ANY($2::int8[]) AND j.status = 'processing' AND j.locked_by = $1
         AND j.fence_token = ($3::jsonb ->> j.id::text)::int8
-      RETURNING j.id
+      RETURNING j.id, j.awaited
     )
-    SELECT id FROM unnest($2::int8[]) AS s(id) WHERE id NOT IN (SELECT id FROM done)`,
+    SELECT id FROM unnest($2::int8[]) AS s(id) WHERE id NOT IN (SELECT id FROM done) AND ${notifyAwaited('done', `'completed'`)}`,
 
-  // Each failed attempt's fence and outcome come in a JSON object ($3: {"id": {token, error, delayMs}}),
-  // looked up per row like completeJobs' attempts, for the same reason: no join to nest-loop over.
+  // Each failed attempt's fence and outcome come in a JSON object ($3: {"id": {token, error, delayMs, final?,
+  // progress?}}), looked up per row like completeJobs' attempts, for the same reason: no join to nest-loop over.
+  // `final` fails the job for good whatever attempts are left (a result the queue cannot store: retrying
+  // would only produce it again).
   failJobs: `
-    UPDATE background_jobs AS j
-    SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'failed' ELSE 'queued' END::background_job_status,
-        run_at = CASE WHEN j.attempts >= j.max_attempts THEN j.run_at ELSE now() + ($3::jsonb -> j.id::text ->> 'delayMs')::int8 ${MS} END,
-        finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
-        last_error = $3::jsonb -> j.id::text ->> 'error', lease_expires_at = NULL, updated_at = now()
-    WHERE j.id = ANY($2::int8[]) AND j.status = 'processing' AND j.locked_by = $1
-      AND j.fence_token = ($3::jsonb -> j.id::text ->> 'token')::int8
-    RETURNING j.id, j.status`,
+    WITH failed AS (
+      UPDATE background_jobs AS j
+      SET status = CASE WHEN j.attempts >= j.max_attempts OR ($3::jsonb -> j.id::text) ? 'final' THEN 'failed' ELSE 'queued' END::background_job_status,
+          run_at = CASE WHEN j.attempts >= j.max_attempts OR ($3::jsonb -> j.id::text) ? 'final' THEN j.run_at
+                   ELSE now() + ($3::jsonb -> j.id::text ->> 'delayMs')::int8 ${MS} END,
+          finished_at = CASE WHEN j.attempts >= j.max_attempts OR ($3::jsonb -> j.id::text) ? 'final' THEN now() END,
+          last_error = $3::jsonb -> j.id::text ->> 'error', progress = coalesce($3::jsonb -> j.id::text -> 'progress', j.progress),
+          lease_expires_at = NULL, updated_at = now()
+      WHERE j.id = ANY($2::int8[]) AND j.status = 'processing' AND j.locked_by = $1
+        AND j.fence_token = ($3::jsonb -> j.id::text ->> 'token')::int8
+      RETURNING j.id, j.status, j.awaited
+    )
+    SELECT id, status FROM failed WHERE ${notifyAwaited('failed', `'failed'`, `w.status = 'failed'`)}`,
 
   // A handler snoozed (JobSnoozedError): back to the queue after the delay, fenced like a failure. The attempt
   // is not counted (attempts - 1, as the shutdown put-back); fence_token keeps its value, so a late outcome of
@@ -345,13 +384,10 @@ export const SQL = {
     RETURNING j.id`,
 
   // Heartbeat: one statement renews every job this worker runs; rows not returned are no longer ours. The
-  // fence tokens come as a JSON object, as for completeJobs.
-  extendLeases: `
-    UPDATE background_jobs AS j
-    SET lease_expires_at = now() + $2::int ${MS}
-    WHERE j.id = ANY($3::int8[]) AND j.status = 'processing' AND j.locked_by = $1
-      AND j.fence_token = ($4::jsonb ->> j.id::text)::int8
-    RETURNING j.id`,
+  // fence tokens come as a JSON object, as for completeJobs. A beat that carries progress (job.progress()
+  // called since the last one) takes the second variant: progress rides the heartbeat, no statement of its own.
+  extendLeases: leaseRenewal(''),
+  extendLeasesWithProgress: leaseRenewal(`, progress = coalesce($5::jsonb -> j.id::text, j.progress)`),
 
   // Shutdown put-back: the attempt did not fail, it was interrupted, so it is not counted (fence_token, which
   // fences that attempt's late outcome, keeps its value).
@@ -378,13 +414,14 @@ export const SQL = {
           last_error = 'lease expired: worker ' || coalesce(locked_by, '?') || ' stopped renewing it (crashed, frozen or cut off) during attempt ' || attempts,
           run_at = now(), lease_expires_at = NULL, updated_at = now()
       WHERE status = 'processing' AND lease_expires_at < now() AND (SELECT held FROM lock)
-      RETURNING id, queue_name, status
+      RETURNING id, queue_name, status, awaited
     )
     SELECT (SELECT held FROM lock) AS held,
       count(*) FILTER (WHERE status = 'queued')::int AS requeued,
       count(*) FILTER (WHERE status = 'failed')::int AS failed,
       (SELECT count(pg_notify('${JOBS_CHANNEL}', q.queue_name))
-       FROM (SELECT DISTINCT queue_name FROM rescued WHERE status = 'queued') AS q) AS notified
+       FROM (SELECT DISTINCT queue_name FROM rescued WHERE status = 'queued') AS q) AS notified,
+      (SELECT count(pg_notify('${DONE_CHANNEL}', w.id || ':failed')) FROM rescued AS w WHERE w.awaited AND w.status = 'failed') AS waiters_told
     FROM rescued`,
 
   // Pruner: one bounded batch per statement keeps each transaction short; the caller loops. The batch is read
@@ -407,6 +444,19 @@ export const SQL = {
     SELECT (SELECT held FROM lock) AS held, (SELECT count(*)::int FROM doomed) AS deleted`,
 
   getJob: `SELECT * FROM background_jobs WHERE id = $1`,
+
+  // waitFor(): marks a job not finished yet as awaited (so the statement that finishes it sends a notice) and
+  // reads where it stands, in one round trip. The read is of the statement's snapshot: when a settle committed
+  // meanwhile, the mark found the row finished (marked = false) while the read still sees it running, and the
+  // caller reads it again.
+  markAwaited: `
+    WITH marked AS (
+      UPDATE background_jobs SET awaited = true WHERE id = $1 AND status IN ('queued', 'processing') RETURNING id
+    )
+    SELECT id, status, result, last_error, EXISTS (SELECT 1 FROM marked) AS marked FROM background_jobs WHERE id = $1`,
+
+  // The waiters' poll (and what a finish notice triggers): where the awaited jobs stand.
+  jobOutcomes: `SELECT id, status, result, last_error FROM background_jobs WHERE id = ANY($1::int8[])`,
 
   // stats(), exact up to $1 jobs per queue and status, read through the partial indexes with a LIMIT so the
   // cost grows with neither retention nor backlog: the queues that have queued jobs, one claim-index probe
@@ -461,10 +511,11 @@ export const SQL = {
       SET status = 'cancelled', finished_at = now(), lease_expires_at = NULL, updated_at = now()
       FROM target AS t
       WHERE j.id = t.id AND t.was IN ('queued', 'processing')
-      RETURNING j.id, j.fence_token, t.was
+      RETURNING j.id, j.fence_token, t.was, j.awaited
     )
     SELECT t.was,
       (SELECT count(pg_notify('${CANCEL_CHANNEL}', c.id || ':' || c.fence_token)) FROM cancelled AS c WHERE c.was = 'processing') AS notified,
+      (SELECT count(pg_notify('${DONE_CHANNEL}', c.id || ':cancelled')) FROM cancelled AS c WHERE c.awaited) AS waiters_told,
       EXISTS (SELECT 1 FROM cancelled) AS cancelled
     FROM target AS t`,
 
@@ -547,9 +598,11 @@ export function beginWithQueueLock(queueKey: number): string {
  */
 export const PLANNED_PER_CALL: ReadonlySet<keyof typeof SQL> = new Set([
   'completeJobs',
+  'completeJobsWithResults',
   'deleteCompletedJobs',
   'failJobs',
   'extendLeases',
+  'extendLeasesWithProgress',
   'releaseJobs',
   'insertKeyedJobs',
   'snoozeJobs',

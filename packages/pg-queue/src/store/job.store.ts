@@ -74,6 +74,23 @@ export interface JobRef {
 export interface FailedAttempt extends JobRef {
   error: string;
   retryDelayMs: number;
+  /** Fail the job for good, whatever attempts it has left (a result the queue cannot store). */
+  final?: boolean;
+  /** The handler's last progress (JSON text) not written yet. */
+  progressJson?: string;
+}
+
+/** A completed attempt: its claim, and the handler's result and last progress as JSON text when it has them. */
+export interface CompletedAttempt extends JobRef {
+  resultJson?: string;
+  progressJson?: string;
+}
+
+/** Where a job stands, for waitFor(). */
+export interface JobOutcome {
+  status: JobStatus;
+  result: unknown;
+  lastError: string | null;
 }
 
 export interface SnoozedAttempt extends JobRef {
@@ -213,17 +230,34 @@ export class JobStore {
     return result;
   }
 
-  /** Returns the ids fenced out (this worker no longer held them); every other job is completed. `deleteRows` deletes instead of keeping them. */
-  async completeJobs(workerId: string, jobs: JobRef[], deleteRows = false): Promise<Set<string>> {
-    const statement = deleteRows ? 'deleteCompletedJobs' : 'completeJobs';
-    const rows = await this.run<{ id: string }>(statement, [workerId, jobs.map((j) => j.id), tokensById(jobs)]);
+  /**
+   * Returns the ids fenced out (this worker no longer held them); every other job is completed. `deleteRows`
+   * deletes instead of keeping them (and their results). A batch where no job has a result or unwritten
+   * progress runs the plain statement; otherwise the whole batch takes the variant that also writes those.
+   */
+  async completeJobs(workerId: string, jobs: CompletedAttempt[], deleteRows = false): Promise<Set<string>> {
+    const values: unknown[] = [workerId, jobs.map((j) => j.id), tokensById(jobs)];
+    let statement: 'completeJobs' | 'completeJobsWithResults' | 'deleteCompletedJobs' = deleteRows ? 'deleteCompletedJobs' : 'completeJobs';
+    if (!deleteRows) {
+      const extras = resultsById(jobs);
+      if (extras !== undefined) {
+        statement = 'completeJobsWithResults';
+        values.push(extras);
+      }
+    }
+    const rows = await this.run<{ id: string }>(statement, values);
     return new Set(rows.map((r) => r.id));
   }
 
   /** Returns each accepted id with the status it ended in (queued for a retry, failed when dead-lettered). */
   async failJobs(workerId: string, jobs: FailedAttempt[]): Promise<Map<string, JobStatus>> {
-    const byId: Record<string, { token: string; error: string; delayMs: number }> = {};
-    for (const j of jobs) byId[j.id] = { token: j.token, error: j.error, delayMs: j.retryDelayMs };
+    const byId: Record<string, object> = {};
+    for (const j of jobs) {
+      const entry: { token: string; error: string; delayMs: number; final?: true; progress?: unknown } = { token: j.token, error: j.error, delayMs: j.retryDelayMs };
+      if (j.final) entry.final = true;
+      if (j.progressJson !== undefined) entry.progress = JSON.parse(j.progressJson);
+      byId[j.id] = entry;
+    }
     const rows = await this.run<{ id: string; status: JobStatus }>('failJobs', [workerId, jobs.map((j) => j.id), JSON.stringify(byId)]);
     return new Map(rows.map((r) => [r.id, r.status]));
   }
@@ -236,9 +270,14 @@ export class JobStore {
     return new Set(rows.map((r) => r.id));
   }
 
-  /** Returns the ids whose lease was renewed; any other id is no longer this worker's. */
-  async extendLeases(workerId: string, leaseMs: number, jobs: JobRef[]): Promise<Set<string>> {
-    const rows = await this.run<{ id: string }>('extendLeases', [workerId, leaseMs, jobs.map((j) => j.id), tokensById(jobs)]);
+  /**
+   * Returns the ids whose lease was renewed; any other id is no longer this worker's. `progress` ([id, JSON
+   * text] of the jobs whose progress changed since the last beat) rides the same statement.
+   */
+  async extendLeases(workerId: string, leaseMs: number, jobs: JobRef[], progress: [string, string][] = []): Promise<Set<string>> {
+    const values: unknown[] = [workerId, leaseMs, jobs.map((j) => j.id), tokensById(jobs)];
+    if (progress.length > 0) values.push(`{${progress.map(([id, json]) => `"${id}":${json}`).join(',')}}`);
+    const rows = await this.run<{ id: string }>(progress.length > 0 ? 'extendLeasesWithProgress' : 'extendLeases', values);
     return new Set(rows.map((r) => r.id));
   }
 
@@ -262,6 +301,23 @@ export class JobStore {
   async deleteExpiredJobKeys(limit: number): Promise<number> {
     const [row] = await this.run<{ deleted: number }>('deleteExpiredJobKeys', [limit]);
     return row.deleted;
+  }
+
+  /**
+   * Marks a job as awaited (its finish will be notified on DONE_CHANNEL) and says where it stands; null when
+   * there is no such job. Read again when a settle committed between the mark and the read.
+   */
+  async markAwaited(id: string): Promise<JobOutcome | null> {
+    const [row] = await this.run<OutcomeRow & { marked: boolean }>('markAwaited', [id]);
+    if (!row) return null;
+    if (!row.marked && (row.status === 'queued' || row.status === 'processing')) return (await this.jobOutcomes([id])).get(id) ?? null;
+    return toOutcome(row);
+  }
+
+  /** Where each job of `ids` stands; an id missing from the map has no row (never existed, or deleted). */
+  async jobOutcomes(ids: string[]): Promise<Map<string, JobOutcome>> {
+    const rows = await this.run<OutcomeRow>('jobOutcomes', [ids]);
+    return new Map(rows.map((r) => [r.id, toOutcome(r)]));
   }
 
   async getJob(id: string): Promise<JobRecord | null> {
@@ -501,6 +557,33 @@ export interface JobRow {
   finished_at: Date | null;
   unique_key: string | null;
   concurrency_key: string | null;
+  result?: unknown;
+  progress?: unknown;
+}
+
+interface OutcomeRow {
+  id: string;
+  status: JobStatus;
+  result: unknown;
+  last_error: string | null;
+}
+
+function toOutcome(r: OutcomeRow): JobOutcome {
+  return { status: r.status, result: r.result ?? null, lastError: r.last_error };
+}
+
+/**
+ * The completion variant's $4, {"id": {"r": result, "p": progress}}, built from JSON texts already checked
+ * (no parse and stringify again); undefined when no job of the batch has either.
+ */
+function resultsById(jobs: CompletedAttempt[]): string | undefined {
+  let text: string | undefined;
+  for (const j of jobs) {
+    if (j.resultJson === undefined && j.progressJson === undefined) continue;
+    const fields = [j.resultJson !== undefined ? `"r":${j.resultJson}` : '', j.progressJson !== undefined ? `"p":${j.progressJson}` : ''].filter(Boolean).join(',');
+    text = `${text === undefined ? '{' : `${text},`}"${j.id}":{${fields}}`;
+  }
+  return text === undefined ? undefined : `${text}}`;
 }
 
 export function toJobRecord(r: JobRow): JobRecord {
@@ -522,6 +605,8 @@ export function toJobRecord(r: JobRow): JobRecord {
     finishedAt: r.finished_at,
     uniqueKey: r.unique_key,
     concurrencyKey: r.concurrency_key,
+    result: r.result ?? null,
+    progress: r.progress ?? null,
   };
 }
 

@@ -1,13 +1,14 @@
 import type { LoggerService } from '@nestjs/common';
-import { JobAbortedError, JobSnoozedError, JobTimeoutError } from '../errors/pg-queue.error.js';
+import { JobAbortedError, JobSnoozedError, JobTimeoutError, PgQueueError } from '../errors/pg-queue.error.js';
 import type { JobEventName, JobEvents } from '../events/job-events.js';
 import type { Job, JobStatus } from '../interfaces/job.interface.js';
 import type { ResolvedHandlerOptions } from '../interfaces/job-handler-options.interface.js';
 import type { ClaimedJob, ClaimLimits, JobRef, JobStore } from '../store/job.store.js';
-import { BAD_SNOOZE_DELAY } from '../pg-queue.messages.js';
+import { BAD_SNOOZE_DELAY, RESULT_NOT_JSON, RESULT_TOO_LARGE } from '../pg-queue.messages.js';
 import { retryDelay, snoozeDelay } from '../utils/backoff.js';
 import { errorLine, errorText } from '../utils/error-text.js';
 import { RetryBackoff, wakeableSleep, withDeadline } from '../utils/retry-backoff.js';
+import { serializeValue } from '../utils/serialize-payload.js';
 import { JobAttempt } from './job-attempt.js';
 import type { LeaseHolder, LeaseKeeper } from './lease-keeper.js';
 import type { OutcomeWriter, PendingOutcome } from './outcome-writer.js';
@@ -23,6 +24,8 @@ export interface QueueWorkerConfig {
   leaseMs: number;
   options: ResolvedHandlerOptions;
   handle: (job: Job) => unknown;
+  /** The module's maxResultBytes: a larger result fails the attempt for good. */
+  maxResultBytes: number;
 }
 
 /**
@@ -296,7 +299,11 @@ export class QueueWorker {
     this.free(run);
     run.result = result;
     this.unwritten += 1;
-    if (error instanceof JobSnoozedError) {
+    // A result is stored only when there is one (undefined and null store nothing and cost one comparison).
+    if (error === undefined && result != null) error = this.storeResult(run, result);
+    if (error instanceof ResultRefusedError) {
+      run.failure = { error: error.message, retryDelayMs: 0, thrown: error, final: true };
+    } else if (error instanceof JobSnoozedError) {
       const { delayMs, clamped } = snoozeDelay(error.delayMs);
       if (clamped) this.logger.warn(BAD_SNOOZE_DELAY(this.config.queue, run.id, error.delayMs, delayMs));
       run.snoozeMs = delayMs;
@@ -313,6 +320,19 @@ export class QueueWorker {
       run.failure = { error: errorText(error), retryDelayMs, thrown: error };
     }
     this.outcomes.write(run); // calls back outcomeWritten() or outcomeDropped()
+  }
+
+  /**
+   * The result as JSON text on the attempt, or the error that fails the job for good: a result the queue
+   * cannot store would be the same on every retry.
+   */
+  private storeResult(run: Running, result: unknown): ResultRefusedError | undefined {
+    const max = this.config.maxResultBytes;
+    const json = serializeValue(result, 'the result', max);
+    if (json.problem !== undefined) return new ResultRefusedError(RESULT_NOT_JSON(this.config.queue, run.id, json.problem));
+    if (json.bytes > max) return new ResultRefusedError(RESULT_TOO_LARGE(this.config.queue, run.id, json.bytes, max));
+    run.resultJson = json.text;
+    return undefined;
   }
 
   /** @internal The outcome of this attempt was written (status: what the row became) or fenced out (undefined). */
@@ -417,7 +437,7 @@ class Running extends JobAttempt implements LeaseHolder, PendingOutcome {
   timer: NodeJS.Timeout | undefined;
   /** Set once the attempt has an outcome (or was given up); later results of the handler are ignored. */
   settled = false;
-  failure: { error: string; retryDelayMs: number; thrown: unknown } | undefined;
+  failure: { error: string; retryDelayMs: number; thrown: unknown; final?: boolean } | undefined;
   snoozeMs: number | undefined;
   refusals = 0;
   /** performance.now() when the handler was called, and when it returned, threw or was given up on. */
@@ -425,6 +445,8 @@ class Running extends JobAttempt implements LeaseHolder, PendingOutcome {
   endedAt = 0;
   /** What the handler returned (a completion only). */
   result: unknown;
+  /** The result as JSON text, when there is one to store. */
+  resultJson: string | undefined;
 
   constructor(
     queue: string,
@@ -446,6 +468,11 @@ class Running extends JobAttempt implements LeaseHolder, PendingOutcome {
   outcomeDropped(): void {
     this.worker.written(this);
   }
+}
+
+/** A result the queue cannot store (not JSON, over maxResultBytes): the attempt fails, and the job with it. */
+class ResultRefusedError extends PgQueueError {
+  override name = 'ResultRefusedError';
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {

@@ -60,7 +60,7 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
     this.outcomes = new OutcomeWriter(this.store, workerId, this.logger, lane, this.options.maintenance.completedRetentionMs === 0);
     for (const h of handlers) {
       const worker = new QueueWorker(
-        { queue: h.queue, handlerName: h.name, workerId, leaseMs, options: h.options, handle: h.handle },
+        { queue: h.queue, handlerName: h.name, workerId, leaseMs, options: h.options, handle: h.handle, maxResultBytes: this.options.maxResultBytes },
         this.store,
         this.leases,
         this.outcomes,
