@@ -1,18 +1,18 @@
 import type { LoggerService } from '@nestjs/common';
-import { JobAbortedError, JobSnoozedError, JobTimeoutError, PgQueueError } from '../errors/pg-queue.error.js';
+import { JobAbortedError, JobSnoozedError, JobTimeoutError } from '../errors/pg-queue.error.js';
 import type { JobEventName, JobEvents } from '../events/job-events.js';
 import type { Job, JobStatus } from '../interfaces/job.interface.js';
 import type { ResolvedHandlerOptions } from '../interfaces/job-handler-options.interface.js';
 import type { ClaimedJob, ClaimLimits, JobRef, JobStore } from '../store/job.store.js';
-import { BAD_SNOOZE_DELAY, RESULT_NOT_JSON, RESULT_TOO_LARGE } from '../pg-queue.messages.js';
+import { BAD_SNOOZE_DELAY } from '../pg-queue.messages.js';
 import { retryDelay, snoozeDelay } from '../utils/backoff.js';
 import { errorLine, errorText } from '../utils/error-text.js';
 import { RetryBackoff, wakeableSleep, withDeadline } from '../utils/retry-backoff.js';
-import { serializeValue } from '../utils/serialize-payload.js';
 import { JobAttempt } from './job-attempt.js';
 import type { LeaseHolder, LeaseKeeper } from './lease-keeper.js';
 import type { OutcomeWriter, PendingOutcome } from './outcome-writer.js';
 import { putBack } from './put-back.js';
+import { ResultRefusedError, storedResult } from './stored-result.js';
 
 /** How soon a queue at its globalConcurrency looks again for a slot freed in another process. */
 const LIMIT_POLL_MS = 200;
@@ -327,11 +327,9 @@ export class QueueWorker {
    * cannot store would be the same on every retry.
    */
   private storeResult(run: Running, result: unknown): ResultRefusedError | undefined {
-    const max = this.config.maxResultBytes;
-    const json = serializeValue(result, 'the result', max);
-    if (json.problem !== undefined) return new ResultRefusedError(RESULT_NOT_JSON(this.config.queue, run.id, json.problem));
-    if (json.bytes > max) return new ResultRefusedError(RESULT_TOO_LARGE(this.config.queue, run.id, json.bytes, max));
-    run.resultJson = json.text;
+    const stored = storedResult(this.config.queue, run.id, result, this.config.maxResultBytes);
+    if ('refused' in stored) return stored.refused;
+    run.resultJson = stored.json;
     return undefined;
   }
 
@@ -468,11 +466,6 @@ class Running extends JobAttempt implements LeaseHolder, PendingOutcome {
   outcomeDropped(): void {
     this.worker.written(this);
   }
-}
-
-/** A result the queue cannot store (not JSON, over maxResultBytes): the attempt fails, and the job with it. */
-class ResultRefusedError extends PgQueueError {
-  override name = 'ResultRefusedError';
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
