@@ -252,13 +252,15 @@ export class JobStore {
   /** Returns each accepted id with the status it ended in (queued for a retry, failed when dead-lettered). */
   async failJobs(workerId: string, jobs: FailedAttempt[]): Promise<Map<string, JobStatus>> {
     const byId: Record<string, object> = {};
+    let extras = false;
     for (const j of jobs) {
       const entry: { token: string; error: string; delayMs: number; final?: true; progress?: unknown } = { token: j.token, error: j.error, delayMs: j.retryDelayMs };
       if (j.final) entry.final = true;
       if (j.progressJson !== undefined) entry.progress = JSON.parse(j.progressJson);
+      extras ||= j.final === true || j.progressJson !== undefined;
       byId[j.id] = entry;
     }
-    const rows = await this.run<{ id: string; status: JobStatus }>('failJobs', [workerId, jobs.map((j) => j.id), JSON.stringify(byId)]);
+    const rows = await this.run<{ id: string; status: JobStatus }>(extras ? 'failJobsWithExtras' : 'failJobs', [workerId, jobs.map((j) => j.id), JSON.stringify(byId)]);
     return new Map(rows.map((r) => [r.id, r.status]));
   }
 
