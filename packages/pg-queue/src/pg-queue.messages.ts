@@ -100,3 +100,18 @@ export const MISSED_FIRES_SKIPPED = (name: string, fromIso: string, throughIso: 
   `schedule "${name}": fires from ${fromIso} through ${throughIso} were missed (no instance was ticking) and are skipped under missedFires ${policy}`;
 
 export const SCHEDULE_NOT_FOUND = (name: string) => `No schedule named ${JSON.stringify(name)}.`;
+
+// Typed queues and payload validation.
+
+export const PAYLOAD_REFUSED = (where: string, queue: string, reason: string) =>
+  `${where}: the payload was refused by the validator of queue "${queue}": ${reason}. Nothing was enqueued.`;
+
+export const VALIDATOR_SAID_NO = 'the validator returned false';
+
+export const QUEUE_DEFINED_TWICE = (queue: string) =>
+  `defineQueue("${queue}"): the queue is already defined with another validator; define each queue once (export the definition and import it where needed), so that every enqueue to it is checked by the same validator.`;
+
+export const INVALID_QUEUE_DEFINITION = (queue: string, detail: string) => `defineQueue("${queue}"): ${detail}`;
+
+export const NOT_A_QUEUE = (where: string, value: unknown) =>
+  `${where}: expected a queue name or a queue definition (defineQueue), got ${describe(value)}.`;

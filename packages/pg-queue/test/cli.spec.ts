@@ -374,6 +374,7 @@ describe('pg-queue command line', () => {
 
       expect((await runCli(['migrate'], env)).code).toBe(0);
       expect((await runCli(['migrate', 'down'], env)).code).toBe(0);
+      expect((await runCli(['migrate', 'down'], env)).code).toBe(0);
       const db = new pg.Client({ connectionString: broken });
       await db.connect();
       try {
@@ -386,7 +387,7 @@ describe('pg-queue command line', () => {
       }
       const result = await checks([], env);
       expect(result.code).toBe(1);
-      expect(result.checks.schema).toMatchObject({ state: 'warn', detail: '8 of 9 queue migrations applied; pending: Limits1764560000000' });
+      expect(result.checks.schema).toMatchObject({ state: 'warn', detail: '8 of 10 queue migrations applied; pending: Limits1764560000000, TraceContext1764580000000' });
       expect(result.checks.indexes).toMatchObject({
         state: 'fail',
         detail: 'INVALID (a concurrent build that failed): background_jobs_delayed_idx; missing: background_jobs_finished_idx, background_jobs_limited_idx, background_jobs_key_claim_idx, background_queue_starts_idx',

@@ -1,0 +1,58 @@
+import type { Attributes, Span } from '@opentelemetry/api';
+import { otelApi } from './otel-api.js';
+import { ATTR, MESSAGING_SYSTEM } from './span-attributes.js';
+import { recordFailure } from './record-failure.js';
+import { carrierJson } from './trace-context.js';
+import { queueTracer } from './tracer.js';
+
+/** What one enqueue call is, as its producer span names it. */
+export interface EnqueueCall {
+  /** The QueueService method (messaging.operation.name). */
+  operation: string;
+  /** The queue of every job of the call, or undefined when a batch goes to several queues. */
+  queue: string | undefined;
+  /** Jobs in the call; a batch (enqueueMany*) says so even for one job. */
+  count: number;
+  batch: boolean;
+}
+
+/**
+ * Runs an enqueue's insert inside a producer span (`send <queue>`, kind PRODUCER) and hands the insert the span's
+ * context as the JSON of the trace_context column. One span per call: an enqueueMany of 1,000 jobs is one span
+ * (messaging.batch.message_count = 1,000) whose context every job of the batch carries, so each job's first
+ * attempt is a child of that span. Per-job "create" spans would cost a span per row for what a trace viewer
+ * shows as one step of the producer.
+ *
+ * Nothing is written when no span context is valid: no `@opentelemetry/api` (one check), or the API without a
+ * registered SDK and without an active span (the no-op tracer's span is invalid), so the insert keeps its
+ * untraced statement. A sampled-out (non-recording) but valid context is still written: the consumer then
+ * follows the same sampling decision.
+ */
+export function traceEnqueue<T>(call: EnqueueCall | (() => EnqueueCall), insert: (trace: string | undefined) => Promise<T>, describe?: (span: Span, result: T) => void): Promise<T> {
+  const api = otelApi();
+  if (!api) return insert(undefined);
+  const { operation, queue, count, batch } = typeof call === 'function' ? call() : call;
+  const attributes: Attributes = { [ATTR.system]: MESSAGING_SYSTEM, [ATTR.operationType]: 'send', [ATTR.operationName]: operation };
+  if (queue !== undefined) attributes[ATTR.destination] = queue;
+  if (batch) attributes[ATTR.batchCount] = count;
+  const parent = api.context.active();
+  const span = queueTracer(api).startSpan(queue === undefined ? 'send' : `send ${queue}`, { kind: api.SpanKind.PRODUCER, attributes }, parent);
+  const spanContext = span.spanContext();
+  if (!api.isSpanContextValid(spanContext)) {
+    span.end();
+    return insert(undefined);
+  }
+  // Active while the insert runs, so that a pg or TypeORM instrumentation's span of the INSERT is its child.
+  return api.context.with(api.trace.setSpan(parent, span), () => insert(carrierJson(spanContext))).then(
+    (result) => {
+      describe?.(span, result);
+      span.end();
+      return result;
+    },
+    (error: unknown) => {
+      recordFailure(api, span, error);
+      span.end();
+      throw error;
+    },
+  );
+}
