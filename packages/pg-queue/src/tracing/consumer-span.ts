@@ -1,4 +1,4 @@
-import type { Link, Span, SpanOptions } from '@opentelemetry/api';
+import type { Link, Span, SpanOptions, Tracer } from '@opentelemetry/api';
 import { JobSnoozedError } from '../errors/pg-queue.error.js';
 import type { Job } from '../interfaces/job.interface.js';
 import { otelApi, type OtelApiModule } from './otel-api.js';
@@ -25,9 +25,14 @@ export function traceHandler(queue: string, workerId: string, handle: Handle): H
   if (!api) return handle;
   const name = `process ${queue}`;
   return (job) => {
-    const span = startConsumerSpan(api, name, queue, workerId, job);
-    // No SDK registered (the no-op tracer's span is invalid): nothing to propagate, so the handler runs as it is.
-    if (!api.isSpanContextValid(span.spanContext())) return handle(job);
+    // No SDK registered: no span, nothing to propagate; the handler runs as it is.
+    const tracer = queueTracer(api);
+    if (!tracer) return handle(job);
+    const span = startConsumerSpan(api, tracer, name, queue, workerId, job);
+    if (!api.isSpanContextValid(span.spanContext())) {
+      span.end();
+      return handle(job);
+    }
     const context = api.trace.setSpan(api.context.active(), span);
     let result: unknown;
     try {
@@ -55,7 +60,7 @@ export function traceHandler(queue: string, workerId: string, handle: Handle): H
   };
 }
 
-function startConsumerSpan(api: OtelApiModule, name: string, queue: string, workerId: string, job: Job): Span {
+function startConsumerSpan(api: OtelApiModule, tracer: Tracer, name: string, queue: string, workerId: string, job: Job): Span {
   const options: SpanOptions = {
     kind: api.SpanKind.CONSUMER,
     attributes: {
@@ -71,10 +76,10 @@ function startConsumerSpan(api: OtelApiModule, name: string, queue: string, work
   };
   const stored = (job as { traceContext?: unknown }).traceContext;
   const producer = stored == null ? undefined : spanContextOf(api, stored);
-  if (producer && job.attempt <= 1) return queueTracer(api).startSpan(name, options, api.trace.setSpanContext(api.context.active(), producer));
+  if (producer && job.attempt <= 1) return tracer.startSpan(name, options, api.trace.setSpanContext(api.context.active(), producer));
   if (producer) options.links = [{ context: producer } satisfies Link];
   options.root = true;
-  return queueTracer(api).startSpan(name, options);
+  return tracer.startSpan(name, options);
 }
 
 function ended(api: OtelApiModule, span: Span, error: unknown): void {

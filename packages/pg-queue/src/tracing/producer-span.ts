@@ -23,27 +23,27 @@ export interface EnqueueCall {
  * attempt is a child of that span. Per-job "create" spans would cost a span per row for what a trace viewer
  * shows as one step of the producer.
  *
- * Nothing is written when no span context is valid: no `@opentelemetry/api` (one check), or the API without a
- * registered SDK and without an active span (the no-op tracer's span is invalid), so the insert keeps its
- * untraced statement. A sampled-out (non-recording) but valid context is still written: the consumer then
- * follows the same sampling decision.
+ * Nothing is written without `@opentelemetry/api` or without a registered SDK (two checks, no span), or when
+ * the span's context is invalid, so the insert keeps its untraced statement. A sampled-out (non-recording) but
+ * valid context is still written: the consumer then follows the same sampling decision.
  */
 export function traceEnqueue<T>(call: EnqueueCall | (() => EnqueueCall), insert: (trace: string | undefined) => Promise<T>, describe?: (span: Span, result: T) => void): Promise<T> {
   const api = otelApi();
-  if (!api) return insert(undefined);
+  const tracer = api && queueTracer(api);
+  if (!tracer) return insert(undefined);
   const { operation, queue, count, batch } = typeof call === 'function' ? call() : call;
   const attributes: Attributes = { [ATTR.system]: MESSAGING_SYSTEM, [ATTR.operationType]: 'send', [ATTR.operationName]: operation };
   if (queue !== undefined) attributes[ATTR.destination] = queue;
   if (batch) attributes[ATTR.batchCount] = count;
   const parent = api.context.active();
-  const span = queueTracer(api).startSpan(queue === undefined ? 'send' : `send ${queue}`, { kind: api.SpanKind.PRODUCER, attributes }, parent);
+  const span = tracer.startSpan(queue === undefined ? 'send' : `send ${queue}`, { kind: api.SpanKind.PRODUCER, attributes }, parent);
   const spanContext = span.spanContext();
   if (!api.isSpanContextValid(spanContext)) {
     span.end();
     return insert(undefined);
   }
   // Active while the insert runs, so that a pg or TypeORM instrumentation's span of the INSERT is its child.
-  return api.context.with(api.trace.setSpan(parent, span), () => insert(carrierJson(spanContext))).then(
+  return api!.context.with(api!.trace.setSpan(parent, span), () => insert(carrierJson(spanContext))).then(
     (result) => {
       describe?.(span, result);
       span.end();
