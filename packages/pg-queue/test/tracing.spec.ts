@@ -3,6 +3,7 @@ import { describe, expect, it } from '@jest/globals';
 import { context, SpanKind, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { DataSource } from 'typeorm';
 import { JobHandler, JobSnoozedError, QueueService, type Job } from 'nestjs-pg-queue';
 import { useTestApp, waitFor } from './support/test-app.js';
 
@@ -38,6 +39,13 @@ class Handlers {
       throw new TypeError(`attempt ${job.attempt} broke`);
     }
   }
+
+  // The claims of queues with limits (a statement of their own) return the trace context too.
+  @JobHandler('tr-limited', { globalConcurrency: 2 })
+  async limited() {}
+
+  @JobHandler('tr-keyed', { concurrencyPerKey: 1 })
+  async keyed() {}
 
   @JobHandler('tr-snooze', { maxAttempts: 1 })
   async snooze(job: Job) {
@@ -193,6 +201,53 @@ describe('tracing: producer span at enqueue, consumer span per attempt (OpenTele
     expect(replaced.attributes).toMatchObject({ 'messaging.message.id': first.id, 'pg_queue.job.duplicate': true });
     // The replacing call's payload is the job now, and so is its trace context.
     expect((await traceColumn(first.id)).trace_context.traceparent).toBe(`00-${replaced.spanContext().traceId}-${replaced.spanContext().spanId}-01`);
+  });
+
+  it('queues with limits (their own claim statements) carry the context to the first attempt too', async () => {
+    const queue = t.app.get(QueueService);
+    const { result: ids } = await inAppSpan(async () => [await queue.enqueue('tr-limited', {}), await queue.enqueue('tr-keyed', {}, { concurrencyKey: 'tenant-1' })]);
+    for (const id of ids) await settled(id);
+    for (const name of ['tr-limited', 'tr-keyed']) {
+      const producer = spans(`send ${name}`).at(-1)!;
+      const id = producer.attributes['messaging.message.id'] as string;
+      await waitFor(`consumer span of ${name}`, async () => attempt(spans(`process ${name}`), id, 1));
+      expect(parentOf(attempt(spans(`process ${name}`), id, 1)!)).toBe(producer.spanContext().spanId);
+    }
+  });
+
+  it('inside the caller’s transaction (manager): the traced insert commits or rolls back with it', async () => {
+    const dataSource = await new DataSource({ type: 'postgres', url: t.url }).initialize();
+    try {
+      const queue = t.app.get(QueueService);
+      const { result: id } = await inAppSpan(() => dataSource.transaction((manager) => queue.enqueue('tr-ok', { n: 11 }, { manager })));
+      const { result: ids } = await inAppSpan(() =>
+        dataSource.transaction((manager) =>
+          queue.enqueueMany(
+            [
+              { queue: 'tr-ok', payload: { n: 12 } },
+              { queue: 'tr-ok', payload: { n: 13 }, uniqueKey: 'in-txn' },
+            ],
+            { manager },
+          ),
+        ),
+      );
+      const single = spans('send tr-ok').find((s) => s.attributes['messaging.message.id'] === id)!;
+      const batch = spans('send tr-ok').filter((s) => s.attributes['messaging.operation.name'] === 'enqueueMany').at(-1)!;
+      expect(batch.attributes['messaging.batch.message_count']).toBe(2);
+      const traceparent = (s: ReadableSpan) => `00-${s.spanContext().traceId}-${s.spanContext().spanId}-01`;
+      expect((await traceColumn(id)).trace_context.traceparent).toBe(traceparent(single));
+      for (const job of ids) expect((await traceColumn(job)).trace_context.traceparent).toBe(traceparent(batch));
+      const before = (await t.db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE queue_name = 'tr-none-a'`)).rows[0].n;
+      await expect(
+        dataSource.transaction(async (manager) => {
+          await queue.enqueue('tr-none-a', {}, { manager });
+          throw new Error('roll back');
+        }),
+      ).rejects.toThrow('roll back');
+      expect((await t.db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE queue_name = 'tr-none-a'`)).rows[0].n).toBe(before);
+    } finally {
+      await dataSource.destroy();
+    }
   });
 
   it('a failed insert ends its producer span with status ERROR; nothing is stored', async () => {
