@@ -16,10 +16,9 @@ import { nextFireAfter } from './recurring/fire-times.js';
 import { RecurringScheduler } from './recurring/recurring-scheduler.js';
 import { resolveSchedule } from './recurring/resolve-schedule.js';
 import { ScheduleStore } from './store/schedule.store.js';
-import { traceEnqueue } from './tracing/producer-span.js';
+import { batchCall, oneJobCall, setJobId, setKeyedOutcome, traceEnqueue } from './tracing/producer-span.js';
 import { checkPayloads, validatorOf, type PayloadToCheck } from './typed/payload-validators.js';
 import { queueNameOf, type QueueDefinition } from './typed/queue-definition.js';
-import type { Span } from '@opentelemetry/api';
 
 export interface EnqueueOptions extends UniqueOptions {
   /** EntityManager of a running transaction: the job commits or rolls back with the caller's writes. */
@@ -84,11 +83,12 @@ export class QueueService {
    */
   async enqueue<TPayload>(queue: string | QueueDefinition<TPayload, unknown>, payload: NoInfer<TPayload>, options: EnqueueOptions = {}): Promise<string> {
     const row = this.toRow({ ...options, queue, payload });
-    await this.validate('enqueue', queue, row.queue, payload);
+    const validated = this.validate('enqueue', row.queue, payload);
+    if (validated) await validated;
     const manager = options.manager;
     // A job without a key keeps the plain insert: no other statement, no unique-index entry.
-    if (row.uniqueKey == null) return traceEnqueue(single('enqueue', row.queue), (trace) => this.store.insertJob(row, manager, trace), setJobId);
-    const [result] = await traceEnqueue(single('enqueue', row.queue), (trace) => this.store.insertKeyedJobs([row], manager, trace), setKeyedOutcome);
+    if (row.uniqueKey == null) return traceEnqueue(oneJobCall('enqueue', row.queue), (trace) => this.store.insertJob(row, manager, trace), setJobId);
+    const [result] = await traceEnqueue(oneJobCall('enqueue', row.queue), (trace) => this.store.insertKeyedJobs([row], manager, trace), setKeyedOutcome);
     return result.id;
   }
 
@@ -99,9 +99,9 @@ export class QueueService {
   async enqueueUnique<TPayload>(queue: string | QueueDefinition<TPayload, unknown>, payload: NoInfer<TPayload>, options: EnqueueOptions & { uniqueKey: string }): Promise<EnqueueResult> {
     const row = this.toRow({ ...options, queue, payload });
     if (row.uniqueKey == null) throw new PgQueueError(`enqueueUnique("${row.queue}") needs a uniqueKey; use enqueue() for a job without one.`);
-    await this.validate('enqueueUnique', queue, row.queue, payload);
+    await this.validate('enqueueUnique', row.queue, payload);
     const manager = options.manager;
-    const [result] = await traceEnqueue(single('enqueueUnique', row.queue), (trace) => this.store.insertKeyedJobs([row], manager, trace), setKeyedOutcome);
+    const [result] = await traceEnqueue(oneJobCall('enqueueUnique', row.queue), (trace) => this.store.insertKeyedJobs([row], manager, trace), setKeyedOutcome);
     return toResult(result);
   }
 
@@ -117,9 +117,9 @@ export class QueueService {
     await this.validateMany('enqueueMany', specs, rows);
     const manager = options.manager;
     if (rows.some((r) => r.uniqueKey != null)) {
-      return (await traceEnqueue(() => batch('enqueueMany', rows), (trace) => this.store.insertKeyedJobs(rows, manager, trace))).map((r) => r.id);
+      return (await traceEnqueue(() => batchCall('enqueueMany', rows), (trace) => this.store.insertKeyedJobs(rows, manager, trace))).map((r) => r.id);
     }
-    return traceEnqueue(() => batch('enqueueMany', rows), (trace) => this.store.insertJobs(rows, manager, trace));
+    return traceEnqueue(() => batchCall('enqueueMany', rows), (trace) => this.store.insertJobs(rows, manager, trace));
   }
 
   /**
@@ -133,20 +133,20 @@ export class QueueService {
     const rows = this.toRows(specs, 'enqueueManyUnique');
     await this.validateMany('enqueueManyUnique', specs, rows);
     const manager = options.manager;
-    return (await traceEnqueue(() => batch('enqueueManyUnique', rows), (trace) => this.store.insertKeyedJobs(rows, manager, trace))).map(toResult);
+    return (await traceEnqueue(() => batchCall('enqueueManyUnique', rows), (trace) => this.store.insertKeyedJobs(rows, manager, trace))).map(toResult);
   }
 
-  /** Runs the queue's validator, if it has one (one map lookup when none does). */
-  private validate(method: string, queue: string | QueueDefinition<unknown, unknown>, name: string, payload: unknown): void | Promise<void> {
-    const validate = validatorOf(queue, name);
-    if (validate) return checkPayloads(`${method}("${name}")`, [{ queue: name, payload, validate }]);
+  /** Runs the queue's validator, if it has one; a promise only when the validator is async. */
+  private validate(method: string, queue: string, payload: unknown): void | Promise<void> {
+    const validate = validatorOf(queue);
+    if (validate) return checkPayloads(`${method}("${queue}")`, [{ queue, payload, validate }]);
   }
 
   /** Every job's validator before any row is stored: one refused payload refuses the whole batch. */
   private validateMany(method: string, specs: readonly AnyJobSpec[], rows: NewJobRow[]): void | Promise<void> {
     let checks: PayloadToCheck[] | undefined;
-    for (let i = 0; i < specs.length; i++) {
-      const validate = validatorOf(specs[i].queue, rows[i].queue);
+    for (let i = 0; i < rows.length; i++) {
+      const validate = validatorOf(rows[i].queue);
       if (validate) (checks ??= []).push({ queue: rows[i].queue, payload: specs[i].payload, validate, index: i });
     }
     if (checks) return checkPayloads(method, checks);
@@ -289,26 +289,6 @@ export class QueueService {
     if (spec.uniqueKey !== undefined || spec.onConflict !== undefined || spec.uniqueForMs !== undefined) Object.assign(row, uniqueFields(where, spec));
     return row;
   }
-}
-
-/** The producer span of a one-job enqueue. */
-function single(operation: string, queue: string) {
-  return { operation, queue, count: 1, batch: false };
-}
-
-/** The producer span of a batch: named after its queue when every job goes to one. */
-function batch(operation: string, rows: NewJobRow[]) {
-  const queue = rows.every((r) => r.queue === rows[0].queue) ? rows[0].queue : undefined;
-  return { operation, queue, count: rows.length, batch: true };
-}
-
-function setJobId(span: Span, id: string): void {
-  span.setAttribute('messaging.message.id', id);
-}
-
-function setKeyedOutcome(span: Span, [result]: KeyedOutcome[]): void {
-  span.setAttribute('messaging.message.id', result.id);
-  span.setAttribute('pg_queue.job.duplicate', result.outcome !== 'inserted');
 }
 
 function toResult({ id, outcome }: KeyedOutcome): EnqueueResult {

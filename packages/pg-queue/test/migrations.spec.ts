@@ -121,6 +121,8 @@ describe('migrations', () => {
     const app = await startApp(url, { queue: { dataSource, workers: false } });
     await app.get(QueueService).enqueue('q', {});
     await app.close();
+    await dataSource.undoLastMigration(); // trace context: its column
+    expect(await dataSource.query(`SELECT count(*)::int AS n FROM information_schema.columns WHERE table_name = 'background_jobs' AND column_name = 'trace_context'`)).toEqual([{ n: 0 }]);
     await dataSource.undoLastMigration(); // limits: columns, indexes and the rate-limit window table
     const limits = await dataSource.query(
       `SELECT (SELECT count(*)::int FROM information_schema.columns WHERE table_name = 'background_jobs' AND column_name IN ('concurrency_key', 'limited')) AS columns,

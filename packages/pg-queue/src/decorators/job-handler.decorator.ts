@@ -11,9 +11,11 @@ export interface JobHandlerMetadata {
 
 /**
  * `@JobHandler(definition)`: a method decorator whose signature checks the method against the queue's types.
- * The method must be callable as `(job: Job<TPayload>) => TResult | Promise<TResult>`: a parameter of an
- * unrelated payload type, or a return type that is not TResult, is a compile error. (TypeScript compares a
- * method's parameter both ways, so a payload type that is a subtype or a supertype of TPayload still passes.)
+ * The method must be callable as `(job: Job<TPayload>) => TResult | Promise<TResult>`: its parameter may be a
+ * narrower view of the job (`Job<{ to: string }>`, `Job`), but a field TPayload does not have, an unrelated
+ * payload type, a second required parameter or a return type that is not TResult is a compile error (TS1241
+ * on the decorator). It is not a plain MethodDecorator: to compose it with `applyDecorators`, pass the queue's name
+ * (`JobHandler(Emails.name)`), which gives up the check.
  */
 export type TypedJobHandlerDecorator<TPayload, TResult> = <M extends (job: Job<TPayload>) => TResult | Promise<TResult>>(
   target: object,

@@ -1,4 +1,5 @@
 import type { Attributes, Span } from '@opentelemetry/api';
+import type { KeyedOutcome } from '../store/unique-rows.js';
 import { otelApi } from './otel-api.js';
 import { ATTR, MESSAGING_SYSTEM } from './span-attributes.js';
 import { recordFailure } from './record-failure.js';
@@ -55,4 +56,26 @@ export function traceEnqueue<T>(call: EnqueueCall | (() => EnqueueCall), insert:
       throw error;
     },
   );
+}
+
+/** A one-job enqueue call. */
+export function oneJobCall(operation: string, queue: string): EnqueueCall {
+  return { operation, queue, count: 1, batch: false };
+}
+
+/** A batch call: named after its queue when every job goes to one. */
+export function batchCall(operation: string, jobs: readonly { queue: string }[]): EnqueueCall {
+  const queue = jobs.every((j) => j.queue === jobs[0].queue) ? jobs[0].queue : undefined;
+  return { operation, queue, count: jobs.length, batch: true };
+}
+
+/** A one-job call's span learns the job's id once the insert returns it. */
+export function setJobId(span: Span, id: string): void {
+  span.setAttribute(ATTR.messageId, id);
+}
+
+/** A one-job call with a unique key: the id of the job that holds the key, and whether this call was a duplicate. */
+export function setKeyedOutcome(span: Span, [result]: KeyedOutcome[]): void {
+  span.setAttribute(ATTR.messageId, result.id);
+  span.setAttribute(ATTR.duplicate, result.outcome !== 'inserted');
 }

@@ -2,7 +2,7 @@ import { InvalidPayloadError } from '../errors/invalid-payload.error.js';
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import { PAYLOAD_REFUSED, QUEUE_DEFINED_TWICE, VALIDATOR_SAID_NO } from '../pg-queue.messages.js';
 import { errorLine } from '../utils/error-text.js';
-import type { PayloadValidator, QueueDefinition } from './queue-definition.js';
+import type { PayloadValidator } from './queue-definition.js';
 
 /**
  * The validators of the queues defined in this process, by name, so that an enqueue by the queue's name is
@@ -16,10 +16,12 @@ export function registerValidator(queue: string, validate: PayloadValidator): vo
   validators.set(queue, validate);
 }
 
-/** The validator that applies to an enqueue to `queue` (named, or through a definition); one map lookup at most. */
-export function validatorOf(queue: string | QueueDefinition<unknown, unknown>, name: string): PayloadValidator | undefined {
-  if (typeof queue === 'object' && queue !== null && queue.validate) return queue.validate;
-  return validators.size === 0 ? undefined : validators.get(name);
+/**
+ * The validator of a queue, whether the enqueue names it or passes its definition (a definition's validator is
+ * the one registered under its name: defineQueue refuses a second one). No lookup while no queue has one.
+ */
+export function validatorOf(queue: string): PayloadValidator | undefined {
+  return validators.size === 0 ? undefined : validators.get(queue);
 }
 
 /** One payload to judge: where it comes from in the call, for the error. */
