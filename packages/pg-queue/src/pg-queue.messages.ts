@@ -112,6 +112,3 @@ export const QUEUE_DEFINED_TWICE = (queue: string) =>
   `defineQueue("${queue}"): the queue is already defined with another validator; define each queue once (export the definition and import it where needed), so that every enqueue to it is checked by the same validator.`;
 
 export const INVALID_QUEUE_DEFINITION = (queue: string, detail: string) => `defineQueue("${queue}"): ${detail}`;
-
-export const NOT_A_QUEUE = (where: string, value: unknown) =>
-  `${where}: expected a queue name or a queue definition (defineQueue), got ${describe(value)}.`;

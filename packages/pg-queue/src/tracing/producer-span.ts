@@ -30,7 +30,8 @@ export interface EnqueueCall {
  */
 export function traceEnqueue<T>(call: EnqueueCall | (() => EnqueueCall), insert: (trace: string | undefined) => Promise<T>, describe?: (span: Span, result: T) => void): Promise<T> {
   const api = otelApi();
-  const tracer = api && queueTracer(api);
+  if (!api) return insert(undefined);
+  const tracer = queueTracer(api);
   if (!tracer) return insert(undefined);
   const { operation, queue, count, batch } = typeof call === 'function' ? call() : call;
   const attributes: Attributes = { [ATTR.system]: MESSAGING_SYSTEM, [ATTR.operationType]: 'send', [ATTR.operationName]: operation };
@@ -44,7 +45,7 @@ export function traceEnqueue<T>(call: EnqueueCall | (() => EnqueueCall), insert:
     return insert(undefined);
   }
   // Active while the insert runs, so that a pg or TypeORM instrumentation's span of the INSERT is its child.
-  return api!.context.with(api!.trace.setSpan(parent, span), () => insert(carrierJson(spanContext))).then(
+  return api.context.with(api.trace.setSpan(parent, span), () => insert(carrierJson(spanContext))).then(
     (result) => {
       describe?.(span, result);
       span.end();
