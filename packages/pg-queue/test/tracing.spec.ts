@@ -1,8 +1,15 @@
 import { Injectable } from '@nestjs/common';
 import { describe, expect, it } from '@jest/globals';
-import { context, SpanKind, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
+import { context, SpanKind, SpanStatusCode, trace, type Span, type SpanContext } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import {
+  AlwaysOffSampler,
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  ParentBasedSampler,
+  SimpleSpanProcessor,
+  type ReadableSpan,
+} from '@opentelemetry/sdk-trace-base';
 import { DataSource } from 'typeorm';
 import { JobHandler, JobSnoozedError, QueueService, type Job } from 'nestjs-pg-queue';
 import { useTestApp, waitFor } from './support/test-app.js';
@@ -16,13 +23,13 @@ const appTracer = trace.getTracer('the-app');
 
 const failuresLeft = new Map<string, number>();
 /** What each handler saw as its active span: its consumer span, if the handler runs inside its context. */
-const activeInHandler = new Map<string, string | undefined>();
+const activeInHandler = new Map<string, SpanContext | undefined>();
 
 @Injectable()
 class Handlers {
   @JobHandler('tr-ok')
   async ok(job: Job<{ n: number }>) {
-    activeInHandler.set(job.id, trace.getActiveSpan()?.spanContext().spanId);
+    activeInHandler.set(job.id, trace.getActiveSpan()?.spanContext());
     // The handler's own span: a child of the attempt's consumer span.
     await appTracer.startActiveSpan('handler work', async (span) => {
       await new Promise((r) => setTimeout(r, 1));
@@ -117,7 +124,7 @@ describe('tracing: producer span at enqueue, consumer span per attempt (OpenTele
       'pg_queue.job.max_attempts': 5,
     });
     expect(consumer.status.code).toBe(SpanStatusCode.UNSET);
-    expect(activeInHandler.get(id)).toBe(consumer.spanContext().spanId);
+    expect(activeInHandler.get(id)?.spanId).toBe(consumer.spanContext().spanId);
     const work = spans('handler work').find((s) => s.spanContext().traceId === consumer.spanContext().traceId)!;
     expect(parentOf(work)).toBe(consumer.spanContext().spanId);
   });
@@ -287,6 +294,25 @@ describe('tracing: producer span at enqueue, consumer span per attempt (OpenTele
     const orphan = attempt(spans('process tr-ok'), malformed, 1)!;
     expect(orphan.parentSpanContext).toBeUndefined();
     expect(orphan.links).toEqual([]);
+  });
+
+  it('a sampled-out enqueue still stores its context (flags 00): the attempt follows that decision and records nothing', async () => {
+    trace.disable();
+    trace.setGlobalTracerProvider(new BasicTracerProvider({ sampler: new ParentBasedSampler({ root: new AlwaysOffSampler() }), spanProcessors: [new SimpleSpanProcessor(exporter)] }));
+    try {
+      exporter.reset();
+      const id = await t.app.get(QueueService).enqueue('tr-ok', { n: 20 });
+      await settled(id);
+      const { trace_context } = await traceColumn(id);
+      const [, traceId, , flags] = (trace_context.traceparent as string).split('-');
+      expect(flags).toBe('00');
+      // The handler ran inside the attempt's (non-recording) span, in the producer's trace.
+      expect(activeInHandler.get(id)).toMatchObject({ traceId, traceFlags: 0 });
+      expect(exporter.getFinishedSpans().filter((s) => s.instrumentationScope.name === 'nestjs-pg-queue')).toEqual([]);
+    } finally {
+      trace.disable();
+      trace.setGlobalTracerProvider(provider);
+    }
   });
 
   it('with no SDK registered: no column written, no span, and jobs run as before', async () => {
