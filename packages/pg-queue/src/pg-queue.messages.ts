@@ -126,3 +126,14 @@ export const ON_JOB_EVENT_NO_HANDLER = (where: string, queue: string, workers: b
   workers
     ? `@OnJobEvent ${where} listens to queue "${queue}", but no @JobHandler of this app handles it: events come from this instance's workers only, so it will never be called here.`
     : `@OnJobEvent ${where} listens to queue "${queue}", but this instance runs no workers (workers: false): events come from this instance's workers only, so it will never be called here.`;
+// Typed queues and payload validation.
+
+export const PAYLOAD_REFUSED = (where: string, queue: string, reason: string) =>
+  `${where}: the payload was refused by the validator of queue "${queue}": ${reason}. Nothing was enqueued.`;
+
+export const VALIDATOR_SAID_NO = 'the validator returned false';
+
+export const QUEUE_DEFINED_TWICE = (queue: string) =>
+  `defineQueue("${queue}"): the queue is already defined with another validator; define each queue once (export the definition and import it where needed), so that every enqueue to it is checked by the same validator.`;
+
+export const INVALID_QUEUE_DEFINITION = (queue: string, detail: string) => `defineQueue("${queue}"): ${detail}`;

@@ -82,7 +82,10 @@ export const RETENTION_CAP_MS = 157_788_000_000_000;
 // where the holder this snapshot sees finished and another job took the key since, the id returned is the
 // first one's: the job that held the key when the call began.) Every row draws an id, duplicates included:
 // the sequence has gaps where calls were duplicates.
-const INSERT_KEYED_JOBS = `
+// traced: the variant that also writes the enqueue's trace context ($11, one for the whole call) into every row it
+// inserts or replaces (see TRACED below).
+function insertKeyedJobs(traced: boolean): string {
+  return `
     WITH input AS (
       SELECT * FROM ROWS FROM (unnest($1::text[]), jsonb_array_elements($2::jsonb), unnest($3::int[]), unnest($4::int[]),
                                unnest($5::timestamptz[]), unnest($6::int8[]), unnest($7::text[]), unnest($8::text[]), unnest($9::int8[]),
@@ -94,7 +97,7 @@ const INSERT_KEYED_JOBS = `
       SELECT i.ord, nextval((SELECT s FROM seq)) AS id FROM input AS i ORDER BY i.ord
     ), replaced AS (
       UPDATE background_jobs AS j
-      SET payload = i.p, run_at = CASE WHEN i.mode = 'replace' THEN coalesce(i.ra, now() + i.d ${MS}) ELSE j.run_at END, updated_at = now()
+      SET payload = i.p, run_at = CASE WHEN i.mode = 'replace' THEN coalesce(i.ra, now() + i.d ${MS}) ELSE j.run_at END, updated_at = now()${traced ? ', trace_context = $11::jsonb' : ''}
       FROM input AS i
       WHERE i.k IS NOT NULL AND i.w IS NULL AND i.mode <> 'keep'
         AND j.queue_name = i.q AND j.unique_key = i.k AND j.status = 'queued'
@@ -107,8 +110,8 @@ const INSERT_KEYED_JOBS = `
           job_id = CASE WHEN h.held_until <= now() THEN EXCLUDED.job_id ELSE h.job_id END
       RETURNING h.queue_name, h.unique_key, h.job_id
     ), inserted AS (
-      INSERT INTO background_jobs (id, queue_name, payload, priority, max_attempts, run_at, unique_key, concurrency_key)
-      SELECT n.id, i.q, i.p, i.pr, i.ma, coalesce(i.ra, now() + i.d ${MS}), CASE WHEN i.w IS NULL THEN i.k END, i.ck
+      INSERT INTO background_jobs (id, queue_name, payload, priority, max_attempts, run_at, unique_key, concurrency_key${traced ? ', trace_context' : ''})
+      SELECT n.id, i.q, i.p, i.pr, i.ma, coalesce(i.ra, now() + i.d ${MS}), CASE WHEN i.w IS NULL THEN i.k END, i.ck${traced ? ', $11::jsonb' : ''}
       FROM input AS i JOIN ids AS n ON n.ord = i.ord
       WHERE NOT EXISTS (SELECT 1 FROM replaced AS r WHERE r.ord = i.ord)
         AND (i.w IS NULL OR EXISTS (SELECT 1 FROM windows AS x WHERE x.job_id = n.id))
@@ -132,6 +135,7 @@ const INSERT_KEYED_JOBS = `
       LIMIT 1
     ) AS live ON true
     ORDER BY i.ord`;
+}
 
 /**
  * The claim of a queue with limits, in two variants that differ only in how they pick candidates (see
@@ -154,7 +158,8 @@ ${candidates}    ), claimed AS (
           limited = ${limited}
       WHERE j.id = ANY(ARRAY(SELECT id FROM candidates)) AND j.status = 'queued'
       RETURNING j.id, j.payload, j.attempts, j.fence_token, j.max_attempts, j.priority,
-        (extract(epoch FROM j.run_at) * 1000)::float8 AS run_at_ms, (extract(epoch FROM j.created_at) * 1000)::float8 AS created_at_ms, j.concurrency_key
+        (extract(epoch FROM j.run_at) * 1000)::float8 AS run_at_ms, (extract(epoch FROM j.created_at) * 1000)::float8 AS created_at_ms, j.concurrency_key,
+        j.trace_context
     ), logged AS (
       INSERT INTO background_queue_starts (queue_name, started_at, n)
       SELECT $1, statement_timestamp(), count(*) FROM claimed HAVING $6::int IS NOT NULL AND count(*) > 0
@@ -164,10 +169,10 @@ ${candidates}    ), claimed AS (
       SELECT (SELECT count(*)::int FROM claimed) AS claimed, a.n AS allowed, r.n AS running, w.n AS started, w.oldest
       FROM allowance AS a, running AS r, recent AS w
     )
-    SELECT id, payload, attempts, fence_token, max_attempts, priority, run_at_ms, created_at_ms, ${keyCursor} AS key_cursor,
+    SELECT id, payload, attempts, fence_token, max_attempts, priority, run_at_ms, created_at_ms, trace_context, ${keyCursor} AS key_cursor,
       NULL::float8 AS next_due_ms, NULL::float8 AS rate_wait_ms, NULL::boolean AS at_capacity FROM claimed
     UNION ALL
-    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ${keyCursor},
+    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ${keyCursor},
       CASE WHEN o.claimed < o.allowed THEN
         (SELECT greatest(0, extract(epoch FROM run_at - clock_timestamp()) * 1000)::float8
          FROM background_jobs WHERE queue_name = $1 AND status = 'queued' AND run_at > created_at AND run_at > now()
@@ -215,32 +220,52 @@ function dueCandidates(limit: string): string {
 `;
 }
 
-export const SQL = {
-  insertJob: `
-    INSERT INTO background_jobs (queue_name, payload, priority, max_attempts, run_at, concurrency_key)
-    VALUES ($1, $2::jsonb, $3, $4, coalesce($5::timestamptz, now() + $6::int8 ${MS}), $7::text)
-    RETURNING id`,
+/**
+ * The plain inserts, each in two variants: `traced` also writes trace_context (one value for the whole call, the
+ * last parameter), the enqueue's W3C trace context while an OpenTelemetry span is active. An enqueue without
+ * one keeps the statement it had before tracing existed: no extra parameter, no column written.
+ */
+const TRACED = { column: ', trace_context', value: (n: number) => `, $${n}::jsonb` };
 
-  // One statement for any number of jobs: arrays in, one round trip and one NOTIFY per queue. The payloads
-  // travel as one JSON array ($2), not a jsonb[] literal: no array escaping of every payload in Node and no
-  // array parsing in PostgreSQL (5-10% more rows/s for calls of 1,000). ROWS FROM zips the columns in order.
-  insertJobs: `
-    INSERT INTO background_jobs (queue_name, payload, priority, max_attempts, run_at, concurrency_key)
-    SELECT q, p, pr, ma, coalesce(ra, now() + d ${MS}), ck
+function insertJob(traced: boolean): string {
+  return `
+    INSERT INTO background_jobs (queue_name, payload, priority, max_attempts, run_at, concurrency_key${traced ? TRACED.column : ''})
+    VALUES ($1, $2::jsonb, $3, $4, coalesce($5::timestamptz, now() + $6::int8 ${MS}), $7::text${traced ? TRACED.value(8) : ''})
+    RETURNING id`;
+}
+
+// One statement for any number of jobs: arrays in, one round trip and one NOTIFY per queue. The payloads
+// travel as one JSON array ($2), not a jsonb[] literal: no array escaping of every payload in Node and no
+// array parsing in PostgreSQL (5-10% more rows/s for calls of 1,000). ROWS FROM zips the columns in order.
+function insertJobs(traced: boolean): string {
+  return `
+    INSERT INTO background_jobs (queue_name, payload, priority, max_attempts, run_at, concurrency_key${traced ? TRACED.column : ''})
+    SELECT q, p, pr, ma, coalesce(ra, now() + d ${MS}), ck${traced ? TRACED.value(8) : ''}
     FROM ROWS FROM (unnest($1::text[]), jsonb_array_elements($2::jsonb), unnest($3::int[]), unnest($4::int[]),
                     unnest($5::timestamptz[]), unnest($6::int8[]), unnest($7::text[])) WITH ORDINALITY
       AS t(q, p, pr, ma, ra, d, ck, ord)
     ORDER BY ord
-    RETURNING id`,
+    RETURNING id`;
+}
 
-  // The common enqueueMany: every job to one queue with the same options. Scalars instead of five arrays of
-  // copies: 20-40% more rows/s for calls of 1,000 (no array building in Node, no array parsing in PostgreSQL).
-  insertUniformJobs: `
-    INSERT INTO background_jobs (queue_name, payload, priority, max_attempts, run_at, concurrency_key)
-    SELECT $1, p, $3, $4, coalesce($5::timestamptz, now() + $6::int8 ${MS}), $7::text
+// The common enqueueMany: every job to one queue with the same options. Scalars instead of five arrays of
+// copies: 20-40% more rows/s for calls of 1,000 (no array building in Node, no array parsing in PostgreSQL).
+function insertUniformJobs(traced: boolean): string {
+  return `
+    INSERT INTO background_jobs (queue_name, payload, priority, max_attempts, run_at, concurrency_key${traced ? TRACED.column : ''})
+    SELECT $1, p, $3, $4, coalesce($5::timestamptz, now() + $6::int8 ${MS}), $7::text${traced ? TRACED.value(8) : ''}
     FROM jsonb_array_elements($2::jsonb) WITH ORDINALITY AS t(p, ord)
     ORDER BY ord
-    RETURNING id`,
+    RETURNING id`;
+}
+
+export const SQL = {
+  insertJob: insertJob(false),
+  insertJobs: insertJobs(false),
+  insertUniformJobs: insertUniformJobs(false),
+  insertJobTraced: insertJob(true),
+  insertJobsTraced: insertJobs(true),
+  insertUniformJobsTraced: insertUniformJobs(true),
 
   // Claim up to $2 due jobs in one short autocommit statement. SKIP LOCKED lets concurrent workers take
   // disjoint rows without waiting on each other. When the claim comes back short, the extra row (id NULL)
@@ -261,12 +286,13 @@ export const SQL = {
       -- hash join over a sequential scan of the whole table when its statistics are stale.
       WHERE j.id = ANY(ARRAY(SELECT id FROM candidates))
       -- Times as epoch milliseconds: parsing two timestamp strings per job was 5% of the worker's CPU.
+      -- trace_context is NULL unless the job was enqueued under a span: a NULL costs a bit in the row, no parsing.
       RETURNING j.id, j.payload, j.attempts, j.fence_token, j.max_attempts, j.priority,
-        (extract(epoch FROM j.run_at) * 1000)::float8 AS run_at_ms, (extract(epoch FROM j.created_at) * 1000)::float8 AS created_at_ms
+        (extract(epoch FROM j.run_at) * 1000)::float8 AS run_at_ms, (extract(epoch FROM j.created_at) * 1000)::float8 AS created_at_ms, j.trace_context
     )
-    SELECT id, payload, attempts, fence_token, max_attempts, priority, run_at_ms, created_at_ms, NULL::float8 AS next_due_ms FROM claimed
+    SELECT id, payload, attempts, fence_token, max_attempts, priority, run_at_ms, created_at_ms, trace_context, NULL::float8 AS next_due_ms FROM claimed
     UNION ALL
-    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
       (SELECT greatest(0, extract(epoch FROM run_at - clock_timestamp()) * 1000)::float8
        FROM background_jobs WHERE queue_name = $1 AND status = 'queued' AND run_at > created_at AND run_at > now()
        ORDER BY run_at LIMIT 1)
@@ -550,11 +576,13 @@ export const SQL = {
 
   pausedQueues: `SELECT queue_name FROM background_queues WHERE paused ORDER BY queue_name`,
 
-  // Jobs with a unique key, any number of rows, planned per call (see INSERT_KEYED_JOBS above).
-  insertKeyedJobs: INSERT_KEYED_JOBS,
+  // Jobs with a unique key, any number of rows, planned per call (see insertKeyedJobs above).
+  insertKeyedJobs: insertKeyedJobs(false),
   // The same statement for one row (enqueue, enqueueUnique): prepared, since a one-row call's plan does not
   // depend on array lengths, and planning this statement on every call cost more than running it.
-  insertKeyedJob: INSERT_KEYED_JOBS,
+  insertKeyedJob: insertKeyedJobs(false),
+  insertKeyedJobsTraced: insertKeyedJobs(true),
+  insertKeyedJobTraced: insertKeyedJobs(true),
 
   // Pruner: expired uniqueForMs windows, one bounded batch per statement. held_until is checked again on the
   // row's latest version: an enqueue that took the window again meanwhile keeps it.
@@ -614,5 +642,6 @@ export const PLANNED_PER_CALL: ReadonlySet<keyof typeof SQL> = new Set([
   'extendLeasesWithProgress',
   'releaseJobs',
   'insertKeyedJobs',
+  'insertKeyedJobsTraced',
   'snoozeJobs',
 ]);

@@ -24,6 +24,8 @@ export interface ClaimedJob {
   /** Epoch milliseconds; the Job turns them into Dates only if a handler asks. */
   runAtMs: number;
   createdAtMs: number;
+  /** The W3C trace context the job was enqueued under (trace_context column), or null: see tracing/trace-context.ts. */
+  traceContext?: unknown;
 }
 
 export interface ClaimResult {
@@ -144,9 +146,15 @@ export class JobStore {
     return explainPoolerError(error);
   }
 
-  async insertJob(row: NewJobRow, manager?: EntityManager): Promise<string> {
-    const values = [row.queue, row.payloadJson, row.priority, row.maxAttempts, row.runAt, row.delayMs, row.concurrencyKey];
-    const rows = manager ? await managerQuery(manager, SQL.insertJob, values) : await this.run<{ id: string }>('insertJob', values);
+  /**
+   * `trace`: the enqueue's trace context as JSON text (tracing/trace-context.ts), written into the row(s); undefined
+   * (no span active) keeps the untraced statement.
+   */
+  async insertJob(row: NewJobRow, manager?: EntityManager, trace?: string): Promise<string> {
+    const values: unknown[] = [row.queue, row.payloadJson, row.priority, row.maxAttempts, row.runAt, row.delayMs, row.concurrencyKey];
+    const statement = trace === undefined ? 'insertJob' : 'insertJobTraced';
+    if (trace !== undefined) values.push(trace);
+    const rows = manager ? await managerQuery(manager, SQL[statement], values) : await this.run<{ id: string }>(statement, values);
     return rows[0].id;
   }
 
@@ -154,16 +162,16 @@ export class JobStore {
    * One statement when the payloads fit in one jsonb array; else one statement per chunk inside one
    * transaction (the caller's, through a savepoint, or one of its own), so the call stays all-or-nothing.
    */
-  async insertJobs(rows: NewJobRow[], manager?: EntityManager): Promise<string[]> {
+  async insertJobs(rows: NewJobRow[], manager?: EntityManager, trace?: string): Promise<string[]> {
     const chunks = chunkByPayloadSize(rows, INSERT_CHUNK_CHARS);
     if (chunks.length === 1) {
-      const { statement, values } = insertJobsStatement(rows);
+      const { statement, values } = insertJobsStatement(rows, trace);
       const result = manager ? await managerQuery(manager, SQL[statement], values) : await this.run<{ id: string }>(statement, values);
       return result.map((r) => r.id);
     }
-    if (manager) return manager.transaction((m) => insertChunks(chunks, (text, values) => managerQuery(m, text, values)));
+    if (manager) return manager.transaction((m) => insertChunks(chunks, (text, values) => managerQuery(m, text, values), trace));
     // Unnamed statements: planning is nothing next to 16 MB of payload, and this rare call pins no prepared statement.
-    return inTransaction(this.pool, (client) => insertChunks(chunks, async (text, values) => (await client.query<{ id: string }>({ text, values })).rows));
+    return inTransaction(this.pool, (client) => insertChunks(chunks, async (text, values) => (await client.query<{ id: string }>({ text, values })).rows, trace));
   }
 
   /**
@@ -171,12 +179,12 @@ export class JobStore {
    * row's outcome in input order. A row whose holder committed after the statement's snapshot comes back
    * without one and is sent again, alone with the others in that case, with a fresh snapshot.
    */
-  async insertKeyedJobs(rows: NewJobRow[], manager?: EntityManager): Promise<KeyedOutcome[]> {
+  async insertKeyedJobs(rows: NewJobRow[], manager?: EntityManager, trace?: string): Promise<KeyedOutcome[]> {
     const { folded, slotOf } = foldKeyedRows(rows);
     const chunks = chunkByPayloadSize(folded, INSERT_CHUNK_CHARS);
     const insertAll = async (query: KeyedQuery) => {
       const outcomes: KeyedOutcome[] = [];
-      for (const chunk of chunks) outcomes.push(...(await insertKeyedChunk(chunk, query)));
+      for (const chunk of chunks) outcomes.push(...(await insertKeyedChunk(chunk, query, trace)));
       return outcomes;
     };
     let outcomes: KeyedOutcome[];
@@ -443,21 +451,21 @@ function chunkByPayloadSize(rows: NewJobRow[], maxChars: number): NewJobRow[][] 
 }
 
 /** Inserts the chunks one statement each, in order; the ids in input order. */
-async function insertChunks(chunks: NewJobRow[][], query: (text: string, values: unknown[]) => Promise<{ id: string }[]>): Promise<string[]> {
+async function insertChunks(chunks: NewJobRow[][], query: (text: string, values: unknown[]) => Promise<{ id: string }[]>, trace?: string): Promise<string[]> {
   const ids: string[] = [];
   for (const chunk of chunks) {
-    const { statement, values } = insertJobsStatement(chunk);
+    const { statement, values } = insertJobsStatement(chunk, trace);
     for (const r of await query(SQL[statement], values)) ids.push(r.id);
   }
   return ids;
 }
 
-type KeyedQuery = (statement: 'insertKeyedJob' | 'insertKeyedJobs', values: unknown[]) => Promise<QueryResultRow[]>;
+type KeyedQuery = (statement: 'insertKeyedJob' | 'insertKeyedJobs' | 'insertKeyedJobTraced' | 'insertKeyedJobsTraced', values: unknown[]) => Promise<QueryResultRow[]>;
 
 /** Rounds of insertKeyedJobs for rows whose holder was not yet visible; each round waited for that holder's commit. */
 const KEYED_INSERT_ROUNDS = 10;
 
-async function insertKeyedChunk(rows: NewJobRow[], query: KeyedQuery): Promise<KeyedOutcome[]> {
+async function insertKeyedChunk(rows: NewJobRow[], query: KeyedQuery, trace: string | undefined): Promise<KeyedOutcome[]> {
   const outcomes = new Array<KeyedOutcome>(rows.length);
   let pending = rows.map((_, i) => i);
   for (let round = 0; pending.length > 0; round++) {
@@ -475,7 +483,12 @@ async function insertKeyedChunk(rows: NewJobRow[], query: KeyedQuery): Promise<K
       batch.map((r) => r.uniqueForMs ?? null),
       batch.map((r) => r.concurrencyKey ?? null),
     ];
-    const result = (await query(batch.length === 1 ? 'insertKeyedJob' : 'insertKeyedJobs', values)) as { ord: string; id: string | null; outcome: EnqueueOutcome | null }[];
+    let statement: Parameters<KeyedQuery>[0] = batch.length === 1 ? 'insertKeyedJob' : 'insertKeyedJobs';
+    if (trace !== undefined) {
+      statement = batch.length === 1 ? 'insertKeyedJobTraced' : 'insertKeyedJobsTraced';
+      values.push(trace);
+    }
+    const result = (await query(statement, values)) as { ord: string; id: string | null; outcome: EnqueueOutcome | null }[];
     const next: number[] = [];
     for (const r of result) {
       const index = pending[Number(r.ord) - 1];
@@ -488,7 +501,7 @@ async function insertKeyedChunk(rows: NewJobRow[], query: KeyedQuery): Promise<K
 }
 
 /** The scalar statement when every row goes to one queue with the same options, else the array one. */
-function insertJobsStatement(rows: NewJobRow[]): { statement: 'insertJobs' | 'insertUniformJobs'; values: unknown[] } {
+function insertJobsStatement(rows: NewJobRow[], trace?: string): { statement: 'insertJobs' | 'insertUniformJobs' | 'insertJobsTraced' | 'insertUniformJobsTraced'; values: unknown[] } {
   const payloads = `[${rows.map((r) => r.payloadJson).join(',')}]`;
   const first = rows[0];
   const uniform = rows.every(
@@ -500,11 +513,12 @@ function insertJobsStatement(rows: NewJobRow[]): { statement: 'insertJobs' | 'in
       r.runAt?.getTime() === first.runAt?.getTime() &&
       r.concurrencyKey === first.concurrencyKey,
   );
-  if (uniform) return { statement: 'insertUniformJobs', values: [first.queue, payloads, first.priority, first.maxAttempts, first.runAt, first.delayMs, first.concurrencyKey] };
-  return {
-    statement: 'insertJobs',
-    values: [rows.map((r) => r.queue), payloads, rows.map((r) => r.priority), rows.map((r) => r.maxAttempts), rows.map((r) => r.runAt), rows.map((r) => r.delayMs), rows.map((r) => r.concurrencyKey)],
-  };
+  const values = uniform
+    ? [first.queue, payloads, first.priority, first.maxAttempts, first.runAt, first.delayMs, first.concurrencyKey]
+    : [rows.map((r) => r.queue), payloads, rows.map((r) => r.priority), rows.map((r) => r.maxAttempts), rows.map((r) => r.runAt), rows.map((r) => r.delayMs), rows.map((r) => r.concurrencyKey)];
+  if (trace === undefined) return { statement: uniform ? 'insertUniformJobs' : 'insertJobs', values };
+  values.push(trace);
+  return { statement: uniform ? 'insertUniformJobsTraced' : 'insertJobsTraced', values };
 }
 
 /** {"id": token} as JSON, for the fenced statements' per-row token lookup. */
@@ -535,6 +549,7 @@ interface ClaimRow {
   priority: number;
   run_at_ms: number;
   created_at_ms: number;
+  trace_context: unknown;
   next_due_ms: number | null;
   rate_wait_ms?: number | null;
   at_capacity?: boolean | null;
@@ -637,6 +652,7 @@ function toClaimResult(rows: ClaimRow[]): ClaimResult {
       priority: r.priority,
       runAtMs: r.run_at_ms,
       createdAtMs: r.created_at_ms,
+      traceContext: r.trace_context,
     });
   }
   return { jobs, nextDueMs };

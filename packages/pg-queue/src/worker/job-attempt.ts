@@ -20,6 +20,8 @@ export class JobAttempt<TPayload = unknown> implements Job<TPayload> {
   readonly priority: number;
   private readonly runAtMs: number;
   private readonly createdAtMs: number;
+  /** @internal The trace context the job was enqueued under (null: none), for the consumer span (tracing/). */
+  readonly traceContext: unknown;
   private dates: { runAt: Date; createdAt: Date } | undefined;
   private controller: AbortController | undefined;
   private abortedWith: { reason: unknown } | undefined;
@@ -40,6 +42,7 @@ export class JobAttempt<TPayload = unknown> implements Job<TPayload> {
     this.priority = job.priority;
     this.runAtMs = job.runAtMs;
     this.createdAtMs = job.createdAtMs;
+    this.traceContext = job.traceContext ?? null;
   }
 
   get runAt(): Date {
