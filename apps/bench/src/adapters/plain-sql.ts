@@ -58,7 +58,10 @@ export const plainSqlAdapter: Adapter = {
   async start(options: AdapterOptions): Promise<RunningSystem> {
     const pool = new pg.Pool({ connectionString: options.url, max: options.poolSize, application_name: `bench plain-sql ${options.role}` });
     pool.on('error', (error) => console.error(`[plain-sql pool] ${error.message}`));
-    await requireSchema(pool);
+    await requireSchema(pool).catch(async (error: unknown) => {
+      await pool.end();
+      throw error;
+    });
     let stopping = false;
     let listener: pg.Client | undefined;
     let poller: NodeJS.Timeout | undefined;

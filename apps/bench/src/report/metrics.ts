@@ -33,7 +33,7 @@ export function metricCatalog(profile: Profile): MetricDef[] {
   for (const d of sp.durations) {
     const m = spreadMetric(d.jobMs);
     defs.push(
-      rate(m, `${sp.processes} processes x c${sp.concurrency}, ${d.jobMs >= 1000 ? `${d.jobMs / 1000} s` : `${d.jobMs} ms`} jobs (${d.jobs.toLocaleString('en-US')})`),
+      { ...rate(m, `${sp.processes} processes x c${sp.concurrency}, ${d.jobMs >= 1000 ? `${d.jobMs / 1000} s` : `${d.jobMs} ms`} jobs (${d.jobs.toLocaleString('en-US')})`), digits: 1 },
       info(`${m}.minShare`, `  share of the jobs, least busy process`, '%', 1),
       info(`${m}.maxShare`, `  share of the jobs, busiest process`, '%', 1),
     );
