@@ -206,7 +206,7 @@ async function main(): Promise<void> {
   const json = { options: { ...options, profile: options.profile }, machine, build, postgres: info!, versions, minutes, samples, aggregates, targets, failures, statements: statementRecords };
   await writeFile(`${dir}${base}.json`, `${JSON.stringify(json, null, 2)}\n`);
   await writeFile(`${dir}${base}.txt`, `${text}\n`);
-  await writeFile(`${dir}${base}.svg`, `${renderSvg(defs, aggregates, ratios, options.systems, header.slice(0, 5))}\n`);
+  await writeFile(`${dir}${base}.svg`, `${renderSvg(defs, aggregates, ratios, options.systems, `nestjs-pg-queue vs pg-boss vs graphile-worker vs a plain SQL loop, PostgreSQL ${info!.major}`, header.slice(1, 5))}\n`);
   console.log(`wrote ${dir}${base}.json, ${base}.txt, ${base}.svg`);
   if (failures.length) process.exitCode = 1;
 }

@@ -47,8 +47,10 @@ function esc(text: string): string {
  * (the figures span five orders of magnitude), the median written at the end of each bar. Hand-written
  * SVG: no chart library to install, and the file diffs as text.
  */
-export function renderSvg(defs: MetricDef[], aggregates: Aggregates, ratios: RatioAggregates, systems: SystemId[], header: string[]): string {
+export function renderSvg(defs: MetricDef[], aggregates: Aggregates, ratios: RatioAggregates, systems: SystemId[], title: string, header: string[]): string {
   const subtitle = wrap(header);
+  // As in the table: a system with no figure in the scenarios run gets no legend entry and no bars.
+  systems = systems.filter((s) => s === 'pg-queue' || defs.some((d) => aggregates[d.id]?.[s] !== undefined));
   const charted = defs.filter((d) => d.chart && aggregates[d.id]);
   const top = 40 + subtitle.length * 16 + 34;
   const groupH = systems.length * (BAR_H + BAR_GAP) + GROUP_GAP + 14;
@@ -56,7 +58,7 @@ export function renderSvg(defs: MetricDef[], aggregates: Aggregates, ratios: Rat
   const out: string[] = [];
   out.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${height}" viewBox="0 0 ${WIDTH} ${height}" font-family="Helvetica, Arial, sans-serif" font-size="12">`);
   out.push(`<rect width="100%" height="100%" fill="#ffffff"/>`);
-  out.push(`<text x="16" y="26" font-size="17" font-weight="bold">nestjs-pg-queue vs pg-boss vs graphile-worker vs a plain SQL loop</text>`);
+  out.push(`<text x="16" y="26" font-size="17" font-weight="bold">${esc(title)}</text>`);
   subtitle.forEach((line, i) => out.push(`<text x="16" y="${46 + i * 16}" fill="#444">${esc(line)}</text>`));
   let lx = 16;
   const ly = 46 + subtitle.length * 16 + 6;
