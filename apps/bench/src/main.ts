@@ -89,7 +89,8 @@ function steps(options: BenchOptions): Step[] {
         for (const n of p.scaleOut.processes) out.push({ scenario, label: `scale-out x${n}`, run: (ctx, s) => scaleOutScenario(ctx, s, n) });
         break;
       case 'limits':
-        for (const v of limitsVariants(p)) out.push({ scenario, label: v.metric, run: (ctx, s) => limitsScenario(ctx, s, v) });
+        // Limits across instances are nestjs-pg-queue's alone: no peer has them in its open version.
+        for (const v of limitsVariants(p)) out.push({ scenario, label: v.metric, run: (ctx, s) => limitsScenario(ctx, s, v), only: ['pg-queue'] });
         break;
     }
   }
