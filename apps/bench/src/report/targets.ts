@@ -54,7 +54,12 @@ export function checkTargets(aggregates: Aggregates, ratios: RatioAggregates, pr
   return checks;
 }
 
-export function renderTargets(checks: TargetCheck[]): string {
+export function renderTargets(all: TargetCheck[]): string {
+  // Targets of scenarios this run did not select are counted, not listed.
+  const checks = all.filter((c) => c.met !== null);
+  const skipped = all.length - checks.length;
+  const note = skipped ? [`  (${skipped} more not measured: their scenarios were not run)`] : [];
+  if (checks.length === 0) return note.join('\n');
   const width = Math.max(...checks.map((c) => c.target.length));
-  return checks.map((c) => `${c.met === null ? '  ?' : c.met === 'info' ? '   ' : c.met ? ' ok' : 'MISS'}  ${c.target.padEnd(width)}  ${c.measured}`).join('\n');
+  return [...checks.map((c) => `${c.met === null ? '  ?' : c.met === 'info' ? '   ' : c.met ? ' ok' : 'MISS'}  ${c.target.padEnd(width)}  ${c.measured}`), ...note].join('\n');
 }
