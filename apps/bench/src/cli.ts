@@ -40,7 +40,7 @@ the ratios ours / peer (the median of the per-run ratios, with the lowest and hi
 writes apps/bench/results/latest-pg<major>.{txt,json,svg}; any other run writes results/tmp/partial-pg<major>.*.
 
   --quick              small sizes, 1 run (development; a few minutes)
-  --full               the 1M-job backlog and 1M jobs through the steady state (about an hour per run)
+  --full               the 1M-job backlog and 1M jobs through the steady state (about 25 minutes per run)
   --runs N             repeat everything N times (default: 5, --full 3, --quick 1)
   --only LIST          scenarios, comma-separated: ${SCENARIOS.join(', ')}
   --systems LIST       systems, comma-separated: ${[...SYSTEM_IDS, DEFAULTS_ID].join(', ')}
@@ -57,7 +57,10 @@ writes apps/bench/results/latest-pg<major>.{txt,json,svg}; any other run writes 
 Scenarios: enqueue (one at a time; 16 concurrent callers with pg_stat_activity waits and a reference without
 the NOTIFY trigger; bulk with ids at each batch size), process (no-op jobs at c10/c50), defaults (nestjs-pg-queue
 tuned vs a bare @JobHandler's settings, no-op jobs), spread (4 processes, 50 ms and 2 s jobs, each process's
-share), latency, backlog, steady, scaleout, limits. docs/performance.md describes each.`;
+share), latency, backlog, steady, scaleout, limits. docs/performance.md describes each.
+
+Environment: BENCH_CHILD_ARGS (node flags for the system processes, e.g. --cpu-prof), BENCH_PLAIN_SHAPE and
+BENCH_PGBOSS_SHAPE ("<loops>x<batch>", to re-tune the plain loop or pg-boss).`;
 
 export function parseCli(argv: string[]): BenchOptions {
   const { values } = parseArgs({

@@ -24,6 +24,8 @@ export async function sampleWaits<T>(serverUrl: string, database: string, work: 
   await client.connect();
   let done = false;
   const settled = work.finally(() => (done = true));
+  // Awaited after the sampling loop; until then a failure must not count as an unhandled rejection.
+  settled.catch(() => undefined);
   const counts = new Map<string, number>();
   let samples = 0;
   let lockSum = 0;
