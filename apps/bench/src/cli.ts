@@ -20,6 +20,8 @@ export interface BenchOptions {
   scenarios: ScenarioName[];
   systems: SystemId[];
   pg: PgChoice;
+  /** The spread scenario also runs for the selected peers (pg-boss, graphile-worker, the plain loop): how their prefetch spreads long jobs. */
+  spreadPeers: boolean;
   /** Keep pg_stat_statements tracking on for every scenario and save per-statement figures (adds overhead). */
   statements: boolean;
   /** Jobs scheduled for tomorrow present during the backlog scenario (--future N): claims must not slow down with them. */
@@ -49,6 +51,8 @@ writes apps/bench/results/latest-pg<major>.{txt,json,svg}; any other run writes 
                        ${DEBIAN_BIN(0).replace('/0/', '/<MAJOR>/')} (Debian/Ubuntu package postgresql-<MAJOR>), e.g. --pg 15
   --pg-bin DIR         PostgreSQL binaries from DIR (initdb, postgres); overrides --pg
                        (without either, PG_QUEUE_TEST_PG_BIN is honoured as the tests honour it)
+  --spread-peers       the spread scenario also runs pg-boss, graphile-worker and the plain loop (about 3 minutes
+                       more per run and peer)
   --statements         record what each system sent to PostgreSQL (pg_stat_statements) in every scenario
   --future N           the backlog scenario also holds N jobs scheduled for tomorrow
   --baseline DIR       also run nestjs-pg-queue as built in the checkout DIR (before/after in one run)
@@ -74,6 +78,7 @@ export function parseCli(argv: string[]): BenchOptions {
       pg: { type: 'string' },
       'pg-bin': { type: 'string' },
       statements: { type: 'boolean', default: false },
+      'spread-peers': { type: 'boolean', default: false },
       baseline: { type: 'string' },
       future: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
@@ -103,7 +108,7 @@ export function parseCli(argv: string[]): BenchOptions {
   const pg = pgChoice(values.pg, values['pg-bin'], usage);
   const everySystem = ([...SYSTEM_IDS, DEFAULTS_ID] as SystemId[]).every((s) => systems.includes(s));
   const complete = profile.name !== 'quick' && futureJobs === 0 && runs >= 3 && scenarios.length === SCENARIOS.length && everySystem;
-  return { profile, runs, scenarios, systems, pg, statements: values.statements ?? false, futureJobs, complete };
+  return { profile, runs, scenarios, systems, pg, spreadPeers: values['spread-peers'] ?? false, statements: values.statements ?? false, futureJobs, complete };
 }
 
 /** --pg-bin DIR, else --pg MAJOR, else PG_QUEUE_TEST_PG_BIN, else the embedded npm build. */

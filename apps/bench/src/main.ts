@@ -69,7 +69,8 @@ function steps(options: BenchOptions): Step[] {
         break;
       case 'spread':
         for (const d of p.spread.durations) {
-          out.push({ scenario, label: `spread ${d.jobMs} ms`, run: (ctx, s) => spreadScenario(ctx, s, d.jobMs, d.jobs), only: TUNED_VS_DEFAULTS });
+          const only = options.spreadPeers ? [...TUNED_VS_DEFAULTS, 'pg-boss', 'graphile-worker', 'plain-sql'] satisfies SystemId[] : TUNED_VS_DEFAULTS;
+          out.push({ scenario, label: `spread ${d.jobMs} ms`, run: (ctx, s) => spreadScenario(ctx, s, d.jobMs, d.jobs), only });
         }
         break;
       case 'latency':
