@@ -1,13 +1,18 @@
 /**
- * Sizes of every scenario, per profile. `default` is what `npm run bench` runs (3 runs, about 20 minutes on
- * a 2-core machine); `quick` is for development (seconds per scenario); `full` adds the 1M-job backlog and
- * pushes 1M jobs through the steady-state scenario, as the issue asks, at the cost of about an hour.
+ * Sizes of every scenario, per profile. `default` is what `npm run bench` runs (5 runs; see
+ * docs/performance.md for what it costs); `quick` is for development (seconds per scenario); `full` adds the
+ * 1M-job backlog and pushes 1M jobs through the steady-state scenario, as the issue asks.
  */
 export interface Profile {
   name: 'quick' | 'default' | 'full';
   runs: number;
-  enqueue: { sequential: number; concurrent: number; callers: number; bulk: number; bulkBatch: number };
+  /** `bulk` jobs per size in `bulkBatches` (jobs per call, ids returned); `concurrent` jobs from `callers` callers, one job per transaction. */
+  enqueue: { sequential: number; concurrent: number; callers: number; bulk: number; bulkBatches: number[] };
   process: { jobs: number; concurrencies: number[] };
+  /** nestjs-pg-queue with a bare handler's settings next to the tuned ones: no-op jobs at each concurrency. */
+  defaults: { jobs: number; concurrencies: number[] };
+  /** `processes` workers at `concurrency` each, jobs of each duration: throughput and each process's share of the jobs. */
+  spread: { processes: number; concurrency: number; durations: { jobMs: number; jobs: number }[] };
   latency: { jobs: number; intervalMs: number; concurrency: number };
   backlog: { sizes: number[]; claims: number; concurrency: number };
   steady: { jobs: number; wave: number; chunk: number; concurrency: number; idleWindowMs: number };
@@ -20,8 +25,10 @@ export const PROFILES: Record<Profile['name'], Profile> = {
   quick: {
     name: 'quick',
     runs: 1,
-    enqueue: { sequential: 300, concurrent: 1_600, callers: 16, bulk: 5_000, bulkBatch: 1_000 },
+    enqueue: { sequential: 300, concurrent: 1_600, callers: 16, bulk: 10_000, bulkBatches: [1_000, 10_000] },
     process: { jobs: 5_000, concurrencies: [10, 50] },
+    defaults: { jobs: 5_000, concurrencies: [10, 50] },
+    spread: { processes: 4, concurrency: 10, durations: [{ jobMs: 50, jobs: 2_000 }, { jobMs: 2_000, jobs: 80 }] },
     latency: { jobs: 100, intervalMs: 10, concurrency: 10 },
     backlog: { sizes: [10_000], claims: 2_000, concurrency: 50 },
     steady: { jobs: 10_000, wave: 5_000, chunk: 1_000, concurrency: 50, idleWindowMs: 5_000 },
@@ -30,9 +37,12 @@ export const PROFILES: Record<Profile['name'], Profile> = {
   },
   default: {
     name: 'default',
-    runs: 3,
-    enqueue: { sequential: 1_000, concurrent: 2_000, callers: 16, bulk: 20_000, bulkBatch: 1_000 },
+    runs: 5,
+    enqueue: { sequential: 1_000, concurrent: 4_000, callers: 16, bulk: 40_000, bulkBatches: [1_000, 10_000] },
     process: { jobs: 20_000, concurrencies: [10, 50] },
+    defaults: { jobs: 20_000, concurrencies: [10, 50] },
+    // 4 x 10 slots turn over 800 jobs/s of 50 ms, 20 jobs/s of 2 s: about 20 s each when spread evenly, longer when not.
+    spread: { processes: 4, concurrency: 10, durations: [{ jobMs: 50, jobs: 16_000 }, { jobMs: 2_000, jobs: 400 }] },
     latency: { jobs: 500, intervalMs: 10, concurrency: 10 },
     backlog: { sizes: [10_000, 100_000], claims: 5_000, concurrency: 50 },
     steady: { jobs: 50_000, wave: 10_000, chunk: 1_000, concurrency: 50, idleWindowMs: 10_000 },
@@ -42,8 +52,10 @@ export const PROFILES: Record<Profile['name'], Profile> = {
   full: {
     name: 'full',
     runs: 3,
-    enqueue: { sequential: 1_000, concurrent: 4_000, callers: 16, bulk: 20_000, bulkBatch: 1_000 },
+    enqueue: { sequential: 1_000, concurrent: 4_000, callers: 16, bulk: 40_000, bulkBatches: [1_000, 10_000] },
     process: { jobs: 20_000, concurrencies: [10, 50] },
+    defaults: { jobs: 20_000, concurrencies: [10, 50] },
+    spread: { processes: 4, concurrency: 10, durations: [{ jobMs: 50, jobs: 16_000 }, { jobMs: 2_000, jobs: 400 }] },
     latency: { jobs: 500, intervalMs: 10, concurrency: 10 },
     backlog: { sizes: [10_000, 100_000, 1_000_000], claims: 5_000, concurrency: 50 },
     steady: { jobs: 1_000_000, wave: 10_000, chunk: 1_000, concurrency: 50, idleWindowMs: 30_000 },
@@ -52,7 +64,7 @@ export const PROFILES: Record<Profile['name'], Profile> = {
   },
 };
 
-export const SCENARIOS = ['enqueue', 'process', 'latency', 'backlog', 'steady', 'scaleout', 'limits'] as const;
+export const SCENARIOS = ['enqueue', 'process', 'defaults', 'spread', 'latency', 'backlog', 'steady', 'scaleout', 'limits'] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 
 /** Pool size for a worker of this concurrency, the same for every system (graphile-worker's advice). */

@@ -6,14 +6,14 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import type { SystemId } from './adapters/types.js';
+import { DEFAULTS_ID, type SystemId } from './adapters/types.js';
 import { parseCli, type BenchOptions } from './cli.js';
 import { type ScenarioName } from './config.js';
 import { serverInfo, startBenchServer, type ServerInfo } from './db/server.js';
 import { setStatementTracking } from './db/statements.js';
 import { nowMs } from './host/clock.js';
 import { killAllChildren } from './host/system-process.js';
-import { aggregate, type Sample } from './report/aggregate.js';
+import { aggregate, runRatios, type Sample } from './report/aggregate.js';
 import { buildFingerprint } from './report/build-fingerprint.js';
 import { formatNumber, sizeLabel } from './report/format.js';
 import { machineInfo, type MachineInfo } from './report/machine.js';
@@ -29,6 +29,7 @@ import { latencyScenario } from './scenarios/latency.js';
 import { limitsScenario, limitsVariants } from './scenarios/limits.js';
 import { processScenario } from './scenarios/process.js';
 import { scaleOutScenario } from './scenarios/scale-out.js';
+import { spreadScenario } from './scenarios/spread.js';
 import { steadyStateScenario } from './scenarios/steady-state.js';
 import { installedVersion, SYSTEMS, type SystemInfo } from './systems.js';
 
@@ -38,6 +39,15 @@ interface Step {
   scenario: ScenarioName;
   label: string;
   run: (ctx: ScenarioContext, system: SystemInfo) => Promise<Figures>;
+  /** The systems this step runs for (of those selected); default: all but pg-queue-defaults. */
+  only?: SystemId[];
+}
+
+/** Scenarios that compare nestjs-pg-queue's tuned settings with a bare handler's run for these two only. */
+const TUNED_VS_DEFAULTS: SystemId[] = ['pg-queue', DEFAULTS_ID];
+
+function runsFor(step: Step, system: SystemId): boolean {
+  return step.only ? step.only.includes(system) : system !== DEFAULTS_ID;
 }
 
 /** The variants of each selected scenario, in the order they run within one repetition. */
@@ -51,6 +61,17 @@ function steps(options: BenchOptions): Step[] {
         break;
       case 'process':
         for (const c of p.process.concurrencies) out.push({ scenario, label: `process c=${c}`, run: (ctx, s) => processScenario(ctx, s, c) });
+        break;
+      case 'defaults':
+        for (const c of p.defaults.concurrencies) {
+          out.push({ scenario, label: `defaults c=${c}`, run: (ctx, s) => processScenario(ctx, s, c, 'defaults'), only: TUNED_VS_DEFAULTS });
+        }
+        break;
+      case 'spread':
+        for (const d of p.spread.durations) {
+          const only = options.spreadPeers ? [...TUNED_VS_DEFAULTS, 'pg-boss', 'graphile-worker', 'plain-sql'] satisfies SystemId[] : TUNED_VS_DEFAULTS;
+          out.push({ scenario, label: `spread ${d.jobMs} ms`, run: (ctx, s) => spreadScenario(ctx, s, d.jobMs, d.jobs), only });
+        }
         break;
       case 'latency':
         out.push({ scenario, label: 'latency', run: latencyScenario });
@@ -69,7 +90,8 @@ function steps(options: BenchOptions): Step[] {
         for (const n of p.scaleOut.processes) out.push({ scenario, label: `scale-out x${n}`, run: (ctx, s) => scaleOutScenario(ctx, s, n) });
         break;
       case 'limits':
-        for (const v of limitsVariants(p)) out.push({ scenario, label: v.metric, run: (ctx, s) => limitsScenario(ctx, s, v) });
+        // Limits across instances are nestjs-pg-queue's alone: no peer has them in its open version.
+        for (const v of limitsVariants(p)) out.push({ scenario, label: v.metric, run: (ctx, s) => limitsScenario(ctx, s, v), only: ['pg-queue'] });
         break;
     }
   }
@@ -100,7 +122,8 @@ async function main(): Promise<void> {
   const buildAtStart = buildFingerprint();
   log(`nestjs-pg-queue benchmark: profile ${options.profile.name}, ${options.runs} run(s), scenarios ${options.scenarios.join(', ')}${options.futureJobs > 0 ? `, backlog with ${sizeLabel(options.futureJobs)} future jobs` : ''}`);
   log(`machine: ${machine.cpu}, ${machine.cores} cores, ${machine.memoryGB} GB, ${machine.os}, Node ${machine.node}, commit ${machine.gitCommit}`);
-  const server = await startBenchServer(log);
+  log(`PostgreSQL: ${options.pg.source}`);
+  const server = await startBenchServer(log, options.pg);
   const stopServer = async () => {
     killAllChildren();
     await server.stop().catch(() => undefined);
@@ -114,6 +137,9 @@ async function main(): Promise<void> {
   let info: ServerInfo;
   try {
     info = await serverInfo(server.url);
+    if (options.pg.major !== undefined && info.major !== options.pg.major) {
+      throw new Error(`--pg ${options.pg.major} asked for PostgreSQL ${options.pg.major}, but the server started is ${info.major} (${info.version})`);
+    }
     log(`${info.version}; ${Object.entries(info.settings).map(([k, v]) => `${k}=${v}`).join(', ')}`);
     for (const id of options.systems) log(`  ${SYSTEMS[id].label} ${versions[id]}: ${SYSTEMS[id].settings}`);
     if (options.statements) await setStatementTracking(server.url, true);
@@ -121,7 +147,7 @@ async function main(): Promise<void> {
     for (let run = 1; run <= options.runs; run++) {
       const order = rotate(options.systems, run - 1);
       for (const step of plan) {
-        for (const id of order) {
+        for (const id of order.filter((s) => runsFor(step, s))) {
           const ctx: ScenarioContext = {
             serverUrl: server.url,
             profile: options.profile,
@@ -152,9 +178,10 @@ async function main(): Promise<void> {
   const buildAtEnd = buildFingerprint();
   const build = buildAtStart === buildAtEnd ? buildAtStart : `${buildAtStart} -> ${buildAtEnd}`;
   const aggregates = aggregate(samples);
+  const ratios = runRatios(samples, 'pg-queue');
   const defs = metricCatalog(options.profile);
-  const table = renderTable(defs, aggregates, options.systems);
-  const targets = options.systems.includes('pg-queue') ? checkTargets(aggregates, options.profile) : [];
+  const table = renderTable(defs, aggregates, ratios, options.systems);
+  const targets = options.systems.includes('pg-queue') ? checkTargets(aggregates, ratios, options.profile) : [];
   const minutes = (nowMs() - started) / 60_000;
   const header = describe(options, machine, info!, versions, minutes, build);
   const text = [
@@ -163,11 +190,11 @@ async function main(): Promise<void> {
       ? []
       : ['', `WARNING: the compiled library or benchmark changed during the run (build ${build}): later samples ran other code than earlier ones.`]),
     '',
-    'Medians of the runs, ±half the min-max range; ratios are ours / peer on medians (↑: above 1 is better for us, ↓: below 1 is).',
+    `Medians of ${options.runs} run(s), ±half the min-max range. Ratios: ours / peer within each run, the median of the runs and (with several) the lowest-highest single run (↑: above 1 is better for us, ↓: below 1 is).`,
     '',
     table,
     '',
-    ...(targets.length ? ['Targets (issue 4):', renderTargets(targets), ''] : []),
+    ...(targets.length ? ['Targets (issues 4 and 12; the median of the per-run ratios, lowest-highest run in brackets):', renderTargets(targets), ''] : []),
     ...sanityNote(samples),
     ...(statementRecords.length ? ['What each system sent to PostgreSQL (pg_stat_statements):', renderStatements(statementRecords, options.profile.steady.idleWindowMs), ''] : []),
     ...(failures.length ? ['Failures:', ...failures.map((f) => `  run ${f.run} ${f.step} ${f.system}: ${f.error.split('\n')[0]}`), ''] : []),
@@ -175,12 +202,13 @@ async function main(): Promise<void> {
   console.log(`\n${text}`);
 
   const dir = options.complete ? RESULTS : `${RESULTS}tmp/`;
-  const base = options.complete ? 'latest' : 'partial';
+  // Named by the major version, so runs on PostgreSQL 15 and 18 sit side by side.
+  const base = `${options.complete ? 'latest' : 'partial'}-pg${info!.major}`;
   await mkdir(dir, { recursive: true });
   const json = { options: { ...options, profile: options.profile }, machine, build, postgres: info!, versions, minutes, samples, aggregates, targets, failures, statements: statementRecords };
   await writeFile(`${dir}${base}.json`, `${JSON.stringify(json, null, 2)}\n`);
   await writeFile(`${dir}${base}.txt`, `${text}\n`);
-  await writeFile(`${dir}${base}.svg`, `${renderSvg(defs, aggregates, options.systems, header.slice(0, 4))}\n`);
+  await writeFile(`${dir}${base}.svg`, `${renderSvg(defs, aggregates, ratios, options.systems, `nestjs-pg-queue vs pg-boss vs graphile-worker vs a plain SQL loop, PostgreSQL ${info!.major}`, header.slice(1, 5))}\n`);
   console.log(`wrote ${dir}${base}.json, ${base}.txt, ${base}.svg`);
   if (failures.length) process.exitCode = 1;
 }
@@ -195,8 +223,9 @@ function describe(
 ): string[] {
   const s = info.settings;
   return [
+    `nestjs-pg-queue benchmark on PostgreSQL ${info.major}`,
     `${options.runs} run(s), profile ${options.profile.name}, ${minutes.toFixed(1)} min; ${machine.cpu} x${machine.cores}, ${machine.memoryGB} GB RAM, ${machine.os}, Node ${machine.node}`,
-    `${info.version.split(' on ')[0]} (embedded), fsync=${s.fsync}, synchronous_commit=${s.synchronous_commit}, full_page_writes=${s.full_page_writes}, shared_buffers=${s.shared_buffers}, max_wal_size=${s.max_wal_size}; PostgreSQL and Node share the same cores`,
+    `${info.version.split(' on ')[0]} (${options.pg.source}), fsync=${s.fsync}, synchronous_commit=${s.synchronous_commit}, full_page_writes=${s.full_page_writes}, shared_buffers=${s.shared_buffers}, max_wal_size=${s.max_wal_size}; PostgreSQL and Node share the same cores`,
     options.systems.map((id) => `${SYSTEMS[id].label} ${versions[id]}`).join(', '),
     `commit ${machine.gitCommit}, build ${build}; 1-min load average ${machine.loadAtStart} at start, ${loadavg()[0].toFixed(2)} at end (${machine.cores} cores: more means other work competed for CPU)`,
   ];

@@ -31,6 +31,11 @@ export interface SystemInfo {
   seedFutureSql: string;
   /** The job table(s) whose size the steady-state scenario reports. */
   relations: string[];
+  /**
+   * The table whose AFTER INSERT trigger sends the NOTIFY that wakes workers, if the system wakes them that
+   * way (pg-boss and graphile-worker call pg_notify in their own insert statements: nothing to switch off).
+   */
+  notifyTriggerTable?: string;
 }
 
 const FUTURE_TS = `now() + interval '1 day' + g * interval '1 millisecond'`;
@@ -49,6 +54,7 @@ const BACKGROUND_JOBS_TABLE = {
       INSERT INTO background_jobs (queue_name, payload, run_at)
       SELECT 'bench', jsonb_build_object('f', g), ${FUTURE_TS} FROM generate_series(1, $1::int) AS g`,
   relations: ['background_jobs'],
+  notifyTriggerTable: 'background_jobs',
 };
 
 export const SYSTEMS: Record<SystemId, SystemInfo> = {
@@ -97,6 +103,14 @@ export const SYSTEMS: Record<SystemId, SystemInfo> = {
         FROM generate_series(1, $1::int) AS g))`,
     relations: ['graphile_worker._private_jobs'],
   },
+  'pg-queue-defaults': {
+    id: 'pg-queue-defaults',
+    label: 'nestjs-pg-queue, defaults',
+    packageName: 'nestjs-pg-queue',
+    settings:
+      'the same Nest application context with queues: { bench: { concurrency } } only, what a bare @JobHandler(\'bench\') runs with: prefetch, batchSize and every other option at the library\'s defaults; only in the defaults and spread scenarios',
+    ...BACKGROUND_JOBS_TABLE,
+  },
   'pg-queue-base': {
     id: 'pg-queue-base',
     label: 'nestjs-pg-queue before',
@@ -107,7 +121,7 @@ export const SYSTEMS: Record<SystemId, SystemInfo> = {
     id: 'plain-sql',
     label: 'plain SQL loop',
     settings:
-      "the seed's table and partial index (queue_name, run_at) WHERE status = 'queued'; claim = UPDATE ... WHERE id IN (SELECT ... ORDER BY run_at LIMIT n FOR UPDATE SKIP LOCKED) RETURNING, complete = one UPDATE ... WHERE id = ANY($1); one loop per 25 jobs of concurrency (c10: 1x10, c50: 2x25); LISTEN + 1 s poll; no leases, retries or maintenance",
+      "nestjs-pg-queue's own table, indexes and NOTIFY trigger (its migrations run first); as many loops as the concurrency (c10: 10, c50: 50), each claiming up to 100 due jobs with UPDATE ... WHERE id IN (SELECT ... ORDER BY priority DESC, run_at, id LIMIT 100 FOR UPDATE SKIP LOCKED) RETURNING, running them one after another and completing the batch with one UPDATE ... WHERE id = ANY($1); LISTEN (one loop woken per NOTIFY, all once a claim comes back full) + a 1 s poll; no leases, heartbeats, fencing, retries, timeouts, drain or pruning",
     ...BACKGROUND_JOBS_TABLE,
   },
 };

@@ -1,6 +1,6 @@
 import { Logger, makeWorkerUtils, run, type Runner, type WorkerUtils } from 'graphile-worker';
 import pg from 'pg';
-import { QUEUE, type Adapter, type AdapterOptions, type BenchPayload, type RunningSystem } from './types.js';
+import { QUEUE, work, type Adapter, type AdapterOptions, type BenchPayload, type RunningSystem } from './types.js';
 
 /** graphile-worker logs every start at info level; keep errors and warnings only. */
 const quietLogger = new Logger(() => (level, message) => {
@@ -32,6 +32,7 @@ export const graphileWorkerAdapter: Adapter = {
         taskList: {
           [QUEUE]: async (payload) => {
             options.onJob(payload as BenchPayload);
+            await work(options.jobMs);
           },
         },
         preset: {
@@ -51,7 +52,7 @@ export const graphileWorkerAdapter: Adapter = {
     const addJobs = async (payloads: BenchPayload[]) => {
       // Runner has no addJobs; WorkerUtils does, on the same pool.
       utils ??= await makeWorkerUtils({ pgPool: pool, logger: quietLogger });
-      await utils.addJobs(payloads.map((payload) => ({ identifier: QUEUE, payload })));
+      return (await utils.addJobs(payloads.map((payload) => ({ identifier: QUEUE, payload })))).length;
     };
     return {
       enqueue: async (payload) => void (await addJob(QUEUE, payload)),

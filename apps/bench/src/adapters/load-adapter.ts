@@ -5,6 +5,7 @@ export async function loadAdapter(system: SystemId): Promise<Adapter> {
   switch (system) {
     case 'pg-queue':
     case 'pg-queue-base': // run from the baseline checkout's own dist, where it is its 'pg-queue'
+    case 'pg-queue-defaults': // the same adapter; the host asks it for the library's default settings
       return (await import('./pg-queue.js')).pgQueueAdapter;
     case 'pg-boss':
       return (await import('./pg-boss.js')).pgBossAdapter;

@@ -1,5 +1,5 @@
 import { PgBoss } from 'pg-boss';
-import { QUEUE, type Adapter, type AdapterOptions, type BenchPayload, type RunningSystem } from './types.js';
+import { QUEUE, work, type Adapter, type AdapterOptions, type BenchPayload, type RunningSystem } from './types.js';
 
 /**
  * How pg-boss 12 runs `concurrency` jobs at once. A pg-boss worker fetches `batchSize` jobs, hands the
@@ -45,12 +45,14 @@ export const pgBossAdapter: Adapter = {
         { ...shape, burstWhenBatchFull: shape.batchSize > 1 },
         async (jobs) => {
           for (const job of jobs) options.onJob(job.data);
+          // A batch's jobs work side by side: loops x batch jobs at once, the concurrency the others get.
+          await work(options.jobMs);
         },
       );
     }
     return {
       enqueue: async (payload) => void (await boss.send(QUEUE, payload as object)),
-      enqueueMany: async (payloads) => void (await boss.insert(QUEUE, payloads.map((data) => ({ data })))),
+      enqueueMany: async (payloads) => (await boss.insert(QUEUE, payloads.map((data) => ({ data })), { returnId: true }))?.length ?? 0,
       stop: () => boss.stop({ graceful: true, timeout: 10_000 }),
     };
   },

@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { Injectable, Module, type DynamicModule } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { JobHandler, PgQueueModule, QueueService, type Job } from 'nestjs-pg-queue';
-import { QUEUE, type Adapter, type AdapterOptions, type BenchPayload, type RunningSystem } from './types.js';
+import { QUEUE, work, type Adapter, type AdapterOptions, type BenchPayload, type RunningSystem } from './types.js';
 
 /**
  * Jobs held per worker process, running or prefetched. Measured on 20,000 no-op jobs: 100 in hand gave
@@ -11,8 +11,9 @@ import { QUEUE, type Adapter, type AdapterOptions, type BenchPayload, type Runni
  */
 const IN_HAND = 500;
 
-/** Where the handler reports to; set once per process before the app boots (one app per child process). */
+/** Where the handler reports to, and how long it works; set once per process before the app boots (one app per child process). */
 let report: (payload: BenchPayload) => void = () => {};
+let jobMs: number | undefined;
 
 /** The no-op handler, found by Nest discovery like any app's handler. Concurrency comes from forRoot's `queues`. */
 @Injectable()
@@ -20,6 +21,7 @@ class BenchHandler {
   @JobHandler(QUEUE)
   async handle(job: Job<BenchPayload>): Promise<void> {
     report(job.payload);
+    await work(jobMs);
   }
 }
 
@@ -37,12 +39,19 @@ class BenchAppModule {
           // prefetch: up to IN_HAND jobs claimed ahead of free slots, in claims of up to IN_HAND (the library's
           // option for many short jobs, as graphile-worker's localQueue is for it; the same 500 as its
           // localQueue here). Leases of prefetched jobs are held and renewed like running ones.
-          queues: { [QUEUE]: options.limits ? limitedQueue(options) : { concurrency: options.concurrency, prefetch: Math.max(0, IN_HAND - options.concurrency), batchSize: IN_HAND } },
+          queues: { [QUEUE]: queueOptions(options) },
         }),
       ],
       providers: [BenchHandler],
     };
   }
+}
+
+function queueOptions(options: AdapterOptions) {
+  if (options.limits) return limitedQueue(options);
+  // What a user gets without tuning: a bare @JobHandler with the scenario's concurrency, every sizing knob at its default.
+  if (options.librarySettings === 'defaults') return { concurrency: options.concurrency };
+  return { concurrency: options.concurrency, prefetch: Math.max(0, IN_HAND - options.concurrency), batchSize: IN_HAND };
 }
 
 /**
@@ -58,19 +67,20 @@ function limitedQueue(options: AdapterOptions) {
 export const pgQueueAdapter: Adapter = {
   async start(options: AdapterOptions): Promise<RunningSystem> {
     report = options.onJob;
+    jobMs = options.jobMs;
     const app = await NestFactory.createApplicationContext(BenchAppModule.forRoot(options), { logger: ['error', 'warn'] });
     const queue = app.get(QueueService);
     const keys = options.limits?.keys;
     if (keys) {
       return {
         enqueue: async (payload) => void (await queue.enqueue(QUEUE, payload, { concurrencyKey: `k${payload.i % keys}` })),
-        enqueueMany: async (payloads) => void (await queue.enqueueMany(payloads.map((payload) => ({ queue: QUEUE, payload, concurrencyKey: `k${payload.i % keys}` })))),
+        enqueueMany: async (payloads) => (await queue.enqueueMany(payloads.map((payload) => ({ queue: QUEUE, payload, concurrencyKey: `k${payload.i % keys}` })))).length,
         stop: () => app.close(),
       };
     }
     return {
       enqueue: async (payload) => void (await queue.enqueue(QUEUE, payload)),
-      enqueueMany: async (payloads) => void (await queue.enqueueMany(payloads.map((payload) => ({ queue: QUEUE, payload })))),
+      enqueueMany: async (payloads) => (await queue.enqueueMany(payloads.map((payload) => ({ queue: QUEUE, payload })))).length,
       stop: () => app.close(),
     };
   },

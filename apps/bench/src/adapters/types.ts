@@ -11,7 +11,13 @@ export const SYSTEM_IDS = ['pg-queue', 'pg-boss', 'graphile-worker', 'plain-sql'
  * from that tree, so a change is measured before and after in one run, on one machine state.
  */
 export const BASELINE_ID = 'pg-queue-base';
-export type SystemId = (typeof SYSTEM_IDS)[number] | typeof BASELINE_ID;
+/**
+ * `pg-queue-defaults` is nestjs-pg-queue configured as a bare `@JobHandler('bench')` leaves it (concurrency
+ * only: no prefetch, no batch size), next to the tuned settings of `pg-queue`. It runs only in the scenarios
+ * that compare the two (defaults, spread).
+ */
+export const DEFAULTS_ID = 'pg-queue-defaults';
+export type SystemId = (typeof SYSTEM_IDS)[number] | typeof BASELINE_ID | typeof DEFAULTS_ID;
 
 /** Every job carries its index; latency jobs also carry the epoch time (ms, sub-ms precision) of their enqueue call. */
 export interface BenchPayload {
@@ -29,6 +35,10 @@ export interface AdapterOptions {
   poolSize: number;
   /** Called at the start of every handler call, before anything else. */
   onJob: (payload: BenchPayload) => void;
+  /** Milliseconds each handler call takes (a sleep after it is counted); 0 or absent: a no-op handler. */
+  jobMs?: number;
+  /** nestjs-pg-queue only: configure the queue with its concurrency alone, as a bare `@JobHandler` gets it. */
+  librarySettings?: 'tuned' | 'defaults';
   /** The limits scenario (nestjs-pg-queue only): limits across instances, and jobs spread over `keys` concurrency keys. */
   limits?: BenchLimits;
 }
@@ -43,8 +53,8 @@ export interface BenchLimits {
 export interface RunningSystem {
   /** One job, one call of the library's single-job API, awaited. */
   enqueue(payload: BenchPayload): Promise<void>;
-  /** Many jobs in one call of the library's bulk API (one statement for all four). */
-  enqueueMany(payloads: BenchPayload[]): Promise<void>;
+  /** Many jobs in one call of the library's bulk API (one statement for all four), asking for their ids; resolves to how many ids came back. */
+  enqueueMany(payloads: BenchPayload[]): Promise<number>;
   /** Graceful stop: running handlers finish, connections close. */
   stop(): Promise<void>;
 }
@@ -55,3 +65,8 @@ export interface Adapter {
 
 /** The queue name every system uses; one queue, one handler. */
 export const QUEUE = 'bench';
+
+/** A handler's simulated work, awaited after the job was counted (nothing at all for no-op jobs). */
+export function work(jobMs: number | undefined): Promise<void> | undefined {
+  return jobMs ? new Promise((resolve) => setTimeout(resolve, jobMs)) : undefined;
+}

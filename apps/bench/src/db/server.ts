@@ -1,4 +1,5 @@
 import { startPostgres, type PostgresServer } from '@internal/pg-harness';
+import type { PgChoice } from '../cli.js';
 import { withClient } from './sql.js';
 import { setStatementTracking } from './statements.js';
 
@@ -10,16 +11,19 @@ export const REPORTED_SETTINGS = [
 ];
 
 /**
- * The benchmark's own embedded PostgreSQL 18: durable (fsync, synchronous_commit and full_page_writes on,
+ * The benchmark's own PostgreSQL (the embedded npm build, 18, or the binaries --pg / --pg-bin name): durable (fsync, synchronous_commit and full_page_writes on,
  * as in production), defaults otherwise. pg_stat_statements is loaded but not tracking: tracking is switched
  * on only while idle traffic is counted (or for the whole run with --statements), so it costs the
  * throughput figures nothing.
  */
-export async function startBenchServer(log: (message: string) => void): Promise<PostgresServer> {
+export async function startBenchServer(log: (message: string) => void, pg: PgChoice): Promise<PostgresServer> {
+  // The harness falls back to PG_QUEUE_TEST_PG_BIN; the choice made on the command line (which read it already) wins.
+  if (!pg.binDir) delete process.env.PG_QUEUE_TEST_PG_BIN;
   const server = await startPostgres({
     url: null,
     containers: false,
     durable: true,
+    binDir: pg.binDir,
     settings: {
       shared_preload_libraries: 'pg_stat_statements',
       'pg_stat_statements.max': 10_000,
@@ -37,19 +41,21 @@ export async function startBenchServer(log: (message: string) => void): Promise<
 
 export interface ServerInfo {
   version: string;
+  /** The major version (15, 18): it names the result files, so runs on two majors sit side by side. */
+  major: number;
   settings: Record<string, string>;
 }
 
 export async function serverInfo(url: string): Promise<ServerInfo> {
   return withClient(url, async (c) => {
-    const version = (await c.query<{ v: string }>('SELECT version() AS v')).rows[0].v;
+    const { v: version, n } = (await c.query<{ v: string; n: string }>(`SELECT version() AS v, current_setting('server_version_num') AS n`)).rows[0];
     const rows = (await c.query<{ name: string; setting: string; unit: string | null }>(
       'SELECT name, setting, unit FROM pg_settings WHERE name = ANY($1)',
       [REPORTED_SETTINGS],
     )).rows;
     const settings: Record<string, string> = {};
     for (const r of rows) settings[r.name] = formatSetting(r.setting, r.unit);
-    return { version, settings };
+    return { version, major: Math.floor(Number(n) / 10_000), settings };
   });
 }
 

@@ -2,12 +2,12 @@ import type { BenchLimits, SystemId } from '../adapters/types.js';
 
 /** Parent -> child commands; each gets exactly one reply with the same id. */
 export type Command =
-  | { cmd: 'start'; system: SystemId; url: string; role: 'worker' | 'producer'; concurrency: number; poolSize: number; marks?: number[]; limits?: BenchLimits }
+  | { cmd: 'start'; system: SystemId; url: string; role: 'worker' | 'producer'; concurrency: number; poolSize: number; marks?: number[]; limits?: BenchLimits; jobMs?: number }
   /** n jobs, one call at a time. */
   | { cmd: 'enqueue-sequential'; n: number }
   /** n jobs split over `callers` concurrent loops of one-at-a-time calls. */
   | { cmd: 'enqueue-concurrent'; n: number; callers: number }
-  /** n jobs through the bulk API, `batch` per call, calls one after another. */
+  /** n jobs through the bulk API, `batch` per call, calls one after another; every call must return `batch` ids. */
   | { cmd: 'enqueue-bulk'; n: number; batch: number }
   /** n jobs, one every intervalMs, each stamped with its enqueue time; resolves once all have started. */
   | { cmd: 'latency'; n: number; intervalMs: number; timeoutMs: number }

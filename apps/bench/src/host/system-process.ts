@@ -2,6 +2,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { BASELINE_ID, type BenchLimits, type SystemId } from '../adapters/types.js';
+import { withClient } from '../db/sql.js';
 import type { Command, Envelope, FeedResult, HostStats, Reply, TimedResult } from './protocol.js';
 
 const HOST = fileURLToPath(new URL('./worker-host.js', import.meta.url));
@@ -28,6 +29,17 @@ export interface StartOptions {
   poolSize: number;
   marks?: number[];
   limits?: BenchLimits;
+  /** Milliseconds each handler call takes (0 or absent: no-op jobs). */
+  jobMs?: number;
+}
+
+/** The plain loop runs on nestjs-pg-queue's table: a producer of the library creates it (its migrations) and leaves. */
+async function prepareSchema(options: StartOptions): Promise<void> {
+  if (options.system !== 'plain-sql') return;
+  const ready = await withClient(options.url, async (c) => (await c.query<{ ok: boolean }>(`SELECT to_regclass('background_jobs') IS NOT NULL AS ok`)).rows[0].ok);
+  if (ready) return;
+  const setup = await SystemProcess.start({ system: 'pg-queue', url: options.url, role: 'producer', concurrency: 1, poolSize: 2 });
+  await setup.stop();
 }
 
 /** The parent's handle on one child process hosting one system. */
@@ -56,6 +68,7 @@ export class SystemProcess {
   }
 
   static async start(options: StartOptions): Promise<SystemProcess> {
+    await prepareSchema(options);
     // BENCH_CHILD_ARGS: node flags for the system processes, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof" to profile one.
     const child = fork(hostOf(options.system), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: process.env.BENCH_CHILD_ARGS ? process.env.BENCH_CHILD_ARGS.split(' ') : undefined });
     live.add(child);

@@ -4,7 +4,7 @@
  * that library's alone, and nothing one library leaves behind slows the next.
  */
 import { loadAdapter } from '../adapters/load-adapter.js';
-import type { BenchPayload, RunningSystem } from '../adapters/types.js';
+import { DEFAULTS_ID, type BenchPayload, type RunningSystem } from '../adapters/types.js';
 import { nowMs, sleep } from './clock.js';
 import type { Command, Envelope, FeedResult, Reply, TimedResult } from './protocol.js';
 import { Tracker } from './tracker.js';
@@ -28,7 +28,7 @@ async function handle(command: Command): Promise<unknown> {
     case 'start': {
       tracker = new Tracker(command.marks);
       const adapter = await loadAdapter(command.system);
-      system = await adapter.start({ ...command, onJob: tracker.onJob });
+      system = await adapter.start({ ...command, onJob: tracker.onJob, librarySettings: command.system === DEFAULTS_ID ? 'defaults' : 'tuned' });
       return tracker.stats();
     }
     case 'enqueue-sequential':
@@ -48,7 +48,7 @@ async function handle(command: Command): Promise<unknown> {
     case 'enqueue-bulk':
       return timed(command.n, async () => {
         for (let done = 0; done < command.n; done += command.batch) {
-          await running().enqueueMany(payloads(Math.min(command.batch, command.n - done)));
+          await enqueueWithIds(Math.min(command.batch, command.n - done));
         }
       });
     case 'latency': {
@@ -75,7 +75,7 @@ async function handle(command: Command): Promise<unknown> {
       while (enqueued < command.total && nowMs() < deadline) {
         if (enqueued - (tracker.handled - base) < command.wave) {
           const n = Math.min(command.chunk, command.total - enqueued);
-          await running().enqueueMany(payloads(n));
+          await enqueueWithIds(n);
           enqueued += n;
         } else {
           await sleep(5);
@@ -94,6 +94,12 @@ async function handle(command: Command): Promise<unknown> {
       return tracker.stats();
     }
   }
+}
+
+/** One bulk call; a library that returned fewer ids than it was given jobs fails the scenario. */
+async function enqueueWithIds(n: number): Promise<void> {
+  const ids = await running().enqueueMany(payloads(n));
+  if (ids !== n) throw new Error(`bulk enqueue of ${n} jobs returned ${ids} ids`);
 }
 
 function running(): RunningSystem {

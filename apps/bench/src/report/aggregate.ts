@@ -42,3 +42,36 @@ function median(sorted: number[]): number {
   const mid = Math.floor(sorted.length / 2);
   return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 }
+
+/** Per metric and peer: ours / peer computed within each run, then median and range over the runs. */
+export type RatioAggregates = Record<string, Partial<Record<SystemId, Aggregate>>>;
+
+/**
+ * Ratios ours / peer, one per run in which both systems measured the metric: within a run the two ran minutes
+ * apart on the same machine state, so a run-to-run swing of the machine moves both and cancels in the ratio.
+ * The median of those ratios is the headline; min and max show how far single runs strayed.
+ */
+export function runRatios(samples: Sample[], ours: SystemId): RatioAggregates {
+  const byKey = new Map<string, number>();
+  for (const s of samples) if (Number.isFinite(s.value)) byKey.set(`${s.metric}\u0000${s.system}\u0000${s.run}`, s.value);
+  const groups = new Map<string, Map<SystemId, number[]>>();
+  for (const s of samples) {
+    if (s.system === ours || !Number.isFinite(s.value) || s.value === 0) continue;
+    const mine = byKey.get(`${s.metric}\u0000${ours}\u0000${s.run}`);
+    if (mine === undefined) continue;
+    const bySystem = groups.get(s.metric) ?? new Map<SystemId, number[]>();
+    groups.set(s.metric, bySystem);
+    const values = bySystem.get(s.system) ?? [];
+    bySystem.set(s.system, values);
+    values.push(mine / s.value);
+  }
+  const out: RatioAggregates = {};
+  for (const [metric, bySystem] of groups) {
+    out[metric] = {};
+    for (const [system, values] of bySystem) {
+      const sorted = [...values].sort((a, b) => a - b);
+      out[metric][system] = { median: median(sorted), min: sorted[0], max: sorted[sorted.length - 1], runs: sorted.length };
+    }
+  }
+  return out;
+}

@@ -1,4 +1,5 @@
 import type { Profile } from '../config.js';
+import { spreadMetric } from '../scenarios/spread.js';
 import { sizeLabel } from './format.js';
 
 export interface MetricDef {
@@ -16,12 +17,27 @@ export interface MetricDef {
 export function metricCatalog(profile: Profile): MetricDef[] {
   const rate = (id: string, label: string, chart = true): MetricDef => ({ id, label, unit: 'jobs/s', better: 'higher', digits: 0, chart });
   const ms = (id: string, label: string, chart = true): MetricDef => ({ id, label, unit: 'ms', better: 'lower', digits: 1, chart });
+  const info = (id: string, label: string, unit: string, digits: number): MetricDef => ({ id, label, unit, better: 'info', digits, chart: false });
+  const e = profile.enqueue;
   const defs: MetricDef[] = [
     rate('enqueue.sequential', 'enqueue, one call at a time'),
-    rate('enqueue.concurrent', `enqueue, ${profile.enqueue.callers} concurrent callers`),
-    rate('enqueue.bulk', `enqueue, bulk (${profile.enqueue.bulkBatch.toLocaleString('en-US')} per call)`),
+    rate('enqueue.concurrent', `enqueue, ${e.callers} concurrent callers (1 job per transaction)`),
+    info('enqueue.concurrent.lockObjectMean', `  backends waiting on Lock:object (of ${e.callers}), mean`, 'backends', 1),
+    info('enqueue.concurrent.lockObjectMax', `  backends waiting on Lock:object (of ${e.callers}), max`, 'backends', 0),
+    rate('enqueue.concurrentNoNotify', `  the same, NOTIFY trigger disabled (reference)`, false),
+    ...e.bulkBatches.map((b) => rate(`enqueue.bulk.${sizeLabel(b)}`, `enqueue, bulk with ids (${b.toLocaleString('en-US')} per call)`)),
   ];
   for (const c of profile.process.concurrencies) defs.push(rate(`process.c${c}`, `process ${sizeLabel(profile.process.jobs)}, concurrency ${c}`));
+  for (const c of profile.defaults.concurrencies) defs.push(rate(`defaults.c${c}`, `process ${sizeLabel(profile.defaults.jobs)}, c${c}: tuned vs defaults`));
+  const sp = profile.spread;
+  for (const d of sp.durations) {
+    const m = spreadMetric(d.jobMs);
+    defs.push(
+      { ...rate(m, `${sp.processes} processes x c${sp.concurrency}, ${d.jobMs >= 1000 ? `${d.jobMs / 1000} s` : `${d.jobMs} ms`} jobs (${d.jobs.toLocaleString('en-US')})`), digits: 1 },
+      info(`${m}.minShare`, `  share of the jobs, least busy process`, '%', 1),
+      info(`${m}.maxShare`, `  share of the jobs, busiest process`, '%', 1),
+    );
+  }
   defs.push(ms('latency.p50', 'start latency p50'), ms('latency.p95', 'start latency p95', false), ms('latency.p99', 'start latency p99'), ms('latency.max', 'start latency max', false));
   for (const size of profile.backlog.sizes) {
     defs.push(rate(`backlog.${sizeLabel(size)}.shared`, `claim rate, ${sizeLabel(size)} queued, one run_at`));

@@ -1,6 +1,6 @@
 import type { SystemId } from '../adapters/types.js';
 import { SYSTEMS } from '../systems.js';
-import type { Aggregates } from './aggregate.js';
+import type { Aggregates, RatioAggregates } from './aggregate.js';
 import { formatNumber, formatRatio } from './format.js';
 import type { MetricDef } from './metrics.js';
 
@@ -10,6 +10,7 @@ const COLORS: Record<SystemId, string> = {
   'graphile-worker': '#e1a637',
   'plain-sql': '#8c8c8c',
   'pg-queue-base': '#e8a29b',
+  'pg-queue-defaults': '#8e44ad',
 };
 
 const WIDTH = 1060;
@@ -19,7 +20,7 @@ const BAR_H = 13;
 const BAR_GAP = 3;
 const GROUP_GAP = 16;
 
-const SHORT: Record<SystemId, string> = { 'pg-queue': 'ours', 'pg-boss': 'pg-boss', 'graphile-worker': 'graphile', 'plain-sql': 'plain', 'pg-queue-base': 'ours before' };
+const SHORT: Record<SystemId, string> = { 'pg-queue': 'ours', 'pg-boss': 'pg-boss', 'graphile-worker': 'graphile', 'plain-sql': 'plain', 'pg-queue-base': 'ours before', 'pg-queue-defaults': 'ours defaults' };
 
 /** Long header lines wrapped at a separator, so nothing runs off the right edge. */
 function wrap(lines: string[], width = 150): string[] {
@@ -46,8 +47,10 @@ function esc(text: string): string {
  * (the figures span five orders of magnitude), the median written at the end of each bar. Hand-written
  * SVG: no chart library to install, and the file diffs as text.
  */
-export function renderSvg(defs: MetricDef[], aggregates: Aggregates, systems: SystemId[], header: string[]): string {
+export function renderSvg(defs: MetricDef[], aggregates: Aggregates, ratios: RatioAggregates, systems: SystemId[], title: string, header: string[]): string {
   const subtitle = wrap(header);
+  // As in the table: a system with no figure in the scenarios run gets no legend entry and no bars.
+  systems = systems.filter((s) => s === 'pg-queue' || defs.some((d) => aggregates[d.id]?.[s] !== undefined));
   const charted = defs.filter((d) => d.chart && aggregates[d.id]);
   const top = 40 + subtitle.length * 16 + 34;
   const groupH = systems.length * (BAR_H + BAR_GAP) + GROUP_GAP + 14;
@@ -55,7 +58,7 @@ export function renderSvg(defs: MetricDef[], aggregates: Aggregates, systems: Sy
   const out: string[] = [];
   out.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${height}" viewBox="0 0 ${WIDTH} ${height}" font-family="Helvetica, Arial, sans-serif" font-size="12">`);
   out.push(`<rect width="100%" height="100%" fill="#ffffff"/>`);
-  out.push(`<text x="16" y="26" font-size="17" font-weight="bold">nestjs-pg-queue vs pg-boss vs graphile-worker vs a plain SQL loop</text>`);
+  out.push(`<text x="16" y="26" font-size="17" font-weight="bold">${esc(title)}</text>`);
   subtitle.forEach((line, i) => out.push(`<text x="16" y="${46 + i * 16}" fill="#444">${esc(line)}</text>`));
   let lx = 16;
   const ly = 46 + subtitle.length * 16 + 6;
@@ -81,12 +84,15 @@ export function renderSvg(defs: MetricDef[], aggregates: Aggregates, systems: Sy
       out.push(`<text x="${LABEL_W + w + 6}" y="${by + BAR_H - 2}" fill="#222">${Number.isFinite(v) ? formatNumber(v, def.digits) : 'n/a'}</text>`);
       if (i === ours && Number.isFinite(v) && def.better !== 'info') {
         // The headline: ours / each peer, next to our bar.
-        const ratios = systems
-          .map((p, j) => (j === ours || !Number.isFinite(values[j]) || values[j] === 0 ? '' : `${formatRatio(v / values[j])} ${SHORT[p]}`))
+        const shown = systems
+          .map((p, j) => {
+            const r = ratios[def.id]?.[p]?.median;
+            return j === ours || r === undefined || !Number.isFinite(values[j]) ? '' : `${formatRatio(r)} ${SHORT[p]}`;
+          })
           .filter(Boolean)
           .join(' · ');
         const x = LABEL_W + w + 6 + (formatNumber(v, def.digits).length + 2) * 7;
-        out.push(`<text x="${x}" y="${by + BAR_H - 2}" fill="#888" font-size="11">(ours = ${esc(ratios)})</text>`);
+        out.push(`<text x="${x}" y="${by + BAR_H - 2}" fill="#888" font-size="11">(ours = ${esc(shown)})</text>`);
       }
     });
     y += groupH;

@@ -1,6 +1,6 @@
 import type { SystemId } from '../adapters/types.js';
 import { SYSTEMS } from '../systems.js';
-import type { Aggregate, Aggregates } from './aggregate.js';
+import type { Aggregate, Aggregates, RatioAggregates } from './aggregate.js';
 import { formatNumber, formatRatio } from './format.js';
 import type { MetricDef } from './metrics.js';
 
@@ -13,28 +13,34 @@ function cell(a: Aggregate | undefined, digits: number): string {
   return `${formatNumber(a.median, digits)}${spread}`;
 }
 
-/** ours / peer, on medians. For a lower-is-better metric a ratio under 1 is the good side. */
-export function ratio(aggregates: Aggregates, metric: string, peer: SystemId): number {
-  const ours = aggregates[metric]?.[OURS]?.median;
-  const theirs = aggregates[metric]?.[peer]?.median;
-  if (ours === undefined || theirs === undefined || theirs === 0) return NaN;
-  return ours / theirs;
+/** ours / peer: the median of the per-run ratios (NaN when not measured). For a lower-is-better metric a ratio under 1 is the good side. */
+export function ratio(ratios: RatioAggregates, metric: string, peer: SystemId): number {
+  return ratios[metric]?.[peer]?.median ?? NaN;
+}
+
+/** "1.54x (1.31-1.72)": the median of the per-run ratios and, over several runs, the lowest and highest single run. */
+export function ratioCell(a: Aggregate | undefined): string {
+  if (!a) return 'n/a';
+  return a.runs > 1 ? `${formatRatio(a.median)} (${formatRatio(a.min).slice(0, -1)}-${formatRatio(a.max)})` : formatRatio(a.median);
 }
 
 /** The one table: a row per metric, a column per system, then the ratios ours/peer. */
-export function renderTable(defs: MetricDef[], aggregates: Aggregates, systems: SystemId[]): string {
+export function renderTable(defs: MetricDef[], aggregates: Aggregates, ratios: RatioAggregates, systems: SystemId[]): string {
+  // A system that measured nothing in the scenarios run (pg-queue-defaults outside defaults and spread) gets no column.
+  systems = systems.filter((s) => s === OURS || defs.some((d) => aggregates[d.id]?.[s] !== undefined));
   const peers = systems.filter((s) => s !== OURS);
   const showRatios = systems.includes(OURS);
   const header = ['metric', 'unit', ...systems.map((s) => SYSTEMS[s].label), ...(showRatios ? peers.map((p) => `ours/${SYSTEMS[p].label}`) : [])];
   const rows: string[][] = [];
   for (const def of defs) {
     if (!aggregates[def.id]) continue;
+    const measured = (s: SystemId) => aggregates[def.id][s] !== undefined;
     const arrow = def.better === 'higher' ? ' ↑' : def.better === 'lower' ? ' ↓' : '';
     rows.push([
       def.label,
       `${def.unit}${arrow}`,
       ...systems.map((s) => cell(aggregates[def.id][s], def.digits)),
-      ...(showRatios ? peers.map((p) => (def.better === 'info' ? '' : formatRatio(ratio(aggregates, def.id, p)))) : []),
+      ...(showRatios ? peers.map((p) => (def.better === 'info' || !measured(p) || !measured(OURS) ? '' : ratioCell(ratios[def.id]?.[p]))) : []),
     ]);
   }
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));

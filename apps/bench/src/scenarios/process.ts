@@ -14,11 +14,12 @@ export const SETTLE_MS = 1_000;
  * Throughput on a pre-filled queue: the worker starts idle, then N jobs arrive in one bulk call (one
  * statement, one transaction: all of them become visible at once, before any can be claimed). Timed from
  * the first handler start to the moment the database shows every job completed, so neither boot time nor
- * the insert counts.
+ * the insert counts. `scenario` 'defaults' is the same measurement for nestjs-pg-queue with a bare
+ * handler's settings next to the tuned ones (its own metric ids and sizes).
  */
-export async function processScenario(ctx: ScenarioContext, system: SystemInfo, concurrency: number): Promise<Figures> {
-  const jobs = ctx.profile.process.jobs;
-  const name = databaseName(`proc${concurrency}`, system.id, ctx.run);
+export async function processScenario(ctx: ScenarioContext, system: SystemInfo, concurrency: number, scenario: 'process' | 'defaults' = 'process'): Promise<Figures> {
+  const jobs = ctx.profile[scenario].jobs;
+  const name = databaseName(`${scenario === 'process' ? 'proc' : 'dflt'}${concurrency}`, system.id, ctx.run);
   return withFreshDatabase(ctx.serverUrl, name, async (url) => {
     const worker = await SystemProcess.start({ system: system.id, url, role: 'worker', concurrency, poolSize: workerPoolSize(concurrency) });
     let figures: Figures;
@@ -28,15 +29,15 @@ export async function processScenario(ctx: ScenarioContext, system: SystemInfo, 
       const enqueue = worker.send({ cmd: 'enqueue-bulk', n: jobs, batch: jobs });
       const done = await waitUntilDone([worker], url, system.busySql, jobs, 600_000);
       await enqueue;
-      if (ctx.statements) ctx.keepStatements(system.id, `process c=${concurrency}`, await statementFigures(ctx.serverUrl, name), jobs);
+      if (ctx.statements) ctx.keepStatements(system.id, `${scenario} c=${concurrency}`, await statementFigures(ctx.serverUrl, name), jobs);
       figures = {
-        [`process.c${concurrency}`]: (jobs / (done.doneAt - done.firstAt)) * 1000,
-        [`process.c${concurrency}.extraRuns`]: done.handled - jobs,
+        [`${scenario}.c${concurrency}`]: (jobs / (done.doneAt - done.firstAt)) * 1000,
+        [`${scenario}.c${concurrency}.extraRuns`]: done.handled - jobs,
       };
     } finally {
       await worker.stop();
     }
-    figures[`process.c${concurrency}.deadlocks`] = await deadlockCount(ctx.serverUrl, name);
+    figures[`${scenario}.c${concurrency}.deadlocks`] = await deadlockCount(ctx.serverUrl, name);
     return figures;
   });
 }

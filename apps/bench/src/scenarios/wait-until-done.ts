@@ -9,6 +9,8 @@ export interface DoneResult {
   doneAt: number;
   /** Handler calls across all processes (more than the jobs means some ran twice). */
   handled: number;
+  /** Handler calls of each process, in the order given. */
+  perProcess: number[];
 }
 
 /**
@@ -39,7 +41,7 @@ export async function waitUntilDone(procs: SystemProcess[], dbUrl: string, busyS
       if (!rows[0].busy) {
         const doneAt = nowMs();
         const stats = await Promise.all(procs.map((p) => p.stats()));
-        return { firstAt, doneAt, handled: stats.reduce((sum, s) => sum + s.handled, 0) };
+        return { firstAt, doneAt, handled: stats.reduce((sum, s) => sum + s.handled, 0), perProcess: stats.map((s) => s.handled) };
       }
       if (nowMs() > deadline) throw new Error(`timed out: jobs still unfinished after ${timeoutMs} ms`);
       // Every 10 ms, but never more than a third of the time: a slow probe must not load the system it watches.
