@@ -1,4 +1,4 @@
-import type { CanActivate, ModuleMetadata, Type } from '@nestjs/common';
+import type { CanActivate, InjectionToken, ModuleMetadata, OptionalFactoryDependency, Type } from '@nestjs/common';
 
 /** What a user may do: everything, look only, or nothing (403). */
 export type DashboardAccess = 'full' | 'read-only' | 'denied';
@@ -67,6 +67,7 @@ export interface PgQueueDashboardAsyncOptions extends Pick<ModuleMetadata, 'impo
   path: string;
   /** A Nest guard for the dashboard's routes (the factory may then leave `auth` out). */
   guard?: Type<CanActivate>;
-  inject?: (string | symbol | Type | Function)[];
-  useFactory: (...args: any[]) => Omit<PgQueueDashboardOptions, 'path'> | Promise<Omit<PgQueueDashboardOptions, 'path'>>;
+  inject?: (InjectionToken | OptionalFactoryDependency)[];
+  /** Receives the `inject` providers in order; returns every option but `path`. */
+  useFactory: (...args: never[]) => Omit<PgQueueDashboardOptions, 'path'> | Promise<Omit<PgQueueDashboardOptions, 'path'>>;
 }

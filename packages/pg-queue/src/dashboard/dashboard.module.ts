@@ -22,7 +22,8 @@ const DASHBOARD_POOL_SIZE = 2;
 export class PgQueueDashboardModule {
   static forRoot(options: PgQueueDashboardOptions): DynamicModule {
     if (options === null || typeof options !== 'object') throw new PgQueueError(DASHBOARD_BAD_OPTION('options', options, 'an object with path and auth'));
-    const path = normalizeDashboardPath(options.path);
+    // Checked here already, so that a missing auth hook fails where the module is declared.
+    const { path } = resolveDashboardOptions(options);
     const guard = typeof options.auth === 'object' && options.auth !== null ? options.auth.guard : undefined;
     return build(path, guard, { provide: DASHBOARD_OPTIONS, useFactory: () => resolveDashboardOptions(options) }, []);
   }
@@ -37,7 +38,7 @@ export class PgQueueDashboardModule {
       options.guard,
       {
         provide: DASHBOARD_OPTIONS,
-        useFactory: async (...args: unknown[]) => resolveDashboardOptions({ ...(await options.useFactory(...args)), path }, options.guard !== undefined),
+        useFactory: async (...args: never[]) => resolveDashboardOptions({ ...(await options.useFactory(...args)), path }, options.guard !== undefined),
         inject: options.inject ?? [],
       },
       options.imports ?? [],

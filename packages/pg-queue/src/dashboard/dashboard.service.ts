@@ -3,6 +3,7 @@ import type { JobStatus, QueueStats } from '../interfaces/job.interface.js';
 import { QueueService } from '../queue.service.js';
 import type { JobFilter } from '../store/admin.store.js';
 import { DashboardStore, type DashboardAction, type JobListRow } from '../store/dashboard.store.js';
+import { ACTION_STATUSES } from './dashboard-actions.js';
 import type { Viewer } from './dashboard-auth.js';
 import { DASHBOARD_OPTIONS } from './dashboard.constants.js';
 import type { ResolvedDashboardOptions } from './resolve-dashboard-options.js';
@@ -14,15 +15,6 @@ import type { OverviewData } from './views/overview.view.js';
 const ACTION_BATCH = 500;
 /** A bulk action stops after this long and says how far it got (the operator runs it again for the rest). */
 const ACTION_BUDGET_MS = 5_000;
-
-/** Which statuses each action can change; the filter's status narrows them. */
-export const ACTION_STATUSES: Record<DashboardAction, JobStatus[]> = {
-  retry: ['failed', 'cancelled'],
-  cancel: ['queued', 'processing'],
-  // A running job is never deleted: cancel it first.
-  delete: ['queued', 'completed', 'failed', 'cancelled'],
-  'run-now': ['queued'],
-};
 
 const ACTION_VERB: Record<DashboardAction, string> = { retry: 'retried', cancel: 'cancelled', delete: 'deleted', 'run-now': 'made due now' };
 

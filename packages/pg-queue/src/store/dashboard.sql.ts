@@ -40,19 +40,20 @@ export const DASHBOARD_SQL = {
       SELECT j.run_at FROM background_jobs AS j WHERE j.status = 'queued' AND j.queue_name = q.name ORDER BY j.run_at LIMIT 1
     ) AS o`,
 
-  // Final outcomes of the last hour per queue and minute (0 = the current minute), from the finished_at of the
+  // Final outcomes of the last hour per queue and clock minute (date_trunc: cheaper per row than numeric
+  // arithmetic on an interval), from the finished_at of the
   // rows the pruner has kept: a range of the finished-jobs index (status, finished_at) per status, newest
   // first, at most $1 rows each (the caller says so when a status reaches it). Retried attempts leave no row:
   // 'failed' here is a job that used up its attempts.
   finishedPerMinute: `
-    SELECT f.queue_name, f.status::text AS status, floor(extract(epoch FROM now() - f.finished_at) / 60)::int AS minutes_ago, count(*)::int AS n
+    SELECT f.queue_name, f.status::text AS status, date_trunc('minute', f.finished_at) AS minute, now() AS now, count(*)::int AS n
     FROM (
       (SELECT queue_name, status, finished_at FROM background_jobs
-       WHERE status = 'completed' AND finished_at IS NOT NULL AND finished_at > now() - interval '1 hour'
+       WHERE status = 'completed' AND finished_at IS NOT NULL AND finished_at >= date_trunc('minute', now()) - interval '59 minutes'
        ORDER BY finished_at DESC LIMIT $1)
       UNION ALL
       (SELECT queue_name, status, finished_at FROM background_jobs
-       WHERE status = 'failed' AND finished_at IS NOT NULL AND finished_at > now() - interval '1 hour'
+       WHERE status = 'failed' AND finished_at IS NOT NULL AND finished_at >= date_trunc('minute', now()) - interval '59 minutes'
        ORDER BY finished_at DESC LIMIT $1)
     ) AS f
     GROUP BY 1, 2, 3`,

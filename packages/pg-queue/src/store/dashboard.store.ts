@@ -47,13 +47,23 @@ export interface FinishedMinute {
   n: number;
 }
 
+interface FinishedMinuteRow {
+  queue_name: string;
+  status: 'completed' | 'failed';
+  minute: Date;
+  now: Date;
+  n: number;
+}
+
 /** A dashboard action: the admin store's bulk actions, plus moving queued jobs' run_at to now. */
 export type DashboardAction = BulkAction | 'run-now';
 
 /** How many ids one page of the jobs list reads at most before it stops and offers to go on. */
 export const LIST_SCAN_WINDOW = 100_000;
 /** The throughput chart reads at most this many finished rows per status (newest first). */
-export const CHART_ROW_CAP = 200_000;
+export const CHART_ROW_CAP = 50_000;
+/** The dashboard's counts are exact up to this many jobs per queue and status, estimated above. */
+export const DASHBOARD_EXACT_LIMIT = 1_000;
 
 /**
  * The statements one dashboard request runs, on one connection inside one transaction whose statement
@@ -75,7 +85,7 @@ export class DashboardQueries {
   }
 
   countByStatus(): Promise<QueueStats> {
-    return this.jobs.countByStatus();
+    return this.jobs.countByStatus(DASHBOARD_EXACT_LIMIT);
   }
 
   async pausedQueues(): Promise<string[]> {
@@ -89,7 +99,13 @@ export class DashboardQueries {
   }
 
   async finishedPerMinute(): Promise<{ minutes: FinishedMinute[]; capped: boolean }> {
-    const minutes = await this.run<FinishedMinute>('finishedPerMinute', [CHART_ROW_CAP]);
+    const rows = await this.run<FinishedMinuteRow>('finishedPerMinute', [CHART_ROW_CAP]);
+    const minutes = rows.map((r) => ({
+      queue_name: r.queue_name,
+      status: r.status,
+      minutes_ago: Math.floor(r.now.getTime() / 60_000) - Math.floor(r.minute.getTime() / 60_000),
+      n: r.n,
+    }));
     const perStatus = new Map<string, number>();
     for (const m of minutes) perStatus.set(m.status, (perStatus.get(m.status) ?? 0) + m.n);
     return { minutes, capped: [...perStatus.values()].some((n) => n >= CHART_ROW_CAP) };

@@ -16,7 +16,7 @@ a { color:var(--link); }
 table { border-collapse:collapse; width:100%; background:var(--card); border:1px solid var(--line); }
 th, td { text-align:left; padding:.35rem .6rem; border-bottom:1px solid var(--line); vertical-align:top; }
 th { background:#f0f0f1; font-weight:600; font-size:.85rem; }
-td.n { text-align:right; font-variant-numeric:tabular-nums; }
+th.n, td.n { text-align:right; font-variant-numeric:tabular-nums; }
 .approx { color:var(--warn); }
 .status { display:inline-block; padding:0 .45rem; border-radius:.6rem; font-size:.8rem; background:#e7e8ea; }
 .status-failed { background:#fde2e1; color:var(--bad); }
@@ -40,7 +40,7 @@ button.danger { border-color:var(--bad); color:var(--bad); }
 .card { background:var(--card); border:1px solid var(--line); padding:.6rem .8rem; }
 .card h3 { margin:0 0 .3rem; font-size:1rem; }
 figure.chart { margin:0; }
-figure.chart svg { max-width:100%; height:auto; display:block; }
+figure.chart svg { width:100%; height:90px; display:block; }
 figure.chart figcaption { font-size:.8rem; color:var(--muted); }
 svg .c { fill:#66bb6a; } svg .f { fill:#e57373; } svg .axis { stroke:#c3c4c7; }
 svg .rate { fill:none; stroke:var(--bad); stroke-width:1.5; }

@@ -39,7 +39,7 @@ export function throughputChart(queue: string, buckets: MinuteBucket[]): SafeHtm
   const rate = done + failed === 0 ? '—' : `${((100 * failed) / (done + failed)).toFixed(1)} %`;
   const label = `${queue}: ${done} completed and ${failed} failed in the last hour, failure rate ${rate}; peak ${max} per minute`;
   return html`<figure class="chart">
-  <svg viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" role="img" aria-label="${label}"><title>${label}</title>
+  <svg viewBox="0 0 ${W} ${H}" preserveAspectRatio="none" role="img" aria-label="${label}"><title>${label}</title>
     <line class="axis" x1="${PAD}" y1="${H - PAD}" x2="${W - PAD}" y2="${H - PAD}"></line>
     ${bars}
     ${points ? html`<polyline class="rate" points="${points}"></polyline>` : null}

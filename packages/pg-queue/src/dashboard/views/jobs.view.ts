@@ -1,5 +1,6 @@
 import type { JobStatus } from '../../interfaces/job.interface.js';
-import type { JobListRow } from '../../store/dashboard.store.js';
+import type { DashboardAction, JobListRow } from '../../store/dashboard.store.js';
+import { ACTION_STATUSES } from '../dashboard-actions.js';
 import { formatTime } from './format.js';
 import { html, type HtmlValue } from './html.js';
 import { actionForm, layout, type PageContext } from './layout.js';
@@ -37,13 +38,15 @@ export function jobsView(ctx: PageContext, d: JobsData): string {
 </form>`;
   const filterFields = { queue: d.queue, status: d.status };
   const described = [d.status ? `${d.status} ` : 'all ', 'jobs', d.queue ? ` of queue ${d.queue}` : ' of every queue'].join('');
+  // Only the actions that can change a job of the filtered status.
+  const applies = (action: DashboardAction) => !d.status || ACTION_STATUSES[action].includes(d.status);
   const bulk =
     ctx.canAct && (d.queue || d.status) && !d.search
       ? html`<div class="bulk">For all ${described}:
-${actionForm(ctx, '/jobs/bulk/retry', 'Retry all', `Retry all ${described} (failed and cancelled ones)?`, filterFields)}
-${actionForm(ctx, '/jobs/bulk/run-now', 'Run all now', `Run all ${described} that wait for a later time now?`, filterFields)}
-${actionForm(ctx, '/jobs/bulk/cancel', 'Cancel all', `Cancel all ${described} (queued and running ones)?`, filterFields, true)}
-${actionForm(ctx, '/jobs/bulk/delete', 'Delete all', `Delete all ${described} (except running ones)? This cannot be undone.`, filterFields, true)}
+${applies('retry') ? actionForm(ctx, '/jobs/bulk/retry', 'Retry all', `Retry all ${described} (failed and cancelled ones)?`, filterFields) : null}
+${applies('run-now') ? actionForm(ctx, '/jobs/bulk/run-now', 'Run all now', `Run all ${described} that wait for a later time now?`, filterFields) : null}
+${applies('cancel') ? actionForm(ctx, '/jobs/bulk/cancel', 'Cancel all', `Cancel all ${described} (queued and running ones)?`, filterFields, true) : null}
+${applies('delete') ? actionForm(ctx, '/jobs/bulk/delete', 'Delete all', `Delete all ${described} (except running ones)? This cannot be undone.`, filterFields, true) : null}
 </div>`
       : null;
   const rows = d.rows.map(

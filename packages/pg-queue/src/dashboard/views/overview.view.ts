@@ -1,4 +1,5 @@
 import type { JobStatus, QueueCounts } from '../../interfaces/job.interface.js';
+import { DASHBOARD_EXACT_LIMIT } from '../../store/dashboard.store.js';
 import { throughputChart, type MinuteBucket } from './chart.js';
 import { formatCount, formatDuration } from './format.js';
 import { html } from './html.js';
@@ -42,7 +43,7 @@ export function overviewView(ctx: PageContext, data: OverviewData): string {
 <thead><tr><th>Queue</th>${STATUSES.map((s) => html`<th class="n">${s}</th>`)}<th class="n">Oldest due waits</th><th>State</th><th></th></tr></thead>
 <tbody>${data.queues.length ? rows : html`<tr><td colspan="9" class="muted">No jobs yet.</td></tr>`}</tbody>
 </table>
-<p class="muted">Counts are exact up to 10,000 per queue and status and estimated above (≈). Throughput comes from the finish
+<p class="muted">Counts are exact up to ${formatCount(DASHBOARD_EXACT_LIMIT)} per queue and status and estimated above (≈). Throughput comes from the finish
 time of the finished jobs the pruner has kept: with a retention under an hour, older minutes show fewer jobs.${data.chartCapped ? ' The chart read its cap of finished rows: older minutes are missing.' : ''}</p>
 <h2>Last hour</h2>
 <div class="cards">${data.queues.map((q) => html`<section class="card"><h3>${q.name}</h3>${throughputChart(q.name, q.minutes)}</section>`)}</div>`;
