@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import type { INestApplication } from '@nestjs/common';
+import { Injectable, type CanActivate, type ExecutionContext, type INestApplication } from '@nestjs/common';
 import { createHmac } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -120,7 +120,7 @@ describeInBrowser('the dashboard in headless Chromium', () => {
   it('lists jobs by queue and status with keyset pages, and finds a job by unique key', async () => {
     const page = await open(admin, `${dash(express.baseUrl)}/jobs?queue=emails&status=completed`);
     await expect(page.locator('tr[data-job]').count()).resolves.toBe(40);
-    await page.screenshot({ path: `${ARTIFACTS}jobs.png`, fullPage: true });
+    await page.screenshot({ path: `${ARTIFACTS}jobs.png` });
     // Keyset pages of 50: the 52 emails jobs are 50 newest, then "Older" (ids below the last one shown) has 2.
     await page.goto(`${dash(express.baseUrl)}/jobs?queue=emails`);
     const firstPage = await page.locator('tr[data-job]').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-job')));
@@ -228,10 +228,41 @@ describeInBrowser('the dashboard in headless Chromium', () => {
   });
 });
 
+@Injectable()
+class HeaderGuard implements CanActivate {
+  canActivate(context: ExecutionContext): boolean {
+    const req = context.switchToHttp().getRequest<{ headers: Record<string, string>; user?: unknown }>();
+    if (req.headers['x-team'] !== 'ops') return false;
+    req.user = { username: 'ops-guard' };
+    return true;
+  }
+}
+
 describe('PgQueueDashboardModule options', () => {
   let url: string;
+  let db: pg.Pool;
   beforeAll(async () => {
     url = await createTestDatabase('dashboard_boot');
+    db = sqlPool(url);
+  });
+  afterAll(async () => {
+    await db?.end();
+  });
+
+  it('auth: { guard } lets through what the guard allows (403 otherwise); hidePayloads keeps payloads out of every page', async () => {
+    const { app, baseUrl } = await startDashboardApp(url, { adapter: 'express', dashboard: { path: 'ops/queues', auth: { guard: HeaderGuard }, hidePayloads: true }, queue: { workers: false }, handlers: false });
+    try {
+      const { rows } = await db.query<{ id: string }>(`INSERT INTO background_jobs (queue_name, payload) VALUES ('secret', '{"card": "4111-SECRET"}') RETURNING id::text`);
+      expect((await fetch(`${baseUrl}/ops/queues`)).status).toBe(403);
+      for (const path of ['', '/jobs?queue=secret', `/jobs/${rows[0].id}`]) {
+        const response = await fetch(`${baseUrl}/ops/queues${path}`, { headers: { 'x-team': 'ops' } });
+        const body = await response.text();
+        expect([path, response.status, body.includes('4111-SECRET'), body.includes('ops-guard · full access')]).toEqual([path, 200, false, true]);
+      }
+      expect(await (await fetch(`${baseUrl}/ops/queues/jobs/${rows[0].id}`, { headers: { 'x-team': 'ops' } })).text()).toContain('hidden (hidePayloads)');
+    } finally {
+      await app.close();
+    }
   });
 
   it('refuses to boot without an authorisation hook unless public: true', async () => {
