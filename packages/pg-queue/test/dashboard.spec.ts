@@ -39,6 +39,7 @@ describeInBrowser('the dashboard in headless Chromium', () => {
   let admin: BrowserContext;
   let viewer: BrowserContext;
   let failedId: string;
+  const logs: string[] = [];
   const dash = (base: string) => `${base}/admin/queues`;
 
   beforeAll(async () => {
@@ -46,7 +47,7 @@ describeInBrowser('the dashboard in headless Chromium', () => {
     const url = await createTestDatabase('dashboard');
     db = sqlPool(url);
     const dashboard = { path: 'admin/queues', auth: dashboardBasicAuth({ users: USERS }), csrfSecret: SECRET, refreshMs: 1_000 };
-    express = await startDashboardApp(url, { adapter: 'express', dashboard });
+    express = await startDashboardApp(url, { adapter: 'express', dashboard, logs });
     // The Fastify app runs no workers: the Express app's worker runs what its dashboard retries.
     fastify = await startDashboardApp(url, { adapter: 'fastify', dashboard, queue: { workers: false }, handlers: false });
     const queue = express.app.get(QueueService);
@@ -114,6 +115,8 @@ describeInBrowser('the dashboard in headless Chromium', () => {
     expect(asked).toEqual([`Retry job ${failedId} with a fresh set of attempts?`]);
     await expect(page.locator('.flash').innerText()).resolves.toContain(`Job ${failedId}: retry done.`);
     await waitFor('the retried job to complete', async () => (await statusOf(db, failedId)) === 'completed');
+    // The audit log: who, what, how many.
+    expect(logs).toContain(`user "admin" retried 1 job (retry on job ${failedId})`);
     await page.close();
   });
 
@@ -180,6 +183,7 @@ describeInBrowser('the dashboard in headless Chromium', () => {
     );
     expect(status).toBe(403);
     expect(await statusOf(db, rows[0].id)).toBe('failed');
+    expect(logs).toContain(`refused a POST to /jobs/${rows[0].id}/retry by viewer: read-only access`);
     await page.close();
   });
 

@@ -48,7 +48,7 @@ export interface PgQueueDashboardOptions {
   readOnly?: boolean;
   /** Never show payloads or results (they may hold personal data): the pages say "hidden". Default false. */
   hidePayloads?: boolean;
-  /** How often an open page polls the summary endpoint (one count query), in ms; 0 turns auto-refresh off. Default 5000, at least 1000. */
+  /** How often an open overview polls the summary endpoint (one count statement), in ms; 0 turns auto-refresh off. Default 5000, at least 1000. */
   refreshMs?: number;
   /** Statement timeout of every query the dashboard runs, in ms. Default 3000. */
   statementTimeoutMs?: number;

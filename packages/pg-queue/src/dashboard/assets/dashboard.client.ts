@@ -1,7 +1,7 @@
 // The dashboard's script, served from the package at <path>/assets/dashboard.js. Progressive enhancement
 // only: every page and action works without it. It asks before an action (the server would otherwise
-// answer with a confirmation page) and, on the overview, polls the summary endpoint (one count query per
-// interval) to refresh the counts in place; it stops polling while the tab is hidden.
+// answer with a confirmation page) and, on the overview, polls the summary endpoint (one count statement per
+// interval, plus a sample when a count is estimated) to refresh the counts in place; it stops polling while the tab is hidden.
 export const DASHBOARD_JS = `(function () {
   'use strict';
   document.addEventListener('submit', function (event) {

@@ -1,4 +1,4 @@
-import { Injectable, Module, type DynamicModule, type INestApplication } from '@nestjs/common';
+import { Injectable, Module, type DynamicModule, type INestApplication, type LoggerService } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { JobHandler, PgQueueModule, type Job, type PgQueueModuleOptions } from 'nestjs-pg-queue';
@@ -21,10 +21,20 @@ export interface DashboardAppOptions {
   dashboard: PgQueueDashboardOptions;
   queue?: PgQueueModuleOptions;
   handlers?: boolean;
+  /** Collects the dashboard's log lines (its audit log) here; errors still print. */
+  logs?: string[];
+}
+
+/** Keeps the PgQueueDashboard context's lines, prints errors, drops the rest. */
+function collectingLogger(logs: string[]): LoggerService {
+  const keep = (message: unknown, context?: unknown) => {
+    if (context === 'PgQueueDashboard') logs.push(String(message));
+  };
+  return { log: keep, warn: keep, error: (message: unknown, ...rest: unknown[]) => console.error(message, ...rest) };
 }
 
 /** A Nest HTTP app with PgQueueModule and the dashboard, listening on a free port of 127.0.0.1. */
-export async function startDashboardApp(url: string, { adapter, dashboard, queue = {}, handlers = true }: DashboardAppOptions): Promise<{ app: INestApplication; baseUrl: string }> {
+export async function startDashboardApp(url: string, { adapter, dashboard, queue = {}, handlers = true, logs }: DashboardAppOptions): Promise<{ app: INestApplication; baseUrl: string }> {
   @Module({})
   class DashboardTestModule {
     static forRoot(): DynamicModule {
@@ -35,7 +45,7 @@ export async function startDashboardApp(url: string, { adapter, dashboard, queue
       };
     }
   }
-  const options = { logger: ['error' as const], abortOnError: false, forceCloseConnections: true };
+  const options = { logger: logs ? collectingLogger(logs) : ['error' as const], abortOnError: false, forceCloseConnections: true };
   const app = adapter === 'fastify' ? await NestFactory.create(DashboardTestModule.forRoot(), new FastifyAdapter(), options) : await NestFactory.create(DashboardTestModule.forRoot(), options);
   await app.listen(0, '127.0.0.1');
   const address = app.getHttpServer().address() as { port: number };
