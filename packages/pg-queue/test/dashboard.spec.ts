@@ -222,6 +222,17 @@ describeInBrowser('the dashboard in headless Chromium', () => {
     await page.close();
   });
 
+  it('survives its idle connections being killed (a server restart): the next page opens new ones', async () => {
+    const before = await fetch(`${dash(express.baseUrl)}/api/summary`, { headers: { authorization: `Basic ${Buffer.from('admin:admin-password').toString('base64')}` } });
+    expect(before.status).toBe(200);
+    const killed = await db.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'nestjs-pg-queue dashboard'`);
+    expect(killed.rowCount).toBeGreaterThan(0);
+    await new Promise((r) => setTimeout(r, 200));
+    const after = await fetch(`${dash(express.baseUrl)}/api/summary`, { headers: { authorization: `Basic ${Buffer.from('admin:admin-password').toString('base64')}` } });
+    expect(after.status).toBe(200);
+    expect(logs.some((line) => line.startsWith("an idle connection of the dashboard's pool failed"))).toBe(true);
+  });
+
   it('auto-refresh updates the overview counts from the summary endpoint', async () => {
     const page = await open(admin, dash(express.baseUrl));
     await db.query(`INSERT INTO background_jobs (queue_name, payload, status, finished_at) SELECT 'emails', '{}', 'cancelled', now() FROM generate_series(1, 5)`);

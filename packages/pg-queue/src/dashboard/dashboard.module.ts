@@ -1,4 +1,4 @@
-import { Module, type DynamicModule, type Provider } from '@nestjs/common';
+import { Logger, Module, type DynamicModule, type Provider } from '@nestjs/common';
 import pg from 'pg';
 import { PgQueueConnection } from '../connection/pg-queue-connection.js';
 import { PgQueueError } from '../errors/pg-queue.error.js';
@@ -12,6 +12,7 @@ import { normalizeDashboardPath, resolveDashboardOptions, type ResolvedDashboard
 
 /** Connections of the dashboard's own pool: pages never take one the workers need. */
 const DASHBOARD_POOL_SIZE = 2;
+const logger = new Logger('PgQueueDashboard');
 
 /**
  * The embedded dashboard, mounted at `path` of the app's HTTP server (Express or Fastify). Needs
@@ -56,8 +57,12 @@ function build(path: string, guard: PgQueueDashboardAsyncOptions['guard'], optio
       {
         provide: DashboardStore,
         // The queue pool's connection settings (whatever the app passed to PgQueueModule), in a pool of its own.
-        useFactory: (connection: PgQueueConnection, resolved: ResolvedDashboardOptions) =>
-          new DashboardStore(new pg.Pool({ ...connection.pool.options, max: DASHBOARD_POOL_SIZE }), resolved.statementTimeoutMs),
+        useFactory: (connection: PgQueueConnection, resolved: ResolvedDashboardOptions) => {
+          const pool = new pg.Pool({ ...connection.pool.options, max: DASHBOARD_POOL_SIZE, application_name: 'nestjs-pg-queue dashboard' });
+          // An idle connection that dies (a server restart) must not become an unhandled 'error' that ends the app.
+          pool.on('error', (error) => logger.warn(`an idle connection of the dashboard's pool failed: ${error.message}`));
+          return new DashboardStore(pool, resolved.statementTimeoutMs);
+        },
         inject: [PgQueueConnection, DASHBOARD_OPTIONS],
       },
       DashboardService,

@@ -19,6 +19,7 @@ const TARGET_MS = 200;
 const server = await startPostgres({ containers: false, log: () => {} });
 const url = await createDatabase(server.url, 'pgq_dashboard_bench');
 const db = new pg.Pool({ connectionString: url, max: 2 });
+db.on('error', () => {});
 
 class DashboardBenchModule {}
 const app = await NestFactory.create(
