@@ -97,6 +97,20 @@ describe(`dashboard statements on ${ROWS.toLocaleString('en')} jobs`, () => {
     expect(await seqScans(sql, values)).toEqual([]);
   });
 
+  it('the oldest due job per queue, from one index entry per priority, is the oldest the table holds', async () => {
+    // sync: a few jobs of a higher priority, and its oldest due job behind them, at priority 0.
+    await db.query(`UPDATE background_jobs SET priority = 5 WHERE id IN (SELECT id FROM background_jobs WHERE status = 'queued' AND queue_name = 'sync' ORDER BY id DESC LIMIT 10)`);
+    await db.query(`UPDATE background_jobs SET run_at = now() - interval '3 hours' WHERE id = (SELECT min(id) FROM background_jobs WHERE status = 'queued' AND queue_name = 'sync' AND run_at < now())`);
+    const { rows } = await db.query<{ queue_name: string; age_ms: string | null }>({ text: DASHBOARD_SQL.oldestDue, values: [['emails', 'thumbnails', 'sync', 'none']] });
+    const { rows: truth } = await db.query<{ queue_name: string; age_ms: string | null }>(
+      `SELECT queue_name, CASE WHEN min(run_at) <= now() THEN (extract(epoch FROM now() - min(run_at)) * 1000)::int8 END AS age_ms
+       FROM background_jobs WHERE status = 'queued' GROUP BY queue_name`,
+    );
+    const byQueue = (list: { queue_name: string; age_ms: string | null }[]) => Object.fromEntries(list.map((r) => [r.queue_name, r.age_ms === null ? null : Math.round(Number(r.age_ms) / 1000)]));
+    expect(byQueue(rows)).toEqual({ ...byQueue(truth), none: null });
+    expect(byQueue(rows).sync).toBeGreaterThanOrEqual(3 * 3600);
+  });
+
   it('the check finds a sequential scan where there is one', async () => {
     expect(await seqScans(`SELECT count(*) FROM background_jobs WHERE payload->>'n' = $1`, ['5'])).toEqual(['Seq Scan on background_jobs']);
   });

@@ -30,14 +30,28 @@ const LIVE_QUEUES = `
 export const DASHBOARD_SQL = {
   pausedQueues: `SELECT queue_name FROM background_queues WHERE paused ORDER BY queue_name`,
 
-  // Per queue of $1: how long its oldest due job has waited (null: nothing due). One probe of the run_at
-  // index (queue_name, run_at) WHERE status = 'queued' per queue.
+  // Per queue of $1: how long its oldest due job has waited (null: nothing due). The claim index
+  // (queue_name, priority DESC, run_at, id) WHERE status = 'queued' holds each priority's earliest run_at first:
+  // a loose index scan takes one entry per priority (one probe each, at most 100 priorities) and the minimum of
+  // those is the queue's. Reading all of a queue's queued entries instead costs as much as its backlog.
   oldestDue: `
     SELECT q.name AS queue_name,
       CASE WHEN o.run_at <= now() THEN (extract(epoch FROM now() - o.run_at) * 1000)::int8 END AS age_ms
     FROM unnest($1::text[]) AS q(name)
     CROSS JOIN LATERAL (
-      SELECT j.run_at FROM background_jobs AS j WHERE j.status = 'queued' AND j.queue_name = q.name ORDER BY j.run_at LIMIT 1
+      WITH RECURSIVE heads AS (
+        (SELECT j.priority, j.run_at, 1 AS depth FROM background_jobs AS j
+         WHERE j.status = 'queued' AND j.queue_name = q.name ORDER BY j.priority DESC, j.run_at, j.id LIMIT 1)
+        UNION ALL
+        SELECT n.priority, n.run_at, h.depth + 1 FROM heads AS h
+        CROSS JOIN LATERAL (
+          SELECT j.priority, j.run_at FROM background_jobs AS j
+          WHERE j.status = 'queued' AND j.queue_name = q.name AND j.priority < h.priority
+          ORDER BY j.priority DESC, j.run_at, j.id LIMIT 1
+        ) AS n
+        WHERE h.depth < 100
+      )
+      SELECT min(heads.run_at) AS run_at FROM heads
     ) AS o`,
 
   // Final outcomes of the last hour per queue and clock minute (date_trunc: cheaper per row than numeric
