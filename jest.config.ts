@@ -21,6 +21,7 @@ const config: Config = {
   moduleNameMapper: {
     '^nestjs-pg-queue$': '<rootDir>/packages/pg-queue/src/index.ts',
     '^nestjs-pg-queue/testing$': '<rootDir>/packages/pg-queue/src/testing/index.ts',
+    '^nestjs-pg-queue/dashboard$': '<rootDir>/packages/pg-queue/src/dashboard/index.ts',
     '^@internal/pg-harness$': '<rootDir>/libs/pg-harness/src/index.ts',
     '^(\\.{1,2}/.*)\\.js$': '$1',
   },

@@ -3,6 +3,7 @@
 import 'reflect-metadata';
 import { Injectable, Module } from '@nestjs/common';
 import { JobHandler, PgQueueModule, QueueService, RecurringJob, type Job, type RecurringJobPayload } from 'nestjs-pg-queue';
+import { dashboardBasicAuth, PgQueueDashboardModule } from 'nestjs-pg-queue/dashboard';
 
 @Injectable()
 export class Mailer {
@@ -20,5 +21,11 @@ export class Mailer {
   }
 }
 
-@Module({ imports: [PgQueueModule.forRoot({ connection: 'postgres://localhost/db' })], providers: [Mailer] })
+@Module({
+  imports: [
+    PgQueueModule.forRoot({ connection: 'postgres://localhost/db' }),
+    PgQueueDashboardModule.forRoot({ path: 'queues', auth: dashboardBasicAuth({ users: [{ name: 'ops', password: 'a-long-password' }] }) }),
+  ],
+  providers: [Mailer],
+})
 export class AppModule {}

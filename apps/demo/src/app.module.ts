@@ -1,6 +1,8 @@
 import { Module, type DynamicModule } from '@nestjs/common';
+import { randomBytes } from 'node:crypto';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { PgQueueModule } from 'nestjs-pg-queue';
+import { dashboardBasicAuth, PgQueueDashboardModule } from 'nestjs-pg-queue/dashboard';
 import { DEMO_OPTIONS, type ResolvedDemoOptions } from './demo-options.js';
 import { EmailHandler } from './handlers/email.handler.js';
 import { FlakySyncHandler } from './handlers/flaky-sync.handler.js';
@@ -27,7 +29,8 @@ export const SHUTDOWN_GRACE_MS = 5_000;
 
 @Module({})
 export class AppModule {
-  static forRoot(databaseUrl: string, options: ResolvedDemoOptions): DynamicModule {
+  static forRoot(databaseUrl: string, options: ResolvedDemoOptions & { dashboardPassword?: string }): DynamicModule {
+    const dashboardPassword = options.dashboardPassword ?? randomBytes(9).toString('base64url');
     return {
       module: AppModule,
       imports: [
@@ -58,10 +61,20 @@ export class AppModule {
             failedRetentionMs: 7 * 24 * 60 * MINUTE,
           },
         }),
+        // The dashboard at /dashboard, behind basic auth: admin acts, viewer only looks (password in the banner).
+        PgQueueDashboardModule.forRoot({
+          path: 'dashboard',
+          auth: dashboardBasicAuth({
+            users: [
+              { name: 'admin', password: dashboardPassword },
+              { name: 'viewer', password: dashboardPassword, access: 'read-only' },
+            ],
+          }),
+        }),
       ],
       controllers: [OrdersController, JobsController, StatsController, DemoController, SchedulesController, SummaryController, EventsController],
       providers: [
-        { provide: DEMO_OPTIONS, useValue: options },
+        { provide: DEMO_OPTIONS, useValue: { startBurst: options.startBurst } },
         OrdersService,
         EmailHandler,
         FlakySyncHandler,

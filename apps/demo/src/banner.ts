@@ -2,10 +2,11 @@ export interface BannerInfo {
   url: string;
   database: string;
   shutdownGraceMs: number;
+  dashboardPassword: string;
 }
 
 /** The start-up banner: where the app is and what to try. */
-export function printBanner({ url, database, shutdownGraceMs }: BannerInfo): void {
+export function printBanner({ url, database, shutdownGraceMs, dashboardPassword }: BannerInfo): void {
   const json = `-H 'content-type: application/json'`;
   const lines = [
     `nestjs-pg-queue demo listening on ${url}`,
@@ -24,6 +25,8 @@ export function printBanner({ url, database, shutdownGraceMs }: BannerInfo): voi
     `  curl -s -X POST ${url}/jobs/1/cancel`,
     'A recurring job (orders per minute, once across instances): its next and last fire:',
     `  curl -s ${url}/schedules`,
+    '',
+    `Dashboard: ${url}/dashboard  (user admin or viewer (read-only), password ${dashboardPassword})`,
     '',
     `Ctrl-C stops: running jobs get ${shutdownGraceMs / 1000} s to finish, then PostgreSQL stops.`,
   ];

@@ -14,8 +14,8 @@ export interface CreateDemoAppOptions extends DemoOptions {
  * `await app.listen(port)` boots it (migrations, handler discovery, workers).
  */
 export async function createDemoApp(databaseUrl: string, options: CreateDemoAppOptions = {}): Promise<INestApplication> {
-  const { logger = ['log', 'warn', 'error'], startBurst = 0 } = options;
-  return NestFactory.create<NestExpressApplication>(AppModule.forRoot(databaseUrl, { startBurst }), {
+  const { logger = ['log', 'warn', 'error'], startBurst = 0, dashboardPassword } = options;
+  return NestFactory.create<NestExpressApplication>(AppModule.forRoot(databaseUrl, { startBurst, dashboardPassword }), {
     logger,
     // Throw instead of exiting the process, so the caller can stop the database it started.
     abortOnError: false,

@@ -1,6 +1,7 @@
 import 'reflect-metadata';
 import { Logger, type INestApplication } from '@nestjs/common';
 import { startPostgres, type PostgresServer } from '@internal/pg-harness';
+import { randomBytes } from 'node:crypto';
 import { relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SHUTDOWN_GRACE_MS } from './app.module.js';
@@ -16,6 +17,8 @@ const startBurst = envInt('DEMO_START_BURST', 30, 0, 10_000);
 // Next to the compiled main.js's folder, whatever the working directory: apps/demo/.data/pg (gitignored).
 const dataDir = process.env.DEMO_DATA_DIR ?? fileURLToPath(new URL('../.data/pg', import.meta.url));
 const postgresVerbose = process.env.DEMO_PG_LOG === '1';
+// The dashboard's demo password: DEMO_DASHBOARD_PASSWORD, else a new random one per start (printed in the banner).
+const dashboardPassword = process.env.DEMO_DASHBOARD_PASSWORD ?? randomBytes(9).toString('base64url');
 
 let server: PostgresServer | undefined;
 let app: INestApplication | undefined;
@@ -42,11 +45,11 @@ async function boot(): Promise<void> {
   const database = server.source === 'url' ? 'the server in DATABASE_URL' : `embedded, data in ${relative(process.cwd(), server.dataDir ?? dataDir) || '.'}`;
   logger.log(server.source === 'url' ? `using ${database}` : `PostgreSQL ready (${database})`);
   if (shuttingDown) return;
-  app = await createDemoApp(server.url, { startBurst });
+  app = await createDemoApp(server.url, { startBurst, dashboardPassword });
   await app.listen(port);
   const address = app.getHttpServer().address();
   const actualPort = typeof address === 'object' && address ? address.port : port;
-  printBanner({ url: `http://localhost:${actualPort}`, database, shutdownGraceMs: SHUTDOWN_GRACE_MS });
+  printBanner({ url: `http://localhost:${actualPort}`, database, shutdownGraceMs: SHUTDOWN_GRACE_MS, dashboardPassword });
 }
 
 /** The demo shuts down in order on a signal: HTTP and workers first, the database last. */

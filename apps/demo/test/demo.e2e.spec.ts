@@ -14,7 +14,7 @@ describe('demo app', () => {
   beforeAll(async () => {
     const url = await createTestDatabase('demo');
     db = new pg.Pool({ connectionString: url, max: 2 });
-    app = await createDemoApp(url, { startBurst: 0, logger: ['error'] });
+    app = await createDemoApp(url, { startBurst: 0, logger: ['error'], dashboardPassword: 'demo-dashboard-pw' });
     await app.listen(0, '127.0.0.1');
     base = `http://127.0.0.1:${(app.getHttpServer().address() as { port: number }).port}`;
     // If the LISTEN connection comes up while the app is closing, the library re-arms a poll interval that
@@ -111,6 +111,15 @@ describe('demo app', () => {
       `INSERT INTO background_jobs (queue_name, payload) VALUES ('orders-report', jsonb_build_object('_schedule', jsonb_build_object('name', 'orders-report', 'fireAt', '2026-01-01T00:00:00.000Z'))) RETURNING id`,
     );
     await waitFor('the report job', async () => (await jobStatus(job.id)) === 'completed');
+  });
+
+  it('mounts the dashboard at /dashboard behind basic auth (password from the banner)', async () => {
+    expect((await fetch(`${base}/dashboard`)).status).toBe(401);
+    const auth = (user: string) => ({ authorization: `Basic ${Buffer.from(`${user}:demo-dashboard-pw`).toString('base64')}` });
+    const admin = await fetch(`${base}/dashboard`, { headers: auth('admin') });
+    expect([admin.status, (await admin.text()).includes('admin · full access')]).toEqual([200, true]);
+    const viewer = await fetch(`${base}/dashboard`, { headers: auth('viewer') });
+    expect([viewer.status, (await viewer.text()).includes('<button')]).toEqual([200, false]);
   });
 
   it('answers 400 for a malformed job id and 404 for an unknown one', async () => {

@@ -59,6 +59,7 @@ import { WorkerPool } from './worker/worker-pool.js';
     JobWaiters,
     QueueService,
   ],
-  exports: [QueueService, JobEvents],
+  // PgQueueConnection: the dashboard (nestjs-pg-queue/dashboard) opens its own small pool with the same settings.
+  exports: [QueueService, JobEvents, PgQueueConnection],
 })
 export class PgQueueModule extends ConfigurableModuleClass {}

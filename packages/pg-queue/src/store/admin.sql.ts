@@ -13,7 +13,7 @@ const MS = `* interval '1 millisecond'`;
  * $1 after id (keyset), $2 ids (null: any), $3 queue (null: any), $4 statuses, $5 created more than this many
  * ms ago (null: any time), $6 text the last error contains, case-insensitively (null: any).
  */
-const FILTER = `
+export const JOB_FILTER = `
       j.id > $1::int8
       AND ($2::int8[] IS NULL OR j.id = ANY($2::int8[]))
       AND ($3::text IS NULL OR j.queue_name = $3::text)
@@ -23,10 +23,10 @@ const FILTER = `
 
 // The batch: up to $7 matching rows in id order, locked, so that a worker's claim or settle between the
 // selection and the change cannot slip through (FOR UPDATE re-checks the filter on the row's latest version).
-const BATCH = `
+export const LOCKED_BATCH = `
     batch AS (
       SELECT j.id, j.queue_name, j.unique_key, j.status AS was FROM background_jobs AS j
-      WHERE ${FILTER}
+      WHERE ${JOB_FILTER}
       ORDER BY j.id LIMIT $7
       FOR UPDATE OF j
     )`;
@@ -37,19 +37,19 @@ export const ADMIN_SQL = {
     SELECT j.id, j.queue_name, j.status, j.attempts, j.max_attempts, j.priority, j.run_at, j.created_at, j.finished_at,
       left(split_part(j.last_error, E'\\n', 1), 200) AS last_error
     FROM background_jobs AS j
-    WHERE ${FILTER}
+    WHERE ${JOB_FILTER}
     ORDER BY j.id LIMIT $7`,
 
   // Counts matching rows one page at a time ($7 rows at most per statement); the caller goes on from last_id.
   countJobs: `
     SELECT count(*)::int AS n, max(s.id)::text AS last_id
-    FROM (SELECT j.id FROM background_jobs AS j WHERE ${FILTER} ORDER BY j.id LIMIT $7) AS s`,
+    FROM (SELECT j.id FROM background_jobs AS j WHERE ${JOB_FILTER} ORDER BY j.id LIMIT $7) AS s`,
 
   // As retryJob (job.sql.ts), for a batch. A failed job's unique key may have been taken by another job since:
   // such a job is skipped (so are all but the first of the batch's jobs that share a key), not retried into
   // a unique violation that would fail the whole batch.
   retryJobs: `
-    WITH ${BATCH}, ranked AS (
+    WITH ${LOCKED_BATCH}, ranked AS (
       SELECT b.id, b.queue_name, b.unique_key, row_number() OVER (PARTITION BY b.queue_name, b.unique_key ORDER BY b.id) AS rn FROM batch AS b
     ), retried AS (
       UPDATE background_jobs AS j
@@ -67,7 +67,7 @@ export const ADMIN_SQL = {
 
   // As cancelJob (job.sql.ts), for a batch: running jobs' workers are told through NOTIFY to abort that claim.
   cancelJobs: `
-    WITH ${BATCH}, cancelled AS (
+    WITH ${LOCKED_BATCH}, cancelled AS (
       UPDATE background_jobs AS j
       SET status = 'cancelled', finished_at = now(), lease_expires_at = NULL, updated_at = now()
       FROM batch AS b
@@ -80,7 +80,7 @@ export const ADMIN_SQL = {
 
   // Running jobs are never deleted (the caller leaves 'processing' out of $4): cancel them first.
   deleteJobs: `
-    WITH ${BATCH}, deleted AS (
+    WITH ${LOCKED_BATCH}, deleted AS (
       DELETE FROM background_jobs AS j USING batch AS b WHERE j.id = b.id AND b.was <> 'processing' RETURNING j.id
     )
     SELECT (SELECT count(*)::int FROM batch) AS seen, (SELECT max(id)::text FROM batch) AS last_id,

@@ -112,6 +112,6 @@ interface JobSummaryRow {
   last_error: string | null;
 }
 
-function filterValues(f: JobFilter, afterId: string): unknown[] {
+export function filterValues(f: JobFilter, afterId: string): unknown[] {
   return [afterId, f.ids ?? null, f.queue ?? null, f.statuses, f.olderThanMs ?? null, f.errorContains ?? null];
 }

@@ -339,9 +339,10 @@ export class JobStore {
    * Counts per queue and status: exact up to STATS_EXACT_LIMIT per queue and status (a status's finished jobs,
    * and running jobs, are counted exactly while they number at most that in all), estimated from a sample of
    * about STATS_SAMPLE_PAGES pages above it; `approximate` lists the statuses of a queue that are estimates.
+   * `exactLimit`: another cap (the dashboard counts exactly up to a lower one, to answer sooner).
    */
-  async countByStatus(): Promise<QueueStats> {
-    const rows = await this.run<{ queue_name: string | null; status: JobStatus | 'pages'; n: number }>('countByStatus', [STATS_EXACT_LIMIT]);
+  async countByStatus(exactLimit = STATS_EXACT_LIMIT): Promise<QueueStats> {
+    const rows = await this.run<{ queue_name: string | null; status: JobStatus | 'pages'; n: number }>('countByStatus', [exactLimit]);
     const stats: QueueStats = {};
     const entry = (queue: string) => (stats[queue] ??= { queued: 0, processing: 0, completed: 0, failed: 0, cancelled: 0 });
     const totals = new Map<JobStatus, number>();
@@ -354,9 +355,9 @@ export class JobStore {
       }
       entry(r.queue_name!)[r.status] = r.n;
       totals.set(r.status, (totals.get(r.status) ?? 0) + r.n);
-      if (r.status === 'queued' && r.n > STATS_EXACT_LIMIT) over.push({ queue: r.queue_name, status: r.status });
+      if (r.status === 'queued' && r.n > exactLimit) over.push({ queue: r.queue_name, status: r.status });
     }
-    for (const [status, total] of totals) if (status !== 'queued' && total > STATS_EXACT_LIMIT) over.push({ queue: null, status });
+    for (const [status, total] of totals) if (status !== 'queued' && total > exactLimit) over.push({ queue: null, status });
     if (over.length === 0) return stats;
 
     const percent = Math.min(100, (100 * STATS_SAMPLE_PAGES) / Math.max(pages, 1));
@@ -371,7 +372,7 @@ export class JobStore {
       for (const [name, counts] of Object.entries(stats)) {
         if (queue !== null && name !== queue) continue;
         // Never report less than what was counted exactly.
-        if (queue !== null) counts[status] = Math.max(counts[status], STATS_EXACT_LIMIT + 1);
+        if (queue !== null) counts[status] = Math.max(counts[status], exactLimit + 1);
         counts.approximate = [...new Set([...(counts.approximate ?? []), status])];
       }
     }

@@ -1,0 +1,53 @@
+// The dashboard's style sheet, served from the package at <path>/assets/dashboard.css (no CDN, no build step).
+export const DASHBOARD_CSS = `
+:root { --fg:#1d2327; --muted:#646970; --line:#dcdcde; --bg:#f6f7f7; --card:#fff; --ok:#2e7d32; --bad:#c62828; --warn:#b26a00; --link:#2252a3; }
+* { box-sizing: border-box; }
+body { margin:0; font:14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color:var(--fg); background:var(--bg); }
+header { display:flex; gap:1.5rem; align-items:center; padding:.6rem 1.2rem; background:#1d2327; color:#fff; }
+header a { color:#dbe6ff; text-decoration:none; margin-right:1rem; }
+header a[aria-current] { color:#fff; font-weight:600; border-bottom:2px solid #fff; }
+.brand { font-size:1.05rem; }
+.who { margin-left:auto; color:#c3c4c7; font-size:.85rem; }
+.updated:not(:empty)::before { content:" · "; }
+main { padding:1rem 1.2rem 3rem; max-width:1200px; }
+h1 { font-size:1.35rem; margin:.3rem 0 1rem; }
+h2 { font-size:1.1rem; margin:1.4rem 0 .6rem; }
+a { color:var(--link); }
+table { border-collapse:collapse; width:100%; background:var(--card); border:1px solid var(--line); }
+th, td { text-align:left; padding:.35rem .6rem; border-bottom:1px solid var(--line); vertical-align:top; }
+th { background:#f0f0f1; font-weight:600; font-size:.85rem; }
+th.n, td.n { text-align:right; font-variant-numeric:tabular-nums; }
+.approx { color:var(--warn); }
+.status { display:inline-block; padding:0 .45rem; border-radius:.6rem; font-size:.8rem; background:#e7e8ea; }
+.status-failed { background:#fde2e1; color:var(--bad); }
+.status-completed { background:#e3f4e4; color:var(--ok); }
+.status-processing { background:#e1ecfd; color:#1b4aa0; }
+.status-cancelled { background:#eee; color:var(--muted); }
+.paused { color:var(--warn); font-weight:600; }
+.flash { background:#e3f4e4; border:1px solid #b7dfb9; padding:.5rem .8rem; border-radius:4px; }
+.error { background:#fde2e1; border:1px solid #f3b6b3; padding:.5rem .8rem; border-radius:4px; }
+.muted { color:var(--muted); }
+form.action { display:inline; margin:0 .2rem 0 0; }
+button { font:inherit; padding:.2rem .7rem; border:1px solid #8c8f94; border-radius:3px; background:#fff; cursor:pointer; }
+button:hover { background:#f0f0f1; }
+button.danger { border-color:var(--bad); color:var(--bad); }
+.filters { display:flex; flex-wrap:wrap; gap:.6rem; align-items:end; margin-bottom:.8rem; }
+.filters label { display:flex; flex-direction:column; font-size:.8rem; color:var(--muted); }
+.filters input, .filters select { font:inherit; padding:.2rem .4rem; }
+.bulk { margin:.6rem 0; padding:.5rem .7rem; background:var(--card); border:1px dashed var(--line); }
+.pager { margin:.8rem 0; display:flex; gap:1rem; align-items:center; }
+.cards { display:grid; grid-template-columns:repeat(auto-fill, minmax(380px, 1fr)); gap:.8rem; }
+.card { background:var(--card); border:1px solid var(--line); padding:.6rem .8rem; }
+.card h3 { margin:0 0 .3rem; font-size:1rem; }
+figure.chart { margin:0; }
+figure.chart svg { width:100%; height:90px; display:block; }
+figure.chart figcaption { font-size:.8rem; color:var(--muted); }
+svg .c { fill:#66bb6a; } svg .f { fill:#e57373; } svg .axis { stroke:#c3c4c7; }
+svg .rate { fill:none; stroke:var(--bad); stroke-width:1.5; }
+dl.fields { display:grid; grid-template-columns:max-content 1fr; gap:.25rem 1rem; background:var(--card); border:1px solid var(--line); padding:.7rem; }
+dl.fields dt { font-weight:600; color:var(--muted); }
+dl.fields dd { margin:0; }
+pre { background:#fff; border:1px solid var(--line); padding:.6rem; overflow:auto; max-height:28rem; white-space:pre-wrap; word-break:break-word; }
+ol.timeline { background:var(--card); border:1px solid var(--line); padding:.6rem 2rem; }
+.confirm-question { font-size:1.05rem; }
+`;

@@ -1,0 +1,44 @@
+import type { DashboardRequest } from './dashboard-options.interface.js';
+
+/** What the dashboard reads of a request, the same on Express and Fastify. */
+export type AnyRequest = DashboardRequest & { url?: string; originalUrl?: string; body?: unknown; protocol?: string };
+
+export function header(req: AnyRequest, name: string): string | undefined {
+  const value = req.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+export function cookie(req: AnyRequest, name: string): string | undefined {
+  for (const part of (header(req, 'cookie') ?? '').split(';')) {
+    const eq = part.indexOf('=');
+    if (eq > 0 && part.slice(0, eq).trim() === name) return decodeURIComponent(part.slice(eq + 1).trim());
+  }
+  return undefined;
+}
+
+/** Path and query as the browser asked (with the app's global prefix): Express' originalUrl, Fastify's url. */
+export function requestUrl(req: AnyRequest): URL {
+  return new URL(req.originalUrl ?? req.url ?? '/', 'http://dashboard.invalid');
+}
+
+/**
+ * The mount path as the browser sees it: the request's path minus as many segments as the route's own part
+ * (`suffix`) has, so links stay right under a global prefix whatever the encoding of those segments.
+ */
+export function mountBase(req: AnyRequest, suffix: string): string {
+  const segments = requestUrl(req).pathname.replace(/\/+$/, '').split('/');
+  const own = suffix.split('/').filter(Boolean).length;
+  return segments.slice(0, segments.length - own).join('/');
+}
+
+/** A form field of a urlencoded body (both adapters parse it by default), or undefined. */
+export function field(req: AnyRequest, name: string): string | undefined {
+  const body = req.body;
+  if (body === null || typeof body !== 'object') return undefined;
+  const value = (body as Record<string, unknown>)[name];
+  return typeof value === 'string' ? value : undefined;
+}
+
+export function isHttps(req: AnyRequest): boolean {
+  return req.protocol === 'https' || header(req, 'x-forwarded-proto') === 'https';
+}

@@ -1,0 +1,296 @@
+import { Controller, Get, Inject, Logger, Post, Req, Res, UseGuards, type CanActivate, type Type } from '@nestjs/common';
+import { HttpAdapterHost } from '@nestjs/core';
+import { createHmac } from 'node:crypto';
+import { PgQueueError } from '../errors/pg-queue.error.js';
+import type { JobStatus } from '../interfaces/job.interface.js';
+import type { DashboardAction } from '../store/dashboard.store.js';
+import { DASHBOARD_JS } from './assets/dashboard.client.js';
+import { DASHBOARD_CSS } from './assets/dashboard.css.js';
+import { authorizeRequest, type Viewer } from './dashboard-auth.js';
+import { DashboardCsrf } from './dashboard-csrf.js';
+import { field, mountBase, requestUrl, type AnyRequest } from './dashboard-http.js';
+import { DASHBOARD_OPTIONS } from './dashboard.constants.js';
+import { DashboardService } from './dashboard.service.js';
+import type { ResolvedDashboardOptions } from './resolve-dashboard-options.js';
+import { jobView } from './views/job.view.js';
+import { jobsView } from './views/jobs.view.js';
+import { confirmPage, errorPage, layout, type PageContext } from './views/layout.js';
+import { overviewView, STATUSES } from './views/overview.view.js';
+import { schedulesView } from './views/schedules.view.js';
+import { html } from './views/html.js';
+
+type AnyResponse = object;
+
+/**
+ * Content-Security-Policy of every answer: only the package's own script and style sheet, no inline script,
+ * forms only to this origin, never framed (clickjacking the action buttons).
+ */
+const SECURITY_HEADERS: Record<string, string> = {
+  'Content-Security-Policy': "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+  'X-Content-Type-Options': 'nosniff',
+  'X-Frame-Options': 'DENY',
+  'Referrer-Policy': 'same-origin',
+};
+
+const JOB_ACTIONS = new Set<DashboardAction>(['retry', 'cancel', 'delete', 'run-now']);
+const TOGGLES = new Set(['pause', 'resume']);
+const JOB_ID = /^[1-9][0-9]{0,18}$/;
+
+interface Entered {
+  viewer: Viewer;
+  ctx: PageContext;
+}
+
+/**
+ * The dashboard's routes under `path`, as a class made per mount (Nest reads the path from the decorator).
+ * Raw request and response objects go through the HTTP adapter's own reply, header and redirect methods, so
+ * the same code serves Express and Fastify.
+ */
+export function createDashboardController(path: string, guard?: Type<CanActivate>): Type {
+  @Controller(path)
+  @UseGuards(...(guard ? [guard] : []))
+  class PgQueueDashboardController {
+    private readonly logger = new Logger('PgQueueDashboard');
+    private readonly csrf: DashboardCsrf;
+
+    constructor(
+      @Inject(DashboardService) private readonly dashboard: DashboardService,
+      @Inject(DASHBOARD_OPTIONS) private readonly options: ResolvedDashboardOptions,
+      @Inject(HttpAdapterHost) private readonly adapterHost: HttpAdapterHost,
+    ) {
+      this.csrf = new DashboardCsrf(options.csrfSecret);
+    }
+
+    @Get()
+    overview(@Req() req: AnyRequest, @Res() res: AnyResponse) {
+      return this.page(req, res, '', async (ctx) => overviewView(ctx, await this.dashboard.overview()));
+    }
+
+    @Get('api/summary')
+    async summary(@Req() req: AnyRequest, @Res() res: AnyResponse) {
+      if (!(await this.enter(req, res, '/api/summary', false))) return;
+      await this.guarded(res, null, async () => this.send(res, 200, 'application/json; charset=utf-8', JSON.stringify(await this.dashboard.summary())));
+    }
+
+    @Get('assets/dashboard.css')
+    css(@Req() req: AnyRequest, @Res() res: AnyResponse) {
+      return this.asset(req, res, '/assets/dashboard.css', 'text/css; charset=utf-8', DASHBOARD_CSS);
+    }
+
+    @Get('assets/dashboard.js')
+    js(@Req() req: AnyRequest, @Res() res: AnyResponse) {
+      return this.asset(req, res, '/assets/dashboard.js', 'text/javascript; charset=utf-8', DASHBOARD_JS);
+    }
+
+    @Get('jobs')
+    jobs(@Req() req: AnyRequest, @Res() res: AnyResponse) {
+      return this.page(req, res, '/jobs', async (ctx) => {
+        const params = requestUrl(req).searchParams;
+        const queue = params.get('queue')?.trim() || null;
+        const status = params.get('status') || null;
+        if (status !== null && !STATUSES.includes(status as JobStatus)) throw new PgQueueError(`Unknown status ${JSON.stringify(status)}: one of ${STATUSES.join(', ')}.`);
+        const before = params.get('before') || null;
+        if (before !== null && !JOB_ID.test(before)) throw new PgQueueError(`"before" must be a job id, got ${JSON.stringify(before)}.`);
+        const search = params.get('q')?.trim().slice(0, 512) || null;
+        return jobsView(ctx, await this.dashboard.jobs(queue, status as JobStatus | null, search, before));
+      });
+    }
+
+    @Get('jobs/:id')
+    job(@Req() req: AnyRequest, @Res() res: AnyResponse) {
+      const id = lastSegment(req);
+      return this.page(req, res, `/jobs/${id}`, async (ctx) => {
+        if (!JOB_ID.test(id)) throw new PgQueueError(`Not a job id: ${JSON.stringify(id)}.`);
+        const found = await this.dashboard.job(id);
+        if (!found) return [404, layout(ctx, 'jobs', `Job ${id}`, html`<p class="muted">No job ${id}: never enqueued, or deleted (the pruner deletes finished jobs after their retention).</p>`)];
+        return jobView(ctx, found.row, found.now);
+      });
+    }
+
+    @Get('schedules')
+    schedules(@Req() req: AnyRequest, @Res() res: AnyResponse) {
+      return this.page(req, res, '/schedules', async (ctx) => schedulesView(ctx, await this.dashboard.schedules()));
+    }
+
+    @Post('jobs/bulk/:action')
+    async bulk(@Req() req: AnyRequest, @Res() res: AnyResponse) {
+      const action = lastSegment(req) as DashboardAction;
+      await this.action(req, res, `/jobs/bulk/${action}`, async (viewer) => {
+        if (!JOB_ACTIONS.has(action)) throw new PgQueueError(`Unknown action ${JSON.stringify(action)}.`);
+        const queue = field(req, 'queue')?.trim() || null;
+        const status = (field(req, 'status') || null) as JobStatus | null;
+        if (status !== null && !STATUSES.includes(status)) throw new PgQueueError(`Unknown status ${JSON.stringify(status)}.`);
+        if (!queue && !status) throw new PgQueueError('A bulk action needs a queue or a status to filter on.');
+        const { changed, more } = await this.dashboard.act(viewer, action, { queue, status });
+        return `${action}: ${changed} job${changed === 1 ? '' : 's'} changed${more ? '; stopped after 5 s, run it again for the rest' : ''}.`;
+      });
+    }
+
+    @Post('jobs/:id/:action')
+    async jobAction(@Req() req: AnyRequest, @Res() res: AnyResponse) {
+      const [id, action] = lastSegments(req, 2) as [string, DashboardAction];
+      await this.action(req, res, `/jobs/${id}/${action}`, async (viewer) => {
+        if (!JOB_ID.test(id)) throw new PgQueueError(`Not a job id: ${JSON.stringify(id)}.`);
+        if (!JOB_ACTIONS.has(action)) throw new PgQueueError(`Unknown action ${JSON.stringify(action)}.`);
+        const { changed } = await this.dashboard.act(viewer, action, { id });
+        return changed ? `Job ${id}: ${action} done.` : `Job ${id}: nothing to ${action} (its status does not allow it, or it is gone).`;
+      });
+    }
+
+    @Post('queues/:name/:action')
+    async queueAction(@Req() req: AnyRequest, @Res() res: AnyResponse) {
+      const [name, action] = lastSegments(req, 2);
+      await this.action(req, res, `/queues/${encodeURIComponent(name)}/${action}`, async (viewer) => {
+        if (!TOGGLES.has(action)) throw new PgQueueError(`Unknown action ${JSON.stringify(action)}.`);
+        await this.dashboard.queueAction(viewer, name, action as 'pause' | 'resume');
+        return `Queue ${name} ${action}d.`;
+      });
+    }
+
+    @Post('schedules/:name/:action')
+    async scheduleAction(@Req() req: AnyRequest, @Res() res: AnyResponse) {
+      const [name, action] = lastSegments(req, 2);
+      await this.action(req, res, `/schedules/${encodeURIComponent(name)}/${action}`, async (viewer) => {
+        if (!TOGGLES.has(action)) throw new PgQueueError(`Unknown action ${JSON.stringify(action)}.`);
+        const found = await this.dashboard.scheduleAction(viewer, name, action as 'pause' | 'resume');
+        return found ? `Schedule ${name} ${action}d.` : `No schedule ${name}.`;
+      });
+    }
+
+    // ---- plumbing ----
+
+    private send(res: AnyResponse, status: number, type: string, body: string, headers: Record<string, string> = {}): void {
+      const adapter = this.adapterHost.httpAdapter;
+      for (const [name, value] of Object.entries({ ...SECURITY_HEADERS, 'Cache-Control': 'no-store', ...headers, 'Content-Type': type })) adapter.setHeader(res, name, value);
+      adapter.reply(res, body, status);
+    }
+
+    /** Authorises the request (401/403 when denied), and for a POST checks full access and the CSRF token. */
+    private async enter(req: AnyRequest, res: AnyResponse, suffix: string, write: boolean): Promise<Entered | null> {
+      const outcome = await authorizeRequest(this.options, req);
+      if ('denied' in outcome) {
+        if (outcome.challenge) this.send(res, 401, 'text/plain; charset=utf-8', 'Authentication required.', { 'WWW-Authenticate': outcome.challenge });
+        else this.send(res, 403, 'text/plain; charset=utf-8', 'Access to the queue dashboard denied.');
+        return null;
+      }
+      const { viewer } = outcome;
+      const base = mountBase(req, suffix);
+      const { nonce, setCookie } = this.csrf.nonceFor(req, base);
+      if (setCookie) this.adapterHost.httpAdapter.setHeader(res, 'Set-Cookie', setCookie);
+      if (write) {
+        if (viewer.access !== 'full') {
+          this.logger.warn(`refused a POST to ${suffix} by ${viewer.user ?? 'an anonymous user'}: read-only access`);
+          this.send(res, 403, 'text/plain; charset=utf-8', 'Read-only access: actions are not allowed.');
+          return null;
+        }
+        if (!this.csrf.verify(req)) {
+          this.logger.warn(`refused a POST to ${suffix} by ${viewer.user ?? 'an anonymous user'}: CSRF token missing or wrong`);
+          this.send(res, 403, 'text/plain; charset=utf-8', 'CSRF token missing or wrong: reload the page and try again.');
+          return null;
+        }
+      }
+      const url = requestUrl(req);
+      const ctx: PageContext = {
+        base,
+        here: url.pathname + url.search,
+        canAct: viewer.access === 'full',
+        user: viewer.user,
+        access: viewer.access,
+        csrfToken: this.csrf.token(nonce),
+        refreshMs: this.options.refreshMs,
+        hidePayloads: this.options.hidePayloads,
+        flash: this.flashOf(url),
+      };
+      return { viewer, ctx };
+    }
+
+    private async page(req: AnyRequest, res: AnyResponse, suffix: string, render: (ctx: PageContext) => Promise<string | [number, string]>): Promise<void> {
+      const entered = await this.enter(req, res, suffix, false);
+      if (!entered) return;
+      await this.guarded(res, entered.ctx, async () => {
+        const out = await render(entered.ctx);
+        const [status, body] = typeof out === 'string' ? [200, out] : out;
+        this.send(res, status, 'text/html; charset=utf-8', body);
+      });
+    }
+
+    private async asset(req: AnyRequest, res: AnyResponse, suffix: string, type: string, body: string): Promise<void> {
+      if (!(await this.enter(req, res, suffix, false))) return;
+      // The URL carries the content's hash (ASSET_VERSION), so a browser may keep it.
+      this.send(res, 200, type, body, { 'Cache-Control': 'private, max-age=31536000, immutable' });
+    }
+
+    /** A POST: refused unless full access and a valid CSRF token; unconfirmed, it answers with a confirmation page. */
+    private async action(req: AnyRequest, res: AnyResponse, suffix: string, run: (viewer: Viewer) => Promise<string>): Promise<void> {
+      const entered = await this.enter(req, res, suffix, true);
+      if (!entered) return;
+      const { ctx, viewer } = entered;
+      const back = this.returnPath(ctx.base, field(req, 'return'));
+      await this.guarded(res, ctx, async () => {
+        if (field(req, 'confirmed') !== '1') {
+          const fields: Record<string, string> = { return: back };
+          for (const key of ['queue', 'status']) {
+            const value = field(req, key);
+            if (value) fields[key] = value;
+          }
+          const what = `${suffix.split('/').filter(Boolean).join(' ')}${fields.queue ? ` (queue ${fields.queue})` : ''}${fields.status ? ` (status ${fields.status})` : ''}`;
+          this.send(res, 200, 'text/html; charset=utf-8', confirmPage(ctx, suffix, `Do this: ${what}?`, fields));
+          return;
+        }
+        const message = await run(viewer);
+        const target = new URL(back, 'http://dashboard.invalid');
+        target.searchParams.set('flash', message);
+        target.searchParams.set('flash_sig', this.sign(message));
+        for (const [name, value] of Object.entries(SECURITY_HEADERS)) this.adapterHost.httpAdapter.setHeader(res, name, value);
+        this.adapterHost.httpAdapter.redirect(res, 303, target.pathname + target.search);
+      });
+    }
+
+    /** Runs a handler's work; bad input answers 400, a statement timeout 503, anything else 500 (logged). */
+    private async guarded(res: AnyResponse, ctx: PageContext | null, work: () => Promise<void>): Promise<void> {
+      try {
+        await work();
+      } catch (error) {
+        const [status, title, message] =
+          error instanceof PgQueueError
+            ? [400, 'Bad request', error.message]
+            : (error as { code?: string }).code === '57014'
+              ? [503, 'Too slow', `The query ran past the dashboard's statement timeout (${this.options.statementTimeoutMs} ms): narrow the filter, or raise statementTimeoutMs.`]
+              : [500, 'Error', 'The dashboard failed to answer; the server log has the details.'];
+        if (status === 500) this.logger.error(`a dashboard request failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+        if (ctx) this.send(res, status, 'text/html; charset=utf-8', errorPage(ctx, title, message));
+        else this.send(res, status, 'text/plain; charset=utf-8', message);
+      }
+    }
+
+    /** Where a POST goes back to: a path of this dashboard only (never another site). */
+    private returnPath(base: string, wanted: string | undefined): string {
+      if (wanted && (wanted === base || wanted.startsWith(`${base}/`) || wanted.startsWith(`${base}?`)) && !/[\\\s]|\/\//.test(wanted)) return wanted;
+      return `${base}/`;
+    }
+
+    /** The flash message of a redirect, shown only when signed by this dashboard (no text injected by a link). */
+    private flashOf(url: URL): string | null {
+      const message = url.searchParams.get('flash');
+      const sig = url.searchParams.get('flash_sig');
+      return message && sig && sig === this.sign(message) ? message.slice(0, 300) : null;
+    }
+
+    private sign(message: string): string {
+      return createHmac('sha256', this.options.csrfSecret).update(`flash:${message}`).digest('base64url').slice(0, 22);
+    }
+  }
+  return PgQueueDashboardController;
+}
+
+function lastSegments(req: AnyRequest, n: number): string[] {
+  return requestUrl(req)
+    .pathname.replace(/\/+$/, '')
+    .split('/')
+    .slice(-n)
+    .map((s) => decodeURIComponent(s));
+}
+
+function lastSegment(req: AnyRequest): string {
+  return lastSegments(req, 1)[0];
+}

@@ -1,0 +1,144 @@
+import { Inject, Injectable, Logger, type OnApplicationShutdown } from '@nestjs/common';
+import type { JobStatus, QueueStats } from '../interfaces/job.interface.js';
+import { QueueService } from '../queue.service.js';
+import type { JobFilter } from '../store/admin.store.js';
+import { DashboardStore, type DashboardAction, type JobListRow } from '../store/dashboard.store.js';
+import { ACTION_STATUSES } from './dashboard-actions.js';
+import type { Viewer } from './dashboard-auth.js';
+import { DASHBOARD_OPTIONS } from './dashboard.constants.js';
+import type { ResolvedDashboardOptions } from './resolve-dashboard-options.js';
+import type { MinuteBucket } from './views/chart.js';
+import type { JobsData } from './views/jobs.view.js';
+import type { OverviewData } from './views/overview.view.js';
+
+/** Rows one action statement changes at most: its row locks last one batch. */
+const ACTION_BATCH = 500;
+/** A bulk action stops after this long and says how far it got (the operator runs it again for the rest). */
+const ACTION_BUDGET_MS = 5_000;
+
+const ACTION_VERB: Record<DashboardAction, string> = { retry: 'retried', cancel: 'cancelled', delete: 'deleted', 'run-now': 'made due now' };
+
+export interface ActionOutcome {
+  changed: number;
+  /** The bulk action ran out of its time budget: more jobs may match. */
+  more: boolean;
+}
+
+/** What the pages show and what the actions do; HTTP, access and rendering stay in the controller. */
+@Injectable()
+export class DashboardService implements OnApplicationShutdown {
+  private readonly logger = new Logger('PgQueueDashboard');
+
+  constructor(
+    private readonly store: DashboardStore,
+    private readonly queue: QueueService,
+    @Inject(DASHBOARD_OPTIONS) private readonly options: ResolvedDashboardOptions,
+  ) {}
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.store.close();
+  }
+
+  /** The auto-refresh's one query: counts by queue and status (exact below a cap, estimated above). */
+  async summary(): Promise<{ counts: QueueStats; at: string }> {
+    const counts = await this.store.read((q) => q.countByStatus());
+    return { counts, at: new Date().toISOString() };
+  }
+
+  async overview(): Promise<OverviewData> {
+    // The chart (the costlier read) on the pool's second connection, while the first reads the counts.
+    const [{ counts, paused, oldest }, chart] = await Promise.all([
+      this.store.read(async (q) => {
+        const counts = await q.countByStatus();
+        const paused = new Set(await q.pausedQueues());
+        const oldest = await q.oldestDue(Object.keys(counts).filter((n) => counts[n].queued > 0));
+        return { counts, paused, oldest };
+      }),
+      this.store.read((q) => q.finishedPerMinute()),
+    ]);
+    const names = [...new Set([...Object.keys(counts), ...paused, ...chart.minutes.map((m) => m.queue_name)])].sort();
+    const minutes = new Map<string, MinuteBucket[]>(names.map((n) => [n, Array.from({ length: 60 }, () => ({ completed: 0, failed: 0 }))]));
+    for (const m of chart.minutes) {
+      if (m.minutes_ago < 0 || m.minutes_ago > 59) continue;
+      minutes.get(m.queue_name)![59 - m.minutes_ago][m.status] += m.n;
+    }
+    return {
+      chartCapped: chart.capped,
+      queues: names.map((name) => ({
+        name,
+        counts: counts[name] ?? { queued: 0, processing: 0, completed: 0, failed: 0, cancelled: 0 },
+        oldestDueMs: oldest.get(name) ?? null,
+        paused: paused.has(name),
+        minutes: minutes.get(name)!,
+      })),
+    };
+  }
+
+  /** The jobs list: a search (an id, or a unique key), or a keyset page of the filter, newest first. */
+  async jobs(queue: string | null, status: JobStatus | null, search: string | null, before: string | null): Promise<JobsData> {
+    const withPayload = !this.options.hidePayloads;
+    return this.store.read(async (q) => {
+      if (search) {
+        let rows: JobListRow[] = [];
+        if (/^[1-9][0-9]{0,18}$/.test(search)) {
+          rows = (await q.listJobs({ queue: null, status: null, before: String(BigInt(search) + 1n), limit: 1, withPayload })).rows.filter((r) => r.id === search);
+        }
+        if (rows.length === 0) rows = await q.findByUniqueKey(search, queue, withPayload);
+        return { queue, status, search, rows, nextBefore: null, scanned: null, first: true };
+      }
+      const page = await q.listJobs({ queue, status, before, limit: this.options.pageSize, withPayload });
+      return { queue, status, search: null, rows: page.rows, nextBefore: page.nextBefore, scanned: page.scanned, first: before === null };
+    });
+  }
+
+  job(id: string): Promise<{ row: Record<string, unknown>; now: Date } | null> {
+    return this.store.read((q) => q.jobDetail(id));
+  }
+
+  schedules() {
+    return this.queue.schedules();
+  }
+
+  /**
+   * An action on one job (`ids`) or on every job of a filter, in batches of ACTION_BATCH rows, each its own
+   * short transaction, for at most ACTION_BUDGET_MS; logged with who did it and how many jobs it changed.
+   */
+  async act(viewer: Viewer, action: DashboardAction, target: { id?: string; queue?: string | null; status?: JobStatus | null }): Promise<ActionOutcome> {
+    const statuses = ACTION_STATUSES[action].filter((s) => !target.status || s === target.status);
+    const filter: JobFilter = { ids: target.id ? [target.id] : undefined, queue: target.queue ?? undefined, statuses };
+    let changed = 0;
+    let more = false;
+    if (statuses.length > 0) {
+      const deadline = Date.now() + ACTION_BUDGET_MS;
+      for (let after = '0'; ; ) {
+        const batch = await this.store.write((q) => q.actionBatch(action, filter, after, ACTION_BATCH));
+        changed += batch.changed;
+        if (batch.lastId === null || batch.seen < ACTION_BATCH) break;
+        after = batch.lastId;
+        if (Date.now() > deadline) {
+          more = true;
+          break;
+        }
+      }
+    }
+    const what = target.id ? `job ${target.id}` : `jobs of ${target.queue ? `queue ${target.queue}` : 'every queue'}${target.status ? ` with status ${target.status}` : ''}`;
+    this.logger.log(`${who(viewer)} ${ACTION_VERB[action]} ${changed} job${changed === 1 ? '' : 's'} (${action} on ${what}${more ? '; stopped at the time budget, more may match' : ''})`);
+    return { changed, more };
+  }
+
+  async queueAction(viewer: Viewer, queue: string, action: 'pause' | 'resume'): Promise<void> {
+    if (action === 'pause') await this.queue.pause(queue);
+    else await this.queue.resume(queue);
+    this.logger.log(`${who(viewer)} ${action}d queue ${queue}`);
+  }
+
+  async scheduleAction(viewer: Viewer, name: string, action: 'pause' | 'resume'): Promise<boolean> {
+    const found = action === 'pause' ? await this.queue.pauseSchedule(name) : await this.queue.resumeSchedule(name);
+    this.logger.log(`${who(viewer)} ${action}d schedule ${name}${found ? '' : ' (no such schedule)'}`);
+    return found;
+  }
+}
+
+function who(viewer: Viewer): string {
+  return viewer.user ? `user ${JSON.stringify(viewer.user)}` : 'an anonymous user';
+}

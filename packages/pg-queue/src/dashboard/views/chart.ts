@@ -1,0 +1,49 @@
+import { html, type SafeHtml } from './html.js';
+
+export interface MinuteBucket {
+  completed: number;
+  failed: number;
+}
+
+const W = 360;
+const H = 90;
+const PAD = 4;
+
+/**
+ * The last hour as an inline SVG drawn on the server: one stacked bar per minute (completed, then failed
+ * on top) and the failure rate (failed / finished, 0 to 100 %) as a line over it. `buckets[0]` is the
+ * oldest minute, the last one the current minute.
+ */
+export function throughputChart(queue: string, buckets: MinuteBucket[]): SafeHtml {
+  const max = Math.max(1, ...buckets.map((b) => b.completed + b.failed));
+  const step = (W - 2 * PAD) / buckets.length;
+  const y = (n: number) => (n / max) * (H - 2 * PAD);
+  const bars = buckets.map((b, i) => {
+    const x = (PAD + i * step).toFixed(1);
+    const hc = y(b.completed);
+    const hf = y(b.failed);
+    const minutesAgo = buckets.length - 1 - i;
+    const title = `${minutesAgo === 0 ? 'this minute' : `${minutesAgo} min ago`}: ${b.completed} completed, ${b.failed} failed`;
+    return html`<g><title>${title}</title><rect class="c" x="${x}" y="${(H - PAD - hc).toFixed(1)}" width="${(step * 0.8).toFixed(1)}" height="${hc.toFixed(1)}"></rect><rect class="f" x="${x}" y="${(H - PAD - hc - hf).toFixed(1)}" width="${(step * 0.8).toFixed(1)}" height="${hf.toFixed(1)}"></rect></g>`;
+  });
+  const points = buckets
+    .map((b, i) => {
+      const total = b.completed + b.failed;
+      if (total === 0) return null;
+      return `${(PAD + i * step + step * 0.4).toFixed(1)},${(H - PAD - (b.failed / total) * (H - 2 * PAD)).toFixed(1)}`;
+    })
+    .filter((p): p is string => p !== null)
+    .join(' ');
+  const done = buckets.reduce((s, b) => s + b.completed, 0);
+  const failed = buckets.reduce((s, b) => s + b.failed, 0);
+  const rate = done + failed === 0 ? '—' : `${((100 * failed) / (done + failed)).toFixed(1)} %`;
+  const label = `${queue}: ${done} completed and ${failed} failed in the last hour, failure rate ${rate}; peak ${max} per minute`;
+  return html`<figure class="chart">
+  <svg viewBox="0 0 ${W} ${H}" preserveAspectRatio="none" role="img" aria-label="${label}"><title>${label}</title>
+    <line class="axis" x1="${PAD}" y1="${H - PAD}" x2="${W - PAD}" y2="${H - PAD}"></line>
+    ${bars}
+    ${points ? html`<polyline class="rate" points="${points}"></polyline>` : null}
+  </svg>
+  <figcaption>${done} completed · ${failed} failed · failure rate ${rate} · peak ${max}/min · 60 min</figcaption>
+</figure>`;
+}

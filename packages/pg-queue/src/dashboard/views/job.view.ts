@@ -1,0 +1,62 @@
+import { formatJson, formatTime } from './format.js';
+import { html, type HtmlValue } from './html.js';
+import { actionForm, layout, type PageContext } from './layout.js';
+import { statusBadge } from './jobs.view.js';
+
+/** Columns shown in their own place; any other column (a later migration's) is listed under "Other columns". */
+const PLACED = new Set([
+  'id', 'queue_name', 'status', 'payload', 'result', 'progress', 'attempts', 'max_attempts', 'priority', 'run_at', 'last_error',
+  'locked_by', 'locked_at', 'lease_expires_at', 'created_at', 'updated_at', 'finished_at', 'unique_key', 'concurrency_key',
+]);
+/** Values the data may hold and hidePayloads hides. */
+const SENSITIVE = new Set(['payload', 'result', 'progress']);
+
+export function jobView(ctx: PageContext, row: Record<string, unknown>, now: Date): string {
+  const id = String(row.id);
+  const status = String(row.status);
+  const str = (key: string) => (row[key] === null || row[key] === undefined ? null : String(row[key]));
+  const runAt = str('run_at');
+  const waitsForLater = status === 'queued' && runAt !== null && new Date(runAt) > now;
+  const actions: HtmlValue[] = [];
+  const path = `/jobs/${id}`;
+  if (status === 'failed' || status === 'cancelled') actions.push(actionForm(ctx, `${path}/retry`, 'Retry', `Retry job ${id} with a fresh set of attempts?`));
+  if (waitsForLater) actions.push(actionForm(ctx, `${path}/run-now`, 'Run now', `Run job ${id} now instead of at ${formatTime(runAt)}?`));
+  if (status === 'queued' || status === 'processing') actions.push(actionForm(ctx, `${path}/cancel`, 'Cancel', `Cancel job ${id}?`, {}, true));
+  if (status !== 'processing') actions.push(actionForm(ctx, `${path}/delete`, 'Delete', `Delete job ${id}? This cannot be undone.`, { return: `${ctx.base}/jobs` }, true));
+
+  const block = (key: string, title: string) => {
+    if (!(key in row)) return null;
+    const value = row[key];
+    if (SENSITIVE.has(key) && ctx.hidePayloads) return html`<h2>${title}</h2><p class="muted">hidden (hidePayloads)</p>`;
+    return html`<h2>${title}</h2><pre data-field="${key}">${value === null ? '—' : formatJson(value)}</pre>`;
+  };
+  const timeline = [
+    ['created', 'created_at'],
+    ['due (run at)', 'run_at'],
+    ['last claimed by a worker', 'locked_at'],
+    ['lease ends', 'lease_expires_at'],
+    ['finished', 'finished_at'],
+    ['last changed', 'updated_at'],
+  ]
+    .filter(([, key]) => str(key) !== null)
+    .map(([label, key]) => ({ label, at: str(key)! }))
+    .sort((a, b) => new Date(a.at).getTime() - new Date(b.at).getTime());
+  const others = Object.keys(row).filter((k) => !PLACED.has(k));
+  const body = html`<p>${statusBadge(status)} ${actions}</p>
+<dl class="fields">
+<dt>Queue</dt><dd><a href="${ctx.base}/jobs?queue=${encodeURIComponent(String(row.queue_name))}">${String(row.queue_name)}</a></dd>
+<dt>Attempts</dt><dd>${String(row.attempts)} of ${String(row.max_attempts)}</dd>
+<dt>Priority</dt><dd>${String(row.priority)}</dd>
+<dt>Lease owner</dt><dd>${str('locked_by') ?? '—'}${status === 'processing' && str('lease_expires_at') ? ` (lease until ${formatTime(str('lease_expires_at'))})` : ''}</dd>
+<dt>Unique key</dt><dd>${str('unique_key') ?? '—'}</dd>
+<dt>Concurrency key</dt><dd>${str('concurrency_key') ?? '—'}</dd>
+</dl>
+<h2>Timeline</h2>
+<ol class="timeline">${timeline.map((t) => html`<li><strong>${t.label}</strong>: ${formatTime(t.at)}</li>`)}</ol>
+${block('payload', 'Payload')}
+${'result' in row ? block('result', 'Result') : html`<h2>Result</h2><p class="muted">Not recorded by this version of the schema.</p>`}
+${'progress' in row ? block('progress', 'Progress') : null}
+<h2>Last error</h2>${str('last_error') ? html`<pre class="stack" data-field="last_error">${str('last_error')}</pre>` : html`<p class="muted">none</p>`}
+${others.length ? html`<h2>Other columns</h2><dl class="fields">${others.map((k) => html`<dt>${k}</dt><dd>${formatJson(row[k])}</dd>`)}</dl>` : null}`;
+  return layout(ctx, 'jobs', `Job ${id}`, body);
+}

@@ -1,0 +1,51 @@
+import type { JobStatus, QueueCounts } from '../../interfaces/job.interface.js';
+import { DASHBOARD_EXACT_LIMIT } from '../../store/dashboard.store.js';
+import { throughputChart, type MinuteBucket } from './chart.js';
+import { formatCount, formatDuration } from './format.js';
+import { html } from './html.js';
+import { actionForm, layout, type PageContext } from './layout.js';
+
+export interface QueueOverview {
+  name: string;
+  counts: QueueCounts;
+  /** ms the oldest due job has waited; null when none is due. */
+  oldestDueMs: number | null;
+  paused: boolean;
+  /** The last 60 minutes, oldest first. */
+  minutes: MinuteBucket[];
+}
+
+export interface OverviewData {
+  queues: QueueOverview[];
+  /** The chart read its row cap for a status: older minutes may be missing. */
+  chartCapped: boolean;
+}
+
+export const STATUSES: JobStatus[] = ['queued', 'processing', 'completed', 'failed', 'cancelled'];
+
+export function overviewView(ctx: PageContext, data: OverviewData): string {
+  const count = (q: QueueOverview, status: JobStatus) => {
+    const approx = q.counts.approximate?.includes(status) ?? false;
+    return html`<td class="n"><a href="${ctx.base}/jobs?queue=${encodeURIComponent(q.name)}&amp;status=${status}" data-count="${q.name}|${status}"${approx ? html` class="approx" title="an estimate"` : null}>${approx ? '≈' : ''}${formatCount(q.counts[status])}</a></td>`;
+  };
+  const rows = data.queues.map(
+    (q) => html`<tr data-queue="${q.name}">
+  <th scope="row"><a href="${ctx.base}/jobs?queue=${encodeURIComponent(q.name)}">${q.name}</a></th>
+  ${STATUSES.map((s) => count(q, s))}
+  <td class="n" data-oldest="${q.name}">${formatDuration(q.oldestDueMs)}</td>
+  <td>${q.paused ? html`<span class="paused">paused</span>` : 'running'}</td>
+  <td>${q.paused
+      ? actionForm(ctx, `/queues/${encodeURIComponent(q.name)}/resume`, 'Resume', `Resume queue ${q.name}?`)
+      : actionForm(ctx, `/queues/${encodeURIComponent(q.name)}/pause`, 'Pause', `Pause queue ${q.name}? Running jobs finish; no new job starts.`)}</td>
+</tr>`,
+  );
+  const body = html`<table class="queues">
+<thead><tr><th>Queue</th>${STATUSES.map((s) => html`<th class="n">${s}</th>`)}<th class="n">Oldest due waits</th><th>State</th><th></th></tr></thead>
+<tbody>${data.queues.length ? rows : html`<tr><td colspan="9" class="muted">No jobs yet.</td></tr>`}</tbody>
+</table>
+<p class="muted">Counts are exact up to ${formatCount(DASHBOARD_EXACT_LIMIT)} per queue and status and estimated above (≈). Throughput comes from the finish
+time of the finished jobs the pruner has kept: with a retention under an hour, older minutes show fewer jobs.${data.chartCapped ? ' The chart read its cap of finished rows: older minutes are missing.' : ''}</p>
+<h2>Last hour</h2>
+<div class="cards">${data.queues.map((q) => html`<section class="card"><h3>${q.name}</h3>${throughputChart(q.name, q.minutes)}</section>`)}</div>`;
+  return layout(ctx, 'overview', 'Queues', body, { refresh: true });
+}

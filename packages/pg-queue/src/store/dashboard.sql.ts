@@ -1,0 +1,113 @@
+// Statements of the embedded dashboard (src/dashboard). Each one reads a bounded part of background_jobs
+// through an index, whatever the table's size: a page never scans the table (test/dashboard-plans.spec.ts
+// EXPLAINs each on a million rows). They run unnamed inside a read transaction with a statement timeout
+// (dashboard.store.ts), so PostgreSQL plans each call with its actual filters (NULL IS NULL folds away).
+import { JOBS_CHANNEL } from '../pg-queue.constants.js';
+import { LOCKED_BATCH } from './admin.sql.js';
+
+/** The columns of a row of the jobs list; the last error cut to its first line's first 200 characters. */
+const LIST_COLUMNS = `
+      j.id, j.queue_name, j.status, j.attempts, j.max_attempts, j.priority, j.run_at, j.created_at, j.finished_at,
+      j.unique_key, left(split_part(j.last_error, E'\\n', 1), 200) AS last_error`;
+
+/**
+ * Queues that hold queued or running jobs: a loose index scan of the claim index (one probe per queue) and
+ * the running jobs (few, through the in-flight index). A unique key is held only by such jobs.
+ */
+const LIVE_QUEUES = `
+    ARRAY(
+      WITH RECURSIVE queued AS (
+        (SELECT queue_name FROM background_jobs WHERE status = 'queued' ORDER BY queue_name LIMIT 1)
+        UNION ALL
+        SELECT (SELECT b.queue_name FROM background_jobs AS b WHERE b.status = 'queued' AND b.queue_name > q.queue_name ORDER BY b.queue_name LIMIT 1)
+        FROM queued AS q WHERE q.queue_name IS NOT NULL
+      )
+      SELECT queue_name FROM queued WHERE queue_name IS NOT NULL
+      UNION
+      SELECT p.queue_name FROM (SELECT queue_name FROM background_jobs WHERE status = 'processing' ORDER BY locked_by, id LIMIT 10000) AS p
+    )`;
+
+export const DASHBOARD_SQL = {
+  pausedQueues: `SELECT queue_name FROM background_queues WHERE paused ORDER BY queue_name`,
+
+  // Per queue of $1: how long its oldest due job has waited (null: nothing due). The claim index
+  // (queue_name, priority DESC, run_at, id) WHERE status = 'queued' holds each priority's earliest run_at first:
+  // a loose index scan takes one entry per priority (one probe each, at most 100 priorities) and the minimum of
+  // those is the queue's. Reading all of a queue's queued entries instead costs as much as its backlog.
+  oldestDue: `
+    SELECT q.name AS queue_name,
+      CASE WHEN o.run_at <= now() THEN (extract(epoch FROM now() - o.run_at) * 1000)::int8 END AS age_ms
+    FROM unnest($1::text[]) AS q(name)
+    CROSS JOIN LATERAL (
+      WITH RECURSIVE heads AS (
+        (SELECT j.priority, j.run_at, 1 AS depth FROM background_jobs AS j
+         WHERE j.status = 'queued' AND j.queue_name = q.name ORDER BY j.priority DESC, j.run_at, j.id LIMIT 1)
+        UNION ALL
+        SELECT n.priority, n.run_at, h.depth + 1 FROM heads AS h
+        CROSS JOIN LATERAL (
+          SELECT j.priority, j.run_at FROM background_jobs AS j
+          WHERE j.status = 'queued' AND j.queue_name = q.name AND j.priority < h.priority
+          ORDER BY j.priority DESC, j.run_at, j.id LIMIT 1
+        ) AS n
+        WHERE h.depth < 100
+      )
+      SELECT min(heads.run_at) AS run_at FROM heads
+    ) AS o`,
+
+  // Final outcomes of the last hour per queue and clock minute (date_trunc: cheaper per row than numeric
+  // arithmetic on an interval), from the finished_at of the
+  // rows the pruner has kept: a range of the finished-jobs index (status, finished_at) per status, newest
+  // first, at most $1 rows each (the caller says so when a status reaches it). Retried attempts leave no row:
+  // 'failed' here is a job that used up its attempts.
+  finishedPerMinute: `
+    SELECT f.queue_name, f.status::text AS status, date_trunc('minute', f.finished_at) AS minute, now() AS now, count(*)::int AS n
+    FROM (
+      (SELECT queue_name, status, finished_at FROM background_jobs
+       WHERE status = 'completed' AND finished_at IS NOT NULL AND finished_at >= date_trunc('minute', now()) - interval '59 minutes'
+       ORDER BY finished_at DESC LIMIT $1)
+      UNION ALL
+      (SELECT queue_name, status, finished_at FROM background_jobs
+       WHERE status = 'failed' AND finished_at IS NOT NULL AND finished_at >= date_trunc('minute', now()) - interval '59 minutes'
+       ORDER BY finished_at DESC LIMIT $1)
+    ) AS f
+    GROUP BY 1, 2, 3`,
+
+  // The newest id, read from the end of the primary key: where the first page of the jobs list starts.
+  maxId: `SELECT coalesce(max(id), 0)::text AS id FROM background_jobs`,
+
+  // One page of the jobs list, newest first: ids below $1 and at least $2 (the scan window, so a filter that
+  // matches few rows reads at most $1 - $2 index entries before the page says "go on"), queue $3 and status $4
+  // when given, $5 rows at most; $6 adds the start of the payload.
+  listJobs: `
+    SELECT ${LIST_COLUMNS}, CASE WHEN $6::boolean THEN left(j.payload::text, 160) END AS payload_preview
+    FROM background_jobs AS j
+    WHERE j.id < $1::int8 AND j.id >= $2::int8
+      AND ($3::text IS NULL OR j.queue_name = $3::text)
+      AND ($4::background_job_status IS NULL OR j.status = $4::background_job_status)
+    ORDER BY j.id DESC LIMIT $5`,
+
+  // The job that holds unique key $1 (queued or running: finished jobs give their key up), in queue $2 or in
+  // any queue that has live jobs, through the unique-key index (queue_name, unique_key).
+  findByUniqueKey: `
+    SELECT ${LIST_COLUMNS}, CASE WHEN $3::boolean THEN left(j.payload::text, 160) END AS payload_preview
+    FROM background_jobs AS j
+    WHERE j.unique_key = $1::text AND j.status IN ('queued', 'processing')
+      AND j.queue_name = ANY(CASE WHEN $2::text IS NULL THEN ${LIVE_QUEUES} ELSE ARRAY[$2::text] END)
+    ORDER BY j.id DESC LIMIT 50`,
+
+  // The whole row as JSON, so columns added by later migrations (result, progress) show without a change here.
+  jobDetail: `SELECT to_jsonb(j) AS row, now() AS now FROM background_jobs AS j WHERE j.id = $1::int8`,
+
+  // Run now: queued jobs of a batch (the admin filter and batch of admin.sql.ts) that wait for a later run_at
+  // become due at once, and their queues' idle workers are woken.
+  runJobsNow: `
+    WITH ${LOCKED_BATCH}, moved AS (
+      UPDATE background_jobs AS j SET run_at = now(), updated_at = now()
+      FROM batch AS b
+      WHERE j.id = b.id AND b.was = 'queued' AND j.run_at > now()
+      RETURNING j.queue_name
+    )
+    SELECT (SELECT count(*)::int FROM batch) AS seen, (SELECT max(id)::text FROM batch) AS last_id,
+      (SELECT count(*)::int FROM moved) AS changed,
+      (SELECT count(pg_notify('${JOBS_CHANNEL}', q.queue_name)) FROM (SELECT DISTINCT queue_name FROM moved) AS q) AS notified`,
+} as const;

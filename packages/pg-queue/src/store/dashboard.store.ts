@@ -1,0 +1,167 @@
+import type { Pool, PoolClient, QueryResultRow } from 'pg';
+import type { JobStatus, QueueStats } from '../interfaces/job.interface.js';
+import { AdminStore, filterValues, type BatchResult, type BulkAction, type JobFilter } from './admin.store.js';
+import { DASHBOARD_SQL } from './dashboard.sql.js';
+import { inTransaction } from './in-transaction.js';
+import { JobStore } from './job.store.js';
+
+/** A row of the dashboard's jobs list. */
+export interface JobListRow {
+  id: string;
+  queue_name: string;
+  status: JobStatus;
+  attempts: number;
+  max_attempts: number;
+  priority: number;
+  run_at: Date;
+  created_at: Date;
+  finished_at: Date | null;
+  unique_key: string | null;
+  last_error: string | null;
+  /** The start of the payload as JSON text; null when payloads are hidden. */
+  payload_preview: string | null;
+}
+
+/** One page of the jobs list and where the next one starts (null: no older ids left to scan). */
+export interface JobListPage {
+  rows: JobListRow[];
+  nextBefore: string | null;
+  /** The ids this page looked at: [from, below). */
+  scanned: { from: string; below: string };
+}
+
+export interface JobListQuery {
+  queue: string | null;
+  status: JobStatus | null;
+  /** Ids below this one (null: from the newest). */
+  before: string | null;
+  limit: number;
+  withPayload: boolean;
+}
+
+/** Final outcomes per queue, status and minute of the last hour (0 = the current minute). */
+export interface FinishedMinute {
+  queue_name: string;
+  status: 'completed' | 'failed';
+  minutes_ago: number;
+  n: number;
+}
+
+interface FinishedMinuteRow {
+  queue_name: string;
+  status: 'completed' | 'failed';
+  minute: Date;
+  now: Date;
+  n: number;
+}
+
+/** A dashboard action: the admin store's bulk actions, plus moving queued jobs' run_at to now. */
+export type DashboardAction = BulkAction | 'run-now';
+
+/** How many ids one page of the jobs list reads at most before it stops and offers to go on. */
+export const LIST_SCAN_WINDOW = 100_000;
+/** The throughput chart reads at most this many finished rows per status (newest first). */
+export const CHART_ROW_CAP = 50_000;
+/** The dashboard's counts are exact up to this many jobs per queue and status, estimated above. */
+export const DASHBOARD_EXACT_LIMIT = 1_000;
+
+/**
+ * The statements one dashboard request runs, on one connection inside one transaction whose statement
+ * timeout bounds each of them. Counts reuse JobStore.countByStatus (exact up to a cap, estimated above it)
+ * and actions reuse the command line's AdminStore batches, on this connection.
+ */
+export class DashboardQueries {
+  // JobStore and AdminStore only call query(); unnamed statements (transactionPooler) are planned per call.
+  private readonly jobs: JobStore;
+  private readonly admin: AdminStore;
+
+  constructor(private readonly client: PoolClient) {
+    this.jobs = new JobStore(client as unknown as Pool, { transactionPooler: true });
+    this.admin = new AdminStore(client);
+  }
+
+  private async run<R extends QueryResultRow>(name: keyof typeof DASHBOARD_SQL, values: unknown[] = []): Promise<R[]> {
+    return (await this.client.query<R>({ text: DASHBOARD_SQL[name], values })).rows;
+  }
+
+  countByStatus(): Promise<QueueStats> {
+    return this.jobs.countByStatus(DASHBOARD_EXACT_LIMIT);
+  }
+
+  async pausedQueues(): Promise<string[]> {
+    return (await this.run<{ queue_name: string }>('pausedQueues')).map((r) => r.queue_name);
+  }
+
+  /** Per queue: ms its oldest due job has waited, or null when none is due. */
+  async oldestDue(queues: string[]): Promise<Map<string, number | null>> {
+    const rows = await this.run<{ queue_name: string; age_ms: string | null }>('oldestDue', [queues]);
+    return new Map(rows.map((r) => [r.queue_name, r.age_ms === null ? null : Number(r.age_ms)]));
+  }
+
+  async finishedPerMinute(): Promise<{ minutes: FinishedMinute[]; capped: boolean }> {
+    const rows = await this.run<FinishedMinuteRow>('finishedPerMinute', [CHART_ROW_CAP]);
+    const minutes = rows.map((r) => ({
+      queue_name: r.queue_name,
+      status: r.status,
+      minutes_ago: Math.floor(r.now.getTime() / 60_000) - Math.floor(r.minute.getTime() / 60_000),
+      n: r.n,
+    }));
+    const perStatus = new Map<string, number>();
+    for (const m of minutes) perStatus.set(m.status, (perStatus.get(m.status) ?? 0) + m.n);
+    return { minutes, capped: [...perStatus.values()].some((n) => n >= CHART_ROW_CAP) };
+  }
+
+  async listJobs(q: JobListQuery): Promise<JobListPage> {
+    const below = BigInt(q.before ?? BigInt((await this.run<{ id: string }>('maxId'))[0].id) + 1n);
+    const from = below > BigInt(LIST_SCAN_WINDOW) ? below - BigInt(LIST_SCAN_WINDOW) : 1n;
+    const rows = await this.run<JobListRow>('listJobs', [String(below), String(from), q.queue, q.status, q.limit, q.withPayload]);
+    const full = rows.length === q.limit;
+    const nextBefore = full ? rows[rows.length - 1].id : from > 1n ? String(from) : null;
+    return { rows, nextBefore, scanned: { from: String(from), below: String(below) } };
+  }
+
+  findByUniqueKey(key: string, queue: string | null, withPayload: boolean): Promise<JobListRow[]> {
+    return this.run<JobListRow>('findByUniqueKey', [key, queue, withPayload]);
+  }
+
+  /** The job's row as JSON (every column, those of later migrations too) and the database's now(). */
+  async jobDetail(id: string): Promise<{ row: Record<string, unknown>; now: Date } | null> {
+    const [found] = await this.run<{ row: Record<string, unknown>; now: Date }>('jobDetail', [id]);
+    return found ?? null;
+  }
+
+  /** One batch of an action on up to `limit` jobs matching `filter` after id `afterId`. */
+  async actionBatch(action: DashboardAction, filter: JobFilter, afterId: string, limit: number): Promise<BatchResult> {
+    if (action !== 'run-now') return this.admin.bulkBatch(action, filter, afterId, limit);
+    const [row] = await this.run<{ seen: number; last_id: string | null; changed: number }>('runJobsNow', [...filterValues(filter, afterId), limit]);
+    return { seen: row.seen, lastId: row.last_id, changed: row.changed };
+  }
+}
+
+/**
+ * The dashboard's table access: each request's statements on one connection of the dashboard's own small
+ * pool (a page never takes a connection the workers need), in one transaction whose SET LOCAL
+ * statement_timeout bounds every statement (works through a transaction pooler, unlike a startup parameter).
+ */
+export class DashboardStore {
+  constructor(
+    private readonly pool: Pool,
+    private readonly statementTimeoutMs: number,
+  ) {
+    if (!Number.isInteger(statementTimeoutMs) || statementTimeoutMs < 1) throw new RangeError(`statementTimeoutMs must be a positive integer, got ${statementTimeoutMs}`);
+  }
+
+  /** Reads in a READ ONLY transaction. */
+  read<T>(work: (q: DashboardQueries) => Promise<T>): Promise<T> {
+    return inTransaction(this.pool, (client) => work(new DashboardQueries(client)), `BEGIN READ ONLY; SET LOCAL statement_timeout = ${this.statementTimeoutMs}`);
+  }
+
+  /** One action batch, committed on its own: its row locks last one batch. */
+  write<T>(work: (q: DashboardQueries) => Promise<T>): Promise<T> {
+    return inTransaction(this.pool, (client) => work(new DashboardQueries(client)), `BEGIN; SET LOCAL statement_timeout = ${this.statementTimeoutMs}`);
+  }
+
+  close(): Promise<void> {
+    return this.pool.end();
+  }
+}

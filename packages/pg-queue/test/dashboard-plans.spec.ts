@@ -1,0 +1,123 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type { INestApplicationContext } from '@nestjs/common';
+import type pg from 'pg';
+import { createTestDatabase } from '@internal/pg-harness';
+import { ADMIN_SQL } from '../src/store/admin.sql.js';
+import { DASHBOARD_SQL } from '../src/store/dashboard.sql.js';
+import { CHART_ROW_CAP, DASHBOARD_EXACT_LIMIT, LIST_SCAN_WINDOW } from '../src/store/dashboard.store.js';
+import { SQL } from '../src/store/job.sql.js';
+import { sqlPool, startApp } from './support/test-app.js';
+
+interface PlanNode {
+  'Node Type': string;
+  'Relation Name'?: string;
+  'Index Name'?: string;
+  Plans?: PlanNode[];
+}
+
+const nodes = (plan: PlanNode): PlanNode[] => [plan, ...(plan.Plans ?? []).flatMap(nodes)];
+
+const ROWS = 1_000_000;
+const someId = String(ROWS / 2);
+
+/**
+ * Issue 10: a dashboard page never scans background_jobs. Every statement each page (and each action) runs is
+ * EXPLAINed, with the values the dashboard sends (unnamed statements: planned with them), on a table of a
+ * million rows, and no plan may hold a Seq Scan of it. Plans, not timings: the benchmark
+ * (test/dashboard/bench-dashboard.mjs) times the pages.
+ */
+describe(`dashboard statements on ${ROWS.toLocaleString('en')} jobs`, () => {
+  let app: INestApplicationContext;
+  let db: pg.Pool;
+
+  beforeAll(async () => {
+    const url = await createTestDatabase('dashplans');
+    db = sqlPool(url);
+    app = await startApp(url, { queue: { workers: false, maintenance: { enabled: false } } });
+    // Three queues: mostly completed in the last day (a tenth in the last hour), 1 % failed, some queued (some
+    // delayed, all with unique keys), a few running.
+    await db.query(
+      `INSERT INTO background_jobs (queue_name, payload, status, attempts, run_at, finished_at, created_at, locked_by, unique_key, last_error)
+       SELECT (ARRAY['emails', 'thumbnails', 'sync'])[1 + g % 3], jsonb_build_object('n', g),
+              s.status::background_job_status, CASE WHEN s.status = 'queued' THEN 0 ELSE 1 END,
+              CASE WHEN s.status = 'queued' AND g % 7 = 0 THEN now() + interval '1 hour' ELSE now() - interval '2 hours' END,
+              CASE WHEN s.status IN ('completed', 'failed') THEN now() - (g % 1440 || ' minutes')::interval END,
+              now() - interval '1 day',
+              CASE WHEN s.status = 'processing' THEN 'worker-1' END,
+              CASE WHEN s.status = 'queued' THEN 'key-' || g END,
+              CASE WHEN s.status = 'failed' THEN 'Error: boom' END
+       FROM generate_series(1, $1) AS g,
+            LATERAL (SELECT CASE WHEN g % 100 = 0 THEN 'failed' WHEN g % 50 = 1 THEN 'queued' WHEN g = 77777 THEN 'processing' ELSE 'completed' END AS status) AS s`,
+      [ROWS],
+    );
+    await db.query('VACUUM ANALYZE background_jobs');
+  }, 600_000);
+
+  afterAll(async () => {
+    await app?.close();
+    await db?.end();
+  });
+
+  async function seqScans(sql: string, values: unknown[]): Promise<string[]> {
+    const { rows } = await db.query({ text: `EXPLAIN (FORMAT JSON) ${sql}`, values });
+    const plan = rows[0]['QUERY PLAN'][0].Plan as PlanNode;
+    return nodes(plan)
+      .filter((n) => n['Node Type'] === 'Seq Scan' && n['Relation Name'] === 'background_jobs')
+      .map(() => 'Seq Scan on background_jobs');
+  }
+
+  const maxId = String(ROWS + 1);
+  const from = String(ROWS + 1 - LIST_SCAN_WINDOW);
+  const adminFilter = (afterId: string, ids: string[] | null, queue: string | null, statuses: string[]) => [afterId, ids, queue, statuses, null, null, 500];
+
+  const statements: [string, string, unknown[]][] = [
+    ['overview + summary: counts by status', SQL.countByStatus, [DASHBOARD_EXACT_LIMIT]],
+    ['overview + summary: the estimate above the cap', SQL.countSample, [4.3]],
+    ['overview: paused queues', DASHBOARD_SQL.pausedQueues, []],
+    ['overview: oldest due job per queue', DASHBOARD_SQL.oldestDue, [['emails', 'thumbnails', 'sync']]],
+    ['overview: finished per minute (chart)', DASHBOARD_SQL.finishedPerMinute, [CHART_ROW_CAP]],
+    ['jobs: newest id', DASHBOARD_SQL.maxId, []],
+    ['jobs: no filter', DASHBOARD_SQL.listJobs, [maxId, from, null, null, 50, true]],
+    ['jobs: one queue', DASHBOARD_SQL.listJobs, [maxId, from, 'sync', null, 50, true]],
+    ['jobs: failed', DASHBOARD_SQL.listJobs, [maxId, from, null, 'failed', 50, true]],
+    ['jobs: queued of one queue', DASHBOARD_SQL.listJobs, [maxId, from, 'emails', 'queued', 50, true]],
+    ['jobs: running (rare), second page', DASHBOARD_SQL.listJobs, [from, String(Number(from) - LIST_SCAN_WINDOW), null, 'processing', 50, false]],
+    ['jobs: search by id', DASHBOARD_SQL.listJobs, [String(Number(someId) + 1), String(Number(someId) + 1 - LIST_SCAN_WINDOW), null, null, 1, true]],
+    ['jobs: search by unique key, any queue', DASHBOARD_SQL.findByUniqueKey, ['key-51', null, true]],
+    ['jobs: search by unique key in a queue', DASHBOARD_SQL.findByUniqueKey, ['key-51', 'emails', true]],
+    ['job detail', DASHBOARD_SQL.jobDetail, [someId]],
+    ['action: retry one job', ADMIN_SQL.retryJobs, adminFilter('0', [someId], null, ['failed', 'cancelled'])],
+    ['action: bulk retry failed of a queue', ADMIN_SQL.retryJobs, adminFilter('0', null, 'emails', ['failed'])],
+    ['action: bulk cancel queued', ADMIN_SQL.cancelJobs, adminFilter('0', null, null, ['queued', 'processing'])],
+    ['action: bulk delete completed of a queue', ADMIN_SQL.deleteJobs, adminFilter('0', null, 'sync', ['completed'])],
+    ['action: bulk run now', DASHBOARD_SQL.runJobsNow, adminFilter('0', null, 'emails', ['queued'])],
+  ];
+
+  it.each(statements)('%s: no sequential scan of background_jobs', async (_name, sql, values) => {
+    expect(await seqScans(sql, values)).toEqual([]);
+  });
+
+  it('the oldest due job per queue, from one index entry per priority, is the oldest the table holds', async () => {
+    // sync: a few jobs of a higher priority, and its oldest due job behind them, at priority 0.
+    await db.query(`UPDATE background_jobs SET priority = 5 WHERE id IN (SELECT id FROM background_jobs WHERE status = 'queued' AND queue_name = 'sync' ORDER BY id DESC LIMIT 10)`);
+    await db.query(`UPDATE background_jobs SET run_at = now() - interval '3 hours' WHERE id = (SELECT min(id) FROM background_jobs WHERE status = 'queued' AND queue_name = 'sync' AND run_at < now())`);
+    const { rows } = await db.query<{ queue_name: string; age_ms: string | null }>({ text: DASHBOARD_SQL.oldestDue, values: [['emails', 'thumbnails', 'sync', 'none']] });
+    const { rows: truth } = await db.query<{ queue_name: string; age_ms: string | null }>(
+      `SELECT queue_name, CASE WHEN min(run_at) <= now() THEN (extract(epoch FROM now() - min(run_at)) * 1000)::int8 END AS age_ms
+       FROM background_jobs WHERE status = 'queued' GROUP BY queue_name`,
+    );
+    const byQueue = (list: { queue_name: string; age_ms: string | null }[]) => Object.fromEntries(list.map((r) => [r.queue_name, r.age_ms === null ? null : Math.round(Number(r.age_ms) / 1000)]));
+    expect(byQueue(rows)).toEqual({ ...byQueue(truth), none: null });
+    expect(byQueue(rows).sync).toBeGreaterThanOrEqual(3 * 3600);
+  });
+
+  it('the check finds a sequential scan where there is one', async () => {
+    expect(await seqScans(`SELECT count(*) FROM background_jobs WHERE payload->>'n' = $1`, ['5'])).toEqual(['Seq Scan on background_jobs']);
+  });
+
+  it('the table really is large and the searched rows exist (the plans are not of an empty table)', async () => {
+    const { rows } = await db.query<{ n: string; keyed: number }>(`SELECT reltuples::int8::text AS n, (SELECT count(*)::int FROM background_jobs WHERE unique_key = 'key-51' AND queue_name = 'emails') AS keyed FROM pg_class WHERE relname = 'background_jobs'`);
+    expect(Number(rows[0].n)).toBeGreaterThan(ROWS * 0.9);
+    expect(rows[0].keyed).toBe(1);
+  });
+});

@@ -1,0 +1,108 @@
+import { describe, expect, it } from '@jest/globals';
+import { createHmac } from 'node:crypto';
+import { dashboardBasicAuth } from '../../src/dashboard/dashboard-auth.js';
+import { CSRF_COOKIE, DashboardCsrf } from '../../src/dashboard/dashboard-csrf.js';
+import { mountBase } from '../../src/dashboard/dashboard-http.js';
+import { resolveDashboardOptions } from '../../src/dashboard/resolve-dashboard-options.js';
+import { html, SafeHtml } from '../../src/dashboard/views/html.js';
+import { jobView } from '../../src/dashboard/views/job.view.js';
+import type { PageContext } from '../../src/dashboard/views/layout.js';
+
+// The dashboard's pure parts: escaping, CSRF tokens, basic auth, options. Everything that touches SQL or
+// HTTP is in ../dashboard.spec.ts (a real browser, a real database).
+
+const ctx: PageContext = { base: '/q', here: '/q/jobs/1', canAct: true, user: 'ops', access: 'full', csrfToken: 'tok', refreshMs: 0, hidePayloads: false, flash: null };
+const req = (headers: Record<string, string>, body?: Record<string, string>, url = '/q/') => ({ headers, body, url });
+
+describe('views escape what the data holds', () => {
+  it('html`` escapes every interpolation but SafeHtml, and renders arrays, null and false', () => {
+    const evil = `<script>alert("x")</script>' onmouseover='x' &amp;`;
+    expect(html`<p title="${evil}">${evil}</p>`.value).toBe(
+      '<p title="&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&#39; onmouseover=&#39;x&#39; &amp;amp;">&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&#39; onmouseover=&#39;x&#39; &amp;amp;</p>',
+    );
+    expect(html`${[html`<b>${'<'}</b>`, null, false, undefined, 0]}`.value).toBe('<b>&lt;</b>0');
+    expect(html`${new SafeHtml('<i>ok</i>')}`.value).toBe('<i>ok</i>');
+  });
+
+  it('a job whose payload, error and queue carry markup renders it as text', () => {
+    const page = jobView(ctx, { id: '1', queue_name: 'q<x>', status: 'failed', payload: { html: '</pre><script>1</script>' }, last_error: 'Error: <img src=x onerror=alert(1)>', attempts: 1, max_attempts: 1, priority: 0, created_at: '2026-11-30T10:00:00Z' }, new Date());
+    expect(page).not.toMatch(/<script>1|<img src=x/);
+    expect(page).toContain('&lt;img src=x onerror=alert(1)&gt;');
+    expect(page).toContain('&lt;/pre&gt;&lt;script&gt;1&lt;/script&gt;');
+    expect(page).toContain('Retry');
+    expect(jobView({ ...ctx, canAct: false, hidePayloads: true }, { id: '1', queue_name: 'q', status: 'failed', payload: { card: '4111' } }, new Date())).not.toMatch(/4111|<button|<form/);
+  });
+});
+
+describe('CSRF tokens', () => {
+  const secret = Buffer.from('s'.repeat(32));
+  const csrf = new DashboardCsrf(secret);
+  const nonce = 'n'.repeat(32);
+  const good = createHmac('sha256', secret).update(nonce).digest('base64url');
+  const cookie = `a=b; ${CSRF_COOKIE}=${nonce}`;
+
+  it('accepts the token of the cookie\'s nonce, in the form or the header', () => {
+    expect(csrf.token(nonce)).toBe(good);
+    expect(csrf.verify(req({ cookie }, { _csrf: good }))).toBe(true);
+    expect(csrf.verify(req({ cookie, 'x-csrf-token': good }))).toBe(true);
+  });
+
+  it('refuses a missing or wrong token, a missing cookie, another nonce\'s token, and a cross-site request', () => {
+    expect(csrf.verify(req({ cookie }, {}))).toBe(false);
+    expect(csrf.verify(req({ cookie }, { _csrf: good.slice(1) + 'A' }))).toBe(false);
+    expect(csrf.verify(req({}, { _csrf: good }))).toBe(false);
+    expect(csrf.verify(req({ cookie: `${CSRF_COOKIE}=${'m'.repeat(32)}` }, { _csrf: good }))).toBe(false);
+    expect(csrf.verify(req({ cookie, 'sec-fetch-site': 'cross-site' }, { _csrf: good }))).toBe(false);
+    expect(new DashboardCsrf(Buffer.from('t'.repeat(32))).verify(req({ cookie }, { _csrf: good }))).toBe(false);
+  });
+
+  it('gives a browser without a nonce one, in an HttpOnly SameSite=Strict cookie scoped to the dashboard', () => {
+    const { nonce: fresh, setCookie } = csrf.nonceFor(req({}), '/admin/q');
+    expect(setCookie).toBe(`${CSRF_COOKIE}=${fresh}; Path=/admin/q; HttpOnly; SameSite=Strict`);
+    expect(csrf.nonceFor(req({ 'x-forwarded-proto': 'https' }), '/q').setCookie).toMatch(/; Secure$/);
+    expect(csrf.nonceFor(req({ cookie }), '/q')).toEqual({ nonce, setCookie: null });
+  });
+});
+
+describe('dashboardBasicAuth', () => {
+  const auth = dashboardBasicAuth({ users: [{ name: 'ops', password: 'ops-password' }, { name: 'help', password: 'help-password', access: 'read-only' }] });
+  const basic = (user: string, password: string) => ({ headers: { authorization: `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}` } });
+
+  it('answers each user\'s access, and a challenge for no or wrong credentials', () => {
+    expect(auth(basic('ops', 'ops-password'))).toEqual({ access: 'full', user: 'ops' });
+    expect(auth(basic('help', 'help-password'))).toEqual({ access: 'read-only', user: 'help' });
+    const denied = { access: 'denied', challenge: 'Basic realm="pg-queue dashboard", charset="UTF-8"' };
+    expect(auth(basic('ops', 'help-password'))).toEqual(denied);
+    expect(auth({ headers: {} })).toEqual(denied);
+    expect(auth({ headers: { authorization: 'Bearer x' } })).toEqual(denied);
+  });
+
+  it('refuses a short password or no users at boot', () => {
+    expect(() => dashboardBasicAuth({ users: [{ name: 'ops', password: 'short' }] })).toThrow(/at least 8 characters/);
+    expect(() => dashboardBasicAuth({ users: [] })).toThrow(/at least one user/);
+  });
+});
+
+describe('options', () => {
+  const auth = () => 'full' as const;
+  it('names the bad option', () => {
+    expect(() => resolveDashboardOptions({ path: '', auth })).toThrow(/option "path" must be a non-empty URL path/);
+    expect(() => resolveDashboardOptions({ path: 'a b', auth })).toThrow(/option "path"/);
+    expect(() => resolveDashboardOptions({ path: 'q', auth, refreshMs: 10 })).toThrow(/option "refreshMs" must be an integer from 1000 to 3600000 \(or 0: off\)/);
+    expect(() => resolveDashboardOptions({ path: 'q', auth, csrfSecret: 'short' })).toThrow(/option "csrfSecret" must be a string of at least 32 characters, got "\(hidden\)"/);
+    expect(() => resolveDashboardOptions({ path: 'q', auth, hidePayload: true } as never)).toThrow(/unknown option "hidePayload"; known options: path, auth/);
+    expect(() => resolveDashboardOptions({ path: 'q', auth: { guard: 'x' } as never })).toThrow(/option "auth" must be a function/);
+  });
+
+  it('defaults, and the path without its slashes', () => {
+    const resolved = resolveDashboardOptions({ path: '/admin/queues/', auth });
+    expect(resolved).toMatchObject({ path: 'admin/queues', readOnly: false, hidePayloads: false, refreshMs: 5_000, statementTimeoutMs: 3_000, pageSize: 50, public: false });
+    expect(resolved.csrfSecret).toHaveLength(32);
+  });
+
+  it('links follow the path the browser used (a global prefix included)', () => {
+    expect(mountBase(req({}, undefined, '/api/admin/q/jobs/12?x=1'), '/jobs/12')).toBe('/api/admin/q');
+    expect(mountBase(req({}, undefined, '/admin/q/'), '')).toBe('/admin/q');
+    expect(mountBase(req({}, undefined, '/admin/q/queues/a%3Ab/pause'), '/queues/a:b/pause')).toBe('/admin/q');
+  });
+});
