@@ -24,6 +24,8 @@ export interface ClaimedJob {
   /** Epoch milliseconds; the Job turns them into Dates only if a handler asks. */
   runAtMs: number;
   createdAtMs: number;
+  /** Claim latency: ms from the job's run_at to this claim, by the database clock (absent for test jobs). */
+  waitMs?: number;
 }
 
 export interface ClaimResult {
@@ -477,6 +479,7 @@ interface ClaimRow {
   priority: number;
   run_at_ms: number;
   created_at_ms: number;
+  wait_ms: number;
   next_due_ms: number | null;
   rate_wait_ms?: number | null;
   at_capacity?: boolean | null;
@@ -550,6 +553,7 @@ function toClaimResult(rows: ClaimRow[]): ClaimResult {
       priority: r.priority,
       runAtMs: r.run_at_ms,
       createdAtMs: r.created_at_ms,
+      waitMs: r.wait_ms,
     });
   }
   return { jobs, nextDueMs };
