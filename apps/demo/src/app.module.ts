@@ -1,9 +1,13 @@
 import { Module, type DynamicModule } from '@nestjs/common';
+import { TerminusModule } from '@nestjs/terminus';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { PgQueueModule } from 'nestjs-pg-queue';
+import { PgQueueHealthModule } from 'nestjs-pg-queue/health';
+import { PgQueueMetricsModule } from 'nestjs-pg-queue/metrics';
 import { DEMO_OPTIONS, type ResolvedDemoOptions } from './demo-options.js';
 import { EmailHandler } from './handlers/email.handler.js';
 import { FlakySyncHandler } from './handlers/flaky-sync.handler.js';
+import { HealthController } from './health/health.controller.js';
 import { ThumbnailHandler } from './handlers/thumbnail.handler.js';
 import { JobsController } from './jobs/jobs.controller.js';
 import { DEMO_MIGRATIONS } from './migrations/index.js';
@@ -54,8 +58,12 @@ export class AppModule {
             failedRetentionMs: 7 * 24 * 60 * MINUTE,
           },
         }),
+        // GET /metrics (Prometheus text) and GET /health, /health/live, /health/ready (terminus).
+        PgQueueMetricsModule.forRoot({}),
+        TerminusModule,
+        PgQueueHealthModule,
       ],
-      controllers: [OrdersController, JobsController, StatsController, DemoController, SchedulesController],
+      controllers: [OrdersController, JobsController, StatsController, DemoController, SchedulesController, HealthController],
       providers: [
         { provide: DEMO_OPTIONS, useValue: options },
         OrdersService,

@@ -24,6 +24,9 @@ export function printBanner({ url, database, shutdownGraceMs }: BannerInfo): voi
     `  curl -s -X POST ${url}/jobs/1/cancel`,
     'A recurring job (orders per minute, once across instances): its next and last fire:',
     `  curl -s ${url}/schedules`,
+    'Prometheus metrics, and health (all checks, liveness, readiness):',
+    `  curl -s ${url}/metrics`,
+    `  curl -s ${url}/health   (also /health/live, /health/ready)`,
     '',
     `Ctrl-C stops: running jobs get ${shutdownGraceMs / 1000} s to finish, then PostgreSQL stops.`,
   ];
