@@ -29,7 +29,11 @@ export interface PgQueueMetricsOptions {
   depth?: boolean;
   /** Scrapes within this many ms of a depth query reuse its answer (concurrent scrapes always share one query). Default 5_000. */
   depthCacheMs?: number;
-  /** Depth counts are exact up to this many jobs per queue and state, and estimated from a sample above it. Default 10_000. */
+  /**
+   * Depth counts are exact up to this many jobs per queue and state, and estimated from a sample of about 1,000
+   * pages above it. The exact part reads up to this many index entries (and rows, for running and finished jobs)
+   * per state: on a table of 1M jobs, 1,000 cost about 30 ms a scrape and 10,000 about 120 ms. Default 1_000.
+   */
   depthExactLimit?: number;
   /** The depth query is cancelled by the server after this many ms; that scrape then has no depth gauges. Default 5_000. */
   depthTimeoutMs?: number;

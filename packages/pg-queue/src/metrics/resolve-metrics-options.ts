@@ -45,7 +45,7 @@ export function resolveMetricsOptions(options: PgQueueMetricsOptions = {}): Reso
     register,
     depth: bool('depth', options.depth, true),
     depthCacheMs: int('depthCacheMs', options.depthCacheMs, 5_000, 0),
-    depthExactLimit: int('depthExactLimit', options.depthExactLimit, 10_000, 1, 10_000_000),
+    depthExactLimit: int('depthExactLimit', options.depthExactLimit, 1_000, 1, 10_000_000),
     depthTimeoutMs: int('depthTimeoutMs', options.depthTimeoutMs, 5_000, 1),
     durationBuckets: buckets('durationBuckets', options.durationBuckets, DEFAULT_DURATION_BUCKETS),
     claimLatencyBuckets: buckets('claimLatencyBuckets', options.claimLatencyBuckets, DEFAULT_CLAIM_LATENCY_BUCKETS),
