@@ -22,15 +22,27 @@ class Handlers {
   async fail() {
     throw new Error('boom');
   }
+
+  @JobHandler('m-hang')
+  async hang(job: Job) {
+    hanging.add(job.id);
+    await new Promise<void>((resolve) => job.signal.addEventListener('abort', () => resolve()));
+  }
 }
+
+const hanging = new Set<string>();
 
 type Adapter = 'express' | 'fastify';
 
 /** An HTTP app with PgQueueModule (maintenance off: what ran stays in the table) and PgQueueMetricsModule. */
-async function startHttpApp(url: string, metrics: PgQueueMetricsOptions, extras: { path?: string | false; adapter?: Adapter; quiet?: boolean } = {}): Promise<{ app: INestApplication; base: string }> {
+async function startHttpApp(
+  url: string,
+  metrics: PgQueueMetricsOptions,
+  extras: { path?: string | false; adapter?: Adapter; quiet?: boolean; leaseMs?: number } = {},
+): Promise<{ app: INestApplication; base: string }> {
   @Module({
     imports: [
-      PgQueueModule.forRoot({ connection: url, maintenance: { enabled: false, completedRetentionMs: 86_400_000 } }),
+      PgQueueModule.forRoot({ connection: url, leaseMs: extras.leaseMs, maintenance: { enabled: false, completedRetentionMs: 86_400_000 } }),
       PgQueueMetricsModule.forRoot({ ...metrics, ...(extras.path !== undefined ? { path: extras.path } : {}) }),
     ],
     providers: [Handlers],
@@ -208,6 +220,36 @@ describe('Prometheus metrics over HTTP (Express): the numbers equal what ran and
   });
 });
 
+describe('Prometheus metrics: lease losses and cancellations', () => {
+  it('counts a running job taken back (its lease lost) and one cancelled while it ran', async () => {
+    const url = await createTestDatabase('metrics_lease');
+    const db = sqlPool(url);
+    // A short lease: the heartbeat (every leaseMs / 3) finds the row no longer ours within half a second.
+    const { app, base } = await startHttpApp(url, { register: new Registry(), depthCacheMs: 0 }, { leaseMs: 1_500 });
+    try {
+      const queue = app.get(QueueService);
+      const [lost, cancelled] = [await queue.enqueue('m-hang', {}), await queue.enqueue('m-hang', {})];
+      await waitFor('both running', async () => hanging.has(lost) && hanging.has(cancelled));
+      // What the sweeper does to an expired lease, with run_at in an hour so that nobody claims the job again.
+      await db.query(`UPDATE background_jobs SET status = 'queued', fence_token = fence_token + 1, locked_by = NULL, lease_expires_at = NULL, run_at = now() + interval '1 hour' WHERE id = $1`, [lost]);
+      await queue.cancel(cancelled);
+      await waitFor('counted', async () => {
+        const { samples } = await scrape(base);
+        return sampleValue(samples, 'pg_queue_lease_lost_total', { queue: 'm-hang' }) === 1 && sampleValue(samples, 'pg_queue_jobs_cancelled_total', { queue: 'm-hang' }) === 1;
+      });
+      const { samples } = await scrape(base);
+      expect(sampleValue(samples, 'pg_queue_jobs_started_total', { queue: 'm-hang' })).toBe(2);
+      expect(sampleValue(samples, 'pg_queue_jobs_completed_total', { queue: 'm-hang' })).toBe(0);
+      expect(sampleValue(samples, 'pg_queue_jobs', { queue: 'm-hang', state: 'cancelled' })).toBe(1);
+      expect(sampleValue(samples, 'pg_queue_jobs', { queue: 'm-hang', state: 'queued' })).toBe(1);
+      expect((await db.query(`SELECT status FROM background_jobs WHERE id = ANY($1) ORDER BY id`, [[lost, cancelled]])).rows.map((r) => r.status)).toEqual(['queued', 'cancelled']);
+    } finally {
+      await app.close();
+      await db.end();
+    }
+  });
+});
+
 describe('Prometheus metrics on Fastify', () => {
   it('serves /metrics at the configured path with the counters of a job that ran', async () => {
     const url = await createTestDatabase('metrics_fastify');
@@ -259,6 +301,28 @@ describe('PgQueueMetricsModule: boot-time checks and no cost when off', () => {
   it('a missing prom-client is named, with the command that installs it', async () => {
     const missing = () => import('prom-client-that-is-not-installed' as string);
     await expect(loadPromClient(missing)).rejects.toThrow(/needs the package "prom-client", which is not installed: run `npm install prom-client@"\^15.0.0"`/);
+  });
+
+  it('forRootAsync: options from a factory, the path next to them', async () => {
+    const register = new Registry();
+    @Module({
+      imports: [
+        PgQueueModule.forRoot({ connection: url, maintenance: { enabled: false } }),
+        PgQueueMetricsModule.forRootAsync({ useFactory: async () => ({ register, prefix: 'async_' }), path: '/internal/metrics' }),
+      ],
+    })
+    class AsyncModule {}
+    const app = await NestFactory.create(AsyncModule, { logger: ['error'] });
+    try {
+      await app.listen(0, '127.0.0.1');
+      const base = `http://127.0.0.1:${(app.getHttpServer().address() as { port: number }).port}`;
+      const { status, samples } = await scrape(base, '/internal/metrics');
+      expect(status).toBe(200);
+      expect(samples.some((s) => s.name === 'async_depth_query_seconds')).toBe(true);
+      expect(register.getSingleMetric('async_jobs_started_total')).toBeDefined();
+    } finally {
+      await app.close();
+    }
   });
 
   it('shutting the app down takes the metrics out of the registry: an app built again registers them anew', async () => {
