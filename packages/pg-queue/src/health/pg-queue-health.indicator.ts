@@ -70,7 +70,7 @@ export class PgQueueHealthIndicator implements OnModuleInit {
    */
   async checkLag<K extends string = 'pg-queue-lag'>(key: K = 'pg-queue-lag' as K, options: LagCheckOptions): Promise<HealthResult<K>> {
     const limits = lagLimits(options?.maxLagMs);
-    const timeoutMs = positiveInt('checkLag', 'timeoutMs', options.timeoutMs, DEFAULT_LAG_TIMEOUT_MS);
+    const timeoutMs = positiveInt('checkLag', 'timeoutMs', options?.timeoutMs, DEFAULT_LAG_TIMEOUT_MS);
     let lags: Record<string, number>;
     try {
       lags = await this.internals.store.oldestDue(timeoutMs);
