@@ -19,6 +19,10 @@ import { SchedulesController } from './reports/schedules.controller.js';
 import { StatsController } from './stats/stats.controller.js';
 import { DemoController } from './traffic/demo.controller.js';
 import { DemoTrafficService } from './traffic/demo-traffic.service.js';
+import { EventsController } from './events/events.controller.js';
+import { JobEventCounter } from './events/job-event-counter.js';
+import { OrdersSummaryHandler } from './reports/orders-summary.handler.js';
+import { SummaryController } from './reports/summary.controller.js';
 
 const MINUTE = 60_000;
 
@@ -63,7 +67,7 @@ export class AppModule {
         TerminusModule,
         PgQueueHealthModule,
       ],
-      controllers: [OrdersController, JobsController, StatsController, DemoController, SchedulesController, HealthController],
+      controllers: [OrdersController, JobsController, StatsController, DemoController, SchedulesController, SummaryController, EventsController, HealthController],
       providers: [
         { provide: DEMO_OPTIONS, useValue: options },
         OrdersService,
@@ -72,6 +76,8 @@ export class AppModule {
         ThumbnailHandler,
         OrdersReportHandler,
         DemoTrafficService,
+        OrdersSummaryHandler,
+        JobEventCounter,
       ],
     };
   }

@@ -1,8 +1,13 @@
 export { PgQueueModule } from './pg-queue.module.js';
-export { QueueService, type EnqueueOptions, type EnqueueResult, type JobSpec } from './queue.service.js';
+export { QueueService, type EnqueueOptions, type EnqueueResult, type JobSpec, type JobSpecs } from './queue.service.js';
+export { defineQueue, type QueueDefinition, type QueueDefinitionOptions, type PayloadValidator, type PayloadOf, type ResultOf } from './typed/queue-definition.js';
+export type { TraceCarrier } from './tracing/trace-carrier.js';
 export type { UniqueOptions } from './utils/unique-options.js';
 export type { OnConflict } from './store/job.store.js';
-export { JobHandler } from './decorators/job-handler.decorator.js';
+export { JobHandler, type TypedJobHandlerDecorator } from './decorators/job-handler.decorator.js';
+export { OnJobEvent } from './decorators/on-job-event.decorator.js';
+export type { WaitOptions } from './waiting/job-waiters.js';
+export { MAX_PROGRESS_BYTES } from './pg-queue.constants.js';
 export { JobEvents, JOB_EVENT_NAMES, type JobEvent, type JobEventListener, type JobEventName } from './events/job-events.js';
 export { RecurringJob } from './decorators/recurring-job.decorator.js';
 export type {
@@ -23,8 +28,9 @@ export type {
   PgQueueMaintenanceOptions,
   PgQueueRecurringOptions,
 } from './interfaces/pg-queue-options.interface.js';
-export { PgQueueError, JobTimeoutError, JobAbortedError, JobSnoozedError } from './errors/pg-queue.error.js';
-export { PG_QUEUE_MIGRATIONS, CreateBackgroundJobs1764460000000, CreateBackgroundQueues1764470000000, DelayedJobsIndex1764480000000, InFlightIndexByJob1764490000000, FenceToken1764520000000, FinishedJobsIndex1764530000000, UniqueJobs1764540000000, CreateBackgroundSchedules1764550000000, Limits1764560000000 } from './migrations/index.js';
+export { PgQueueError, JobTimeoutError, JobAbortedError, JobSnoozedError, JobFailedError, JobWaitTimeoutError } from './errors/pg-queue.error.js';
+export { InvalidPayloadError } from './errors/invalid-payload.error.js';
+export { PG_QUEUE_MIGRATIONS, CreateBackgroundJobs1764460000000, CreateBackgroundQueues1764470000000, DelayedJobsIndex1764480000000, InFlightIndexByJob1764490000000, FenceToken1764520000000, FinishedJobsIndex1764530000000, UniqueJobs1764540000000, CreateBackgroundSchedules1764550000000, Limits1764560000000, JobResults1764570000000, TraceContext1764580000000 } from './migrations/index.js';
 export { BackgroundJobEntity } from './store/background-job.entity.js';
 export { exponentialBackoff } from './utils/backoff.js';
 export { MODULE_OPTIONS_TOKEN as PG_QUEUE_OPTIONS } from './pg-queue.module-definition.js';

@@ -22,3 +22,9 @@ export const QUEUE_NAME_PATTERN = /^[A-Za-z0-9_.:-]{1,128}$/;
 
 /** Namespaced metadata key for `@RecurringJob`. */
 export const RECURRING_JOB_METADATA = 'pg-queue:recurring_job';
+
+/** Largest value job.progress() takes, in bytes of JSON: progress is a number or a small object, written with every heartbeat. */
+export const MAX_PROGRESS_BYTES = 4_096;
+
+/** Namespaced metadata key for `@OnJobEvent` (a list: a method may carry several). */
+export const ON_JOB_EVENT_METADATA = 'pg-queue:on_job_event';

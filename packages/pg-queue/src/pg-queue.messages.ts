@@ -3,9 +3,6 @@
 export const DUPLICATE_HANDLER = (queue: string, first: string, second: string) =>
   `Queue "${queue}" has two @JobHandler methods (${first} and ${second}); a queue has exactly one handler.`;
 
-export const REQUEST_SCOPED_HANDLER = (where: string) =>
-  `@JobHandler ${where} is on a request-scoped (or transient) provider; job handlers need a singleton provider, since no request exists when a job runs.`;
-
 export const INVALID_QUEUE_NAME = (queue: unknown) =>
   `Invalid queue name ${JSON.stringify(queue)}: use 1 to 128 characters from A-Z a-z 0-9 _ . : -`;
 
@@ -84,9 +81,6 @@ export const BAD_SNOOZE_DELAY = (queue: string, jobId: string, value: unknown, u
 
 export const INVALID_SCHEDULE = (where: string, detail: string) => `${where}: ${detail}`;
 
-export const RECURRING_ON_REQUEST_SCOPED = (where: string) =>
-  `@RecurringJob ${where} is on a request-scoped (or transient) provider; recurring jobs need a singleton provider, since no request exists when a job runs.`;
-
 export const DUPLICATE_SCHEDULE = (name: string, first: string, second: string) =>
   `Two @RecurringJob methods (${first} and ${second}) declare the schedule "${name}"; give each its own { name }.`;
 
@@ -100,3 +94,46 @@ export const MISSED_FIRES_SKIPPED = (name: string, fromIso: string, throughIso: 
   `schedule "${name}": fires from ${fromIso} through ${throughIso} were missed (no instance was ticking) and are skipped under missedFires ${policy}`;
 
 export const SCHEDULE_NOT_FOUND = (name: string) => `No schedule named ${JSON.stringify(name)}.`;
+
+// Results, progress, waiting, events.
+
+export const RESULT_NOT_JSON = (queue: string, jobId: string, detail: string) =>
+  `job ${jobId} (${queue}): the handler's result cannot be stored: it is not JSON (${detail}); the job fails without a retry (a retry would return the same). Return a JSON value, or nothing.`;
+
+export const RESULT_TOO_LARGE = (queue: string, jobId: string, bytes: number, limit: number) =>
+  `job ${jobId} (${queue}): the handler's result is ${bytes} bytes as JSON, over the maxResultBytes limit of ${limit}; the job fails without a retry (a retry would return the same). Store large output elsewhere and return a reference, or raise maxResultBytes.`;
+
+export const PROGRESS_NOT_JSON = (jobId: string, detail: string) =>
+  `job.progress() of job ${jobId}: the value is not JSON (${detail}); pass a number or a small JSON value.`;
+
+export const PROGRESS_TOO_LARGE = (jobId: string, bytes: number, limit: number) =>
+  `job.progress() of job ${jobId}: the value is ${bytes} bytes as JSON, over the limit of ${limit}; progress is for a number or a small object.`;
+
+export const WAIT_JOB_NOT_FOUND = (jobId: string) => `waitFor(${jobId}): no such job (never enqueued, or already pruned).`;
+
+export const WAIT_JOB_GONE = (jobId: string) =>
+  `waitFor(${jobId}): the job's row is gone (deleted, or pruned past its retention) before it could be seen finished.`;
+
+export const WAIT_SHUTTING_DOWN = (jobId: string) => `waitFor(${jobId}): the application is shutting down; stopped waiting.`;
+
+export const UNKNOWN_JOB_EVENT = (where: string, name: unknown, known: readonly string[]) =>
+  `@OnJobEvent on ${where}: unknown event ${describe(name)}; known events: ${known.join(', ')}.`;
+
+export const ON_JOB_EVENT_REQUEST_SCOPED = (where: string) =>
+  `@OnJobEvent ${where} is on a request-scoped (or transient) provider; event listeners need a singleton provider (they are called for every job, outside any request).`;
+
+export const ON_JOB_EVENT_NO_HANDLER = (where: string, queue: string, workers: boolean) =>
+  workers
+    ? `@OnJobEvent ${where} listens to queue "${queue}", but no @JobHandler of this app handles it: events come from this instance's workers only, so it will never be called here.`
+    : `@OnJobEvent ${where} listens to queue "${queue}", but this instance runs no workers (workers: false): events come from this instance's workers only, so it will never be called here.`;
+// Typed queues and payload validation.
+
+export const PAYLOAD_REFUSED = (where: string, queue: string, reason: string) =>
+  `${where}: the payload was refused by the validator of queue "${queue}": ${reason}. Nothing was enqueued.`;
+
+export const VALIDATOR_SAID_NO = 'the validator returned false';
+
+export const QUEUE_DEFINED_TWICE = (queue: string) =>
+  `defineQueue("${queue}"): the queue is already defined with another validator; define each queue once (export the definition and import it where needed), so that every enqueue to it is checked by the same validator.`;
+
+export const INVALID_QUEUE_DEFINITION = (queue: string, detail: string) => `defineQueue("${queue}"): ${detail}`;

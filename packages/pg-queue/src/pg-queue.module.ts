@@ -14,7 +14,9 @@ import { RecurringJobRegistry } from './recurring/recurring-job.registry.js';
 import { RecurringScheduler } from './recurring/recurring-scheduler.js';
 import { JobStore } from './store/job.store.js';
 import { ScheduleStore } from './store/schedule.store.js';
+import { loadOtelApi, OTEL_API } from './tracing/otel-api.js';
 import { resolveModuleOptions, type ResolvedModuleOptions } from './utils/resolve-options.js';
+import { JobWaiters } from './waiting/job-waiters.js';
 import { WorkerPool } from './worker/worker-pool.js';
 
 /**
@@ -45,6 +47,8 @@ import { WorkerPool } from './worker/worker-pool.js';
         new ScheduleStore(connection.pool, { transactionPooler: resolved.transactionPooler }),
       inject: [PgQueueConnection, RESOLVED_OPTIONS],
     },
+    // Tracing: the boot waits for the lazy import of @opentelemetry/api (undefined when the app lacks it).
+    { provide: OTEL_API, useFactory: () => loadOtelApi() },
     JobHandlerRegistry,
     JobEvents,
     RecurringJobRegistry,
@@ -52,6 +56,7 @@ import { WorkerPool } from './worker/worker-pool.js';
     RecurringScheduler,
     WorkerPool,
     MaintenanceScheduler,
+    JobWaiters,
     QueueService,
   ],
   exports: [QueueService, JobEvents],

@@ -16,6 +16,10 @@ import { nextFireAfter } from './recurring/fire-times.js';
 import { RecurringScheduler } from './recurring/recurring-scheduler.js';
 import { resolveSchedule } from './recurring/resolve-schedule.js';
 import { ScheduleStore } from './store/schedule.store.js';
+import { JobWaiters, type WaitOptions } from './waiting/job-waiters.js';
+import { batchCall, oneJobCall, setJobId, setKeyedOutcome, traceEnqueue } from './tracing/producer-span.js';
+import { checkPayloads, validatorOf, type PayloadToCheck } from './typed/payload-validators.js';
+import { queueNameOf, type QueueDefinition } from './typed/queue-definition.js';
 
 export interface EnqueueOptions extends UniqueOptions {
   /** EntityManager of a running transaction: the job commits or rolls back with the caller's writes. */
@@ -32,10 +36,23 @@ export interface EnqueueOptions extends UniqueOptions {
   concurrencyKey?: string;
 }
 
+/** One job of enqueueMany, named by its queue's name (a job may also name a definition: see JobSpecs). */
 export interface JobSpec<TPayload = unknown> extends Omit<EnqueueOptions, 'manager'> {
   queue: string;
   payload: TPayload;
 }
+
+/** A job of enqueueMany as the service reads it: named by its queue's name or definition. */
+type AnyJobSpec = Omit<JobSpec, 'queue'> & { queue: string | QueueDefinition<unknown, unknown> };
+
+/**
+ * The jobs of an enqueueMany call, each checked against its own queue: a job whose queue is a definition must
+ * carry that definition's payload type (jobs of several definitions may be mixed); a job named by a string
+ * takes any payload.
+ */
+export type JobSpecs<T extends readonly unknown[]> = {
+  [K in keyof T]: Omit<EnqueueOptions, 'manager'> & { queue: string | QueueDefinition<T[K], unknown>; payload: NoInfer<T[K]> };
+};
 
 /** What an enqueue came to: `enqueueUnique` and `enqueueManyUnique` return it. */
 export interface EnqueueResult {
@@ -58,14 +75,23 @@ export class QueueService {
     @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedModuleOptions,
     private readonly scheduleStore: ScheduleStore,
     private readonly scheduler: RecurringScheduler,
+    /** Absent only where the service is built by hand outside Nest (the CLI's enqueue), which never waits. */
+    private readonly waiters?: JobWaiters,
   ) {}
 
-  /** Adds one job; returns its id. Pass `manager` to make it part of your transaction. */
-  async enqueue<TPayload>(queue: string, payload: TPayload, options: EnqueueOptions = {}): Promise<string> {
+  /**
+   * Adds one job; returns its id. Pass `manager` to make it part of your transaction. `queue` is the queue's
+   * name or its `defineQueue` definition (then the payload must have the definition's type, and its validator
+   * runs first: a refused payload throws InvalidPayloadError and nothing is stored).
+   */
+  async enqueue<TPayload>(queue: string | QueueDefinition<TPayload, unknown>, payload: NoInfer<TPayload>, options: EnqueueOptions = {}): Promise<string> {
     const row = this.toRow({ ...options, queue, payload });
+    const validated = this.validate('enqueue', row.queue, payload);
+    if (validated) await validated;
+    const manager = options.manager;
     // A job without a key keeps the plain insert: no other statement, no unique-index entry.
-    if (row.uniqueKey == null) return this.store.insertJob(row, options.manager);
-    const [result] = await this.store.insertKeyedJobs([row], options.manager);
+    if (row.uniqueKey == null) return traceEnqueue(oneJobCall('enqueue', row.queue), (trace) => this.store.insertJob(row, manager, trace), setJobId);
+    const [result] = await traceEnqueue(oneJobCall('enqueue', row.queue), (trace) => this.store.insertKeyedJobs([row], manager, trace), setKeyedOutcome);
     return result.id;
   }
 
@@ -73,10 +99,12 @@ export class QueueService {
    * Adds one job unless another job holds its `uniqueKey`; says which job holds the key and whether this
    * call was a duplicate (and whether it replaced the holder's payload), without a second query.
    */
-  async enqueueUnique<TPayload>(queue: string, payload: TPayload, options: EnqueueOptions & { uniqueKey: string }): Promise<EnqueueResult> {
+  async enqueueUnique<TPayload>(queue: string | QueueDefinition<TPayload, unknown>, payload: NoInfer<TPayload>, options: EnqueueOptions & { uniqueKey: string }): Promise<EnqueueResult> {
     const row = this.toRow({ ...options, queue, payload });
-    if (row.uniqueKey == null) throw new PgQueueError(`enqueueUnique("${queue}") needs a uniqueKey; use enqueue() for a job without one.`);
-    const [result] = await this.store.insertKeyedJobs([row], options.manager);
+    if (row.uniqueKey == null) throw new PgQueueError(`enqueueUnique("${row.queue}") needs a uniqueKey; use enqueue() for a job without one.`);
+    await this.validate('enqueueUnique', row.queue, payload);
+    const manager = options.manager;
+    const [result] = await traceEnqueue(oneJobCall('enqueueUnique', row.queue), (trace) => this.store.insertKeyedJobs([row], manager, trace), setKeyedOutcome);
     return toResult(result);
   }
 
@@ -84,25 +112,50 @@ export class QueueService {
    * Adds many jobs in one statement (one round trip, one NOTIFY per queue); returns their ids in order. Past
    * 16 MB of payloads it runs one statement per 16 MB in one transaction: all the jobs are added or none.
    */
-  async enqueueMany(jobs: JobSpec[], options: { manager?: EntityManager } = {}): Promise<string[]> {
-    if (!Array.isArray(jobs)) throw new PgQueueError('enqueueMany expects an array of { queue, payload, ...options }.');
-    if (jobs.length === 0) return [];
-    const rows = this.toRows(jobs, 'enqueueMany');
-    if (rows.some((r) => r.uniqueKey != null)) return (await this.store.insertKeyedJobs(rows, options.manager)).map((r) => r.id);
-    return this.store.insertJobs(rows, options.manager);
+  async enqueueMany<const T extends readonly unknown[]>(jobs: JobSpecs<T>, options: { manager?: EntityManager } = {}): Promise<string[]> {
+    const specs = jobs as unknown as readonly AnyJobSpec[];
+    if (!Array.isArray(specs)) throw new PgQueueError('enqueueMany expects an array of { queue, payload, ...options }.');
+    if (specs.length === 0) return [];
+    const rows = this.toRows(specs, 'enqueueMany');
+    await this.validateMany('enqueueMany', specs, rows);
+    const manager = options.manager;
+    if (rows.some((r) => r.uniqueKey != null)) {
+      return (await traceEnqueue(() => batchCall('enqueueMany', rows), (trace) => this.store.insertKeyedJobs(rows, manager, trace))).map((r) => r.id);
+    }
+    return traceEnqueue(() => batchCall('enqueueMany', rows), (trace) => this.store.insertJobs(rows, manager, trace));
   }
 
   /**
    * enqueueMany with each job's outcome, in order: for jobs with a `uniqueKey`, whether it was a duplicate
    * (of a job in the database, or of an earlier job of the same call). One statement, as enqueueMany.
    */
-  async enqueueManyUnique(jobs: JobSpec[], options: { manager?: EntityManager } = {}): Promise<EnqueueResult[]> {
-    if (!Array.isArray(jobs)) throw new PgQueueError('enqueueManyUnique expects an array of { queue, payload, ...options }.');
-    if (jobs.length === 0) return [];
-    return (await this.store.insertKeyedJobs(this.toRows(jobs, 'enqueueManyUnique'), options.manager)).map(toResult);
+  async enqueueManyUnique<const T extends readonly unknown[]>(jobs: JobSpecs<T>, options: { manager?: EntityManager } = {}): Promise<EnqueueResult[]> {
+    const specs = jobs as unknown as readonly AnyJobSpec[];
+    if (!Array.isArray(specs)) throw new PgQueueError('enqueueManyUnique expects an array of { queue, payload, ...options }.');
+    if (specs.length === 0) return [];
+    const rows = this.toRows(specs, 'enqueueManyUnique');
+    await this.validateMany('enqueueManyUnique', specs, rows);
+    const manager = options.manager;
+    return (await traceEnqueue(() => batchCall('enqueueManyUnique', rows), (trace) => this.store.insertKeyedJobs(rows, manager, trace))).map(toResult);
   }
 
-  private toRows(jobs: JobSpec[], method: string): NewJobRow[] {
+  /** Runs the queue's validator, if it has one; a promise only when the validator is async. */
+  private validate(method: string, queue: string, payload: unknown): void | Promise<void> {
+    const validate = validatorOf(queue);
+    if (validate) return checkPayloads(`${method}("${queue}")`, [{ queue, payload, validate }]);
+  }
+
+  /** Every job's validator before any row is stored: one refused payload refuses the whole batch. */
+  private validateMany(method: string, specs: readonly AnyJobSpec[], rows: NewJobRow[]): void | Promise<void> {
+    let checks: PayloadToCheck[] | undefined;
+    for (let i = 0; i < rows.length; i++) {
+      const validate = validatorOf(rows[i].queue);
+      if (validate) (checks ??= []).push({ queue: rows[i].queue, payload: specs[i].payload, validate, index: i });
+    }
+    if (checks) return checkPayloads(method, checks);
+  }
+
+  private toRows(jobs: readonly AnyJobSpec[], method: string): NewJobRow[] {
     return jobs.map((job, i) => {
       try {
         return this.toRow(job);
@@ -113,8 +166,28 @@ export class QueueService {
     });
   }
 
-  async get<TPayload = unknown>(id: string | number | bigint): Promise<JobRecord<TPayload> | null> {
-    return (await this.store.getJob(jobId(id))) as JobRecord<TPayload> | null;
+  /** The job's row: status, attempts, last error, and its `result` and `progress` (README: Results, Progress). */
+  async get<TPayload = unknown, TResult = unknown>(id: string | number | bigint): Promise<JobRecord<TPayload, TResult> | null> {
+    return (await this.store.getJob(jobId(id))) as JobRecord<TPayload, TResult> | null;
+  }
+
+  /**
+   * Waits until the job finishes, whichever process runs it, and resolves with its result (null when the
+   * handler returned nothing). Rejects with JobFailedError (its `lastError`, `status`) when the job is
+   * dead-lettered or cancelled; JobWaitTimeoutError after `timeoutMs`; the signal's reason when `signal`
+   * aborts; a PgQueueError when there is no such job. Retries in between keep it waiting. Only jobs someone
+   * waits on are notified when they finish (README: Waiting for a job).
+   */
+  async waitFor<TResult = unknown>(id: string | number | bigint, options: WaitOptions = {}): Promise<TResult | null> {
+    const text = jobId(id);
+    if (options === null || typeof options !== 'object') throw new PgQueueError(`waitFor(${text}) options must be an object { timeoutMs?, signal? }.`);
+    const { timeoutMs, signal } = options;
+    if (timeoutMs !== undefined && (!Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > 2_147_483_647)) {
+      throw new PgQueueError(INVALID_OPTION(`waitFor(${text})`, 'timeoutMs', timeoutMs, 'an integer from 1 to 2147483647'));
+    }
+    if (signal !== undefined && !(signal instanceof AbortSignal)) throw new PgQueueError(INVALID_OPTION(`waitFor(${text})`, 'signal', signal, 'an AbortSignal'));
+    if (!this.waiters) throw new PgQueueError(`waitFor(${text}) needs the QueueService of a PgQueueModule app.`);
+    return (await this.waiters.wait(text, { timeoutMs, signal })) as TResult | null;
   }
 
   /**
@@ -205,8 +278,9 @@ export class QueueService {
     return info;
   }
 
-  private toRow(spec: JobSpec): NewJobRow {
-    const { queue, payload, runAt, delayMs, priority, maxAttempts, concurrencyKey } = spec;
+  private toRow(spec: AnyJobSpec): NewJobRow {
+    const { payload, runAt, delayMs, priority, maxAttempts, concurrencyKey } = spec;
+    const queue = queueNameOf(spec.queue);
     assertQueueName(queue);
     const where = `enqueue("${queue}")`;
     if (runAt !== undefined && (!(runAt instanceof Date) || Number.isNaN(runAt.getTime()))) {

@@ -1,7 +1,7 @@
 import { Injectable, Scope, type INestApplicationContext } from '@nestjs/common';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
-import { JobHandler, PgQueueError, PgQueueModule, QueueService, type Job } from 'nestjs-pg-queue';
+import { JobHandler, OnJobEvent, PgQueueError, PgQueueModule, QueueService, type Job, type JobEventName } from 'nestjs-pg-queue';
 import { createTestDatabase } from '@internal/pg-harness';
 import { sqlPool, startApp, waitFor } from './support/test-app.js';
 
@@ -16,9 +16,14 @@ class B {
   async b() {}
 }
 @Injectable({ scope: Scope.REQUEST })
-class PerRequest {
-  @JobHandler('per-request')
-  async handle() {}
+class PerRequestListener {
+  @OnJobEvent('per-request', 'completed')
+  onCompleted() {}
+}
+@Injectable()
+class UnknownEvent {
+  @OnJobEvent('q', 'finished' as JobEventName)
+  onFinished() {}
 }
 @Injectable()
 class BadOptions {
@@ -42,8 +47,16 @@ describe('invalid set-up stops the boot with a clear error', () => {
       'Queue "shared" has two @JobHandler methods (A.a and B.b); a queue has exactly one handler.',
     );
   });
-  it('refuses a handler on a request-scoped provider', async () => {
-    await expect(startApp(url, { providers: [PerRequest], logLevels: [] })).rejects.toThrow(/@JobHandler PerRequest.handle is on a request-scoped/);
+  it('refuses an @OnJobEvent listener on a request-scoped provider, and an unknown event name', async () => {
+    await expect(startApp(url, { providers: [PerRequestListener], logLevels: [] })).rejects.toThrow(/@OnJobEvent PerRequestListener.onCompleted is on a request-scoped/);
+    await expect(startApp(url, { providers: [UnknownEvent], logLevels: [] })).rejects.toThrow(
+      '@OnJobEvent on UnknownEvent.onFinished: unknown event "finished"; known events: active, completed, failed, retrying, dead, cancelled, lease-lost.',
+    );
+  });
+  it('refuses an invalid maxResultBytes', async () => {
+    await expect(startApp(url, { queue: { maxResultBytes: 0 }, logLevels: [] })).rejects.toThrow(
+      'Invalid PgQueueModule option maxResultBytes=0: expected an integer from 2 to 268435456.',
+    );
   });
   it('refuses invalid handler options', async () => {
     await expect(startApp(url, { providers: [BadOptions], logLevels: [] })).rejects.toThrow(

@@ -12,7 +12,7 @@ class Handlers {
     return { doubled: job.payload.n * 2 };
   }
 
-  @JobHandler('ev-fail', { maxAttempts: 2, backoff: { baseMs: 10, maxMs: 10 } })
+  @JobHandler('ev-fail', { maxAttempts: 2, backoff: { baseMs: 10, maxMs: 10, jitter: false } })
   async fail() {
     throw new Error('boom');
   }

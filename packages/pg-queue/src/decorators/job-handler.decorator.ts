@@ -1,6 +1,8 @@
 import { SetMetadata } from '@nestjs/common';
 import type { JobHandlerOptions } from '../interfaces/job-handler-options.interface.js';
+import type { Job } from '../interfaces/job.interface.js';
 import { JOB_HANDLER_METADATA } from '../pg-queue.constants.js';
+import { queueNameOf, type QueueDefinition } from '../typed/queue-definition.js';
 
 export interface JobHandlerMetadata {
   queue: string;
@@ -8,8 +10,26 @@ export interface JobHandlerMetadata {
 }
 
 /**
- * Marks a provider method as the handler of a queue. Resolving completes the job; throwing (or rejecting)
- * fails the attempt, which is retried with backoff until maxAttempts, then dead-lettered.
+ * `@JobHandler(definition)`: a method decorator whose signature checks the method against the queue's types.
+ * The method must be callable as `(job: Job<TPayload>) => TResult | Promise<TResult>`: its parameter may be a
+ * narrower view of the job (`Job<{ to: string }>`, `Job`), but a field TPayload does not have, an unrelated
+ * payload type, a second required parameter or a return type that is not TResult is a compile error (TS1241
+ * on the decorator). It is not a plain MethodDecorator: to compose it with `applyDecorators`, pass the queue's name
+ * (`JobHandler(Emails.name)`), which gives up the check.
  */
-export const JobHandler = (queue: string, options: JobHandlerOptions = {}): MethodDecorator =>
-  SetMetadata<string, JobHandlerMetadata>(JOB_HANDLER_METADATA, { queue, options });
+export type TypedJobHandlerDecorator<TPayload, TResult> = <M extends (job: Job<TPayload>) => TResult | Promise<TResult>>(
+  target: object,
+  propertyKey: string | symbol,
+  descriptor: TypedPropertyDescriptor<M>,
+) => void;
+
+/**
+ * Marks a provider method as the handler of a queue, named by a string or by a `defineQueue` definition (which
+ * also checks the method's types). Resolving completes the job (its value is the job's result); throwing (or
+ * rejecting) fails the attempt, which is retried with backoff until maxAttempts, then dead-lettered.
+ */
+export function JobHandler<TPayload, TResult>(queue: QueueDefinition<TPayload, TResult>, options?: JobHandlerOptions): TypedJobHandlerDecorator<TPayload, TResult>;
+export function JobHandler(queue: string, options?: JobHandlerOptions): MethodDecorator;
+export function JobHandler(queue: string | QueueDefinition<unknown, unknown>, options: JobHandlerOptions = {}): MethodDecorator {
+  return SetMetadata<string, JobHandlerMetadata>(JOB_HANDLER_METADATA, { queue: queueNameOf(queue), options });
+}

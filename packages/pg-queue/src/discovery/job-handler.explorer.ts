@@ -1,18 +1,22 @@
-import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
-import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
+import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import { ContextIdFactory, DiscoveryService, MetadataScanner, ModuleRef, Reflector } from '@nestjs/core';
+import { Injector } from '@nestjs/core/injector/injector.js';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper.js';
 import type { JobHandlerMetadata } from '../decorators/job-handler.decorator.js';
+import type { OnJobEventMetadata } from '../decorators/on-job-event.decorator.js';
+import { JOB_EVENT_NAMES, JobEvents, type JobEvent, type JobEventName } from '../events/job-events.js';
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import type { Job } from '../interfaces/job.interface.js';
 import { PgQueueConnection } from '../connection/pg-queue-connection.js';
-import { JOB_HANDLER_METADATA, RECURRING_JOB_METADATA } from '../pg-queue.constants.js';
+import { JOB_HANDLER_METADATA, ON_JOB_EVENT_METADATA, RECURRING_JOB_METADATA } from '../pg-queue.constants.js';
 import {
   DUPLICATE_HANDLER,
   DUPLICATE_SCHEDULE,
+  ON_JOB_EVENT_NO_HANDLER,
+  ON_JOB_EVENT_REQUEST_SCOPED,
   RECURRING_HANDLER_OPTIONS_TWICE,
-  RECURRING_ON_REQUEST_SCOPED,
   RECURRING_QUEUE_MISMATCH,
-  REQUEST_SCOPED_HANDLER,
+  UNKNOWN_JOB_EVENT,
 } from '../pg-queue.messages.js';
 import type { RecurringJobMetadata } from '../decorators/recurring-job.decorator.js';
 import { RecurringJobRegistry } from '../recurring/recurring-job.registry.js';
@@ -21,13 +25,30 @@ import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
 import { assertQueueName, resolveHandlerOptions, type ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { JobHandlerRegistry } from './job-handler.registry.js';
 
+/** An @OnJobEvent method found at boot, subscribed once every provider is explored. */
+interface FoundListener {
+  where: string;
+  queue: string;
+  names: readonly JobEventName[];
+  listener: (event: JobEvent) => unknown;
+}
+
 /**
- * Finds @JobHandler and @RecurringJob methods through Nest discovery and validates them (discovery only; the worker pool
- * runs them). Any problem stops the boot with an error that names the method.
+ * Finds @JobHandler, @RecurringJob and @OnJobEvent methods through Nest discovery and validates them (discovery
+ * only; the worker pool runs the handlers, the JobEvents bus calls the listeners). Any problem stops the boot
+ * with an error that names the method.
+ *
+ * A handler on a singleton is called directly. A handler on a request-scoped or transient provider (or one
+ * that injects a request-scoped service) gets a DI context of its own per attempt, with the Job as its
+ * REQUEST: its provider and the request-scoped services it injects are made afresh for each attempt (durable
+ * providers are shared per the app's ContextIdStrategy, which receives the Job).
  */
 @Injectable()
-export class JobHandlerExplorer implements OnModuleInit {
+export class JobHandlerExplorer implements OnModuleInit, OnModuleDestroy {
   private readonly logger = new Logger('PgQueue');
+  private readonly injector = new Injector();
+  private readonly listeners: FoundListener[] = [];
+  private unsubscribe: (() => void)[] = [];
 
   constructor(
     private readonly discovery: DiscoveryService,
@@ -36,6 +57,8 @@ export class JobHandlerExplorer implements OnModuleInit {
     private readonly registry: JobHandlerRegistry,
     private readonly schedules: RecurringJobRegistry,
     private readonly connection: PgQueueConnection,
+    private readonly events: JobEvents,
+    private readonly moduleRef: ModuleRef,
     @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
 
@@ -51,6 +74,15 @@ export class JobHandlerExplorer implements OnModuleInit {
     if (unknown.length > 0 && this.options.workers) {
       this.logger.warn(`options.queues configures ${unknown.join(', ')}, but no @JobHandler handles them in this app`);
     }
+    for (const { where, queue, names, listener } of this.listeners) {
+      if (!this.options.workers || !this.registry.get(queue)) this.logger.warn(ON_JOB_EVENT_NO_HANDLER(where, queue, this.options.workers));
+      this.unsubscribe.push(this.events.listen(listener, { queue, names }));
+    }
+  }
+
+  onModuleDestroy(): void {
+    for (const stop of this.unsubscribe) stop();
+    this.unsubscribe = [];
   }
 
   private explore(wrapper: InstanceWrapper): void {
@@ -59,14 +91,14 @@ export class JobHandlerExplorer implements OnModuleInit {
     const prototype =
       wrapper.isDependencyTreeStatic() && wrapper.instance ? Object.getPrototypeOf(wrapper.instance) : wrapper.inject ? undefined : wrapper.metatype?.prototype;
     if (!prototype || typeof prototype !== 'object') return;
+    const perAttempt = !wrapper.isDependencyTreeStatic() || wrapper.isTransient;
     for (const methodName of this.scanner.getAllMethodNames(prototype)) {
       const handlerMeta = this.reflector.get<JobHandlerMetadata | undefined>(JOB_HANDLER_METADATA, prototype[methodName]);
       const recurring = this.reflector.get<RecurringJobMetadata | undefined>(RECURRING_JOB_METADATA, prototype[methodName]);
-      if (!handlerMeta && !recurring) continue;
+      const onEvents = this.reflector.get<OnJobEventMetadata[] | undefined>(ON_JOB_EVENT_METADATA, prototype[methodName]);
       const name = `${prototype.constructor?.name ?? 'anonymous'}.${methodName}`;
-      if (!wrapper.isDependencyTreeStatic() || wrapper.isTransient) {
-        throw new PgQueueError(handlerMeta ? REQUEST_SCOPED_HANDLER(name) : RECURRING_ON_REQUEST_SCOPED(name));
-      }
+      if (onEvents) this.foundListeners(wrapper, name, methodName, onEvents, perAttempt);
+      if (!handlerMeta && !recurring) continue;
       // A @RecurringJob method is the handler of its schedule's queue (or of its @JobHandler queue).
       const meta = recurring ? this.declareSchedule(name, recurring, handlerMeta) : handlerMeta!;
       assertQueueName(meta.queue);
@@ -77,8 +109,42 @@ export class JobHandlerExplorer implements OnModuleInit {
         queue: meta.queue,
         name,
         options: resolveHandlerOptions(meta.queue, { ...meta.options, ...this.options.queues[meta.queue] }),
-        handle: (job) => instance[methodName](job),
+        // Singletons keep the direct call: no context, no resolve, nothing per job.
+        handle: perAttempt ? this.perAttemptHandle(wrapper, methodName) : (job) => instance[methodName](job),
+        perAttempt,
       });
+    }
+  }
+
+  /**
+   * The handle of a method on a provider that is not a singleton: a DI context per attempt (ContextIdFactory
+   * applies the app's ContextIdStrategy, so durable trees are reused), the Job registered as its REQUEST, the
+   * provider resolved in it (as Nest's router does for a request-scoped controller), then the call.
+   */
+  private perAttemptHandle(wrapper: InstanceWrapper, methodName: string): (job: Job) => Promise<unknown> {
+    const host = wrapper.host!;
+    const ctorHost = (wrapper.instance as object | undefined) ?? { constructor: wrapper.metatype };
+    return async (job) => {
+      const contextId = ContextIdFactory.getByRequest(job);
+      this.moduleRef.registerRequestByContextId(job, contextId);
+      const instance = (await this.injector.loadPerContext(ctorHost, host, host.providers, contextId, wrapper)) as Record<string, (job: Job) => unknown>;
+      return instance[methodName](job);
+    };
+  }
+
+  /** Validates the @OnJobEvent declarations of one method; they are subscribed once discovery is done. */
+  private foundListeners(wrapper: InstanceWrapper, where: string, methodName: string, declared: OnJobEventMetadata[], perAttempt: boolean): void {
+    if (perAttempt) throw new PgQueueError(ON_JOB_EVENT_REQUEST_SCOPED(where));
+    const instance = wrapper.instance as Record<string, (event: JobEvent) => unknown>;
+    for (const { queue, events } of declared) {
+      try {
+        assertQueueName(queue);
+      } catch (error) {
+        throw new PgQueueError(`@OnJobEvent on ${where}: ${(error as Error).message}`);
+      }
+      if (events.length === 0) throw new PgQueueError(UNKNOWN_JOB_EVENT(where, [], JOB_EVENT_NAMES));
+      for (const name of events) if (!JOB_EVENT_NAMES.includes(name)) throw new PgQueueError(UNKNOWN_JOB_EVENT(where, name, JOB_EVENT_NAMES));
+      this.listeners.push({ where, queue, names: events, listener: (event) => instance[methodName](event) });
     }
   }
 

@@ -8,6 +8,8 @@ export interface RegisteredHandler {
   name: string;
   options: ResolvedHandlerOptions;
   handle: (job: Job) => unknown;
+  /** The method's provider is request-scoped or transient: each attempt resolves it in a DI context of its own. */
+  perAttempt?: boolean;
 }
 
 /** The runtime map of queue name to handler, filled by the explorer, read by the worker pool and QueueService. */

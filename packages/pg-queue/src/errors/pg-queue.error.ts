@@ -27,3 +27,30 @@ export class JobSnoozedError extends Error {
     super(`job snoozed for ${delayMs} ms`);
   }
 }
+
+/**
+ * `QueueService.waitFor()` rejects with it when the job ended without completing: dead-lettered (`failed`,
+ * with its last attempt's error) or `cancelled`.
+ */
+export class JobFailedError extends Error {
+  override name = 'JobFailedError';
+  constructor(
+    readonly jobId: string,
+    readonly status: 'failed' | 'cancelled',
+    /** The job's `last_error`: what its last attempt threw (null for a job cancelled before it ran). */
+    readonly lastError: string | null,
+  ) {
+    super(status === 'cancelled' ? `job ${jobId} was cancelled${lastError ? ` (last error: ${lastError})` : ''}` : `job ${jobId} failed: ${lastError ?? 'no error recorded'}`);
+  }
+}
+
+/** `QueueService.waitFor()` rejects with it when `timeoutMs` passes first; the job itself is left alone. */
+export class JobWaitTimeoutError extends Error {
+  override name = 'JobWaitTimeoutError';
+  constructor(
+    readonly jobId: string,
+    readonly timeoutMs: number,
+  ) {
+    super(`job ${jobId} did not finish within ${timeoutMs} ms (waitFor timeoutMs); it keeps running`);
+  }
+}

@@ -12,12 +12,19 @@ export interface Job<TPayload = unknown> {
   readonly createdAt: Date;
   /** Aborted when the attempt times out, the job is cancelled, the lease is lost, or shutdown outlasts its grace period. */
   readonly signal: AbortSignal;
+  /**
+   * Reports how far the attempt got: a number or a small JSON value (at most MAX_PROGRESS_BYTES, 4 KiB, as
+   * JSON), read back as `JobRecord.progress`. Cheap to call in a loop: the value is kept in memory and the
+   * last one is written with the next heartbeat (or with the attempt's outcome), never in a statement of its
+   * own. A value that is not JSON or is too large throws a PgQueueError at the call.
+   */
+  progress(value: unknown): void;
 }
 
 export type JobStatus = 'queued' | 'processing' | 'completed' | 'failed' | 'cancelled';
 
 /** A row of background_jobs, as `QueueService.get` returns it. */
-export interface JobRecord<TPayload = unknown> {
+export interface JobRecord<TPayload = unknown, TResult = unknown> {
   id: string;
   queue: string;
   payload: TPayload;
@@ -37,6 +44,10 @@ export interface JobRecord<TPayload = unknown> {
   uniqueKey: string | null;
   /** The key the queue's concurrencyPerKey limit counts the job under, if enqueued with one. */
   concurrencyKey: string | null;
+  /** What the handler returned, once completed (README: Results); null when it returned nothing (undefined or null). */
+  result: TResult | null;
+  /** The last value the handler gave `job.progress()` that was written (with a heartbeat or the outcome); null when none. */
+  progress: unknown;
 }
 
 /** Job counts of one queue by status. */

@@ -102,6 +102,12 @@ export interface PgQueueModuleOptions {
   shutdownGraceMs?: number;
   /** Largest payload accepted at enqueue, in bytes of JSON. Default 1 MiB. */
   maxPayloadBytes?: number;
+  /**
+   * Largest handler result stored with a completed job, in bytes of JSON (README: Results). A larger result,
+   * or one that is not JSON, fails the attempt for good (no retry: it would return the same), with an error
+   * that names the size and this limit. Default 64 KiB.
+   */
+  maxResultBytes?: number;
   maintenance?: PgQueueMaintenanceOptions;
   /** Recurring jobs (@RecurringJob, QueueService.upsertSchedule). */
   recurring?: PgQueueRecurringOptions;

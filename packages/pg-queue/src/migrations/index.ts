@@ -7,6 +7,8 @@ import { FinishedJobsIndex1764530000000 } from './1764530000000-finished-jobs-in
 import { UniqueJobs1764540000000 } from './1764540000000-unique-jobs.js';
 import { CreateBackgroundSchedules1764550000000 } from './1764550000000-create-background-schedules.js';
 import { Limits1764560000000 } from './1764560000000-limits.js';
+import { JobResults1764570000000 } from './1764570000000-job-results.js';
+import { TraceContext1764580000000 } from './1764580000000-trace-context.js';
 
 /** The queue's schema migrations, in order: add them to your own DataSource's `migrations`, or let the module run them. */
 export const PG_QUEUE_MIGRATIONS = [
@@ -19,6 +21,8 @@ export const PG_QUEUE_MIGRATIONS = [
   UniqueJobs1764540000000,
   CreateBackgroundSchedules1764550000000,
   Limits1764560000000,
+  JobResults1764570000000,
+  TraceContext1764580000000,
 ];
 
 export {
@@ -31,4 +35,6 @@ export {
   UniqueJobs1764540000000,
   CreateBackgroundSchedules1764550000000,
   Limits1764560000000,
+  JobResults1764570000000,
+  TraceContext1764580000000,
 };

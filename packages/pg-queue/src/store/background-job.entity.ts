@@ -63,4 +63,16 @@ export class BackgroundJobEntity {
 
   @Column({ name: 'concurrency_key', type: 'text', nullable: true })
   concurrencyKey!: string | null;
+
+  /** What the handler returned, once completed (null when it returned nothing). */
+  @Column({ name: 'result', type: 'jsonb', nullable: true })
+  result!: unknown;
+
+  /** The last value the handler gave job.progress() that was written. */
+  @Column({ name: 'progress', type: 'jsonb', nullable: true })
+  progress!: unknown;
+
+  /** Set by QueueService.waitFor(): the job's finish is announced on the pg_queue_done channel. */
+  @Column({ name: 'awaited', type: 'boolean', nullable: true })
+  awaited!: boolean | null;
 }

@@ -26,6 +26,8 @@ export interface ClaimedJob {
   createdAtMs: number;
   /** Claim latency: ms from the job's run_at to this claim, by the database clock (absent for test jobs). */
   waitMs?: number;
+  /** The W3C trace context the job was enqueued under (trace_context column), or null: see tracing/trace-context.ts. */
+  traceContext?: unknown;
 }
 
 export interface ClaimResult {
@@ -76,6 +78,23 @@ export interface JobRef {
 export interface FailedAttempt extends JobRef {
   error: string;
   retryDelayMs: number;
+  /** Fail the job for good, whatever attempts it has left (a result the queue cannot store). */
+  final?: boolean;
+  /** The handler's last progress (JSON text) not written yet. */
+  progressJson?: string;
+}
+
+/** A completed attempt: its claim, and the handler's result and last progress as JSON text when it has them. */
+export interface CompletedAttempt extends JobRef {
+  resultJson?: string;
+  progressJson?: string;
+}
+
+/** Where a job stands, for waitFor(). */
+export interface JobOutcome {
+  status: JobStatus;
+  result: unknown;
+  lastError: string | null;
 }
 
 export interface SnoozedAttempt extends JobRef {
@@ -129,9 +148,15 @@ export class JobStore {
     return explainPoolerError(error);
   }
 
-  async insertJob(row: NewJobRow, manager?: EntityManager): Promise<string> {
-    const values = [row.queue, row.payloadJson, row.priority, row.maxAttempts, row.runAt, row.delayMs, row.concurrencyKey];
-    const rows = manager ? await managerQuery(manager, SQL.insertJob, values) : await this.run<{ id: string }>('insertJob', values);
+  /**
+   * `trace`: the enqueue's trace context as JSON text (tracing/trace-context.ts), written into the row(s); undefined
+   * (no span active) keeps the untraced statement.
+   */
+  async insertJob(row: NewJobRow, manager?: EntityManager, trace?: string): Promise<string> {
+    const values: unknown[] = [row.queue, row.payloadJson, row.priority, row.maxAttempts, row.runAt, row.delayMs, row.concurrencyKey];
+    const statement = trace === undefined ? 'insertJob' : 'insertJobTraced';
+    if (trace !== undefined) values.push(trace);
+    const rows = manager ? await managerQuery(manager, SQL[statement], values) : await this.run<{ id: string }>(statement, values);
     return rows[0].id;
   }
 
@@ -139,16 +164,16 @@ export class JobStore {
    * One statement when the payloads fit in one jsonb array; else one statement per chunk inside one
    * transaction (the caller's, through a savepoint, or one of its own), so the call stays all-or-nothing.
    */
-  async insertJobs(rows: NewJobRow[], manager?: EntityManager): Promise<string[]> {
+  async insertJobs(rows: NewJobRow[], manager?: EntityManager, trace?: string): Promise<string[]> {
     const chunks = chunkByPayloadSize(rows, INSERT_CHUNK_CHARS);
     if (chunks.length === 1) {
-      const { statement, values } = insertJobsStatement(rows);
+      const { statement, values } = insertJobsStatement(rows, trace);
       const result = manager ? await managerQuery(manager, SQL[statement], values) : await this.run<{ id: string }>(statement, values);
       return result.map((r) => r.id);
     }
-    if (manager) return manager.transaction((m) => insertChunks(chunks, (text, values) => managerQuery(m, text, values)));
+    if (manager) return manager.transaction((m) => insertChunks(chunks, (text, values) => managerQuery(m, text, values), trace));
     // Unnamed statements: planning is nothing next to 16 MB of payload, and this rare call pins no prepared statement.
-    return inTransaction(this.pool, (client) => insertChunks(chunks, async (text, values) => (await client.query<{ id: string }>({ text, values })).rows));
+    return inTransaction(this.pool, (client) => insertChunks(chunks, async (text, values) => (await client.query<{ id: string }>({ text, values })).rows, trace));
   }
 
   /**
@@ -156,12 +181,12 @@ export class JobStore {
    * row's outcome in input order. A row whose holder committed after the statement's snapshot comes back
    * without one and is sent again, alone with the others in that case, with a fresh snapshot.
    */
-  async insertKeyedJobs(rows: NewJobRow[], manager?: EntityManager): Promise<KeyedOutcome[]> {
+  async insertKeyedJobs(rows: NewJobRow[], manager?: EntityManager, trace?: string): Promise<KeyedOutcome[]> {
     const { folded, slotOf } = foldKeyedRows(rows);
     const chunks = chunkByPayloadSize(folded, INSERT_CHUNK_CHARS);
     const insertAll = async (query: KeyedQuery) => {
       const outcomes: KeyedOutcome[] = [];
-      for (const chunk of chunks) outcomes.push(...(await insertKeyedChunk(chunk, query)));
+      for (const chunk of chunks) outcomes.push(...(await insertKeyedChunk(chunk, query, trace)));
       return outcomes;
     };
     let outcomes: KeyedOutcome[];
@@ -215,18 +240,37 @@ export class JobStore {
     return result;
   }
 
-  /** Returns the ids fenced out (this worker no longer held them); every other job is completed. `deleteRows` deletes instead of keeping them. */
-  async completeJobs(workerId: string, jobs: JobRef[], deleteRows = false): Promise<Set<string>> {
-    const statement = deleteRows ? 'deleteCompletedJobs' : 'completeJobs';
-    const rows = await this.run<{ id: string }>(statement, [workerId, jobs.map((j) => j.id), tokensById(jobs)]);
+  /**
+   * Returns the ids fenced out (this worker no longer held them); every other job is completed. `deleteRows`
+   * deletes instead of keeping them (and their results). A batch where no job has a result or unwritten
+   * progress runs the plain statement; otherwise the whole batch takes the variant that also writes those.
+   */
+  async completeJobs(workerId: string, jobs: CompletedAttempt[], deleteRows = false): Promise<Set<string>> {
+    const values: unknown[] = [workerId, jobs.map((j) => j.id), tokensById(jobs)];
+    let statement: 'completeJobs' | 'completeJobsWithResults' | 'deleteCompletedJobs' = deleteRows ? 'deleteCompletedJobs' : 'completeJobs';
+    if (!deleteRows) {
+      const extras = resultsById(jobs);
+      if (extras !== undefined) {
+        statement = 'completeJobsWithResults';
+        values.push(extras);
+      }
+    }
+    const rows = await this.run<{ id: string }>(statement, values);
     return new Set(rows.map((r) => r.id));
   }
 
   /** Returns each accepted id with the status it ended in (queued for a retry, failed when dead-lettered). */
   async failJobs(workerId: string, jobs: FailedAttempt[]): Promise<Map<string, JobStatus>> {
-    const byId: Record<string, { token: string; error: string; delayMs: number }> = {};
-    for (const j of jobs) byId[j.id] = { token: j.token, error: j.error, delayMs: j.retryDelayMs };
-    const rows = await this.run<{ id: string; status: JobStatus }>('failJobs', [workerId, jobs.map((j) => j.id), JSON.stringify(byId)]);
+    const byId: Record<string, object> = {};
+    let extras = false;
+    for (const j of jobs) {
+      const entry: { token: string; error: string; delayMs: number; final?: true; progress?: unknown } = { token: j.token, error: j.error, delayMs: j.retryDelayMs };
+      if (j.final) entry.final = true;
+      if (j.progressJson !== undefined) entry.progress = JSON.parse(j.progressJson);
+      extras ||= j.final === true || j.progressJson !== undefined;
+      byId[j.id] = entry;
+    }
+    const rows = await this.run<{ id: string; status: JobStatus }>(extras ? 'failJobsWithExtras' : 'failJobs', [workerId, jobs.map((j) => j.id), JSON.stringify(byId)]);
     return new Map(rows.map((r) => [r.id, r.status]));
   }
 
@@ -238,9 +282,14 @@ export class JobStore {
     return new Set(rows.map((r) => r.id));
   }
 
-  /** Returns the ids whose lease was renewed; any other id is no longer this worker's. */
-  async extendLeases(workerId: string, leaseMs: number, jobs: JobRef[]): Promise<Set<string>> {
-    const rows = await this.run<{ id: string }>('extendLeases', [workerId, leaseMs, jobs.map((j) => j.id), tokensById(jobs)]);
+  /**
+   * Returns the ids whose lease was renewed; any other id is no longer this worker's. `progress` ([id, JSON
+   * text] of the jobs whose progress changed since the last beat) rides the same statement.
+   */
+  async extendLeases(workerId: string, leaseMs: number, jobs: JobRef[], progress: [string, string][] = []): Promise<Set<string>> {
+    const values: unknown[] = [workerId, leaseMs, jobs.map((j) => j.id), tokensById(jobs)];
+    if (progress.length > 0) values.push(`{${progress.map(([id, json]) => `"${id}":${json}`).join(',')}}`);
+    const rows = await this.run<{ id: string }>(progress.length > 0 ? 'extendLeasesWithProgress' : 'extendLeases', values);
     return new Set(rows.map((r) => r.id));
   }
 
@@ -264,6 +313,23 @@ export class JobStore {
   async deleteExpiredJobKeys(limit: number): Promise<number> {
     const [row] = await this.run<{ deleted: number }>('deleteExpiredJobKeys', [limit]);
     return row.deleted;
+  }
+
+  /**
+   * Marks a job as awaited (its finish will be notified on DONE_CHANNEL) and says where it stands; null when
+   * there is no such job. Read again when a settle committed between the mark and the read.
+   */
+  async markAwaited(id: string): Promise<JobOutcome | null> {
+    const [row] = await this.run<OutcomeRow & { marked: boolean }>('markAwaited', [id]);
+    if (!row) return null;
+    if (!row.marked && (row.status === 'queued' || row.status === 'processing')) return (await this.jobOutcomes([id])).get(id) ?? null;
+    return toOutcome(row);
+  }
+
+  /** Where each job of `ids` stands; an id missing from the map has no row (never existed, or deleted). */
+  async jobOutcomes(ids: string[]): Promise<Map<string, JobOutcome>> {
+    const rows = await this.run<OutcomeRow>('jobOutcomes', [ids]);
+    return new Map(rows.map((r) => [r.id, toOutcome(r)]));
   }
 
   async getJob(id: string): Promise<JobRecord | null> {
@@ -387,21 +453,21 @@ function chunkByPayloadSize(rows: NewJobRow[], maxChars: number): NewJobRow[][] 
 }
 
 /** Inserts the chunks one statement each, in order; the ids in input order. */
-async function insertChunks(chunks: NewJobRow[][], query: (text: string, values: unknown[]) => Promise<{ id: string }[]>): Promise<string[]> {
+async function insertChunks(chunks: NewJobRow[][], query: (text: string, values: unknown[]) => Promise<{ id: string }[]>, trace?: string): Promise<string[]> {
   const ids: string[] = [];
   for (const chunk of chunks) {
-    const { statement, values } = insertJobsStatement(chunk);
+    const { statement, values } = insertJobsStatement(chunk, trace);
     for (const r of await query(SQL[statement], values)) ids.push(r.id);
   }
   return ids;
 }
 
-type KeyedQuery = (statement: 'insertKeyedJob' | 'insertKeyedJobs', values: unknown[]) => Promise<QueryResultRow[]>;
+type KeyedQuery = (statement: 'insertKeyedJob' | 'insertKeyedJobs' | 'insertKeyedJobTraced' | 'insertKeyedJobsTraced', values: unknown[]) => Promise<QueryResultRow[]>;
 
 /** Rounds of insertKeyedJobs for rows whose holder was not yet visible; each round waited for that holder's commit. */
 const KEYED_INSERT_ROUNDS = 10;
 
-async function insertKeyedChunk(rows: NewJobRow[], query: KeyedQuery): Promise<KeyedOutcome[]> {
+async function insertKeyedChunk(rows: NewJobRow[], query: KeyedQuery, trace: string | undefined): Promise<KeyedOutcome[]> {
   const outcomes = new Array<KeyedOutcome>(rows.length);
   let pending = rows.map((_, i) => i);
   for (let round = 0; pending.length > 0; round++) {
@@ -419,7 +485,12 @@ async function insertKeyedChunk(rows: NewJobRow[], query: KeyedQuery): Promise<K
       batch.map((r) => r.uniqueForMs ?? null),
       batch.map((r) => r.concurrencyKey ?? null),
     ];
-    const result = (await query(batch.length === 1 ? 'insertKeyedJob' : 'insertKeyedJobs', values)) as { ord: string; id: string | null; outcome: EnqueueOutcome | null }[];
+    let statement: Parameters<KeyedQuery>[0] = batch.length === 1 ? 'insertKeyedJob' : 'insertKeyedJobs';
+    if (trace !== undefined) {
+      statement = batch.length === 1 ? 'insertKeyedJobTraced' : 'insertKeyedJobsTraced';
+      values.push(trace);
+    }
+    const result = (await query(statement, values)) as { ord: string; id: string | null; outcome: EnqueueOutcome | null }[];
     const next: number[] = [];
     for (const r of result) {
       const index = pending[Number(r.ord) - 1];
@@ -432,7 +503,7 @@ async function insertKeyedChunk(rows: NewJobRow[], query: KeyedQuery): Promise<K
 }
 
 /** The scalar statement when every row goes to one queue with the same options, else the array one. */
-function insertJobsStatement(rows: NewJobRow[]): { statement: 'insertJobs' | 'insertUniformJobs'; values: unknown[] } {
+function insertJobsStatement(rows: NewJobRow[], trace?: string): { statement: 'insertJobs' | 'insertUniformJobs' | 'insertJobsTraced' | 'insertUniformJobsTraced'; values: unknown[] } {
   const payloads = `[${rows.map((r) => r.payloadJson).join(',')}]`;
   const first = rows[0];
   const uniform = rows.every(
@@ -444,11 +515,12 @@ function insertJobsStatement(rows: NewJobRow[]): { statement: 'insertJobs' | 'in
       r.runAt?.getTime() === first.runAt?.getTime() &&
       r.concurrencyKey === first.concurrencyKey,
   );
-  if (uniform) return { statement: 'insertUniformJobs', values: [first.queue, payloads, first.priority, first.maxAttempts, first.runAt, first.delayMs, first.concurrencyKey] };
-  return {
-    statement: 'insertJobs',
-    values: [rows.map((r) => r.queue), payloads, rows.map((r) => r.priority), rows.map((r) => r.maxAttempts), rows.map((r) => r.runAt), rows.map((r) => r.delayMs), rows.map((r) => r.concurrencyKey)],
-  };
+  const values = uniform
+    ? [first.queue, payloads, first.priority, first.maxAttempts, first.runAt, first.delayMs, first.concurrencyKey]
+    : [rows.map((r) => r.queue), payloads, rows.map((r) => r.priority), rows.map((r) => r.maxAttempts), rows.map((r) => r.runAt), rows.map((r) => r.delayMs), rows.map((r) => r.concurrencyKey)];
+  if (trace === undefined) return { statement: uniform ? 'insertUniformJobs' : 'insertJobs', values };
+  values.push(trace);
+  return { statement: uniform ? 'insertUniformJobsTraced' : 'insertJobsTraced', values };
 }
 
 /** {"id": token} as JSON, for the fenced statements' per-row token lookup. */
@@ -480,6 +552,7 @@ interface ClaimRow {
   run_at_ms: number;
   created_at_ms: number;
   wait_ms: number;
+  trace_context: unknown;
   next_due_ms: number | null;
   rate_wait_ms?: number | null;
   at_capacity?: boolean | null;
@@ -504,6 +577,33 @@ export interface JobRow {
   finished_at: Date | null;
   unique_key: string | null;
   concurrency_key: string | null;
+  result?: unknown;
+  progress?: unknown;
+}
+
+interface OutcomeRow {
+  id: string;
+  status: JobStatus;
+  result: unknown;
+  last_error: string | null;
+}
+
+function toOutcome(r: OutcomeRow): JobOutcome {
+  return { status: r.status, result: r.result ?? null, lastError: r.last_error };
+}
+
+/**
+ * The completion variant's $4, {"id": {"r": result, "p": progress}}, built from JSON texts already checked
+ * (no parse and stringify again); undefined when no job of the batch has either.
+ */
+function resultsById(jobs: CompletedAttempt[]): string | undefined {
+  let text: string | undefined;
+  for (const j of jobs) {
+    if (j.resultJson === undefined && j.progressJson === undefined) continue;
+    const fields = [j.resultJson !== undefined ? `"r":${j.resultJson}` : '', j.progressJson !== undefined ? `"p":${j.progressJson}` : ''].filter(Boolean).join(',');
+    text = `${text === undefined ? '{' : `${text},`}"${j.id}":{${fields}}`;
+  }
+  return text === undefined ? undefined : `${text}}`;
 }
 
 export function toJobRecord(r: JobRow): JobRecord {
@@ -525,6 +625,8 @@ export function toJobRecord(r: JobRow): JobRecord {
     finishedAt: r.finished_at,
     uniqueKey: r.unique_key,
     concurrencyKey: r.concurrency_key,
+    result: r.result ?? null,
+    progress: r.progress ?? null,
   };
 }
 
@@ -554,6 +656,7 @@ function toClaimResult(rows: ClaimRow[]): ClaimResult {
       runAtMs: r.run_at_ms,
       createdAtMs: r.created_at_ms,
       waitMs: r.wait_ms,
+      traceContext: r.trace_context,
     });
   }
   return { jobs, nextDueMs };

@@ -1,6 +1,7 @@
 import type { BeforeApplicationShutdown } from '@nestjs/common';
 import type { DataSource, EntityManager, EntitySubscriberInterface, QueryRunner } from 'typeorm';
-import { QueueService, type EnqueueOptions, type EnqueueResult, type JobSpec } from '../queue.service.js';
+import { QueueService, type EnqueueOptions, type EnqueueResult, type JobSpecs } from '../queue.service.js';
+import { queueNameOf, type QueueDefinition } from '../typed/queue-definition.js';
 import type { QueueTestKit } from './queue-test-kit.js';
 
 /**
@@ -30,27 +31,27 @@ export class InlineQueueService extends QueueService implements BeforeApplicatio
     },
   };
 
-  override async enqueue<TPayload>(queue: string, payload: TPayload, options: EnqueueOptions = {}): Promise<string> {
+  override async enqueue<TPayload>(queue: string | QueueDefinition<TPayload, unknown>, payload: NoInfer<TPayload>, options: EnqueueOptions = {}): Promise<string> {
     const id = await super.enqueue(queue, payload, options);
-    await this.runCommitted([queue], options.manager);
+    await this.runCommitted([queueNameOf(queue)], options.manager);
     return id;
   }
 
-  override async enqueueUnique<TPayload>(queue: string, payload: TPayload, options: EnqueueOptions & { uniqueKey: string }): Promise<EnqueueResult> {
+  override async enqueueUnique<TPayload>(queue: string | QueueDefinition<TPayload, unknown>, payload: NoInfer<TPayload>, options: EnqueueOptions & { uniqueKey: string }): Promise<EnqueueResult> {
     const result = await super.enqueueUnique(queue, payload, options);
-    await this.runCommitted([queue], options.manager);
+    await this.runCommitted([queueNameOf(queue)], options.manager);
     return result;
   }
 
-  override async enqueueMany(jobs: JobSpec[], options: { manager?: EntityManager } = {}): Promise<string[]> {
+  override async enqueueMany<const T extends readonly unknown[]>(jobs: JobSpecs<T>, options: { manager?: EntityManager } = {}): Promise<string[]> {
     const ids = await super.enqueueMany(jobs, options);
-    await this.runCommitted(jobs.map((j) => j.queue), options.manager);
+    await this.runCommitted(jobs.map((j) => queueNameOf(j.queue)), options.manager);
     return ids;
   }
 
-  override async enqueueManyUnique(jobs: JobSpec[], options: { manager?: EntityManager } = {}): Promise<EnqueueResult[]> {
+  override async enqueueManyUnique<const T extends readonly unknown[]>(jobs: JobSpecs<T>, options: { manager?: EntityManager } = {}): Promise<EnqueueResult[]> {
     const results = await super.enqueueManyUnique(jobs, options);
-    await this.runCommitted(jobs.map((j) => j.queue), options.manager);
+    await this.runCommitted(jobs.map((j) => queueNameOf(j.queue)), options.manager);
     return results;
   }
 

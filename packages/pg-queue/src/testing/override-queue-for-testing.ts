@@ -3,6 +3,7 @@ import { PgQueueConnection } from '../connection/pg-queue-connection.js';
 import { JobHandlerRegistry } from '../discovery/job-handler.registry.js';
 import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
 import { QueueService } from '../queue.service.js';
+import { JobWaiters } from '../waiting/job-waiters.js';
 import { RecurringScheduler } from '../recurring/recurring-scheduler.js';
 import { JobStore } from '../store/job.store.js';
 import { ScheduleStore } from '../store/schedule.store.js';
@@ -53,12 +54,13 @@ export function overrideQueueForTesting<B extends OverridableModuleBuilder>(buil
         scheduleStore: ScheduleStore,
         scheduler: RecurringScheduler,
         pool: WorkerPool,
+        waiters: JobWaiters,
       ) => {
-        const service = new InlineQueueService(store, registry, resolved, scheduleStore, scheduler);
+        const service = new InlineQueueService(store, registry, resolved, scheduleStore, scheduler, waiters);
         service.kit = (pool as TestingWorkerPool).kit;
         return service;
       },
-      inject: [JobStore, JobHandlerRegistry, RESOLVED_OPTIONS, ScheduleStore, RecurringScheduler, WorkerPool],
+      inject: [JobStore, JobHandlerRegistry, RESOLVED_OPTIONS, ScheduleStore, RecurringScheduler, WorkerPool, JobWaiters],
     });
   }
   return result as B;

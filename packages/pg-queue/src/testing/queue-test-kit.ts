@@ -7,6 +7,7 @@ import { retryDelay, snoozeDelay } from '../utils/backoff.js';
 import { errorText } from '../utils/error-text.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { JobAttempt } from '../worker/job-attempt.js';
+import { storedResult } from '../worker/stored-result.js';
 import { closeness, jestDiff, matchesPartial, show } from './match-payload.js';
 import { BAD_DRAIN_OPTION, DRAIN_LIMIT, NO_HANDLER_FOR } from './testing.messages.js';
 
@@ -206,34 +207,44 @@ export class QueueTestKit {
   /** One attempt, settled as the worker settles it: the same statements, the same backoff and snooze rules. */
   private async runAttempt(handler: RegisteredHandler, job: ClaimedJob): Promise<DrainedJob> {
     const attempt = new JobAttempt(handler.queue, job);
-    const error = await runHandler(handler, attempt);
+    const ran = await runHandler(handler, attempt);
+    let error = ran.error;
+    const result = ran.result;
+    let resultJson: string | undefined;
+    let final = false;
+    if (error === undefined && result != null) {
+      const stored = storedResult(handler.queue, job.id, result, this.options.maxResultBytes);
+      if ('refused' in stored) [error, final] = [stored.refused, true];
+      else resultJson = stored.json;
+    }
+    const progressJson = attempt.progressJson;
     const { workerId } = this.options;
     const ref = { id: job.id, token: job.token };
-    const ran = { id: job.id, queue: handler.queue, payload: job.payload, attempt: job.attempt };
+    const drained = { id: job.id, queue: handler.queue, payload: job.payload, attempt: job.attempt };
     if (error instanceof JobSnoozedError) {
       const { delayMs } = snoozeDelay(error.delayMs);
       const snoozed = await this.store.snoozeJobs(workerId, [{ ...ref, delayMs }]);
-      return { ...ran, outcome: snoozed.has(job.id) ? 'snoozed' : 'discarded', error, snoozeMs: delayMs };
+      return { ...drained, outcome: snoozed.has(job.id) ? 'snoozed' : 'discarded', error, snoozeMs: delayMs };
     }
     if (error !== undefined) {
-      const retryDelayMs = job.attempt < job.maxAttempts ? retryDelay(handler.options.backoff, job.attempt, error, handler.queue).delayMs : 0;
-      const statuses = await this.store.failJobs(workerId, [{ ...ref, error: errorText(error), retryDelayMs }]);
+      const retryDelayMs = !final && job.attempt < job.maxAttempts ? retryDelay(handler.options.backoff, job.attempt, error, handler.queue).delayMs : 0;
+      const statuses = await this.store.failJobs(workerId, [{ ...ref, error: errorText(error), retryDelayMs, final, progressJson }]);
       const status = statuses.get(job.id);
-      if (status === 'queued') return { ...ran, outcome: 'retried', error, retryInMs: retryDelayMs };
-      return { ...ran, outcome: status === 'failed' ? 'failed' : 'discarded', error };
+      if (status === 'queued') return { ...drained, outcome: 'retried', error, retryInMs: retryDelayMs };
+      return { ...drained, outcome: status === 'failed' ? 'failed' : 'discarded', error };
     }
-    const refused = await this.store.completeJobs(workerId, [ref], this.options.maintenance.completedRetentionMs === 0);
-    return { ...ran, outcome: refused.has(job.id) ? 'discarded' : 'completed' };
+    const refused = await this.store.completeJobs(workerId, [{ ...ref, resultJson, progressJson }], this.options.maintenance.completedRetentionMs === 0);
+    return { ...drained, outcome: refused.has(job.id) ? 'discarded' : 'completed' };
   }
 }
 
-/** Runs the handler; resolves with what it threw (undefined when it returned), a JobTimeoutError past timeoutMs. */
-async function runHandler(handler: RegisteredHandler, attempt: JobAttempt): Promise<unknown> {
+/** Runs the handler; resolves with what it threw (undefined when it returned) or returned, a JobTimeoutError past timeoutMs. */
+async function runHandler(handler: RegisteredHandler, attempt: JobAttempt): Promise<{ error?: unknown; result?: unknown }> {
   const { timeoutMs } = handler.options;
   let timer: NodeJS.Timeout | undefined;
   try {
     const run = (async () => handler.handle(attempt))();
-    if (timeoutMs === undefined) await run;
+    if (timeoutMs === undefined) return { result: await run };
     else {
       const timedOut = new Promise<never>((_, reject) => {
         timer = setTimeout(() => {
@@ -242,11 +253,10 @@ async function runHandler(handler: RegisteredHandler, attempt: JobAttempt): Prom
           reject(error);
         }, timeoutMs);
       });
-      await Promise.race([run, timedOut]);
+      return { result: await Promise.race([run, timedOut]) };
     }
-    return undefined;
   } catch (error) {
-    return error ?? new Error(`handler threw ${String(error)}`);
+    return { error: error ?? new Error(`handler threw ${String(error)}`) };
   } finally {
     clearTimeout(timer);
   }

@@ -18,6 +18,7 @@ export interface ResolvedModuleOptions {
   fallbackPollIntervalMs: number;
   shutdownGraceMs: number;
   maxPayloadBytes: number;
+  maxResultBytes: number;
   listenerUrl: string | undefined;
   poolSize: number;
   statementTimeoutMs: number;
@@ -61,7 +62,7 @@ export function assertQueueName(queue: unknown): asserts queue is string {
 
 const KNOWN_MODULE_KEYS = new Set([
   'dataSource', 'connection', 'listenerUrl', 'migrationsRun', 'workers', 'queues', 'workerId', 'leaseMs',
-  'heartbeatMs', 'pollIntervalMs', 'fallbackPollIntervalMs', 'shutdownGraceMs', 'maxPayloadBytes', 'maintenance',
+  'heartbeatMs', 'pollIntervalMs', 'fallbackPollIntervalMs', 'shutdownGraceMs', 'maxPayloadBytes', 'maxResultBytes', 'maintenance',
   'isGlobal', 'dataSourceName', 'poolSize', 'statementTimeoutMs', 'connectTimeoutMs', 'transactionPooler',
   'recurring',
 ]);
@@ -119,6 +120,7 @@ export function resolveModuleOptions(options: PgQueueModuleOptions): ResolvedMod
     fallbackPollIntervalMs: int(where, 'fallbackPollIntervalMs', options.fallbackPollIntervalMs, 1_000, 10),
     shutdownGraceMs: int(where, 'shutdownGraceMs', options.shutdownGraceMs, 10_000, 0),
     maxPayloadBytes: int(where, 'maxPayloadBytes', options.maxPayloadBytes, 1_048_576, 2, 256 * 1_048_576),
+    maxResultBytes: int(where, 'maxResultBytes', options.maxResultBytes, 65_536, 2, 256 * 1_048_576),
     listenerUrl: options.listenerUrl,
     poolSize: int(where, 'poolSize', options.poolSize ?? ownPoolSize, 5, 1, 1_000),
     statementTimeoutMs: int(where, 'statementTimeoutMs', options.statementTimeoutMs, 60_000, 0),

@@ -8,20 +8,36 @@ import { PAYLOAD_NOT_JSON, PAYLOAD_TOO_LARGE } from '../pg-queue.messages.js';
  */
 export function serializePayload(queue: string, payload: unknown, maxBytes: number): string {
   if (payload === undefined) throw new PgQueueError(PAYLOAD_NOT_JSON(queue, 'payload is undefined; pass null or an object'));
+  const json = storableJson(payload, 'the payload', refusePayloadLoss, maxBytes);
+  if (json.problem !== undefined) throw new PgQueueError(PAYLOAD_NOT_JSON(queue, json.problem));
+  if (json.bytes > maxBytes) throw new PgQueueError(PAYLOAD_TOO_LARGE(queue, json.bytes, maxBytes));
+  return json.text;
+}
+
+/**
+ * A handler's result or progress as JSON text jsonb can store, under the same rules as a payload; the caller
+ * words the error (an over-size or non-JSON result fails the attempt, a bad progress value throws).
+ */
+export function serializeValue(value: unknown, label: string, maxBytes: number): StorableJson {
+  return storableJson(value, label, label === 'the result' ? refuseResultLoss : refuseValueLoss, maxBytes);
+}
+
+export type StorableJson = { text: string; bytes: number; problem?: undefined } | { problem: string; text?: undefined; bytes?: undefined };
+
+function storableJson(value: unknown, label: string, replacer: (this: unknown, key: string, value: unknown) => unknown, maxBytes: number): StorableJson {
   let text: string;
   try {
-    text = JSON.stringify(payload, refuseLossyValues);
+    text = JSON.stringify(value, replacer);
   } catch (error) {
-    if (error instanceof PgQueueError) throw new PgQueueError(PAYLOAD_NOT_JSON(queue, error.message));
+    if (error instanceof PgQueueError) return { problem: error.message };
     const detail = error instanceof Error ? error.message.split('\n')[0] : String(error);
-    throw new PgQueueError(PAYLOAD_NOT_JSON(queue, /circular/i.test(detail) ? `circular reference: ${detail}` : detail));
+    return { problem: /circular/i.test(detail) ? `circular reference: ${detail}` : detail };
   }
+  if (text === undefined) return { problem: `${label} is undefined` }; // JSON.stringify(undefined)
   // jsonb refuses the escapes \u0000 and unpaired \ud800-\udfff; JSON.stringify writes \u only for control
   // characters and lone surrogates, so the common payload pays one substring search here.
-  if (text.includes('\\u') && UNSTORABLE_ESCAPE.test(text)) throw new PgQueueError(PAYLOAD_NOT_JSON(queue, findUnstorable(payload)));
-  const bytes = text.length <= maxBytes / 3 ? text.length : Buffer.byteLength(text);
-  if (bytes > maxBytes) throw new PgQueueError(PAYLOAD_TOO_LARGE(queue, bytes, maxBytes));
-  return text;
+  if (text.includes('\\u') && UNSTORABLE_ESCAPE.test(text)) return { problem: findUnstorable(value, label) };
+  return { text, bytes: text.length <= maxBytes / 3 ? text.length : Buffer.byteLength(text) };
 }
 
 /** A real \u0000 or \udXXX escape: preceded by an even number of backslashes (so not the text `\\u0000`). */
@@ -32,7 +48,7 @@ const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[
 const LONE_SURROGATES = new RegExp(LONE_SURROGATE.source, 'g');
 
 /** Second pass, only for a payload that has one: names the key whose string (or name) jsonb cannot store. */
-function findUnstorable(payload: unknown): string {
+function findUnstorable(payload: unknown, label: string): string {
   const problem = (text: string) =>
     text.includes('\u0000')
       ? 'the NUL character \\u0000, which jsonb cannot store'
@@ -42,7 +58,7 @@ function findUnstorable(payload: unknown): string {
   let found = 'a string jsonb cannot store';
   try {
     JSON.stringify(payload, function (this: unknown, key: string, value: unknown) {
-      const at = key === '' ? 'the payload' : `key "${key.replaceAll('\u0000', '\uFFFD').replace(LONE_SURROGATES, '\uFFFD')}"`;
+      const at = key === '' ? label : `key "${key.replaceAll('\u0000', '\uFFFD').replace(LONE_SURROGATES, '\uFFFD')}"`;
       const inName = !Array.isArray(this) && key !== '' && value !== undefined ? problem(key) : undefined;
       const inValue = typeof value === 'string' ? problem(value) : undefined;
       if (!inName && !inValue) return value;
@@ -57,8 +73,18 @@ function findUnstorable(payload: unknown): string {
 
 class StopWalk extends Error {}
 
-function refuseLossyValues(this: unknown, key: string, value: unknown): unknown {
-  const at = key === '' ? 'the payload' : `key "${key}"`;
+/** JSON.stringify replacers, one per root label, made once (not per call: the enqueue path pays no closure). */
+const refusePayloadLoss = lossyValueRefuser('the payload');
+const refuseResultLoss = lossyValueRefuser('the result');
+const refuseValueLoss = lossyValueRefuser('the value');
+
+function lossyValueRefuser(label: string) {
+  return function refuseLossyValues(this: unknown, key: string, value: unknown): unknown {
+    return refuseLossy(this, key === '' ? label : `key "${key}"`, value);
+  };
+}
+
+function refuseLossy(holder: unknown, at: string, value: unknown): unknown {
   switch (typeof value) {
     case 'bigint':
       throw new PgQueueError(`a BigInt at ${at}; convert it to a string or number first`);
@@ -70,7 +96,7 @@ function refuseLossyValues(this: unknown, key: string, value: unknown): unknown 
       if (!Number.isFinite(value)) throw new PgQueueError(`${value} at ${at}; JSON has no NaN or Infinity`);
       return value;
     case 'undefined':
-      if (Array.isArray(this)) throw new PgQueueError(`undefined at array index ${at}; JSON would turn it into null`);
+      if (Array.isArray(holder)) throw new PgQueueError(`undefined at array index ${at}; JSON would turn it into null`);
       return value; // an undefined object property is simply absent, as in JSON.stringify
     case 'object':
       if (value instanceof Map || value instanceof Set) throw new PgQueueError(`a ${value.constructor.name} at ${at}; JSON would store it as {}`);

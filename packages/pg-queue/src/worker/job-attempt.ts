@@ -1,6 +1,10 @@
 import { inspect } from 'node:util';
+import { PgQueueError } from '../errors/pg-queue.error.js';
 import type { Job } from '../interfaces/job.interface.js';
+import { MAX_PROGRESS_BYTES } from '../pg-queue.constants.js';
+import { PROGRESS_NOT_JSON, PROGRESS_TOO_LARGE } from '../pg-queue.messages.js';
 import type { ClaimedJob } from '../store/job.store.js';
+import { serializeValue } from '../utils/serialize-payload.js';
 
 /**
  * The Job a handler receives, and the worker's handle on that attempt. Its AbortSignal is made on first
@@ -16,9 +20,16 @@ export class JobAttempt<TPayload = unknown> implements Job<TPayload> {
   readonly priority: number;
   private readonly runAtMs: number;
   private readonly createdAtMs: number;
+  /** @internal The trace context the job was enqueued under (null: none), for the consumer span (tracing/). */
+  readonly traceContext: unknown;
   private dates: { runAt: Date; createdAt: Date } | undefined;
   private controller: AbortController | undefined;
   private abortedWith: { reason: unknown } | undefined;
+  /**
+   * The last progress given and not written yet (JSON text): the next heartbeat, or the outcome, writes it
+   * and clears it. Only the last value of a burst reaches the database.
+   */
+  progressJson: string | undefined;
 
   constructor(
     readonly queue: string,
@@ -31,6 +42,7 @@ export class JobAttempt<TPayload = unknown> implements Job<TPayload> {
     this.priority = job.priority;
     this.runAtMs = job.runAtMs;
     this.createdAtMs = job.createdAtMs;
+    this.traceContext = job.traceContext ?? null;
   }
 
   get runAt(): Date {
@@ -58,13 +70,20 @@ export class JobAttempt<TPayload = unknown> implements Job<TPayload> {
    * What JSON.stringify(job) and console.log(job) show: the Job's fields as a plain object, since signal and
    * the dates are getters and a worker's bookkeeping (a subclass) is none of the handler's business.
    */
-  toJSON(): Omit<Job<TPayload>, 'signal'> {
+  toJSON(): Omit<Job<TPayload>, 'signal' | 'progress'> {
     const { id, queue, payload, attempt, maxAttempts, priority, runAt, createdAt } = this;
     return { id, queue, payload, attempt, maxAttempts, priority, runAt, createdAt };
   }
 
   [inspect.custom](depth: number, options: object): string {
     return `Job ${inspect(this.toJSON(), { ...options, depth: depth < 0 ? 0 : depth })}`;
+  }
+
+  progress(value: unknown): void {
+    const json = serializeValue(value, 'the value', MAX_PROGRESS_BYTES);
+    if (json.problem !== undefined) throw new PgQueueError(PROGRESS_NOT_JSON(this.id, json.problem));
+    if (json.bytes > MAX_PROGRESS_BYTES) throw new PgQueueError(PROGRESS_TOO_LARGE(this.id, json.bytes, MAX_PROGRESS_BYTES));
+    this.progressJson = json.text;
   }
 
   abort(reason: Error): void {

@@ -5,6 +5,8 @@ import type { RowLockLane } from './row-lock-lane.js';
 
 /** What the heartbeat renews: one claim of one job, told when the row turns out to be no longer ours. */
 export interface LeaseHolder extends JobRef {
+  /** Progress (JSON text) given since the last write: the beat carries it and clears it once written. */
+  progressJson: string | undefined;
   leaseLost(): void;
 }
 
@@ -16,6 +18,9 @@ export interface LeaseHolder extends JobRef {
  * After a failed beat the next try comes sooner, not later: at most a quarter of the slack between beats and
  * lease (min(heartbeatMs, leaseMs - heartbeatMs) / 4 apart), so a database back before the leases expire
  * renews them. Backing off up to leaseMs instead let two failed beats schedule the next one past the lease.
+ *
+ * Progress (job.progress()) rides the beat: the last value each job gave since the previous beat goes in the
+ * same statement, so a handler reporting progress in a tight loop costs at most one row write per heartbeat.
  */
 export class LeaseKeeper {
   private readonly held = new Map<string, LeaseHolder>();
@@ -73,14 +78,22 @@ export class LeaseKeeper {
     if (this.beating || this.held.size === 0) return undefined;
     this.beating = true;
     let sent: LeaseHolder[] = [];
+    const progress: [string, string][] = [];
     try {
       // The list is taken inside the lane, after any outcome batch ahead of it has landed and released its jobs.
       const renewed = await this.lane.run(() => {
         sent = [...this.held.values()];
-        return sent.length ? this.store.extendLeases(this.workerId, this.leaseMs, sent) : Promise.resolve(new Set<string>());
+        for (const held of sent) if (held.progressJson !== undefined) progress.push([held.id, held.progressJson]);
+        return sent.length ? this.store.extendLeases(this.workerId, this.leaseMs, sent, progress) : Promise.resolve(new Set<string>());
       });
       this.backoff.succeeded();
+      let i = 0;
       for (const held of sent) {
+        // Written, unless the handler gave a newer value while the beat was in flight (the next beat takes it).
+        if (i < progress.length && progress[i][0] === held.id) {
+          if (held.progressJson === progress[i][1]) held.progressJson = undefined;
+          i += 1;
+        }
         const { id } = held;
         // Still the same attempt in our map and not renewed: the row moved on without us.
         if (!renewed.has(id) && this.held.get(id) === held) {

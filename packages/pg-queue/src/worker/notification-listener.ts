@@ -1,7 +1,7 @@
 import type { LoggerService } from '@nestjs/common';
 import pg from 'pg';
 import { JOBS_CHANNEL } from '../pg-queue.constants.js';
-import { CANCEL_CHANNEL } from '../store/job.sql.js';
+import { CANCEL_CHANNEL, DONE_CHANNEL } from '../store/job.sql.js';
 import { RetryBackoff, wakeableSleep, withDeadline, withTimeout } from '../utils/retry-backoff.js';
 
 export interface ListenerEvents {
@@ -13,6 +13,8 @@ export interface ListenerEvents {
   onUp(): void;
   /** LISTEN is down: fall back to polling. */
   onDown(): void;
+  /** A job someone waits on finished ("id:status" on DONE_CHANNEL; heard only by a listener given that channel). */
+  onDone?(jobId: string, status: string): void;
 }
 
 export interface ListenerLiveness {
@@ -47,6 +49,8 @@ export class NotificationListener {
     private readonly events: ListenerEvents,
     private readonly logger: LoggerService,
     private readonly liveness: ListenerLiveness = DEFAULT_LIVENESS,
+    /** What to LISTEN to: the workers' channels by default; waitFor's listener takes DONE_CHANNEL only. */
+    private readonly channels: readonly string[] = [JOBS_CHANNEL, CANCEL_CHANNEL],
   ) {
     this.backoff = new RetryBackoff('LISTEN connection', logger, 100, 5_000);
   }
@@ -109,11 +113,14 @@ export class NotificationListener {
       else if (n.channel === CANCEL_CHANNEL && n.payload) {
         const [jobId, token] = n.payload.split(':', 2);
         this.events.onCancel(jobId, token);
+      } else if (n.channel === DONE_CHANNEL && n.payload) {
+        const [jobId, status] = n.payload.split(':', 2);
+        this.events.onDone?.(jobId, status);
       }
     });
     try {
       await client.connect();
-      await client.query(`LISTEN ${JOBS_CHANNEL}; LISTEN ${CANCEL_CHANNEL}`);
+      await client.query(this.channels.map((channel) => `LISTEN ${channel}`).join('; '));
     } catch (error) {
       destroy(client);
       return { failed: error };

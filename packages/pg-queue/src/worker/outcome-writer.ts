@@ -16,8 +16,12 @@ export const MAX_OUTCOME_REFUSALS = 3;
  */
 export interface PendingOutcome extends JobRef {
   readonly queue: string;
-  /** Set for a failed attempt: what to store; undefined for a completion. */
-  readonly failure: { error: string; retryDelayMs: number } | undefined;
+  /** Set for a failed attempt: what to store (`final`: fail the job for good); undefined for a completion. */
+  readonly failure: { error: string; retryDelayMs: number; final?: boolean } | undefined;
+  /** A completion's result as JSON text, when the handler returned one to store. */
+  readonly resultJson?: string;
+  /** The handler's last progress (JSON text) not yet written by a heartbeat: the outcome writes it. */
+  readonly progressJson?: string;
   /** Set when the handler snoozed (JobSnoozedError): ms until the job runs again; its attempt is not counted. */
   readonly snoozeMs: number | undefined;
   /** Times the database refused this outcome's row (not counting outages). */
@@ -52,7 +56,7 @@ export class OutcomeWriter {
       return (o) => (refused.has(o.id) ? undefined : 'completed');
     });
     this.failures = new OutcomeQueue('failure', logger, lane, maxBatch, async (batch) => {
-      const statuses = await store.failJobs(workerId, batch.map((o) => ({ id: o.id, token: o.token, ...o.failure! })));
+      const statuses = await store.failJobs(workerId, batch.map((o) => ({ id: o.id, token: o.token, progressJson: o.progressJson, ...o.failure! })));
       return (o) => statuses.get(o.id);
     });
     this.snoozes = new OutcomeQueue('snooze', logger, lane, maxBatch, async (batch) => {

@@ -12,6 +12,7 @@ import { JobAttempt } from './job-attempt.js';
 import type { LeaseHolder, LeaseKeeper } from './lease-keeper.js';
 import type { OutcomeWriter, PendingOutcome } from './outcome-writer.js';
 import { putBack } from './put-back.js';
+import { ResultRefusedError, storedResult } from './stored-result.js';
 
 /** How soon a queue at its globalConcurrency looks again for a slot freed in another process. */
 const LIMIT_POLL_MS = 200;
@@ -23,6 +24,8 @@ export interface QueueWorkerConfig {
   leaseMs: number;
   options: ResolvedHandlerOptions;
   handle: (job: Job) => unknown;
+  /** The module's maxResultBytes: a larger result fails the attempt for good. */
+  maxResultBytes: number;
 }
 
 /**
@@ -307,7 +310,11 @@ export class QueueWorker {
     this.free(run);
     run.result = result;
     this.unwritten += 1;
-    if (error instanceof JobSnoozedError) {
+    // A result is stored only when there is one (undefined and null store nothing and cost one comparison).
+    if (error === undefined && result != null) error = this.storeResult(run, result);
+    if (error instanceof ResultRefusedError) {
+      run.failure = { error: error.message, retryDelayMs: 0, thrown: error, final: true };
+    } else if (error instanceof JobSnoozedError) {
       const { delayMs, clamped } = snoozeDelay(error.delayMs);
       if (clamped) this.logger.warn(BAD_SNOOZE_DELAY(this.config.queue, run.id, error.delayMs, delayMs));
       run.snoozeMs = delayMs;
@@ -324,6 +331,17 @@ export class QueueWorker {
       run.failure = { error: errorText(error), retryDelayMs, thrown: error };
     }
     this.outcomes.write(run); // calls back outcomeWritten() or outcomeDropped()
+  }
+
+  /**
+   * The result as JSON text on the attempt, or the error that fails the job for good: a result the queue
+   * cannot store would be the same on every retry.
+   */
+  private storeResult(run: Running, result: unknown): ResultRefusedError | undefined {
+    const stored = storedResult(this.config.queue, run.id, result, this.config.maxResultBytes);
+    if ('refused' in stored) return stored.refused;
+    run.resultJson = stored.json;
+    return undefined;
   }
 
   /** @internal The outcome of this attempt was written (status: what the row became) or fenced out (undefined). */
@@ -428,7 +446,7 @@ class Running extends JobAttempt implements LeaseHolder, PendingOutcome {
   timer: NodeJS.Timeout | undefined;
   /** Set once the attempt has an outcome (or was given up); later results of the handler are ignored. */
   settled = false;
-  failure: { error: string; retryDelayMs: number; thrown: unknown } | undefined;
+  failure: { error: string; retryDelayMs: number; thrown: unknown; final?: boolean } | undefined;
   snoozeMs: number | undefined;
   refusals = 0;
   /** performance.now() when the handler was called, and when it returned, threw or was given up on. */
@@ -438,6 +456,8 @@ class Running extends JobAttempt implements LeaseHolder, PendingOutcome {
   result: unknown;
   /** Due to claimed, by the database clock (the 'active' event carries it). */
   readonly claimLatencyMs: number | undefined;
+  /** The result as JSON text, when there is one to store. */
+  resultJson: string | undefined;
 
   constructor(
     queue: string,

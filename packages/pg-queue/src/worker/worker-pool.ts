@@ -5,6 +5,7 @@ import { JobEvents } from '../events/job-events.js';
 import { PgQueueConnection } from '../connection/pg-queue-connection.js';
 import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
 import { JobStore } from '../store/job.store.js';
+import { traceHandler } from '../tracing/consumer-span.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { withDeadline } from '../utils/retry-backoff.js';
 import { LeaseKeeper } from './lease-keeper.js';
@@ -65,7 +66,7 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
     this.outcomes = new OutcomeWriter(this.store, workerId, this.logger, lane, this.options.maintenance.completedRetentionMs === 0);
     for (const h of handlers) {
       const worker = new QueueWorker(
-        { queue: h.queue, handlerName: h.name, workerId, leaseMs, options: h.options, handle: h.handle },
+        { queue: h.queue, handlerName: h.name, workerId, leaseMs, options: h.options, handle: traceHandler(h.queue, workerId, h.handle), maxResultBytes: this.options.maxResultBytes },
         this.store,
         this.leases,
         this.outcomes,
