@@ -22,6 +22,8 @@ const config: Config = {
     '^nestjs-pg-queue$': '<rootDir>/packages/pg-queue/src/index.ts',
     '^nestjs-pg-queue/testing$': '<rootDir>/packages/pg-queue/src/testing/index.ts',
     '^nestjs-pg-queue/dashboard$': '<rootDir>/packages/pg-queue/src/dashboard/index.ts',
+    '^nestjs-pg-queue/metrics$': '<rootDir>/packages/pg-queue/src/metrics/index.ts',
+    '^nestjs-pg-queue/health$': '<rootDir>/packages/pg-queue/src/health/index.ts',
     '^@internal/pg-harness$': '<rootDir>/libs/pg-harness/src/index.ts',
     '^(\\.{1,2}/.*)\\.js$': '$1',
   },

@@ -3,9 +3,13 @@ import { randomBytes } from 'node:crypto';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { PgQueueModule } from 'nestjs-pg-queue';
 import { dashboardBasicAuth, PgQueueDashboardModule } from 'nestjs-pg-queue/dashboard';
+import { TerminusModule } from '@nestjs/terminus';
+import { PgQueueHealthModule } from 'nestjs-pg-queue/health';
+import { PgQueueMetricsModule } from 'nestjs-pg-queue/metrics';
 import { DEMO_OPTIONS, type ResolvedDemoOptions } from './demo-options.js';
 import { EmailHandler } from './handlers/email.handler.js';
 import { FlakySyncHandler } from './handlers/flaky-sync.handler.js';
+import { HealthController } from './health/health.controller.js';
 import { ThumbnailHandler } from './handlers/thumbnail.handler.js';
 import { JobsController } from './jobs/jobs.controller.js';
 import { DEMO_MIGRATIONS } from './migrations/index.js';
@@ -71,8 +75,12 @@ export class AppModule {
             ],
           }),
         }),
+        // GET /metrics (Prometheus text) and GET /health, /health/live, /health/ready (terminus).
+        PgQueueMetricsModule.forRoot({}),
+        TerminusModule,
+        PgQueueHealthModule,
       ],
-      controllers: [OrdersController, JobsController, StatsController, DemoController, SchedulesController, SummaryController, EventsController],
+      controllers: [OrdersController, JobsController, StatsController, DemoController, SchedulesController, SummaryController, EventsController, HealthController],
       providers: [
         { provide: DEMO_OPTIONS, useValue: { startBurst: options.startBurst } },
         OrdersService,

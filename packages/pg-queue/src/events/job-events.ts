@@ -31,6 +31,8 @@ export interface JobEvent<TPayload = unknown, TResult = unknown> {
   readonly error?: unknown;
   /** `retrying`: ms until the next attempt may run. */
   readonly retryDelayMs?: number;
+  /** `active`: claim latency, ms from the job's run_at (when it was due) to its claim, by the database clock. */
+  readonly claimLatencyMs?: number;
 }
 
 export type JobEventListener = (event: JobEvent) => void;

@@ -24,6 +24,8 @@ export interface ClaimedJob {
   /** Epoch milliseconds; the Job turns them into Dates only if a handler asks. */
   runAtMs: number;
   createdAtMs: number;
+  /** Claim latency: ms from the job's run_at to this claim, by the database clock (absent for test jobs). */
+  waitMs?: number;
   /** The W3C trace context the job was enqueued under (trace_context column), or null: see tracing/trace-context.ts. */
   traceContext?: unknown;
 }
@@ -550,6 +552,7 @@ interface ClaimRow {
   priority: number;
   run_at_ms: number;
   created_at_ms: number;
+  wait_ms: number;
   trace_context: unknown;
   next_due_ms: number | null;
   rate_wait_ms?: number | null;
@@ -653,6 +656,7 @@ function toClaimResult(rows: ClaimRow[]): ClaimResult {
       priority: r.priority,
       runAtMs: r.run_at_ms,
       createdAtMs: r.created_at_ms,
+      waitMs: r.wait_ms,
       traceContext: r.trace_context,
     });
   }

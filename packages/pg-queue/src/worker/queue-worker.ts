@@ -60,6 +60,9 @@ export class QueueWorker {
   private holdTimer: NodeJS.Timeout | undefined;
   /** concurrencyPerKey: the key this worker's next claim starts its turn after. */
   private keyCursor = '';
+  /** performance.now() when the claim in flight was sent (0: none), and whether the loop has ended: for health checks. */
+  private claimSentAt = 0;
+  private loopEnded = false;
 
   constructor(
     private readonly config: QueueWorkerConfig,
@@ -84,8 +87,13 @@ export class QueueWorker {
     return this.running.size;
   }
 
+  /** The claim loop, read by health checks: how long its claim in flight has waited (0: none), and whether it has ended. */
+  get claimLoopState(): { claimingForMs: number; ended: boolean } {
+    return { claimingForMs: this.claimSentAt === 0 ? 0 : performance.now() - this.claimSentAt, ended: this.loopEnded };
+  }
+
   start(): void {
-    this.loop ??= this.claimLoop();
+    this.loop ??= this.claimLoop().finally(() => (this.loopEnded = true));
   }
 
   /** Look for work now (NOTIFY, poll, reconnect). */
@@ -162,12 +170,14 @@ export class QueueWorker {
       }
       this.wakeRequested = false;
       let claimed;
+      this.claimSentAt = performance.now();
       try {
         claimed = this.limits
           ? await this.store.claimLimitedJobs(queue, want, workerId, leaseMs, this.limits, this.keyCursor)
           : await this.store.claimJobs(queue, want, workerId, leaseMs);
         this.claimBackoff.succeeded();
       } catch (error) {
+        this.claimSentAt = 0;
         this.wakeRequested = true; // try again after the backoff, or sooner when woken (LISTEN is back)
         const backoff = wakeableSleep(this.claimBackoff.failed(error));
         this.wakeUp = backoff.wake;
@@ -175,6 +185,7 @@ export class QueueWorker {
         if (this.wakeUp === backoff.wake) this.wakeUp = undefined;
         continue;
       }
+      this.claimSentAt = 0;
       if (this.stopping) {
         // The claim was in flight when shutdown began: none of its jobs may start; they go back at once.
         await putBack(this.store, workerId, claimed.jobs, `claimed while shutting down (${queue})`, this.logger);
@@ -264,7 +275,7 @@ export class QueueWorker {
     const { options, handle } = this.config;
     this.running.set(run.id, run);
     run.startedAt = performance.now();
-    if (this.events.observed) this.emit('active', run);
+    if (this.events.observed) this.emit('active', run, { claimLatencyMs: run.claimLatencyMs });
     // Only jobs with a timeout pay for a timer.
     if (options.timeoutMs !== undefined) {
       const timeoutMs = options.timeoutMs;
@@ -362,7 +373,7 @@ export class QueueWorker {
   }
 
   /** Hands one event of this attempt to the JobEvents listeners (callers check `observed` first on hot paths). */
-  private emit(name: JobEventName, run: Running, extra: { result?: unknown; error?: unknown; retryDelayMs?: number } = {}): void {
+  private emit(name: JobEventName, run: Running, extra: { result?: unknown; error?: unknown; retryDelayMs?: number; claimLatencyMs?: number } = {}): void {
     if (!this.events.observed) return;
     const durationMs = name === 'active' ? 0 : (run.endedAt || performance.now()) - run.startedAt;
     this.events.emit({ name, job: run, workerId: this.config.workerId, durationMs, ...extra });
@@ -443,6 +454,8 @@ class Running extends JobAttempt implements LeaseHolder, PendingOutcome {
   endedAt = 0;
   /** What the handler returned (a completion only). */
   result: unknown;
+  /** Due to claimed, by the database clock (the 'active' event carries it). */
+  readonly claimLatencyMs: number | undefined;
   /** The result as JSON text, when there is one to store. */
   resultJson: string | undefined;
 
@@ -453,6 +466,7 @@ class Running extends JobAttempt implements LeaseHolder, PendingOutcome {
   ) {
     super(queue, job);
     this.token = job.token;
+    this.claimLatencyMs = job.waitMs;
   }
 
   leaseLost(): void {

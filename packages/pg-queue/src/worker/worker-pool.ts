@@ -47,6 +47,11 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
     return this.listener?.connected ?? false;
   }
 
+  /** Each queue's claim loop (health checks): how long its claim in flight has waited, and whether it has ended. */
+  claimLoops(): { queue: string; claimingForMs: number; ended: boolean }[] {
+    return [...this.workers].map(([queue, w]) => ({ queue, ...w.claimLoopState }));
+  }
+
   /** Jobs running in this process, per queue. */
   activeCounts(): Record<string, number> {
     return Object.fromEntries([...this.workers].map(([queue, w]) => [queue, w.activeCount]));

@@ -1,0 +1,126 @@
+import { Injectable, type OnModuleInit } from '@nestjs/common';
+import { ModuleRef } from '@nestjs/core';
+import { PgQueueError } from '../errors/pg-queue.error.js';
+import { BAD_HEALTH_OPTION } from '../metrics/metrics.messages.js';
+import { findQueueInternals, type QueueInternals } from '../metrics/queue-internals.js';
+import { errorLine } from '../utils/error-text.js';
+import type { ClaimLoopsCheckOptions, DatabaseCheckOptions, HealthResult, LagCheckOptions, ReadinessCheckOptions } from './health-check-options.interface.js';
+
+const DEFAULT_DB_TIMEOUT_MS = 2_000;
+const DEFAULT_LAG_TIMEOUT_MS = 2_000;
+
+/**
+ * Health checks of the queue in this process, as @nestjs/terminus indicators: each method resolves to
+ * `{ [key]: { status: 'up' | 'down', ...details } }`, the shape terminus's HealthCheckService reads (a 'down'
+ * result fails the check with 503; nothing throws). Nothing here needs terminus at run time, so the results also
+ * serve an app's own health endpoint. docs/metrics.md says which check belongs to liveness and which to readiness.
+ */
+@Injectable()
+export class PgQueueHealthIndicator implements OnModuleInit {
+  private internals!: QueueInternals;
+
+  constructor(private readonly moduleRef: ModuleRef) {}
+
+  onModuleInit(): void {
+    this.internals = findQueueInternals(this.moduleRef, 'PgQueueHealthModule');
+  }
+
+  /** The database answers a `SELECT 1` on the queue's own pool within `timeoutMs` (default 2_000). */
+  async checkDatabase<K extends string = 'pg-queue-database'>(key: K = 'pg-queue-database' as K, options: DatabaseCheckOptions = {}): Promise<HealthResult<K>> {
+    const timeoutMs = positiveInt('checkDatabase', 'timeoutMs', options.timeoutMs, DEFAULT_DB_TIMEOUT_MS);
+    const started = performance.now();
+    try {
+      await this.internals.store.ping(timeoutMs);
+    } catch (error) {
+      return result(key, 'down', { message: `database unreachable: ${errorLine(error)}` });
+    }
+    return result(key, 'up', { responseTimeMs: Math.round(performance.now() - started) });
+  }
+
+  /**
+   * The LISTEN connection is up (NOTIFY wakes the workers; while it is down they poll every
+   * fallbackPollIntervalMs and cancel notices are missed). Up when this instance runs no workers.
+   */
+  async checkListener<K extends string = 'pg-queue-listener'>(key: K = 'pg-queue-listener' as K): Promise<HealthResult<K>> {
+    const { workers, options } = this.internals;
+    if (!options.workers || workers.claimLoops().length === 0) return result(key, 'up', { workers: false });
+    return workers.listening ? result(key, 'up', { listening: true }) : result(key, 'down', { listening: false, message: 'the LISTEN connection is down (reconnecting; workers poll meanwhile)' });
+  }
+
+  /**
+   * Every claim loop of this process is alive: none has ended, and none has waited on one claim longer than
+   * `stuckAfterMs` (default: connectTimeoutMs + statementTimeoutMs + 10 s, past which the queue's own timeouts
+   * would have ended any claim, so only a wedged process gets there).
+   */
+  async checkClaimLoops<K extends string = 'pg-queue-claim-loops'>(key: K = 'pg-queue-claim-loops' as K, options: ClaimLoopsCheckOptions = {}): Promise<HealthResult<K>> {
+    const { connectTimeoutMs, statementTimeoutMs } = this.internals.options;
+    const fallback = connectTimeoutMs + (statementTimeoutMs > 0 ? statementTimeoutMs : 300_000) + 10_000;
+    const stuckAfterMs = positiveInt('checkClaimLoops', 'stuckAfterMs', options.stuckAfterMs, fallback);
+    const loops = this.internals.workers.claimLoops();
+    const bad = loops.filter((l) => l.ended || l.claimingForMs > stuckAfterMs);
+    if (bad.length === 0) return result(key, 'up', { loops: loops.length });
+    const what = bad.map((l) => (l.ended ? `"${l.queue}" has ended` : `"${l.queue}" has waited ${Math.round(l.claimingForMs)} ms on one claim`));
+    return result(key, 'down', { loops: loops.length, message: `claim loop ${what.join(', ')} (stuckAfterMs ${stuckAfterMs})` });
+  }
+
+  /**
+   * Each queue's lag (how long its oldest due queued job has waited since its run_at, by the database clock) is
+   * at most `maxLagMs`: one number for every queue with queued jobs, or a number per queue (the others are not
+   * checked). One read of a few index pages per queue and priority, under `timeoutMs` (default 2_000).
+   */
+  async checkLag<K extends string = 'pg-queue-lag'>(key: K = 'pg-queue-lag' as K, options: LagCheckOptions): Promise<HealthResult<K>> {
+    const limits = lagLimits(options?.maxLagMs);
+    const timeoutMs = positiveInt('checkLag', 'timeoutMs', options?.timeoutMs, DEFAULT_LAG_TIMEOUT_MS);
+    let lags: Record<string, number>;
+    try {
+      lags = await this.internals.store.oldestDue(timeoutMs);
+    } catch (error) {
+      return result(key, 'down', { message: `lag unknown, the query failed: ${errorLine(error)}` });
+    }
+    const checked: Record<string, number> = {};
+    const over: string[] = [];
+    for (const [queue, lagMs] of Object.entries(lags)) {
+      const max = typeof limits === 'number' ? limits : limits[queue];
+      if (max === undefined) continue;
+      checked[queue] = Math.round(lagMs);
+      if (lagMs > max) over.push(`"${queue}" lags ${Math.round(lagMs)} ms (max ${max})`);
+    }
+    if (over.length === 0) return result(key, 'up', { lagMs: checked });
+    return result(key, 'down', { lagMs: checked, message: `queue ${over.join(', ')}` });
+  }
+
+  /** Liveness: the claim loops (checkClaimLoops); nothing that depends on the database. */
+  async isAlive<K extends string = 'pg-queue'>(key: K = 'pg-queue' as K, options: ClaimLoopsCheckOptions = {}): Promise<HealthResult<K>> {
+    return this.checkClaimLoops(key, options);
+  }
+
+  /** Readiness: the database answers and the LISTEN connection is up, as one result (checkDatabase, checkListener). */
+  async isReady<K extends string = 'pg-queue'>(key: K = 'pg-queue' as K, options: ReadinessCheckOptions = {}): Promise<HealthResult<K>> {
+    const [database, listener] = await Promise.all([this.checkDatabase('database', options), this.checkListener('listener')]);
+    const down = [database.database, listener.listener].filter((r) => r.status === 'down').map((r) => r.message as string);
+    const details = { database: database.database.status, listener: listener.listener.status };
+    return down.length === 0 ? result(key, 'up', details) : result(key, 'down', { ...details, message: down.join('; ') });
+  }
+}
+
+function result<K extends string>(key: K, status: 'up' | 'down', details: Record<string, unknown>): HealthResult<K> {
+  return { [key]: { status, ...details } } as HealthResult<K>;
+}
+
+function positiveInt(method: string, name: string, value: unknown, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) throw new PgQueueError(BAD_HEALTH_OPTION(method, name, value, 'a positive integer (ms)'));
+  return value;
+}
+
+function lagLimits(value: unknown): number | Record<string, number> {
+  if (typeof value === 'number' && Number.isFinite(value) && value >= 0) return value;
+  const ok =
+    value !== null &&
+    typeof value === 'object' &&
+    !Array.isArray(value) &&
+    Object.keys(value).length > 0 &&
+    Object.values(value).every((v) => typeof v === 'number' && Number.isFinite(v) && v >= 0);
+  if (!ok) throw new PgQueueError(BAD_HEALTH_OPTION('checkLag', 'maxLagMs', value, 'a number of ms, or { [queue]: ms }'));
+  return value as Record<string, number>;
+}

@@ -1,0 +1,35 @@
+import { PgQueueError } from '../errors/pg-queue.error.js';
+import { OPTIONAL_PEER_MISSING } from './metrics.messages.js';
+import type { OtelApiModule } from './otel-metrics.js';
+import type { PromClientModule } from './prometheus-metrics.js';
+
+/**
+ * Optional peer dependencies are imported when an option asks for them, at boot, never at the package's own
+ * import: an app without prom-client or the OpenTelemetry API loads and runs unchanged.
+ */
+export async function loadOptionalPeer<T>(pkg: string, what: string, range: string, load: () => Promise<T>): Promise<T> {
+  try {
+    return await load();
+  } catch (error) {
+    const code = (error as { code?: unknown } | null)?.code;
+    if (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') throw new PgQueueError(OPTIONAL_PEER_MISSING(pkg, what, range), { cause: error });
+    throw error;
+  }
+}
+
+/** prom-client is CommonJS: its exports are the namespace's default (named ones are there too, when Node finds them). */
+export async function loadPromClient(load: () => Promise<unknown> = () => import('prom-client')): Promise<PromClientModule> {
+  const module = (await loadOptionalPeer('prom-client', 'PgQueueMetricsModule (option prometheus)', '^15.0.0', load)) as { default?: PromClientModule } & PromClientModule;
+  return module.default?.Registry ? module.default : module;
+}
+
+/** The OpenTelemetry API, or undefined when the app does not have it. */
+export async function loadOtelApi(load: () => Promise<unknown> = () => import('@opentelemetry/api')): Promise<OtelApiModule | undefined> {
+  try {
+    const module = (await loadOptionalPeer('@opentelemetry/api', 'PgQueueMetricsModule (option openTelemetry)', '^1.9.0', load)) as { default?: OtelApiModule } & OtelApiModule;
+    return module.metrics ? module : module.default;
+  } catch (error) {
+    if (error instanceof PgQueueError) return undefined;
+    throw error;
+  }
+}

@@ -1,0 +1,94 @@
+/**
+ * The statements of metrics and health checks. Each one reads a bounded number of pages whatever the table's
+ * size (asserted on EXPLAIN at 1M rows in test/metrics-plan.spec.ts), so a scrape or a probe cannot turn into a
+ * scan of background_jobs.
+ */
+
+/**
+ * The queues with queued jobs and, per queue, the run_at of its earliest queued job: a loose scan of the claim
+ * index (queue_name, priority DESC, run_at, id) over its (queue, priority) pairs, one probe per pair, then the
+ * first run_at under each pair. Its cost grows with the number of queues and distinct priorities, not with jobs.
+ * (A single min(run_at) per queue cannot stop early on that index, since run_at comes after priority.)
+ */
+const QUEUED_QUEUES = `
+    pairs AS (
+      (SELECT queue_name, priority FROM background_jobs WHERE status = 'queued' ORDER BY queue_name, priority DESC LIMIT 1)
+      UNION ALL
+      SELECT n.queue_name, n.priority FROM pairs AS p CROSS JOIN LATERAL (
+        (SELECT b.queue_name, b.priority FROM background_jobs AS b
+         WHERE b.status = 'queued' AND b.queue_name = p.queue_name AND b.priority < p.priority ORDER BY b.priority DESC LIMIT 1)
+        UNION ALL
+        (SELECT b.queue_name, b.priority FROM background_jobs AS b
+         WHERE b.status = 'queued' AND b.queue_name > p.queue_name ORDER BY b.queue_name, b.priority DESC LIMIT 1)
+        LIMIT 1
+      ) AS n
+    ), queues AS (
+      SELECT p.queue_name, min((SELECT j.run_at FROM background_jobs AS j
+        WHERE j.queue_name = p.queue_name AND j.status = 'queued' AND j.priority = p.priority ORDER BY j.run_at LIMIT 1)) AS first_run_at
+      FROM pairs AS p GROUP BY p.queue_name
+    )`;
+
+/** ms since the earliest queued job of the queue came due; 0 when none is due yet. */
+const OLDEST_DUE_MS = `greatest(0, extract(epoch FROM now() - q.first_run_at) * 1000)::float8`;
+
+export const METRICS_SQL = {
+  // The depth gauges of one scrape, in one statement ($1: exact limit, $2: pages an estimate samples). Rows of
+  // (queue_name, state, n, approximate): a job status, or 'oldest_due_ms' (n: the queue's lag).
+  // Counts are exact up to $1 per queue and status, read through the partial indexes with a LIMIT as stats()
+  // does: queued jobs per queue through the claim index; running jobs through the in-flight index and
+  // finished jobs through the finished-jobs index, up to $1 + 1 rows per status across queues. A count past
+  // $1 (per queue for queued jobs; per status for the others, whose capped read may miss some queues) is
+  // estimated from a sample of about $2 pages (TABLESAMPLE SYSTEM reads whole random pages), scaled up; a
+  // queued count is never reported below what was counted. The sample is a MATERIALIZED CTE read only under
+  // the one-time filter `EXISTS (SELECT 1 FROM over)`: when nothing is over the limit it never runs.
+  depthSnapshot: `
+    WITH RECURSIVE ${QUEUED_QUEUES}, exact AS (
+      SELECT q.queue_name, 'queued' AS state, (SELECT count(*) FROM (
+          SELECT 1 FROM background_jobs AS j WHERE j.queue_name = q.queue_name AND j.status = 'queued'
+          ORDER BY j.priority DESC, j.run_at, j.id LIMIT $1 + 1) AS s) AS n
+      FROM queues AS q
+      UNION ALL
+      SELECT r.queue_name, 'processing', count(*)
+      FROM (SELECT queue_name FROM background_jobs WHERE status = 'processing' ORDER BY locked_by, id LIMIT $1 + 1) AS r
+      GROUP BY r.queue_name
+      UNION ALL
+      SELECT f.queue_name, f.status::text, count(*) FROM (
+        (SELECT queue_name, status FROM background_jobs WHERE status = 'completed' AND finished_at IS NOT NULL ORDER BY finished_at LIMIT $1 + 1)
+        UNION ALL
+        (SELECT queue_name, status FROM background_jobs WHERE status = 'failed' AND finished_at IS NOT NULL ORDER BY finished_at LIMIT $1 + 1)
+        UNION ALL
+        (SELECT queue_name, status FROM background_jobs WHERE status = 'cancelled' AND finished_at IS NOT NULL ORDER BY finished_at LIMIT $1 + 1)
+      ) AS f GROUP BY f.queue_name, f.status
+    ), over AS MATERIALIZED (
+      SELECT queue_name, state FROM exact WHERE state = 'queued' AND n > $1
+      UNION ALL
+      SELECT NULL, state FROM exact WHERE state <> 'queued' GROUP BY state HAVING sum(n) > $1
+    ), sample AS MATERIALIZED (
+      SELECT s.queue_name, s.status::text AS state, count(*) * 100 / min(s.pct) AS n
+      FROM (SELECT least(100, 100.0 * $2 / greatest(1, pg_relation_size('background_jobs') / current_setting('block_size')::int))::float8 AS pct) AS c,
+        LATERAL (SELECT queue_name, status, c.pct FROM background_jobs TABLESAMPLE SYSTEM (c.pct)) AS s
+      GROUP BY s.queue_name, s.status
+    )
+    SELECT e.queue_name, e.state, e.n::float8 AS n, false AS approximate FROM exact AS e
+    WHERE NOT EXISTS (SELECT 1 FROM over AS o WHERE o.state = e.state AND (o.queue_name IS NULL OR o.queue_name = e.queue_name))
+    UNION ALL
+    SELECT coalesce(s.queue_name, o.queue_name), o.state,
+      round(greatest(coalesce(s.n, 0), CASE WHEN o.queue_name IS NULL THEN 0 ELSE $1 + 1 END))::float8, true
+    FROM over AS o LEFT JOIN sample AS s ON s.state = o.state AND (o.queue_name IS NULL OR s.queue_name = o.queue_name)
+    WHERE EXISTS (SELECT 1 FROM over)
+    UNION ALL
+    SELECT q.queue_name, 'oldest_due_ms', ${OLDEST_DUE_MS}, false FROM queues AS q`,
+
+  // Health: per queue with queued jobs, ms since its earliest queued job came due (0: none due yet).
+  oldestDue: `
+    WITH RECURSIVE ${QUEUED_QUEUES}
+    SELECT q.queue_name, ${OLDEST_DUE_MS} AS oldest_due_ms FROM queues AS q`,
+
+  ping: `SELECT 1`,
+} as const;
+
+/** Opens the read-only transaction a metrics statement runs in, with its own statement timeout (ms, an integer). */
+export function beginWithTimeout(timeoutMs: number): string {
+  if (!Number.isInteger(timeoutMs) || timeoutMs < 0) throw new TypeError(`statement timeout must be a non-negative integer, got ${timeoutMs}`);
+  return `BEGIN READ ONLY; SET LOCAL statement_timeout = ${timeoutMs}`;
+}
