@@ -6,7 +6,6 @@ import type pg from 'pg';
 import { JobEvents, JobHandler, PgQueueModule, QueueService, type Job } from 'nestjs-pg-queue';
 import { PgQueueMetricsModule } from 'nestjs-pg-queue/metrics';
 import { createTestDatabase } from '@internal/pg-harness';
-import { loadOtelApi } from '../src/metrics/load-optional-peer.js';
 import { DEFAULT_DURATION_BUCKETS } from '../src/metrics/resolve-metrics-options.js';
 import { sqlPool, startApp, waitFor } from './support/test-app.js';
 
@@ -100,9 +99,5 @@ describe('OpenTelemetry metrics through the @opentelemetry/api meter (prometheus
     expect(latency.max).toBeGreaterThanOrEqual(20);
     expect(latency.min).toBeLessThan(20);
     expect(histogram(m.get('pg_queue.job.claim_latency'), fail)?.count).toBe(2);
-  });
-
-  it('is a no-op when @opentelemetry/api is not installed', async () => {
-    await expect(loadOtelApi(() => import('@opentelemetry/api-that-is-not-installed' as string))).resolves.toBeUndefined();
   });
 });

@@ -1,6 +1,5 @@
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import { OPTIONAL_PEER_MISSING } from './metrics.messages.js';
-import type { OtelApiModule } from './otel-metrics.js';
 import type { PromClientModule } from './prometheus-metrics.js';
 
 /**
@@ -21,15 +20,4 @@ export async function loadOptionalPeer<T>(pkg: string, what: string, range: stri
 export async function loadPromClient(load: () => Promise<unknown> = () => import('prom-client')): Promise<PromClientModule> {
   const module = (await loadOptionalPeer('prom-client', 'PgQueueMetricsModule (option prometheus)', '^15.0.0', load)) as { default?: PromClientModule } & PromClientModule;
   return module.default?.Registry ? module.default : module;
-}
-
-/** The OpenTelemetry API, or undefined when the app does not have it. */
-export async function loadOtelApi(load: () => Promise<unknown> = () => import('@opentelemetry/api')): Promise<OtelApiModule | undefined> {
-  try {
-    const module = (await loadOptionalPeer('@opentelemetry/api', 'PgQueueMetricsModule (option openTelemetry)', '^1.9.0', load)) as { default?: OtelApiModule } & OtelApiModule;
-    return module.metrics ? module : module.default;
-  } catch (error) {
-    if (error instanceof PgQueueError) return undefined;
-    throw error;
-  }
 }

@@ -1,7 +1,9 @@
 import type * as OtelApi from '@opentelemetry/api';
 import type { JobMetricsSink } from './job-metrics-sink.interface.js';
 
-export type OtelApiModule = typeof OtelApi;
+import type { OtelApiModule } from '../tracing/otel-api.js';
+
+export type { OtelApiModule };
 
 /** The queue attribute, as OpenTelemetry's messaging semantic conventions name it (the tracing spans use it too). */
 export const QUEUE_ATTRIBUTE = 'messaging.destination.name';
