@@ -9,6 +9,7 @@ import { Injectable, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import pg from 'pg';
 import { JobHandler, PgQueueModule, type Job, type PgQueueModuleOptions } from '../../src/index.js';
+import { serveStart } from '../support/serve-start.js';
 
 export interface LimitsWorkerConfig {
   url: string;
@@ -66,16 +67,7 @@ async function boot(): Promise<void> {
   await app.init();
 }
 
-process.on('message', (message: { type: string; config?: LimitsWorkerConfig }) => {
-  if (message.type !== 'start' || config) return;
-  config = message.config!;
-  boot().then(
-    () => process.send?.({ type: 'ready' }),
-    (error: unknown) => {
-      console.error(error);
-      process.exit(1);
-    },
-  );
+serveStart<{ type: string; config: LimitsWorkerConfig }>((message) => {
+  config = message.config;
+  return boot();
 });
-process.on('disconnect', () => process.exit(0));
-process.send?.({ type: 'loaded' });

@@ -6,6 +6,7 @@ import 'reflect-metadata';
 import { Injectable, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { PgQueueModule, RecurringJob, type Job, type MissedFires } from '../../src/index.js';
+import { serveStart } from '../support/serve-start.js';
 
 export interface RecurringWorkerConfig {
   url: string;
@@ -37,17 +38,4 @@ async function start(config: RecurringWorkerConfig): Promise<void> {
   process.once('SIGTERM', () => void app.close().finally(() => process.exit(0)));
 }
 
-let started = false;
-process.on('message', (message: { type: string; config?: RecurringWorkerConfig }) => {
-  if (message.type !== 'start' || started) return;
-  started = true;
-  start(message.config!).then(
-    () => process.send?.({ type: 'ready' }),
-    (error: Error) => {
-      process.stderr.write(`${error.stack ?? error.message}\n`);
-      process.exit(1);
-    },
-  );
-});
-process.on('disconnect', () => process.exit(0));
-process.send?.({ type: 'loaded' });
+serveStart<{ type: string; config: RecurringWorkerConfig }>((message) => start(message.config));

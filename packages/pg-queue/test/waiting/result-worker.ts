@@ -7,6 +7,7 @@ import { Injectable, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { JobHandler, PgQueueModule, type Job } from '../../src/index.js';
+import { serveStart } from '../support/serve-start.js';
 
 @Injectable()
 class ResultHandlers {
@@ -36,17 +37,4 @@ async function start(url: string): Promise<void> {
   process.once('SIGTERM', () => void app.close().finally(() => process.exit(0)));
 }
 
-let started = false;
-process.on('message', (message: { type: string; url?: string }) => {
-  if (message.type !== 'start' || started) return;
-  started = true;
-  start(message.url!).then(
-    () => process.send?.({ type: 'ready' }),
-    (error: Error) => {
-      process.stderr.write(`${error.stack ?? error.message}\n`);
-      process.exit(1);
-    },
-  );
-});
-process.on('disconnect', () => process.exit(0));
-process.send?.({ type: 'loaded' });
+serveStart<{ type: string; url: string }>((message) => start(message.url));

@@ -8,6 +8,8 @@ const REPO_DIR = join(PACKAGE_DIR, '..', '..');
 const SUPPORT_DIR = join(PACKAGE_DIR, 'test', 'faults', 'support');
 /** The worker script and the one module of the suite it imports. */
 const WORKER_SOURCES = ['worker-process.ts', 'fault-kinds.ts'].map((file) => join(SUPPORT_DIR, file));
+/** The start protocol every worker script speaks; compiled with each of them. */
+const SERVE_START = join(PACKAGE_DIR, 'test', 'support', 'serve-start.ts');
 
 /** The same swc settings Jest uses (jest.config.ts): legacy decorators with metadata, as Nest needs. */
 const SWC_OPTIONS = {
@@ -37,7 +39,7 @@ export interface WorkerBuild {
 /** `workerSources`: the script to fork first, then the test modules it imports (default: the fault suite's worker). */
 export async function buildWorker(workerSources = WORKER_SOURCES): Promise<WorkerBuild> {
   const outDir = join(REPO_DIR, 'node_modules', '.cache', 'pg-queue-faults', `${process.pid}-${Date.now().toString(36)}`);
-  const sources = [...(await listTs(join(PACKAGE_DIR, 'src'))), ...workerSources];
+  const sources = [...(await listTs(join(PACKAGE_DIR, 'src'))), ...workerSources, SERVE_START];
   await Promise.all(
     sources.map(async (source) => {
       const target = join(outDir, relative(PACKAGE_DIR, source)).replace(/\.ts$/, '.js');

@@ -12,6 +12,7 @@ import { NestFactory } from '@nestjs/core';
 import pg from 'pg';
 import { JobHandler, PgQueueModule, type Job, type PgQueueModuleOptions } from '../../../src/index.js';
 import { FAULTS_MAX_ATTEMPTS, FAULTS_TIMEOUT_MS, type FaultKind } from './fault-kinds.js';
+import { serveStart } from '../../support/serve-start.js';
 
 /** What the parent sends with { type: 'start' }. */
 export interface WorkerProcessConfig {
@@ -151,17 +152,8 @@ async function boot(): Promise<void> {
   });
 }
 
-process.on('message', (message: { type: string; config?: WorkerProcessConfig }) => {
-  if (message.type !== 'start' || config) return;
-  config = message.config!;
-  boot().then(
-    () => process.send?.({ type: 'ready' }),
-    (error: unknown) => {
-      console.error(error);
-      process.exit(1);
-    },
-  );
+// Orphaned (the suite's process died): serveStart exits too, rather than work on against a test database.
+serveStart<{ type: string; config: WorkerProcessConfig }>((message) => {
+  config = message.config;
+  return boot();
 });
-// Orphaned (the suite's process died): go too, rather than work on against a test database.
-process.on('disconnect', () => process.exit(0));
-process.send?.({ type: 'loaded' });
