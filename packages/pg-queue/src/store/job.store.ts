@@ -208,8 +208,9 @@ export class JobStore {
     return insertChunks(chunkByPayloadSize(rows, INSERT_CHUNK_CHARS), async (text, values) => (await client.query<{ id: string }>({ text, values })).rows);
   }
 
-  async claimJobs(queue: string, limit: number, workerId: string, leaseMs: number): Promise<ClaimResult> {
-    return toClaimResult(await this.run<ClaimRow>('claimJobs', [queue, limit, workerId, leaseMs]));
+  /** `observed`: also return each job's claim latency and trace context (claimJobsObserved), for listeners and tracing. */
+  async claimJobs(queue: string, limit: number, workerId: string, leaseMs: number, observed = false): Promise<ClaimResult> {
+    return toClaimResult(await this.run<ClaimRow>(observed ? 'claimJobsObserved' : 'claimJobs', [queue, limit, workerId, leaseMs]));
   }
 
   /**
@@ -552,8 +553,8 @@ interface ClaimRow {
   priority: number;
   run_at_ms: number;
   created_at_ms: number;
-  wait_ms: number;
-  trace_context: unknown;
+  wait_ms?: number;
+  trace_context?: unknown;
   next_due_ms: number | null;
   rate_wait_ms?: number | null;
   at_capacity?: boolean | null;

@@ -1,5 +1,5 @@
 import type { ProxyTracerProvider, Tracer, TracerProvider } from '@opentelemetry/api';
-import type { OtelApiModule } from './otel-api.js';
+import { otelApi, type OtelApiModule } from './otel-api.js';
 import { TRACER_NAME } from './span-attributes.js';
 
 let cached: { provider: TracerProvider; tracer: Tracer | undefined } | undefined;
@@ -17,4 +17,10 @@ export function queueTracer(api: OtelApiModule): Tracer | undefined {
   const provider = global.getDelegate();
   if (cached?.provider !== provider) cached = { provider, tracer: global.getDelegateTracer(TRACER_NAME) };
   return cached.tracer;
+}
+
+/** True while spans are made: the app has the API and a tracer provider (an SDK) is registered. Two property reads. */
+export function tracingActive(): boolean {
+  const api = otelApi();
+  return api !== undefined && queueTracer(api) !== undefined;
 }

@@ -12,6 +12,7 @@ import { JobAttempt } from './job-attempt.js';
 import type { LeaseHolder, LeaseKeeper } from './lease-keeper.js';
 import type { OutcomeWriter, PendingOutcome } from './outcome-writer.js';
 import { putBack } from './put-back.js';
+import { tracingActive } from '../tracing/tracer.js';
 import { ResultRefusedError, storedResult } from './stored-result.js';
 
 /** How soon a queue at its globalConcurrency looks again for a slot freed in another process. */
@@ -174,7 +175,7 @@ export class QueueWorker {
       try {
         claimed = this.limits
           ? await this.store.claimLimitedJobs(queue, want, workerId, leaseMs, this.limits, this.keyCursor)
-          : await this.store.claimJobs(queue, want, workerId, leaseMs);
+          : await this.store.claimJobs(queue, want, workerId, leaseMs, this.events.observed || tracingActive());
         this.claimBackoff.succeeded();
       } catch (error) {
         this.claimSentAt = 0;
