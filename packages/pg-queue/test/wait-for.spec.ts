@@ -130,8 +130,14 @@ describe('waitFor: waiting for a job from anywhere', () => {
       const { rows } = await db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE id = ANY($1::int8[]) AND status IN ('completed', 'failed')`, [[...ids, failing]]);
       return rows[0].n === ids.length + 1;
     });
-    const awaited = await queue.enqueue('wf-report', { n: 1 });
-    await queue.waitFor(awaited);
+    // Held while the waiter marks it: a job that finished before waitFor's mark sends no notice (waitFor reads it
+    // finished at once), which on a slow machine made this test wait for a notice that was never due.
+    const awaited = await queue.enqueue('wf-held', {});
+    await waitFor('running', async () => release.has(awaited));
+    const waiting = queue.waitFor(awaited);
+    await waitFor('marked', async () => (await db.query(`SELECT awaited FROM background_jobs WHERE id = $1`, [awaited])).rows[0].awaited === true);
+    release.get(awaited)!();
+    await waiting;
     await waitFor('the notice', async () => notices.length > 0);
     await new Promise((r) => setTimeout(r, 100));
     expect(notices).toEqual([`${awaited}:completed`]);
