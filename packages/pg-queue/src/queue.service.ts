@@ -113,11 +113,8 @@ export class QueueService {
    * 16 MB of payloads it runs one statement per 16 MB in one transaction: all the jobs are added or none.
    */
   async enqueueMany<const T extends readonly unknown[]>(jobs: JobSpecs<T>, options: { manager?: EntityManager } = {}): Promise<string[]> {
-    const specs = jobs as unknown as readonly AnyJobSpec[];
-    if (!Array.isArray(specs)) throw new PgQueueError('enqueueMany expects an array of { queue, payload, ...options }.');
-    if (specs.length === 0) return [];
-    const rows = this.toRows(specs, 'enqueueMany');
-    await this.validateMany('enqueueMany', specs, rows);
+    const rows = await this.batchRows(jobs as unknown as readonly AnyJobSpec[], 'enqueueMany');
+    if (rows.length === 0) return [];
     const manager = options.manager;
     if (rows.some((r) => r.uniqueKey != null)) {
       return (await traceEnqueue(() => batchCall('enqueueMany', rows), (trace) => this.store.insertKeyedJobs(rows, manager, trace))).map((r) => r.id);
@@ -130,11 +127,8 @@ export class QueueService {
    * (of a job in the database, or of an earlier job of the same call). One statement, as enqueueMany.
    */
   async enqueueManyUnique<const T extends readonly unknown[]>(jobs: JobSpecs<T>, options: { manager?: EntityManager } = {}): Promise<EnqueueResult[]> {
-    const specs = jobs as unknown as readonly AnyJobSpec[];
-    if (!Array.isArray(specs)) throw new PgQueueError('enqueueManyUnique expects an array of { queue, payload, ...options }.');
-    if (specs.length === 0) return [];
-    const rows = this.toRows(specs, 'enqueueManyUnique');
-    await this.validateMany('enqueueManyUnique', specs, rows);
+    const rows = await this.batchRows(jobs as unknown as readonly AnyJobSpec[], 'enqueueManyUnique');
+    if (rows.length === 0) return [];
     const manager = options.manager;
     return (await traceEnqueue(() => batchCall('enqueueManyUnique', rows), (trace) => this.store.insertKeyedJobs(rows, manager, trace))).map(toResult);
   }
@@ -146,6 +140,15 @@ export class QueueService {
   }
 
   /** Every job's validator before any row is stored: one refused payload refuses the whole batch. */
+  /** The rows of an enqueueMany-style call, checked and validated; none for an empty call. */
+  private async batchRows(specs: readonly AnyJobSpec[], method: string): Promise<NewJobRow[]> {
+    if (!Array.isArray(specs)) throw new PgQueueError(`${method} expects an array of { queue, payload, ...options }.`);
+    if (specs.length === 0) return [];
+    const rows = this.toRows(specs, method);
+    await this.validateMany(method, specs, rows);
+    return rows;
+  }
+
   private validateMany(method: string, specs: readonly AnyJobSpec[], rows: NewJobRow[]): void | Promise<void> {
     let checks: PayloadToCheck[] | undefined;
     for (let i = 0; i < rows.length; i++) {

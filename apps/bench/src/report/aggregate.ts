@@ -18,24 +18,34 @@ export type Aggregates = Record<string, Partial<Record<SystemId, Aggregate>>>;
 
 /** Median and range per metric and system over the runs (NaN samples, from a failed run, are left out). */
 export function aggregate(samples: Sample[]): Aggregates {
-  const groups = new Map<string, Map<SystemId, number[]>>();
-  for (const s of samples) {
-    if (!Number.isFinite(s.value)) continue;
-    const bySystem = groups.get(s.metric) ?? new Map<SystemId, number[]>();
-    groups.set(s.metric, bySystem);
-    const values = bySystem.get(s.system) ?? [];
-    bySystem.set(s.system, values);
-    values.push(s.value);
+  const groups = new Groups();
+  for (const s of samples) if (Number.isFinite(s.value)) groups.add(s.metric, s.system, s.value);
+  return groups.summary();
+}
+
+/** Values per metric and system, summarised as median and range. */
+class Groups {
+  private readonly byMetric = new Map<string, Map<SystemId, number[]>>();
+
+  add(metric: string, system: SystemId, value: number): void {
+    const bySystem = this.byMetric.get(metric) ?? new Map<SystemId, number[]>();
+    this.byMetric.set(metric, bySystem);
+    const values = bySystem.get(system) ?? [];
+    bySystem.set(system, values);
+    values.push(value);
   }
-  const out: Aggregates = {};
-  for (const [metric, bySystem] of groups) {
-    out[metric] = {};
-    for (const [system, values] of bySystem) {
-      const sorted = [...values].sort((a, b) => a - b);
-      out[metric][system] = { median: median(sorted), min: sorted[0], max: sorted[sorted.length - 1], runs: sorted.length };
+
+  summary(): Aggregates {
+    const out: Aggregates = {};
+    for (const [metric, bySystem] of this.byMetric) {
+      out[metric] = {};
+      for (const [system, values] of bySystem) {
+        const sorted = [...values].sort((a, b) => a - b);
+        out[metric][system] = { median: median(sorted), min: sorted[0], max: sorted[sorted.length - 1], runs: sorted.length };
+      }
     }
+    return out;
   }
-  return out;
 }
 
 function median(sorted: number[]): number {
@@ -54,24 +64,11 @@ export type RatioAggregates = Record<string, Partial<Record<SystemId, Aggregate>
 export function runRatios(samples: Sample[], ours: SystemId): RatioAggregates {
   const byKey = new Map<string, number>();
   for (const s of samples) if (Number.isFinite(s.value)) byKey.set(`${s.metric}\u0000${s.system}\u0000${s.run}`, s.value);
-  const groups = new Map<string, Map<SystemId, number[]>>();
+  const groups = new Groups();
   for (const s of samples) {
     if (s.system === ours || !Number.isFinite(s.value) || s.value === 0) continue;
     const mine = byKey.get(`${s.metric}\u0000${ours}\u0000${s.run}`);
-    if (mine === undefined) continue;
-    const bySystem = groups.get(s.metric) ?? new Map<SystemId, number[]>();
-    groups.set(s.metric, bySystem);
-    const values = bySystem.get(s.system) ?? [];
-    bySystem.set(s.system, values);
-    values.push(mine / s.value);
+    if (mine !== undefined) groups.add(s.metric, s.system, mine / s.value);
   }
-  const out: RatioAggregates = {};
-  for (const [metric, bySystem] of groups) {
-    out[metric] = {};
-    for (const [system, values] of bySystem) {
-      const sorted = [...values].sort((a, b) => a - b);
-      out[metric][system] = { median: median(sorted), min: sorted[0], max: sorted[sorted.length - 1], runs: sorted.length };
-    }
-  }
-  return out;
+  return groups.summary();
 }

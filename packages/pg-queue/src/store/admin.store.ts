@@ -99,7 +99,8 @@ export class AdminStore {
   }
 }
 
-interface JobSummaryRow {
+/** A job as the CLI's lists and the dashboard's show it. */
+export interface JobSummaryRow {
   id: string;
   queue_name: string;
   status: JobStatus;

@@ -1,23 +1,13 @@
 import type { Pool, PoolClient, QueryResultRow } from 'pg';
 import type { JobStatus, QueueStats } from '../interfaces/job.interface.js';
-import { AdminStore, filterValues, type BatchResult, type BulkAction, type JobFilter } from './admin.store.js';
+import { AdminStore, filterValues, type BatchResult, type BulkAction, type JobFilter, type JobSummaryRow } from './admin.store.js';
 import { DASHBOARD_SQL } from './dashboard.sql.js';
 import { inTransaction } from './in-transaction.js';
 import { JobStore } from './job.store.js';
 
 /** A row of the dashboard's jobs list. */
-export interface JobListRow {
-  id: string;
-  queue_name: string;
-  status: JobStatus;
-  attempts: number;
-  max_attempts: number;
-  priority: number;
-  run_at: Date;
-  created_at: Date;
-  finished_at: Date | null;
+export interface JobListRow extends JobSummaryRow {
   unique_key: string | null;
-  last_error: string | null;
   /** The start of the payload as JSON text; null when payloads are hidden. */
   payload_preview: string | null;
 }
