@@ -5,20 +5,8 @@ import type { INestApplicationContext } from '@nestjs/common';
 import { createTestDatabase } from '@internal/pg-harness';
 import { SQL } from '../src/store/job.sql.js';
 import { STATS_EXACT_LIMIT } from '../src/store/job.store.js';
+import { explainBothModes, seqScans } from './support/plans.js';
 import { sqlPool, startApp } from './support/test-app.js';
-
-interface PlanNode {
-  'Node Type': string;
-  'Index Name'?: string;
-  'Relation Name'?: string;
-  'Shared Hit Blocks'?: number;
-  'Shared Read Blocks'?: number;
-  Plans?: PlanNode[];
-}
-
-function nodes(plan: PlanNode): PlanNode[] {
-  return [plan, ...(plan.Plans ?? []).flatMap(nodes)];
-}
 
 const FINISHED = 2_000_000;
 
@@ -52,27 +40,8 @@ describe(`pruner and stats() on a table of ${FINISHED.toLocaleString('en')} fini
     await db?.end();
   });
 
-  async function explain(sql: string, types: string, args: string): Promise<Record<string, { pages: number; all: PlanNode[] }>> {
-    const client = await db.connect();
-    const out: Record<string, { pages: number; all: PlanNode[] }> = {};
-    try {
-      await client.query(`PREPARE s(${types}) AS ${sql}`);
-      for (const mode of ['force_custom_plan', 'force_generic_plan']) {
-        await client.query(`SET plan_cache_mode = ${mode}`);
-        await client.query('BEGIN');
-        const { rows } = await client.query(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE s(${args})`);
-        await client.query('ROLLBACK');
-        const plan = rows[0]['QUERY PLAN'][0].Plan as PlanNode;
-        out[mode] = { pages: (plan['Shared Hit Blocks'] ?? 0) + (plan['Shared Read Blocks'] ?? 0), all: nodes(plan) };
-      }
-    } finally {
-      await client.query('DEALLOCATE ALL');
-      client.release();
-    }
-    return out;
-  }
+  const explain = (sql: string, types: string, args: string) => explainBothModes(db, sql, types, args);
 
-  const seqScans = (all: PlanNode[]) => all.filter((n) => n['Node Type'] === 'Seq Scan' && n['Relation Name'] === 'background_jobs');
 
   it('a prune statement with nothing past retention reads a few index pages, not the table', async () => {
     const plans = await explain(SQL.deleteFinishedBefore, 'background_job_status[], int8, int', `'{completed}', 86400000, 1000`);

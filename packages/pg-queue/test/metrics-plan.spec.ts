@@ -4,18 +4,9 @@ import type pg from 'pg';
 import { createTestDatabase } from '@internal/pg-harness';
 import { METRICS_SQL } from '../src/store/metrics.sql.js';
 import { MetricsStore } from '../src/store/metrics.store.js';
+import { explainBothModes, seqScans, type PlanNode } from './support/plans.js';
 import { sqlPool, startApp } from './support/test-app.js';
 
-interface PlanNode {
-  'Node Type': string;
-  'Relation Name'?: string;
-  'Actual Loops'?: number;
-  'Shared Hit Blocks'?: number;
-  'Shared Read Blocks'?: number;
-  Plans?: PlanNode[];
-}
-
-const nodes = (plan: PlanNode): PlanNode[] => [plan, ...(plan.Plans ?? []).flatMap(nodes)];
 const ROWS = 1_000_000;
 
 /**
@@ -59,25 +50,8 @@ describe(`metrics and health queries on a table of ${ROWS.toLocaleString('en')} 
     await db?.end();
   });
 
-  async function explain(sql: string, types: string, args: string): Promise<Record<string, { pages: number; all: PlanNode[] }>> {
-    const client = await db.connect();
-    const out: Record<string, { pages: number; all: PlanNode[] }> = {};
-    try {
-      await client.query(types ? `PREPARE s(${types}) AS ${sql}` : `PREPARE s AS ${sql}`);
-      for (const mode of ['force_custom_plan', 'force_generic_plan']) {
-        await client.query(`SET plan_cache_mode = ${mode}`);
-        const { rows } = await client.query(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE s${args ? `(${args})` : ''}`);
-        const plan = rows[0]['QUERY PLAN'][0].Plan as PlanNode;
-        out[mode] = { pages: (plan['Shared Hit Blocks'] ?? 0) + (plan['Shared Read Blocks'] ?? 0), all: nodes(plan) };
-      }
-    } finally {
-      await client.query('DEALLOCATE ALL');
-      client.release();
-    }
-    return out;
-  }
+  const explain = (sql: string, types: string, args: string) => explainBothModes(db, sql, types, args);
 
-  const seqScans = (all: PlanNode[]) => all.filter((n) => n['Node Type'] === 'Seq Scan' && n['Relation Name'] === 'background_jobs');
   const sampleScans = (all: PlanNode[]) => all.filter((n) => n['Node Type'] === 'Sample Scan');
 
   it('the depth query, with counts over the exact limit (estimated from a sample): no sequential scan, fewer pages than the table', async () => {
