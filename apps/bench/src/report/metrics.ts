@@ -27,7 +27,10 @@ export function metricCatalog(profile: Profile): MetricDef[] {
     rate('enqueue.concurrentNoNotify', `  the same, NOTIFY trigger disabled (reference)`, false),
     ...e.bulkBatches.map((b) => rate(`enqueue.bulk.${sizeLabel(b)}`, `enqueue, bulk with ids (${b.toLocaleString('en-US')} per call)`)),
   ];
-  for (const c of profile.process.concurrencies) defs.push(rate(`process.c${c}`, `process ${sizeLabel(profile.process.jobs)}, concurrency ${c}`));
+  for (const c of profile.process.concurrencies) {
+    defs.push(rate(`process.c${c}`, `process ${sizeLabel(profile.process.jobs)}, concurrency ${c}`));
+    defs.push({ id: `process.c${c}.cpuUsPerJob`, label: `  machine CPU per job (Node and PostgreSQL)`, unit: 'µs', better: 'lower', digits: 1, chart: false });
+  }
   for (const c of profile.defaults.concurrencies) defs.push(rate(`defaults.c${c}`, `process ${sizeLabel(profile.defaults.jobs)}, c${c}: tuned vs defaults`));
   const sp = profile.spread;
   for (const d of sp.durations) {

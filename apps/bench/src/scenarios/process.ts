@@ -2,6 +2,7 @@ import { workerPoolSize } from '../config.js';
 import { checkpoint, deadlockCount, withFreshDatabase } from '../db/databases.js';
 import { statementFigures } from '../db/statements.js';
 import { sleep } from '../host/clock.js';
+import { machineBusyMs } from '../host/cpu-meter.js';
 import { SystemProcess } from '../host/system-process.js';
 import type { SystemInfo } from '../systems.js';
 import { databaseName, type Figures, type ScenarioContext } from './context.js';
@@ -26,14 +27,18 @@ export async function processScenario(ctx: ScenarioContext, system: SystemInfo, 
     try {
       await sleep(SETTLE_MS);
       await checkpoint(ctx.serverUrl);
+      const busyBefore = machineBusyMs();
       const enqueue = worker.send({ cmd: 'enqueue-bulk', n: jobs, batch: jobs });
       const done = await waitUntilDone([worker], url, system.busySql, jobs, 600_000);
+      const busyAfter = machineBusyMs();
       await enqueue;
       if (ctx.statements) ctx.keepStatements(system.id, `${scenario} c=${concurrency}`, await statementFigures(ctx.serverUrl, name), jobs);
       figures = {
         [`${scenario}.c${concurrency}`]: (jobs / (done.doneAt - done.firstAt)) * 1000,
         [`${scenario}.c${concurrency}.extraRuns`]: done.handled - jobs,
       };
+      // The machine's CPU from the bulk insert to the last completion (the insert is the same for every system).
+      if (busyBefore !== undefined && busyAfter !== undefined) figures[`${scenario}.c${concurrency}.cpuUsPerJob`] = ((busyAfter - busyBefore) * 1000) / jobs;
     } finally {
       await worker.stop();
     }
