@@ -30,6 +30,18 @@ class Handlers {
   }
 }
 
+/** A waitFor that timed out says where its job stood, so a failure tells which side (the worker, the poll) was late. */
+const withRowState = (id: string) => async (error: unknown) => {
+  if (!(error instanceof JobWaitTimeoutError)) throw error;
+  const probe = new pg.Client({ connectionString: dbUrl });
+  await probe.connect();
+  const { rows } = await probe
+    .query(`SELECT status, attempts, awaited, locked_by, (run_at - now())::text AS due_in, (now() - updated_at)::text AS since_update FROM background_jobs WHERE id = $1`, [id])
+    .finally(() => probe.end());
+  throw new Error(`${error.message}; the row: ${JSON.stringify(rows[0])}`);
+};
+let dbUrl = '';
+
 /** The waiters still registered in an app: a settled, timed-out or aborted waitFor leaves none behind. */
 const waitersLeft = (app: INestApplicationContext) => (app.get(JobWaiters, { strict: false }) as unknown as { waiting: Map<string, unknown> }).waiting.size;
 
@@ -44,6 +56,7 @@ describe('waitFor: waiting for a job from anywhere', () => {
 
   beforeAll(async () => {
     url = await createTestDatabase('waitfor');
+    dbUrl = url;
     db = sqlPool(url);
     worker = await startApp(url, { providers: [Handlers], queue: { maintenance: { enabled: false } } });
     // Another app on the same database that runs no workers: it only enqueues and waits.
@@ -151,8 +164,8 @@ describe('waitFor: waiting for a job from anywhere', () => {
     await waitFor('marked', async () => (await db.query(`SELECT awaited FROM background_jobs WHERE id = $1`, [id])).rows[0].awaited === true);
     expect((deaf.get(JobWaiters, { strict: false }) as unknown as { listener: { connected: boolean } }).listener.connected).toBe(false);
     release.get(id)!();
-    await expect(waiting).resolves.toEqual({ total: 70 });
+    await expect(waiting.catch(withRowState(id))).resolves.toEqual({ total: 70 });
     const failing = await queue.enqueue('wf-fail', {}, { maxAttempts: 2 });
-    await expect(queue.waitFor(failing, { timeoutMs: 20_000 })).rejects.toBeInstanceOf(JobFailedError);
+    await expect(queue.waitFor(failing, { timeoutMs: 20_000 }).catch(withRowState(failing))).rejects.toBeInstanceOf(JobFailedError);
   });
 });

@@ -28,6 +28,9 @@ export interface HostStats {
   marks: Record<number, number | null>;
   rssBytes: number;
   peakRssBytes: number;
+  /** V8's heap: what it holds (live objects and garbage not yet collected) and what it has reserved. */
+  heapUsedBytes: number;
+  heapTotalBytes: number;
 }
 
 export interface TimedResult {

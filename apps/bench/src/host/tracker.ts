@@ -36,7 +36,16 @@ export class Tracker {
 
   stats(): HostStats {
     const rss = this.sampleRss();
-    return { handled: this.handled, firstAt: this.firstAt, marks: Object.fromEntries(this.marks), rssBytes: rss, peakRssBytes: this.peakRss };
+    const { heapUsed, heapTotal } = process.memoryUsage();
+    return {
+      handled: this.handled,
+      firstAt: this.firstAt,
+      marks: Object.fromEntries(this.marks),
+      rssBytes: rss,
+      peakRssBytes: this.peakRss,
+      heapUsedBytes: heapUsed,
+      heapTotalBytes: heapTotal,
+    };
   }
 
   get peakRssBytes(): number {

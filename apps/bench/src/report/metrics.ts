@@ -55,6 +55,9 @@ export function metricCatalog(profile: Profile): MetricDef[] {
     { id: 'steady.rowsEnd', label: 'rows kept at end (retention)', unit: 'rows', better: 'info', digits: 0, chart: false },
     { id: 'steady.peakRssMB', label: 'worker RSS, peak', unit: 'MB', better: 'lower', digits: 0, chart: true },
     { id: 'steady.idleRssMB', label: 'worker RSS, idle after', unit: 'MB', better: 'lower', digits: 0, chart: false },
+    { id: 'steady.bootRssMB', label: '  worker RSS after boot, before any job', unit: 'MB', better: 'info', digits: 0, chart: false },
+    { id: 'steady.idleHeapUsedMB', label: '  V8 heap in use, idle after', unit: 'MB', better: 'info', digits: 1, chart: false },
+    { id: 'steady.idleHeapTotalMB', label: '  V8 heap reserved, idle after', unit: 'MB', better: 'info', digits: 1, chart: false },
     { id: 'steady.idleStatementsPerSec', label: 'statements/s while idle', unit: '1/s', better: 'lower', digits: 2, chart: true },
   );
   for (const p of profile.scaleOut.processes) defs.push(rate(`scaleout.p${p}`, `scale-out, ${p} process${p > 1 ? 'es' : ''} x c${profile.scaleOut.concurrency}`));

@@ -26,6 +26,7 @@ export async function steadyStateScenario(ctx: ScenarioContext, system: SystemIn
     let figures: Figures;
     try {
       await sleep(1_000);
+      const booted = await worker.stats();
       const start = await relationSizes(url, system.relations);
       await checkpoint(ctx.serverUrl);
       const feed = await worker.send({ cmd: 'feed', total: jobs, wave, chunk, timeoutMs: 3_600_000 });
@@ -51,6 +52,10 @@ export async function steadyStateScenario(ctx: ScenarioContext, system: SystemIn
         // The whole life of the worker: the heap can keep growing after the burst, until a major GC.
         'steady.peakRssMB': Math.max(feed.peakRssBytes, idleStats.peakRssBytes) / MB,
         'steady.idleRssMB': idleStats.rssBytes / MB,
+        // What the RSS is made of: the process before any job, and V8's heap once idle (in use, and reserved).
+        'steady.bootRssMB': booted.rssBytes / MB,
+        'steady.idleHeapUsedMB': idleStats.heapUsedBytes / MB,
+        'steady.idleHeapTotalMB': idleStats.heapTotalBytes / MB,
         'steady.idleStatementsPerSec': idle.reduce((sum, s) => sum + s.calls, 0) / (idleWindowMs / 1000),
       };
     } finally {
