@@ -47,3 +47,33 @@ export async function deadlockCount(serverUrl: string, database: string): Promis
     return Number(rows[0]?.n ?? 0);
   });
 }
+
+/** The server's WAL insert position in bytes: the difference of two readings is the WAL written in between. */
+export async function walPositionBytes(serverUrl: string): Promise<number> {
+  return withClient(serverUrl, async (c) => Number((await c.query<{ b: number }>(`SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8 AS b`)).rows[0].b));
+}
+
+export interface RowWrites {
+  inserted: number;
+  updated: number;
+  /** Of the updates, those that were HOT: no new index entry (the changed columns are in no index). */
+  hotUpdated: number;
+  deleted: number;
+}
+
+/**
+ * Row versions written to `relations` since the database was created (pg_stat_user_tables). Read once the
+ * system's connections have closed: a backend reports its counters when it goes idle, at most once a second,
+ * and for good when it exits.
+ */
+export async function rowWrites(url: string, relations: string[]): Promise<RowWrites> {
+  return withClient(url, async (c) => {
+    const { rows } = await c.query<RowWrites>(
+      `SELECT coalesce(sum(n_tup_ins), 0)::float8 AS inserted, coalesce(sum(n_tup_upd), 0)::float8 AS updated,
+              coalesce(sum(n_tup_hot_upd), 0)::float8 AS "hotUpdated", coalesce(sum(n_tup_del), 0)::float8 AS deleted
+       FROM pg_stat_user_tables WHERE relid = ANY($1::regclass[])`,
+      [relations],
+    );
+    return rows[0];
+  });
+}

@@ -30,6 +30,9 @@ export function metricCatalog(profile: Profile): MetricDef[] {
   for (const c of profile.process.concurrencies) {
     defs.push(rate(`process.c${c}`, `process ${sizeLabel(profile.process.jobs)}, concurrency ${c}`));
     defs.push({ id: `process.c${c}.cpuUsPerJob`, label: `  machine CPU per job (Node and PostgreSQL)`, unit: 'µs', better: 'lower', digits: 1, chart: false });
+    defs.push(info(`process.c${c}.walBytesPerJob`, `  WAL per job (insert to completion)`, 'bytes', 0));
+    defs.push(info(`process.c${c}.rowVersionsPerJob`, `  row versions per job (inserts, updates, deletes)`, 'rows', 2));
+    defs.push(info(`process.c${c}.hotShare`, `  of the updates, HOT (no index entries)`, '%', 0));
   }
   for (const c of profile.defaults.concurrencies) defs.push(rate(`defaults.c${c}`, `process ${sizeLabel(profile.defaults.jobs)}, c${c}: tuned vs defaults`));
   const sp = profile.spread;

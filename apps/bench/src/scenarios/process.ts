@@ -1,5 +1,5 @@
 import { workerPoolSize } from '../config.js';
-import { checkpoint, deadlockCount, withFreshDatabase } from '../db/databases.js';
+import { checkpoint, deadlockCount, rowWrites, walPositionBytes, withFreshDatabase } from '../db/databases.js';
 import { statementFigures } from '../db/statements.js';
 import { sleep } from '../host/clock.js';
 import { machineBusyMs } from '../host/cpu-meter.js';
@@ -27,10 +27,12 @@ export async function processScenario(ctx: ScenarioContext, system: SystemInfo, 
     try {
       await sleep(SETTLE_MS);
       await checkpoint(ctx.serverUrl);
+      const walBefore = await walPositionBytes(ctx.serverUrl);
       const busyBefore = machineBusyMs();
       const enqueue = worker.send({ cmd: 'enqueue-bulk', n: jobs, batch: jobs });
       const done = await waitUntilDone([worker], url, system.busySql, jobs, 600_000);
       const busyAfter = machineBusyMs();
+      const walAfter = await walPositionBytes(ctx.serverUrl);
       await enqueue;
       if (ctx.statements) ctx.keepStatements(system.id, `${scenario} c=${concurrency}`, await statementFigures(ctx.serverUrl, name), jobs);
       figures = {
@@ -39,10 +41,17 @@ export async function processScenario(ctx: ScenarioContext, system: SystemInfo, 
       };
       // The machine's CPU from the bulk insert to the last completion (the insert is the same for every system).
       if (busyBefore !== undefined && busyAfter !== undefined) figures[`${scenario}.c${concurrency}.cpuUsPerJob`] = ((busyAfter - busyBefore) * 1000) / jobs;
+      // WAL from the insert to the last completion, the whole server (nothing else writes meanwhile); right after
+      // a checkpoint, so every system pays the full-page images of the pages it touches first.
+      figures[`${scenario}.c${concurrency}.walBytesPerJob`] = (walAfter - walBefore) / jobs;
     } finally {
       await worker.stop();
     }
     figures[`${scenario}.c${concurrency}.deadlocks`] = await deadlockCount(ctx.serverUrl, name);
+    // Row versions per job (the insert included), once the worker's connections are closed and have reported.
+    const writes = await rowWrites(url, system.relations);
+    figures[`${scenario}.c${concurrency}.rowVersionsPerJob`] = (writes.inserted + writes.updated + writes.deleted) / jobs;
+    figures[`${scenario}.c${concurrency}.hotShare`] = writes.updated > 0 ? (100 * writes.hotUpdated) / writes.updated : 0;
     return figures;
   });
 }
