@@ -10,7 +10,7 @@ export const INVALID_OPTION = (where: string, name: string, value: unknown, expe
   `Invalid ${where} option ${name}=${describe(value)}: expected ${expected}.`;
 
 export const LIMIT_WITH_PREFETCH = (where: string) =>
-  `${where} sets prefetch with a limit across instances (globalConcurrency, rateLimit, concurrencyPerKey): a prefetched job would hold a slot, or use up a start, while it waits in this process. Set prefetch to 0.`;
+  `${where} sets prefetch with a limit across instances (globalConcurrency, rateLimit, concurrencyPerKey): a prefetched job would hold a slot, or use up a start, while it waits in this process. Set prefetch to 0, or leave it unset (such queues never read ahead).`;
 
 export const NO_DATA_SOURCE = () =>
   'PgQueueModule needs a database: pass `dataSource` (a TypeORM DataSource), `connection` (a URL or PostgreSQL connection options), or import TypeOrmModule.forRoot() (optionally naming it with `dataSourceName`).';
