@@ -4,7 +4,7 @@ import type { JobEventName, JobEvents } from '../events/job-events.js';
 import type { Job, JobStatus } from '../interfaces/job.interface.js';
 import type { ResolvedHandlerOptions } from '../interfaces/job-handler-options.interface.js';
 import type { ClaimedJob, ClaimLimits, JobRef, JobStore } from '../store/job.store.js';
-import { BAD_SNOOZE_DELAY } from '../pg-queue.messages.js';
+import { BAD_SNOOZE_DELAY, READ_AHEAD_GIVEN_BACK, READ_AHEAD_NOT_GIVEN_BACK } from '../pg-queue.messages.js';
 import { retryDelay, snoozeDelay } from '../utils/backoff.js';
 import { errorLine, errorText } from '../utils/error-text.js';
 import { RetryBackoff, wakeableSleep, withDeadline } from '../utils/retry-backoff.js';
@@ -196,14 +196,14 @@ export class QueueWorker {
       }
       this.wakeRequested = false;
       let claimed;
-      const readAhead = this.readAhead?.size ?? 0;
+      const aheadAtClaim = this.readAhead?.size ?? 0;
       this.claimSentAt = performance.now();
       try {
         claimed = this.limits
           ? await this.store.claimLimitedJobs(queue, want, workerId, leaseMs, this.limits, this.keyCursor)
           : await this.store.claimJobs(queue, want, workerId, leaseMs, this.events.observed || tracingActive());
         this.claimBackoff.succeeded();
-        this.readAhead?.claimed(performance.now() - this.claimSentAt, readAhead);
+        this.readAhead?.claimed(performance.now() - this.claimSentAt, aheadAtClaim);
       } catch (error) {
         this.claimSentAt = 0;
         this.wakeRequested = true; // try again after the backoff, or sooner when woken (LISTEN is back)
@@ -341,7 +341,7 @@ export class QueueWorker {
     this.free(run);
     if (this.readAhead) {
       this.readAhead.jobFinished(run.endedAt - run.startedAt);
-      if (this.buffered.size > 0) this.giveBackSurplus(0);
+      if (this.buffered.size > 0) this.giveBackSurplus();
     }
     run.result = result;
     this.unwritten += 1;
@@ -485,7 +485,8 @@ export class QueueWorker {
     const late = now - this.lastReviewAt > 2 * BUFFER_REVIEW_MS;
     this.lastReviewAt = now;
     if (late || this.buffered.size === 0 || this.running.size < this.config.options.concurrency) return;
-    this.giveBackSurplus(now - this.lastFreedAt);
+    this.readAhead!.stalled(now - this.lastFreedAt);
+    this.giveBackSurplus();
   }
 
   /**
@@ -493,15 +494,18 @@ export class QueueWorker {
    * the last claimed first, so that another process can start them. Put back like at shutdown (queued, run_at
    * now, the attempt not counted, NOTIFY): in the lane, since the heartbeat updates the same rows. Rare (when
    * the jobs' durations change), never per job. If the database does not take them back, their leases lapse
-   * and the sweeper does.
+   * and the sweeper puts them back (counting the attempt, as for a crashed worker).
    */
-  private giveBackSurplus(stalledMs: number): void {
-    const surplus = this.readAhead!.surplus(this.buffered.size, stalledMs);
+  private giveBackSurplus(): void {
+    const surplus = this.readAhead!.surplus(this.buffered.size);
     if (surplus === 0 || this.stopping) return;
     const runs = [...this.buffered.values()].slice(-surplus);
     for (const run of runs) this.unbuffer(run);
     const { queue, workerId } = this.config;
-    void this.lane.run(() => putBack(this.store, workerId, runs, `read ahead of slower jobs (${queue})`, this.logger));
+    this.lane.run(() => this.store.releaseJobs(workerId, runs)).then(
+      (released) => this.logger.debug?.(READ_AHEAD_GIVEN_BACK(queue, released)),
+      (error: unknown) => this.logger.warn(READ_AHEAD_NOT_GIVEN_BACK(queue, runs.length, errorLine(error))),
+    );
   }
 }
 

@@ -69,18 +69,25 @@ export class ReadAhead {
   }
 
   /**
-   * Buffered jobs to give back now: those beyond the read-ahead, once the buffer holds more work than it should
-   * (MAX_HOLD_MS and HOLD_ROUND_TRIPS round trips). `stalledMs`: how long no slot has freed while all were busy
-   * (0 when unknown); every running job has taken at least that long, so the estimate is at least that.
+   * No slot has freed for `ms` while all were busy (and jobs waited in the buffer): every running job has taken
+   * at least that long, so it counts as a sample when it is above the estimate. Without it, jobs that turned
+   * slow (or stuck) would hold the buffer until the first of them finished, and a buffer given back on the
+   * strength of the stall would be claimed again at once.
    */
-  surplus(buffered: number, stalledMs: number): number {
-    if (buffered === 0) return 0;
-    const jobMs = this.jobMs >= stalledMs ? this.jobMs : stalledMs; // NaN >= x is false: the stall alone
-    if (!(jobMs > 0)) return 0;
+  stalled(ms: number): void {
+    if (!(this.jobMs >= ms)) this.jobFinished(ms); // NaN >= ms is false: the stall is the first sample
+  }
+
+  /**
+   * Buffered jobs to give back now: those beyond the read-ahead, once the buffer holds more work than it should
+   * (more than MAX_HOLD_MS and more than HOLD_ROUND_TRIPS round trips of it, by the current estimates).
+   */
+  surplus(buffered: number): number {
+    const jobMs = this.jobMs;
+    if (buffered === 0 || !(jobMs > 0)) return 0;
     const holdMs = (buffered * jobMs) / this.concurrency;
-    const roundTripMs = this.roundTripMs === this.roundTripMs ? this.roundTripMs : 0;
-    if (holdMs <= MAX_HOLD_MS || holdMs <= HOLD_ROUND_TRIPS * roundTripMs) return 0;
-    return Math.max(0, buffered - Math.min(this.ceiling, this.sizeFor(jobMs)));
+    if (holdMs <= MAX_HOLD_MS || holdMs <= HOLD_ROUND_TRIPS * this.roundTripMs) return 0;
+    return Math.max(0, buffered - this.size);
   }
 
   /** The read-ahead for jobs of `jobMs`: 0 until both estimates exist. */

@@ -94,24 +94,33 @@ describe('ReadAhead (prefetch: auto)', () => {
     r.claimed(2, 0);
     finish(r, 20, 0.02);
     claimUntilSteady(r, 2);
-    expect(r.surplus(490, 0)).toBe(0); // no-op jobs: 490 of them are a millisecond of work
+    expect(r.surplus(490)).toBe(0); // no-op jobs: 490 of them are a millisecond of work
     r.jobFinished(400); // estimate now 200 ms: 490 buffered are 9.8 s of work for 10 slots
-    expect(r.surplus(490, 0)).toBe(490);
-    expect(r.surplus(0, 0)).toBe(0);
+    expect(r.surplus(490)).toBe(490);
+    expect(r.surplus(0)).toBe(0);
     // Under MAX_HOLD_MS: kept (10 slots x MAX_HOLD_MS / 200 ms = 50 jobs; the estimate is a hair over 200 ms).
-    expect(r.surplus((10 * MAX_HOLD_MS) / 200 - 1, 0)).toBe(0);
-    expect(r.surplus((10 * MAX_HOLD_MS) / 200 + 1, 0)).toBe(51);
+    expect(r.surplus((10 * MAX_HOLD_MS) / 200 - 1)).toBe(0);
+    expect(r.surplus((10 * MAX_HOLD_MS) / 200 + 1)).toBe(51);
   });
 
-  it('counts a stall (no slot freed for a while) as the jobs taking at least that long', () => {
+  it('counts a stall (no slot freed for a while) as a sample when it is above the estimate', () => {
     const r = new ReadAhead(10);
     r.claimed(2, 0);
     finish(r, 20, 0.02);
     claimUntilSteady(r, 2);
-    expect(r.surplus(490, 10)).toBe(0); // 490 x 10 / 10 = 490 ms: kept
-    expect(r.surplus(490, 300)).toBe(490); // 14.7 s of work: all back
-    const fresh = new ReadAhead(4); // no job finished yet: the stall alone
-    expect(fresh.surplus(100, 500)).toBe(100);
+    r.stalled(0.001); // below the estimate: no news
+    expect(r.size).toBe(490);
+    expect(r.surplus(490)).toBe(0);
+    r.stalled(10); // estimate ~5 ms: 490 x 5 / 10 = 245 ms of work, kept; read-ahead 10 x 4 / 5
+    expect(r.surplus(490)).toBe(0);
+    expect(r.size).toBe(7);
+    r.stalled(300); // ~150 ms: 7.4 s of work; read-ahead 0, so the whole buffer goes back
+    expect(r.surplus(490)).toBe(490);
+    expect(r.size).toBe(0); // and is not claimed again
+    const fresh = new ReadAhead(4); // no job finished yet: the stall is the first sample
+    fresh.claimed(2, 0);
+    fresh.stalled(500);
+    expect(fresh.surplus(100)).toBe(100);
   });
 
   it('keeps a buffer that is only a few round trips of a slow database', () => {
@@ -121,6 +130,6 @@ describe('ReadAhead (prefetch: auto)', () => {
     claimUntilSteady(r, 400);
     const size = r.size; // 10 x 800 / 10 = 800, capped at 490
     expect(size).toBe(490);
-    expect(r.surplus(size, 0)).toBe(0); // 490 ms of work, under 4 round trips
+    expect(r.surplus(size)).toBe(0); // 490 ms of work, under 4 round trips
   });
 });
