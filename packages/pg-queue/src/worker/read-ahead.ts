@@ -33,6 +33,9 @@ const HOLD_ROUND_TRIPS = 4;
  * most doubles per claim: a queue whose first jobs are fast and the rest slow is not claimed in bulk on the
  * strength of one sample. It shrinks at once. The cost per job is one moving-average update (jobFinished);
  * claimSize reads `size` with a division, and nothing allocates.
+ *
+ * River's fetch (free slots only) and graphile-worker's localQueue (a fixed size, jobs returned after a TTL)
+ * are its two ends, picked per queue from measurements; why, and the figures: docs/performance.md, "Defaults".
  */
 export class ReadAhead {
   /** Moving average of the handler's duration, ms; NaN until a job has finished. */
