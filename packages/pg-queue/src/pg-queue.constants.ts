@@ -28,3 +28,9 @@ export const MAX_PROGRESS_BYTES = 4_096;
 
 /** Namespaced metadata key for `@OnJobEvent` (a list: a method may carry several). */
 export const ON_JOB_EVENT_METADATA = 'pg-queue:on_job_event';
+
+/**
+ * `prefetch: 'auto'`: jobs one queue's worker holds in hand at most (running plus read ahead), and its default
+ * batchSize: the README's tuned short-job settings (`prefetch: 500 - concurrency, batchSize: 500`).
+ */
+export const AUTO_MAX_IN_HAND = 500;

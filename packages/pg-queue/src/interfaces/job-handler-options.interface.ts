@@ -25,11 +25,22 @@ export interface JobHandlerOptions {
   timeoutMs?: number;
   /**
    * Jobs claimed ahead of free slots and kept in a local buffer (their leases renewed meanwhile), so that one
-   * claim brings a whole batch. Worth it for many short jobs; keep 0 for long ones, which other instances
-   * could otherwise have started. Default 0.
+   * claim brings a whole batch.
+   *
+   * `'auto'` (the default) sizes the buffer from what the worker measures: the handler's duration and the
+   * claim's round trip (moving averages). It holds what the slots finish in about two claim round trips, at
+   * most `500 - concurrency`: hundreds for jobs of microseconds (one claim per few hundred jobs), none for
+   * jobs of 50 ms and more (each instance claims only for its free slots, and long jobs spread evenly over
+   * instances). Nothing is read ahead before the first job has finished; from there the buffer at most
+   * doubles per claim, and jobs that turn out slower than the buffer was sized for are put back for other
+   * instances. A number fixes the buffer at that size (0: claim only for free slots). Queues with a limit
+   * across instances (`globalConcurrency`, `rateLimit`, `concurrencyPerKey`) never read ahead.
    */
-  prefetch?: number;
-  /** Jobs claimed per round trip. Default: concurrency + prefetch, at most 100. */
+  prefetch?: number | 'auto';
+  /**
+   * The most jobs one claim takes. Default: with `prefetch: 'auto'`, 500 (each claim takes what the free
+   * slots and the read-ahead have room for); with a number, concurrency + prefetch, at most 100.
+   */
   batchSize?: number;
   /**
    * Jobs of this queue running at once in all processes together (`concurrency` still caps each process).
@@ -57,7 +68,8 @@ export interface ResolvedHandlerOptions {
   maxAttempts: number;
   backoff: BackoffFunction;
   timeoutMs: number | undefined;
-  prefetch: number;
+  /** 'auto' only on queues without limits across instances. */
+  prefetch: number | 'auto';
   batchSize: number;
   globalConcurrency: number | undefined;
   rateLimit: RateLimit | undefined;

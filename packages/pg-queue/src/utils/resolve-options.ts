@@ -4,7 +4,7 @@ import { PgQueueError } from '../errors/pg-queue.error.js';
 import type { JobHandlerOptions, ResolvedHandlerOptions } from '../interfaces/job-handler-options.interface.js';
 import type { PgQueueModuleOptions } from '../interfaces/pg-queue-options.interface.js';
 import { INVALID_OPTION, INVALID_QUEUE_NAME, LIMIT_WITH_PREFETCH, POOLER_WITHOUT_LISTENER_URL } from '../pg-queue.messages.js';
-import { QUEUE_NAME_PATTERN } from '../pg-queue.constants.js';
+import { AUTO_MAX_IN_HAND, QUEUE_NAME_PATTERN } from '../pg-queue.constants.js';
 import { exponentialBackoff } from './backoff.js';
 
 /** Module options with every default filled in; validated once, at boot. */
@@ -150,19 +150,24 @@ export function resolveHandlerOptions(queue: string, options: JobHandlerOptions 
   if (options === null || typeof options !== 'object') throw new PgQueueError(`${where} options must be an object.`);
   refuseUnknownKeys(where, options, KNOWN_HANDLER_KEYS);
   const concurrency = int(where, 'concurrency', options.concurrency, 10, 1, 10_000);
-  const prefetch = int(where, 'prefetch', options.prefetch, 0, 0, 10_000);
+  if (options.prefetch !== undefined && options.prefetch !== 'auto' && (typeof options.prefetch !== 'number' || !Number.isInteger(options.prefetch) || options.prefetch < 0 || options.prefetch > 10_000)) {
+    throw new PgQueueError(INVALID_OPTION(where, 'prefetch', options.prefetch, `'auto' or an integer from 0 to 10000`));
+  }
   const backoff = options.backoff;
   if (backoff !== undefined && typeof backoff !== 'function' && (backoff === null || typeof backoff !== 'object')) {
     throw new PgQueueError(INVALID_OPTION(where, 'backoff', backoff, 'a function (attempt, error) => ms, or { baseMs, maxMs, jitter }'));
   }
-  const limits = resolveLimits(where, options, prefetch);
+  const limits = resolveLimits(where, options);
+  const limited = limits.globalConcurrency !== undefined || limits.rateLimit !== undefined || limits.concurrencyPerKey !== undefined;
+  // Not set: 'auto', except on a queue with limits, which never reads ahead.
+  const prefetch = options.prefetch ?? (limited ? 0 : 'auto');
   return {
     ...limits,
     concurrency,
     maxAttempts: int(where, 'maxAttempts', options.maxAttempts, 5, 1, 1_000),
     timeoutMs: options.timeoutMs === undefined ? undefined : int(where, 'timeoutMs', options.timeoutMs, 0, 1),
     prefetch,
-    batchSize: int(where, 'batchSize', options.batchSize, Math.min(concurrency + prefetch, 100), 1, 10_000),
+    batchSize: int(where, 'batchSize', options.batchSize, prefetch === 'auto' ? AUTO_MAX_IN_HAND : Math.min(concurrency + prefetch, 100), 1, 10_000),
     backoff:
       typeof backoff === 'function'
         ? backoff
@@ -175,7 +180,7 @@ export function resolveHandlerOptions(queue: string, options: JobHandlerOptions 
 }
 
 /** The limits across instances (README, "Limits"). */
-function resolveLimits(where: string, options: JobHandlerOptions, prefetch: number): Pick<ResolvedHandlerOptions, 'globalConcurrency' | 'rateLimit' | 'concurrencyPerKey'> {
+function resolveLimits(where: string, options: JobHandlerOptions): Pick<ResolvedHandlerOptions, 'globalConcurrency' | 'rateLimit' | 'concurrencyPerKey'> {
   const globalConcurrency = options.globalConcurrency === undefined ? undefined : int(where, 'globalConcurrency', options.globalConcurrency, 0, 1, 1_000_000);
   const concurrencyPerKey = options.concurrencyPerKey === undefined ? undefined : int(where, 'concurrencyPerKey', options.concurrencyPerKey, 0, 1, 1_000_000);
   const rate = options.rateLimit;
@@ -190,8 +195,10 @@ function resolveLimits(where: string, options: JobHandlerOptions, prefetch: numb
           max: int(where, 'rateLimit.max', rate.max ?? null, 0, 1, 1_000_000),
           intervalMs: int(where, 'rateLimit.intervalMs', rate.intervalMs ?? null, 0, 1, 86_400_000),
         };
-  // A prefetched job holds a slot (and used a start) while it waits for a free one in this process.
-  if ((globalConcurrency !== undefined || rateLimit !== undefined || concurrencyPerKey !== undefined) && prefetch > 0) {
+  // A prefetched job holds a slot (and used a start) while it waits for a free one in this process. Explicit
+  // 'auto' is refused too: it would read ahead of short jobs.
+  const prefetch = options.prefetch;
+  if ((globalConcurrency !== undefined || rateLimit !== undefined || concurrencyPerKey !== undefined) && prefetch !== undefined && prefetch !== 0) {
     throw new PgQueueError(LIMIT_WITH_PREFETCH(where));
   }
   return { globalConcurrency, rateLimit, concurrencyPerKey };

@@ -4,7 +4,7 @@ import type { JobEventName, JobEvents } from '../events/job-events.js';
 import type { Job, JobStatus } from '../interfaces/job.interface.js';
 import type { ResolvedHandlerOptions } from '../interfaces/job-handler-options.interface.js';
 import type { ClaimedJob, ClaimLimits, JobRef, JobStore } from '../store/job.store.js';
-import { BAD_SNOOZE_DELAY } from '../pg-queue.messages.js';
+import { BAD_SNOOZE_DELAY, READ_AHEAD_GIVEN_BACK, READ_AHEAD_NOT_GIVEN_BACK } from '../pg-queue.messages.js';
 import { retryDelay, snoozeDelay } from '../utils/backoff.js';
 import { errorLine, errorText } from '../utils/error-text.js';
 import { RetryBackoff, wakeableSleep, withDeadline } from '../utils/retry-backoff.js';
@@ -12,11 +12,15 @@ import { JobAttempt } from './job-attempt.js';
 import type { LeaseHolder, LeaseKeeper } from './lease-keeper.js';
 import type { OutcomeWriter, PendingOutcome } from './outcome-writer.js';
 import { putBack } from './put-back.js';
+import { ReadAhead } from './read-ahead.js';
+import type { RowLockLane } from './row-lock-lane.js';
 import { tracingActive } from '../tracing/tracer.js';
 import { ResultRefusedError, storedResult } from './stored-result.js';
 
 /** How soon a queue at its globalConcurrency looks again for a slot freed in another process. */
 const LIMIT_POLL_MS = 200;
+/** How often `prefetch: 'auto'` checks, while its buffer holds jobs and no slot frees, whether to give some back. */
+const BUFFER_REVIEW_MS = 250;
 
 export interface QueueWorkerConfig {
   queue: string;
@@ -41,8 +45,18 @@ export class QueueWorker {
   private readonly running = new Map<string, Running>();
   /** Claimed ahead of a free slot (the `prefetch` option); their leases are held and renewed like running ones. */
   private readonly buffered = new Map<string, Running>();
+  /** `prefetch: 'auto'`: sizes the read-ahead from measured durations; undefined for a fixed prefetch. */
+  private readonly readAhead: ReadAhead | undefined;
+  /** The fixed prefetch (0 with 'auto': readAhead decides). */
+  private readonly prefetch: number;
+  /** performance.now() when a slot last freed ('auto': how long the running jobs have taken at least). */
+  private lastFreedAt = 0;
+  private reviewTimer: NodeJS.Timeout | undefined;
+  private lastReviewAt = 0;
   /** Attempts finished but whose outcome is not written yet; their leases are still held. */
   private unwritten = 0;
+  /** The claim loop sleeps until unwritten outcomes drop below unwrittenLimit. */
+  private waitingOnWrites = false;
   private whenIdle: (() => void)[] = [];
   private wakeRequested = true;
   private wakeUp: (() => void) | undefined;
@@ -72,12 +86,17 @@ export class QueueWorker {
     private readonly outcomes: OutcomeWriter,
     private readonly logger: LoggerService,
     private readonly events: JobEvents,
+    /** The lane of this process's row-locking statements: a buffer given back runs in it (see giveBackSurplus). */
+    private readonly lane: RowLockLane,
   ) {
     this.claimBackoff = new RetryBackoff(`claiming jobs of queue "${config.queue}"`, logger);
-    const { globalConcurrency, rateLimit, concurrencyPerKey } = config.options;
+    const { globalConcurrency, rateLimit, concurrencyPerKey, prefetch, concurrency } = config.options;
     if (globalConcurrency !== undefined || rateLimit !== undefined || concurrencyPerKey !== undefined) {
       this.limits = { globalConcurrency, rateLimit, concurrencyPerKey };
     }
+    // resolveHandlerOptions never leaves 'auto' on a queue with limits; the check keeps the two in step.
+    this.readAhead = prefetch === 'auto' && !this.limits ? new ReadAhead(concurrency) : undefined;
+    this.prefetch = prefetch === 'auto' ? 0 : prefetch;
   }
 
   get queue(): string {
@@ -94,6 +113,10 @@ export class QueueWorker {
   }
 
   start(): void {
+    if (this.readAhead && !this.loop) {
+      this.lastReviewAt = performance.now();
+      this.reviewTimer = setInterval(() => this.reviewBuffer(), BUFFER_REVIEW_MS).unref();
+    }
     this.loop ??= this.claimLoop().finally(() => (this.loopEnded = true));
   }
 
@@ -131,6 +154,7 @@ export class QueueWorker {
     this.stopping = true;
     clearTimeout(this.delayTimer);
     clearTimeout(this.holdTimer);
+    clearInterval(this.reviewTimer);
     this.heldUntil = 0;
     this.wake();
     await this.loop;
@@ -166,17 +190,20 @@ export class QueueWorker {
       // out and they ran again.
       const writesBehind = this.unwritten >= this.unwrittenLimit;
       if (want === 0 || !this.wakeRequested || writesBehind || this.heldUntil > performance.now()) {
+        this.waitingOnWrites = writesBehind;
         await new Promise<void>((resolve) => (this.wakeUp = resolve));
         continue;
       }
       this.wakeRequested = false;
       let claimed;
+      const aheadAtClaim = this.readAhead?.size ?? 0;
       this.claimSentAt = performance.now();
       try {
         claimed = this.limits
           ? await this.store.claimLimitedJobs(queue, want, workerId, leaseMs, this.limits, this.keyCursor)
           : await this.store.claimJobs(queue, want, workerId, leaseMs, this.events.observed || tracingActive());
         this.claimBackoff.succeeded();
+        this.readAhead?.claimed(performance.now() - this.claimSentAt, aheadAtClaim);
       } catch (error) {
         this.claimSentAt = 0;
         this.wakeRequested = true; // try again after the backoff, or sooner when woken (LISTEN is back)
@@ -220,18 +247,21 @@ export class QueueWorker {
 
   /** A full turn of jobs: while this many outcomes wait to be written, the loop claims no more. */
   private get unwrittenLimit(): number {
-    return this.config.options.concurrency + this.config.options.prefetch;
+    return this.config.options.concurrency + (this.readAhead ? this.readAhead.size : this.prefetch);
   }
 
   /**
    * How many jobs a claim should ask for now; 0 when it is not worth a round trip yet. With prefetch, claims
    * run ahead of free slots so that one round trip brings a whole batch (no-op jobs at concurrency 10 were
-   * bound by one claim round trip per 10 jobs); the buffer is topped up only when half a batch fits.
+   * bound by one claim round trip per 10 jobs); the buffer is topped up only when half a batch fits. With
+   * 'auto', the read-ahead and so the batch follow the measured durations (ReadAhead).
    */
   private claimSize(): number {
-    const { batchSize, concurrency, prefetch } = this.config.options;
-    const want = Math.min(batchSize, concurrency + prefetch - this.running.size - this.buffered.size);
-    return want > 0 && (this.buffered.size === 0 || want >= Math.ceil(batchSize / 2)) ? want : 0;
+    const { batchSize, concurrency } = this.config.options;
+    const ahead = this.readAhead ? this.readAhead.size : this.prefetch;
+    const batch = this.readAhead ? Math.min(batchSize, concurrency + ahead) : batchSize;
+    const want = Math.min(batch, concurrency + ahead - this.running.size - this.buffered.size);
+    return want > 0 && (this.buffered.size === 0 || want >= Math.ceil(batch / 2)) ? want : 0;
   }
 
   /** Arms one timer for the earliest known delayed job; DB-computed delay, so app clock skew does not matter. */
@@ -309,6 +339,10 @@ export class QueueWorker {
   private settle(run: Running, error: unknown, result?: unknown): void {
     if (run.settled) return;
     this.free(run);
+    if (this.readAhead) {
+      this.readAhead.jobFinished(run.endedAt - run.startedAt);
+      if (this.buffered.size > 0) this.giveBackSurplus();
+    }
     run.result = result;
     this.unwritten += 1;
     // A result is stored only when there is one (undefined and null store nothing and cost one comparison).
@@ -384,8 +418,11 @@ export class QueueWorker {
   written(run: Running): void {
     this.leases.release(run.id, run.token);
     this.unwritten -= 1;
-    // Just below the back-pressure mark: the claim loop may be waiting on writes only.
-    if (this.unwritten === this.unwrittenLimit - 1) this.rouse();
+    // Below the back-pressure mark: the claim loop may be waiting on writes only.
+    if (this.waitingOnWrites && this.unwritten < this.unwrittenLimit) {
+      this.waitingOnWrites = false;
+      this.rouse();
+    }
     // The row left `processing` (or is no longer ours): at capacity, that is a slot this process freed.
     if (this.holdLiftable) {
       this.holdLiftable = false;
@@ -426,7 +463,7 @@ export class QueueWorker {
   /** Ends the attempt's hold on its slot and starts the next job: from the prefetch buffer, else by a claim. */
   private free(run: Running): void {
     run.settled = true;
-    run.endedAt = performance.now();
+    run.endedAt = this.lastFreedAt = performance.now();
     clearTimeout(run.timer);
     if (this.running.get(run.id) === run) this.running.delete(run.id);
     if (this.running.size === 0 && this.whenIdle.length) for (const resolve of this.whenIdle.splice(0)) resolve();
@@ -435,6 +472,40 @@ export class QueueWorker {
     // every job (to find nothing worth claiming) cost a promise and a loop turn per job.
     this.wakeRequested = true;
     if (this.claimSize() > 0) this.wake();
+  }
+
+  /**
+   * 'auto', every BUFFER_REVIEW_MS: jobs running far longer than the estimate (a burst of slow jobs, a handler
+   * stuck) are seen before any of them finishes, by how long no slot has freed while all are busy. A tick that
+   * comes late means this process itself was stalled (a blocked event loop, the machine busy): the settles it
+   * has not seen yet say nothing about the jobs, so that tick does not count.
+   */
+  private reviewBuffer(): void {
+    const now = performance.now();
+    const late = now - this.lastReviewAt > 2 * BUFFER_REVIEW_MS;
+    this.lastReviewAt = now;
+    if (late || this.buffered.size === 0 || this.running.size < this.config.options.concurrency) return;
+    this.readAhead!.stalled(now - this.lastFreedAt);
+    this.giveBackSurplus();
+  }
+
+  /**
+   * 'auto': gives back the buffered jobs the current estimate says this process should not hold (ReadAhead.surplus),
+   * the last claimed first, so that another process can start them. Put back like at shutdown (queued, run_at
+   * now, the attempt not counted, NOTIFY): in the lane, since the heartbeat updates the same rows. Rare (when
+   * the jobs' durations change), never per job. If the database does not take them back, their leases lapse
+   * and the sweeper puts them back (counting the attempt, as for a crashed worker).
+   */
+  private giveBackSurplus(): void {
+    const surplus = this.readAhead!.surplus(this.buffered.size);
+    if (surplus === 0 || this.stopping) return;
+    const runs = [...this.buffered.values()].slice(-surplus);
+    for (const run of runs) this.unbuffer(run);
+    const { queue, workerId } = this.config;
+    this.lane.run(() => this.store.releaseJobs(workerId, runs)).then(
+      (released) => this.logger.debug?.(READ_AHEAD_GIVEN_BACK(queue, released)),
+      (error: unknown) => this.logger.warn(READ_AHEAD_NOT_GIVEN_BACK(queue, runs.length, errorLine(error))),
+    );
   }
 }
 

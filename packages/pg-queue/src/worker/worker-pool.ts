@@ -72,6 +72,7 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
         this.outcomes,
         this.logger,
         this.events,
+        lane,
       );
       this.workers.set(h.queue, worker);
     }

@@ -34,11 +34,26 @@ describe('resolveModuleOptions', () => {
 });
 
 describe('resolveHandlerOptions', () => {
-  it('defaults batchSize to the concurrency, at most 100', () => {
-    expect(resolveHandlerOptions('q', { concurrency: 7 }).batchSize).toBe(7);
-    expect(resolveHandlerOptions('q', { concurrency: 500 }).batchSize).toBe(100);
+  it('defaults batchSize to concurrency + prefetch, at most 100, for a fixed prefetch', () => {
+    expect(resolveHandlerOptions('q', { concurrency: 7, prefetch: 0 }).batchSize).toBe(7);
+    expect(resolveHandlerOptions('q', { concurrency: 7, prefetch: 20 }).batchSize).toBe(27);
+    expect(resolveHandlerOptions('q', { concurrency: 500, prefetch: 0 }).batchSize).toBe(100);
+  });
+  it("defaults prefetch to 'auto', with claims of up to 500", () => {
+    expect(resolveHandlerOptions('q', {})).toMatchObject({ prefetch: 'auto', batchSize: 500 });
+    expect(resolveHandlerOptions('q', { prefetch: 'auto', batchSize: 50 })).toMatchObject({ prefetch: 'auto', batchSize: 50 });
+  });
+  it('never reads ahead on a queue with a limit across instances', () => {
+    expect(resolveHandlerOptions('q', { globalConcurrency: 2 })).toMatchObject({ prefetch: 0, batchSize: 10 });
+    expect(resolveHandlerOptions('q', { rateLimit: { max: 5, intervalMs: 1_000 } }).prefetch).toBe(0);
+    expect(resolveHandlerOptions('q', { concurrencyPerKey: 1, prefetch: 0 }).prefetch).toBe(0);
+    expect(() => resolveHandlerOptions('q', { concurrencyPerKey: 1, prefetch: 'auto' })).toThrow(/sets prefetch with a limit across instances/);
   });
   it.each([
+    [{ prefetch: -1 }, `prefetch=-1: expected 'auto' or an integer from 0 to 10000`],
+    [{ prefetch: 'yes' }, `prefetch="yes": expected 'auto' or an integer`],
+    [{ prefetch: 1.5 }, 'prefetch=1.5'],
+    [{ prefetch: null }, 'prefetch=null'],
     [{ maxAttempts: 0 }, 'maxAttempts=0'],
     [{ timeoutMs: 0 }, 'timeoutMs=0'],
     [{ backoff: 5 }, 'backoff=5: expected a function'],
