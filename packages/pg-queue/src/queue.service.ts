@@ -20,6 +20,8 @@ import { JobWaiters, type WaitOptions } from './waiting/job-waiters.js';
 import { batchCall, oneJobCall, setJobId, setKeyedOutcome, traceEnqueue } from './tracing/producer-span.js';
 import { checkPayloads, validatorOf, type PayloadToCheck } from './typed/payload-validators.js';
 import { queueNameOf, type QueueDefinition } from './typed/queue-definition.js';
+import { WakeSender } from './waking/wake-sender.js';
+import type { Wake } from './store/job.sql.js';
 
 export interface EnqueueOptions extends UniqueOptions {
   /** EntityManager of a running transaction: the job commits or rolls back with the caller's writes. */
@@ -77,6 +79,8 @@ export class QueueService {
     private readonly scheduler: RecurringScheduler,
     /** Absent only where the service is built by hand outside Nest (the CLI's enqueue), which never waits. */
     private readonly waiters?: JobWaiters,
+    /** Sends the wake-up of enqueues made without a manager after their commit; absent (the CLI, the testing kit): the trigger's. */
+    private readonly wakes?: WakeSender,
   ) {}
 
   /**
@@ -89,10 +93,16 @@ export class QueueService {
     const validated = this.validate('enqueue', row.queue, payload);
     if (validated) await validated;
     const manager = options.manager;
+    const wake = this.wakeOf(manager);
     // A job without a key keeps the plain insert: no other statement, no unique-index entry.
-    if (row.uniqueKey == null) return traceEnqueue(oneJobCall('enqueue', row.queue), (trace) => this.store.insertJob(row, manager, trace), setJobId);
-    const [result] = await traceEnqueue(oneJobCall('enqueue', row.queue), (trace) => this.store.insertKeyedJobs([row], manager, trace), setKeyedOutcome);
-    return result.id;
+    if (row.uniqueKey == null) {
+      const id = await traceEnqueue(oneJobCall('enqueue', row.queue), (trace) => this.store.insertJob(row, manager, trace, wake), setJobId);
+      if (wake === 'deferred') this.wakes!.wake([row.queue]);
+      return id;
+    }
+    const outcomes = await traceEnqueue(oneJobCall('enqueue', row.queue), (trace) => this.store.insertKeyedJobs([row], manager, trace, wake), setKeyedOutcome);
+    this.wakeAfter(wake, [row], outcomes);
+    return outcomes[0].id;
   }
 
   /**
@@ -104,8 +114,10 @@ export class QueueService {
     if (row.uniqueKey == null) throw new PgQueueError(`enqueueUnique("${row.queue}") needs a uniqueKey; use enqueue() for a job without one.`);
     await this.validate('enqueueUnique', row.queue, payload);
     const manager = options.manager;
-    const [result] = await traceEnqueue(oneJobCall('enqueueUnique', row.queue), (trace) => this.store.insertKeyedJobs([row], manager, trace), setKeyedOutcome);
-    return toResult(result);
+    const wake = this.wakeOf(manager);
+    const outcomes = await traceEnqueue(oneJobCall('enqueueUnique', row.queue), (trace) => this.store.insertKeyedJobs([row], manager, trace, wake), setKeyedOutcome);
+    this.wakeAfter(wake, [row], outcomes);
+    return toResult(outcomes[0]);
   }
 
   /**
@@ -116,10 +128,15 @@ export class QueueService {
     const rows = await this.batchRows(jobs as unknown as readonly AnyJobSpec[], 'enqueueMany');
     if (rows.length === 0) return [];
     const manager = options.manager;
+    const wake = this.wakeOf(manager);
     if (rows.some((r) => r.uniqueKey != null)) {
-      return (await traceEnqueue(() => batchCall('enqueueMany', rows), (trace) => this.store.insertKeyedJobs(rows, manager, trace))).map((r) => r.id);
+      const outcomes = await traceEnqueue(() => batchCall('enqueueMany', rows), (trace) => this.store.insertKeyedJobs(rows, manager, trace, wake));
+      this.wakeAfter(wake, rows, outcomes);
+      return outcomes.map((r) => r.id);
     }
-    return traceEnqueue(() => batchCall('enqueueMany', rows), (trace) => this.store.insertJobs(rows, manager, trace));
+    const ids = await traceEnqueue(() => batchCall('enqueueMany', rows), (trace) => this.store.insertJobs(rows, manager, trace, wake));
+    this.wakeAfter(wake, rows);
+    return ids;
   }
 
   /**
@@ -130,7 +147,27 @@ export class QueueService {
     const rows = await this.batchRows(jobs as unknown as readonly AnyJobSpec[], 'enqueueManyUnique');
     if (rows.length === 0) return [];
     const manager = options.manager;
-    return (await traceEnqueue(() => batchCall('enqueueManyUnique', rows), (trace) => this.store.insertKeyedJobs(rows, manager, trace))).map(toResult);
+    const wake = this.wakeOf(manager);
+    const outcomes = await traceEnqueue(() => batchCall('enqueueManyUnique', rows), (trace) => this.store.insertKeyedJobs(rows, manager, trace, wake));
+    this.wakeAfter(wake, rows, outcomes);
+    return outcomes.map(toResult);
+  }
+
+  /**
+   * Who wakes the workers after this enqueue's insert (see Wake in store/job.sql.ts): the wake sender, after
+   * the commit, when the insert is its own transaction; the trigger, at the commit only the caller sees, when
+   * it runs in the caller's (manager).
+   */
+  private wakeOf(manager: EntityManager | undefined): Wake {
+    return manager === undefined && this.wakes?.open ? 'deferred' : 'trigger';
+  }
+
+  /** A deferred wake-up, once the insert committed: the queues of the rows inserted or replaced (a duplicate changed nothing). */
+  private wakeAfter(wake: Wake, rows: readonly NewJobRow[], outcomes?: readonly KeyedOutcome[]): void {
+    if (wake !== 'deferred') return;
+    const queues = new Set<string>();
+    for (let i = 0; i < rows.length; i++) if (outcomes === undefined || outcomes[i].outcome !== 'duplicate') queues.add(rows[i].queue);
+    this.wakes!.wake(queues);
   }
 
   /** Runs the queue's validator, if it has one; a promise only when the validator is async. */
