@@ -17,6 +17,7 @@ import { ScheduleStore } from './store/schedule.store.js';
 import { loadOtelApi, OTEL_API } from './tracing/otel-api.js';
 import { resolveModuleOptions, type ResolvedModuleOptions } from './utils/resolve-options.js';
 import { JobWaiters } from './waiting/job-waiters.js';
+import { WakeConnection } from './waking/wake-connection.js';
 import { WakeSender } from './waking/wake-sender.js';
 import { WorkerPool } from './worker/worker-pool.js';
 
@@ -48,11 +49,14 @@ import { WorkerPool } from './worker/worker-pool.js';
         new ScheduleStore(connection.pool, { transactionPooler: resolved.transactionPooler }),
       inject: [PgQueueConnection, RESOLVED_OPTIONS],
     },
-    // Depends on JobStore, so Nest closes it (sending what is pending) before PgQueueConnection closes the pool.
+    // Dialled as the queue's pool dials (pg-pool hands its options to each pg.Client it makes).
     {
       provide: WakeSender,
-      useFactory: (store: JobStore) => new WakeSender((queues) => store.wakeQueues(queues), new Logger('PgQueue')),
-      inject: [JobStore],
+      useFactory: (connection: PgQueueConnection, store: JobStore) => {
+        const logger = new Logger('PgQueue');
+        return new WakeSender(new WakeConnection(connection.pool.options, store, logger), logger);
+      },
+      inject: [PgQueueConnection, JobStore],
     },
     // Tracing: the boot waits for the lazy import of @opentelemetry/api (undefined when the app lacks it).
     { provide: OTEL_API, useFactory: () => loadOtelApi() },

@@ -1,4 +1,4 @@
-import type { Pool, PoolClient, QueryConfig, QueryResultRow } from 'pg';
+import type { ClientBase, Pool, PoolClient, QueryConfig, QueryResultRow } from 'pg';
 import type { EntityManager } from 'typeorm';
 import type { JobRecord, JobStatus, QueueStats } from '../interfaces/job.interface.js';
 import { PgQueueError } from '../errors/pg-queue.error.js';
@@ -201,9 +201,13 @@ export class JobStore {
     return unfoldOutcomes(rows, slotOf, outcomes);
   }
 
-  /** The deferred wake-up of enqueues that skipped the NOTIFY trigger: one NOTIFY per queue, in one statement. */
-  async wakeQueues(queues: string[]): Promise<void> {
-    await this.run('wakeQueues', [queues]);
+  /** The deferred wake-up of enqueues that skipped the NOTIFY trigger: one NOTIFY per queue, in one statement, on the wake sender's connection. */
+  async wakeQueues(queues: string[], client: ClientBase): Promise<void> {
+    try {
+      await client.query(this.statement('wakeQueues', [queues]));
+    } catch (error) {
+      throw explainPoolerError(error);
+    }
   }
 
   /**

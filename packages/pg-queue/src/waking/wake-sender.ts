@@ -27,7 +27,7 @@ export class WakeSender {
   private wakeFromBackoff: (() => void) | undefined;
 
   constructor(
-    private readonly send: (queues: string[]) => Promise<void>,
+    private readonly connection: { send(queues: string[]): Promise<void>; close(): Promise<void> },
     private readonly logger: Pick<LoggerService, 'warn' | 'log'>,
     private readonly backoffMs: { min: number; max: number } = { min: 100, max: 5_000 },
   ) {}
@@ -53,9 +53,10 @@ export class WakeSender {
     this.closed = true;
     this.wakeFromBackoff?.();
     await withDeadline(this.flush(), CLOSE_DEADLINE_MS);
+    await this.connection.close();
   }
 
-  /** Nest calls it: after the workers drained (their handlers may enqueue), before the queue's pool closes. */
+  /** Nest calls it: after the workers drained (their handlers may enqueue). */
   async onApplicationShutdown(): Promise<void> {
     await this.close();
   }
@@ -65,7 +66,7 @@ export class WakeSender {
       const queues = [...this.pending];
       this.pending.clear();
       try {
-        await this.send(queues);
+        await this.connection.send(queues);
         this.backoff?.succeeded();
         this.backoff = undefined;
       } catch (error) {
