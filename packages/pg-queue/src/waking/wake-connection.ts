@@ -45,7 +45,9 @@ export class WakeConnection {
   }
 
   private connect(): Promise<pg.Client> {
-    const client = new pg.Client({ ...this.config, application_name: 'nestjs-pg-queue wake-ups' });
+    // password spelled out: pg-pool keeps it as a hidden (non-enumerable) property, which a spread would drop
+    // (a password function, such as an IAM token, lives there).
+    const client = new pg.Client({ ...this.config, password: this.config.password, application_name: 'nestjs-pg-queue wake-ups' });
     const connecting = client.connect().then(
       () => client,
       (error: unknown) => {
