@@ -93,16 +93,12 @@ export class QueueService {
     const validated = this.validate('enqueue', row.queue, payload);
     if (validated) await validated;
     const manager = options.manager;
-    const wake = this.wakeOf(manager);
     // A job without a key keeps the plain insert: no other statement, no unique-index entry.
     if (row.uniqueKey == null) {
-      const id = await traceEnqueue(oneJobCall('enqueue', row.queue), (trace) => this.store.insertJob(row, manager, trace, wake), setJobId);
-      if (wake === 'deferred') this.wakes!.wake([row.queue]);
-      return id;
+      return this.woken(manager, [row], (wake) => traceEnqueue(oneJobCall('enqueue', row.queue), (trace) => this.store.insertJob(row, manager, trace, wake), setJobId));
     }
-    const outcomes = await traceEnqueue(oneJobCall('enqueue', row.queue), (trace) => this.store.insertKeyedJobs([row], manager, trace, wake), setKeyedOutcome);
-    this.wakeAfter(wake, [row], outcomes);
-    return outcomes[0].id;
+    const [result] = await this.woken(manager, [row], (wake) => traceEnqueue(oneJobCall('enqueue', row.queue), (trace) => this.store.insertKeyedJobs([row], manager, trace, wake), setKeyedOutcome), keyed);
+    return result.id;
   }
 
   /**
@@ -114,10 +110,8 @@ export class QueueService {
     if (row.uniqueKey == null) throw new PgQueueError(`enqueueUnique("${row.queue}") needs a uniqueKey; use enqueue() for a job without one.`);
     await this.validate('enqueueUnique', row.queue, payload);
     const manager = options.manager;
-    const wake = this.wakeOf(manager);
-    const outcomes = await traceEnqueue(oneJobCall('enqueueUnique', row.queue), (trace) => this.store.insertKeyedJobs([row], manager, trace, wake), setKeyedOutcome);
-    this.wakeAfter(wake, [row], outcomes);
-    return toResult(outcomes[0]);
+    const [result] = await this.woken(manager, [row], (wake) => traceEnqueue(oneJobCall('enqueueUnique', row.queue), (trace) => this.store.insertKeyedJobs([row], manager, trace, wake), setKeyedOutcome), keyed);
+    return toResult(result);
   }
 
   /**
@@ -128,15 +122,10 @@ export class QueueService {
     const rows = await this.batchRows(jobs as unknown as readonly AnyJobSpec[], 'enqueueMany');
     if (rows.length === 0) return [];
     const manager = options.manager;
-    const wake = this.wakeOf(manager);
     if (rows.some((r) => r.uniqueKey != null)) {
-      const outcomes = await traceEnqueue(() => batchCall('enqueueMany', rows), (trace) => this.store.insertKeyedJobs(rows, manager, trace, wake));
-      this.wakeAfter(wake, rows, outcomes);
-      return outcomes.map((r) => r.id);
+      return (await this.woken(manager, rows, (wake) => traceEnqueue(() => batchCall('enqueueMany', rows), (trace) => this.store.insertKeyedJobs(rows, manager, trace, wake)), keyed)).map((r) => r.id);
     }
-    const ids = await traceEnqueue(() => batchCall('enqueueMany', rows), (trace) => this.store.insertJobs(rows, manager, trace, wake));
-    this.wakeAfter(wake, rows);
-    return ids;
+    return this.woken(manager, rows, (wake) => traceEnqueue(() => batchCall('enqueueMany', rows), (trace) => this.store.insertJobs(rows, manager, trace, wake)));
   }
 
   /**
@@ -147,27 +136,26 @@ export class QueueService {
     const rows = await this.batchRows(jobs as unknown as readonly AnyJobSpec[], 'enqueueManyUnique');
     if (rows.length === 0) return [];
     const manager = options.manager;
-    const wake = this.wakeOf(manager);
-    const outcomes = await traceEnqueue(() => batchCall('enqueueManyUnique', rows), (trace) => this.store.insertKeyedJobs(rows, manager, trace, wake));
-    this.wakeAfter(wake, rows, outcomes);
-    return outcomes.map(toResult);
+    return (await this.woken(manager, rows, (wake) => traceEnqueue(() => batchCall('enqueueManyUnique', rows), (trace) => this.store.insertKeyedJobs(rows, manager, trace, wake)), keyed)).map(toResult);
   }
 
   /**
-   * Who wakes the workers after this enqueue's insert (see Wake in store/job.sql.ts): the wake sender, after
-   * the commit, when the insert is its own transaction; the trigger, at the commit only the caller sees, when
-   * it runs in the caller's (manager).
+   * Runs an enqueue's insert with the wake-up the wake sender chooses for it (see WakeSender.begin): the
+   * trigger's, or deferred, when the sender wakes the queues of the rows inserted or replaced (a duplicate
+   * changed nothing) once the insert committed. An insert in the caller's transaction (manager) always keeps
+   * the trigger's: only the caller sees its commit.
    */
-  private wakeOf(manager: EntityManager | undefined): Wake {
-    return manager === undefined && this.wakes?.open ? 'deferred' : 'trigger';
-  }
-
-  /** A deferred wake-up, once the insert committed: the queues of the rows inserted or replaced (a duplicate changed nothing). */
-  private wakeAfter(wake: Wake, rows: readonly NewJobRow[], outcomes?: readonly KeyedOutcome[]): void {
-    if (wake !== 'deferred') return;
-    const queues = new Set<string>();
-    for (let i = 0; i < rows.length; i++) if (outcomes === undefined || outcomes[i].outcome !== 'duplicate') queues.add(rows[i].queue);
-    this.wakes!.wake(queues);
+  private async woken<R>(manager: EntityManager | undefined, rows: readonly NewJobRow[], insert: (wake: Wake) => Promise<R>, outcomesOf?: (result: R) => readonly KeyedOutcome[]): Promise<R> {
+    const wakes = this.wakes;
+    if (manager !== undefined || wakes === undefined) return insert('trigger');
+    const wake = wakes.begin();
+    try {
+      const result = await insert(wake);
+      if (wake === 'deferred') wakes.wake(wokenQueues(rows, outcomesOf?.(result)));
+      return result;
+    } finally {
+      wakes.end();
+    }
   }
 
   /** Runs the queue's validator, if it has one; a promise only when the validator is async. */
@@ -352,6 +340,15 @@ export class QueueService {
     if (spec.uniqueKey !== undefined || spec.onConflict !== undefined || spec.uniqueForMs !== undefined) Object.assign(row, uniqueFields(where, spec));
     return row;
   }
+}
+
+const keyed = (outcomes: KeyedOutcome[]) => outcomes;
+
+/** The queues of the rows an insert added or changed (with outcomes: not the duplicates). */
+function wokenQueues(rows: readonly NewJobRow[], outcomes: readonly KeyedOutcome[] | undefined): Set<string> {
+  const queues = new Set<string>();
+  for (let i = 0; i < rows.length; i++) if (outcomes === undefined || outcomes[i].outcome !== 'duplicate') queues.add(rows[i].queue);
+  return queues;
 }
 
 function toResult({ id, outcome }: KeyedOutcome): EnqueueResult {

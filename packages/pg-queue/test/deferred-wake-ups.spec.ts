@@ -105,18 +105,40 @@ describe('deferred wake-ups: who notifies the workers after an enqueue', () => {
     await notices.settle();
   }
 
-  it('an enqueue of its own (no manager) is notified once, by the wake sender after the commit: the trigger skipped it', async () => {
-    await enqueued(() => queue.enqueue('own', { a: 1 }));
+  /** Runs `work` as if another enqueue of this process were in flight: every enqueue in it defers its wake-up. */
+  async function deferring(work: () => Promise<unknown>): Promise<void> {
+    const wakes = app.get(WakeSender);
+    wakes.begin();
+    try {
+      await enqueued(work);
+    } finally {
+      wakes.end();
+    }
+  }
+
+  it('a lone enqueue keeps the trigger’s notice; concurrent ones leave theirs to the wake sender, after their commit', async () => {
+    await enqueued(() => queue.enqueue('lone', {}));
+    const [lone] = notices.of('lone');
+    expect(lone).toBeDefined();
+    expect(notices.of('lone')).toHaveLength(1);
+    expect(lone.pid).not.toBe(await wakerPid(db)); // the insert's own backend (no wake-up connection yet)
+
+    await enqueued(() => Promise.all(Array.from({ length: 8 }, (_, i) => queue.enqueue('own', { i }))));
     const pid = await wakerPid(db);
     expect(pid).toBeDefined();
-    expect(notices.of('own')).toEqual([{ queue: 'own', pid }]);
-    // The job is there: the wake-up came after a committed insert.
-    expect((await db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE queue_name = 'own'`)).rows[0].n).toBe(1);
+    const own = notices.of('own');
+    // The first one started alone (the trigger); the seven started while it ran deferred theirs: the trigger
+    // skipped them, and the sender's wake-ups (coalesced: at most seven) came after their commits.
+    expect(own.filter((n) => n.pid !== pid)).toHaveLength(1);
+    const sent = own.filter((n) => n.pid === pid).length;
+    expect(sent).toBeGreaterThanOrEqual(1);
+    expect(sent).toBeLessThanOrEqual(7);
+    expect((await db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE queue_name = 'own'`)).rows[0].n).toBe(8);
   });
 
-  it('delayed jobs, enqueueMany (one queue, several queues, 16 MB chunks aside), enqueueUnique: one wake-up per queue; a duplicate wakes nobody', async () => {
+  it('deferred: delayed jobs, enqueueMany (one queue, several queues), enqueueUnique: one wake-up per queue; a duplicate wakes nobody', async () => {
     const pid = await wakerPid(db);
-    await enqueued(async () => {
+    await deferring(async () => {
       await queue.enqueue('later', {}, { delayMs: 60_000 });
       await queue.enqueueMany([{ queue: 'bulk-a', payload: 1 }, { queue: 'bulk-a', payload: 2 }]);
       await queue.enqueueMany([{ queue: 'bulk-b', payload: 1 }, { queue: 'bulk-c', payload: 2, priority: 3 }]);
@@ -124,13 +146,14 @@ describe('deferred wake-ups: who notifies the workers after an enqueue', () => {
     });
     for (const name of ['later', 'bulk-a', 'bulk-b', 'bulk-c', 'keyed']) expect(notices.of(name)).toEqual([{ queue: name, pid }]);
 
-    const duplicate = await queue.enqueueUnique('keyed', {}, { uniqueKey: 'k' });
+    let duplicate = { duplicate: false };
+    await deferring(async () => (duplicate = await queue.enqueueUnique('keyed', {}, { uniqueKey: 'k' })));
     expect(duplicate.duplicate).toBe(true);
-    await enqueued(() => queue.enqueueManyUnique([{ queue: 'keyed', payload: {}, uniqueKey: 'k' }, { queue: 'keyed-2', payload: {}, uniqueKey: 'k2' }]));
+    await deferring(() => queue.enqueueManyUnique([{ queue: 'keyed', payload: {}, uniqueKey: 'k' }, { queue: 'keyed-2', payload: {}, uniqueKey: 'k2' }]));
     expect(notices.of('keyed')).toHaveLength(1); // the duplicates changed nothing
     expect(notices.of('keyed-2')).toEqual([{ queue: 'keyed-2', pid }]);
     // A replaced holder may run sooner than its workers' timers know: woken, by the sender alone.
-    await enqueued(() => queue.enqueueUnique('keyed', { v: 2 }, { uniqueKey: 'k', onConflict: 'replace' }));
+    await deferring(() => queue.enqueueUnique('keyed', { v: 2 }, { uniqueKey: 'k', onConflict: 'replace' }));
     expect(notices.of('keyed')).toEqual([{ queue: 'keyed', pid }, { queue: 'keyed', pid }]);
   });
 
@@ -149,6 +172,8 @@ describe('deferred wake-ups: who notifies the workers after an enqueue', () => {
     }
 
     const before = notices.notices.length;
+    const wakes = app.get(WakeSender);
+    wakes.begin(); // even while other enqueues of this process are in flight
     await dataSource.transaction(async (manager) => {
       await queue.enqueue('in-tx', { n: 1 }, { manager });
       await queue.enqueueMany([{ queue: 'in-tx', payload: 2 }], { manager });
@@ -156,6 +181,7 @@ describe('deferred wake-ups: who notifies the workers after an enqueue', () => {
       await notices.settle();
       expect(notices.of('in-tx')).toEqual([]); // nothing before the commit
     });
+    wakes.end();
     await notices.settle();
     // One per statement, folded into one by PostgreSQL (same channel and payload in one transaction), from the
     // caller's connection; none from the sender.
@@ -189,14 +215,14 @@ describe('deferred wake-ups: who notifies the workers after an enqueue', () => {
     const runner = { query: (sql: string) => db.query(sql) } as unknown as QueryRunner;
     await new DeferredWakeUps1764590000000().down(runner);
     try {
-      await enqueued(() => queue.enqueue('old-trigger', {}));
+      await deferring(() => queue.enqueue('old-trigger', {}));
       const senders = notices.of('old-trigger').map((n) => n.pid);
       expect(senders).toHaveLength(2);
       expect(senders).toContain(await wakerPid(db));
     } finally {
       await new DeferredWakeUps1764590000000().up(runner);
     }
-    await enqueued(() => queue.enqueue('new-trigger', {}));
+    await deferring(() => queue.enqueue('new-trigger', {}));
     expect(notices.of('new-trigger')).toHaveLength(1);
   });
 
@@ -205,9 +231,9 @@ describe('deferred wake-ups: who notifies the workers after an enqueue', () => {
     expect(first).toBeDefined();
     const { rows } = await db.query<{ ok: boolean }>(`SELECT pg_terminate_backend($1) AS ok`, [first]);
     expect(rows).toEqual([{ ok: true }]);
-    const id = await queue.enqueue('after-loss', {});
-    await app.get(WakeSender).flush();
-    await waitFor('the wake-up after the reconnect', async () => notices.of('after-loss').length === 1, 15_000);
+    let id = '';
+    await deferring(async () => (id = await queue.enqueue('after-loss', {})));
+    await waitFor('the wake-up after the reconnect', async () => notices.of('after-loss').length === 1, 15_000); // retried with backoff if the send hit the dead connection
     const second = await wakerPid(db);
     expect(second).toBeDefined();
     expect(second).not.toBe(first);

@@ -38,6 +38,22 @@ class Lines {
 const tick = () => new Promise((resolve) => setImmediate(resolve));
 
 describe('WakeSender', () => {
+  it('defers the wake-up of an enqueue only while another one of this process is in flight, and none once closed', async () => {
+    const sender = new WakeSender(new ScriptedConnection(), new Lines());
+    expect(sender.begin()).toBe('trigger'); // alone: the trigger's NOTIFY, one statement
+    expect(sender.begin()).toBe('deferred');
+    expect(sender.begin()).toBe('deferred');
+    sender.end();
+    sender.end();
+    expect(sender.begin()).toBe('deferred'); // the first is still in flight
+    sender.end();
+    sender.end();
+    expect(sender.begin()).toBe('trigger');
+    expect(sender.begin()).toBe('deferred');
+    await sender.close();
+    expect(sender.begin()).toBe('trigger');
+  });
+
   it('sends at once when idle; with a send in flight, what comes meanwhile rides the next send, as one call', async () => {
     const connection = new ScriptedConnection();
     const sender = new WakeSender(connection, new Lines());
