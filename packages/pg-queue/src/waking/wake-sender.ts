@@ -4,8 +4,16 @@ import type { Wake } from '../store/job.sql.js';
 import { errorLine } from '../utils/error-text.js';
 import { RetryBackoff, wakeableSleep, withDeadline } from '../utils/retry-backoff.js';
 
-/** How long close() waits for wake-ups still to send (the pool closes right after). */
+/** How long close() waits for wake-ups still to send. */
 const CLOSE_DEADLINE_MS = 2_000;
+
+/**
+ * Least time from one wake-up to the next. A wake-up is a statement of its own; sent back to back, each one
+ * carried the queues of one or two enqueues, and 16 concurrent enqueuers did about a third fewer jobs per
+ * second than the same inserts without any NOTIFY. Spaced, one carries every enqueue of its interval, and a
+ * job waits at most this long more for its wake-up (the first after a quiet spell goes at once).
+ */
+export const WAKE_SPACING_MS = 2;
 
 /**
  * Sends the NOTIFY of QueueService's own autocommit enqueues after their insert committed, instead of the
@@ -28,11 +36,14 @@ export class WakeSender {
   /** Set while sends fail: one log line when the outage starts (naming the queues) and one when it ends. */
   private backoff: RetryBackoff | undefined;
   private wakeFromBackoff: (() => void) | undefined;
+  /** performance.now() when the last send started. */
+  private lastSentAt = -Infinity;
 
   constructor(
     private readonly connection: { send(queues: string[]): Promise<void>; close(): Promise<void> },
     private readonly logger: Pick<LoggerService, 'warn' | 'log'>,
     private readonly backoffMs: { min: number; max: number } = { min: 100, max: 5_000 },
+    private readonly spacingMs = WAKE_SPACING_MS,
   ) {}
 
   /** False once closed: an enqueue then keeps the trigger's wake-up, sent at its commit. */
@@ -83,6 +94,9 @@ export class WakeSender {
 
   private async sendAll(): Promise<void> {
     while (this.pending.size > 0) {
+      const early = this.lastSentAt + this.spacingMs - performance.now();
+      if (early > 0 && !this.closed) await this.sleep(early);
+      this.lastSentAt = performance.now();
       const queues = [...this.pending];
       this.pending.clear();
       try {
@@ -97,12 +111,17 @@ export class WakeSender {
         }
         for (const queue of queues) this.pending.add(queue);
         this.backoff ??= new RetryBackoff(WAKE_UP_FAILED(queues), this.logger, this.backoffMs.min, this.backoffMs.max);
-        const sleep = wakeableSleep(this.backoff.failed(error));
-        this.wakeFromBackoff = sleep.wake;
-        await sleep.done;
-        this.wakeFromBackoff = undefined;
+        await this.sleep(this.backoff.failed(error));
       }
     }
     this.sending = undefined;
+  }
+
+  /** A wait that close() cuts short. */
+  private async sleep(ms: number): Promise<void> {
+    const sleep = wakeableSleep(ms);
+    this.wakeFromBackoff = sleep.wake;
+    await sleep.done;
+    this.wakeFromBackoff = undefined;
   }
 }

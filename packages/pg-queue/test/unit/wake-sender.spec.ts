@@ -37,6 +37,10 @@ class Lines {
 
 const tick = () => new Promise((resolve) => setImmediate(resolve));
 
+async function waitForSend(connection: ScriptedConnection, sends: number): Promise<void> {
+  while (connection.sent.length < sends) await new Promise((resolve) => setTimeout(resolve, 5));
+}
+
 describe('WakeSender', () => {
   it('defers the wake-up of an enqueue only while another one of this process is in flight, and none once closed', async () => {
     const sender = new WakeSender(new ScriptedConnection(), new Lines());
@@ -56,7 +60,7 @@ describe('WakeSender', () => {
 
   it('sends at once when idle; with a send in flight, what comes meanwhile rides the next send, as one call', async () => {
     const connection = new ScriptedConnection();
-    const sender = new WakeSender(connection, new Lines());
+    const sender = new WakeSender(connection, new Lines(), undefined, 0);
     sender.wake(['a']);
     expect(connection.sent).toEqual([['a']]);
     sender.wake(['b']);
@@ -71,10 +75,27 @@ describe('WakeSender', () => {
     expect(connection.sent).toHaveLength(2);
   });
 
+  it('spaces its sends: the first after a quiet spell goes at once, the next waits out the spacing and carries everything since', async () => {
+    const connection = new ScriptedConnection();
+    const sender = new WakeSender(connection, new Lines(), undefined, 30);
+    sender.wake(['a']);
+    expect(connection.sent).toEqual([['a']]);
+    connection.succeed();
+    await tick();
+    sender.wake(['b']);
+    sender.wake(['c']);
+    await tick();
+    expect(connection.sent).toEqual([['a']]); // within the spacing: not yet
+    await waitForSend(connection, 2);
+    expect(connection.sent).toEqual([['a'], ['b', 'c']]);
+    connection.succeed();
+    await sender.flush();
+  });
+
   it('a failed send is retried with backoff, keeps what came meanwhile, and logs the outage once and its end once', async () => {
     const connection = new ScriptedConnection();
     const logger = new Lines();
-    const sender = new WakeSender(connection, logger, { min: 1, max: 2 });
+    const sender = new WakeSender(connection, logger, { min: 1, max: 2 }, 0);
     sender.wake(['a']);
     connection.fail('connection lost');
     sender.wake(['b']);
@@ -94,7 +115,7 @@ describe('WakeSender', () => {
   it('close sends what is pending, then refuses to defer; a send failing at close is given up with a warning, not retried', async () => {
     const connection = new ScriptedConnection();
     const logger = new Lines();
-    const sender = new WakeSender(connection, logger, { min: 60_000, max: 60_000 });
+    const sender = new WakeSender(connection, logger, { min: 60_000, max: 60_000 }, 0);
     sender.wake(['a']);
     connection.fail('down'); // now in a one-minute backoff
     await tick();
