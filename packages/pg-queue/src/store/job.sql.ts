@@ -341,9 +341,9 @@ export const SQL = {
   insertJobsTracedWakeDeferred: insertJobs(true, 'deferred'),
   insertUniformJobsTracedWakeDeferred: insertUniformJobs(true, 'deferred'),
   // The deferred wake-up itself (WakeSender), one statement for every queue enqueued since the last one. A
-  // transaction that wrote nothing else commits without waiting for a WAL flush (PostgreSQL flushes at
-  // commit only when the transaction wrote WAL before its commit record), so it holds the NOTIFY commit
-  // lock for microseconds: 200 of them took 3 WAL writes, 200 one-row inserts 200 (PostgreSQL 15).
+  // transaction that wrote nothing else commits without waiting for a WAL flush (PostgreSQL flushes at commit
+  // only when the transaction wrote WAL before its commit record), so it holds the NOTIFY commit lock for
+  // microseconds (measured: docs/performance.md, Concurrent enqueue).
   wakeQueues: `SELECT count(pg_notify('${JOBS_CHANNEL}', q)) AS notified FROM unnest($1::text[]) AS q`,
 
   // Claim up to $2 due jobs in one short autocommit statement. SKIP LOCKED lets concurrent workers take

@@ -8,10 +8,9 @@ import { RetryBackoff, wakeableSleep, withDeadline } from '../utils/retry-backof
 const CLOSE_DEADLINE_MS = 2_000;
 
 /**
- * Least time from one wake-up to the next. A wake-up is a statement of its own; sent back to back, each one
- * carried the queues of one or two enqueues, and 16 concurrent enqueuers did about a third fewer jobs per
- * second than the same inserts without any NOTIFY. Spaced, one carries every enqueue of its interval, and a
- * job waits at most this long more for its wake-up (the first after a quiet spell goes at once).
+ * Least time from one wake-up to the next, so that one statement carries every enqueue of its interval (sent
+ * back to back, each carried one or two: docs/performance.md, Concurrent enqueue). A job waits at most this
+ * long more for its wake-up; the first after a quiet spell goes at once.
  */
 export const WAKE_SPACING_MS = 2;
 
@@ -35,7 +34,7 @@ export class WakeSender {
   private inserting = 0;
   /** Set while sends fail: one log line when the outage starts (naming the queues) and one when it ends. */
   private backoff: RetryBackoff | undefined;
-  private wakeFromBackoff: (() => void) | undefined;
+  private cutSleepShort: (() => void) | undefined;
   /** performance.now() when the last send started. */
   private lastSentAt = -Infinity;
 
@@ -53,11 +52,9 @@ export class WakeSender {
 
   /**
    * Called as an enqueue's insert starts (end() when it is done): whether it leaves its wake-up to this sender.
-   * Only while another enqueue of this process is in flight. A lone one keeps the trigger's NOTIFY, one
-   * statement as before: it has no commit of this process to queue behind, and a wake-up of its own would
-   * double the statements of a producer that enqueues one job at a time (about 0.75x the jobs per second;
-   * docs/performance.md, Concurrent enqueue). Concurrent ones, with the trigger, would commit one after
-   * another, each behind the WAL flush of the one before.
+   * Only while another enqueue of this process is in flight: a lone one keeps the trigger's NOTIFY, one
+   * statement as before (it has no commit of this process to queue behind, and a wake-up of its own would
+   * double the statements of a producer that enqueues one job at a time).
    */
   begin(): Wake {
     this.inserting += 1;
@@ -82,7 +79,7 @@ export class WakeSender {
   /** Sends what is pending (for up to CLOSE_DEADLINE_MS, without retries), then sends nothing more. */
   async close(): Promise<void> {
     this.closed = true;
-    this.wakeFromBackoff?.();
+    this.cutSleepShort?.();
     await withDeadline(this.flush(), CLOSE_DEADLINE_MS);
     await this.connection.close();
   }
@@ -120,8 +117,8 @@ export class WakeSender {
   /** A wait that close() cuts short. */
   private async sleep(ms: number): Promise<void> {
     const sleep = wakeableSleep(ms);
-    this.wakeFromBackoff = sleep.wake;
+    this.cutSleepShort = sleep.wake;
     await sleep.done;
-    this.wakeFromBackoff = undefined;
+    this.cutSleepShort = undefined;
   }
 }
