@@ -7,6 +7,12 @@ export const TYPEORM_DATA_SOURCE = Symbol('pg-queue:typeorm_data_source');
 /** Channel the insert trigger notifies with the queue name; workers LISTEN on it. */
 export const JOBS_CHANNEL = 'pg_queue_jobs';
 
+/**
+ * Transaction-local setting an insert sets to 'deferred' when its sender wakes the workers itself after the
+ * commit: the NOTIFY trigger then skips (and clears it). See Wake in store/job.sql.ts.
+ */
+export const WAKE_SETTING = 'pg_queue.wake';
+
 /** Advisory-lock keys (one int8 namespace): migrations, sweeper and pruner each run on one instance at a time. */
 export const ADVISORY_LOCK = {
   migrate: 7_263_514_001,

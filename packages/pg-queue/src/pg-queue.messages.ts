@@ -54,6 +54,16 @@ export const LOOP_FAILED = (what: string, error: string, retryMs: number) =>
 export const LOOP_RECOVERED = (what: string, failures: number, downMs: number) =>
   `${what} recovered after ${failures} failed attempt(s) over ${downMs} ms`;
 
+/** The `what` of the wake sender's outage (LOOP_FAILED / LOOP_RECOVERED): the queues whose jobs wait for it. */
+export const WAKE_UP_FAILED = (queues: string[]) =>
+  `the wake-up (NOTIFY) after enqueue of queue(s) ${queues.map((q) => JSON.stringify(q)).join(', ')} (the jobs are stored; until it goes through, workers find them at their next poll)`;
+
+export const WAKE_CONNECTION_LOST = (error: string) =>
+  `the wake-up connection (NOTIFY after enqueue) was lost: ${error}; the next wake-up connects again`;
+
+export const WAKE_UPS_DROPPED = (queues: string[], error: string) =>
+  `at shutdown, the wake-up (NOTIFY) of queue(s) ${queues.map((q) => JSON.stringify(q)).join(', ')} could not be sent: ${error}; their jobs are stored, and workers find them at their next poll`;
+
 export function describe(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value);
   if (typeof value === 'function') return `[function ${value.name || 'anonymous'}]`;

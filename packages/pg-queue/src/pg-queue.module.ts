@@ -1,4 +1,4 @@
-import { Module } from '@nestjs/common';
+import { Logger, Module } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
 import type { DataSource } from 'typeorm';
 import { PgQueueConnection } from './connection/pg-queue-connection.js';
@@ -17,6 +17,8 @@ import { ScheduleStore } from './store/schedule.store.js';
 import { loadOtelApi, OTEL_API } from './tracing/otel-api.js';
 import { resolveModuleOptions, type ResolvedModuleOptions } from './utils/resolve-options.js';
 import { JobWaiters } from './waiting/job-waiters.js';
+import { WakeConnection } from './waking/wake-connection.js';
+import { WakeSender } from './waking/wake-sender.js';
 import { WorkerPool } from './worker/worker-pool.js';
 
 /**
@@ -46,6 +48,15 @@ import { WorkerPool } from './worker/worker-pool.js';
       useFactory: (connection: PgQueueConnection, resolved: ResolvedModuleOptions) =>
         new ScheduleStore(connection.pool, { transactionPooler: resolved.transactionPooler }),
       inject: [PgQueueConnection, RESOLVED_OPTIONS],
+    },
+    // Dialled as the queue's pool dials (pg-pool hands its options to each pg.Client it makes).
+    {
+      provide: WakeSender,
+      useFactory: (connection: PgQueueConnection, store: JobStore) => {
+        const logger = new Logger('PgQueue');
+        return new WakeSender(new WakeConnection(connection.pool.options, store, logger), logger);
+      },
+      inject: [PgQueueConnection, JobStore],
     },
     // Tracing: the boot waits for the lazy import of @opentelemetry/api (undefined when the app lacks it).
     { provide: OTEL_API, useFactory: () => loadOtelApi() },

@@ -20,6 +20,8 @@ import { JobWaiters, type WaitOptions } from './waiting/job-waiters.js';
 import { batchCall, oneJobCall, setJobId, setKeyedOutcome, traceEnqueue } from './tracing/producer-span.js';
 import { checkPayloads, validatorOf, type PayloadToCheck } from './typed/payload-validators.js';
 import { queueNameOf, type QueueDefinition } from './typed/queue-definition.js';
+import { WakeSender } from './waking/wake-sender.js';
+import type { Wake } from './store/job.sql.js';
 
 export interface EnqueueOptions extends UniqueOptions {
   /** EntityManager of a running transaction: the job commits or rolls back with the caller's writes. */
@@ -77,6 +79,8 @@ export class QueueService {
     private readonly scheduler: RecurringScheduler,
     /** Absent only where the service is built by hand outside Nest (the CLI's enqueue), which never waits. */
     private readonly waiters?: JobWaiters,
+    /** Sends the wake-up of enqueues made without a manager after their commit; absent (the CLI, the testing kit): the trigger's. */
+    private readonly wakes?: WakeSender,
   ) {}
 
   /**
@@ -90,8 +94,10 @@ export class QueueService {
     if (validated) await validated;
     const manager = options.manager;
     // A job without a key keeps the plain insert: no other statement, no unique-index entry.
-    if (row.uniqueKey == null) return traceEnqueue(oneJobCall('enqueue', row.queue), (trace) => this.store.insertJob(row, manager, trace), setJobId);
-    const [result] = await traceEnqueue(oneJobCall('enqueue', row.queue), (trace) => this.store.insertKeyedJobs([row], manager, trace), setKeyedOutcome);
+    if (row.uniqueKey == null) {
+      return this.woken(manager, [row], (wake) => traceEnqueue(oneJobCall('enqueue', row.queue), (trace) => this.store.insertJob(row, manager, trace, wake), setJobId));
+    }
+    const [result] = await this.woken(manager, [row], (wake) => traceEnqueue(oneJobCall('enqueue', row.queue), (trace) => this.store.insertKeyedJobs([row], manager, trace, wake), setKeyedOutcome), keyed);
     return result.id;
   }
 
@@ -104,7 +110,7 @@ export class QueueService {
     if (row.uniqueKey == null) throw new PgQueueError(`enqueueUnique("${row.queue}") needs a uniqueKey; use enqueue() for a job without one.`);
     await this.validate('enqueueUnique', row.queue, payload);
     const manager = options.manager;
-    const [result] = await traceEnqueue(oneJobCall('enqueueUnique', row.queue), (trace) => this.store.insertKeyedJobs([row], manager, trace), setKeyedOutcome);
+    const [result] = await this.woken(manager, [row], (wake) => traceEnqueue(oneJobCall('enqueueUnique', row.queue), (trace) => this.store.insertKeyedJobs([row], manager, trace, wake), setKeyedOutcome), keyed);
     return toResult(result);
   }
 
@@ -117,9 +123,9 @@ export class QueueService {
     if (rows.length === 0) return [];
     const manager = options.manager;
     if (rows.some((r) => r.uniqueKey != null)) {
-      return (await traceEnqueue(() => batchCall('enqueueMany', rows), (trace) => this.store.insertKeyedJobs(rows, manager, trace))).map((r) => r.id);
+      return (await this.woken(manager, rows, (wake) => traceEnqueue(() => batchCall('enqueueMany', rows), (trace) => this.store.insertKeyedJobs(rows, manager, trace, wake)), keyed)).map((r) => r.id);
     }
-    return traceEnqueue(() => batchCall('enqueueMany', rows), (trace) => this.store.insertJobs(rows, manager, trace));
+    return this.woken(manager, rows, (wake) => traceEnqueue(() => batchCall('enqueueMany', rows), (trace) => this.store.insertJobs(rows, manager, trace, wake)));
   }
 
   /**
@@ -130,7 +136,26 @@ export class QueueService {
     const rows = await this.batchRows(jobs as unknown as readonly AnyJobSpec[], 'enqueueManyUnique');
     if (rows.length === 0) return [];
     const manager = options.manager;
-    return (await traceEnqueue(() => batchCall('enqueueManyUnique', rows), (trace) => this.store.insertKeyedJobs(rows, manager, trace))).map(toResult);
+    return (await this.woken(manager, rows, (wake) => traceEnqueue(() => batchCall('enqueueManyUnique', rows), (trace) => this.store.insertKeyedJobs(rows, manager, trace, wake)), keyed)).map(toResult);
+  }
+
+  /**
+   * Runs an enqueue's insert with the wake-up the wake sender chooses for it (see WakeSender.begin): the
+   * trigger's, or deferred, when the sender wakes the queues of the rows inserted or replaced (a duplicate
+   * changed nothing) once the insert committed. An insert in the caller's transaction (manager) always keeps
+   * the trigger's: only the caller sees its commit.
+   */
+  private async woken<R>(manager: EntityManager | undefined, rows: readonly NewJobRow[], insert: (wake: Wake) => Promise<R>, outcomesOf?: (result: R) => readonly KeyedOutcome[]): Promise<R> {
+    const wakes = this.wakes;
+    if (manager !== undefined || wakes === undefined) return insert('trigger');
+    const wake = wakes.begin();
+    try {
+      const result = await insert(wake);
+      if (wake === 'deferred') wakes.wake(wokenQueues(rows, outcomesOf?.(result)));
+      return result;
+    } finally {
+      wakes.end();
+    }
   }
 
   /** Runs the queue's validator, if it has one; a promise only when the validator is async. */
@@ -315,6 +340,15 @@ export class QueueService {
     if (spec.uniqueKey !== undefined || spec.onConflict !== undefined || spec.uniqueForMs !== undefined) Object.assign(row, uniqueFields(where, spec));
     return row;
   }
+}
+
+const keyed = (outcomes: KeyedOutcome[]) => outcomes;
+
+/** The queues of the rows an insert added or changed (with outcomes: not the duplicates). */
+function wokenQueues(rows: readonly NewJobRow[], outcomes: readonly KeyedOutcome[] | undefined): Set<string> {
+  const queues = new Set<string>();
+  for (let i = 0; i < rows.length; i++) if (outcomes === undefined || outcomes[i].outcome !== 'duplicate') queues.add(rows[i].queue);
+  return queues;
 }
 
 function toResult({ id, outcome }: KeyedOutcome): EnqueueResult {

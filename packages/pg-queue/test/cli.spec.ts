@@ -93,8 +93,8 @@ describe('pg-queue command line', () => {
     expect(down.code).toBe(0);
     expect(down.stdout).toBe(`reverted ${names.at(-1)}\n`);
     expect((await sql.query(`SELECT name FROM migrations ORDER BY id`)).rows.map((r) => r.name)).toEqual(names.slice(0, -1));
-    // The last migration (TraceContext) is undone: its column is gone.
-    expect((await sql.query(`SELECT count(*)::int AS n FROM information_schema.columns WHERE table_name = 'background_jobs' AND column_name = 'trace_context'`)).rows[0].n).toBe(0);
+    // The last migration (DeferredWakeUps) is undone: the trigger function no longer reads pg_queue.wake.
+    expect((await sql.query(`SELECT prosrc LIKE '%pg_queue.wake%' AS defers FROM pg_proc WHERE proname = 'background_jobs_notify'`)).rows).toEqual([{ defers: false }]);
 
     const status = await cli('migrate', 'status');
     expect(status.stdout).toContain(`${names.at(-1)}`);
@@ -388,7 +388,7 @@ describe('pg-queue command line', () => {
       }
       const result = await checks([], env);
       expect(result.code).toBe(1);
-      expect(result.checks.schema).toMatchObject({ state: 'warn', detail: '9 of 11 queue migrations applied; pending: JobResults1764570000000, TraceContext1764580000000' });
+      expect(result.checks.schema).toMatchObject({ state: 'warn', detail: '10 of 12 queue migrations applied; pending: TraceContext1764580000000, DeferredWakeUps1764590000000' });
       expect(result.checks.indexes).toMatchObject({
         state: 'fail',
         detail: 'INVALID (a concurrent build that failed): background_jobs_delayed_idx; missing: background_jobs_finished_idx',

@@ -1,9 +1,11 @@
 import { Injectable, type INestApplicationContext } from '@nestjs/common';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import pg from 'pg';
 import { DataSource } from 'typeorm';
 import { JobHandler, PG_QUEUE_MIGRATIONS, PgQueueError, QueueService, WorkerPool, type Job, type PgQueueModuleOptions } from 'nestjs-pg-queue';
 import { createTestDatabase, pgBouncerAvailable, startPgBouncer, withDatabaseName, type PgBouncer } from '@internal/pg-harness';
 import { runQueueMigrations } from '../src/connection/run-queue-migrations.js';
+import { WakeSender } from '../src/waking/wake-sender.js';
 import { CreateSlowRows1900000000001, SlowIndex1900000000002 } from './support/slow-index-migrations.js';
 import { sqlPool, startApp, statusCounts, waitFor } from './support/test-app.js';
 
@@ -76,6 +78,23 @@ describeWithBouncer('through PgBouncer in transaction mode', () => {
     const { rows: runs } = await records.query(`SELECT count(*)::int AS n, count(DISTINCT job_id)::int AS jobs FROM runs`);
     expect(runs).toEqual([{ n: 200, jobs: 200 }]);
 
+    // Those wake-ups went through the pooler too: each insert skipped the trigger, and the wake sender's
+    // autocommit statement (unnamed, on its own client of the pooler) notified once.
+    const listener = new pg.Client({ connectionString: directUrl });
+    await listener.connect();
+    try {
+      const heard: string[] = [];
+      listener.on('notification', (n) => heard.push(n.payload ?? ''));
+      await listener.query(`LISTEN pg_queue_jobs`);
+      await queue.enqueue('bounced-notice', {});
+      await a.get(WakeSender).flush();
+      await records.query(`SELECT pg_notify('pg_queue_jobs', 'marker')`);
+      await waitFor('the marker', async () => heard.includes('marker'), 5_000, 5);
+      expect(heard).toEqual(['bounced-notice', 'marker']);
+    } finally {
+      await listener.end();
+    }
+
     await queue.pause('bounced');
     expect(await queue.pausedQueues()).toEqual(['bounced']);
     const paused = await queue.enqueueMany(Array.from({ length: 5 }, (_, i) => ({ queue: 'bounced', payload: { i } })));
@@ -116,7 +135,7 @@ describeWithBouncer('through PgBouncer in transaction mode', () => {
     console.log(`without transactionPooler: ${failures.length} of 200 concurrent enqueues failed through PgBouncer`);
     expect(failures.length).toBeGreaterThan(0);
     expect(failures.every((e) => e instanceof PgQueueError && /transactionPooler: true/.test(e.message))).toBe(true);
-    expect(failures[0].message).toMatch(/prepared statement "pgq_insertJob"/);
+    expect(failures[0].message).toMatch(/prepared statement "pgq_insertJob(WakeDeferred)?"/);
     // Nothing half-stored: exactly the successful enqueues are in the table.
     const after = Number((await records.query(`SELECT count(*)::int AS n FROM background_jobs`)).rows[0].n);
     expect(after - before).toBe(200 - failures.length);

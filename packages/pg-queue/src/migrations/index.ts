@@ -9,6 +9,7 @@ import { CreateBackgroundSchedules1764550000000 } from './1764550000000-create-b
 import { Limits1764560000000 } from './1764560000000-limits.js';
 import { JobResults1764570000000 } from './1764570000000-job-results.js';
 import { TraceContext1764580000000 } from './1764580000000-trace-context.js';
+import { DeferredWakeUps1764590000000 } from './1764590000000-deferred-wake-ups.js';
 
 /** The queue's schema migrations, in order: add them to your own DataSource's `migrations`, or let the module run them. */
 export const PG_QUEUE_MIGRATIONS = [
@@ -23,6 +24,7 @@ export const PG_QUEUE_MIGRATIONS = [
   Limits1764560000000,
   JobResults1764570000000,
   TraceContext1764580000000,
+  DeferredWakeUps1764590000000,
 ];
 
 export {
@@ -37,4 +39,5 @@ export {
   Limits1764560000000,
   JobResults1764570000000,
   TraceContext1764580000000,
+  DeferredWakeUps1764590000000,
 };

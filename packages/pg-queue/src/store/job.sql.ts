@@ -1,7 +1,7 @@
 // Every SQL statement of the queue, in one place. Named statements are prepared once per connection by
 // node-postgres and reused (except PLANNED_PER_CALL below); all times come from the database clock (now(),
 // clock_timestamp()).
-import { ADVISORY_LOCK, JOBS_CHANNEL, LIMIT_LOCK_SPACE } from '../pg-queue.constants.js';
+import { ADVISORY_LOCK, JOBS_CHANNEL, LIMIT_LOCK_SPACE, WAKE_SETTING } from '../pg-queue.constants.js';
 
 export const CANCEL_CHANNEL = 'pg_queue_cancel';
 /** Told "id:status" when a job someone waits on (awaited, set by waitFor) finishes: completed, failed or cancelled. */
@@ -84,13 +84,14 @@ export const RETENTION_CAP_MS = 157_788_000_000_000;
 // the sequence has gaps where calls were duplicates.
 // traced: the variant that also writes the enqueue's trace context ($11, one for the whole call) into every row it
 // inserts or replaces (see TRACED below).
-function insertKeyedJobs(traced: boolean): string {
+function insertKeyedJobs(traced: boolean, wake: Wake): string {
   return `
     WITH input AS (
       SELECT * FROM ROWS FROM (unnest($1::text[]), jsonb_array_elements($2::jsonb), unnest($3::int[]), unnest($4::int[]),
                                unnest($5::timestamptz[]), unnest($6::int8[]), unnest($7::text[]), unnest($8::text[]), unnest($9::int8[]),
                                unnest($10::text[]))
-        WITH ORDINALITY AS t(q, p, pr, ma, ra, d, k, mode, w, ck, ord)
+        WITH ORDINALITY AS t(q, p, pr, ma, ra, d, k, mode, w, ck, ord)${wake === 'deferred' ? `
+      WHERE ${DEFER_WAKE}` : ''}
     ), seq AS (
       SELECT pg_get_serial_sequence('background_jobs', 'id')::regclass AS s
     ), ids AS MATERIALIZED (
@@ -122,8 +123,9 @@ function insertKeyedJobs(traced: boolean): string {
     SELECT i.ord, coalesce(ins.id, r.id, x.job_id, live.id) AS id,
       CASE WHEN ins.id IS NOT NULL THEN 'inserted' WHEN r.id IS NOT NULL THEN 'replaced'
            WHEN coalesce(x.job_id, live.id) IS NOT NULL THEN 'duplicate' END AS outcome,
-      -- replaced rows may now run sooner than the workers' timers know: wake them (inserts notify by trigger).
-      (SELECT count(pg_notify('${JOBS_CHANNEL}', q.queue_name)) FROM (SELECT DISTINCT queue_name FROM replaced) AS q) AS notified
+      -- replaced rows may now run sooner than the workers' timers know: wake them (inserts notify by trigger),
+      -- unless the wake-up is deferred: the caller wakes the queues of its inserted and replaced rows after commit.
+      ${wake === 'deferred' ? '0' : `(SELECT count(pg_notify('${JOBS_CHANNEL}', q.queue_name)) FROM (SELECT DISTINCT queue_name FROM replaced) AS q)`} AS notified
     FROM input AS i JOIN ids AS n ON n.ord = i.ord
     LEFT JOIN inserted AS ins ON ins.id = n.id
     LEFT JOIN replaced AS r ON r.ord = i.ord
@@ -227,7 +229,32 @@ function dueCandidates(limit: string): string {
  */
 const TRACED = { column: ', trace_context', value: (n: number) => `, $${n}::jsonb` };
 
-function insertJob(traced: boolean): string {
+/**
+ * Who wakes the workers after an insert: 'trigger', the table's NOTIFY trigger (raw SQL, and enqueues in a
+ * caller's transaction, whose commit only the caller sees); 'deferred', QueueService's own autocommit inserts,
+ * which set WAKE_SETTING in the same statement so that the trigger skips its pg_notify, and wake the queues
+ * after the commit through the WakeSender (waking/wake-sender.ts). A transaction that called pg_notify takes a
+ * database-wide lock at commit and holds it until its commit record is flushed: every enqueue that notifies
+ * waits for the flushes of all the others (docs/performance.md, Concurrent enqueue).
+ */
+export type Wake = 'trigger' | 'deferred';
+
+/**
+ * The setting, as a condition: the scalar subquery is an InitPlan, evaluated once per statement before its
+ * first row (also when it inserts none), so before the AFTER STATEMENT trigger reads it; the trigger clears it
+ * (migration DeferredWakeUps1764590000000). A bare set_config() in WHERE would run once per row (volatile).
+ */
+const DEFER_WAKE = `(SELECT set_config('${WAKE_SETTING}', 'deferred', true)) IS NOT NULL`;
+
+function insertJob(traced: boolean, wake: Wake): string {
+  if (wake === 'deferred') {
+    // INSERT ... SELECT to carry the condition; the casts VALUES would have taken from the columns.
+    return `
+    INSERT INTO background_jobs (queue_name, payload, priority, max_attempts, run_at, concurrency_key${traced ? TRACED.column : ''})
+    SELECT $1::text, $2::jsonb, $3::int, $4::int, coalesce($5::timestamptz, now() + $6::int8 ${MS}), $7::text${traced ? TRACED.value(8) : ''}
+    WHERE ${DEFER_WAKE}
+    RETURNING id`;
+  }
   return `
     INSERT INTO background_jobs (queue_name, payload, priority, max_attempts, run_at, concurrency_key${traced ? TRACED.column : ''})
     VALUES ($1, $2::jsonb, $3, $4, coalesce($5::timestamptz, now() + $6::int8 ${MS}), $7::text${traced ? TRACED.value(8) : ''})
@@ -237,24 +264,26 @@ function insertJob(traced: boolean): string {
 // One statement for any number of jobs: arrays in, one round trip and one NOTIFY per queue. The payloads
 // travel as one JSON array ($2), not a jsonb[] literal: no array escaping of every payload in Node and no
 // array parsing in PostgreSQL (5-10% more rows/s for calls of 1,000). ROWS FROM zips the columns in order.
-function insertJobs(traced: boolean): string {
+function insertJobs(traced: boolean, wake: Wake): string {
   return `
     INSERT INTO background_jobs (queue_name, payload, priority, max_attempts, run_at, concurrency_key${traced ? TRACED.column : ''})
     SELECT q, p, pr, ma, coalesce(ra, now() + d ${MS}), ck${traced ? TRACED.value(8) : ''}
     FROM ROWS FROM (unnest($1::text[]), jsonb_array_elements($2::jsonb), unnest($3::int[]), unnest($4::int[]),
                     unnest($5::timestamptz[]), unnest($6::int8[]), unnest($7::text[])) WITH ORDINALITY
-      AS t(q, p, pr, ma, ra, d, ck, ord)
+      AS t(q, p, pr, ma, ra, d, ck, ord)${wake === 'deferred' ? `
+    WHERE ${DEFER_WAKE}` : ''}
     ORDER BY ord
     RETURNING id`;
 }
 
 // The common enqueueMany: every job to one queue with the same options. Scalars instead of five arrays of
 // copies: 20-40% more rows/s for calls of 1,000 (no array building in Node, no array parsing in PostgreSQL).
-function insertUniformJobs(traced: boolean): string {
+function insertUniformJobs(traced: boolean, wake: Wake): string {
   return `
     INSERT INTO background_jobs (queue_name, payload, priority, max_attempts, run_at, concurrency_key${traced ? TRACED.column : ''})
     SELECT $1, p, $3, $4, coalesce($5::timestamptz, now() + $6::int8 ${MS}), $7::text${traced ? TRACED.value(8) : ''}
-    FROM jsonb_array_elements($2::jsonb) WITH ORDINALITY AS t(p, ord)
+    FROM jsonb_array_elements($2::jsonb) WITH ORDINALITY AS t(p, ord)${wake === 'deferred' ? `
+    WHERE ${DEFER_WAKE}` : ''}
     ORDER BY ord
     RETURNING id`;
 }
@@ -298,12 +327,24 @@ function plainClaim(observed: boolean): string {
 }
 
 export const SQL = {
-  insertJob: insertJob(false),
-  insertJobs: insertJobs(false),
-  insertUniformJobs: insertUniformJobs(false),
-  insertJobTraced: insertJob(true),
-  insertJobsTraced: insertJobs(true),
-  insertUniformJobsTraced: insertUniformJobs(true),
+  insertJob: insertJob(false, 'trigger'),
+  insertJobs: insertJobs(false, 'trigger'),
+  insertUniformJobs: insertUniformJobs(false, 'trigger'),
+  insertJobTraced: insertJob(true, 'trigger'),
+  insertJobsTraced: insertJobs(true, 'trigger'),
+  insertUniformJobsTraced: insertUniformJobs(true, 'trigger'),
+  // The same inserts with the wake-up deferred (see Wake): QueueService's enqueues without a caller's transaction.
+  insertJobWakeDeferred: insertJob(false, 'deferred'),
+  insertJobsWakeDeferred: insertJobs(false, 'deferred'),
+  insertUniformJobsWakeDeferred: insertUniformJobs(false, 'deferred'),
+  insertJobTracedWakeDeferred: insertJob(true, 'deferred'),
+  insertJobsTracedWakeDeferred: insertJobs(true, 'deferred'),
+  insertUniformJobsTracedWakeDeferred: insertUniformJobs(true, 'deferred'),
+  // The deferred wake-up itself (WakeSender), one statement for every queue enqueued since the last one. A
+  // transaction that wrote nothing else commits without waiting for a WAL flush (PostgreSQL flushes at commit
+  // only when the transaction wrote WAL before its commit record), so it holds the NOTIFY commit lock for
+  // microseconds (measured: docs/performance.md, Concurrent enqueue).
+  wakeQueues: `SELECT count(pg_notify('${JOBS_CHANNEL}', q)) AS notified FROM unnest($1::text[]) AS q`,
 
   // Claim up to $2 due jobs in one short autocommit statement. SKIP LOCKED lets concurrent workers take
   // disjoint rows without waiting on each other. When the claim comes back short, the extra row (id NULL)
@@ -596,12 +637,16 @@ export const SQL = {
   pausedQueues: `SELECT queue_name FROM background_queues WHERE paused ORDER BY queue_name`,
 
   // Jobs with a unique key, any number of rows, planned per call (see insertKeyedJobs above).
-  insertKeyedJobs: insertKeyedJobs(false),
+  insertKeyedJobs: insertKeyedJobs(false, 'trigger'),
   // The same statement for one row (enqueue, enqueueUnique): prepared, since a one-row call's plan does not
   // depend on array lengths, and planning this statement on every call cost more than running it.
-  insertKeyedJob: insertKeyedJobs(false),
-  insertKeyedJobsTraced: insertKeyedJobs(true),
-  insertKeyedJobTraced: insertKeyedJobs(true),
+  insertKeyedJob: insertKeyedJobs(false, 'trigger'),
+  insertKeyedJobsTraced: insertKeyedJobs(true, 'trigger'),
+  insertKeyedJobTraced: insertKeyedJobs(true, 'trigger'),
+  insertKeyedJobsWakeDeferred: insertKeyedJobs(false, 'deferred'),
+  insertKeyedJobWakeDeferred: insertKeyedJobs(false, 'deferred'),
+  insertKeyedJobsTracedWakeDeferred: insertKeyedJobs(true, 'deferred'),
+  insertKeyedJobTracedWakeDeferred: insertKeyedJobs(true, 'deferred'),
 
   // Pruner: expired uniqueForMs windows, one bounded batch per statement. held_until is checked again on the
   // row's latest version: an enqueue that took the window again meanwhile keeps it.
@@ -662,5 +707,7 @@ export const PLANNED_PER_CALL: ReadonlySet<keyof typeof SQL> = new Set([
   'releaseJobs',
   'insertKeyedJobs',
   'insertKeyedJobsTraced',
+  'insertKeyedJobsWakeDeferred',
+  'insertKeyedJobsTracedWakeDeferred',
   'snoozeJobs',
 ]);

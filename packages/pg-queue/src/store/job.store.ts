@@ -1,10 +1,10 @@
-import type { Pool, PoolClient, QueryConfig, QueryResultRow } from 'pg';
+import type { ClientBase, Pool, PoolClient, QueryConfig, QueryResultRow } from 'pg';
 import type { EntityManager } from 'typeorm';
 import type { JobRecord, JobStatus, QueueStats } from '../interfaces/job.interface.js';
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import { POOL_EXHAUSTED, POOLER_REFUSED_PREPARED_STATEMENT, POOLER_REFUSED_STARTUP_PARAMETER, UNIQUE_HOLDER_UNSEEN, UNIQUE_KEY_RETRY_TAKEN } from '../pg-queue.messages.js';
 import { inTransaction } from './in-transaction.js';
-import { beginWithQueueLock, PLANNED_PER_CALL, SQL } from './job.sql.js';
+import { beginWithQueueLock, PLANNED_PER_CALL, SQL, type Wake } from './job.sql.js';
 import { foldKeyedRows, unfoldOutcomes, type KeyedOutcome } from './unique-rows.js';
 
 /** stats() counts exactly up to this many jobs per queue and status, and estimates above it. */
@@ -150,13 +150,14 @@ export class JobStore {
 
   /**
    * `trace`: the enqueue's trace context as JSON text (tracing/trace-context.ts), written into the row(s); undefined
-   * (no span active) keeps the untraced statement.
+   * (no span active) keeps the untraced statement. `wake`: who wakes the workers (see Wake); 'deferred' applies
+   * only without a manager (the caller then wakes the queues once this resolves, committed).
    */
-  async insertJob(row: NewJobRow, manager?: EntityManager, trace?: string): Promise<string> {
+  async insertJob(row: NewJobRow, manager?: EntityManager, trace?: string, wake: Wake = 'trigger'): Promise<string> {
     const values: unknown[] = [row.queue, row.payloadJson, row.priority, row.maxAttempts, row.runAt, row.delayMs, row.concurrencyKey];
     const statement = trace === undefined ? 'insertJob' : 'insertJobTraced';
     if (trace !== undefined) values.push(trace);
-    const rows = manager ? await managerQuery(manager, SQL[statement], values) : await this.run<{ id: string }>(statement, values);
+    const rows = manager ? await managerQuery(manager, SQL[statement], values) : await this.run<{ id: string }>(deferredIf(wake, statement), values);
     return rows[0].id;
   }
 
@@ -164,16 +165,16 @@ export class JobStore {
    * One statement when the payloads fit in one jsonb array; else one statement per chunk inside one
    * transaction (the caller's, through a savepoint, or one of its own), so the call stays all-or-nothing.
    */
-  async insertJobs(rows: NewJobRow[], manager?: EntityManager, trace?: string): Promise<string[]> {
+  async insertJobs(rows: NewJobRow[], manager?: EntityManager, trace?: string, wake: Wake = 'trigger'): Promise<string[]> {
     const chunks = chunkByPayloadSize(rows, INSERT_CHUNK_CHARS);
     if (chunks.length === 1) {
       const { statement, values } = insertJobsStatement(rows, trace);
-      const result = manager ? await managerQuery(manager, SQL[statement], values) : await this.run<{ id: string }>(statement, values);
+      const result = manager ? await managerQuery(manager, SQL[statement], values) : await this.run<{ id: string }>(deferredIf(wake, statement), values);
       return result.map((r) => r.id);
     }
     if (manager) return manager.transaction((m) => insertChunks(chunks, (text, values) => managerQuery(m, text, values), trace));
     // Unnamed statements: planning is nothing next to 16 MB of payload, and this rare call pins no prepared statement.
-    return inTransaction(this.pool, (client) => insertChunks(chunks, async (text, values) => (await client.query<{ id: string }>({ text, values })).rows, trace));
+    return inTransaction(this.pool, (client) => insertChunks(chunks, async (text, values) => (await client.query<{ id: string }>({ text, values })).rows, trace, wake));
   }
 
   /**
@@ -181,7 +182,7 @@ export class JobStore {
    * row's outcome in input order. A row whose holder committed after the statement's snapshot comes back
    * without one and is sent again, alone with the others in that case, with a fresh snapshot.
    */
-  async insertKeyedJobs(rows: NewJobRow[], manager?: EntityManager, trace?: string): Promise<KeyedOutcome[]> {
+  async insertKeyedJobs(rows: NewJobRow[], manager?: EntityManager, trace?: string, wake: Wake = 'trigger'): Promise<KeyedOutcome[]> {
     const { folded, slotOf } = foldKeyedRows(rows);
     const chunks = chunkByPayloadSize(folded, INSERT_CHUNK_CHARS);
     const insertAll = async (query: KeyedQuery) => {
@@ -191,13 +192,22 @@ export class JobStore {
     };
     let outcomes: KeyedOutcome[];
     if (chunks.length === 1) {
-      outcomes = await insertAll(manager ? (name, values) => managerQuery(manager, SQL[name], values) : (name, values) => this.run(name, values));
+      outcomes = await insertAll(manager ? (name, values) => managerQuery(manager, SQL[name], values) : (name, values) => this.run(deferredIf(wake, name), values));
     } else if (manager) {
       outcomes = await manager.transaction((m) => insertAll((name, values) => managerQuery(m, SQL[name], values)));
     } else {
-      outcomes = await inTransaction(this.pool, (client) => insertAll(async (name, values) => (await client.query({ text: SQL[name], values })).rows));
+      outcomes = await inTransaction(this.pool, (client) => insertAll(async (name, values) => (await client.query({ text: SQL[deferredIf(wake, name)], values })).rows));
     }
     return unfoldOutcomes(rows, slotOf, outcomes);
+  }
+
+  /** The deferred wake-up of enqueues that skipped the NOTIFY trigger: one NOTIFY per queue, in one statement, on the wake sender's connection. */
+  async wakeQueues(queues: string[], client: ClientBase): Promise<void> {
+    try {
+      await client.query(this.statement('wakeQueues', [queues]));
+    } catch (error) {
+      throw explainPoolerError(error);
+    }
   }
 
   /**
@@ -455,14 +465,21 @@ function chunkByPayloadSize(rows: NewJobRow[], maxChars: number): NewJobRow[][] 
 }
 
 /** Inserts the chunks one statement each, in order; the ids in input order. */
-async function insertChunks(chunks: NewJobRow[][], query: (text: string, values: unknown[]) => Promise<{ id: string }[]>, trace?: string): Promise<string[]> {
+async function insertChunks(chunks: NewJobRow[][], query: (text: string, values: unknown[]) => Promise<{ id: string }[]>, trace?: string, wake: Wake = 'trigger'): Promise<string[]> {
   const ids: string[] = [];
   for (const chunk of chunks) {
     const { statement, values } = insertJobsStatement(chunk, trace);
-    for (const r of await query(SQL[statement], values)) ids.push(r.id);
+    for (const r of await query(SQL[deferredIf(wake, statement)], values)) ids.push(r.id);
   }
   return ids;
 }
+
+/** The insert statement's variant that leaves the wake-up to the caller, when `wake` says so. */
+function deferredIf<S extends InsertStatement>(wake: Wake, statement: S): S | `${S}WakeDeferred` {
+  return wake === 'deferred' ? `${statement}WakeDeferred` : statement;
+}
+
+type InsertStatement = 'insertJob' | 'insertJobTraced' | ReturnType<typeof insertJobsStatement>['statement'] | Parameters<KeyedQuery>[0];
 
 type KeyedQuery = (statement: 'insertKeyedJob' | 'insertKeyedJobs' | 'insertKeyedJobTraced' | 'insertKeyedJobsTraced', values: unknown[]) => Promise<QueryResultRow[]>;
 
