@@ -164,7 +164,6 @@ export class QueueService {
     if (validate) return checkPayloads(`${method}("${queue}")`, [{ queue, payload, validate }]);
   }
 
-  /** Every job's validator before any row is stored: one refused payload refuses the whole batch. */
   /** The rows of an enqueueMany-style call, checked and validated; none for an empty call. */
   private async batchRows(specs: readonly AnyJobSpec[], method: string): Promise<NewJobRow[]> {
     if (!Array.isArray(specs)) throw new PgQueueError(`${method} expects an array of { queue, payload, ...options }.`);
@@ -174,6 +173,7 @@ export class QueueService {
     return rows;
   }
 
+  /** Every job's validator before any row is stored: one refused payload refuses the whole batch. */
   private validateMany(method: string, specs: readonly AnyJobSpec[], rows: NewJobRow[]): void | Promise<void> {
     let checks: PayloadToCheck[] | undefined;
     for (let i = 0; i < rows.length; i++) {

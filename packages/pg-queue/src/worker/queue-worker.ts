@@ -257,10 +257,10 @@ export class QueueWorker {
    * 'auto', the read-ahead and so the batch follow the measured durations (ReadAhead).
    */
   private claimSize(): number {
-    const { batchSize, concurrency } = this.config.options;
-    const ahead = this.readAhead ? this.readAhead.size : this.prefetch;
-    const batch = this.readAhead ? Math.min(batchSize, concurrency + ahead) : batchSize;
-    const want = Math.min(batch, concurrency + ahead - this.running.size - this.buffered.size);
+    const { batchSize } = this.config.options;
+    const turn = this.unwrittenLimit; // the slots plus the read-ahead: as many jobs as this worker may hold
+    const batch = this.readAhead ? Math.min(batchSize, turn) : batchSize;
+    const want = Math.min(batch, turn - this.running.size - this.buffered.size);
     return want > 0 && (this.buffered.size === 0 || want >= Math.ceil(batch / 2)) ? want : 0;
   }
 
