@@ -65,6 +65,11 @@ describe('demo handlers (testing kit, manual mode)', () => {
     expect(row).toMatchObject({ id, status: 'completed', attempts: 2, lastError: expect.stringMatching(/^Error: CRM unavailable: 503 for record 7\n/) });
   });
 
+  it('the per-minute orders report never fires by itself in a test; fireSchedule runs one report', async () => {
+    const id = await queue.fireSchedule('orders-report');
+    expect(await queue.drain()).toEqual([expect.objectContaining({ id, queue: 'orders-report', attempt: 1, outcome: 'completed' })]);
+  });
+
   it('a corrupt record fails every attempt and ends dead-lettered (status failed) with its last error', async () => {
     const id = await app.get(QueueService).enqueue('sync', { recordId: 13, corrupt: true });
     const drained = await queue.drain({ includeScheduled: true });

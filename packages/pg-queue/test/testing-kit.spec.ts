@@ -4,7 +4,7 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
 import { DataSource } from 'typeorm';
-import { JobHandler, JobSnoozedError, PgQueueModule, QueueService, type Job } from 'nestjs-pg-queue';
+import { JobHandler, JobSnoozedError, PgQueueModule, QueueService, RecurringJob, type Job } from 'nestjs-pg-queue';
 import { createTestJob, getQueueTestKit, overrideQueueForTesting, QueueAssertionError, type QueueTestKit } from 'nestjs-pg-queue/testing';
 import { createTestDatabase } from '@internal/pg-harness';
 import { sqlPool } from './support/test-app.js';
@@ -56,6 +56,13 @@ class Handlers {
   @JobHandler('gated')
   async gated(job: Job) {
     await new Promise<void>((resolve) => gates.set(job.id, resolve));
+  }
+
+  /** A schedule due every second: on the wall clock it would fire during any test. */
+  @RecurringJob('* * * * * *', { name: 'every-second-digest', payload: { kind: 'digest' }, priority: 3 })
+  @JobHandler('digest', { maxAttempts: 2 })
+  digest(job: Job) {
+    runs.push({ queue: 'digest', id: job.id, attempt: job.attempt, payload: job.payload });
   }
 
   @JobHandler('slow', { maxAttempts: 1, timeoutMs: 200 })
@@ -128,6 +135,28 @@ describe('testing kit, manual mode', () => {
     expect(await row(later)).toMatchObject({ status: 'queued', attempts: 0, later: true });
     // Nothing left due: a second drain runs nothing.
     expect(await kit.drain()).toEqual([]);
+  });
+
+  it('recurring schedules never fire by themselves; fireSchedule enqueues the fire a tick would, and drain runs it', async () => {
+    // The schedule was synced at boot (so schedules() sees it) and has been due every second since.
+    const [schedule] = await queue.schedules();
+    expect(schedule).toMatchObject({ name: 'every-second-digest', queue: 'digest', source: 'code' });
+    await new Promise((r) => setTimeout(r, 1_500));
+    expect(await kit.drain()).toEqual([]);
+    expect((await db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE queue_name = 'digest'`)).rows[0].n).toBe(0);
+
+    const id = await kit.fireSchedule('every-second-digest');
+    const { rows } = await db.query(
+      `SELECT payload, priority, max_attempts, status, abs(extract(epoch FROM run_at - now())) < 5 AS now_ish FROM background_jobs WHERE id = $1`,
+      [id],
+    );
+    expect(rows[0]).toMatchObject({ priority: 3, max_attempts: 2, status: 'queued', now_ish: true });
+    expect(rows[0].payload).toMatchObject({ kind: 'digest', _schedule: { name: 'every-second-digest', fireAt: expect.any(String) } });
+    expect(await kit.drain()).toEqual([expect.objectContaining({ id, queue: 'digest', outcome: 'completed' })]);
+    // The schedule row is not moved by a test fire.
+    expect((await queue.schedule('every-second-digest'))?.nextFireAt.getTime()).toBe(schedule.nextFireAt.getTime());
+
+    await expect(kit.fireSchedule('nightly')).rejects.toThrow('fireSchedule: no recurring schedule is named "nightly" (schedules: "every-second-digest").');
   });
 
   it('drain({ queue }) runs only that queue; an unknown queue is an error naming the handled ones', async () => {

@@ -49,7 +49,7 @@ export class RecurringScheduler implements OnApplicationBootstrap, BeforeApplica
     private readonly jobs: JobStore,
     private readonly declared: RecurringJobRegistry,
     private readonly handlers: JobHandlerRegistry,
-    @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedModuleOptions,
+    @Inject(RESOLVED_OPTIONS) protected readonly options: ResolvedModuleOptions,
   ) {
     this.backoff = new RetryBackoff('recurring-job scheduler', this.logger, 500, 30_000);
   }
@@ -110,6 +110,18 @@ export class RecurringScheduler implements OnApplicationBootstrap, BeforeApplica
     }
   }
 
+  /**
+   * Enqueues one fire of a schedule now: the job a tick would insert for it (payload with `_schedule`, its
+   * priority and attempts), fire time by the database clock. The schedule row is not moved. The testing kit's
+   * fireSchedule; null when no schedule has that name.
+   */
+  async fireNow(name: string): Promise<string | null> {
+    const schedule = await this.schedules.getSchedule(name, this.options.recurring.orphanAfterMs);
+    if (!schedule) return null;
+    const [id] = await this.jobs.insertJobs([this.jobRow(schedule, await this.schedules.dbNowMs())]);
+    return id;
+  }
+
   /** Plans and claims one due schedule; null when another instance won (or it failed: logged). */
   private async fire(due: DueSchedule, nowMs: number): Promise<number | null> {
     try {
@@ -135,7 +147,7 @@ export class RecurringScheduler implements OnApplicationBootstrap, BeforeApplica
     }
   }
 
-  private jobRow(due: DueSchedule, fireMs: number): NewJobRow {
+  private jobRow(due: Pick<DueSchedule, 'name' | 'queue' | 'payload' | 'priority' | 'maxAttempts'>, fireMs: number): NewJobRow {
     const queue = due.queue;
     return {
       queue,

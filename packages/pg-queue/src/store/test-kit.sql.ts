@@ -30,4 +30,6 @@ export const TEST_KIT_SQL = {
     WITH jobs AS (DELETE FROM background_jobs RETURNING 1), keys AS (DELETE FROM background_job_keys RETURNING 1),
       queues AS (DELETE FROM background_queues RETURNING 1)
     SELECT (SELECT count(*) FROM jobs)::int AS deleted`,
+
+  scheduleNames: `SELECT name FROM background_schedules ORDER BY name`,
 } as const;

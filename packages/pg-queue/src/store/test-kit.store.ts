@@ -29,4 +29,10 @@ export class TestKitStore {
     const { rows } = await this.pool.query<{ deleted: number }>({ text: TEST_KIT_SQL.deleteAllJobs, values: [] });
     return rows[0].deleted;
   }
+
+  /** Every recurring schedule's name (for fireSchedule's error). */
+  async scheduleNames(): Promise<string[]> {
+    const { rows } = await this.pool.query<{ name: string }>({ text: TEST_KIT_SQL.scheduleNames, values: [] });
+    return rows.map((r) => r.name);
+  }
 }

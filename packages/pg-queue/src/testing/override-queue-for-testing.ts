@@ -14,6 +14,8 @@ import { InlineQueueService } from './inline-queue.service.js';
 import type { QueueTestKit } from './queue-test-kit.js';
 import { BAD_TESTING_MODE, NOT_A_TESTING_APP } from './testing.messages.js';
 import { TestingWorkerPool } from './testing-worker-pool.js';
+import { TestingRecurringScheduler } from './testing-recurring-scheduler.js';
+import { RecurringJobRegistry } from '../recurring/recurring-job.registry.js';
 
 export interface QueueTestingOptions {
   /**
@@ -31,7 +33,7 @@ export interface OverridableModuleBuilder {
 
 /**
  * Makes the app's PgQueueModule testable, on its real schema: no worker loops (a test runs jobs with the
- * kit), everything else (enqueue, transactions, migrations, options, handlers) as the app configured it.
+ * kit), no recurring fires on the wall clock (a test fires a schedule with the kit), everything else (enqueue, transactions, migrations, options, handlers) as the app configured it.
  *
  *   const moduleRef = await overrideQueueForTesting(Test.createTestingModule({ imports: [AppModule] }), { mode: 'manual' }).compile();
  *   const app = await moduleRef.createNestApplication().init();
@@ -40,11 +42,25 @@ export interface OverridableModuleBuilder {
 export function overrideQueueForTesting<B extends OverridableModuleBuilder>(builder: B, options: QueueTestingOptions): B {
   const mode = options?.mode;
   if (mode !== 'manual' && mode !== 'inline') throw new Error(BAD_TESTING_MODE(mode));
-  let result = builder.overrideProvider(WorkerPool).useFactory({
-    factory: (registry: JobHandlerRegistry, store: JobStore, connection: PgQueueConnection, events: JobEvents, resolved: ResolvedModuleOptions) =>
-      new TestingWorkerPool(registry, store, connection, events, resolved, mode),
-    inject: [JobHandlerRegistry, JobStore, PgQueueConnection, JobEvents, RESOLVED_OPTIONS],
-  });
+  let result = builder
+    .overrideProvider(RecurringScheduler)
+    .useFactory({
+      factory: (schedules: ScheduleStore, jobs: JobStore, declared: RecurringJobRegistry, registry: JobHandlerRegistry, resolved: ResolvedModuleOptions) =>
+        new TestingRecurringScheduler(schedules, jobs, declared, registry, resolved),
+      inject: [ScheduleStore, JobStore, RecurringJobRegistry, JobHandlerRegistry, RESOLVED_OPTIONS],
+    })
+    .overrideProvider(WorkerPool)
+    .useFactory({
+      factory: (
+        registry: JobHandlerRegistry,
+        store: JobStore,
+        connection: PgQueueConnection,
+        events: JobEvents,
+        resolved: ResolvedModuleOptions,
+        scheduler: RecurringScheduler,
+      ) => new TestingWorkerPool(registry, store, connection, events, resolved, mode, scheduler),
+      inject: [JobHandlerRegistry, JobStore, PgQueueConnection, JobEvents, RESOLVED_OPTIONS, RecurringScheduler],
+    });
   if (mode === 'inline') {
     result = result.overrideProvider(QueueService).useFactory({
       factory: (

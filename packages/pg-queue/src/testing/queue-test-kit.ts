@@ -1,6 +1,7 @@
 import type { JobHandlerRegistry, RegisteredHandler } from '../discovery/job-handler.registry.js';
 import { JobSnoozedError, JobTimeoutError } from '../errors/pg-queue.error.js';
 import type { JobRecord, JobStatus } from '../interfaces/job.interface.js';
+import type { RecurringScheduler } from '../recurring/recurring-scheduler.js';
 import type { ClaimedJob, JobStore } from '../store/job.store.js';
 import type { TestKitStore } from '../store/test-kit.store.js';
 import { retryDelay, snoozeDelay } from '../utils/backoff.js';
@@ -9,7 +10,7 @@ import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { JobAttempt } from '../worker/job-attempt.js';
 import { storedResult } from '../worker/stored-result.js';
 import { closeness, jestDiff, matchesPartial, show } from './match-payload.js';
-import { BAD_DRAIN_OPTION, DRAIN_LIMIT, NO_HANDLER_FOR } from './testing.messages.js';
+import { BAD_DRAIN_OPTION, DRAIN_LIMIT, NO_HANDLER_FOR, NO_SCHEDULE } from './testing.messages.js';
 
 /** How one attempt that the kit ran ended, as the row now says. */
 export type DrainOutcome =
@@ -85,6 +86,7 @@ export class QueueTestKit {
     private readonly options: ResolvedModuleOptions,
     /** 'inline': enqueues run their jobs at once (see overrideQueueForTesting). */
     readonly mode: 'manual' | 'inline',
+    private readonly scheduler: RecurringScheduler,
   ) {}
 
   /**
@@ -129,6 +131,18 @@ export class QueueTestKit {
   async advanceBy(ms: number, queue?: string | string[]): Promise<number> {
     if (!Number.isInteger(ms) || ms < 0) throw new RangeError(BAD_DRAIN_OPTION('advanceBy', ms, 'a non-negative integer of ms'));
     return this.kitStore.advanceQueuedJobs(queue === undefined ? null : [queue].flat(), ms);
+  }
+
+  /**
+   * Fires a recurring schedule (@RecurringJob or upsertSchedule) now: enqueues the job its tick would, with
+   * `_schedule` in the payload, and returns its id; `drain()` then runs it. In a test, schedules never fire by
+   * themselves, so a drain's result does not depend on when a minute turns.
+   */
+  async fireSchedule(name: string): Promise<string> {
+    const id = await this.scheduler.fireNow(name);
+    if (id !== null) return id;
+    const known = (await this.kitStore.scheduleNames()).map((n) => `"${n}"`).join(', ');
+    throw new Error(NO_SCHEDULE(name, known));
   }
 
   /** The jobs of a queue (default: all queues) as the table holds them, oldest first. */

@@ -1,6 +1,7 @@
 import type { PgQueueConnection } from '../connection/pg-queue-connection.js';
 import type { JobHandlerRegistry } from '../discovery/job-handler.registry.js';
 import type { JobEvents } from '../events/job-events.js';
+import type { RecurringScheduler } from '../recurring/recurring-scheduler.js';
 import type { JobStore } from '../store/job.store.js';
 import { TestKitStore } from '../store/test-kit.store.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
@@ -15,9 +16,17 @@ import { QueueTestKit } from './queue-test-kit.js';
 export class TestingWorkerPool extends WorkerPool {
   readonly kit: QueueTestKit;
 
-  constructor(registry: JobHandlerRegistry, store: JobStore, connection: PgQueueConnection, events: JobEvents, options: ResolvedModuleOptions, mode: 'manual' | 'inline') {
+  constructor(
+    registry: JobHandlerRegistry,
+    store: JobStore,
+    connection: PgQueueConnection,
+    events: JobEvents,
+    options: ResolvedModuleOptions,
+    mode: 'manual' | 'inline',
+    scheduler: RecurringScheduler,
+  ) {
     super(registry, store, connection, events, options);
-    this.kit = new QueueTestKit(registry, store, new TestKitStore(connection.pool), options, mode);
+    this.kit = new QueueTestKit(registry, store, new TestKitStore(connection.pool), options, mode, scheduler);
   }
 
   override onApplicationBootstrap(): void {}

@@ -14,3 +14,5 @@ export const DRAIN_LIMIT = (limit: number, queues: string[]) =>
   `snoozing with no delay? Raise { maxJobs } if this many is expected.`;
 
 export const BAD_DRAIN_OPTION = (key: string, value: unknown, expected: string) => `drain: ${key} must be ${expected}, got ${JSON.stringify(value)}.`;
+
+export const NO_SCHEDULE = (name: string, known: string) => `fireSchedule: no recurring schedule is named "${name}" (schedules: ${known || 'none'}).`;
