@@ -40,7 +40,12 @@ export interface PgQueueMaintenanceOptions {
 export interface PgQueueRecurringOptions {
   /** Sync this app's @RecurringJob schedules and fire due schedules from this instance. Default true. */
   enabled?: boolean;
-  /** Longest sleep between two scans for due schedules (the timer otherwise sleeps until the next fire). Default 1_000. */
+  /**
+   * Longest sleep between two scans for due schedules: the timer sleeps until the next fire it knows of, and at
+   * most this long, which is how soon a schedule made or resumed where no scheduler runs (the CLI, the dashboard,
+   * an instance with `enabled: false`) is seen; the instance that makes one through QueueService looks at once.
+   * Default 10_000 (an idle app then sends a scan every 10 s, not every second).
+   */
   pollIntervalMs?: number;
   /** A code schedule that no running instance has declared for this long stops firing (removed from code). Default 5 minutes. */
   orphanAfterMs?: number;

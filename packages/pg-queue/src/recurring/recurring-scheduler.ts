@@ -94,18 +94,26 @@ export class RecurringScheduler implements OnApplicationBootstrap, BeforeApplica
     this.lastDeclaredAt = Date.now();
   }
 
-  /** One scan and the claims of what is due; tests call it directly. */
+  /**
+   * One scan and the claims of what is due; tests call it directly. nextInMs: until the earliest next fire,
+   * the scan's (schedules not yet due) or one just planned (the scan read those as due, before they moved on).
+   */
   async runOnce(): Promise<TickResult & { nextInMs: number | null }> {
     const result = { claimed: 0, jobs: 0, nextInMs: null as number | null };
     for (;;) {
       const scan = await this.schedules.dueSchedules(this.options.recurring.orphanAfterMs, SCAN_LIMIT);
+      let next = scan.nextInMs;
       for (const due of scan.due) {
-        const jobs = await this.fire(due, scan.nowMs);
-        if (jobs === null) continue;
+        const fired = await this.fire(due, scan.nowMs);
+        if (fired === null) continue;
+        // Won or lost, the schedule's next fire is the planned one (the winner planned the same).
+        const plannedInMs = fired.nextFireAtMs - scan.nowMs;
+        next = next === null ? plannedInMs : Math.min(next, plannedInMs);
+        if (!fired.won) continue;
         result.claimed += 1;
-        result.jobs += jobs;
+        result.jobs += fired.jobs;
       }
-      result.nextInMs = scan.nextInMs;
+      result.nextInMs = next;
       if (scan.due.length < SCAN_LIMIT) return result;
     }
   }
@@ -122,8 +130,8 @@ export class RecurringScheduler implements OnApplicationBootstrap, BeforeApplica
     return id;
   }
 
-  /** Plans and claims one due schedule; null when another instance won (or it failed: logged). */
-  private async fire(due: DueSchedule, nowMs: number): Promise<number | null> {
+  /** Plans and claims one due schedule; won false when another instance claimed it first; null when it failed (logged). */
+  private async fire(due: DueSchedule, nowMs: number): Promise<{ won: boolean; jobs: number; nextFireAtMs: number } | null> {
     try {
       const plan = planFires(due.cron, due.timeZone, due.missed, due.nextFireMs, nowMs);
       const rows = plan.fires.map((fireMs) => this.jobRow(due, fireMs));
@@ -131,12 +139,12 @@ export class RecurringScheduler implements OnApplicationBootstrap, BeforeApplica
         rows.length > 0 ? this.jobs.insertJobsOn(client, rows) : Promise.resolve(),
       );
       if (this.failing.delete(due.name)) this.logger.log(`recurring jobs: schedule "${due.name}" fires again`);
-      if (!won) return null;
+      if (!won) return { won: false, jobs: 0, nextFireAtMs: plan.nextFireAtMs };
       if (plan.skippedThroughMs !== null) {
         const policy = due.missed.policy === 'window' ? `{ windowMs: ${due.missed.windowMs} }` : `'${due.missed.policy}'`;
         this.logger.warn(MISSED_FIRES_SKIPPED(due.name, new Date(due.nextFireMs).toISOString(), new Date(plan.skippedThroughMs).toISOString(), policy));
       }
-      return rows.length;
+      return { won: true, jobs: rows.length, nextFireAtMs: plan.nextFireAtMs };
     } catch (error) {
       if (isConnectionError(error)) throw error;
       if (!this.failing.has(due.name)) {

@@ -138,7 +138,7 @@ export function resolveModuleOptions(options: PgQueueModuleOptions): ResolvedMod
     },
     recurring: {
       enabled: bool(`${where} recurring`, 'enabled', r.enabled, true),
-      pollIntervalMs: int(`${where} recurring`, 'pollIntervalMs', r.pollIntervalMs, 1_000, 10, 60_000),
+      pollIntervalMs: int(`${where} recurring`, 'pollIntervalMs', r.pollIntervalMs, 10_000, 10, 60_000),
       orphanAfterMs: int(`${where} recurring`, 'orphanAfterMs', r.orphanAfterMs, 300_000, 3_000),
     },
   };
