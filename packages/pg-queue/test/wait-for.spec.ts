@@ -166,6 +166,14 @@ describe('waitFor: waiting for a job from anywhere', () => {
     release.get(id)!();
     await expect(waiting.catch(withRowState(id))).resolves.toEqual({ total: 70 });
     const failing = await queue.enqueue('wf-fail', {}, { maxAttempts: 2 });
-    await expect(queue.waitFor(failing, { timeoutMs: 20_000 }).catch(withRowState(failing))).rejects.toBeInstanceOf(JobFailedError);
+    const error = await queue
+      .waitFor(failing, { timeoutMs: 20_000 })
+      .catch(withRowState(failing))
+      .then(
+        () => new Error('resolved'),
+        (e: unknown) => e,
+      );
+    // Compared as text so that a timeout shows its row state in the report (toBeInstanceOf prints only the class).
+    expect(error instanceof JobFailedError ? 'JobFailedError' : String(error)).toBe('JobFailedError');
   });
 });
