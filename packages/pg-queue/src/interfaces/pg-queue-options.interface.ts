@@ -42,8 +42,8 @@ export interface PgQueueRecurringOptions {
   enabled?: boolean;
   /**
    * Longest sleep between two scans for due schedules: the timer sleeps until the next fire it knows of, and at
-   * most this long, which is how soon a schedule made or resumed where no scheduler runs (the CLI, the dashboard,
-   * an instance with `enabled: false`) is seen; the instance that makes one through QueueService looks at once.
+   * most this long, which is how soon a schedule made or resumed where no scheduler runs (an instance with
+   * `enabled: false`, or SQL) is seen; the instance that makes one through QueueService looks at once.
    * Default 10_000 (an idle app then sends a scan every 10 s, not every second).
    */
   pollIntervalMs?: number;
