@@ -158,9 +158,8 @@ export function resolveHandlerOptions(queue: string, options: JobHandlerOptions 
     throw new PgQueueError(INVALID_OPTION(where, 'backoff', backoff, 'a function (attempt, error) => ms, or { baseMs, maxMs, jitter }'));
   }
   const limits = resolveLimits(where, options);
-  const limited = limits.globalConcurrency !== undefined || limits.rateLimit !== undefined || limits.concurrencyPerKey !== undefined;
   // Not set: 'auto', except on a queue with limits, which never reads ahead.
-  const prefetch = options.prefetch ?? (limited ? 0 : 'auto');
+  const prefetch = options.prefetch ?? (hasLimits(limits) ? 0 : 'auto');
   return {
     ...limits,
     concurrency,
@@ -179,8 +178,15 @@ export function resolveHandlerOptions(queue: string, options: JobHandlerOptions 
   };
 }
 
+type Limits = Pick<ResolvedHandlerOptions, 'globalConcurrency' | 'rateLimit' | 'concurrencyPerKey'>;
+
+/** Whether a queue has any limit across instances (its claims then take turns and never read ahead). */
+export function hasLimits({ globalConcurrency, rateLimit, concurrencyPerKey }: Limits): boolean {
+  return globalConcurrency !== undefined || rateLimit !== undefined || concurrencyPerKey !== undefined;
+}
+
 /** The limits across instances (README, "Limits"). */
-function resolveLimits(where: string, options: JobHandlerOptions): Pick<ResolvedHandlerOptions, 'globalConcurrency' | 'rateLimit' | 'concurrencyPerKey'> {
+function resolveLimits(where: string, options: JobHandlerOptions): Limits {
   const globalConcurrency = options.globalConcurrency === undefined ? undefined : int(where, 'globalConcurrency', options.globalConcurrency, 0, 1, 1_000_000);
   const concurrencyPerKey = options.concurrencyPerKey === undefined ? undefined : int(where, 'concurrencyPerKey', options.concurrencyPerKey, 0, 1, 1_000_000);
   const rate = options.rateLimit;
@@ -197,11 +203,9 @@ function resolveLimits(where: string, options: JobHandlerOptions): Pick<Resolved
         };
   // A prefetched job holds a slot (and used a start) while it waits for a free one in this process. Explicit
   // 'auto' is refused too: it would read ahead of short jobs.
-  const prefetch = options.prefetch;
-  if ((globalConcurrency !== undefined || rateLimit !== undefined || concurrencyPerKey !== undefined) && prefetch !== undefined && prefetch !== 0) {
-    throw new PgQueueError(LIMIT_WITH_PREFETCH(where));
-  }
-  return { globalConcurrency, rateLimit, concurrencyPerKey };
+  const limits = { globalConcurrency, rateLimit, concurrencyPerKey };
+  if (hasLimits(limits) && options.prefetch !== undefined && options.prefetch !== 0) throw new PgQueueError(LIMIT_WITH_PREFETCH(where));
+  return limits;
 }
 
 const KNOWN_RATE_LIMIT_KEYS = new Set(['max', 'intervalMs']);

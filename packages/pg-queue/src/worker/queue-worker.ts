@@ -7,6 +7,7 @@ import type { ClaimedJob, ClaimLimits, JobRef, JobStore } from '../store/job.sto
 import { BAD_SNOOZE_DELAY, READ_AHEAD_GIVEN_BACK, READ_AHEAD_NOT_GIVEN_BACK } from '../pg-queue.messages.js';
 import { retryDelay, snoozeDelay } from '../utils/backoff.js';
 import { errorLine, errorText } from '../utils/error-text.js';
+import { hasLimits } from '../utils/resolve-options.js';
 import { RetryBackoff, wakeableSleep, withDeadline } from '../utils/retry-backoff.js';
 import { JobAttempt } from './job-attempt.js';
 import type { LeaseHolder, LeaseKeeper } from './lease-keeper.js';
@@ -91,9 +92,7 @@ export class QueueWorker {
   ) {
     this.claimBackoff = new RetryBackoff(`claiming jobs of queue "${config.queue}"`, logger);
     const { globalConcurrency, rateLimit, concurrencyPerKey, prefetch, concurrency } = config.options;
-    if (globalConcurrency !== undefined || rateLimit !== undefined || concurrencyPerKey !== undefined) {
-      this.limits = { globalConcurrency, rateLimit, concurrencyPerKey };
-    }
+    if (hasLimits(config.options)) this.limits = { globalConcurrency, rateLimit, concurrencyPerKey };
     // resolveHandlerOptions never leaves 'auto' on a queue with limits; the check keeps the two in step.
     this.readAhead = prefetch === 'auto' && !this.limits ? new ReadAhead(concurrency) : undefined;
     this.prefetch = prefetch === 'auto' ? 0 : prefetch;
