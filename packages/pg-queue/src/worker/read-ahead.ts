@@ -54,15 +54,12 @@ export class ReadAhead {
 
   /** A handler returned (or threw) after `ms`. */
   jobFinished(ms: number): void {
-    const current = this.jobMs;
-    if (current !== current) this.jobMs = ms; // NaN: the first sample
-    else this.jobMs = current + (ms - current) * (ms > current ? SLOWER_WEIGHT : FASTER_WEIGHT);
+    this.jobMs = movingAverage(this.jobMs, ms);
   }
 
   /** A claim came back after `ms`, sized with the read-ahead `size` had then. */
   claimed(ms: number, readAhead: number): void {
-    const current = this.roundTripMs;
-    this.roundTripMs = current !== current ? ms : current + (ms - current) * (ms > current ? SLOWER_WEIGHT : FASTER_WEIGHT);
+    this.roundTripMs = movingAverage(this.roundTripMs, ms);
     this.ceiling = Math.min(this.max, Math.max(this.concurrency, 2 * readAhead));
   }
 
@@ -98,4 +95,10 @@ export class ReadAhead {
     const ahead = Math.floor((this.concurrency * HORIZON_ROUND_TRIPS * this.roundTripMs) / Math.max(jobMs, 0.001));
     return ahead >= 0 ? Math.min(this.max, ahead) : 0; // NaN (an estimate missing) >= 0 is false
   }
+}
+
+/** The estimate after one more sample: the first sample as it is (NaN: none yet), then the weights above. */
+function movingAverage(current: number, sample: number): number {
+  if (current !== current) return sample;
+  return current + (sample - current) * (sample > current ? SLOWER_WEIGHT : FASTER_WEIGHT);
 }
