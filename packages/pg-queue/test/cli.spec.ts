@@ -388,7 +388,7 @@ describe('pg-queue command line', () => {
       }
       const result = await checks([], env);
       expect(result.code).toBe(1);
-      expect(result.checks.schema).toMatchObject({ state: 'warn', detail: '10 of 12 queue migrations applied; pending: TraceContext1764580000000, DeferredWakeUps1764590000000' });
+      expect(result.checks.schema).toMatchObject({ state: 'warn', detail: '11 of 13 queue migrations applied; pending: DeferredWakeUps1764590000000, BufferedJobs1764600000000' });
       expect(result.checks.indexes).toMatchObject({
         state: 'fail',
         detail: 'INVALID (a concurrent build that failed): background_jobs_delayed_idx; missing: background_jobs_finished_idx',

@@ -10,6 +10,7 @@ import { Limits1764560000000 } from './1764560000000-limits.js';
 import { JobResults1764570000000 } from './1764570000000-job-results.js';
 import { TraceContext1764580000000 } from './1764580000000-trace-context.js';
 import { DeferredWakeUps1764590000000 } from './1764590000000-deferred-wake-ups.js';
+import { BufferedJobs1764600000000 } from './1764600000000-buffered-jobs.js';
 
 /** The queue's schema migrations, in order: add them to your own DataSource's `migrations`, or let the module run them. */
 export const PG_QUEUE_MIGRATIONS = [
@@ -25,6 +26,7 @@ export const PG_QUEUE_MIGRATIONS = [
   JobResults1764570000000,
   TraceContext1764580000000,
   DeferredWakeUps1764590000000,
+  BufferedJobs1764600000000,
 ];
 
 export {
@@ -40,4 +42,5 @@ export {
   JobResults1764570000000,
   TraceContext1764580000000,
   DeferredWakeUps1764590000000,
+  BufferedJobs1764600000000,
 };

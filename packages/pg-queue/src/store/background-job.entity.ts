@@ -75,4 +75,8 @@ export class BackgroundJobEntity {
   /** Set by QueueService.waitFor(): the job's finish is announced on the pg_queue_done channel. */
   @Column({ name: 'awaited', type: 'boolean', nullable: true })
   awaited!: boolean | null;
+
+  /** True while the job is claimed but waits in its worker's read-ahead buffer: not started, not charged an attempt. */
+  @Column({ name: 'buffered', type: 'boolean', default: false })
+  buffered!: boolean;
 }
