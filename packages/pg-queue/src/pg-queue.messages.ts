@@ -12,11 +12,14 @@ export const INVALID_OPTION = (where: string, name: string, value: unknown, expe
 export const LIMIT_WITH_PREFETCH = (where: string) =>
   `${where} sets prefetch with a limit across instances (globalConcurrency, rateLimit, concurrencyPerKey): a prefetched job would hold a slot, or use up a start, while it waits in this process. Set prefetch to 0, or leave it unset (such queues never read ahead).`;
 
-export const READ_AHEAD_GIVEN_BACK = (queue: string, n: number) =>
-  `queue "${queue}": ${n} job(s) read ahead were put back for other instances: the jobs became slower than the read-ahead was sized for (prefetch 'auto')`;
+export const HELD_JOBS_GIVEN_BACK = (queue: string, n: number, why: string) =>
+  `queue "${queue}": ${n} job(s) read ahead and not started were put back for other instances (${why})`;
 
-export const READ_AHEAD_NOT_GIVEN_BACK = (queue: string, n: number, error: string) =>
-  `queue "${queue}": could not put back ${n} job(s) read ahead of slower jobs (${error}); they return to the queue when their leases expire`;
+export const HELD_JOBS_NOT_GIVEN_BACK = (queue: string, n: number, error: string) =>
+  `queue "${queue}": could not put back ${n} job(s) read ahead and not started (${error}); they return to the queue, uncharged, when their short leases lapse`;
+
+export const WORKER_DEFECT = (queue: string, what: string, error: string) =>
+  `queue "${queue}": a defect of the worker while ${what}: ${error}; the worker goes on (please report it)`;
 
 export const NO_DATA_SOURCE = () =>
   'PgQueueModule needs a database: pass `dataSource` (a TypeORM DataSource), `connection` (a URL or PostgreSQL connection options), or import TypeOrmModule.forRoot() (optionally naming it with `dataSourceName`).';

@@ -1,4 +1,4 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Optional } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { JobHandlerRegistry } from './discovery/job-handler.registry.js';
 import { PgQueueError } from './errors/pg-queue.error.js';
@@ -21,6 +21,7 @@ import { batchCall, oneJobCall, setJobId, setKeyedOutcome, traceEnqueue } from '
 import { checkPayloads, validatorOf, type PayloadToCheck } from './typed/payload-validators.js';
 import { queueNameOf, type QueueDefinition } from './typed/queue-definition.js';
 import { WakeSender } from './waking/wake-sender.js';
+import { WorkerPool } from './worker/worker-pool.js';
 import type { Wake } from './store/job.sql.js';
 
 export interface EnqueueOptions extends UniqueOptions {
@@ -81,6 +82,8 @@ export class QueueService {
     private readonly waiters?: JobWaiters,
     /** Sends the wake-up of enqueues made without a manager after their commit; absent (the CLI, the testing kit): the trigger's. */
     private readonly wakes?: WakeSender,
+    /** This process's workers: a pause made here reaches their buffers at once (other instances hear a NOTIFY). */
+    @Optional() private readonly workers?: WorkerPool,
   ) {}
 
   /**
@@ -231,10 +234,18 @@ export class QueueService {
     return this.store.retryJob(jobId(id));
   }
 
-  /** Stops every instance from claiming jobs of this queue (running jobs finish); enqueueing still works. */
+  /**
+   * Stops every instance from starting jobs of this queue: no claim takes any, and jobs read ahead into workers'
+   * buffers are given back instead of started (this process's at once; other instances' when they hear of it,
+   * a NOTIFY away). Running jobs finish; enqueueing still works.
+   */
   async pause(queue: string): Promise<void> {
     assertQueueName(queue);
+    // Before (no job of this process may start from its buffer while the pause is on its way) and after (the
+    // check that then answers is sent once the pause has committed).
+    this.workers?.checkBuffer(queue);
     await this.store.pauseQueue(queue);
+    this.workers?.checkBuffer(queue);
   }
 
   /** Lets the queue run again; idle workers wake at once. */

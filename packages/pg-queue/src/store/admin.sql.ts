@@ -69,7 +69,7 @@ export const ADMIN_SQL = {
   cancelJobs: `
     WITH ${LOCKED_BATCH}, cancelled AS (
       UPDATE background_jobs AS j
-      SET status = 'cancelled', finished_at = now(), lease_expires_at = NULL, updated_at = now()
+      SET status = 'cancelled', buffered = false, finished_at = now(), lease_expires_at = NULL, updated_at = now()
       FROM batch AS b
       WHERE j.id = b.id AND b.was IN ('queued', 'processing')
       RETURNING j.id, j.fence_token, b.was

@@ -4,6 +4,12 @@
 import { ADVISORY_LOCK, JOBS_CHANNEL, LIMIT_LOCK_SPACE, WAKE_SETTING } from '../pg-queue.constants.js';
 
 export const CANCEL_CHANNEL = 'pg_queue_cancel';
+/**
+ * Told a queue name when jobs of that queue that workers may hold in their buffers were paused or rewritten
+ * (replace): each holder checks what it holds with its next heartbeat, at once, and starts nothing from its
+ * buffer until that check has answered.
+ */
+export const REVIEW_CHANNEL = 'pg_queue_review';
 /** Told "id:status" when a job someone waits on (awaited, set by waitFor) finishes: completed, failed or cancelled. */
 export const DONE_CHANNEL = 'pg_queue_done';
 
@@ -19,12 +25,16 @@ const notifyAwaited = (cte: string, status: string, where = 'true') =>
  * The completion of a batch, in two variants: plain, and with the handlers' results and last progress
  * ($4: {"id": {"r": result, "p": progress}}, only the ids that have either). A batch of jobs that returned
  * nothing keeps the plain statement, so results cost nothing where they are not used.
+ *
+ * Every settle charges the attempt of a job started from a worker's buffer whose row still says `buffered` (a
+ * fast job finishes before any heartbeat tick has told the row it started): `attempts + buffered::int`.
  */
 function completion(extraSet: string): string {
   return `
     WITH done AS (
       UPDATE background_jobs AS j
-      SET status = 'completed', lease_expires_at = NULL, finished_at = now(), updated_at = now()${extraSet}
+      SET status = 'completed', attempts = j.attempts + j.buffered::int, buffered = false, lease_expires_at = NULL,
+          finished_at = now(), updated_at = now()${extraSet}
       WHERE j.id = ANY($2::int8[]) AND j.status = 'processing' AND j.locked_by = $1
         AND j.fence_token = ($3::jsonb ->> j.id::text)::int8
       RETURNING j.id, j.awaited
@@ -40,7 +50,8 @@ function failure(dead: string, extraSet: string): string {
       SET status = CASE WHEN ${dead} THEN 'failed' ELSE 'queued' END::background_job_status,
           run_at = CASE WHEN ${dead} THEN j.run_at ELSE now() + ($3::jsonb -> j.id::text ->> 'delayMs')::int8 ${MS} END,
           finished_at = CASE WHEN ${dead} THEN now() END,
-          last_error = $3::jsonb -> j.id::text ->> 'error', lease_expires_at = NULL, updated_at = now()${extraSet}
+          last_error = $3::jsonb -> j.id::text ->> 'error', attempts = j.attempts + j.buffered::int, buffered = false,
+          lease_expires_at = NULL, updated_at = now()${extraSet}
       WHERE j.id = ANY($2::int8[]) AND j.status = 'processing' AND j.locked_by = $1
         AND j.fence_token = ($3::jsonb -> j.id::text ->> 'token')::int8
       RETURNING j.id, j.status, j.awaited
@@ -48,14 +59,38 @@ function failure(dead: string, extraSet: string): string {
     SELECT id, status FROM failed WHERE ${notifyAwaited('failed', `'failed'`, `w.status = 'failed'`)}`;
 }
 
-/** The heartbeat, plain and with progress ($5: {"id": progress}, only the ids whose progress changed). */
-function leaseRenewal(extraSet: string): string {
+/**
+ * The heartbeat: one statement for every job this worker holds.
+ * - Started jobs ($3, tokens in $4): their leases are renewed, and a job started from the buffer is marked started
+ *   (buffered = false) and charged its attempt, if no earlier beat or outcome did. Progress ($5: {"id": progress},
+ *   only the ids whose progress changed) rides along in the second variant.
+ * - Buffered jobs ($6, tokens in $7), sent when the worker reviews its buffer: read, not renewed (their short
+ *   lease bounds how long they are held); those of a paused queue are put back `queued` here, uncharged, with
+ *   their run_at kept.
+ * Returns the ids still this worker's (renewed, or buffered and kept); any other id is no longer its.
+ */
+function heartbeat(extraSet: string): string {
   return `
-    UPDATE background_jobs AS j
-    SET lease_expires_at = now() + $2::int ${MS}${extraSet}
-    WHERE j.id = ANY($3::int8[]) AND j.status = 'processing' AND j.locked_by = $1
-      AND j.fence_token = ($4::jsonb ->> j.id::text)::int8
-    RETURNING j.id`;
+    WITH renewed AS (
+      UPDATE background_jobs AS j
+      SET lease_expires_at = now() + $2::int ${MS}, attempts = j.attempts + j.buffered::int, buffered = false${extraSet}
+      WHERE j.id = ANY($3::int8[]) AND j.status = 'processing' AND j.locked_by = $1${extraSet ? '' : ' AND $5::jsonb IS NULL'}
+        AND j.fence_token = ($4::jsonb ->> j.id::text)::int8
+      RETURNING j.id
+    ), paused AS (
+      SELECT queue_name FROM background_queues WHERE paused
+    ), given_back AS (
+      UPDATE background_jobs AS j
+      SET status = 'queued', buffered = false, lease_expires_at = NULL, updated_at = now()
+      WHERE j.id = ANY($6::int8[]) AND j.status = 'processing' AND j.buffered AND j.locked_by = $1
+        AND j.fence_token = ($7::jsonb ->> j.id::text)::int8 AND j.queue_name IN (SELECT queue_name FROM paused)
+      RETURNING j.id
+    )
+    SELECT id FROM renewed
+    UNION ALL
+    SELECT j.id FROM background_jobs AS j
+    WHERE j.id = ANY($6::int8[]) AND j.status = 'processing' AND j.buffered AND j.locked_by = $1
+      AND j.fence_token = ($7::jsonb ->> j.id::text)::int8 AND j.queue_name NOT IN (SELECT queue_name FROM paused)`;
 }
 
 const MS = `* interval '1 millisecond'`;
@@ -71,8 +106,10 @@ export const RETENTION_CAP_MS = 157_788_000_000_000;
 //   insert is ON CONFLICT DO NOTHING, which takes no lock on the holder: a DO UPDATE (even a no-op, even
 //   with a false WHERE) would lock it until the caller's transaction ends, and a long transaction would then
 //   stall the worker's outcome batch that completes a running holder. 'replace' and 'keep-run-at' first
-//   update a queued holder (only queued: a running holder is never touched, the call is a duplicate of it);
-//   an UPDATE re-checks the row's latest version, so a holder claimed meanwhile is left alone.
+//   update a holder that has not started: queued, or read ahead into a worker's buffer (which is put back
+//   queued with the new payload; its holder is told to drop its copy, REVIEW_CHANNEL). A running holder is never
+//   touched, the call is a duplicate of it; an UPDATE re-checks the row's latest version, so a holder claimed
+//   or started meanwhile is left alone.
 // - a window key (uniqueForMs) is held by its background_job_keys row until held_until, whatever became of
 //   the job (the pruner may have deleted it). The upsert always writes, so that it always returns the row
 //   and its job_id; it takes the window (with this row's pre-drawn id) only when the last one has ended.
@@ -98,11 +135,13 @@ function insertKeyedJobs(traced: boolean, wake: Wake): string {
       SELECT i.ord, nextval((SELECT s FROM seq)) AS id FROM input AS i ORDER BY i.ord
     ), replaced AS (
       UPDATE background_jobs AS j
-      SET payload = i.p, run_at = CASE WHEN i.mode = 'replace' THEN coalesce(i.ra, now() + i.d ${MS}) ELSE j.run_at END, updated_at = now()${traced ? ', trace_context = $11::jsonb' : ''}
+      SET payload = i.p, run_at = CASE WHEN i.mode = 'replace' THEN coalesce(i.ra, now() + i.d ${MS}) ELSE j.run_at END, updated_at = now(),
+          status = 'queued', buffered = false, lease_expires_at = NULL${traced ? ', trace_context = $11::jsonb' : ''}
       FROM input AS i
       WHERE i.k IS NOT NULL AND i.w IS NULL AND i.mode <> 'keep'
-        AND j.queue_name = i.q AND j.unique_key = i.k AND j.status = 'queued'
-      RETURNING j.id, j.queue_name, i.ord
+        AND j.queue_name = i.q AND j.unique_key = i.k AND (j.status = 'queued' OR (j.status = 'processing' AND j.buffered))
+      -- held: the row sat in a worker's buffer (read in this statement's snapshot): its holder must drop its copy.
+      RETURNING j.id, j.queue_name, i.ord, (SELECT h.status = 'processing' FROM background_jobs AS h WHERE h.id = j.id) AS held
     ), windows AS (
       INSERT INTO background_job_keys AS h (queue_name, unique_key, held_until, job_id)
       SELECT i.q, i.k, now() + i.w ${MS}, n.id FROM input AS i JOIN ids AS n ON n.ord = i.ord WHERE i.w IS NOT NULL
@@ -125,7 +164,9 @@ function insertKeyedJobs(traced: boolean, wake: Wake): string {
            WHEN coalesce(x.job_id, live.id) IS NOT NULL THEN 'duplicate' END AS outcome,
       -- replaced rows may now run sooner than the workers' timers know: wake them (inserts notify by trigger),
       -- unless the wake-up is deferred: the caller wakes the queues of its inserted and replaced rows after commit.
-      ${wake === 'deferred' ? '0' : `(SELECT count(pg_notify('${JOBS_CHANNEL}', q.queue_name)) FROM (SELECT DISTINCT queue_name FROM replaced) AS q)`} AS notified
+      ${wake === 'deferred' ? '0' : `(SELECT count(pg_notify('${JOBS_CHANNEL}', q.queue_name)) FROM (SELECT DISTINCT queue_name FROM replaced) AS q)`} AS notified,
+      -- a replaced row that was read ahead: its holder checks its buffer before it starts anything from it.
+      (SELECT count(pg_notify('${REVIEW_CHANNEL}', q.queue_name)) FROM (SELECT DISTINCT queue_name FROM replaced WHERE held) AS q) AS reviewed
     FROM input AS i JOIN ids AS n ON n.ord = i.ord
     LEFT JOIN inserted AS ins ON ins.id = n.id
     LEFT JOIN replaced AS r ON r.ord = i.ord
@@ -157,7 +198,7 @@ ${candidates}    ), claimed AS (
       UPDATE background_jobs AS j
       SET status = 'processing', attempts = j.attempts + 1, fence_token = j.fence_token + 1, locked_by = $3,
           locked_at = statement_timestamp(), lease_expires_at = now() + $4::int ${MS}, updated_at = now(),
-          limited = ${limited}
+          limited = ${limited}, buffered = false
       WHERE j.id = ANY(ARRAY(SELECT id FROM candidates)) AND j.status = 'queued'
       RETURNING j.id, j.payload, j.attempts, j.fence_token, j.max_attempts, j.priority, date_part('epoch', now() - j.run_at) * 1000 AS wait_ms,
         date_part('epoch', j.run_at) * 1000 AS run_at_ms, date_part('epoch', j.created_at) * 1000 AS created_at_ms, j.concurrency_key,
@@ -298,28 +339,38 @@ function insertUniformJobs(traced: boolean, wake: Wake): string {
  * skip scan, and read every future job of the queue (1M scheduled for tomorrow on PG 15: 37-155 ms per
  * claim with nothing due). The cost grows with the number of distinct priorities in use, not with jobs.
  * The nested loop keeps the walk's order and stops at $2 rows, so only the rows claimed are locked.
+ *
+ * The first $5 candidates (the worker's free slots) start at once: charged an attempt, leased for $4 ms. The rest
+ * are read ahead into the worker's buffer: `buffered`, uncharged, leased for $6 ms only (a short lease nobody
+ * renews, so that they are back in the queue soon after their holder dies). Two UPDATEs on disjoint rows, each
+ * a primary-key probe per id: no per-row test of which kind a row is.
  */
 function plainClaim(observed: boolean): string {
   const extras = observed ? ['wait_ms', 'trace_context'] : [];
-  return `
-    WITH RECURSIVE ${dueCandidates('$2')}    ), claimed AS (
+  const update = (ids: string, buffered: boolean) => `
       UPDATE background_jobs AS j
-      SET status = 'processing', attempts = j.attempts + 1, fence_token = j.fence_token + 1, locked_by = $3, locked_at = now(),
-          lease_expires_at = now() + $4::int ${MS}, updated_at = now()
+      SET status = 'processing', ${buffered ? '' : 'attempts = j.attempts + 1, '}fence_token = j.fence_token + 1, locked_by = $3, locked_at = now(),
+          lease_expires_at = now() + ${buffered ? '$6' : '$4'}::int ${MS}, buffered = ${buffered}, updated_at = now()
       -- = ANY(ARRAY(...)) makes this a primary-key probe per claimed id; a join lets the planner pick a
       -- hash join over a sequential scan of the whole table when its statistics are stale.
-      WHERE j.id = ANY(ARRAY(SELECT id FROM candidates))
+      WHERE j.id = ANY(ARRAY(${ids}))
       -- Times as epoch milliseconds: parsing two timestamp strings per job was 5% of the worker's CPU. date_part,
       -- not extract: extract returns numeric since PostgreSQL 14 (0.2 µs more per value, three values per job).
-      RETURNING j.id, j.payload, j.attempts, j.fence_token, j.max_attempts, j.priority,
+      -- attempts: the attempt this claim runs, charged or not.
+      RETURNING j.id, j.payload, j.attempts${buffered ? ' + 1' : ''} AS attempts, j.fence_token, j.max_attempts, j.priority, ${buffered} AS buffered,
         date_part('epoch', j.run_at) * 1000 AS run_at_ms, date_part('epoch', j.created_at) * 1000 AS created_at_ms${
           observed ? `,
         date_part('epoch', now() - j.run_at) * 1000 AS wait_ms, j.trace_context` : ''
-        }
+        }`;
+  return `
+    WITH RECURSIVE ${dueCandidates('$2')}    ), started AS (${update('SELECT id FROM candidates LIMIT $5', false)}
+    ), held AS (${update('SELECT id FROM candidates OFFSET $5', true)}
+    ), claimed AS (
+      SELECT * FROM started UNION ALL SELECT * FROM held
     )
-    SELECT id, payload, attempts, fence_token, max_attempts, priority, run_at_ms, created_at_ms${extras.map((c) => `, ${c}`).join('')}, NULL::float8 AS next_due_ms FROM claimed
+    SELECT id, payload, attempts, fence_token, max_attempts, priority, buffered, run_at_ms, created_at_ms${extras.map((c) => `, ${c}`).join('')}, NULL::float8 AS next_due_ms FROM claimed
     UNION ALL
-    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL${extras.map(() => ', NULL').join('')},
+    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL${extras.map(() => ', NULL').join('')},
       (SELECT greatest(0, extract(epoch FROM run_at - clock_timestamp()) * 1000)::float8
        FROM background_jobs WHERE queue_name = $1 AND status = 'queued' AND run_at > created_at AND run_at > now()
        ORDER BY run_at LIMIT 1)
@@ -460,35 +511,37 @@ export const SQL = {
   // takes `final` (fail the job for good whatever attempts are left: a result the queue cannot store, which a
   // retry would only produce again) and the attempt's last `progress`; batches without either keep the plain
   // statement (the variant's extra lookups per row cost about a fifth more on a 500-row batch).
-  failJobs: failure('j.attempts >= j.max_attempts', ''),
+  failJobs: failure('j.attempts + j.buffered::int >= j.max_attempts', ''),
   failJobsWithExtras: failure(
-    `(j.attempts >= j.max_attempts OR ($3::jsonb -> j.id::text) ? 'final')`,
+    `(j.attempts + j.buffered::int >= j.max_attempts OR ($3::jsonb -> j.id::text) ? 'final')`,
     `, progress = coalesce($3::jsonb -> j.id::text -> 'progress', j.progress)`,
   ),
 
   // A handler snoozed (JobSnoozedError): back to the queue after the delay, fenced like a failure. The attempt
-  // is not counted (attempts - 1, as the shutdown put-back); fence_token keeps its value, so a late outcome of
-  // this claim stays fenced out. Delays come in a JSON object ($3: {"id": {token, delayMs}}), as for failJobs.
+  // is not counted (uncharged, as the put-back); fence_token keeps its value, so a late outcome of this claim
+  // stays fenced out. Delays come in a JSON object ($3: {"id": {token, delayMs}}), as for failJobs.
   snoozeJobs: `
     UPDATE background_jobs AS j
-    SET status = 'queued', attempts = j.attempts - 1, run_at = now() + ($3::jsonb -> j.id::text ->> 'delayMs')::int8 ${MS},
-        lease_expires_at = NULL, updated_at = now()
+    SET status = 'queued', attempts = j.attempts - (NOT j.buffered)::int, buffered = false,
+        run_at = now() + ($3::jsonb -> j.id::text ->> 'delayMs')::int8 ${MS}, lease_expires_at = NULL, updated_at = now()
     WHERE j.id = ANY($2::int8[]) AND j.status = 'processing' AND j.locked_by = $1
       AND j.fence_token = ($3::jsonb -> j.id::text ->> 'token')::int8
     RETURNING j.id`,
 
-  // Heartbeat: one statement renews every job this worker runs; rows not returned are no longer ours. The
-  // fence tokens come as a JSON object, as for completeJobs. A beat that carries progress (job.progress()
-  // called since the last one) takes the second variant: progress rides the heartbeat, no statement of its own.
-  extendLeases: leaseRenewal(''),
-  extendLeasesWithProgress: leaseRenewal(`, progress = coalesce($5::jsonb -> j.id::text, j.progress)`),
+  // Heartbeat (see heartbeat above): rows not returned are no longer ours. The fence tokens come as JSON
+  // objects, as for completeJobs. A beat that carries progress (job.progress() called since the last one) takes
+  // the second variant: progress rides the heartbeat, no statement of its own.
+  heartbeat: heartbeat(''),
+  heartbeatWithProgress: heartbeat(`, progress = coalesce($5::jsonb -> j.id::text, j.progress)`),
 
-  // Shutdown put-back: the attempt did not fail, it was interrupted, so it is not counted (fence_token, which
-  // fences that attempt's late outcome, keeps its value).
+  // Put-back (shutdown, a buffer given back): an attempt that ran did not fail, it was interrupted, so it is not
+  // counted, and a buffered job was never charged (fence_token, which fences that attempt's late outcome, keeps
+  // its value).
   releaseJobs: `
     WITH released AS (
       UPDATE background_jobs AS j
-      SET status = 'queued', attempts = j.attempts - 1, run_at = now(), lease_expires_at = NULL, updated_at = now()
+      SET status = 'queued', attempts = j.attempts - (NOT j.buffered)::int, buffered = false, run_at = now(),
+          lease_expires_at = NULL, updated_at = now()
       WHERE j.id = ANY($2::int8[]) AND j.status = 'processing' AND j.locked_by = $1
         AND j.fence_token = ($3::jsonb ->> j.id::text)::int8
       RETURNING j.id, j.queue_name
@@ -498,15 +551,18 @@ export const SQL = {
     FROM released`,
 
   // Sweeper: jobs whose lease expired go back to the queue (or to failed, when that was their last attempt).
-  // The advisory lock makes the pass single-instance; the lease check alone would keep it correct.
+  // A buffered job (its holder died or froze before starting it) goes back as it was: uncharged, never failed,
+  // its last_error kept. The advisory lock makes the pass single-instance; the lease check alone would keep it
+  // correct.
   rescueExpiredLeases: `
     WITH lock AS (SELECT pg_try_advisory_xact_lock(${ADVISORY_LOCK.sweep}) AS held),
     rescued AS (
       UPDATE background_jobs
-      SET status = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END::background_job_status,
-          finished_at = CASE WHEN attempts >= max_attempts THEN now() END,
-          last_error = 'lease expired: worker ' || coalesce(locked_by, '?') || ' stopped renewing it (crashed, frozen or cut off) during attempt ' || attempts,
-          run_at = now(), lease_expires_at = NULL, updated_at = now()
+      SET status = CASE WHEN NOT buffered AND attempts >= max_attempts THEN 'failed' ELSE 'queued' END::background_job_status,
+          finished_at = CASE WHEN NOT buffered AND attempts >= max_attempts THEN now() END,
+          last_error = CASE WHEN buffered THEN last_error
+            ELSE 'lease expired: worker ' || coalesce(locked_by, '?') || ' stopped renewing it (crashed, frozen or cut off) during attempt ' || attempts END,
+          buffered = false, run_at = now(), lease_expires_at = NULL, updated_at = now()
       WHERE status = 'processing' AND lease_expires_at < now() AND (SELECT held FROM lock)
       RETURNING id, queue_name, status, awaited
     )
@@ -602,7 +658,7 @@ export const SQL = {
       SELECT id, status AS was FROM background_jobs WHERE id = $1 FOR UPDATE
     ), cancelled AS (
       UPDATE background_jobs AS j
-      SET status = 'cancelled', finished_at = now(), lease_expires_at = NULL, updated_at = now()
+      SET status = 'cancelled', buffered = false, finished_at = now(), lease_expires_at = NULL, updated_at = now()
       FROM target AS t
       WHERE j.id = t.id AND t.was IN ('queued', 'processing')
       RETURNING j.id, j.fence_token, t.was, j.awaited
@@ -623,10 +679,16 @@ export const SQL = {
     )
     SELECT (SELECT count(pg_notify('${JOBS_CHANNEL}', queue_name)) FROM retried) AS notified, EXISTS (SELECT 1 FROM retried) AS retried`,
 
-  // Pause is shared by every instance; running jobs finish. Resume wakes the workers through NOTIFY.
+  // Pause is shared by every instance; running jobs finish. The workers that hold jobs of the queue in their
+  // buffers are told (REVIEW_CHANNEL) to start none of them and give them back. Resume wakes the workers
+  // through NOTIFY.
   pauseQueue: `
-    INSERT INTO background_queues (queue_name, paused) VALUES ($1, true)
-    ON CONFLICT (queue_name) DO UPDATE SET paused = true, updated_at = now()`,
+    WITH paused AS (
+      INSERT INTO background_queues (queue_name, paused) VALUES ($1, true)
+      ON CONFLICT (queue_name) DO UPDATE SET paused = true, updated_at = now()
+      RETURNING queue_name
+    )
+    SELECT count(pg_notify('${REVIEW_CHANNEL}', queue_name)) AS notified FROM paused`,
 
   resumeQueue: `
     WITH resumed AS (
@@ -702,8 +764,8 @@ export const PLANNED_PER_CALL: ReadonlySet<keyof typeof SQL> = new Set([
   'deleteCompletedJobs',
   'failJobs',
   'failJobsWithExtras',
-  'extendLeases',
-  'extendLeasesWithProgress',
+  'heartbeat',
+  'heartbeatWithProgress',
   'releaseJobs',
   'insertKeyedJobs',
   'insertKeyedJobsTraced',

@@ -28,6 +28,8 @@ export interface ClaimedJob {
   waitMs?: number;
   /** The W3C trace context the job was enqueued under (trace_context column), or null: see tracing/trace-context.ts. */
   traceContext?: unknown;
+  /** Claimed ahead of a free slot: not started, not charged, on a short lease (see plainClaim in job.sql.ts). */
+  buffered?: boolean;
 }
 
 export interface ClaimResult {
@@ -218,9 +220,14 @@ export class JobStore {
     return insertChunks(chunkByPayloadSize(rows, INSERT_CHUNK_CHARS), async (text, values) => (await client.query<{ id: string }>({ text, values })).rows);
   }
 
-  /** `observed`: also return each job's claim latency and trace context (claimJobsObserved), for listeners and tracing. */
-  async claimJobs(queue: string, limit: number, workerId: string, leaseMs: number, observed = false): Promise<ClaimResult> {
-    return toClaimResult(await this.run<ClaimRow>(observed ? 'claimJobsObserved' : 'claimJobs', [queue, limit, workerId, leaseMs]));
+  /**
+   * Claims up to `limit` due jobs: the first `readAhead.startNow` (all, without it) start at once, leased for
+   * leaseMs; the rest are read ahead (buffered, leased for bufferLeaseMs). `observed`: also return each job's claim latency and trace context
+   * (claimJobsObserved), for listeners and tracing.
+   */
+  async claimJobs(queue: string, limit: number, workerId: string, leaseMs: number, observed = false, readAhead?: { startNow: number; bufferLeaseMs: number }): Promise<ClaimResult> {
+    const values = [queue, limit, workerId, leaseMs, Math.min(readAhead?.startNow ?? limit, limit), readAhead?.bufferLeaseMs ?? leaseMs];
+    return toClaimResult(await this.run<ClaimRow>(observed ? 'claimJobsObserved' : 'claimJobs', values));
   }
 
   /**
@@ -294,13 +301,15 @@ export class JobStore {
   }
 
   /**
-   * Returns the ids whose lease was renewed; any other id is no longer this worker's. `progress` ([id, JSON
-   * text] of the jobs whose progress changed since the last beat) rides the same statement.
+   * The heartbeat (see heartbeat in job.sql.ts): renews the leases of `started` jobs (marking those started from
+   * the buffer), and checks `buffered` ones (giving back those of paused queues). Returns the ids still this
+   * worker's; any other id is no longer its. `progress` ([id, JSON text] of the jobs whose progress changed since
+   * the last beat) rides the same statement.
    */
-  async extendLeases(workerId: string, leaseMs: number, jobs: JobRef[], progress: [string, string][] = []): Promise<Set<string>> {
-    const values: unknown[] = [workerId, leaseMs, jobs.map((j) => j.id), tokensById(jobs)];
-    if (progress.length > 0) values.push(`{${progress.map(([id, json]) => `"${id}":${json}`).join(',')}}`);
-    const rows = await this.run<{ id: string }>(progress.length > 0 ? 'extendLeasesWithProgress' : 'extendLeases', values);
+  async extendLeases(workerId: string, leaseMs: number, started: JobRef[], progress: [string, string][] = [], buffered: JobRef[] = []): Promise<Set<string>> {
+    const values: unknown[] = [workerId, leaseMs, started.map((j) => j.id), tokensById(started), null, buffered.map((j) => j.id), tokensById(buffered)];
+    if (progress.length > 0) values[4] = `{${progress.map(([id, json]) => `"${id}":${json}`).join(',')}}`;
+    const rows = await this.run<{ id: string }>(progress.length > 0 ? 'heartbeatWithProgress' : 'heartbeat', values);
     return new Set(rows.map((r) => r.id));
   }
 
@@ -572,6 +581,7 @@ interface ClaimRow {
   created_at_ms: number;
   wait_ms?: number;
   trace_context?: unknown;
+  buffered?: boolean;
   next_due_ms: number | null;
   rate_wait_ms?: number | null;
   at_capacity?: boolean | null;
@@ -676,6 +686,7 @@ function toClaimResult(rows: ClaimRow[]): ClaimResult {
       createdAtMs: r.created_at_ms,
       waitMs: r.wait_ms,
       traceContext: r.trace_context,
+      buffered: r.buffered === true,
     });
   }
   return { jobs, nextDueMs };

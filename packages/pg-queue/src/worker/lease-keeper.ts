@@ -1,19 +1,48 @@
 import type { LoggerService } from '@nestjs/common';
-import type { JobRef, JobStore } from '../store/job.store.js';
+import type { JobStore } from '../store/job.store.js';
 import { RetryBackoff } from '../utils/retry-backoff.js';
+import type { HeldJob } from './held-job.js';
 import type { RowLockLane } from './row-lock-lane.js';
 
-/** What the heartbeat renews: one claim of one job, told when the row turns out to be no longer ours. */
-export interface LeaseHolder extends JobRef {
-  /** Progress (JSON text) given since the last write: the beat carries it and clears it once written. */
-  progressJson: string | undefined;
-  leaseLost(): void;
+/**
+ * A job started from the buffer is told to its row (marked started, charged, given the full lease) by a beat
+ * this long after the start, if it has not ended by then: a fast job's outcome does it instead, at no cost.
+ */
+export const MARK_AFTER_MS = 100;
+
+/** What one beat sends: started jobs to renew (and mark), buffered jobs to check. */
+export interface BeatLoad {
+  started: HeldJob[];
+  buffered: HeldJob[];
+}
+
+/** The jobs the heartbeat is about (the worker pool, over its queues' workers), and where its answers go. */
+export interface LeaseHolders {
+  /**
+   * Fills `load` for a beat. `full`: every started job (running or settling) and every buffered one. Otherwise
+   * a quick beat: started jobs whose row does not know they started, started at least MARK_AFTER_MS ago, and
+   * the buffered jobs of workers waiting on a check.
+   */
+  collect(full: boolean, load: BeatLoad): void;
+  /** The beat numbered `seq` answered: `kept` holds the ids still this process's; any other id sent is not. */
+  answered(load: BeatLoad, kept: Set<string>, seq: number): void;
+  /** A beat failed (the database unreachable or refusing). */
+  failed(): void;
+  /** Whether a job started from the buffer still waits to be marked (a quick beat then follows). */
+  readonly marksPending: boolean;
 }
 
 /**
- * Renews the leases of every job this process holds, all queues at once, in one statement per heartbeat.
- * A job the statement does not return is no longer ours (swept after a freeze, cancelled): its handler is
- * told through leaseLost(), and its outcome will be fenced out anyway.
+ * Renews the leases of every job this process runs, all queues at once, in one statement per heartbeat, and
+ * checks the jobs it holds in its buffers in the same statement. A job the statement does not return is no
+ * longer this process's (swept after a freeze, cancelled, replaced, given back for a paused queue): the answer
+ * goes to the workers as one batch (LeaseHolders.answered), which apply it to every job before refilling a slot.
+ *
+ * Besides the regular beat every heartbeatMs, a quick beat (the same statement, a smaller load) runs
+ * MARK_AFTER_MS after a job starts from the buffer, and at once when a worker asks for a check (a pause or
+ * replace notice, a cancel burst, after a failure). Beats never overlap: one asked for while another is in
+ * flight runs right after it. Beats are numbered, so a worker can tell a check sent after its question from
+ * one that was already on its way.
  *
  * After a failed beat the next try comes sooner, not later: at most a quarter of the slack between beats and
  * lease (min(heartbeatMs, leaseMs - heartbeatMs) / 4 apart), so a database back before the leases expire
@@ -23,10 +52,13 @@ export interface LeaseHolder extends JobRef {
  * same statement, so a handler reporting progress in a tight loop costs at most one row write per heartbeat.
  */
 export class LeaseKeeper {
-  private readonly held = new Map<string, LeaseHolder>();
   private timer: NodeJS.Timeout | undefined;
+  private quickTimer: NodeJS.Timeout | undefined;
   private started = false;
   private beating = false;
+  /** A beat asked for while one was in flight: run when it lands (true: a full one). */
+  private queued: boolean | undefined;
+  private seq = 0;
   private readonly backoff: RetryBackoff;
 
   constructor(
@@ -36,9 +68,15 @@ export class LeaseKeeper {
     private readonly heartbeatMs: number,
     private readonly logger: LoggerService,
     private readonly lane: RowLockLane,
+    private readonly holders: LeaseHolders,
   ) {
     const retryCapMs = Math.max(50, Math.floor(Math.min(heartbeatMs, leaseMs - heartbeatMs) / 4));
     this.backoff = new RetryBackoff('lease heartbeat', logger, Math.min(100, retryCapMs), retryCapMs);
+  }
+
+  /** The number the next beat will carry: a check asked for now is answered by a beat of this number or later. */
+  get nextSeq(): number {
+    return this.seq + 1;
   }
 
   start(): void {
@@ -50,59 +88,80 @@ export class LeaseKeeper {
   stop(): void {
     this.started = false;
     clearTimeout(this.timer);
-    this.timer = undefined;
+    clearTimeout(this.quickTimer);
+    this.timer = this.quickTimer = undefined;
+  }
+
+  /** A job started from the buffer: mark it with a quick beat MARK_AFTER_MS from now (if none is armed). */
+  markSoon(): void {
+    if (!this.started || this.quickTimer) return;
+    this.quickTimer = setTimeout(() => {
+      this.quickTimer = undefined;
+      void this.run(false);
+    }, MARK_AFTER_MS);
+  }
+
+  /** A worker waits on a check of its buffer: a quick beat now. */
+  checkNow(): void {
+    if (!this.started) return;
+    clearTimeout(this.quickTimer);
+    this.quickTimer = undefined;
+    queueMicrotask(() => void this.run(false));
   }
 
   private next(delayMs: number): void {
-    this.timer = setTimeout(() => {
-      void this.beat().then((retryInMs) => {
-        if (this.started) this.next(retryInMs ?? this.heartbeatMs);
-      });
-    }, delayMs);
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => void this.run(true), delayMs);
   }
 
-  hold(holder: LeaseHolder): void {
-    this.held.set(holder.id, holder);
-  }
-
-  /**
-   * Only that claim's hold: a stalled process may already hold a later claim of the same job (swept and
-   * claimed again), and the stale claim's release, landing after, must not stop the new one's heartbeat.
-   */
-  release(id: string, token: string): void {
-    if (this.held.get(id)?.token === token) this.held.delete(id);
+  /** Runs a beat (or queues it behind the one in flight), then arms what follows it. */
+  private async run(full: boolean): Promise<void> {
+    if (this.beating) {
+      this.queued = (this.queued ?? false) || full;
+      return;
+    }
+    const failedRetryMs = await this.beat(full);
+    if (!this.started) return;
+    if (failedRetryMs !== undefined) {
+      this.next(failedRetryMs); // a failed beat of any kind is retried as a full one
+    } else if (full) {
+      this.next(this.heartbeatMs);
+    }
+    if (this.holders.marksPending) this.markSoon();
+    const queued = this.queued;
+    this.queued = undefined;
+    if (queued !== undefined) void this.run(queued);
   }
 
   /** One heartbeat (exposed for tests); resolves to the retry delay when it failed. */
-  async beat(): Promise<number | undefined> {
-    if (this.beating || this.held.size === 0) return undefined;
+  async beat(full = true): Promise<number | undefined> {
+    if (this.beating) return undefined;
     this.beating = true;
-    let sent: LeaseHolder[] = [];
+    const load: BeatLoad = { started: [], buffered: [] };
     const progress: [string, string][] = [];
+    let seq = 0;
     try {
-      // The list is taken inside the lane, after any outcome batch ahead of it has landed and released its jobs.
-      const renewed = await this.lane.run(() => {
-        sent = [...this.held.values()];
-        for (const held of sent) if (held.progressJson !== undefined) progress.push([held.id, held.progressJson]);
-        return sent.length ? this.store.extendLeases(this.workerId, this.leaseMs, sent, progress) : Promise.resolve(new Set<string>());
+      // The load is taken inside the lane, after any outcome batch ahead of it has landed.
+      const kept = await this.lane.run(() => {
+        this.holders.collect(full, load);
+        seq = ++this.seq;
+        if (load.started.length === 0 && load.buffered.length === 0) return Promise.resolve(new Set<string>());
+        for (const job of load.started) if (job.progressJson !== undefined) progress.push([job.id, job.progressJson]);
+        return this.store.extendLeases(this.workerId, this.leaseMs, load.started, progress, load.buffered);
       });
       this.backoff.succeeded();
+      // Progress written, unless the handler gave a newer value while the beat was in flight (the next beat takes it).
       let i = 0;
-      for (const held of sent) {
-        // Written, unless the handler gave a newer value while the beat was in flight (the next beat takes it).
-        if (i < progress.length && progress[i][0] === held.id) {
-          if (held.progressJson === progress[i][1]) held.progressJson = undefined;
+      for (const job of load.started) {
+        if (i < progress.length && progress[i][0] === job.id) {
+          if (job.progressJson === progress[i][1]) job.progressJson = undefined;
           i += 1;
         }
-        const { id } = held;
-        // Still the same attempt in our map and not renewed: the row moved on without us.
-        if (!renewed.has(id) && this.held.get(id) === held) {
-          this.held.delete(id);
-          held.leaseLost();
-        }
       }
+      this.holders.answered(load, kept, seq);
       return undefined;
     } catch (error) {
+      this.holders.failed();
       return this.backoff.failed(error);
     } finally {
       this.beating = false;

@@ -1,7 +1,7 @@
 import type { LoggerService } from '@nestjs/common';
 import pg from 'pg';
 import { JOBS_CHANNEL } from '../pg-queue.constants.js';
-import { CANCEL_CHANNEL, DONE_CHANNEL } from '../store/job.sql.js';
+import { CANCEL_CHANNEL, DONE_CHANNEL, REVIEW_CHANNEL } from '../store/job.sql.js';
 import { RetryBackoff, wakeableSleep, withDeadline, withTimeout } from '../utils/retry-backoff.js';
 
 export interface ListenerEvents {
@@ -9,6 +9,8 @@ export interface ListenerEvents {
   onJobs(queue: string): void;
   /** A running job was cancelled: that claim of it (`token`), or whichever when the notice names none. */
   onCancel(jobId: string, token: string | undefined): void;
+  /** Jobs of this queue that workers may hold in their buffers were paused or rewritten: check them. */
+  onReview?(queue: string): void;
   /** LISTEN is (re)established: anything sent while it was down was missed, so look now. */
   onUp(): void;
   /** LISTEN is down: fall back to polling. */
@@ -50,7 +52,7 @@ export class NotificationListener {
     private readonly logger: LoggerService,
     private readonly liveness: ListenerLiveness = DEFAULT_LIVENESS,
     /** What to LISTEN to: the workers' channels by default; waitFor's listener takes DONE_CHANNEL only. */
-    private readonly channels: readonly string[] = [JOBS_CHANNEL, CANCEL_CHANNEL],
+    private readonly channels: readonly string[] = [JOBS_CHANNEL, CANCEL_CHANNEL, REVIEW_CHANNEL],
   ) {
     this.backoff = new RetryBackoff('LISTEN connection', logger, 100, 5_000);
   }
@@ -113,6 +115,8 @@ export class NotificationListener {
       else if (n.channel === CANCEL_CHANNEL && n.payload) {
         const [jobId, token] = n.payload.split(':', 2);
         this.events.onCancel(jobId, token);
+      } else if (n.channel === REVIEW_CHANNEL && n.payload) {
+        this.events.onReview?.(n.payload);
       } else if (n.channel === DONE_CHANNEL && n.payload) {
         const [jobId, status] = n.payload.split(':', 2);
         this.events.onDone?.(jobId, status);

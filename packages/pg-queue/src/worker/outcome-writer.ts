@@ -10,10 +10,7 @@ import type { RowLockLane } from './row-lock-lane.js';
 /** Writes of one outcome the database may refuse before the writer gives up on it (and its lease lapses). */
 export const MAX_OUTCOME_REFUSALS = 3;
 
-/**
- * A finished attempt whose outcome waits to be written. Completions and failures come back by the same route:
- * outcomeWritten once the row took it (or fenced it out), outcomeDropped when the writer gave up on it.
- */
+/** A finished attempt whose outcome waits to be written (a HeldJob in state `settling`). */
 export interface PendingOutcome extends JobRef {
   readonly queue: string;
   /** Set for a failed attempt: what to store (`final`: fail the job for good); undefined for a completion. */
@@ -26,10 +23,20 @@ export interface PendingOutcome extends JobRef {
   readonly snoozeMs: number | undefined;
   /** Times the database refused this outcome's row (not counting outages). */
   refusals: number;
-  /** The status the row now has (completed, queued for a retry, failed), or undefined when fenced out. */
-  outcomeWritten(status: JobStatus | undefined): void;
-  /** Refused MAX_OUTCOME_REFUSALS times: not written, not retried; the lease must lapse so the sweeper takes over. */
-  outcomeDropped(): void;
+}
+
+/**
+ * What became of each outcome of a batch: the status its row now has (completed, queued for a retry or a
+ * snooze, failed), undefined when it was fenced out (no longer this claim's row), 'dropped' when the
+ * database refused it MAX_OUTCOME_REFUSALS times (not written; its lease must lapse so the sweeper takes over).
+ */
+export type WrittenStatus = JobStatus | undefined | 'dropped';
+
+/** Where every outcome's answer goes, one batch at a time: the one route back to the workers. */
+export interface OutcomeSink<O extends PendingOutcome> {
+  written(batch: readonly O[], statusOf: (outcome: O) => WrittenStatus): void;
+  /** A write failed for a reason other than the data (the database unreachable or busy): it will be retried. */
+  unreachable(): void;
 }
 
 /**
@@ -43,30 +50,30 @@ export interface PendingOutcome extends JobRef {
  * so nothing is redone unless this process dies. A statement the database refuses (bad data, a constraint, a
  * trigger): the batch is split in halves until the refused rows are found, the others land at once, and an
  * outcome refused MAX_OUTCOME_REFUSALS times is dropped with one log line. How many outcomes may wait is
- * bounded by the claim loops (QueueWorker.unwritten), not here.
+ * bounded by the workers (QueueWorker.claimWant counts their settling jobs), not here.
  */
-export class OutcomeWriter {
-  private readonly completions: OutcomeQueue;
-  private readonly failures: OutcomeQueue;
-  private readonly snoozes: OutcomeQueue;
+export class OutcomeWriter<O extends PendingOutcome = PendingOutcome> {
+  private readonly completions: OutcomeQueue<O>;
+  private readonly failures: OutcomeQueue<O>;
+  private readonly snoozes: OutcomeQueue<O>;
 
-  constructor(store: JobStore, workerId: string, logger: LoggerService, lane: RowLockLane, deleteCompleted = false, maxBatch = 1_000) {
-    this.completions = new OutcomeQueue('completion', logger, lane, maxBatch, async (batch) => {
+  constructor(store: JobStore, workerId: string, logger: LoggerService, lane: RowLockLane, sink: OutcomeSink<O>, deleteCompleted = false, maxBatch = 1_000) {
+    this.completions = new OutcomeQueue<O>('completion', logger, lane, sink, maxBatch, async (batch) => {
       const refused = await store.completeJobs(workerId, batch, deleteCompleted);
       return (o) => (refused.has(o.id) ? undefined : 'completed');
     });
-    this.failures = new OutcomeQueue('failure', logger, lane, maxBatch, async (batch) => {
+    this.failures = new OutcomeQueue<O>('failure', logger, lane, sink, maxBatch, async (batch) => {
       const statuses = await store.failJobs(workerId, batch.map((o) => ({ id: o.id, token: o.token, progressJson: o.progressJson, ...o.failure! })));
       return (o) => statuses.get(o.id);
     });
-    this.snoozes = new OutcomeQueue('snooze', logger, lane, maxBatch, async (batch) => {
+    this.snoozes = new OutcomeQueue<O>('snooze', logger, lane, sink, maxBatch, async (batch) => {
       const snoozed = await store.snoozeJobs(workerId, batch.map((o) => ({ id: o.id, token: o.token, delayMs: o.snoozeMs! })));
       return (o) => (snoozed.has(o.id) ? 'queued' : undefined);
     });
   }
 
   /** Hands in an outcome; `snoozeMs` or `failure` on the outcome says which kind. */
-  write(outcome: PendingOutcome): void {
+  write(outcome: O): void {
     (outcome.snoozeMs !== undefined ? this.snoozes : outcome.failure ? this.failures : this.completions).push(outcome);
   }
 
@@ -87,11 +94,11 @@ export class OutcomeWriter {
   }
 }
 
-type WriteBatch = (batch: PendingOutcome[]) => Promise<(o: PendingOutcome) => JobStatus | undefined>;
+type WriteBatch<O> = (batch: O[]) => Promise<(o: O) => JobStatus | undefined>;
 
 /** One kind of outcome: its queue, its write loop, its backoff. */
-class OutcomeQueue {
-  private pending: PendingOutcome[] = [];
+class OutcomeQueue<O extends PendingOutcome> {
+  private pending: O[] = [];
   private flushing: Promise<void> | undefined;
   private readonly backoff: RetryBackoff;
   private closed = false;
@@ -101,13 +108,14 @@ class OutcomeQueue {
     private readonly kind: 'completion' | 'failure' | 'snooze',
     private readonly logger: LoggerService,
     private readonly lane: RowLockLane,
+    private readonly sink: OutcomeSink<O>,
     private readonly maxBatch: number,
-    private readonly writeBatch: WriteBatch,
+    private readonly writeBatch: WriteBatch<O>,
   ) {
     this.backoff = new RetryBackoff(`writing job ${kind}s`, logger);
   }
 
-  push(outcome: PendingOutcome): void {
+  push(outcome: O): void {
     this.pending.push(outcome);
     this.kick();
   }
@@ -159,13 +167,15 @@ class OutcomeQueue {
    * Writes a batch; when the database refuses it, halves it until the refused outcomes are alone, so one bad
    * row costs about 2 log2(batch) statements and holds back no other. Returns what is left to retry and why.
    */
-  private async writeIsolating(batch: PendingOutcome[]): Promise<{ retry: PendingOutcome[]; error?: unknown }> {
+  private async writeIsolating(batch: O[]): Promise<{ retry: O[]; error?: unknown }> {
+    let statusOf;
     try {
-      const statusOf = await this.lane.run(() => this.writeBatch(batch));
-      for (const o of batch) o.outcomeWritten(statusOf(o));
-      return { retry: [] };
+      statusOf = await this.lane.run(() => this.writeBatch(batch));
     } catch (error) {
-      if (!refusedByDatabase(error)) return { retry: batch, error };
+      if (!refusedByDatabase(error)) {
+        this.sink.unreachable();
+        return { retry: batch, error };
+      }
       if (batch.length > 1) {
         const half = batch.length >> 1;
         const first = await this.writeIsolating(batch.slice(0, half));
@@ -177,9 +187,11 @@ class OutcomeQueue {
       one.refusals += 1;
       if (one.refusals < MAX_OUTCOME_REFUSALS) return { retry: batch, error };
       this.logger.error(OUTCOME_UNWRITABLE(one.id, one.queue, this.kind, one.refusals, errorLine(error)));
-      one.outcomeDropped();
+      this.sink.written(batch, () => 'dropped');
       return { retry: [] };
     }
+    this.sink.written(batch, statusOf);
+    return { retry: [] };
   }
 }
 

@@ -1,26 +1,24 @@
 import type { LoggerService } from '@nestjs/common';
-import { JobAbortedError, JobSnoozedError, JobTimeoutError } from '../errors/pg-queue.error.js';
+import { JobAbortedError, JobTimeoutError } from '../errors/pg-queue.error.js';
 import type { JobEventName, JobEvents } from '../events/job-events.js';
-import type { Job, JobStatus } from '../interfaces/job.interface.js';
+import type { Job } from '../interfaces/job.interface.js';
 import type { ResolvedHandlerOptions } from '../interfaces/job-handler-options.interface.js';
-import type { ClaimedJob, ClaimLimits, JobRef, JobStore } from '../store/job.store.js';
-import { BAD_SNOOZE_DELAY, READ_AHEAD_GIVEN_BACK, READ_AHEAD_NOT_GIVEN_BACK } from '../pg-queue.messages.js';
-import { retryDelay, snoozeDelay } from '../utils/backoff.js';
-import { errorLine, errorText } from '../utils/error-text.js';
+import { HELD_JOBS_GIVEN_BACK, HELD_JOBS_NOT_GIVEN_BACK, WORKER_DEFECT } from '../pg-queue.messages.js';
+import type { ClaimedJob, JobRef, JobStore } from '../store/job.store.js';
+import { errorLine } from '../utils/error-text.js';
 import { hasLimits } from '../utils/resolve-options.js';
-import { RetryBackoff, wakeableSleep, withDeadline } from '../utils/retry-backoff.js';
-import { JobAttempt } from './job-attempt.js';
-import type { LeaseHolder, LeaseKeeper } from './lease-keeper.js';
-import type { OutcomeWriter, PendingOutcome } from './outcome-writer.js';
-import { putBack } from './put-back.js';
-import { ReadAhead } from './read-ahead.js';
+import { withDeadline, withTimeout } from '../utils/retry-backoff.js';
+import { decideOutcome } from './attempt-outcome.js';
+import { runAttempt } from './attempt-runner.js';
+import { ClaimLoop, type ClaimTarget } from './claim-loop.js';
+import { HeldJob } from './held-job.js';
+import { bufferLease, JobBuffer } from './job-buffer.js';
+import type { BeatLoad } from './lease-keeper.js';
+import type { OutcomeWriter, WrittenStatus } from './outcome-writer.js';
+import { PUT_BACK_DEADLINE_MS } from './put-back.js';
 import type { RowLockLane } from './row-lock-lane.js';
-import { tracingActive } from '../tracing/tracer.js';
-import { ResultRefusedError, storedResult } from './stored-result.js';
 
-/** How soon a queue at its globalConcurrency looks again for a slot freed in another process. */
-const LIMIT_POLL_MS = 200;
-/** How often `prefetch: 'auto'` checks, while its buffer holds jobs and no slot frees, whether to give some back. */
+/** How often a worker reviews its buffer (jobs past their start deadline, 'auto' surplus) while it holds any. */
 const BUFFER_REVIEW_MS = 250;
 
 export interface QueueWorkerConfig {
@@ -34,525 +32,499 @@ export interface QueueWorkerConfig {
   maxResultBytes: number;
 }
 
+/** What a worker shares with the other queues' workers of its process (the worker pool owns them). */
+export interface SharedParts {
+  store: JobStore;
+  outcomes: OutcomeWriter<HeldJob>;
+  lane: RowLockLane;
+  logger: LoggerService;
+  events: JobEvents;
+  /** The heartbeat: mark a job started from the buffer soon; check the buffers now. */
+  leases: { markSoon(): void; checkNow(): void; readonly nextSeq: number };
+}
+
 /**
- * The claim-run-settle loop of one queue, with `concurrency` slots. No Nest imports, so it runs and tests
- * alone. Claim, run and record are separate steps: no transaction or connection is held while a handler runs.
+ * One queue's worker: the jobs it holds, one state each (HeldJob), and the one place where they change. Its
+ * parts: the claim loop (when and how much to claim), the buffer (jobs read ahead, with their own policy),
+ * the attempt runner (calls the handler, reports how it ended), and the outcome writer (shared, batched). No
+ * Nest imports, so it runs and tests alone. Claim, run and record are separate steps: no transaction or
+ * connection is held while a handler runs.
  *
- * The loop sleeps until woken by: a NOTIFY for its queue, a slot freeing up, the timer of the next delayed
- * job (learned from the claim itself), or the pool's poll. Wake-ups coalesce into one flag, so a burst of
- * 10k notifications costs one claim, not 10k.
+ * Every input is an event applied as a whole before anything starts: a claim's jobs, an attempt's end, a batch
+ * of written outcomes, a heartbeat's answer, a cancel notice, a check request, shutdown. Each ends with one
+ * call to pump(), the only place that starts jobs from the buffer and decides whether a claim is worth making.
+ * So a heartbeat that finds the leases gone drops every buffered job it names before a freed slot can start
+ * one, and no job starts from inside the handling of another's loss.
+ *
+ * The buffer starts nothing while the worker waits on a check (`unconfirmed`): after a cancel notice, a pause
+ * or replace notice, or a failed heartbeat, claim or write, until a heartbeat sent after that has answered.
  */
-export class QueueWorker {
-  private readonly running = new Map<string, Running>();
-  /** Claimed ahead of a free slot (the `prefetch` option); their leases are held and renewed like running ones. */
-  private readonly buffered = new Map<string, Running>();
-  /** `prefetch: 'auto'`: sizes the read-ahead from measured durations; undefined for a fixed prefetch. */
-  private readonly readAhead: ReadAhead | undefined;
-  /** The fixed prefetch (0 with 'auto': readAhead decides). */
-  private readonly prefetch: number;
-  /** performance.now() when a slot last freed ('auto': how long the running jobs have taken at least). */
-  private lastFreedAt = 0;
+export class QueueWorker implements ClaimTarget {
+  /** Every job held and not finished with, by id: buffered, running or settling. */
+  private readonly held = new Map<string, HeldJob>();
+  private readonly buffer: JobBuffer;
+  private readonly claims: ClaimLoop;
+  private running = 0;
+  /** Slots kept for the jobs of the claim in flight that start at once. */
+  private reserved = 0;
+  /** Outcomes handed to the writer and not answered yet; their leases are still held. */
+  private settling = 0;
+  private stopping = false;
+  /** The buffer may hold jobs taken back: nothing starts from it until a beat numbered this or later answers. */
+  private unconfirmedUntilSeq = 0;
+  private whenIdle: (() => void)[] = [];
+  /** performance.now() when a slot last freed (the review's stall sample). */
+  private lastFreedAt = performance.now();
   private reviewTimer: NodeJS.Timeout | undefined;
   private lastReviewAt = 0;
-  /** Attempts finished but whose outcome is not written yet; their leases are still held. */
-  private unwritten = 0;
-  /** The claim loop sleeps until unwritten outcomes drop below unwrittenLimit. */
-  private waitingOnWrites = false;
-  private whenIdle: (() => void)[] = [];
-  private wakeRequested = true;
-  private wakeUp: (() => void) | undefined;
-  private stopping = false;
-  private loop: Promise<void> | undefined;
-  private delayTimer: NodeJS.Timeout | undefined;
-  private delayTimerAt = Infinity;
-  private readonly claimBackoff: RetryBackoff;
   /** A bad answer of the queue's backoff function is logged once per worker, not once per failed job. */
   private backoffProblemLogged = false;
-  /** Set for a queue with limits across instances: its claims go through claimLimitedJobs. */
-  private readonly limits: ClaimLimits | undefined;
-  /** performance.now() before which a limit of the queue allows no claim (see hold()). */
-  private heldUntil = 0;
-  private holdLiftable = false;
-  private holdTimer: NodeJS.Timeout | undefined;
-  /** concurrencyPerKey: the key this worker's next claim starts its turn after. */
-  private keyCursor = '';
-  /** performance.now() when the claim in flight was sent (0: none), and whether the loop has ended: for health checks. */
-  private claimSentAt = 0;
-  private loopEnded = false;
+  private readonly bufferLeaseMs: number;
+  private readonly startMarginMs: number;
+  private readonly end = (job: HeldJob, error: unknown, result?: unknown) => this.ended(job, error, result);
 
   constructor(
     private readonly config: QueueWorkerConfig,
-    private readonly store: JobStore,
-    private readonly leases: LeaseKeeper,
-    private readonly outcomes: OutcomeWriter,
-    private readonly logger: LoggerService,
-    private readonly events: JobEvents,
-    /** The lane of this process's row-locking statements: a buffer given back runs in it (see giveBackSurplus). */
-    private readonly lane: RowLockLane,
+    private readonly shared: SharedParts,
   ) {
-    this.claimBackoff = new RetryBackoff(`claiming jobs of queue "${config.queue}"`, logger);
-    const { globalConcurrency, rateLimit, concurrencyPerKey, prefetch, concurrency } = config.options;
-    if (hasLimits(config.options)) this.limits = { globalConcurrency, rateLimit, concurrencyPerKey };
-    // resolveHandlerOptions never leaves 'auto' on a queue with limits; the check keeps the two in step.
-    this.readAhead = prefetch === 'auto' && !this.limits ? new ReadAhead(concurrency) : undefined;
-    this.prefetch = prefetch === 'auto' ? 0 : prefetch;
+    const { concurrency, prefetch, globalConcurrency, rateLimit, concurrencyPerKey } = config.options;
+    const limited = hasLimits(config.options);
+    // resolveHandlerOptions never leaves read-ahead on a queue with limits; the check keeps the two in step.
+    this.buffer = new JobBuffer(concurrency, limited ? 0 : prefetch);
+    const lease = bufferLease(config.leaseMs);
+    this.bufferLeaseMs = lease.leaseMs;
+    this.startMarginMs = lease.marginMs;
+    this.claims = new ClaimLoop(
+      {
+        queue: config.queue,
+        workerId: config.workerId,
+        leaseMs: config.leaseMs,
+        bufferLeaseMs: lease.leaseMs,
+        limits: limited ? { globalConcurrency, rateLimit, concurrencyPerKey } : undefined,
+      },
+      shared.store,
+      this,
+      shared.logger,
+    );
   }
 
   get queue(): string {
     return this.config.queue;
   }
 
+  /** Jobs running now (handlers called and not ended). */
   get activeCount(): number {
-    return this.running.size;
+    return this.running;
+  }
+
+  /** Jobs waiting in the buffer. */
+  get bufferedCount(): number {
+    return this.buffer.size;
   }
 
   /** The claim loop, read by health checks: how long its claim in flight has waited (0: none), and whether it has ended. */
   get claimLoopState(): { claimingForMs: number; ended: boolean } {
-    return { claimingForMs: this.claimSentAt === 0 ? 0 : performance.now() - this.claimSentAt, ended: this.loopEnded };
+    return this.claims.state;
+  }
+
+  get observed(): boolean {
+    return this.shared.events.observed;
   }
 
   start(): void {
-    if (this.readAhead && !this.loop) {
-      this.lastReviewAt = performance.now();
-      this.reviewTimer = setInterval(() => this.reviewBuffer(), BUFFER_REVIEW_MS).unref();
-    }
-    this.loop ??= this.claimLoop().finally(() => (this.loopEnded = true));
+    if (this.reviewTimer) return;
+    this.lastReviewAt = performance.now();
+    this.reviewTimer = setInterval(() => this.guarded('reviewing the buffer', () => this.reviewBuffer()), BUFFER_REVIEW_MS).unref();
+    this.claims.start();
   }
 
   /** Look for work now (NOTIFY, poll, reconnect). */
   wake(): void {
-    this.wakeRequested = true;
-    this.rouse();
+    this.claims.wake();
   }
 
-  /** Lets a sleeping claim loop look again, without saying there is new work (wakeRequested stays as it is). */
-  private rouse(): void {
-    const wakeUp = this.wakeUp;
-    this.wakeUp = undefined;
-    wakeUp?.();
+  // ---- The claim loop's side (ClaimTarget) ----
+
+  claimWant(): number {
+    if (this.stopping) return 0;
+    const { batchSize, concurrency } = this.config.options;
+    const turn = concurrency + this.buffer.readAhead; // as many jobs as this worker may hold
+    // Back-pressure: while a full turn of outcomes waits to be written, claiming more only grows the pile.
+    // Unbounded, a slow database let thousands of finished jobs sit in `processing` until their leases ran
+    // out and they ran again.
+    if (this.settling >= turn) return 0;
+    // With prefetch, claims run ahead of free slots so that one round trip brings a whole batch (no-op jobs at
+    // concurrency 10 were bound by one claim round trip per 10 jobs); the buffer is topped up only when half a
+    // batch fits. With 'auto', the read-ahead and so the batch follow the measured durations (ReadAhead).
+    const batch = this.buffer.auto ? Math.min(batchSize, turn) : batchSize;
+    const want = Math.min(batch, turn - this.running - this.reserved - this.buffer.size);
+    return want > 0 && (this.buffer.size === 0 || want >= Math.ceil(batch / 2)) ? want : 0;
   }
 
-  /**
-   * Aborts a running job whose row was cancelled; its outcome is fenced out by the cancelled status. Only the
-   * claim the cancel names (`token`; undefined: whichever): a late notice must not abort a later claim of the
-   * same job (retried and claimed again).
-   */
-  abort(jobId: string, token: string | undefined, reason: Error): boolean {
-    const waiting = this.buffered.get(jobId);
-    if (waiting && (token === undefined || waiting.token === token)) return this.unbuffer(waiting);
-    const run = this.running.get(jobId);
-    if (!run || (token !== undefined && run.token !== token)) return false;
-    run.abort(reason);
-    this.giveUp(run);
-    this.emit('cancelled', run, { error: reason });
-    return true;
+  reserveSlots(want: number): number {
+    const free = this.config.options.concurrency - this.running - this.reserved;
+    const startNow = Math.max(0, Math.min(want, free));
+    this.reserved += startNow;
+    return startNow;
   }
 
-  /** Stop claiming; running jobs keep going. */
-  async stopClaiming(): Promise<void> {
-    this.stopping = true;
-    clearTimeout(this.delayTimer);
-    clearTimeout(this.holdTimer);
-    clearInterval(this.reviewTimer);
-    this.heldUntil = 0;
-    this.wake();
-    await this.loop;
-  }
-
-  /** Resolves when no handler is running any more, or after graceMs. */
-  async drain(graceMs: number): Promise<void> {
-    if (this.running.size === 0) return;
-    await withDeadline(new Promise<void>((resolve) => this.whenIdle.push(resolve)), graceMs);
+  claimFailed(): void {
+    this.reserved = 0;
+    this.askForCheck();
+    this.pump();
   }
 
   /**
-   * Shutdown past the grace period: abort what still runs, drop what was prefetched but never started, and
-   * forget both (the caller puts the rows back).
+   * A claim came back: the jobs it started run now, in the slots reserved for them; the rest wait in the buffer
+   * until they may start (startBy: the short lease counted from when the claim was sent, less the margin).
    */
-  abandonAll(): { aborted: JobRef[]; unstarted: JobRef[] } {
-    const left = [...this.running.values()];
-    for (const run of left) {
-      run.abort(new JobAbortedError('worker is shutting down; the job is put back in the queue'));
-      this.giveUp(run);
-    }
-    const unstarted = [...this.buffered.values()];
-    for (const run of unstarted) this.unbuffer(run);
-    return { aborted: left, unstarted };
-  }
-
-  private async claimLoop(): Promise<void> {
-    const { queue, workerId, leaseMs } = this.config;
-    while (!this.stopping) {
-      const want = this.claimSize();
-      // Back-pressure: while a full turn of outcomes waits to be written, claiming more only grows the pile.
-      // Unbounded, a slow database let thousands of finished jobs sit in `processing` until their leases ran
-      // out and they ran again.
-      const writesBehind = this.unwritten >= this.unwrittenLimit;
-      if (want === 0 || !this.wakeRequested || writesBehind || this.heldUntil > performance.now()) {
-        this.waitingOnWrites = writesBehind;
-        await new Promise<void>((resolve) => (this.wakeUp = resolve));
-        continue;
+  accept(jobs: ClaimedJob[], sentAt: number): void {
+    this.guarded('accepting claimed jobs', () => {
+      this.reserved = 0;
+      this.buffer.auto?.claimed(performance.now() - sentAt, this.buffer.readAhead);
+      const startBy = sentAt + this.bufferLeaseMs - this.startMarginMs;
+      for (const claimed of jobs) {
+        const job = new HeldJob(this.config.queue, claimed);
+        // An older claim of this job still in our books: this process stalled past its lease (frozen, a blocked
+        // event loop), the sweeper put the job back and we claimed it again before a heartbeat could tell us.
+        // That claim is lost; retire it now, or its late answers would free this claim's slot and lease.
+        const stale = this.held.get(job.id);
+        if (stale) this.lose(stale);
+        this.held.set(job.id, job);
+        if (claimed.buffered) {
+          job.to('buffered');
+          job.startBy = startBy;
+          this.buffer.add(job);
+        } else {
+          this.startJob(job);
+        }
       }
-      this.wakeRequested = false;
-      let claimed;
-      const aheadAtClaim = this.readAhead?.size ?? 0;
-      this.claimSentAt = performance.now();
-      try {
-        claimed = this.limits
-          ? await this.store.claimLimitedJobs(queue, want, workerId, leaseMs, this.limits, this.keyCursor)
-          : await this.store.claimJobs(queue, want, workerId, leaseMs, this.events.observed || tracingActive());
-        this.claimBackoff.succeeded();
-        this.readAhead?.claimed(performance.now() - this.claimSentAt, aheadAtClaim);
-      } catch (error) {
-        this.claimSentAt = 0;
-        this.wakeRequested = true; // try again after the backoff, or sooner when woken (LISTEN is back)
-        const backoff = wakeableSleep(this.claimBackoff.failed(error));
-        this.wakeUp = backoff.wake;
-        await backoff.done;
-        if (this.wakeUp === backoff.wake) this.wakeUp = undefined;
-        continue;
-      }
-      this.claimSentAt = 0;
-      if (this.stopping) {
-        // The claim was in flight when shutdown began: none of its jobs may start; they go back at once.
-        await putBack(this.store, workerId, claimed.jobs, `claimed while shutting down (${queue})`, this.logger);
-        return;
-      }
-      if (claimed.keyCursor !== undefined) this.keyCursor = claimed.keyCursor;
-      for (const job of claimed.jobs) this.accept(job);
-      if (claimed.jobs.length === want) this.wakeRequested = true; // more may be waiting
-      else if (claimed.rateWaitMs != null) this.hold(claimed.rateWaitMs, false);
-      else if (claimed.atCapacity) this.hold(LIMIT_POLL_MS, true);
-      else if (claimed.nextDueMs !== null) this.wakeAt(claimed.nextDueMs);
-    }
+    });
+    this.pump();
   }
 
-  /**
-   * A limit of the queue stops claims for `ms` (wake-ups meanwhile are kept, not acted on: a NOTIFY storm
-   * must not become a storm of claims that each take the queue's lock to find no slot). At capacity, an
-   * outcome of this process written (a slot freed) ends the hold at once (`liftable`); a slot freed in
-   * another process is seen at the next look, LIMIT_POLL_MS later (nothing tells this process of it).
-   */
-  private hold(ms: number, liftable: boolean): void {
-    this.wakeRequested = true;
-    this.heldUntil = performance.now() + ms;
-    this.holdLiftable = liftable;
-    clearTimeout(this.holdTimer);
-    this.holdTimer = setTimeout(() => {
-      this.heldUntil = 0;
-      this.rouse();
-    }, Math.ceil(ms));
-  }
+  // ---- Running an attempt ----
 
-  /** A full turn of jobs: while this many outcomes wait to be written, the loop claims no more. */
-  private get unwrittenLimit(): number {
-    return this.config.options.concurrency + (this.readAhead ? this.readAhead.size : this.prefetch);
-  }
-
-  /**
-   * How many jobs a claim should ask for now; 0 when it is not worth a round trip yet. With prefetch, claims
-   * run ahead of free slots so that one round trip brings a whole batch (no-op jobs at concurrency 10 were
-   * bound by one claim round trip per 10 jobs); the buffer is topped up only when half a batch fits. With
-   * 'auto', the read-ahead and so the batch follow the measured durations (ReadAhead).
-   */
-  private claimSize(): number {
-    const { batchSize } = this.config.options;
-    const turn = this.unwrittenLimit; // the slots plus the read-ahead: as many jobs as this worker may hold
-    const batch = this.readAhead ? Math.min(batchSize, turn) : batchSize;
-    const want = Math.min(batch, turn - this.running.size - this.buffered.size);
-    return want > 0 && (this.buffered.size === 0 || want >= Math.ceil(batch / 2)) ? want : 0;
-  }
-
-  /** Arms one timer for the earliest known delayed job; DB-computed delay, so app clock skew does not matter. */
-  private wakeAt(delayMs: number): void {
-    const at = performance.now() + delayMs;
-    if (this.stopping || at >= this.delayTimerAt) return;
-    clearTimeout(this.delayTimer);
-    this.delayTimerAt = at;
-    this.delayTimer = setTimeout(() => {
-      this.delayTimerAt = Infinity;
-      this.wake();
-    }, Math.min(Math.ceil(delayMs) + 1, 2_147_483_647));
-  }
-
-  /**
-   * A claimed job runs now if a slot is free, else waits in the prefetch buffer. Either way its lease is held
-   * from here on. One object per attempt serves as the handler's Job, the lease holder and the pending
-   * outcome: at 20k jobs/s the garbage collector had taken 12% of the worker's CPU.
-   */
-  private accept(job: ClaimedJob): void {
-    const run = new Running(this.config.queue, job, this);
-    // An older attempt of this job still in our books: this process stalled past its lease (frozen, a blocked
-    // event loop), the sweeper put the job back and we claimed it again before a heartbeat could tell us.
-    // That attempt is lost; retire it now, or its late settle would free this attempt's slot and lease.
-    const stale = this.running.get(job.id) ?? this.buffered.get(job.id);
-    if (stale) this.leaseLost(stale);
-    this.leases.hold(run);
-    if (this.running.size < this.config.options.concurrency) this.run(run);
-    else this.buffered.set(job.id, run);
-  }
-
-  /** Fills free slots from the prefetch buffer, without a round trip. Nothing new starts once stopping. */
-  private startBuffered(): void {
-    for (const run of this.buffered.values()) {
-      if (this.stopping || this.running.size >= this.config.options.concurrency) return;
-      this.buffered.delete(run.id);
-      this.run(run);
-    }
-  }
-
-  private run(run: Running): void {
+  private startJob(job: HeldJob): void {
     const { options, handle } = this.config;
-    this.running.set(run.id, run);
-    run.startedAt = performance.now();
-    if (this.events.observed) this.emit('active', run, { claimLatencyMs: run.claimLatencyMs });
+    job.to('running');
+    this.running += 1;
+    job.startedAt = performance.now();
+    if (!job.marked) this.shared.leases.markSoon();
+    if (this.shared.events.observed) this.emit('active', job, { claimLatencyMs: job.claimLatencyMs });
     // Only jobs with a timeout pay for a timer.
     if (options.timeoutMs !== undefined) {
       const timeoutMs = options.timeoutMs;
-      run.timer = setTimeout(() => {
+      job.timer = setTimeout(() => {
         const error = new JobTimeoutError(timeoutMs);
-        run.abort(error);
-        this.settle(run, error);
+        job.abort(error);
+        this.ended(job, error);
       }, timeoutMs);
     }
-    let result: unknown;
-    try {
-      result = handle(run);
-    } catch (error) {
-      // A handler may also throw synchronously. Settling is deferred like a rejection's would be, so that the
-      // claim loop is never re-entered from inside run().
-      queueMicrotask(() => this.settle(run, error ?? new Error(`handler threw ${String(error)}`)));
-      return;
-    }
-    if (isThenable(result)) {
-      result.then(
-        (value) => this.settle(run, undefined, value),
-        (error: unknown) => this.settle(run, error ?? new Error(`handler rejected with ${String(error)}`)),
-      );
-    } else {
-      queueMicrotask(() => this.settle(run, undefined, result));
-    }
+    runAttempt(handle, job, this.end);
   }
 
-  /** Records the attempt's outcome once; frees the slot at once, keeps the lease until the write lands. */
-  private settle(run: Running, error: unknown, result?: unknown): void {
-    if (run.settled) return;
-    this.free(run);
-    if (this.readAhead) {
-      this.readAhead.jobFinished(run.endedAt - run.startedAt);
-      if (this.buffered.size > 0) this.giveBackSurplus();
-    }
-    run.result = result;
-    this.unwritten += 1;
-    // A result is stored only when there is one (undefined and null store nothing and cost one comparison).
-    if (error === undefined && result != null) error = this.storeResult(run, result);
-    if (error instanceof ResultRefusedError) {
-      run.failure = { error: error.message, retryDelayMs: 0, thrown: error, final: true };
-    } else if (error instanceof JobSnoozedError) {
-      const { delayMs, clamped } = snoozeDelay(error.delayMs);
-      if (clamped) this.logger.warn(BAD_SNOOZE_DELAY(this.config.queue, run.id, error.delayMs, delayMs));
-      run.snoozeMs = delayMs;
-    } else if (error !== undefined) {
-      let retryDelayMs = 0;
-      if (run.attempt < run.maxAttempts) {
-        const delay = retryDelay(this.config.options.backoff, run.attempt, error, this.config.queue);
-        retryDelayMs = delay.delayMs;
-        if (delay.problem !== undefined && !this.backoffProblemLogged) {
-          this.backoffProblemLogged = true;
-          this.logger.error(`${delay.problem} (job ${run.id}; further bad answers of this backoff are not logged)`);
-        }
+  /** The handler ended (or timed out): the outcome goes to the writer, the slot frees, the lease is kept until the write lands. */
+  private ended(job: HeldJob, error: unknown, result?: unknown): void {
+    if (job.state !== 'running') return; // lost, cancelled or given back meanwhile: its answer counts for nothing
+    this.guarded(`settling job ${job.id}`, () => {
+      this.freeSlot(job);
+      job.to('settling');
+      this.settling += 1;
+      this.buffer.auto?.jobFinished(job.endedAt - job.startedAt);
+      const problem = decideOutcome(job, error, result, { queue: this.config.queue, backoff: this.config.options.backoff, maxResultBytes: this.config.maxResultBytes, logger: this.shared.logger });
+      if (problem !== undefined && !this.backoffProblemLogged) {
+        this.backoffProblemLogged = true;
+        this.shared.logger.error(`${problem} (job ${job.id}; further bad answers of this backoff are not logged)`);
       }
-      run.failure = { error: errorText(error), retryDelayMs, thrown: error };
-    }
-    this.outcomes.write(run); // calls back outcomeWritten() or outcomeDropped()
+      this.shared.outcomes.write(job);
+    });
+    this.pump();
+  }
+
+  /** A job stops holding its slot (ended, lost, cancelled, abandoned). */
+  private freeSlot(job: HeldJob): void {
+    job.endedAt = this.lastFreedAt = performance.now();
+    clearTimeout(job.timer);
+    this.running -= 1;
+    this.buffer.slotFreed();
+    this.claims.noteWork();
+    if (this.running === 0 && this.whenIdle.length) for (const resolve of this.whenIdle.splice(0)) resolve();
+  }
+
+  // ---- Answers from the database ----
+
+  /** A batch of this worker's outcomes was answered (the outcome writer, through the pool). */
+  written(batch: readonly HeldJob[], statusOf: (job: HeldJob) => WrittenStatus): void {
+    this.guarded('recording written outcomes', () => {
+      let unmarked: HeldJob[] | undefined;
+      for (const job of batch) {
+        if (job.state !== 'settling') continue;
+        const status = statusOf(job);
+        job.to(status === undefined || status === 'dropped' ? 'lost' : 'written');
+        this.settling -= 1;
+        if (this.held.get(job.id) === job) this.held.delete(job.id);
+        if (status !== 'dropped') this.report(job, status);
+        else if (!job.marked) (unmarked ??= []).push(job);
+      }
+      if (unmarked) this.markDropped(unmarked);
+      // The rows left `processing` (or are no longer ours): at a limit's capacity, that is a slot this process freed.
+      this.claims.slotFreedInDatabase();
+    });
+    this.pump();
   }
 
   /**
-   * The result as JSON text on the attempt, or the error that fails the job for good: a result the queue
-   * cannot store would be the same on every retry.
+   * Outcomes the database refused for good, of jobs started from the buffer whose rows do not know it yet: they
+   * ran, so they must be charged (and their lease lapse to the sweeper, which dead-letters them at their last
+   * attempt), or a job whose outcome can never be written would be put back uncharged and run for ever.
    */
-  private storeResult(run: Running, result: unknown): ResultRefusedError | undefined {
-    const stored = storedResult(this.config.queue, run.id, result, this.config.maxResultBytes);
-    if ('refused' in stored) return stored.refused;
-    run.resultJson = stored.json;
-    return undefined;
+  private markDropped(jobs: HeldJob[]): void {
+    const { lane, store, logger } = this.shared;
+    lane.run(() => store.extendLeases(this.config.workerId, this.config.leaseMs, jobs)).catch((error: unknown) =>
+      logger.warn(`queue "${this.config.queue}": could not mark ${jobs.length} job(s) with a refused outcome as started (${errorLine(error)}); they may run again uncharged`),
+    );
   }
 
-  /** @internal The outcome of this attempt was written (status: what the row became) or fenced out (undefined). */
-  outcomeWritten(run: Running, status: JobStatus | undefined): void {
-    this.written(run);
+  /** Logs and emits what became of one attempt whose outcome was answered. */
+  private report(job: HeldJob, status: WrittenStatus): void {
     const { queue, workerId } = this.config;
-    const failure = run.failure;
+    const { logger } = this.shared;
+    const failure = job.failure;
     if (status === undefined) {
-      const what = run.snoozeMs !== undefined ? 'snoozed' : failure ? 'failed' : 'finished';
-      this.logger.warn(`job ${run.id} (${queue}) ${what} on ${workerId}, but it no longer held the job: outcome discarded`);
-    } else if (run.snoozeMs !== undefined) {
-      this.wakeAt(run.snoozeMs); // after the write, so the job is there to claim
+      const what = job.snoozeMs !== undefined ? 'snoozed' : failure ? 'failed' : 'finished';
+      logger.warn(`job ${job.id} (${queue}) ${what} on ${workerId}, but it no longer held the job: outcome discarded`);
+    } else if (job.snoozeMs !== undefined) {
+      this.claims.wakeAt(job.snoozeMs); // after the write, so the job is there to claim
     } else if (!failure) {
-      if (this.events.observed) this.emit('completed', run, { result: run.result });
+      if (this.shared.events.observed) this.emit('completed', job, { result: job.result });
     } else if (status === 'failed') {
-      this.logger.error(`job ${run.id} (${queue}) failed for good after ${run.attempt} attempt(s): ${errorLine(failure.thrown)}`);
-      if (this.events.observed) {
-        this.emit('failed', run, { error: failure.thrown });
-        this.emit('dead', run, { error: failure.thrown });
+      logger.error(`job ${job.id} (${queue}) failed for good after ${job.attempt} attempt(s): ${errorLine(failure.thrown)}`);
+      if (this.shared.events.observed) {
+        this.emit('failed', job, { error: failure.thrown });
+        this.emit('dead', job, { error: failure.thrown });
       }
     } else {
-      this.logger.warn(`job ${run.id} (${queue}) attempt ${run.attempt}/${run.maxAttempts} failed, retry in ${failure.retryDelayMs} ms: ${errorLine(failure.thrown)}`);
-      this.wakeAt(failure.retryDelayMs); // after the write, so the retry is there to claim
-      if (this.events.observed) {
-        this.emit('failed', run, { error: failure.thrown });
-        this.emit('retrying', run, { error: failure.thrown, retryDelayMs: failure.retryDelayMs });
+      logger.warn(`job ${job.id} (${queue}) attempt ${job.attempt}/${job.maxAttempts} failed, retry in ${failure.retryDelayMs} ms: ${errorLine(failure.thrown)}`);
+      this.claims.wakeAt(failure.retryDelayMs); // after the write, so the retry is there to claim
+      if (this.shared.events.observed) {
+        this.emit('failed', job, { error: failure.thrown });
+        this.emit('retrying', job, { error: failure.thrown, retryDelayMs: failure.retryDelayMs });
       }
     }
   }
 
-  /** Hands one event of this attempt to the JobEvents listeners (callers check `observed` first on hot paths). */
-  private emit(name: JobEventName, run: Running, extra: { result?: unknown; error?: unknown; retryDelayMs?: number; claimLatencyMs?: number } = {}): void {
-    if (!this.events.observed) return;
-    const durationMs = name === 'active' ? 0 : (run.endedAt || performance.now()) - run.startedAt;
-    this.events.emit({ name, job: run, workerId: this.config.workerId, durationMs, ...extra });
-  }
-
-  /** @internal The outcome landed, was fenced out, or was given up on: this claim's lease is no longer renewed. */
-  written(run: Running): void {
-    this.leases.release(run.id, run.token);
-    this.unwritten -= 1;
-    // Below the back-pressure mark: the claim loop may be waiting on writes only.
-    if (this.waitingOnWrites && this.unwritten < this.unwrittenLimit) {
-      this.waitingOnWrites = false;
-      this.rouse();
-    }
-    // The row left `processing` (or is no longer ours): at capacity, that is a slot this process freed.
-    if (this.holdLiftable) {
-      this.holdLiftable = false;
-      this.heldUntil = 0;
-      clearTimeout(this.holdTimer);
-      this.rouse();
+  /** Adds this worker's jobs to a heartbeat's load (see LeaseHolders.collect). */
+  collect(full: boolean, load: BeatLoad, markedBefore: number): void {
+    for (const job of this.held.values()) {
+      if (job.state === 'buffered') {
+        if (full || this.unconfirmedUntilSeq > 0) load.buffered.push(job);
+      } else if (full || (!job.marked && job.startedAt <= markedBefore)) {
+        load.started.push(job);
+      }
     }
   }
 
-  /** @internal The heartbeat found the row no longer ours (swept after a freeze, cancelled). */
-  leaseLost(run: Running): void {
-    if (this.buffered.get(run.id) === run) {
-      this.unbuffer(run);
-      return;
-    }
-    if (run.settled) return;
-    const reason = new JobAbortedError('lease lost: the job was taken back (swept, cancelled) while running');
-    run.abort(reason);
-    this.logger.warn(`job ${run.id} (${this.config.queue}, attempt ${run.attempt}) lost its lease while running; its outcome will be discarded`);
-    this.giveUp(run);
-    this.emit('lease-lost', run, { error: reason });
-  }
-
-  /** Drops a prefetched job that never started, with its lease hold. */
-  private unbuffer(run: Running): true {
-    this.buffered.delete(run.id);
-    this.leases.release(run.id, run.token);
-    return true;
-  }
-
-  /** The job is no longer ours to settle (lease lost, cancelled, abandoned at shutdown). */
-  private giveUp(run: Running): void {
-    if (run.settled) return;
-    this.free(run);
-    this.leases.release(run.id, run.token);
-  }
-
-  /** Ends the attempt's hold on its slot and starts the next job: from the prefetch buffer, else by a claim. */
-  private free(run: Running): void {
-    run.settled = true;
-    run.endedAt = this.lastFreedAt = performance.now();
-    clearTimeout(run.timer);
-    if (this.running.get(run.id) === run) this.running.delete(run.id);
-    if (this.running.size === 0 && this.whenIdle.length) for (const resolve of this.whenIdle.splice(0)) resolve();
-    this.startBuffered();
-    // More work may be waiting, but the claim loop is only woken when a claim is worth making: waking it after
-    // every job (to find nothing worth claiming) cost a promise and a loop turn per job.
-    this.wakeRequested = true;
-    if (this.claimSize() > 0) this.wake();
+  /** Whether a job started from the buffer still waits for a beat to tell its row. */
+  get marksPending(): boolean {
+    if (this.buffer.size === 0 && this.running === 0) return false;
+    for (const job of this.held.values()) if ((job.state === 'running' || job.state === 'settling') && !job.marked) return true;
+    return false;
   }
 
   /**
-   * 'auto', every BUFFER_REVIEW_MS: jobs running far longer than the estimate (a burst of slow jobs, a handler
-   * stuck) are seen before any of them finishes, by how long no slot has freed while all are busy. A tick that
-   * comes late means this process itself was stalled (a blocked event loop, the machine busy): the settles it
-   * has not seen yet say nothing about the jobs, so that tick does not count.
+   * A heartbeat answered: every job it sent that `kept` lacks is no longer ours, applied to all of them before
+   * anything starts. Running ones are aborted (their outcome would be fenced out anyway); buffered ones are
+   * dropped, and so are jobs that started from the buffer while the beat was on its way. A settling job's
+   * outcome is left to the writer, which hears the same from the database.
+   */
+  beatAnswered(load: BeatLoad, kept: Set<string>, seq: number): void {
+    this.guarded('applying a heartbeat', () => {
+      for (const job of load.started) {
+        if (this.held.get(job.id) !== job) continue; // another queue's, or finished with meanwhile
+        if (kept.has(job.id)) job.marked = true;
+        else if (job.state === 'running') this.lose(job);
+      }
+      for (const job of load.buffered) {
+        if (this.held.get(job.id) !== job || kept.has(job.id)) continue;
+        if (job.state === 'buffered' || job.state === 'running') this.lose(job);
+      }
+      if (this.unconfirmedUntilSeq > 0 && seq >= this.unconfirmedUntilSeq) this.unconfirmedUntilSeq = 0;
+    });
+    this.pump();
+  }
+
+  /** The job's row is no longer this claim's: retire it wherever it stands. */
+  private lose(job: HeldJob): void {
+    if (this.held.get(job.id) === job) this.held.delete(job.id);
+    if (job.state === 'buffered') {
+      this.buffer.remove(job);
+      job.to('lost');
+    } else if (job.state === 'running') {
+      const reason = new JobAbortedError('lease lost: the job was taken back (swept, cancelled) while running');
+      job.abort(reason);
+      this.shared.logger.warn(`job ${job.id} (${this.config.queue}, attempt ${job.attempt}) lost its lease while running; its outcome will be discarded`);
+      this.freeSlot(job);
+      job.to('lost');
+      this.emit('lease-lost', job, { error: reason });
+    }
+    // settling: its outcome is with the writer, which hears from the database that the row is gone.
+  }
+
+  /**
+   * A cancel notice: the job's row was cancelled (that claim of it, `token`; undefined: whichever). A buffered
+   * copy is dropped; a running one is aborted. A cancel seldom comes alone (a bulk cancel sends one notice per
+   * job, and they may arrive in several reads), so the rest of the buffer waits for a check before it starts.
+   */
+  cancelled(jobId: string, token: string | undefined, reason: Error): boolean {
+    const job = this.held.get(jobId);
+    if (!job || (token !== undefined && job.token !== token)) return false;
+    let told = false;
+    this.guarded(`cancelling job ${jobId}`, () => {
+      if (job.state === 'buffered') {
+        this.held.delete(job.id);
+        this.buffer.remove(job);
+        job.to('cancelled');
+      } else if (job.state === 'running') {
+        this.held.delete(job.id);
+        job.abort(reason);
+        this.freeSlot(job);
+        job.to('cancelled');
+        this.emit('cancelled', job, { error: reason });
+        told = true;
+      }
+      this.askForCheck();
+    });
+    this.pump();
+    return told;
+  }
+
+  /** Jobs of this queue may have been paused or rewritten where they sit in buffers: check ours before starting any. */
+  checkBuffer(): void {
+    this.askForCheck();
+    this.pump();
+  }
+
+  private askForCheck(): void {
+    if (this.buffer.size === 0) return;
+    this.unconfirmedUntilSeq = this.shared.leases.nextSeq;
+    this.shared.leases.checkNow();
+  }
+
+  /**
+   * A heartbeat failed: until one answers (the heartbeat retries on its own), nothing starts from the buffer.
+   * A failed claim or write asks for a check instead (askForCheck): the same wait, and a beat at once.
+   */
+  distrust(): void {
+    if (this.buffer.size === 0) return;
+    this.unconfirmedUntilSeq = this.shared.leases.nextSeq;
+  }
+
+  // ---- Filling slots, and the buffer's review ----
+
+  /**
+   * The one place that starts jobs from the buffer: free slots are filled with jobs that may still start
+   * (unless stopping, or waiting on a check); those past their start deadline on the way go back to the queue.
+   * Then the claim loop is roused if a claim is worth making (not after every job: that cost a promise and a
+   * loop turn per job); it claims if there may be work (a slot freed since its last claim, a NOTIFY, the poll).
+   */
+  private pump(): void {
+    this.guarded('starting buffered jobs', () => {
+      if (!this.stopping && this.unconfirmedUntilSeq === 0 && this.buffer.size > 0) {
+        const concurrency = this.config.options.concurrency;
+        const now = performance.now();
+        const expired: HeldJob[] = [];
+        while (this.running + this.reserved < concurrency) {
+          const job = this.buffer.next(now, expired);
+          if (!job) break;
+          this.startJob(job);
+        }
+        if (expired.length) this.giveBack(expired, 'past their start deadline');
+      }
+    });
+    if (!this.stopping && this.claimWant() > 0) this.claims.rouse();
+  }
+
+  /**
+   * Every BUFFER_REVIEW_MS: gives back buffered jobs past their start deadline, and with 'auto' the surplus of
+   * jobs running far longer than the estimate (a burst of slow jobs, a handler stuck): seen before any of them
+   * finishes, by how long no slot has freed while all are busy. A tick that comes late means this process
+   * itself was stalled (a blocked event loop, the machine busy): its stall sample says nothing about the jobs.
    */
   private reviewBuffer(): void {
     const now = performance.now();
     const late = now - this.lastReviewAt > 2 * BUFFER_REVIEW_MS;
     this.lastReviewAt = now;
-    if (late || this.buffered.size === 0 || this.running.size < this.config.options.concurrency) return;
-    this.readAhead!.stalled(now - this.lastFreedAt);
-    this.giveBackSurplus();
+    if (this.buffer.size === 0 || this.stopping) return;
+    const busy = this.running >= this.config.options.concurrency;
+    const out = this.buffer.review(now, busy && !late ? now - this.lastFreedAt : 0);
+    if (out.length) this.giveBack(out, 'held too long or beyond the read-ahead');
+    this.pump();
   }
 
   /**
-   * 'auto': gives back the buffered jobs the current estimate says this process should not hold (ReadAhead.surplus),
-   * the last claimed first, so that another process can start them. Put back like at shutdown (queued, run_at
-   * now, the attempt not counted, NOTIFY): in the lane, since the heartbeat updates the same rows. Rare (when
-   * the jobs' durations change), never per job. If the database does not take them back, their leases lapse
-   * and the sweeper puts them back (counting the attempt, as for a crashed worker).
+   * Puts buffered jobs (already out of the buffer) back in the queue at once, uncharged, for any instance to
+   * take: in the lane, since heartbeats lock the same rows. If the database does not take them, their short
+   * leases lapse and the sweeper puts them back, uncharged too.
    */
-  private giveBackSurplus(): void {
-    const surplus = this.readAhead!.surplus(this.buffered.size);
-    if (surplus === 0 || this.stopping) return;
-    const runs = [...this.buffered.values()].slice(-surplus);
-    for (const run of runs) this.unbuffer(run);
+  private giveBack(jobs: HeldJob[], why: string): Promise<void> {
+    for (const job of jobs) {
+      job.to('given-back');
+      if (this.held.get(job.id) === job) this.held.delete(job.id);
+    }
     const { queue, workerId } = this.config;
-    this.lane.run(() => this.store.releaseJobs(workerId, runs)).then(
-      (released) => this.logger.debug?.(READ_AHEAD_GIVEN_BACK(queue, released)),
-      (error: unknown) => this.logger.warn(READ_AHEAD_NOT_GIVEN_BACK(queue, runs.length, errorLine(error))),
+    const { logger, lane, store } = this.shared;
+    return lane.run(() => withTimeout(store.releaseJobs(workerId, jobs), PUT_BACK_DEADLINE_MS, 'putting jobs back')).then(
+      () => logger.debug?.(HELD_JOBS_GIVEN_BACK(queue, jobs.length, why)),
+      (error: unknown) => logger.warn(HELD_JOBS_NOT_GIVEN_BACK(queue, jobs.length, errorLine(error))),
     );
   }
-}
 
-/**
- * One attempt: the Job its handler sees (JobAttempt), the lease holder the heartbeat renews, and the pending
- * outcome the outcome writer settles, in one object.
- */
-class Running extends JobAttempt implements LeaseHolder, PendingOutcome {
-  readonly token: string;
-  timer: NodeJS.Timeout | undefined;
-  /** Set once the attempt has an outcome (or was given up); later results of the handler are ignored. */
-  settled = false;
-  failure: { error: string; retryDelayMs: number; thrown: unknown; final?: boolean } | undefined;
-  snoozeMs: number | undefined;
-  refusals = 0;
-  /** performance.now() when the handler was called, and when it returned, threw or was given up on. */
-  startedAt = 0;
-  endedAt = 0;
-  /** What the handler returned (a completion only). */
-  result: unknown;
-  /** Due to claimed, by the database clock (the 'active' event carries it). */
-  readonly claimLatencyMs: number | undefined;
-  /** The result as JSON text, when there is one to store. */
-  resultJson: string | undefined;
+  // ---- Shutdown ----
 
-  constructor(
-    queue: string,
-    job: ClaimedJob,
-    private readonly worker: QueueWorker,
-  ) {
-    super(queue, job);
-    this.token = job.token;
-    this.claimLatencyMs = job.waitMs;
+  /** Stops claiming, then puts the buffer back at once (before the drain of running jobs). */
+  async stopClaiming(): Promise<void> {
+    this.stopping = true;
+    clearInterval(this.reviewTimer);
+    await this.claims.stop();
+    const buffered = this.buffer.takeAll();
+    if (buffered.length) await this.giveBack(buffered, 'shutting down');
   }
 
-  leaseLost(): void {
-    this.worker.leaseLost(this);
+  /** Resolves when no handler is running any more, or after graceMs. */
+  async drain(graceMs: number): Promise<void> {
+    if (this.running === 0) return;
+    await withDeadline(new Promise<void>((resolve) => this.whenIdle.push(resolve)), graceMs);
   }
 
-  outcomeWritten(status: JobStatus | undefined): void {
-    this.worker.outcomeWritten(this, status);
+  /** Shutdown past the grace period: abort what still runs and forget it (the caller puts the rows back). */
+  abandonAll(): JobRef[] {
+    const left: HeldJob[] = [];
+    for (const job of this.held.values()) if (job.state === 'running') left.push(job);
+    for (const job of left) {
+      job.abort(new JobAbortedError('worker is shutting down; the job is put back in the queue'));
+      this.freeSlot(job);
+      job.to('given-back');
+      this.held.delete(job.id);
+    }
+    return left;
   }
 
-  outcomeDropped(): void {
-    this.worker.written(this);
-  }
-}
+  // ---- Plumbing ----
 
-function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return typeof (value as PromiseLike<unknown> | null)?.then === 'function';
+  /** Hands one event of this attempt to the JobEvents listeners (callers check `observed` first on hot paths). */
+  private emit(name: JobEventName, job: HeldJob, extra: { result?: unknown; error?: unknown; retryDelayMs?: number; claimLatencyMs?: number } = {}): void {
+    if (!this.shared.events.observed) return;
+    const durationMs = name === 'active' ? 0 : (job.endedAt || performance.now()) - job.startedAt;
+    this.shared.events.emit({ name, job, workerId: this.config.workerId, durationMs, ...extra });
+  }
+
+  /** Runs a step of the worker; a defect in it is logged with its context, never thrown into the host's event loop. */
+  private guarded(what: string, step: () => void): void {
+    try {
+      step();
+    } catch (error) {
+      this.shared.logger.error(WORKER_DEFECT(this.config.queue, what, errorLine(error)));
+    }
+  }
 }

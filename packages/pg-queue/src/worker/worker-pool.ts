@@ -7,25 +7,28 @@ import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
 import { JobStore } from '../store/job.store.js';
 import { traceHandler } from '../tracing/consumer-span.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
+import { errorLine } from '../utils/error-text.js';
 import { withDeadline } from '../utils/retry-backoff.js';
-import { LeaseKeeper } from './lease-keeper.js';
+import type { HeldJob } from './held-job.js';
+import { LeaseKeeper, MARK_AFTER_MS, type BeatLoad, type LeaseHolders } from './lease-keeper.js';
 import { NotificationListener } from './notification-listener.js';
-import { OutcomeWriter } from './outcome-writer.js';
+import { OutcomeWriter, type OutcomeSink, type WrittenStatus } from './outcome-writer.js';
 import { putBack } from './put-back.js';
 import { QueueWorker } from './queue-worker.js';
 import { RowLockLane } from './row-lock-lane.js';
 
 /**
- * Orchestration: mounts one QueueWorker per discovered handler at bootstrap, shares one LISTEN connection,
- * one heartbeat and one outcome writer between them, and drains them at shutdown.
+ * Orchestration: mounts one QueueWorker per discovered handler at bootstrap, shares one LISTEN connection, one
+ * heartbeat and one outcome writer between them, routes what comes back (written outcomes, heartbeat answers,
+ * notices) to the workers as batches, and drains them at shutdown.
  */
 @Injectable()
-export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShutdown {
+export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShutdown, LeaseHolders, OutcomeSink<HeldJob> {
   private readonly logger = new Logger('PgQueue');
   private readonly workers = new Map<string, QueueWorker>();
   private listener: NotificationListener | undefined;
   private leases: LeaseKeeper | undefined;
-  private outcomes: OutcomeWriter | undefined;
+  private outcomes: OutcomeWriter<HeldJob> | undefined;
   private pollTimer: NodeJS.Timeout | undefined;
   private pollEveryMs = 0;
   private shuttingDown = false;
@@ -52,9 +55,17 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
     return [...this.workers].map(([queue, w]) => ({ queue, ...w.claimLoopState }));
   }
 
-  /** Jobs running in this process, per queue. */
+  /** Jobs running in this process, per queue (jobs read ahead and not started are not counted). */
   activeCounts(): Record<string, number> {
     return Object.fromEntries([...this.workers].map(([queue, w]) => [queue, w.activeCount]));
+  }
+
+  /**
+   * The queue was paused (or its buffered jobs rewritten) by this process: its worker starts nothing from its
+   * buffer until a heartbeat has checked it, at once, without waiting for the NOTIFY that tells other instances.
+   */
+  checkBuffer(queue: string): void {
+    this.guarded(`checking the buffer of queue "${queue}"`, () => this.workers.get(queue)?.checkBuffer());
   }
 
   onApplicationBootstrap(): void {
@@ -62,25 +73,19 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
     if (!this.options.workers || handlers.length === 0) return;
     const { workerId, leaseMs, heartbeatMs } = this.options;
     const lane = new RowLockLane();
-    this.leases = new LeaseKeeper(this.store, workerId, leaseMs, heartbeatMs, this.logger, lane);
-    this.outcomes = new OutcomeWriter(this.store, workerId, this.logger, lane, this.options.maintenance.completedRetentionMs === 0);
+    const leases = (this.leases = new LeaseKeeper(this.store, workerId, leaseMs, heartbeatMs, this.logger, lane, this));
+    this.outcomes = new OutcomeWriter<HeldJob>(this.store, workerId, this.logger, lane, this, this.options.maintenance.completedRetentionMs === 0);
+    const shared = { store: this.store, outcomes: this.outcomes, lane, logger: this.logger, events: this.events, leases };
     for (const h of handlers) {
-      const worker = new QueueWorker(
-        { queue: h.queue, handlerName: h.name, workerId, leaseMs, options: h.options, handle: traceHandler(h.queue, workerId, h.handle), maxResultBytes: this.options.maxResultBytes },
-        this.store,
-        this.leases,
-        this.outcomes,
-        this.logger,
-        this.events,
-        lane,
-      );
-      this.workers.set(h.queue, worker);
+      const config = { queue: h.queue, handlerName: h.name, workerId, leaseMs, options: h.options, handle: traceHandler(h.queue, workerId, h.handle), maxResultBytes: this.options.maxResultBytes };
+      this.workers.set(h.queue, new QueueWorker(config, shared));
     }
     this.listener = new NotificationListener(
       this.connection.listenerConfig,
       {
         onJobs: (queue) => this.workers.get(queue)?.wake(),
-        onCancel: (jobId, token) => this.abortCancelled(jobId, token),
+        onCancel: (jobId, token) => this.cancelled(jobId, token),
+        onReview: (queue) => this.checkBuffer(queue),
         onUp: () => {
           this.setPoll(this.options.pollIntervalMs);
           this.wakeAll();
@@ -90,46 +95,84 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
       this.logger,
     );
     this.setPoll(this.options.fallbackPollIntervalMs); // until LISTEN is up
-    this.leases.start();
+    leases.start();
     this.listener.start();
     for (const worker of this.workers.values()) worker.start();
     this.logger.log(`worker ${workerId} processing ${handlers.map((h) => `${h.queue} (x${h.options.concurrency})`).join(', ')}`);
   }
 
   /**
-   * Graceful drain: stop claiming, give running jobs shutdownGraceMs to finish and their outcomes time
-   * to be written, then abort the rest and put them back in the queue (the attempt is not counted).
+   * Graceful drain: stop claiming and put every buffer back at once, give running jobs shutdownGraceMs to
+   * finish and their outcomes time to be written, then abort the rest and put them back in the queue (the
+   * attempt is not counted).
    */
   async beforeApplicationShutdown(): Promise<void> {
     if (this.workers.size === 0) return;
     this.shuttingDown = true; // from here on, a LISTEN reconnect must not re-arm the poll
     clearInterval(this.pollTimer);
     const workers = [...this.workers.values()];
-    await Promise.all(workers.map((w) => w.stopClaiming()));
     const deadline = Date.now() + this.options.shutdownGraceMs;
-    await Promise.all(workers.map((w) => w.drain(this.options.shutdownGraceMs)));
-    const left = workers.map((w) => w.abandonAll());
-    const aborted = left.flatMap((l) => l.aborted);
-    const unstarted = left.flatMap((l) => l.unstarted);
+    await Promise.all(workers.map((w) => w.stopClaiming()));
+    await Promise.all(workers.map((w) => w.drain(Math.max(0, deadline - Date.now()))));
+    const aborted = workers.flatMap((w) => w.abandonAll());
     await withDeadline(this.outcomes!.drain(), Math.max(1_000, deadline - Date.now()));
     this.outcomes!.close();
-    const abandoned = [...aborted, ...unstarted];
-    if (abandoned.length > 0) {
-      const what = [
-        aborted.length ? `${aborted.length} job(s) still running after ${this.options.shutdownGraceMs} ms were aborted` : '',
-        unstarted.length ? `${unstarted.length} prefetched job(s) never started` : '',
-      ].filter(Boolean).join(', ');
-      const released = await putBack(this.store, this.options.workerId, abandoned, `(${what})`, this.logger);
-      if (released > 0) this.logger[aborted.length ? 'warn' : 'log'](`shutdown: ${what}; ${released} put back in the queue`);
+    if (aborted.length > 0) {
+      const what = `${aborted.length} job(s) still running after ${this.options.shutdownGraceMs} ms were aborted`;
+      const released = await putBack(this.store, this.options.workerId, aborted, `(${what})`, this.logger);
+      if (released > 0) this.logger.warn(`shutdown: ${what}; ${released} put back in the queue`);
     }
     this.leases!.stop();
     await this.listener!.close();
     this.workers.clear();
   }
 
-  private abortCancelled(jobId: string, token: string | undefined): void {
+  // ---- LeaseHolders: the heartbeat's load and answers ----
+
+  collect(full: boolean, load: BeatLoad): void {
+    const markedBefore = performance.now() - MARK_AFTER_MS;
+    for (const worker of this.workers.values()) worker.collect(full, load, markedBefore);
+  }
+
+  answered(load: BeatLoad, kept: Set<string>, seq: number): void {
+    for (const worker of this.workers.values()) worker.beatAnswered(load, kept, seq);
+  }
+
+  failed(): void {
+    for (const worker of this.workers.values()) worker.distrust();
+  }
+
+  get marksPending(): boolean {
+    for (const worker of this.workers.values()) if (worker.marksPending) return true;
+    return false;
+  }
+
+  // ---- OutcomeSink: the outcome writer's answers ----
+
+  written(batch: readonly HeldJob[], statusOf: (job: HeldJob) => WrittenStatus): void {
+    // A batch mixes queues; each worker takes its own jobs (it ignores the others: they are not in its books).
+    if (this.workers.size === 1) {
+      for (const worker of this.workers.values()) worker.written(batch, statusOf);
+      return;
+    }
+    const byQueue = new Map<string, HeldJob[]>();
+    for (const job of batch) {
+      const list = byQueue.get(job.queue);
+      if (list) list.push(job);
+      else byQueue.set(job.queue, [job]);
+    }
+    for (const [queue, jobs] of byQueue) this.workers.get(queue)?.written(jobs, statusOf);
+  }
+
+  unreachable(): void {
+    for (const worker of this.workers.values()) worker.checkBuffer();
+  }
+
+  // ---- Notices ----
+
+  private cancelled(jobId: string, token: string | undefined): void {
     for (const worker of this.workers.values()) {
-      if (worker.abort(jobId, token, new JobAbortedError('job was cancelled'))) {
+      if (worker.cancelled(jobId, token, new JobAbortedError('job was cancelled'))) {
         this.logger.log(`job ${jobId} (${worker.queue}) was cancelled while running; its signal is aborted`);
       }
     }
@@ -145,5 +188,12 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
     this.pollEveryMs = ms;
     this.pollTimer = setInterval(() => this.wakeAll(), ms);
   }
-}
 
+  private guarded(what: string, step: () => void): void {
+    try {
+      step();
+    } catch (error) {
+      this.logger.error(`${what}: ${errorLine(error)}`);
+    }
+  }
+}

@@ -8,6 +8,8 @@ export async function createFaultTables(db: pg.Pool): Promise<void> {
       job_id      bigint NOT NULL,
       queue       text NOT NULL,
       attempt     int NOT NULL,
+      -- the claim's fence token, read from the row as the run starts: one claim, one run
+      claim       bigint,
       worker      text NOT NULL,
       pid         int NOT NULL,
       started_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
@@ -53,7 +55,11 @@ export interface RunAudit {
   ranTwice: number;
   /** Of those, earlier runs not explained by a process fault: their worker did not hold the job when a SIGKILL or SIGSTOP hit it. */
   unexplained: { jobId: string; why: string }[];
-  /** Of those, jobs whose outcome is not the final attempt's, or whose attempt ran twice: fencing failed. */
+  /**
+   * Of those, jobs whose outcome is not the final attempt's, or one of whose claims ran twice: fencing failed.
+   * (An attempt number may run twice: a job started from a worker's buffer is charged when its row learns that
+   * it started, so a run cut short before that, by a kill or an outage, runs again under the same number.)
+   */
   unfenced: { jobId: string; why: string }[];
   runs: number;
 }
@@ -63,7 +69,7 @@ interface MultiRunRow {
   status: string;
   attempts: number;
   locked_by: string | null;
-  runs: { attempt: number; worker: string }[];
+  runs: { attempt: number; worker: string; claim: string | null }[];
 }
 
 /**
@@ -83,7 +89,7 @@ export async function auditRuns(db: pg.Pool, queue: string): Promise<RunAudit> {
   );
   const { rows: multi } = await db.query<MultiRunRow>(
     `SELECT j.id::text, j.status::text, j.attempts, j.locked_by,
-            json_agg(json_build_object('attempt', r.attempt, 'worker', r.worker) ORDER BY r.attempt, r.started_at) AS runs
+            json_agg(json_build_object('attempt', r.attempt, 'worker', r.worker, 'claim', r.claim::text) ORDER BY r.attempt, r.started_at) AS runs
      FROM background_jobs j JOIN fault_runs r ON r.job_id = j.id
      WHERE j.queue_name = $1
      GROUP BY j.id HAVING count(*) > 1`,
@@ -95,8 +101,8 @@ export async function auditRuns(db: pg.Pool, queue: string): Promise<RunAudit> {
   const unfenced: RunAudit['unfenced'] = [];
   for (const job of multi) {
     const last = job.runs[job.runs.length - 1];
-    const attempts = job.runs.map((r) => r.attempt);
-    if (new Set(attempts).size !== attempts.length) unfenced.push({ jobId: job.id, why: `one attempt ran twice: ${attempts.join(',')}` });
+    const claims = job.runs.map((r) => r.claim);
+    if (new Set(claims).size !== claims.length) unfenced.push({ jobId: job.id, why: `one claim ran twice: ${claims.join(',')}` });
     for (const run of job.runs.slice(0, -1)) {
       if (!heldAtFault.has(`${job.id}/${run.attempt}/${run.worker}`)) {
         unexplained.push({ jobId: job.id, why: `attempt ${run.attempt} on ${run.worker} was redone, but no fault hit that worker while it held the job` });

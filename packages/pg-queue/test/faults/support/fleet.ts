@@ -175,7 +175,8 @@ export class WorkerFleet {
   /** The jobs a worker holds: claimed, outcome not written yet. */
   private async held(worker: WorkerHandle): Promise<{ id: string; attempt: number }[]> {
     const { rows } = await this.options.db.query<{ id: string; attempt: number }>(
-      `SELECT id::text, attempts AS attempt FROM background_jobs WHERE status = 'processing' AND locked_by = $1`,
+      // A job started from the buffer runs as attempts + 1 until its row learns that it started.
+      `SELECT id::text, attempts + buffered::int AS attempt FROM background_jobs WHERE status = 'processing' AND locked_by = $1`,
       [worker.workerId],
     );
     return rows;

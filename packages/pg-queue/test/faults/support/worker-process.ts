@@ -35,7 +35,8 @@ const frozenJobsStarted = new Promise<number>((resolve) => (allFrozenJobsStarted
 
 async function recordStart(job: Job): Promise<string> {
   const { rows } = await records.query<{ id: string }>(
-    'INSERT INTO fault_runs (job_id, queue, attempt, worker, pid) VALUES ($1, $2, $3, $4, $5) RETURNING id',
+    `INSERT INTO fault_runs (job_id, queue, attempt, worker, pid, claim)
+     SELECT $1, $2, $3, $4, $5, (SELECT fence_token FROM background_jobs WHERE id = $1) RETURNING id`,
     [job.id, job.queue, job.attempt, config.workerId, process.pid],
   );
   return rows[0].id;

@@ -1,0 +1,69 @@
+import type { LoggerService } from '@nestjs/common';
+import { JobSnoozedError } from '../errors/pg-queue.error.js';
+import type { BackoffFunction } from '../interfaces/job-handler-options.interface.js';
+import { BAD_SNOOZE_DELAY } from '../pg-queue.messages.js';
+import { retryDelay, snoozeDelay } from '../utils/backoff.js';
+import { errorText } from '../utils/error-text.js';
+import type { HeldJob } from './held-job.js';
+import { ResultRefusedError, storedResult } from './stored-result.js';
+
+export interface OutcomeRules {
+  queue: string;
+  backoff: BackoffFunction;
+  /** The module's maxResultBytes: a larger result fails the attempt for good. */
+  maxResultBytes: number;
+  logger: LoggerService;
+}
+
+/**
+ * Decides what an ended attempt writes, on the job itself (failure, snoozeMs, resultJson): a completion (with
+ * its result as JSON when there is one), a snooze, a failure to retry after the backoff, or a failure for good
+ * (a result the queue cannot store would be the same on every retry). Never throws: whatever the handler
+ * threw is only read inside try blocks (a revoked Proxy throws even on `instanceof`), and if reading it fails
+ * the attempt fails with a text that says so. Returns a problem of the queue's backoff function to log once.
+ */
+export function decideOutcome(job: HeldJob, error: unknown, result: unknown, rules: OutcomeRules): string | undefined {
+  try {
+    job.result = result;
+    // A result is stored only when there is one (undefined and null store nothing and cost one comparison).
+    if (error === undefined && result != null) {
+      const stored = storedResult(rules.queue, job.id, result, rules.maxResultBytes);
+      if ('refused' in stored) error = stored.refused;
+      else job.resultJson = stored.json;
+    }
+    if (error === undefined) return undefined;
+    if (error instanceof ResultRefusedError) {
+      job.failure = { error: error.message, retryDelayMs: 0, thrown: error, final: true };
+      return undefined;
+    }
+    if (error instanceof JobSnoozedError) {
+      const { delayMs, clamped } = snoozeDelay(error.delayMs);
+      if (clamped) rules.logger.warn(BAD_SNOOZE_DELAY(rules.queue, job.id, error.delayMs, delayMs));
+      job.snoozeMs = delayMs;
+      return undefined;
+    }
+    let retryDelayMs = 0;
+    let problem: string | undefined;
+    if (job.attempt < job.maxAttempts) {
+      const delay = retryDelay(rules.backoff, job.attempt, error, rules.queue);
+      retryDelayMs = delay.delayMs;
+      problem = delay.problem;
+    }
+    job.failure = { error: errorText(error), retryDelayMs, thrown: error };
+    return problem;
+  } catch (unreadable) {
+    job.resultJson = undefined;
+    job.snoozeMs = undefined;
+    const text = `the handler's ${error === undefined ? 'result' : 'error'} could not be read (${safeText(unreadable)})`;
+    job.failure = { error: text, retryDelayMs: 0, thrown: new Error(text) };
+    return undefined;
+  }
+}
+
+function safeText(value: unknown): string {
+  try {
+    return errorText(value).split('\n', 1)[0];
+  } catch {
+    return 'unreadable';
+  }
+}

@@ -1,0 +1,110 @@
+import { describe, expect, it } from '@jest/globals';
+import { runAttempt } from '../../src/worker/attempt-runner.js';
+import { HeldJob, IllegalTransitionError, type HeldState } from '../../src/worker/held-job.js';
+import { JobBuffer } from '../../src/worker/job-buffer.js';
+
+function job(id = '1', buffered = true): HeldJob {
+  return new HeldJob('q', { id, payload: {}, attempt: 1, token: '7', maxAttempts: 3, priority: 0, runAtMs: 0, createdAtMs: 0, buffered });
+}
+
+/** Walks `path` from a fresh job; returns the state reached, or the error's name. */
+function walk(...path: HeldState[]): string {
+  const j = job();
+  try {
+    for (const s of path) j.to(s);
+    return j.state;
+  } catch (error) {
+    return (error as Error).name;
+  }
+}
+
+describe('HeldJob: one state per held job, moved only along the table', () => {
+  it('a claim starts claimed; the row knows a job claimed into a slot started, not a buffered one', () => {
+    expect(job('1', false)).toMatchObject({ state: 'claimed', marked: true });
+    expect(job('1', true)).toMatchObject({ state: 'claimed', marked: false });
+  });
+
+  it('allows the written-down paths', () => {
+    expect(walk('running', 'settling', 'written')).toBe('written');
+    expect(walk('buffered', 'running', 'settling', 'lost')).toBe('lost');
+    expect(walk('buffered', 'given-back')).toBe('given-back');
+    expect(walk('buffered', 'lost')).toBe('lost');
+    expect(walk('buffered', 'cancelled')).toBe('cancelled');
+    expect(walk('running', 'cancelled')).toBe('cancelled');
+    expect(walk('running', 'given-back')).toBe('given-back');
+    expect(walk('given-back')).toBe('given-back'); // claimed during shutdown
+  });
+
+  it('refuses every other move: no second outcome, nothing back from a terminal state, no settle of a job never run', () => {
+    expect(walk('buffered', 'settling')).toBe('IllegalTransitionError');
+    expect(walk('running', 'settling', 'running')).toBe('IllegalTransitionError');
+    expect(walk('running', 'settling', 'cancelled')).toBe('IllegalTransitionError');
+    expect(walk('running', 'lost', 'settling')).toBe('IllegalTransitionError');
+    expect(walk('buffered', 'given-back', 'running')).toBe('IllegalTransitionError');
+    expect(walk('running', 'settling', 'written', 'lost')).toBe('IllegalTransitionError');
+    expect(() => job().to('written')).toThrow(IllegalTransitionError);
+  });
+});
+
+describe('JobBuffer', () => {
+  it('hands out jobs in claim order and takes out those past their start deadline instead of starting them', () => {
+    const b = new JobBuffer(1, 10);
+    const [a, c, d] = [job('a'), job('c'), job('d')];
+    a.startBy = 100;
+    c.startBy = 300;
+    d.startBy = 400;
+    for (const j of [a, c, d]) b.add(j);
+    const expired: HeldJob[] = [];
+    expect(b.next(200, expired)).toBe(c);
+    expect(expired).toEqual([a]);
+    expect(b.size).toBe(1);
+    expect(b.next(500, expired)).toBeUndefined();
+    expect(expired).toEqual([a, d]);
+  });
+
+  it('a fixed buffer that aged out behind busy slots refills only after a slot frees', () => {
+    const b = new JobBuffer(1, 10);
+    const a = job('a');
+    a.startBy = 100;
+    b.add(a);
+    expect(b.readAhead).toBe(10);
+    expect(b.review(200, 5_000)).toEqual([a]);
+    expect(b.readAhead).toBe(0);
+    b.slotFreed();
+    expect(b.readAhead).toBe(10);
+  });
+});
+
+describe('runAttempt: nothing a handler returns or throws escapes', () => {
+  const outcome = (handle: () => unknown) =>
+    new Promise<{ error: unknown; result: unknown }>((resolve) => runAttempt(handle, job(), (_j, error, result) => resolve({ error, result })));
+
+  it('reports a synchronous throw, a rejection and a result, each from a later microtask', async () => {
+    let reported = false;
+    runAttempt(() => { throw new Error('sync'); }, job(), () => (reported = true));
+    expect(reported).toBe(false);
+    expect((await outcome(() => { throw new Error('sync'); })).error).toEqual(new Error('sync'));
+    expect((await outcome(() => Promise.reject(new Error('async')))).error).toEqual(new Error('async'));
+    expect(await outcome(() => 42)).toEqual({ error: undefined, result: 42 });
+    expect((await outcome(() => Promise.reject(undefined))).error).toEqual(new Error('handler rejected with undefined'));
+  });
+
+  it('a thenable whose then throws, or whose then getter throws, is a rejection', async () => {
+    const boom = new Error('then threw');
+    expect((await outcome(() => ({ then: () => { throw boom; } }))).error).toBe(boom);
+    expect((await outcome(() => ({ get then() { throw boom; } }))).error).toBe(boom);
+  });
+
+  it('a thenable that answers twice counts once; a revoked proxy returned is a rejection', async () => {
+    expect(await outcome(() => ({ then: (ok: (v: unknown) => void, no: (e: unknown) => void) => { ok(1); no(new Error('late')); ok(2); } }))).toEqual({ error: undefined, result: 1 });
+    const { proxy, revoke } = Proxy.revocable({}, {});
+    revoke();
+    expect((await outcome(() => proxy)).error).toBeInstanceOf(TypeError);
+  });
+
+  it('a promise whose own then property throws is awaited through the prototype', async () => {
+    const p = Promise.resolve(5);
+    Object.defineProperty(p, 'then', { value: () => { throw new Error('own then'); } });
+    expect(await outcome(() => p)).toEqual({ error: undefined, result: 5 });
+  });
+});
