@@ -205,4 +205,12 @@ describe('buffered jobs (read ahead, not started) are reported as waiting', () =
       expect(leases).toMatch(/^warn\s+leases\s+1 read-ahead job\(s\), never started, whose lease ended/);
     });
   });
+
+  // Last: it changes the rows. A guard for the split of in-flight rows (it passed before the split too).
+  it('the depth snapshot past the cap, with no buffered job left: buffered jobs are estimated at 0, under no nameless queue', async () => {
+    await db.query(`UPDATE background_jobs SET buffered = false WHERE buffered`);
+    const { queues } = await new MetricsStore(db).depthSnapshot(2, 1_000, 30_000);
+    expect(Object.keys(queues).sort()).toEqual(['vis-a', 'vis-b', 'vis-c']);
+    expect(Object.fromEntries(Object.entries(queues).map(([q, d]) => [q, [d.counts.queued, d.counts.processing]]))).toEqual({ 'vis-a': [1, 5], 'vis-b': [0, 2], 'vis-c': [0, 1] });
+  });
 });

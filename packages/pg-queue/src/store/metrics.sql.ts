@@ -58,7 +58,9 @@ export const METRICS_SQL = {
   // $1 (per queue for queued jobs; per status for the others, whose capped read may miss some queues) is
   // estimated from a sample of about $2 pages (TABLESAMPLE SYSTEM reads whole random pages), scaled up; a
   // queued count is never reported below what was counted. The sample is a MATERIALIZED CTE read only under
-  // the one-time filter `EXISTS (SELECT 1 FROM over)`: when nothing is over the limit it never runs.
+  // the one-time filter `EXISTS (SELECT 1 FROM over)`: when nothing is over the limit it never runs. A status
+  // over the limit across queues that the sample did not meet at all (buffered jobs beside many running ones,
+  // say) has no queue to be reported under: it reads 0.
   depthSnapshot: `
     WITH RECURSIVE ${QUEUED_QUEUES}, in_flight AS MATERIALIZED (
       SELECT queue_name, run_at, buffered FROM background_jobs WHERE status = 'processing' ORDER BY locked_by, id LIMIT $1 + 1
@@ -98,7 +100,7 @@ export const METRICS_SQL = {
     SELECT coalesce(s.queue_name, o.queue_name), o.state,
       round(greatest(coalesce(s.n, 0), CASE WHEN o.queue_name IS NULL THEN 0 ELSE $1 + 1 END))::float8, true
     FROM over AS o LEFT JOIN sample AS s ON s.state = o.state AND (o.queue_name IS NULL OR s.queue_name = o.queue_name)
-    WHERE EXISTS (SELECT 1 FROM over)
+    WHERE EXISTS (SELECT 1 FROM over) AND coalesce(s.queue_name, o.queue_name) IS NOT NULL
     UNION ALL
     SELECT q.queue_name, 'oldest_due_ms', ${OLDEST_DUE_MS}, false FROM waiting AS q`,
 
