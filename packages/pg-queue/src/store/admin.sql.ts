@@ -5,21 +5,28 @@
 // unnamed (planned per call), so PostgreSQL folds away the filters that are not given (NULL IS NULL).
 import { JOBS_CHANNEL } from '../pg-queue.constants.js';
 import { CANCEL_CHANNEL } from './job.sql.js';
+import { shownStatus, shownStatusIn } from './shown-status.sql.js';
 
 const MS = `* interval '1 millisecond'`;
 
 /**
  * The job filter shared by every statement below, on alias j:
- * $1 after id (keyset), $2 ids (null: any), $3 queue (null: any), $4 statuses, $5 created more than this many
- * ms ago (null: any time), $6 text the last error contains, case-insensitively (null: any).
+ * $1 after id (keyset), $2 ids (null: any), $3 queue (null: any), $4 statuses (`statusTest`), $5 created more
+ * than this many ms ago (null: any time), $6 text the last error contains, case-insensitively (null: any).
  */
-export const JOB_FILTER = `
+const jobFilter = (statusTest: string) => `
       j.id > $1::int8
       AND ($2::int8[] IS NULL OR j.id = ANY($2::int8[]))
       AND ($3::text IS NULL OR j.queue_name = $3::text)
-      AND j.status = ANY($4::background_job_status[])
+      AND ${statusTest}
       AND ($5::int8 IS NULL OR j.created_at < now() - $5::int8 ${MS})
       AND ($6::text IS NULL OR strpos(lower(j.last_error), lower($6::text)) > 0)`;
+
+/** The filter of the actions (and of the count that announces one): $4 are the rows' statuses as stored. */
+export const JOB_FILTER = jobFilter(`j.status = ANY($4::background_job_status[])`);
+
+/** The filter of the listing: $4 are statuses as reports show them (a buffered job is queued, not processing). */
+const LIST_FILTER = jobFilter(shownStatusIn('j', '$4::background_job_status[]'));
 
 // The batch: up to $7 matching rows in id order, locked, so that a worker's claim or settle between the
 // selection and the change cannot slip through (FOR UPDATE re-checks the filter on the row's latest version).
@@ -33,11 +40,12 @@ export const LOCKED_BATCH = `
 
 export const ADMIN_SQL = {
   // One page of matching jobs, oldest id first; the last error cut to its first line's first 200 characters.
+  // Status as reports show it: a buffered job (in a worker's read-ahead buffer, not started) is queued.
   listJobs: `
-    SELECT j.id, j.queue_name, j.status, j.attempts, j.max_attempts, j.priority, j.run_at, j.created_at, j.finished_at,
+    SELECT j.id, j.queue_name, ${shownStatus('j')} AS status, j.attempts, j.max_attempts, j.priority, j.run_at, j.created_at, j.finished_at,
       left(split_part(j.last_error, E'\\n', 1), 200) AS last_error
     FROM background_jobs AS j
-    WHERE ${JOB_FILTER}
+    WHERE ${LIST_FILTER}
     ORDER BY j.id LIMIT $7`,
 
   // Counts matching rows one page at a time ($7 rows at most per statement); the caller goes on from last_id.
@@ -99,11 +107,12 @@ export const ADMIN_SQL = {
   jobsTableOptions: `
     SELECT c.reloptions AS options FROM pg_class AS c WHERE c.oid = to_regclass('background_jobs')`,
 
-  // doctor: running jobs whose lease ended more than $1 ms ago (the sweeper should have put them back by
-  // then), read through the in-flight index; counted up to $2.
+  // doctor: in-flight jobs whose lease ended more than $1 ms ago (the sweeper should have put them back by
+  // then), read through the in-flight index; counted up to $2; `buffered`: how many of them never started
+  // (claimed into a worker's read-ahead buffer).
   stuckLeases: `
-    SELECT count(*)::int AS n, min(s.lease_expires_at) AS oldest FROM (
-      SELECT j.lease_expires_at FROM background_jobs AS j
+    SELECT count(*)::int AS n, count(*) FILTER (WHERE s.buffered)::int AS buffered, min(s.lease_expires_at) AS oldest FROM (
+      SELECT j.lease_expires_at, j.buffered FROM background_jobs AS j
       WHERE j.status = 'processing' AND j.lease_expires_at < now() - $1::int8 ${MS}
       LIMIT $2
     ) AS s`,

@@ -88,8 +88,9 @@ export class AdminStore {
     return row ? (row.options ?? []) : null;
   }
 
-  async stuckLeases(graceMs: number, limit: number): Promise<{ n: number; oldest: Date | null }> {
-    const [row] = await this.run<{ n: number; oldest: Date | null }>('stuckLeases', [graceMs, limit]);
+  /** In-flight jobs whose lease ended more than `graceMs` ago (up to `limit`); `buffered`: how many of them never started. */
+  async stuckLeases(graceMs: number, limit: number): Promise<{ n: number; buffered: number; oldest: Date | null }> {
+    const [row] = await this.run<{ n: number; buffered: number; oldest: Date | null }>('stuckLeases', [graceMs, limit]);
     return row;
   }
 

@@ -4,10 +4,14 @@
 // (dashboard.store.ts), so PostgreSQL plans each call with its actual filters (NULL IS NULL folds away).
 import { JOBS_CHANNEL } from '../pg-queue.constants.js';
 import { LOCKED_BATCH } from './admin.sql.js';
+import { bufferedHeads, IN_FLIGHT_READ, shownStatus, shownStatusIn } from './shown-status.sql.js';
 
-/** The columns of a row of the jobs list; the last error cut to its first line's first 200 characters. */
+/**
+ * The columns of a row of the jobs list; the last error cut to its first line's first 200 characters; the
+ * status as reports show it (a buffered job, in a worker's read-ahead buffer, is queued).
+ */
 const LIST_COLUMNS = `
-      j.id, j.queue_name, j.status, j.attempts, j.max_attempts, j.priority, j.run_at, j.created_at, j.finished_at,
+      j.id, j.queue_name, ${shownStatus('j')} AS status, j.attempts, j.max_attempts, j.priority, j.run_at, j.created_at, j.finished_at,
       j.unique_key, left(split_part(j.last_error, E'\\n', 1), 200) AS last_error`;
 
 /**
@@ -34,10 +38,15 @@ export const DASHBOARD_SQL = {
   // (queue_name, priority DESC, run_at, id) WHERE status = 'queued' holds each priority's earliest run_at first:
   // a loose index scan takes one entry per priority (one probe each, at most 100 priorities) and the minimum of
   // those is the queue's. Reading all of a queue's queued entries instead costs as much as its backlog.
+  // Buffered jobs (claimed into a worker's read-ahead buffer, not started) wait too: the earliest run_at of
+  // each queue's, from the first IN_FLIGHT_READ in-flight rows (few), counts as well.
   oldestDue: `
+    WITH buffered AS (${bufferedHeads(String(IN_FLIGHT_READ))}
+    )
     SELECT q.name AS queue_name,
-      CASE WHEN o.run_at <= now() THEN (extract(epoch FROM now() - o.run_at) * 1000)::int8 END AS age_ms
+      CASE WHEN least(o.run_at, b.run_at) <= now() THEN (extract(epoch FROM now() - least(o.run_at, b.run_at)) * 1000)::int8 END AS age_ms
     FROM unnest($1::text[]) AS q(name)
+    LEFT JOIN buffered AS b ON b.queue_name = q.name
     CROSS JOIN LATERAL (
       WITH RECURSIVE heads AS (
         (SELECT j.priority, j.run_at, 1 AS depth FROM background_jobs AS j
@@ -77,13 +86,14 @@ export const DASHBOARD_SQL = {
 
   // One page of the jobs list, newest first: ids below $1 and at least $2 (the scan window, so a filter that
   // matches few rows reads at most $1 - $2 index entries before the page says "go on"), queue $3 and status $4
-  // when given, $5 rows at most; $6 adds the start of the payload.
+  // when given (the status as reports show it: 'queued' includes buffered jobs), $5 rows at most; $6 adds the
+  // start of the payload.
   listJobs: `
     SELECT ${LIST_COLUMNS}, CASE WHEN $6::boolean THEN left(j.payload::text, 160) END AS payload_preview
     FROM background_jobs AS j
     WHERE j.id < $1::int8 AND j.id >= $2::int8
       AND ($3::text IS NULL OR j.queue_name = $3::text)
-      AND ($4::background_job_status IS NULL OR j.status = $4::background_job_status)
+      AND ($4::background_job_status IS NULL OR ${shownStatusIn('j', 'ARRAY[$4::background_job_status]')})
     ORDER BY j.id DESC LIMIT $5`,
 
   // The job that holds unique key $1 (queued or running: finished jobs give their key up), in queue $2 or in

@@ -610,7 +610,8 @@ export const SQL = {
 
   // stats(), exact up to $1 jobs per queue and status, read through the partial indexes with a LIMIT so the
   // cost grows with neither retention nor backlog: the queues that have queued jobs, one claim-index probe
-  // each (a loose index scan), then up to $1 + 1 entries per queue; running jobs (few); finished jobs through
+  // each (a loose index scan), then up to $1 + 1 entries per queue; in-flight jobs (few), as 'processing' (running)
+  // or 'buffered' (in a worker's read-ahead buffer: the caller counts them as queued); finished jobs through
   // the finished-jobs index, up to $1 + 1 rows per status. A count past $1 means "more": the caller estimates
   // it with countSample, sized by the table's pages (the 'pages' row). Each ORDER BY is its index's order: with
   // a LIMIT and no order, the planner may pick a sequential scan that reads the whole table when a status has
@@ -628,8 +629,8 @@ export const SQL = {
          ORDER BY j.priority DESC, j.run_at, j.id LIMIT $1 + 1) AS s) AS n
     FROM queues AS q WHERE q.queue_name IS NOT NULL
     UNION ALL
-    SELECT r.queue_name, 'processing', count(*)::int
-    FROM (SELECT queue_name FROM background_jobs WHERE status = 'processing' ORDER BY locked_by, id LIMIT $1 + 1) AS r GROUP BY r.queue_name
+    SELECT r.queue_name, CASE WHEN r.buffered THEN 'buffered' ELSE 'processing' END, count(*)::int
+    FROM (SELECT queue_name, buffered FROM background_jobs WHERE status = 'processing' ORDER BY locked_by, id LIMIT $1 + 1) AS r GROUP BY 1, 2
     UNION ALL
     SELECT f.queue_name, 'completed', count(*)::int
     FROM (SELECT queue_name FROM background_jobs WHERE status = 'completed' AND finished_at IS NOT NULL ORDER BY finished_at LIMIT $1 + 1) AS f
@@ -646,10 +647,11 @@ export const SQL = {
     SELECT NULL, 'pages', (pg_relation_size('background_jobs') / current_setting('block_size')::int)::int`,
 
   // stats() above its exact cap: counts per queue and status from a sample of about $1 percent of the
-  // table's pages (TABLESAMPLE SYSTEM reads whole random pages), scaled up.
+  // table's pages (TABLESAMPLE SYSTEM reads whole random pages), scaled up; buffered jobs as 'buffered'.
   countSample: `
-    SELECT queue_name, status::text AS status, round(count(*) * 100 / $1::float8)::int8 AS n
-    FROM background_jobs TABLESAMPLE SYSTEM ($1::float8) GROUP BY queue_name, status`,
+    SELECT queue_name, CASE WHEN status = 'processing' AND buffered THEN 'buffered' ELSE status::text END AS status,
+      round(count(*) * 100 / $1::float8)::int8 AS n
+    FROM background_jobs TABLESAMPLE SYSTEM ($1::float8) GROUP BY 1, 2`,
 
   // A queued job is cancelled outright; a running one is marked cancelled (which fences out its outcome)
   // and its worker is told through NOTIFY ("id:fence_token") to abort that claim's signal, and no later one's.

@@ -12,6 +12,10 @@ export const STATS_EXACT_LIMIT = 10_000;
 /** Pages of the table an estimate samples: a bounded read whatever the table's size. */
 const STATS_SAMPLE_PAGES = 1_000;
 
+/** What countByStatus counts: the job statuses, with buffered jobs apart from running ones (then folded into queued). */
+type Counted = JobStatus | 'buffered';
+const IN_FLIGHT: readonly Counted[] = ['processing', 'buffered'];
+
 /** A job as claimed: what the worker needs to run one attempt. */
 export interface ClaimedJob {
   id: string;
@@ -359,16 +363,18 @@ export class JobStore {
 
   /**
    * Counts per queue and status: exact up to STATS_EXACT_LIMIT per queue and status (a status's finished jobs,
-   * and running jobs, are counted exactly while they number at most that in all), estimated from a sample of
+   * and in-flight jobs, are counted exactly while they number at most that in all), estimated from a sample of
    * about STATS_SAMPLE_PAGES pages above it; `approximate` lists the statuses of a queue that are estimates.
+   * A buffered job (in a worker's read-ahead buffer, not started) counts as queued, not processing.
    * `exactLimit`: another cap (the dashboard counts exactly up to a lower one, to answer sooner).
    */
   async countByStatus(exactLimit = STATS_EXACT_LIMIT): Promise<QueueStats> {
-    const rows = await this.run<{ queue_name: string | null; status: JobStatus | 'pages'; n: number }>('countByStatus', [exactLimit]);
-    const stats: QueueStats = {};
-    const entry = (queue: string) => (stats[queue] ??= { queued: 0, processing: 0, completed: 0, failed: 0, cancelled: 0 });
-    const totals = new Map<JobStatus, number>();
-    const over: { queue: string | null; status: JobStatus }[] = [];
+    const rows = await this.run<{ queue_name: string | null; status: Counted | 'pages'; n: number }>('countByStatus', [exactLimit]);
+    const counted: Record<string, Record<Counted, number>> = {};
+    const estimated: Record<string, Set<Counted>> = {};
+    const entry = (queue: string) => (counted[queue] ??= { queued: 0, buffered: 0, processing: 0, completed: 0, failed: 0, cancelled: 0 });
+    const totals = new Map<Counted, number>();
+    const over: { queue: string | null; status: Counted }[] = [];
     let pages = 0;
     for (const r of rows) {
       if (r.status === 'pages') {
@@ -379,24 +385,34 @@ export class JobStore {
       totals.set(r.status, (totals.get(r.status) ?? 0) + r.n);
       if (r.status === 'queued' && r.n > exactLimit) over.push({ queue: r.queue_name, status: r.status });
     }
-    for (const [status, total] of totals) if (status !== 'queued' && total > exactLimit) over.push({ queue: null, status });
-    if (over.length === 0) return stats;
+    for (const [status, total] of totals) if (!IN_FLIGHT.includes(status) && status !== 'queued' && total > exactLimit) over.push({ queue: null, status });
+    // Running and buffered jobs are one capped read of the in-flight rows: past the cap, both are partial.
+    if (IN_FLIGHT.reduce((n, s) => n + (totals.get(s) ?? 0), 0) > exactLimit) for (const status of IN_FLIGHT) over.push({ queue: null, status });
 
-    const percent = Math.min(100, (100 * STATS_SAMPLE_PAGES) / Math.max(pages, 1));
-    const sample = await this.run<{ queue_name: string; status: JobStatus; n: string }>('countSample', [percent]);
-    for (const { queue, status } of over) {
-      // A status over the limit in all is re-estimated for every queue: the exact rows read cover only some.
-      if (queue === null) for (const counts of Object.values(stats)) counts[status] = 0;
-      for (const s of sample) {
-        if (s.status !== status || (queue !== null && s.queue_name !== queue)) continue;
-        entry(s.queue_name)[status] = Number(s.n);
+    if (over.length > 0) {
+      const percent = Math.min(100, (100 * STATS_SAMPLE_PAGES) / Math.max(pages, 1));
+      const sample = await this.run<{ queue_name: string; status: Counted; n: string }>('countSample', [percent]);
+      for (const { queue, status } of over) {
+        // A status over the limit in all is re-estimated for every queue: the exact rows read cover only some.
+        if (queue === null) for (const counts of Object.values(counted)) counts[status] = 0;
+        for (const s of sample) {
+          if (s.status !== status || (queue !== null && s.queue_name !== queue)) continue;
+          entry(s.queue_name)[status] = Number(s.n);
+        }
+        for (const [name, counts] of Object.entries(counted)) {
+          if (queue !== null && name !== queue) continue;
+          // Never report less than what was counted exactly.
+          if (queue !== null) counts[status] = Math.max(counts[status], exactLimit + 1);
+          (estimated[name] ??= new Set()).add(status);
+        }
       }
-      for (const [name, counts] of Object.entries(stats)) {
-        if (queue !== null && name !== queue) continue;
-        // Never report less than what was counted exactly.
-        if (queue !== null) counts[status] = Math.max(counts[status], exactLimit + 1);
-        counts.approximate = [...new Set([...(counts.approximate ?? []), status])];
-      }
+    }
+
+    const stats: QueueStats = {};
+    for (const [name, { buffered, ...counts }] of Object.entries(counted)) {
+      stats[name] = { ...counts, queued: counts.queued + buffered };
+      const approximate = [...new Set([...(estimated[name] ?? [])].map((s) => (s === 'buffered' ? 'queued' : s)))];
+      if (approximate.length > 0) stats[name].approximate = approximate;
     }
     return stats;
   }
@@ -608,6 +624,8 @@ export interface JobRow {
   concurrency_key: string | null;
   result?: unknown;
   progress?: unknown;
+  /** Claimed into a worker's read-ahead buffer, not started (absent before the BufferedJobs migration). */
+  buffered?: boolean;
 }
 
 interface OutcomeRow {
@@ -640,7 +658,8 @@ export function toJobRecord(r: JobRow): JobRecord {
     id: r.id,
     queue: r.queue_name,
     payload: r.payload,
-    status: r.status,
+    // A buffered job has not started: it waits, as a queued one does.
+    status: r.status === 'processing' && r.buffered === true ? 'queued' : r.status,
     priority: r.priority,
     attempts: r.attempts,
     maxAttempts: r.max_attempts,

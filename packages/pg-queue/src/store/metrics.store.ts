@@ -10,7 +10,7 @@ export interface QueueDepth {
   counts: Record<JobStatus, number>;
   /** The statuses whose count is an estimate (above the exact limit); empty when all are exact. */
   approximate: JobStatus[];
-  /** ms since the queue's earliest queued job came due (its lag); 0 when none is due. */
+  /** ms since the queue's earliest waiting job (queued, or buffered in a worker) came due (its lag); 0 when none is due. */
   oldestDueMs: number;
 }
 
@@ -45,8 +45,9 @@ export class MetricsStore {
       const depth = (queues[r.queue_name] ??= emptyDepth());
       if (r.state === 'oldest_due_ms') {
         depth.oldestDueMs = r.n;
-      } else if (STATUSES.includes(r.state as JobStatus)) {
-        const status = r.state as JobStatus;
+      } else if (STATUSES.includes(r.state as JobStatus) || r.state === 'buffered') {
+        // A buffered job (in a worker's read-ahead buffer, not started) waits: it counts as queued.
+        const status = r.state === 'buffered' ? 'queued' : (r.state as JobStatus);
         depth.counts[status] += r.n;
         if (r.approximate && !depth.approximate.includes(status)) depth.approximate.push(status);
       }
@@ -54,7 +55,7 @@ export class MetricsStore {
     return { queues };
   }
 
-  /** Per queue with queued jobs: ms since its earliest queued job came due (0: none due yet). */
+  /** Per queue with waiting jobs (queued, or buffered in a worker): ms since its earliest one came due (0: none due yet). */
   async oldestDue(timeoutMs: number): Promise<Record<string, number>> {
     const rows = await inTransaction(
       this.pool,

@@ -123,12 +123,14 @@ async function autovacuum(connection: Connection): Promise<CheckResult> {
 async function stuckLeases(connection: Connection, options: DoctorOptions): Promise<CheckResult> {
   // Two sweeps of grace: the sweeper runs every interval, so a lease that ended longer ago than that was missed.
   const graceMs = 2 * options.sweepInterval;
-  const { n, oldest } = await connection.adminStore().stuckLeases(graceMs, STUCK_COUNT_LIMIT);
-  if (n === 0) return { check: 'leases', state: 'ok', detail: `no running job whose lease ended more than ${formatDuration(graceMs)} ago` };
+  const { n, buffered, oldest } = await connection.adminStore().stuckLeases(graceMs, STUCK_COUNT_LIMIT);
+  if (n === 0) return { check: 'leases', state: 'ok', detail: `no running or read-ahead job whose lease ended more than ${formatDuration(graceMs)} ago` };
+  // A buffered job (in a worker's read-ahead buffer) never started: it is waiting, not running.
+  const what = buffered === 0 ? 'running job(s)' : buffered === n ? 'read-ahead job(s), never started,' : `job(s) (${n - buffered} running, ${buffered} read ahead and never started)`;
   return {
     check: 'leases',
     state: 'warn',
-    detail: `${n === STUCK_COUNT_LIMIT ? 'at least ' : ''}${n} running job(s) whose lease ended more than ${formatDuration(graceMs)} ago (oldest ${oldest?.toISOString()})`,
+    detail: `${n === STUCK_COUNT_LIMIT ? 'at least ' : ''}${n} ${what} whose lease ended more than ${formatDuration(graceMs)} ago (oldest ${oldest?.toISOString()})`,
     hint: 'no instance runs the sweeper: keep maintenance enabled on at least one instance (maintenance.enabled), or check that instances are up',
   };
 }

@@ -6,7 +6,7 @@ import { statusBadge } from './jobs.view.js';
 /** Columns shown in their own place; any other column (a later migration's) is listed under "Other columns". */
 const PLACED = new Set([
   'id', 'queue_name', 'status', 'payload', 'result', 'progress', 'attempts', 'max_attempts', 'priority', 'run_at', 'last_error',
-  'locked_by', 'locked_at', 'lease_expires_at', 'created_at', 'updated_at', 'finished_at', 'unique_key', 'concurrency_key',
+  'locked_by', 'locked_at', 'lease_expires_at', 'created_at', 'updated_at', 'finished_at', 'unique_key', 'concurrency_key', 'buffered',
 ]);
 /** Values the data may hold and hidePayloads hides. */
 const SENSITIVE = new Set(['payload', 'result', 'progress']);
@@ -15,6 +15,9 @@ export function jobView(ctx: PageContext, row: Record<string, unknown>, now: Dat
   const id = String(row.id);
   const status = String(row.status);
   const str = (key: string) => (row[key] === null || row[key] === undefined ? null : String(row[key]));
+  // Buffered: claimed into a worker's read-ahead buffer, not started (docs/concepts.md): it waits, so it reads as queued.
+  const buffered = status === 'processing' && row.buffered === true;
+  const readAhead = buffered ? html` <span class="muted" data-field="read_ahead_by">read ahead by ${str('locked_by') ?? '—'}, not started</span>` : null;
   const runAt = str('run_at');
   const waitsForLater = status === 'queued' && runAt !== null && new Date(runAt) > now;
   const actions: HtmlValue[] = [];
@@ -42,12 +45,12 @@ export function jobView(ctx: PageContext, row: Record<string, unknown>, now: Dat
     .map(([label, key]) => ({ label, at: str(key)! }))
     .sort((a, b) => new Date(a.at).getTime() - new Date(b.at).getTime());
   const others = Object.keys(row).filter((k) => !PLACED.has(k));
-  const body = html`<p>${statusBadge(status)} ${actions}</p>
+  const body = html`<p>${statusBadge(buffered ? 'queued' : status)}${readAhead} ${actions}</p>
 <dl class="fields">
 <dt>Queue</dt><dd><a href="${ctx.base}/jobs?queue=${encodeURIComponent(String(row.queue_name))}">${String(row.queue_name)}</a></dd>
 <dt>Attempts</dt><dd>${String(row.attempts)} of ${String(row.max_attempts)}</dd>
 <dt>Priority</dt><dd>${String(row.priority)}</dd>
-<dt>Lease owner</dt><dd>${str('locked_by') ?? '—'}${status === 'processing' && str('lease_expires_at') ? ` (lease until ${formatTime(str('lease_expires_at'))})` : ''}</dd>
+<dt>Lease owner</dt><dd>${str('locked_by') ?? '—'}${status === 'processing' && str('lease_expires_at') ? ` (${buffered ? 'in its read-ahead buffer, ' : ''}lease until ${formatTime(str('lease_expires_at'))})` : ''}</dd>
 <dt>Unique key</dt><dd>${str('unique_key') ?? '—'}</dd>
 <dt>Concurrency key</dt><dd>${str('concurrency_key') ?? '—'}</dd>
 </dl>
