@@ -1,6 +1,6 @@
 import type { LoggerService } from '@nestjs/common';
 import { JobAbortedError, JobTimeoutError } from '../errors/pg-queue.error.js';
-import type { JobEventName, JobEvents } from '../events/job-events.js';
+import type { JobEvents } from '../events/job-events.js';
 import type { Job } from '../interfaces/job.interface.js';
 import type { ResolvedHandlerOptions } from '../interfaces/job-handler-options.interface.js';
 import { HELD_JOBS_GIVEN_BACK, HELD_JOBS_NOT_GIVEN_BACK, WORKER_DEFECT } from '../pg-queue.messages.js';
@@ -9,6 +9,7 @@ import { errorLine } from '../utils/error-text.js';
 import { hasLimits } from '../utils/resolve-options.js';
 import { withDeadline, withTimeout } from '../utils/retry-backoff.js';
 import { decideOutcome } from './attempt-outcome.js';
+import { AttemptReport } from './attempt-report.js';
 import { runAttempt } from './attempt-runner.js';
 import { ClaimLoop, type ClaimTarget } from './claim-loop.js';
 import { HeldJob } from './held-job.js';
@@ -82,6 +83,7 @@ export class QueueWorker implements ClaimTarget {
   private readonly bufferLeaseMs: number;
   private readonly startMarginMs: number;
   private readonly end = (job: HeldJob, error: unknown, result?: unknown) => this.ended(job, error, result);
+  private readonly tell: AttemptReport;
 
   constructor(
     private readonly config: QueueWorkerConfig,
@@ -94,6 +96,7 @@ export class QueueWorker implements ClaimTarget {
     const lease = bufferLease(config.leaseMs);
     this.bufferLeaseMs = lease.leaseMs;
     this.startMarginMs = lease.marginMs;
+    this.tell = new AttemptReport(config.queue, config.workerId, shared.logger, shared.events);
     this.claims = new ClaimLoop(
       {
         queue: config.queue,
@@ -211,7 +214,7 @@ export class QueueWorker implements ClaimTarget {
     this.running += 1;
     job.startedAt = performance.now();
     if (!job.marked) this.shared.leases.markSoon();
-    if (this.shared.events.observed) this.emit('active', job, { claimLatencyMs: job.claimLatencyMs });
+    if (this.shared.events.observed) this.tell.emit('active', job, { claimLatencyMs: job.claimLatencyMs });
     // Only jobs with a timeout pay for a timer.
     if (options.timeoutMs !== undefined) {
       const timeoutMs = options.timeoutMs;
@@ -264,8 +267,12 @@ export class QueueWorker implements ClaimTarget {
         job.to(status === undefined || status === 'dropped' ? 'lost' : 'written');
         this.settling -= 1;
         if (this.held.get(job.id) === job) this.held.delete(job.id);
-        if (status !== 'dropped') this.report(job, status);
-        else if (!job.marked) (unmarked ??= []).push(job);
+        if (status === 'dropped') {
+          if (!job.marked) (unmarked ??= []).push(job);
+          continue;
+        }
+        const dueInMs = this.tell.written(job, status);
+        if (dueInMs !== undefined) this.claims.wakeAt(dueInMs);
       }
       if (unmarked) this.markDropped(unmarked);
       // The rows left `processing` (or are no longer ours): at a limit's capacity, that is a slot this process freed.
@@ -284,34 +291,6 @@ export class QueueWorker implements ClaimTarget {
     lane.run(() => store.extendLeases(this.config.workerId, this.config.leaseMs, jobs)).catch((error: unknown) =>
       logger.warn(`queue "${this.config.queue}": could not mark ${jobs.length} job(s) with a refused outcome as started (${errorLine(error)}); they may run again uncharged`),
     );
-  }
-
-  /** Logs and emits what became of one attempt whose outcome was answered. */
-  private report(job: HeldJob, status: WrittenStatus): void {
-    const { queue, workerId } = this.config;
-    const { logger } = this.shared;
-    const failure = job.failure;
-    if (status === undefined) {
-      const what = job.snoozeMs !== undefined ? 'snoozed' : failure ? 'failed' : 'finished';
-      logger.warn(`job ${job.id} (${queue}) ${what} on ${workerId}, but it no longer held the job: outcome discarded`);
-    } else if (job.snoozeMs !== undefined) {
-      this.claims.wakeAt(job.snoozeMs); // after the write, so the job is there to claim
-    } else if (!failure) {
-      if (this.shared.events.observed) this.emit('completed', job, { result: job.result });
-    } else if (status === 'failed') {
-      logger.error(`job ${job.id} (${queue}) failed for good after ${job.attempt} attempt(s): ${errorLine(failure.thrown)}`);
-      if (this.shared.events.observed) {
-        this.emit('failed', job, { error: failure.thrown });
-        this.emit('dead', job, { error: failure.thrown });
-      }
-    } else {
-      logger.warn(`job ${job.id} (${queue}) attempt ${job.attempt}/${job.maxAttempts} failed, retry in ${failure.retryDelayMs} ms: ${errorLine(failure.thrown)}`);
-      this.claims.wakeAt(failure.retryDelayMs); // after the write, so the retry is there to claim
-      if (this.shared.events.observed) {
-        this.emit('failed', job, { error: failure.thrown });
-        this.emit('retrying', job, { error: failure.thrown, retryDelayMs: failure.retryDelayMs });
-      }
-    }
   }
 
   /** Adds this worker's jobs to a heartbeat's load (see LeaseHolders.collect). */
@@ -366,7 +345,7 @@ export class QueueWorker implements ClaimTarget {
       this.shared.logger.warn(`job ${job.id} (${this.config.queue}, attempt ${job.attempt}) lost its lease while running; its outcome will be discarded`);
       this.freeSlot(job);
       job.to('lost');
-      this.emit('lease-lost', job, { error: reason });
+      this.tell.emit('lease-lost', job, { error: reason });
     }
     // settling: its outcome is with the writer, which hears from the database that the row is gone.
   }
@@ -390,7 +369,7 @@ export class QueueWorker implements ClaimTarget {
         job.abort(reason);
         this.freeSlot(job);
         job.to('cancelled');
-        this.emit('cancelled', job, { error: reason });
+        this.tell.emit('cancelled', job, { error: reason });
         told = true;
       }
       this.askForCheck();
@@ -511,13 +490,6 @@ export class QueueWorker implements ClaimTarget {
   }
 
   // ---- Plumbing ----
-
-  /** Hands one event of this attempt to the JobEvents listeners (callers check `observed` first on hot paths). */
-  private emit(name: JobEventName, job: HeldJob, extra: { result?: unknown; error?: unknown; retryDelayMs?: number; claimLatencyMs?: number } = {}): void {
-    if (!this.shared.events.observed) return;
-    const durationMs = name === 'active' ? 0 : (job.endedAt || performance.now()) - job.startedAt;
-    this.shared.events.emit({ name, job, workerId: this.config.workerId, durationMs, ...extra });
-  }
 
   /** Runs a step of the worker; a defect in it is logged with its context, never thrown into the host's event loop. */
   private guarded(what: string, step: () => void): void {
