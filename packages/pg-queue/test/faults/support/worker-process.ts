@@ -9,6 +9,7 @@
 import 'reflect-metadata';
 import { Injectable, Module, type LogLevel } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+import { appendFileSync } from 'node:fs';
 import pg from 'pg';
 import { JobHandler, PgQueueModule, type Job, type PgQueueModuleOptions } from '../../../src/index.js';
 import { FAULTS_MAX_ATTEMPTS, FAULTS_TIMEOUT_MS, type FaultKind } from './fault-kinds.js';
@@ -22,6 +23,8 @@ export interface WorkerProcessConfig {
   queue: Omit<PgQueueModuleOptions, 'connection' | 'workerId' | 'dataSource'>;
   poolSize: number;
   logLevels: LogLevel[];
+  /** Every handler start is appended here ("<job id>/<attempt>" a line), synchronously, before the handler does anything else. */
+  startsFile: string;
 }
 
 let config!: WorkerProcessConfig;
@@ -33,7 +36,13 @@ const frozenJobs = new Set<string>();
 let allFrozenJobsStarted!: (spinUntil: number) => void;
 const frozenJobsStarted = new Promise<number>((resolve) => (allFrozenJobsStarted = resolve));
 
+/**
+ * Records a start: first in startsFile, synchronously (so that a SIGKILL or SIGSTOP right after the handler was
+ * called still finds it there: the suite reads it at each fault to tell the jobs that had started from the ones
+ * only claimed or read ahead), then in fault_runs.
+ */
 async function recordStart(job: Job): Promise<string> {
+  appendFileSync(config.startsFile, `${job.id}/${job.attempt}\n`);
   const { rows } = await records.query<{ id: string }>(
     'INSERT INTO fault_runs (job_id, queue, attempt, worker, pid) VALUES ($1, $2, $3, $4, $5) RETURNING id',
     [job.id, job.queue, job.attempt, config.workerId, process.pid],
