@@ -9,7 +9,7 @@
 import 'reflect-metadata';
 import { Injectable, Module, type LogLevel } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { appendFileSync } from 'node:fs';
+import { openSync, writeSync } from 'node:fs';
 import pg from 'pg';
 import { JobHandler, PgQueueModule, type Job, type PgQueueModuleOptions } from '../../../src/index.js';
 import { FAULTS_MAX_ATTEMPTS, FAULTS_TIMEOUT_MS, type FaultKind } from './fault-kinds.js';
@@ -29,6 +29,8 @@ export interface WorkerProcessConfig {
 
 let config!: WorkerProcessConfig;
 let records!: pg.Pool;
+/** startsFile, opened once for appending. */
+let starts!: number;
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const forever = new Promise<never>(() => undefined);
@@ -42,7 +44,7 @@ const frozenJobsStarted = new Promise<number>((resolve) => (allFrozenJobsStarted
  * only claimed or read ahead), then in fault_runs.
  */
 async function recordStart(job: Job): Promise<string> {
-  appendFileSync(config.startsFile, `${job.id}/${job.attempt}\n`);
+  writeSync(starts, `${job.id}/${job.attempt}\n`);
   const { rows } = await records.query<{ id: string }>(
     'INSERT INTO fault_runs (job_id, queue, attempt, worker, pid) VALUES ($1, $2, $3, $4, $5) RETURNING id',
     [job.id, job.queue, job.attempt, config.workerId, process.pid],
@@ -137,6 +139,7 @@ class FaultHandlers {
 }
 
 async function boot(): Promise<void> {
+  starts = openSync(config.startsFile, 'a');
   records = new pg.Pool({ connectionString: config.url, max: config.poolSize });
   records.on('error', () => undefined); // idle clients die with a PostgreSQL restart; the next query reconnects
 
