@@ -9,8 +9,8 @@ import { FAULTS_MAX_ATTEMPTS, FAULTS_TIMEOUT_MS } from './support/fault-kinds.js
 import { formatStates, formatTable, openScenario, type Scenario, type ScenarioRow } from './support/scenario.js';
 import { badHandlers } from './scenarios/bad-handlers.js';
 import { freezeWorker } from './scenarios/freeze-worker.js';
-import { killWorkers } from './scenarios/kill-workers.js';
-import { restartPostgres } from './scenarios/restart-postgres.js';
+import { killWorkers, type KillWorkersSize } from './scenarios/kill-workers.js';
+import { restartPostgres, type RestartPostgresSize } from './scenarios/restart-postgres.js';
 
 // The fault-injection suite: worker processes (forked, each a Nest app) against real PostgreSQL, faults
 // injected on purpose, outcomes read back from the database. `npm test` runs the short version;
@@ -29,6 +29,20 @@ const SIZE = FULL
       restart: { workers: 2, jobs: 800, downMs: 2_000, jobMs: [5, 30] as [number, number], probes: 7, timeoutMs: 120_000 },
       bad: { workers: 2, good: 200, eachBad: 3, cancelled: 4, timeoutMs: 60_000 },
     };
+
+/**
+ * The same kill, freeze and restart scenarios with the work queue's read-ahead set: a fixed prefetch of 490
+ * (buffers far larger than the slots), and 'auto' on fast jobs (where its estimate reads far ahead). Full
+ * profile only, but for one short freeze with a full buffer. A job only read ahead, never started, is not in
+ * flight at a fault: running it elsewhere is its first run (the audit counts only started jobs as held).
+ */
+const PREFETCH_VARIANTS: { label: string; prefetch: number | 'auto'; jobMs: [number, number] }[] = [
+  { label: 'prefetch 490', prefetch: 490, jobMs: [5, 40] },
+  { label: "prefetch 'auto', fast jobs", prefetch: 'auto', jobMs: [1, 5] },
+];
+const FREEZE_SIZE = FULL
+  ? { workers: 4, jobs: 10_000, killEveryMs: 1_000, maxKills: Infinity, jobMs: [20, 60] as [number, number], timeoutMs: 600_000, freezeMs: 6_000 }
+  : { workers: 2, jobs: 600, killEveryMs: 500, maxKills: 1, jobMs: [40, 100] as [number, number], timeoutMs: 60_000, freezeMs: 6_000 };
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 
@@ -75,36 +89,64 @@ describe(`fault injection (${FULL ? 'full' : 'short'} version)`, () => {
     if (rows.length) console.log(`fault injection, ${FULL ? 'full' : 'short'} version, ${total} s${logs}\n\n${formatTable(rows)}\n`);
   });
 
-  it(`1. SIGKILL a random one of ${SIZE.kill.workers} worker processes every second: no job lost, every double run explained`, async () => {
-    const r = await scenario(createTestDatabase('faults_kill'), (s) => killWorkers(s, SIZE.kill));
+  /** Scenario 1 (SIGKILL, or SIGSTOP past the lease with `fault: 'freeze'`), with its checks. */
+  async function killScenario(label: string, size: KillWorkersSize, minFaults: number): Promise<void> {
+    const freeze = size.fault === 'freeze';
+    const r = await scenario(createTestDatabase(`faults_${freeze ? 'freeze' : 'kill'}_${rows.length}`), (s) => killWorkers(s, size));
     rows.push({
-      scenario: `1. SIGKILL a random worker every ${SIZE.kill.killEveryMs / 1_000} s, restart it (${SIZE.kill.workers} processes)`,
+      scenario: label,
       jobs: r.audit.jobs,
-      faults: `${r.kills} SIGKILL, ${r.inFlightAtKills} jobs in flight at a kill`,
+      faults: `${r.kills} ${freeze ? `SIGSTOP (${(size.freezeMs ?? 6_000) / 1_000} s)` : 'SIGKILL'}, ${r.inFlightAtKills} jobs in flight (started) at a fault`,
       lost: r.audit.lost,
       ranTwice: r.audit.ranTwice,
       finalStates: formatStates(r.states),
       seconds: r.seconds,
     });
-    expect(r.kills).toBeGreaterThanOrEqual(FULL ? 10 : 2);
+    expect(r.kills).toBeGreaterThanOrEqual(minFaults);
     expect(r.inFlightAtKills).toBeGreaterThan(0);
     expect(r.audit.lost).toBe(0);
-    expect(r.states).toEqual({ completed: SIZE.kill.jobs });
+    expect(r.states).toEqual({ completed: size.jobs });
     // Every completion was recorded by a run of that attempt on that worker...
     expect(r.audit.completedWithoutRun).toBe(0);
-    // ...every job that ran twice was held by a worker when it was killed, and ended with its final attempt.
+    // ...every job that ran twice had started on a worker that held it when the fault hit, and ended with its final attempt.
     expect(r.audit.unexplained).toEqual([]);
     expect(r.audit.unfenced).toEqual([]);
     expect(r.audit.ranTwice).toBeLessThanOrEqual(r.inFlightAtKills);
     passed++;
+  }
+
+  it(`1. SIGKILL a random one of ${SIZE.kill.workers} worker processes every second: no job lost, every double run explained`, async () => {
+    await killScenario(`1. SIGKILL a random worker every ${SIZE.kill.killEveryMs / 1_000} s, restart it (${SIZE.kill.workers} processes)`, SIZE.kill, FULL ? 10 : 2);
   }, SIZE.kill.timeoutMs + 60_000);
 
-  it('2. restart PostgreSQL mid-run: every job completes, the listener comes back, NOTIFY wakes a worker within 100 ms', async () => {
+  if (FULL) {
+    for (const v of PREFETCH_VARIANTS) {
+      const size = { ...SIZE.kill, jobs: 10_000, jobMs: v.jobMs, prefetch: v.prefetch };
+      it(`1. (${v.label}) SIGKILL a random worker every second: no job lost, only started jobs run twice`, async () => {
+        await killScenario(`1. SIGKILL a random worker every ${size.killEveryMs / 1_000} s, ${v.label} (${size.workers} processes)`, size, 3);
+      }, size.timeoutMs + 60_000);
+    }
+  }
+
+  it(`1. (prefetch 490) SIGSTOP a worker with a full buffer past its lease, then SIGCONT: no job lost, only started jobs run twice`, async () => {
+    const size = { ...FREEZE_SIZE, fault: 'freeze' as const, prefetch: 490 };
+    await killScenario(`1. SIGSTOP a worker ${size.freezeMs / 1_000} s with a full buffer, prefetch 490 (${size.workers} processes)`, size, 1);
+  }, FREEZE_SIZE.timeoutMs + 60_000);
+
+  if (FULL) {
+    it("1. (prefetch 'auto', fast jobs) SIGSTOP a worker past its lease, then SIGCONT: no job lost, only started jobs run twice", async () => {
+      const size = { ...FREEZE_SIZE, fault: 'freeze' as const, prefetch: 'auto' as const, jobMs: [1, 5] as [number, number] };
+      await killScenario(`1. SIGSTOP a worker ${size.freezeMs / 1_000} s, prefetch 'auto', fast jobs (${size.workers} processes)`, size, 1);
+    }, FREEZE_SIZE.timeoutMs + 60_000);
+  }
+
+  /** Scenario 2, with its checks; `prefetch`: the work queue's read-ahead. */
+  async function restartScenario(size: RestartPostgresSize, label = ''): Promise<void> {
     const server = await privateServer!;
-    const r = await scenario(createDatabase(server.url, 'faults_restart'), (s) => restartPostgres(s, server, SIZE.restart));
+    const r = await scenario(createDatabase(server.url, `faults_restart_${rows.length}`), (s) => restartPostgres(s, server, size));
     const p50 = median(r.probeMs);
     rows.push({
-      scenario: `2. restart PostgreSQL (down ${(r.outageMs / 1_000).toFixed(1)} s) mid-run (${SIZE.restart.workers} processes)`,
+      scenario: `2. restart PostgreSQL (down ${(r.outageMs / 1_000).toFixed(1)} s) mid-run${label} (${size.workers} processes)`,
       jobs: r.audit.jobs,
       faults: `1 restart at ${r.completedBeforeRestart} done; LISTEN back ${Math.round(r.listenersBackMs)} ms and backlog resumed ${Math.round(r.workResumedMs)} ms after; new job started in ${p50.toFixed(0)} ms (median of ${r.probeMs.length})`,
       lost: r.audit.lost,
@@ -113,16 +155,29 @@ describe(`fault injection (${FULL ? 'full' : 'short'} version)`, () => {
       seconds: r.seconds,
     });
     expect(r.audit.lost).toBe(0);
-    expect(r.states).toEqual({ completed: SIZE.restart.jobs });
+    expect(r.states).toEqual({ completed: size.jobs });
     expect(r.audit.completedWithoutRun).toBe(0);
-    // A run may be redone here (an outcome that could not be written, its lease expired meanwhile), but the
-    // outcome is always the final attempt's.
+    // A run may be redone here (an outcome that could not be written, its lease expired meanwhile), but only
+    // a run started before the server was back, and the outcome is always the final attempt's.
+    expect(r.audit.unexplained).toEqual([]);
     expect(r.audit.unfenced).toEqual([]);
     // Polling is a minute apart: only the reconnected listener can wake a worker this fast.
     expect(p50).toBeLessThan(100);
     expect(Math.max(...r.probeMs)).toBeLessThan(5_000);
     passed++;
+  }
+
+  it('2. restart PostgreSQL mid-run: every job completes, the listener comes back, NOTIFY wakes a worker within 100 ms', async () => {
+    await restartScenario(SIZE.restart);
   }, SIZE.restart.timeoutMs + 60_000);
+
+  if (FULL) {
+    for (const v of PREFETCH_VARIANTS) {
+      it(`2. (${v.label}) restart PostgreSQL mid-run: every job completes, only started jobs run twice`, async () => {
+        await restartScenario({ ...SIZE.restart, jobMs: v.jobMs, prefetch: v.prefetch }, `, ${v.label}`);
+      }, SIZE.restart.timeoutMs + 60_000);
+    }
+  }
 
   it('3. freeze a worker past its lease: the job moves to another worker, the frozen one’s late outcomes are rejected', async () => {
     const r = await scenario(createTestDatabase('faults_freeze'), freezeWorker);

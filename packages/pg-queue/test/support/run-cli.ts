@@ -19,12 +19,15 @@ export interface CliResult {
   stderr: string;
 }
 
-/** Runs `pg-queue <args>` in a child process (stdin not a terminal) and returns its exit code and output. */
-export function runCli(args: string[], env: Record<string, string | undefined> = {}, input?: string): Promise<CliResult> {
+/**
+ * Runs `pg-queue <args>` in a child process (stdin not a terminal) and returns its exit code and output. `cli`:
+ * another build of the binary (a worker build of buildWorker holds one, at src/cli/main.js, with no tsc step).
+ */
+export function runCli(args: string[], env: Record<string, string | undefined> = {}, input?: string, cli = CLI): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     const child = execFile(
       process.execPath,
-      [CLI, ...args],
+      [cli, ...args],
       { env: { ...process.env, NODE_OPTIONS: '', DATABASE_URL: undefined, PGPASSWORD: undefined, ...env }, timeout: 60_000, maxBuffer: 64 * 1024 * 1024 },
       (error, stdout, stderr) => {
         if (error && typeof error.code !== 'number') return reject(error);

@@ -6,10 +6,12 @@ import net from 'node:net';
  * new connections still work), `refuse()` cuts every connection and refuses new ones (the server is gone).
  */
 export class TcpProxy {
-  private readonly server: net.Server;
+  private server: net.Server;
   private readonly pairs = new Set<{ client: net.Socket; upstream: net.Socket }>();
   /** Black-holed connections, kept only to be destroyed by close(). */
   private readonly holes: net.Socket[] = [];
+  /** The port it listens on (kept for reopen()). */
+  private port = 0;
   /** Connections accepted so far. */
   accepted = 0;
 
@@ -23,7 +25,8 @@ export class TcpProxy {
     const proxy = new TcpProxy({ host: u.hostname, port: Number(u.port || 5432) });
     await new Promise<void>((resolve) => proxy.server.listen(0, '127.0.0.1', resolve));
     u.hostname = '127.0.0.1';
-    u.port = String((proxy.server.address() as net.AddressInfo).port);
+    proxy.port = (proxy.server.address() as net.AddressInfo).port;
+    u.port = String(proxy.port);
     return Object.assign(proxy, { url: u.toString() });
   }
 
@@ -66,6 +69,13 @@ export class TcpProxy {
     }
     this.pairs.clear();
     await closed;
+  }
+
+  /** After refuse(): accepts connections again, on the same port (the outage is over). */
+  async reopen(): Promise<void> {
+    const port = (this.server.address() as net.AddressInfo | null)?.port ?? this.port;
+    this.server = net.createServer((client) => this.accept(client));
+    await new Promise<void>((resolve) => this.server.listen(port, '127.0.0.1', resolve));
   }
 
   async close(): Promise<void> {

@@ -1,5 +1,5 @@
 import { auditRuns, countWhere, statusCounts, type RunAudit } from '../support/fault-db.js';
-import { sleep, type Scenario } from '../support/scenario.js';
+import { FAULT_TIMINGS, sleep, type Scenario } from '../support/scenario.js';
 
 export interface KillWorkersSize {
   workers: number;
@@ -10,13 +10,21 @@ export interface KillWorkersSize {
   /** Handler run time, uniformly in [min, max] ms: long enough that a kill always finds jobs in flight. */
   jobMs: [number, number];
   timeoutMs: number;
+  /** The work queue's read-ahead (default: the handler's, 'auto'). */
+  prefetch?: number | 'auto';
+  /**
+   * 'kill' (default): SIGKILL and replace the victim. 'freeze': SIGSTOP the victim for freezeMs (past the lease,
+   * and past a read-ahead buffer's short lease), then SIGCONT; one frozen worker at a time, none replaced.
+   */
+  fault?: 'kill' | 'freeze';
+  freezeMs?: number;
 }
 
 export interface KillWorkersResult {
   audit: RunAudit;
   kills: number;
   states: Record<string, number>;
-  /** Jobs in flight (claimed, outcome not written) on the workers when they were killed. */
+  /** Jobs in flight (started, outcome not written) on the workers when they were killed (or frozen). */
   inFlightAtKills: number;
   seconds: number;
 }
@@ -28,7 +36,8 @@ export interface KillWorkersResult {
  */
 export async function killWorkers(s: Scenario, size: KillWorkersSize): Promise<KillWorkersResult> {
   const t0 = performance.now();
-  const fleet = s.fleet();
+  const fleet = s.fleet(size.prefetch === undefined ? FAULT_TIMINGS : { ...FAULT_TIMINGS, queues: { work: { prefetch: size.prefetch } } });
+  const freeze = size.fault === 'freeze';
   const slots = Array.from({ length: size.workers }, (_, i) => `kill-w${i + 1}`);
   await Promise.all(slots.map((slot) => fleet.start(slot)));
 
@@ -51,6 +60,13 @@ export async function killWorkers(s: Scenario, size: KillWorkersSize): Promise<K
     const candidates = fleet.ready();
     if (kills >= size.maxKills || candidates.length === 0 || (await completed()) >= size.jobs) continue;
     const victim = candidates[Math.floor(Math.random() * candidates.length)];
+    if (freeze) {
+      inFlightAtKills += await fleet.freeze(victim);
+      kills += 1;
+      await sleep(size.freezeMs ?? 6_000);
+      fleet.resume(victim);
+      continue;
+    }
     inFlightAtKills += await fleet.kill(victim);
     kills += 1;
     // Replaced at once, in the background, so the kills keep their one-per-second pace while it boots.

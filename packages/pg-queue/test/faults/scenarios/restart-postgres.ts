@@ -12,6 +12,8 @@ export interface RestartPostgresSize {
   /** Jobs enqueued one by one after recovery, to time the NOTIFY wake-up. */
   probes: number;
   timeoutMs: number;
+  /** The work queue's read-ahead (default: the handler's, 'auto'). */
+  prefetch?: number | 'auto';
 }
 
 export interface RestartPostgresResult {
@@ -37,7 +39,12 @@ export interface RestartPostgresResult {
 export async function restartPostgres(s: Scenario, server: PostgresServer, size: RestartPostgresSize): Promise<RestartPostgresResult> {
   if (!server.restart) throw new Error(`a ${server.source} server cannot be restarted by the suite; scenario 2 needs an embedded one`);
   const t0 = performance.now();
-  const fleet = s.fleet({ ...FAULT_TIMINGS, pollIntervalMs: 60_000, fallbackPollIntervalMs: 60_000 });
+  const fleet = s.fleet({
+    ...FAULT_TIMINGS,
+    pollIntervalMs: 60_000,
+    fallbackPollIntervalMs: 60_000,
+    ...(size.prefetch === undefined ? {} : { queues: { work: { prefetch: size.prefetch } } }),
+  });
   await Promise.all(Array.from({ length: size.workers }, (_, i) => fleet.start(`restart-w${i + 1}`)));
   const [lo, hi] = size.jobMs;
   await s.queue.enqueueMany(Array.from({ length: size.jobs }, () => ({ queue: 'work', payload: { ms: lo + Math.floor(Math.random() * (hi - lo + 1)) }, maxAttempts: 25 })));
@@ -51,6 +58,8 @@ export async function restartPostgres(s: Scenario, server: PostgresServer, size:
   await server.restart(size.downMs);
   const backAt = performance.now();
   const backAtDb = await waitFor('the server', async () => (await s.db.query<{ now: Date }>('SELECT clock_timestamp() AS now').catch(() => undefined))?.rows[0].now);
+  // Whatever any worker started until now was in flight at the outage; a job run twice must have been one of them.
+  await fleet.recordOutage();
 
   // Every worker's listener session is back and has run its LISTEN (read from the server itself).
   await waitFor('listeners back', async () => {

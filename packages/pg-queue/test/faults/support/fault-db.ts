@@ -8,8 +8,6 @@ export async function createFaultTables(db: pg.Pool): Promise<void> {
       job_id      bigint NOT NULL,
       queue       text NOT NULL,
       attempt     int NOT NULL,
-      -- the claim's fence token, read from the row as the run starts: one claim, one run
-      claim       bigint,
       worker      text NOT NULL,
       pid         int NOT NULL,
       started_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
@@ -23,7 +21,8 @@ export async function createFaultTables(db: pg.Pool): Promise<void> {
       signal text NOT NULL,
       at     timestamptz NOT NULL DEFAULT clock_timestamp()
     );
-    -- The jobs a worker held (claimed, outcome not written) when a fault hit it: the only runs allowed to be redone.
+    -- The jobs a worker held (claimed, outcome not written) and had started when a fault hit it: the only runs
+    -- allowed to be redone (a job only read ahead, never started, is not in flight: its first run is elsewhere).
     CREATE TABLE fault_held (
       worker  text NOT NULL,
       job_id  bigint NOT NULL,
@@ -53,13 +52,9 @@ export interface RunAudit {
   completedWithoutRun: number;
   /** Jobs whose handler ran more than once. */
   ranTwice: number;
-  /** Of those, earlier runs not explained by a process fault: their worker did not hold the job when a SIGKILL or SIGSTOP hit it. */
+  /** Of those, earlier runs not explained by a fault: their worker had not started the job, or did not hold it, when a SIGKILL, SIGSTOP or restart hit it. */
   unexplained: { jobId: string; why: string }[];
-  /**
-   * Of those, jobs whose outcome is not the final attempt's, or one of whose claims ran twice: fencing failed.
-   * (An attempt number may run twice: a job started from a worker's buffer is charged when its row learns that
-   * it started, so a run cut short before that, by a kill or an outage, runs again under the same number.)
-   */
+  /** Of those, jobs whose outcome is not the final attempt's, or whose attempt ran twice: fencing failed. */
   unfenced: { jobId: string; why: string }[];
   runs: number;
 }
@@ -69,7 +64,7 @@ interface MultiRunRow {
   status: string;
   attempts: number;
   locked_by: string | null;
-  runs: { attempt: number; worker: string; claim: string | null }[];
+  runs: { attempt: number; worker: string }[];
 }
 
 /**
@@ -89,7 +84,7 @@ export async function auditRuns(db: pg.Pool, queue: string): Promise<RunAudit> {
   );
   const { rows: multi } = await db.query<MultiRunRow>(
     `SELECT j.id::text, j.status::text, j.attempts, j.locked_by,
-            json_agg(json_build_object('attempt', r.attempt, 'worker', r.worker, 'claim', r.claim::text) ORDER BY r.attempt, r.started_at) AS runs
+            json_agg(json_build_object('attempt', r.attempt, 'worker', r.worker) ORDER BY r.attempt, r.started_at) AS runs
      FROM background_jobs j JOIN fault_runs r ON r.job_id = j.id
      WHERE j.queue_name = $1
      GROUP BY j.id HAVING count(*) > 1`,
@@ -101,11 +96,15 @@ export async function auditRuns(db: pg.Pool, queue: string): Promise<RunAudit> {
   const unfenced: RunAudit['unfenced'] = [];
   for (const job of multi) {
     const last = job.runs[job.runs.length - 1];
-    const claims = job.runs.map((r) => r.claim);
-    if (new Set(claims).size !== claims.length) unfenced.push({ jobId: job.id, why: `one claim ran twice: ${claims.join(',')}` });
+    // One attempt number twice: the claim of the second run did not fence the first, unless the first run was
+    // cut by a fault before its start reached the row (a job started from a read-ahead buffer is charged its
+    // attempt within a heartbeat tick; killed before that, it goes back uncharged and runs again as that attempt).
+    const explained = (run: { attempt: number; worker: string }) => heldAtFault.has(`${job.id}/${run.attempt}/${run.worker}`);
+    const repeated = job.runs.filter((run, i) => job.runs.slice(i + 1).some((later) => later.attempt === run.attempt) && !explained(run));
+    if (repeated.length > 0) unfenced.push({ jobId: job.id, why: `one attempt ran twice: ${job.runs.map((r) => `${r.attempt} on ${r.worker}`).join(', ')}` });
     for (const run of job.runs.slice(0, -1)) {
-      if (!heldAtFault.has(`${job.id}/${run.attempt}/${run.worker}`)) {
-        unexplained.push({ jobId: job.id, why: `attempt ${run.attempt} on ${run.worker} was redone, but no fault hit that worker while it held the job` });
+      if (!explained(run)) {
+        unexplained.push({ jobId: job.id, why: `attempt ${run.attempt} on ${run.worker} was redone, but no fault hit that worker while it had started the job and held it` });
       }
     }
     if (job.status !== 'completed' || job.attempts !== last.attempt || job.locked_by !== last.worker) {

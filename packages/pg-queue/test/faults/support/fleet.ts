@@ -112,6 +112,7 @@ export class WorkerFleet {
       queue: this.options.queue,
       poolSize: this.options.poolSize ?? 4,
       logLevels: ['log', 'warn', 'error'],
+      startsFile: startsFile(handle),
     };
     const timeoutMs = this.options.bootTimeoutMs ?? 60_000;
     await new Promise<void>((resolve, reject) => {
@@ -172,34 +173,77 @@ export class WorkerFleet {
     }
   }
 
-  /** The jobs a worker holds: claimed, outcome not written yet. */
-  private async held(worker: WorkerHandle): Promise<{ id: string; attempt: number }[]> {
-    const { rows } = await this.options.db.query<{ id: string; attempt: number }>(
-      // A job started from the buffer runs as attempts + 1 until its row learns that it started.
-      `SELECT id::text, attempts + buffered::int AS attempt FROM background_jobs WHERE status = 'processing' AND locked_by = $1`,
-      [worker.workerId],
+  /** The jobs claimed by a worker whose outcome is not written: running, finished but unwritten, or read ahead. */
+  private async claimed(workerId: string): Promise<string[]> {
+    const { rows } = await this.options.db.query<{ id: string }>(
+      `SELECT id::text FROM background_jobs WHERE status = 'processing' AND locked_by = $1`,
+      [workerId],
     );
-    return rows;
+    return rows.map((r) => r.id);
   }
 
   /**
-   * Sends the signal and writes the fault down with the jobs the worker held, read just before and just after:
-   * a job claimed in between is in the second read, and a job that is in the first read only (it finished
-   * just before the signal, or its lease ran out just after) is harmless in the list. Resolves with the
-   * number of jobs held.
+   * Sends the signal and writes the fault down with the jobs the worker held *and had started*: claimed (read
+   * just before and just after the signal: a job claimed in between is in the second read, and a job that is in
+   * the first read only is harmless in the list) and started by its handler (the worker's starts file, written
+   * synchronously at each start: a job only read ahead, never started, is not "in flight", and running it
+   * elsewhere later is its first run). Resolves with the number of jobs held and started.
    */
   private async inject(worker: WorkerHandle, signal: 'SIGKILL' | 'SIGSTOP', send: () => Promise<void>): Promise<number> {
-    const before = await this.held(worker);
+    const before = await this.claimed(worker.workerId);
     await send();
-    const after = await this.held(worker);
-    const jobs = new Map([...before, ...after].map((j) => [`${j.id}/${j.attempt}`, j]));
+    if (signal === 'SIGSTOP') await new Promise((resolve) => setTimeout(resolve, 20)); // the signal is delivered
+    const after = await this.claimed(worker.workerId);
+    const starts = readStarts(worker);
+    const jobs = [...new Set([...before, ...after])].filter((id) => starts.has(id)).map((id) => ({ id, attempt: starts.get(id)! }));
     await this.options.db.query(
       `WITH fault AS (INSERT INTO fault_faults (worker, pid, signal) VALUES ($1, $2, $3))
        INSERT INTO fault_held (worker, job_id, attempt) SELECT $1, * FROM unnest($4::int8[], $5::int[])`,
-      [worker.workerId, worker.pid, signal, [...jobs.values()].map((j) => j.id), [...jobs.values()].map((j) => j.attempt)],
+      [worker.workerId, worker.pid, signal, jobs.map((j) => j.id), jobs.map((j) => j.attempt)],
     );
-    return jobs.size;
+    return jobs.length;
   }
+
+  /**
+   * A fault that hit every worker at once (PostgreSQL restarted): call once the server is back. Every start
+   * every worker made before now counts as in flight at the fault (a job may start from a buffer during the
+   * outage and its outcome be lost with it); a start after now does not.
+   */
+  async recordOutage(): Promise<void> {
+    for (const worker of this.live.values()) {
+      const starts = [...readStarts(worker, true)];
+      await this.options.db.query(
+        `WITH fault AS (INSERT INTO fault_faults (worker, pid, signal) VALUES ($1, $2, 'RESTART'))
+         INSERT INTO fault_held (worker, job_id, attempt) SELECT $1, * FROM unnest($3::int8[], $4::int[])`,
+        [worker.workerId, worker.pid, starts.map(([id]) => id), starts.map(([, attempt]) => attempt)],
+      );
+    }
+  }
+}
+
+function startsFile(worker: WorkerHandle): string {
+  return `${worker.logFile}.starts`;
+}
+
+/** What a worker process started: job id -> the last attempt started (`all`: every job/attempt pair, as [id, attempt]). */
+function readStarts(worker: WorkerHandle): Map<string, number>;
+function readStarts(worker: WorkerHandle, all: true): Set<[string, number]>;
+function readStarts(worker: WorkerHandle, all = false): Map<string, number> | Set<[string, number]> {
+  let text = '';
+  try {
+    text = readFileSync(startsFile(worker), 'utf8');
+  } catch {
+    // no start yet
+  }
+  const pairs = text
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => {
+      const [id, attempt] = line.split('/');
+      return [id, Number(attempt)] as [string, number];
+    });
+  if (all) return new Set(pairs);
+  return new Map(pairs);
 }
 
 function killNow(w: WorkerHandle): void {

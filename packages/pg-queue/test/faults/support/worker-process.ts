@@ -9,6 +9,7 @@
 import 'reflect-metadata';
 import { Injectable, Module, type LogLevel } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+import { openSync, writeSync } from 'node:fs';
 import pg from 'pg';
 import { JobHandler, PgQueueModule, type Job, type PgQueueModuleOptions } from '../../../src/index.js';
 import { FAULTS_MAX_ATTEMPTS, FAULTS_TIMEOUT_MS, type FaultKind } from './fault-kinds.js';
@@ -22,10 +23,14 @@ export interface WorkerProcessConfig {
   queue: Omit<PgQueueModuleOptions, 'connection' | 'workerId' | 'dataSource'>;
   poolSize: number;
   logLevels: LogLevel[];
+  /** Every handler start is appended here ("<job id>/<attempt>" a line), synchronously, before the handler does anything else. */
+  startsFile: string;
 }
 
 let config!: WorkerProcessConfig;
 let records!: pg.Pool;
+/** startsFile, opened once for appending. */
+let starts!: number;
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const forever = new Promise<never>(() => undefined);
@@ -33,10 +38,15 @@ const frozenJobs = new Set<string>();
 let allFrozenJobsStarted!: (spinUntil: number) => void;
 const frozenJobsStarted = new Promise<number>((resolve) => (allFrozenJobsStarted = resolve));
 
+/**
+ * Records a start: first in startsFile, synchronously (so that a SIGKILL or SIGSTOP right after the handler was
+ * called still finds it there: the suite reads it at each fault to tell the jobs that had started from the ones
+ * only claimed or read ahead), then in fault_runs.
+ */
 async function recordStart(job: Job): Promise<string> {
+  writeSync(starts, `${job.id}/${job.attempt}\n`);
   const { rows } = await records.query<{ id: string }>(
-    `INSERT INTO fault_runs (job_id, queue, attempt, worker, pid, claim)
-     SELECT $1, $2, $3, $4, $5, (SELECT fence_token FROM background_jobs WHERE id = $1) RETURNING id`,
+    'INSERT INTO fault_runs (job_id, queue, attempt, worker, pid) VALUES ($1, $2, $3, $4, $5) RETURNING id',
     [job.id, job.queue, job.attempt, config.workerId, process.pid],
   );
   return rows[0].id;
@@ -129,6 +139,7 @@ class FaultHandlers {
 }
 
 async function boot(): Promise<void> {
+  starts = openSync(config.startsFile, 'a');
   records = new pg.Pool({ connectionString: config.url, max: config.poolSize });
   records.on('error', () => undefined); // idle clients die with a PostgreSQL restart; the next query reconnects
 
