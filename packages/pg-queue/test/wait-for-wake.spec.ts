@@ -14,12 +14,22 @@ import { sqlPool, startApp, waitFor } from './support/test-app.js';
  */
 const POLL_MS = 30_000;
 
+const release = new Map<string, () => void>();
+
 @Injectable()
 class Handlers {
   @JobHandler('ww-run', { concurrency: 2 })
   async run(job: Job<{ n: number }>) {
     await db.query('INSERT INTO ww_runs (job_id) VALUES ($1)', [job.id]);
     return { n: job.payload.n };
+  }
+
+  @JobHandler('ww-held')
+  async held(job: Job) {
+    await new Promise<void>((resolve) => {
+      release.set(job.id, resolve);
+      job.signal.addEventListener('abort', () => resolve());
+    });
   }
 }
 
@@ -87,6 +97,46 @@ describe('waitFor: a waiter never hides a job from a claim', () => {
       await expect(result).resolves.toEqual({ n: 1 });
     } finally {
       await holder.end();
+    }
+  });
+
+  it('the mark wakes a queue only for a job queued and due: not for one delayed, running or finished', async () => {
+    const jobs = new pg.Client({ connectionString: url });
+    await jobs.connect();
+    const heard: string[] = [];
+    jobs.on('notification', (n) => heard.push(n.payload ?? ''));
+    await jobs.query('LISTEN pg_queue_jobs');
+    const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+    /** The wake-ups of `queue` heard while a waitFor marks `id` (its enqueue's own have arrived before). */
+    const wakesOfMark = async (queueName: string, id: string) => {
+      await pause(200);
+      heard.length = 0;
+      const stop = new AbortController();
+      const waiting = producer.waitFor(id, { signal: stop.signal }).catch(() => undefined);
+      await waitFor('marked', async () => (await db.query('SELECT awaited FROM background_jobs WHERE id = $1', [id])).rows[0].awaited === true);
+      await pause(200);
+      stop.abort();
+      await waiting;
+      return heard.filter((q) => q === queueName).length;
+    };
+    try {
+      // Queued and due (no worker here runs this queue): one wake-up.
+      expect(await wakesOfMark('ww-idle', await producer.enqueue('ww-idle', {}))).toBe(1);
+      // Delayed: the worker's timer for it is armed already; no wake-up.
+      expect(await wakesOfMark('ww-idle', await producer.enqueue('ww-idle', {}, { delayMs: 3_600_000 }))).toBe(0);
+      // Running: no wake-up.
+      const running = await producer.enqueue('ww-held', {});
+      await waitFor('running', async () => release.has(running));
+      expect(await wakesOfMark('ww-held', running)).toBe(0);
+      release.get(running)!();
+      // Finished: nothing marked, no wake-up; waitFor resolves at once.
+      await waitFor('completed', async () => (await producer.get(running))?.status === 'completed');
+      heard.length = 0;
+      await producer.waitFor(running, { timeoutMs: 1_000 });
+      await pause(200);
+      expect(heard.filter((q) => q === 'ww-held')).toEqual([]);
+    } finally {
+      await jobs.end();
     }
   });
 
