@@ -28,7 +28,9 @@ interface JunkKind {
   /** What the handler does: it is called as the handler itself, so a thenable it returns reaches the worker as is. */
   handle: () => unknown;
   /** The first line of the job's last_error. */
-  lastError: string;
+  lastError: string | RegExp;
+  /** How many attempts the job ends with: maxAttempts, unless its failure is final. */
+  attempts?: number;
 }
 
 const JUNK: Record<string, JunkKind> = {
@@ -94,6 +96,16 @@ const JUNK: Record<string, JunkKind> = {
       throw Symbol('thrown');
     },
     lastError: 'non-Error thrown: Symbol(thrown)',
+  },
+  'result-to-json-throws-revoked-proxy': {
+    // A result that cannot be stored fails the job for good: a retry would return the same.
+    handle: async () => ({
+      toJSON() {
+        throw revokedProxy();
+      },
+    }),
+    lastError: /^job \d+ \(junk-result-to-json-throws-revoked-proxy\): the handler's result cannot be stored: it is not JSON \(non-Error thrown: <Revoked Proxy>\)/,
+    attempts: 1,
   },
 };
 
@@ -165,12 +177,14 @@ describe('junk from handlers: never reaches the host process', () => {
     await waitFor('the plain job completed', async () => (await queue.get(plain))?.status === 'completed', 10_000).catch(() => undefined);
     await new Promise((resolve) => setTimeout(resolve, 100)); // anything raised late, in a later tick, counts too
 
+    const { lastError, attempts = MAX_ATTEMPTS } = JUNK[kind];
+    const expected = typeof lastError === 'string' ? lastError : expect.stringMatching(lastError);
     expect({
       junk: { status: junk.status, attempts: junk.attempts, firstLine: junk.last_error?.split('\n')[0], calls: calls.get(id) },
       plain: (await queue.get(plain))?.status,
       raised,
     }).toEqual({
-      junk: { status: 'failed', attempts: MAX_ATTEMPTS, firstLine: JUNK[kind].lastError, calls: MAX_ATTEMPTS },
+      junk: { status: 'failed', attempts, firstLine: expected, calls: attempts },
       plain: 'completed',
       raised: [],
     });
