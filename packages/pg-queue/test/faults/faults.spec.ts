@@ -203,6 +203,11 @@ describe(`fault injection (${FULL ? 'full' : 'short'} version)`, () => {
         lastErrors: [lastError],
       });
     }
+    // A result that cannot be stored (its toJSON throws a revoked Proxy): refused, failed for good on attempt 1.
+    expect(r.kinds['result-revoked']).toMatchObject({ jobs: eachBad, ends: { 'failed/1': eachBad }, runsPerJob: [1] });
+    expect(r.kinds['result-revoked'].lastErrors).toEqual(
+      Array(eachBad).fill(expect.stringMatching(/^job \d+ \(faults\): the handler's result cannot be stored: it is not JSON \(non-Error thrown: <Revoked Proxy>\)/)),
+    );
     // Timed out once, then quick: the retry completes it; the late result of attempt 1 changed nothing.
     expect(r.kinds['slow-once']).toMatchObject({ jobs: eachBad, ends: { 'completed/2': eachBad }, runsPerJob: [2] });
     // Cancelled while running and ignoring the signal: cancelled for good, the signal aborted, the slots freed.

@@ -39,7 +39,7 @@ export interface BadHandlersResult {
 const BAD: FaultKind[] = [
   'throw-string', 'throw-null', 'throw-number', 'reject-circular', 'throw-sync',
   'stack-not-string', 'name-symbol', 'throw-revoked', 'throw-symbol',
-  'then-throws', 'then-getter-throws', 'then-both', 'then-rejects-revoked',
+  'then-throws', 'then-getter-throws', 'then-both', 'then-rejects-revoked', 'result-revoked',
   'hang', 'abortable', 'slow-once',
 ];
 

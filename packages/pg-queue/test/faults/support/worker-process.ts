@@ -125,6 +125,12 @@ class FaultHandlers {
         throw revokedProxy();
       case 'throw-symbol':
         throw Symbol('thrown');
+      case 'result-revoked':
+        return {
+          toJSON() {
+            throw revokedProxy();
+          },
+        };
       case 'hang':
         return forever;
       case 'abortable':
