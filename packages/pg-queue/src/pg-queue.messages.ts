@@ -1,3 +1,5 @@
+import { inspect } from 'node:util';
+
 // Error and log texts, as small factories so that tests and code share one wording.
 
 export const DUPLICATE_HANDLER = (queue: string, first: string, second: string) =>
@@ -67,14 +69,26 @@ export const WAKE_CONNECTION_LOST = (error: string) =>
 export const WAKE_UPS_DROPPED = (queues: string[], error: string) =>
   `at shutdown, the wake-up (NOTIFY) of queue(s) ${queues.map((q) => JSON.stringify(q)).join(', ')} could not be sent: ${error}; their jobs are stored, and workers find them at their next poll`;
 
+/**
+ * A value in a message: JSON where it has some, else its String(). Never throws: it also describes what a
+ * custom backoff returned, while a job's failure is settled (a revoked Proxy, a throwing toJSON or toString).
+ */
 export function describe(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value);
-  if (typeof value === 'function') return `[function ${value.name || 'anonymous'}]`;
-  if (typeof value === 'bigint') return `${value}n`;
   try {
-    return JSON.stringify(value) ?? String(value);
+    if (typeof value === 'string') return JSON.stringify(value);
+    if (typeof value === 'function') return `[function ${value.name || 'anonymous'}]`;
+    if (typeof value === 'bigint') return `${value}n`;
+    try {
+      return JSON.stringify(value) ?? String(value);
+    } catch {
+      return String(value);
+    }
   } catch {
-    return String(value);
+    try {
+      return inspect(value, { depth: 2, breakLength: Infinity, customInspect: false });
+    } catch {
+      return `[${typeof value}]`;
+    }
   }
 }
 

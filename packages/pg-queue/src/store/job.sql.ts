@@ -599,11 +599,19 @@ export const SQL = {
   // reads where it stands, in one round trip. The read is of the statement's snapshot: when a settle committed
   // meanwhile, the mark found the row finished (marked = false) while the read still sees it running, and the
   // caller reads it again.
+  // The mark locks the row until it commits, and waitFor usually runs right after enqueue: a claim woken by the
+  // enqueue's NOTIFY meanwhile skips the row (FOR UPDATE SKIP LOCKED), sets no timer for it (it is due), and
+  // would sleep until the next NOTIFY or poll (30 s by default; about 1 call in 25 waited so). So a mark of a
+  // queued, due row wakes its queue too: the NOTIFY goes out at commit, once the lock is gone, and a claim that
+  // skipped the row claims again. A running or delayed job needs no wake-up (nor does a job no longer queued).
   markAwaited: `
     WITH marked AS (
-      UPDATE background_jobs SET awaited = true WHERE id = $1 AND status IN ('queued', 'processing') RETURNING id
+      UPDATE background_jobs SET awaited = true WHERE id = $1 AND status IN ('queued', 'processing')
+      RETURNING id, status, queue_name, run_at
     )
-    SELECT id, status, result, last_error, EXISTS (SELECT 1 FROM marked) AS marked FROM background_jobs WHERE id = $1`,
+    SELECT id, status, result, last_error, EXISTS (SELECT 1 FROM marked) AS marked,
+      (SELECT count(pg_notify('${JOBS_CHANNEL}', m.queue_name)) FROM marked AS m WHERE m.status = 'queued' AND m.run_at <= now()) AS woken
+    FROM background_jobs WHERE id = $1`,
 
   // The waiters' poll (and what a finish notice triggers): where the awaited jobs stand.
   jobOutcomes: `SELECT id, status, result, last_error FROM background_jobs WHERE id = ANY($1::int8[])`,

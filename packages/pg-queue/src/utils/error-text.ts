@@ -3,23 +3,35 @@ import { inspect } from 'node:util';
 const MAX_ERROR_CHARS = 8_000;
 /** A surrogate half without its partner (String.prototype.toWellFormed is ES2024; the build targets ES2023). */
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+/** What is left when even describing the value threw. */
+const UNPRINTABLE = 'an unprintable value was thrown (describing it threw too)';
 
 /**
  * A readable last_error for anything a handler throws: an Error's stack, a string as is, and for junk
- * (null, numbers, plain or circular objects) util.inspect, which never throws. The result is always text
- * PostgreSQL stores: no NUL (text columns refuse U+0000), no lone surrogate, and the length cut never
- * splits a surrogate pair; one refused last_error once held a whole batch of outcomes back.
+ * (null, numbers, Symbols, plain or circular objects) util.inspect. The result is always text PostgreSQL
+ * stores: no NUL (text columns refuse U+0000), no lone surrogate, and the length cut never splits a surrogate
+ * pair; one refused last_error once held a whole batch of outcomes back.
+ *
+ * Total: it never throws, whatever it is given. Handlers throw things whose every property access can throw
+ * (a revoked Proxy, on which even `instanceof` throws; getters that throw; a `name` that is a Symbol, which
+ * makes V8's lazily formatted `stack` throw; a throwing `toString` or `inspect.custom`), and this runs where
+ * an exception would leave the worker and reach the host process.
  */
 export function errorText(error: unknown): string {
-  let text: string;
-  if (error instanceof Error) {
-    text = error.stack ?? `${error.name}: ${error.message}`;
-  } else if (typeof error === 'string') {
-    text = error;
-  } else {
-    text = `non-Error thrown: ${inspect(error, { depth: 3, breakLength: Infinity })}`;
+  try {
+    return storableText(rawText(error), MAX_ERROR_CHARS);
+  } catch {
+    return UNPRINTABLE;
   }
-  return storableText(text, MAX_ERROR_CHARS);
+}
+
+/** One line for logs; total like errorText. */
+export function errorLine(error: unknown): string {
+  try {
+    return isError(error) ? headline(error) : errorText(error).split('\n', 1)[0];
+  } catch {
+    return UNPRINTABLE;
+  }
 }
 
 /** Text PostgreSQL accepts, at most about maxChars long: NUL shown as \u0000, lone surrogates as U+FFFD. */
@@ -31,8 +43,63 @@ export function storableText(text: string, maxChars: number): string {
   return cut.length < text.length ? `${clean}... [truncated]` : clean;
 }
 
-/** One line for logs. */
-export function errorLine(error: unknown): string {
-  if (error instanceof Error) return `${error.name}: ${error.message}`;
-  return errorText(error).split('\n', 1)[0];
+function rawText(error: unknown): string {
+  if (typeof error === 'string') return error;
+  if (isError(error)) {
+    // The stack, when it is text; V8 formats it on first read, and that read throws when `name` or `message`
+    // cannot be made a string. Otherwise the first line it would have had.
+    const stack = read(() => error.stack);
+    return typeof stack === 'string' && stack !== '' ? stack : headline(error);
+  }
+  return `non-Error thrown: ${inspected(error)}`;
+}
+
+/** `instanceof Error`, false where asking throws (a revoked Proxy, a Proxy whose getPrototypeOf trap throws). */
+function isError(value: unknown): value is Error {
+  try {
+    return value instanceof Error;
+  } catch {
+    return false;
+  }
+}
+
+/** `name: message`, each read and made text without throwing. */
+function headline(error: Error): string {
+  const name = text(read(() => error.name), 'Error');
+  const message = text(read(() => error.message), '');
+  return message === '' ? name : `${name}: ${message}`;
+}
+
+/** What `get` returns, or undefined when it throws. */
+function read(get: () => unknown): unknown {
+  try {
+    return get();
+  } catch {
+    return undefined;
+  }
+}
+
+/** A property's value as text: strings as they are, Symbols as `Symbol(description)`, anything else inspected. */
+function text(value: unknown, absent: string): string {
+  if (value === undefined) return absent;
+  if (typeof value === 'string') return value;
+  if (typeof value === 'symbol') return value.toString();
+  return inspected(value);
+}
+
+/**
+ * util.inspect, which handles circular objects, Symbols, BigInt and revoked Proxies, but runs a value's own
+ * `inspect.custom` and reads an Error's `stack`, either of which may throw: then without custom inspection,
+ * then by type alone.
+ */
+function inspected(value: unknown): string {
+  try {
+    return inspect(value, { depth: 3, breakLength: Infinity });
+  } catch {
+    try {
+      return inspect(value, { depth: 3, breakLength: Infinity, customInspect: false });
+    } catch {
+      return `[unprintable ${typeof value}]`;
+    }
+  }
 }

@@ -1,5 +1,6 @@
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import { PAYLOAD_NOT_JSON, PAYLOAD_TOO_LARGE } from '../pg-queue.messages.js';
+import { errorLine } from './error-text.js';
 
 /**
  * JSON text of a payload, or a clear error. JSON.stringify alone would silently drop functions and
@@ -29,8 +30,8 @@ function storableJson(value: unknown, label: string, replacer: (this: unknown, k
   try {
     text = JSON.stringify(value, replacer);
   } catch (error) {
-    if (error instanceof PgQueueError) return { problem: error.message };
-    const detail = error instanceof Error ? error.message.split('\n')[0] : String(error);
+    if (isRefusal(error)) return { problem: error.message };
+    const detail = thrownDetail(error);
     return { problem: /circular/i.test(detail) ? `circular reference: ${detail}` : detail };
   }
   if (text === undefined) return { problem: `${label} is undefined` }; // JSON.stringify(undefined)
@@ -38,6 +39,29 @@ function storableJson(value: unknown, label: string, replacer: (this: unknown, k
   // characters and lone surrogates, so the common payload pays one substring search here.
   if (text.includes('\\u') && UNSTORABLE_ESCAPE.test(text)) return { problem: findUnstorable(value, label) };
   return { text, bytes: text.length <= maxBytes / 3 ? text.length : Buffer.byteLength(text) };
+}
+
+/** One of refuseLossy's own errors; false, not a throw, for a thrown value on which `instanceof` throws (a revoked Proxy). */
+function isRefusal(error: unknown): error is PgQueueError {
+  try {
+    return error instanceof PgQueueError;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * What a toJSON or a getter threw, as one line: an Error's message, else errorLine's text. Never throws: this
+ * runs as a handler's result is stored, where a throw would leave the worker (a result whose toJSON throws a
+ * revoked Proxy, or an Error whose message is a Symbol).
+ */
+function thrownDetail(error: unknown): string {
+  try {
+    if (error instanceof Error && typeof error.message === 'string') return error.message.split('\n')[0];
+  } catch {
+    // a revoked Proxy, a throwing message getter: errorLine reads what it can
+  }
+  return errorLine(error);
 }
 
 /** A real \u0000 or \udXXX escape: preceded by an even number of backslashes (so not the text `\\u0000`). */
@@ -65,8 +89,8 @@ function findUnstorable(payload: unknown, label: string): string {
       found = inName ? `the name of ${at} contains ${inName}` : `the string at ${at} contains ${inValue}`;
       throw new StopWalk();
     });
-  } catch (error) {
-    if (!(error instanceof StopWalk)) throw error;
+  } catch {
+    // StopWalk once found; anything else (a toJSON or getter that throws on a second call) leaves the default
   }
   return found;
 }

@@ -24,8 +24,9 @@ interface Waiter {
 
 /**
  * The waiting side of QueueService.waitFor(), for jobs run by any process. A waiter marks its job's row
- * (awaited); the statement that finishes a marked job sends "id:status" on DONE_CHANNEL, in the same
- * statement, so queues nobody waits on send nothing. This instance LISTENs on its own connection (opened at
+ * (awaited; the mark of a queued, due job also wakes its queue, since a claim skips the row while the mark
+ * locks it: see markAwaited in job.sql.ts); the statement that finishes a marked job sends "id:status" on
+ * DONE_CHANNEL, in the same statement, so queues nobody waits on send nothing. This instance LISTENs on its own connection (opened at
  * the first waitFor, on listenerUrl when set) and reads the outcome of the jobs it hears about, batched into
  * one statement. A notice can be missed (the LISTEN connection was down, or came up after the job finished),
  * so every waited job is also read when LISTEN comes up and by a poll: every pollIntervalMs while LISTEN is

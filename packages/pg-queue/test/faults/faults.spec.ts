@@ -224,6 +224,8 @@ describe(`fault injection (${FULL ? 'full' : 'short'} version)`, () => {
       seconds: r.seconds,
     });
     const { good, eachBad } = SIZE.bad;
+    // Nothing reached a worker process's uncaughtException / unhandledRejection.
+    expect(r.crashes).toEqual([]);
     // Good jobs: completed on their first and only run.
     expect(r.kinds.ok).toMatchObject({ jobs: good, ends: { 'completed/1': good }, runsPerJob: [1] });
     expect(r.goodRanTwice).toBe(0);
@@ -234,6 +236,16 @@ describe(`fault injection (${FULL ? 'full' : 'short'} version)`, () => {
       'throw-number': 'non-Error thrown: 42',
       'reject-circular': "non-Error thrown: <ref *1> { name: 'loop', self: [Circular *1] }",
       'throw-sync': 'RangeError: thrown synchronously',
+      // Junk that once crashed the worker's process (issue 17, item 9).
+      'stack-not-string': 'Error: its stack is a number',
+      'name-symbol': 'Symbol(junk): its name is a Symbol',
+      'throw-revoked': 'non-Error thrown: <Revoked Proxy>',
+      'throw-symbol': 'non-Error thrown: Symbol(thrown)',
+      // Thenables returned as they are: a then() or a then getter that throws is a rejection; the first call wins.
+      'then-throws': 'Error: then() threw synchronously',
+      'then-getter-throws': 'Error: the then getter threw',
+      'then-both': 'Error: rejected first',
+      'then-rejects-revoked': 'non-Error thrown: <Revoked Proxy>',
       // Past timeoutMs, whether the handler ignores its signal or honours it: a timeout, retried like any failure.
       hang: `JobTimeoutError: job timed out after ${FAULTS_TIMEOUT_MS} ms`,
       abortable: `JobTimeoutError: job timed out after ${FAULTS_TIMEOUT_MS} ms`,
@@ -246,6 +258,11 @@ describe(`fault injection (${FULL ? 'full' : 'short'} version)`, () => {
         lastErrors: [lastError],
       });
     }
+    // A result that cannot be stored (its toJSON throws a revoked Proxy): refused, failed for good on attempt 1.
+    expect(r.kinds['result-revoked']).toMatchObject({ jobs: eachBad, ends: { 'failed/1': eachBad }, runsPerJob: [1] });
+    expect(r.kinds['result-revoked'].lastErrors).toEqual(
+      Array(eachBad).fill(expect.stringMatching(/^job \d+ \(faults\): the handler's result cannot be stored: it is not JSON \(non-Error thrown: <Revoked Proxy>\)/)),
+    );
     // Timed out once, then quick: the retry completes it; the late result of attempt 1 changed nothing.
     expect(r.kinds['slow-once']).toMatchObject({ jobs: eachBad, ends: { 'completed/2': eachBad }, runsPerJob: [2] });
     // Cancelled while running and ignoring the signal: cancelled for good, the signal aborted, the slots freed.

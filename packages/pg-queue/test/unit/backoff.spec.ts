@@ -50,6 +50,23 @@ describe('retryDelay: what a custom backoff returns, made a delay the database c
     expect(retryDelay(() => Infinity, 1, null, 'q').problem).toContain('returned Infinity;');
     expect(retryDelay(() => NaN, 1, null, 'q').problem).toContain('returned NaN;');
   });
+  it('describes junk a backoff returns without throwing: a revoked Proxy, a throwing toJSON and toString, a Symbol', () => {
+    const { proxy, revoke } = Proxy.revocable({}, {});
+    revoke();
+    const thrower = () => {
+      throw new Error('no');
+    };
+    const junk: [unknown, string][] = [
+      [proxy, 'returned <Revoked Proxy>;'],
+      [{ toJSON: thrower, toString: thrower }, 'returned { toJSON: [Function: thrower], toString: [Function: thrower] };'],
+      [Symbol('s'), 'returned Symbol(s);'],
+    ];
+    for (const [value, text] of junk) {
+      let delay: ReturnType<typeof retryDelay> | undefined;
+      expect(() => (delay = retryDelay(() => value as number, 1, proxy, 'q'))).not.toThrow();
+      expect(delay).toEqual({ delayMs: 0, problem: expect.stringContaining(text) });
+    }
+  });
   it('a backoff that throws retries without delay', () => {
     const { delayMs, problem } = retryDelay(() => { throw new TypeError('oops'); }, 1, null, 'emails');
     expect(delayMs).toBe(0);

@@ -1,5 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
-import { errorText } from '../../src/utils/error-text.js';
+import { inspect } from 'node:util';
+import { errorLine, errorText } from '../../src/utils/error-text.js';
 
 const wellFormed = (s: string) => !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(s);
 
@@ -25,5 +26,128 @@ describe('errorText: a last_error PostgreSQL stores', () => {
   it('leaves ordinary text alone', () => {
     expect(errorText('plain')).toBe('plain');
     expect(errorText('x'.repeat(8_000))).toBe('x'.repeat(8_000));
+  });
+});
+
+/** A revoked Proxy: every operation on it throws, `instanceof` included. */
+function revokedProxy(target: object = {}): object {
+  const { proxy, revoke } = Proxy.revocable(target, {});
+  revoke();
+  return proxy;
+}
+
+const throwing = (what: string) => () => {
+  throw new Error(`${what} getter threw`);
+};
+
+/** Both functions on one value: neither throws, and each gives one readable, storable line at least. */
+function expectTotal(value: unknown): { text: string; line: string } {
+  let text = '';
+  let line = '';
+  expect(() => (text = errorText(value))).not.toThrow();
+  expect(() => (line = errorLine(value))).not.toThrow();
+  for (const s of [text, line]) {
+    expect(typeof s).toBe('string');
+    expect(s.trim()).not.toBe('');
+    expect(wellFormed(s)).toBe(true);
+  }
+  expect(line).not.toContain('\n');
+  return { text, line };
+}
+
+describe('errorText and errorLine are total: junk a handler throws never makes them throw', () => {
+  it('an Error whose stack is not a string: a number, an object, a getter that throws', () => {
+    const number = new TypeError('stack is a number');
+    (number as { stack: unknown }).stack = 42;
+    expect(expectTotal(number)).toEqual({ text: 'TypeError: stack is a number', line: 'TypeError: stack is a number' });
+
+    const object = new Error('stack is an object');
+    (object as { stack: unknown }).stack = { frames: [] };
+    expect(expectTotal(object).text).toBe('Error: stack is an object');
+
+    const getter = new RangeError('stack getter throws');
+    Object.defineProperty(getter, 'stack', { get: throwing('stack') });
+    expect(expectTotal(getter)).toEqual({ text: 'RangeError: stack getter throws', line: 'RangeError: stack getter throws' });
+  });
+
+  it('an Error whose name or message is a Symbol (V8 then throws on reading its stack) or a throwing getter', () => {
+    const symbolName = new Error('named by a symbol');
+    (symbolName as { name: unknown }).name = Symbol('junk');
+    expect(() => symbolName.stack).toThrow('Cannot convert a Symbol value to a string'); // what the worker met: the stack itself throws
+    expect(expectTotal(symbolName)).toEqual({ text: 'Symbol(junk): named by a symbol', line: 'Symbol(junk): named by a symbol' });
+
+    const symbolMessage = new Error();
+    (symbolMessage as { message: unknown }).message = Symbol.for('why');
+    expect(expectTotal(symbolMessage).line).toBe('Error: Symbol(why)');
+
+    class GetterName extends Error {
+      override get name(): string {
+        throw new Error('name getter threw');
+      }
+    }
+    expect(expectTotal(new GetterName('its name throws')).line).toBe('Error: its name throws');
+
+    const getterMessage = new SyntaxError('x');
+    Object.defineProperty(getterMessage, 'stack', { value: undefined });
+    Object.defineProperty(getterMessage, 'message', { get: throwing('message') });
+    expect(expectTotal(getterMessage).line).toBe('SyntaxError');
+  });
+
+  it('a revoked Proxy (instanceof, util.inspect of an Error, String() all throw on one), alone or inside an object', () => {
+    const revoked = revokedProxy();
+    expect(() => revoked instanceof Error).toThrow('revoked');
+    expect(expectTotal(revoked)).toEqual({ text: 'non-Error thrown: <Revoked Proxy>', line: 'non-Error thrown: <Revoked Proxy>' });
+    expect(expectTotal(revokedProxy(new Error('was an Error'))).text).toBe('non-Error thrown: <Revoked Proxy>');
+    expect(expectTotal({ inner: revoked }).text).toBe('non-Error thrown: { inner: <Revoked Proxy> }');
+    // A revoked Proxy as an Error's name or message.
+    const error = new Error('m');
+    Object.defineProperty(error, 'stack', { value: null });
+    (error as { name: unknown }).name = revoked;
+    expect(expectTotal(error).line).toBe('<Revoked Proxy>: m');
+  });
+
+  it('a live Proxy whose every trap throws, around an Error or a plain object', () => {
+    const traps = Object.fromEntries(
+      ['get', 'getPrototypeOf', 'has', 'ownKeys', 'getOwnPropertyDescriptor', 'apply'].map((trap) => [trap, throwing(trap)]),
+    ) as ProxyHandler<object>;
+    expectTotal(new Proxy(new Error('hidden'), traps));
+    expectTotal(new Proxy({ a: 1 }, traps));
+  });
+
+  it('objects with a throwing toString, Symbol.toPrimitive or inspect.custom', () => {
+    const primitive = { toString: throwing('toString'), [Symbol.toPrimitive]: throwing('toPrimitive'), valueOf: throwing('valueOf') };
+    expect(expectTotal(primitive).text).toMatch(/^non-Error thrown: \{/);
+    const custom = { kind: 'custom', [inspect.custom]: throwing('inspect.custom') };
+    expect(expectTotal(custom).text).toMatch(/^non-Error thrown: \{.*kind: 'custom'/);
+    // The same as an Error's name and message, with no stack to fall back on.
+    const error = new Error();
+    Object.defineProperty(error, 'stack', { value: 7 });
+    Object.defineProperty(error, 'name', { value: custom });
+    Object.defineProperty(error, 'message', { value: primitive });
+    expect(expectTotal(error).line).toMatch(/^\{.*kind: 'custom'.*\}: \{/);
+    // An Error with a throwing inspect.custom is read by its stack, not inspected.
+    const inspectedError = Object.assign(new Error('custom inspect on an Error'), { [inspect.custom]: throwing('inspect.custom') });
+    expect(expectTotal(inspectedError).line).toBe('Error: custom inspect on an Error');
+  });
+
+  it('Symbols, BigInt, null, undefined, functions and circular objects', () => {
+    expect(expectTotal(Symbol('thrown'))).toEqual({ text: 'non-Error thrown: Symbol(thrown)', line: 'non-Error thrown: Symbol(thrown)' });
+    expect(expectTotal(Symbol()).text).toBe('non-Error thrown: Symbol()');
+    expect(expectTotal(10n ** 30n).text).toBe('non-Error thrown: 1000000000000000000000000000000n');
+    expect(expectTotal(null).text).toBe('non-Error thrown: null');
+    expect(expectTotal(undefined).text).toBe('non-Error thrown: undefined');
+    expect(expectTotal(function thrower() {}).text).toBe('non-Error thrown: [Function: thrower]');
+    const circular: Record<string, unknown> = { name: 'loop' };
+    circular.self = circular;
+    expect(expectTotal(circular).text).toBe("non-Error thrown: <ref *1> { name: 'loop', self: [Circular *1] }");
+    const circularError = new Error('loop');
+    (circularError as { stack: unknown }).stack = circularError;
+    expect(expectTotal(circularError).text).toBe('Error: loop');
+  });
+
+  it('an ordinary Error: its stack, and one line for logs', () => {
+    const error = new TypeError('plain');
+    expect(expectTotal(error)).toEqual({ text: error.stack, line: 'TypeError: plain' });
+    expect(expectTotal(new Error()).line).toBe('Error');
   });
 });

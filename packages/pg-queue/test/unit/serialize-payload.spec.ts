@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { serializePayload } from '../../src/utils/serialize-payload.js';
+import { serializePayload, serializeValue } from '../../src/utils/serialize-payload.js';
 
 describe('serializePayload', () => {
   it('keeps what JSON keeps: Dates as ISO strings, nested arrays, null, unicode', () => {
@@ -35,5 +35,27 @@ describe('serializePayload', () => {
   it('measures the limit in UTF-8 bytes', () => {
     expect(() => serializePayload('q', 'é'.repeat(10), 21)).toThrow('is 22 bytes as JSON, over the maxPayloadBytes limit of 21');
     expect(serializePayload('q', 'é'.repeat(10), 22)).toHaveLength(12);
+  });
+});
+
+describe('serializeValue: a handler result that throws while it is serialised is refused, never thrown', () => {
+  const revoked = () => {
+    const { proxy, revoke } = Proxy.revocable({}, {});
+    revoke();
+    return proxy;
+  };
+  const symbolMessage = new Error();
+  (symbolMessage as { message: unknown }).message = Symbol('why');
+  it.each([
+    ['a revoked Proxy', revoked(), 'on a proxy that has been revoked'],
+    ['a revoked Proxy inside it', { inner: revoked() }, 'revoked'],
+    ['a toJSON that throws a revoked Proxy', { toJSON: () => { throw revoked(); } }, 'non-Error thrown: <Revoked Proxy>'],
+    ['a toJSON that throws a Symbol', { toJSON: () => { throw Symbol('junk'); } }, 'non-Error thrown: Symbol(junk)'],
+    ['a toJSON that throws an Error whose message is a Symbol', { toJSON: () => { throw symbolMessage; } }, 'Error: Symbol(why)'],
+    ['a getter that throws an object whose toString throws', { get bad() { throw { toString: () => { throw new Error('no'); } }; } }, 'non-Error thrown: {'],
+  ])('%s', (_what, value, problem) => {
+    let json: ReturnType<typeof serializeValue> | undefined;
+    expect(() => (json = serializeValue(value, 'the result', 1_000))).not.toThrow();
+    expect(json!.problem).toContain(problem);
   });
 });

@@ -30,15 +30,22 @@ export interface BadHandlersResult {
   goodRanTwice: number;
   cancel: { results: string[]; ends: Record<string, number>; runResults: string[]; afterwards: Record<string, number> };
   states: Record<string, number>;
+  /** What reached a worker process's uncaughtException / unhandledRejection ("worker event: first line"). */
+  crashes: string[];
   jobs: number;
   seconds: number;
 }
 
-const BAD: FaultKind[] = ['throw-string', 'throw-null', 'throw-number', 'reject-circular', 'throw-sync', 'hang', 'abortable', 'slow-once'];
+const BAD: FaultKind[] = [
+  'throw-string', 'throw-null', 'throw-number', 'reject-circular', 'throw-sync',
+  'stack-not-string', 'name-symbol', 'throw-revoked', 'throw-symbol',
+  'then-throws', 'then-getter-throws', 'then-both', 'then-rejects-revoked', 'result-revoked',
+  'hang', 'abortable', 'slow-once',
+];
 
 /**
- * Scenario 4: good jobs mixed, in random order, with handlers that throw junk, hang ignoring their signal,
- * run past timeoutMs, or time out once and then succeed; then signal-ignoring jobs that fill every slot of
+ * Scenario 4: good jobs mixed, in random order, with handlers that throw junk (or return thenables that
+ * misbehave), hang ignoring their signal, run past timeoutMs, or time out once and then succeed; then signal-ignoring jobs that fill every slot of
  * a queue are cancelled, and that queue must go on working.
  */
 export async function badHandlers(s: Scenario, size: BadHandlersSize): Promise<BadHandlersResult> {
@@ -51,7 +58,21 @@ export async function badHandlers(s: Scenario, size: BadHandlersSize): Promise<B
   // maxAttempts is stored on the row at enqueue, and this enqueue-only instance has no @JobHandler to read it from.
   await s.queue.enqueueMany(kinds.map((kind) => ({ queue: 'faults', payload: { kind }, maxAttempts: FAULTS_MAX_ATTEMPTS })));
   const settled = () => countWhere(s.db, `SELECT 1 FROM background_jobs WHERE queue_name = 'faults' AND status IN ('completed', 'failed')`);
-  await waitFor('every faults job settled for good', async () => (await settled()) === kinds.length, size.timeoutMs, 100);
+  const crashes = async () => {
+    const { rows } = await s.db.query<{ line: string }>(`SELECT worker || ' ' || event || ': ' || split_part(error, E'\n', 1) AS line FROM fault_crashes ORDER BY at`);
+    return rows.map((r) => r.line);
+  };
+  await waitFor(
+    'every faults job settled for good',
+    async () => {
+      // A worker process that crashed leaves its jobs to the sweeper and the next crash: say so at once.
+      const crashed = await crashes();
+      if (crashed.length) throw new Error(`a handler's junk reached a worker process:\n${crashed.join('\n')}`);
+      return (await settled()) === kinds.length;
+    },
+    size.timeoutMs,
+    100,
+  );
 
   // Cancellation of running handlers that ignore their signal, enough to take every slot of the queue.
   const hung = await s.queue.enqueueMany(Array.from({ length: size.cancelled }, () => ({ queue: 'hangs', payload: { hang: true }, maxAttempts: 1 })));
@@ -97,6 +118,7 @@ export async function badHandlers(s: Scenario, size: BadHandlersSize): Promise<B
       afterwards: await statusCounts(s.db, 'hangs'),
     },
     states: await statusCounts(s.db, 'faults'),
+    crashes: await crashes(),
     jobs: kinds.length + hung.length + after.length,
     seconds: (performance.now() - t0) / 1_000,
   };

@@ -27,6 +27,15 @@ export async function createFaultTables(db: pg.Pool): Promise<void> {
       worker  text NOT NULL,
       job_id  bigint NOT NULL,
       attempt int NOT NULL
+    );
+    -- What reached a worker process's uncaughtException / unhandledRejection (the process then exits, as it
+    -- would without a listener): nothing a handler does may get there.
+    CREATE TABLE fault_crashes (
+      worker text NOT NULL,
+      pid    int NOT NULL,
+      event  text NOT NULL,
+      error  text NOT NULL,
+      at     timestamptz NOT NULL DEFAULT clock_timestamp()
     )`);
 }
 

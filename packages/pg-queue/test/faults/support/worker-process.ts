@@ -12,6 +12,7 @@ import { NestFactory } from '@nestjs/core';
 import { openSync, writeSync } from 'node:fs';
 import pg from 'pg';
 import { JobHandler, PgQueueModule, type Job, type PgQueueModuleOptions } from '../../../src/index.js';
+import { errorText } from '../../../src/utils/error-text.js';
 import { FAULTS_MAX_ATTEMPTS, FAULTS_TIMEOUT_MS, type FaultKind } from './fault-kinds.js';
 import { serveStart } from '../../support/serve-start.js';
 
@@ -90,9 +91,18 @@ class FaultHandlers {
     if (job.payload.fail) throw new Error('late failure from a frozen worker');
   }
 
-  // Scenario 4: good jobs mixed with every way a handler can misbehave.
+  // Scenario 4: good jobs mixed with every way a handler can misbehave. Not async: a thenable kind returns its
+  // thenable to the worker as it is (an async handler's promise would adopt it, and the worker would only
+  // ever see a promise); its run is recorded meanwhile.
   @JobHandler('faults', { concurrency: 6, maxAttempts: FAULTS_MAX_ATTEMPTS, timeoutMs: FAULTS_TIMEOUT_MS, backoff: { baseMs: 50, maxMs: 200, jitter: false } })
-  async faults(job: Job<{ kind: FaultKind }>) {
+  faults(job: Job<{ kind: FaultKind }>): unknown {
+    const thenable = junkThenable(job.payload.kind);
+    if (thenable === undefined) return this.faultsAsync(job);
+    recordStart(job).catch(() => undefined);
+    return thenable;
+  }
+
+  private async faultsAsync(job: Job<{ kind: FaultKind }>) {
     const runId = await recordStart(job);
     const circular: Record<string, unknown> = { name: 'loop' };
     circular.self = circular;
@@ -112,6 +122,26 @@ class FaultHandlers {
         return (() => {
           throw new RangeError('thrown synchronously');
         })();
+      case 'stack-not-string': {
+        const error = new Error('its stack is a number');
+        (error as { stack: unknown }).stack = 42;
+        throw error;
+      }
+      case 'name-symbol': {
+        const error = new TypeError('its name is a Symbol'); // V8 then throws on reading its stack
+        (error as { name: unknown }).name = Symbol('junk');
+        throw error;
+      }
+      case 'throw-revoked':
+        throw revokedProxy();
+      case 'throw-symbol':
+        throw Symbol('thrown');
+      case 'result-revoked':
+        return {
+          toJSON() {
+            throw revokedProxy();
+          },
+        };
       case 'hang':
         return forever;
       case 'abortable':
@@ -138,10 +168,68 @@ class FaultHandlers {
   }
 }
 
+/** A revoked Proxy: every operation on it throws, `instanceof` included. */
+function revokedProxy(): object {
+  const { proxy, revoke } = Proxy.revocable({}, {});
+  revoke();
+  return proxy;
+}
+
+/** The thenable a thenable kind's handler returns; undefined for the other kinds. */
+function junkThenable(kind: FaultKind): unknown {
+  type Settle = (value: unknown) => void;
+  switch (kind) {
+    case 'then-throws':
+      return {
+        then() {
+          throw new Error('then() threw synchronously');
+        },
+      };
+    case 'then-getter-throws':
+      return {
+        get then(): never {
+          throw new Error('the then getter threw');
+        },
+      };
+    case 'then-both': // the first call wins, as with a promise
+      return {
+        then(resolve: Settle, reject: Settle) {
+          reject(new Error('rejected first'));
+          resolve('resolved after');
+          reject(new Error('rejected again'));
+        },
+      };
+    case 'then-rejects-revoked':
+      return {
+        then(_resolve: Settle, reject: Settle) {
+          reject(revokedProxy());
+        },
+      };
+    default:
+      return undefined;
+  }
+}
+
+/**
+ * What reaches the process's uncaughtException / unhandledRejection is written to fault_crashes (nothing a
+ * handler does may get there), then the process exits as it would without a listener.
+ */
+function recordCrashes(): void {
+  const crash = (event: string) => (error: unknown) => {
+    const text = errorText(error);
+    process.stderr.write(`${event}: ${text}\n`);
+    const recorded = records.query('INSERT INTO fault_crashes (worker, pid, event, error) VALUES ($1, $2, $3, $4)', [config.workerId, process.pid, event, text]);
+    void Promise.race([recorded.catch(() => undefined), sleep(2_000)]).then(() => process.exit(70));
+  };
+  process.on('uncaughtException', crash('uncaughtException'));
+  process.on('unhandledRejection', crash('unhandledRejection'));
+}
+
 async function boot(): Promise<void> {
   starts = openSync(config.startsFile, 'a');
   records = new pg.Pool({ connectionString: config.url, max: config.poolSize });
   records.on('error', () => undefined); // idle clients die with a PostgreSQL restart; the next query reconnects
+  recordCrashes();
 
   @Module({
     imports: [
