@@ -222,7 +222,7 @@ describe('read-ahead keeps the promises of every job (issue 17)', () => {
   }, 90_000);
 
   /**
-   * A worker with a full buffer (4 running, 20 read ahead, lease 2 s) is cut off (frozen, or its database
+   * A worker with a full buffer (4 running, 20 read ahead, lease 4 s) is cut off (frozen, or its database
    * connections cut) until the sweeper has taken all 24 jobs from it and the other process runs four; then it
    * comes back. No job may
    * start on it after the fault: only the 4 running at the fault may run twice.
@@ -230,7 +230,9 @@ describe('read-ahead keeps the promises of every job (issue 17)', () => {
   async function cutOff(s: Setup, fault: 'freeze' | 'outage'): Promise<void> {
     const proxy = fault === 'outage' ? await TcpProxy.start(s.url) : undefined;
     try {
-      const timings = { leaseMs: 2_000, maintenance: { sweepIntervalMs: 500 } };
+      // A 4 s lease: jobs read ahead may start in the first 2 s after their claim, the window in which the test
+      // must see the full buffer (with 2 s, a loaded machine could miss the 1 s window).
+      const timings = { leaseMs: 4_000, maintenance: { sweepIntervalMs: 500 } };
       const a = await fleet.start('a', proxy?.url ?? s.url, s.url, options({ concurrency: 4, prefetch: 20 }, timings));
       const ids = await s.queue.enqueueMany(jobs(Array.from({ length: 24 }, (_, i) => ({ ms: 6_000 + (i % 5) * 500 }))));
       await waitHolding(s.db, a, ids, 4);
