@@ -97,29 +97,36 @@ describe('recurring jobs', () => {
   it('missed fires after a downtime, per policy: skip drops them, latest runs the latest once, a window runs each within it', async () => {
     const q = queue();
     const scheduler = ctx.app.get(RecurringScheduler);
-    const yearly = '0 0 1 1 *'; // fires missed since 2024-01-01: 2024, 2025 and 2026
-    const policies = { skip: 'skip', latest: 'latest', 'window-400d': { windowMs: 400 * 86_400_000 }, 'window-all': { windowMs: 1_500 * 86_400_000 } } as const;
+    const yearly = '0 0 1 1 *';
+    // Every year is derived from the database's clock, which the scheduler plans against: fires missed since
+    // 1 January two years ago (three of them, this year's included), the next one on 1 January next year.
+    const { rows: [clock] } = await ctx.db.query<{ now: Date }>('SELECT now()');
+    const year = clock.now.getUTCFullYear();
+    const newYear = (y: number) => new Date(Date.UTC(y, 0, 1)).toISOString();
+    // A window that reaches 30 days before this year's fire, whatever the day: this year's fire only.
+    const sinceThisYearsFire = clock.now.getTime() - Date.UTC(year, 0, 1) + 30 * 86_400_000;
+    const policies = { skip: 'skip', latest: 'latest', 'window-1': { windowMs: sinceThisYearsFire }, 'window-all': { windowMs: 1_500 * 86_400_000 } } as const;
     for (const [name, missedFires] of Object.entries(policies)) {
       await q.upsertSchedule({ name: `missed-${name}`, cron: yearly, queue: `missed-${name}`, missedFires });
     }
-    // As if every instance had been down since before 2024-01-01.
-    await ctx.db.query(`UPDATE background_schedules SET next_fire_at = '2024-01-01T00:00:00Z' WHERE name LIKE 'missed-%'`);
+    // As if every instance had been down since before 1 January two years ago.
+    await ctx.db.query(`UPDATE background_schedules SET next_fire_at = $1 WHERE name LIKE 'missed-%'`, [newYear(year - 2)]);
     await scheduler.runOnce();
     // This app's own timer may have claimed some of them first (then runOnce skipped them): wait for its commits.
     await waitFor('every schedule moved on', async () =>
-      (await ctx.db.query(`SELECT 1 FROM background_schedules WHERE name LIKE 'missed-%' AND next_fire_at < '2027-01-01'`)).rowCount === 0,
+      (await ctx.db.query(`SELECT 1 FROM background_schedules WHERE name LIKE 'missed-%' AND next_fire_at < $1`, [newYear(year + 1)])).rowCount === 0,
     );
     const { rows } = await ctx.db.query<{ queue_name: string; fire_at: string }>(
       `SELECT queue_name, payload->'_schedule'->>'fireAt' AS fire_at FROM background_jobs WHERE queue_name LIKE 'missed-%' ORDER BY queue_name, id`,
     );
     const fires = (queueName: string) => rows.filter((r) => r.queue_name === queueName).map((r) => r.fire_at);
     expect(fires('missed-skip')).toEqual([]);
-    expect(fires('missed-latest')).toEqual(['2026-01-01T00:00:00.000Z']);
-    expect(fires('missed-window-400d')).toEqual(['2026-01-01T00:00:00.000Z']);
-    expect(fires('missed-window-all')).toEqual(['2024-01-01T00:00:00.000Z', '2025-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z']);
+    expect(fires('missed-latest')).toEqual([newYear(year)]);
+    expect(fires('missed-window-1')).toEqual([newYear(year)]);
+    expect(fires('missed-window-all')).toEqual([newYear(year - 2), newYear(year - 1), newYear(year)]);
     for (const name of Object.keys(policies)) {
       const info = (await q.schedule(`missed-${name}`))!;
-      expect(info.nextFireAt.toISOString()).toBe('2027-01-01T00:00:00.000Z');
+      expect(info.nextFireAt.toISOString()).toBe(newYear(year + 1));
       await q.removeSchedule(`missed-${name}`);
     }
     // A second tick finds nothing more to do.
