@@ -94,6 +94,28 @@ describe('recurring jobs', () => {
     expect(await q.schedule('bad')).toBeNull();
   });
 
+  // A time PostgreSQL computes has microseconds (a schedule written by SQL, a migration, now() + interval); the
+  // scheduler reads milliseconds, and its compare-and-set once tested next_fire_at = the time read, so such a
+  // schedule lost a race with nobody on every tick and never fired.
+  it('a schedule written by SQL with microseconds in next_fire_at fires', async () => {
+    await ctx.db.query(
+      `INSERT INTO background_schedules (name, queue_name, cron, next_fire_at, source)
+       VALUES ('sql-made', 'sql-made', '0 0 1 1 *', date_trunc('milliseconds', now()) - interval '1 second' + interval '123 microseconds', 'runtime')`,
+    );
+    const scheduler = ctx.app.get(RecurringScheduler);
+    const fires = async () => (await ctx.db.query(`SELECT payload->'_schedule'->>'fireAt' AS fire_at FROM background_jobs WHERE queue_name = 'sql-made'`)).rows;
+    await waitFor('the fire of the SQL-made schedule', async () => {
+      await scheduler.runOnce();
+      return (await fires()).length > 0;
+    }, 5_000);
+    expect(await fires()).toHaveLength(1);
+    const info = (await queue().schedule('sql-made'))!;
+    expect(info.lastFireAt).not.toBeNull();
+    expect(info.nextFireAt.getUTCMonth()).toBe(0); // moved on to 1 January next year
+    expect(info.nextFireAt.getTime()).toBeGreaterThan(Date.now());
+    await queue().removeSchedule('sql-made');
+  });
+
   it('missed fires after a downtime, per policy: skip drops them, latest runs the latest once, a window runs each within it', async () => {
     const q = queue();
     const scheduler = ctx.app.get(RecurringScheduler);

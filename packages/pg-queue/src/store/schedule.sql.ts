@@ -17,7 +17,7 @@ export const SCHEDULE_SQL = {
   dueSchedules: `
     WITH due AS (
       SELECT name, queue_name, cron, time_zone, payload, missed_fires, missed_window_ms, priority, max_attempts, revision,
-        (extract(epoch FROM next_fire_at) * 1000)::float8 AS next_fire_ms
+        (extract(epoch FROM date_trunc('milliseconds', next_fire_at)) * 1000)::float8 AS next_fire_ms
       FROM background_schedules
       WHERE NOT paused AND next_fire_at <= now() AND ${LIVE('$1')}
       ORDER BY next_fire_at
@@ -32,12 +32,14 @@ export const SCHEDULE_SQL = {
 
   // The compare-and-set that claims a fire: only the instance that still sees the row at the fire time and
   // definition it planned from moves it on; SKIP LOCKED makes the others give up at once instead of waiting
-  // for the winner's transaction. Runs in the transaction that inserts the fire's jobs.
+  // for the winner's transaction. Runs in the transaction that inserts the fire's jobs. The fire time is
+  // compared at the precision it was read (milliseconds): one written by SQL (now() + interval) has
+  // microseconds, and an exact comparison lost to nobody on every tick.
   claimFire: `
     UPDATE background_schedules AS s
     SET next_fire_at = $4, last_fire_at = coalesce($5, s.last_fire_at)
     WHERE s.name = (SELECT name FROM background_schedules
-                    WHERE name = $1 AND next_fire_at = $2 AND revision = $3 AND NOT paused
+                    WHERE name = $1 AND date_trunc('milliseconds', next_fire_at) = $2 AND revision = $3 AND NOT paused
                     FOR UPDATE SKIP LOCKED)
     RETURNING s.name`,
 
