@@ -1,7 +1,8 @@
-import { describe, expect, it } from '@jest/globals';
+import { describe, expect, it, jest } from '@jest/globals';
 import { Injectable, type INestApplicationContext } from '@nestjs/common';
 import { JobHandler, QueueService, RecurringJob, RecurringScheduler, type Job, type RecurringJobPayload } from 'nestjs-pg-queue';
 import { createTestDatabase } from '@internal/pg-harness';
+import { ScheduleStore } from '../src/store/schedule.store.js';
 import { startApp, sqlPool, useTestApp, waitFor } from './support/test-app.js';
 
 // Recurring jobs in one process: declared and runtime schedules, missed-fire policies, boot sync and its
@@ -349,4 +350,46 @@ describe('boot sync of code schedules', () => {
       await expect(startApp(url, { providers: [BadSchedule], queue: { workers: false, maintenance: { enabled: false } } })).rejects.toThrow(message);
     }
   }, 30_000);
+});
+
+describe('due schedules that cannot be claimed', () => {
+  // A scan that returned the scan limit (100) scanned again at once even when it claimed nothing, and got the same
+  // rows for ever: every other schedule stopped firing and app.close() waited on the tick. The trigger here is
+  // 100 stored crons the parser refuses (written by SQL), due before a good schedule.
+  it('100 schedules that cannot fire do not wedge the tick: the others fire, each bad one is logged once, close() is prompt', async () => {
+    const url = await createTestDatabase('recurringwedge');
+    const db = sqlPool(url);
+    const errors: string[] = [];
+    const logger = { log: () => undefined, warn: () => undefined, error: (m: unknown) => void errors.push(String(m)), debug: () => undefined, verbose: () => undefined, fatal: () => undefined };
+    const app = await startApp(url, { providers: [Ticker], queue: { workers: false, maintenance: { enabled: false }, recurring: { pollIntervalMs: 500 } }, logLevels: [] });
+    app.useLogger(logger);
+    const scans = jest.spyOn(ScheduleStore.prototype, 'dueSchedules');
+    try {
+      await db.query(
+        `INSERT INTO background_schedules (name, queue_name, cron, next_fire_at, source)
+         SELECT 'bad-' || lpad(i::text, 3, '0'), 'bad', '61 * * * *', now() - interval '1 hour' + i * interval '1 millisecond', 'runtime'
+         FROM generate_series(1, 100) AS i`,
+      );
+      // The code schedule 'every-second' (due after every bad row) keeps firing.
+      const fired = async () => (await db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE queue_name = 'every-second' AND created_at > now() - interval '1 second'`)).rows[0].n;
+      await waitFor('every-second fires beside the bad schedules', async () => (await fired()) > 0, 5_000);
+
+      // One tick pages past what it cannot claim: two scans for 101 due rows, not one per round for ever.
+      scans.mockClear();
+      const scheduler = app.get(RecurringScheduler);
+      const tick = await Promise.race([scheduler.runOnce(), new Promise<'wedged'>((r) => setTimeout(() => r('wedged'), 5_000).unref())]);
+      expect(tick).not.toBe('wedged');
+      expect(scans.mock.calls.length).toBeLessThanOrEqual(3);
+
+      const named = errors.filter((e) => /schedule "bad-\d{3}" cannot fire: .*61/.test(e));
+      expect(new Set(named).size).toBe(100);
+      expect(named).toHaveLength(100); // once each, however many ticks ran
+    } finally {
+      scans.mockRestore();
+      const t0 = Date.now();
+      const closed = await Promise.race([app.close().then(() => 'closed'), new Promise((r) => setTimeout(() => r('still closing'), 5_000).unref())]);
+      expect([closed, Date.now() - t0 < 5_000]).toEqual(['closed', true]);
+      await db.end();
+    }
+  });
 });
