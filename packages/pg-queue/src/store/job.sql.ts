@@ -96,16 +96,26 @@ function insertKeyedJobs(traced: boolean, wake: Wake): string {
       SELECT pg_get_serial_sequence('background_jobs', 'id')::regclass AS s
     ), ids AS MATERIALIZED (
       SELECT i.ord, nextval((SELECT s FROM seq)) AS id FROM input AS i ORDER BY i.ord
+    ), holders AS (
+      -- Lock order: the rows replaced updates, locked first in (queue, key) order, so two calls naming the same
+      -- keys in different orders wait for each other instead of deadlocking (in plan order they did). Picks exactly
+      -- what replaced picks; windows and inserted below write in the same (queue, key) order.
+      SELECT j.id FROM input AS i JOIN background_jobs AS j ON j.queue_name = i.q AND j.unique_key = i.k
+      WHERE i.k IS NOT NULL AND i.w IS NULL AND i.mode <> 'keep' AND j.status = 'queued'
+      ORDER BY j.queue_name, j.unique_key
+      FOR UPDATE OF j
     ), replaced AS (
       UPDATE background_jobs AS j
       SET payload = i.p, run_at = CASE WHEN i.mode = 'replace' THEN coalesce(i.ra, now() + i.d ${MS}) ELSE j.run_at END, updated_at = now()${traced ? ', trace_context = $11::jsonb' : ''}
       FROM input AS i
       WHERE i.k IS NOT NULL AND i.w IS NULL AND i.mode <> 'keep'
         AND j.queue_name = i.q AND j.unique_key = i.k AND j.status = 'queued'
+        AND j.id IN (SELECT id FROM holders)
       RETURNING j.id, j.queue_name, i.ord
     ), windows AS (
       INSERT INTO background_job_keys AS h (queue_name, unique_key, held_until, job_id)
       SELECT i.q, i.k, now() + i.w ${MS}, n.id FROM input AS i JOIN ids AS n ON n.ord = i.ord WHERE i.w IS NOT NULL
+      ORDER BY i.q, i.k
       ON CONFLICT (queue_name, unique_key) DO UPDATE
       SET held_until = CASE WHEN h.held_until <= now() THEN EXCLUDED.held_until ELSE h.held_until END,
           job_id = CASE WHEN h.held_until <= now() THEN EXCLUDED.job_id ELSE h.job_id END
@@ -116,7 +126,7 @@ function insertKeyedJobs(traced: boolean, wake: Wake): string {
       FROM input AS i JOIN ids AS n ON n.ord = i.ord
       WHERE NOT EXISTS (SELECT 1 FROM replaced AS r WHERE r.ord = i.ord)
         AND (i.w IS NULL OR EXISTS (SELECT 1 FROM windows AS x WHERE x.job_id = n.id))
-      ORDER BY i.ord
+      ORDER BY i.q, i.k
       ON CONFLICT (queue_name, unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', 'processing') DO NOTHING
       RETURNING id
     )
