@@ -84,6 +84,36 @@ describe('fencing by a token that only grows', () => {
     expect(await queue.get(id)).toMatchObject({ status: 'processing', attempts: 1 });
   });
 
+  // completedRetentionMs: 0 completes by deleting the row (deleteCompletedJobs): a late completion that passed the
+  // fence there would delete a job another claim is running, and nothing would be left to show it.
+  it('with rows deleted on completion: a late completion (after retry() or a put-back) or another worker\'s deletes nothing', async () => {
+    const store = t.app.get(JobStore);
+    const queue = t.app.get(QueueService);
+    const deleteRows = true;
+    const id = await queue.enqueue('manual-3', {});
+    const [first] = (await store.claimJobs('manual-3', 1, 'w1', 60_000)).jobs as Claim[];
+    expect(await queue.cancel(id)).toBe('cancelled');
+    expect(await queue.retry(id)).toBe(true);
+    const [second] = (await store.claimJobs('manual-3', 1, 'w1', 60_000)).jobs as Claim[];
+    expect(second.attempt).toBe(first.attempt);
+    expect(await store.completeJobs('w1', [first], deleteRows)).toEqual(new Set([id])); // the earlier claim: refused
+    expect(await store.completeJobs('w2', [second], deleteRows)).toEqual(new Set([id])); // another worker: refused
+    expect(await queue.get(id)).toMatchObject({ status: 'processing', attempts: 1 });
+
+    const put = await queue.enqueue('manual-3', {});
+    const [before] = (await store.claimJobs('manual-3', 1, 'w1', 60_000)).jobs as Claim[];
+    expect(await store.releaseJobs('w1', [before])).toBe(1);
+    const [after] = (await store.claimJobs('manual-3', 1, 'w1', 60_000)).jobs as Claim[];
+    expect(after.attempt).toBe(before.attempt);
+    expect(await store.completeJobs('w1', [before], deleteRows)).toEqual(new Set([put]));
+    expect(await queue.get(put)).toMatchObject({ status: 'processing', attempts: 1 });
+
+    // The current claims delete their rows.
+    expect(await store.completeJobs('w1', [second, after], deleteRows)).toEqual(new Set());
+    expect(await queue.get(id)).toBeNull();
+    expect(await queue.get(put)).toBeNull();
+  });
+
   it('a cancel notice of an earlier claim does not abort a later claim of the same job', async () => {
     const queue = t.app.get(QueueService);
     const listener = await t.db.connect();

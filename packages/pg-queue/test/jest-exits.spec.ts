@@ -24,7 +24,9 @@ function runFixture(url: string, env: Record<string, string>, limitMs: number): 
   const started = Date.now();
   const child = spawn(process.execPath, [jestBin, '--config', config, '--detectOpenHandles', '--ci', '--colors=false'], {
     cwd: root,
-    env: { ...process.env, NODE_OPTIONS: '--experimental-vm-modules --no-warnings', PG_QUEUE_FIXTURE_URL: url, ...env },
+    // FORCE_COLOR=0: npm sets FORCE_COLOR when `npm test` runs in a terminal, and it overrides --colors=false
+    // (a coloured "Tests:" line matches nothing below).
+    env: { ...process.env, NODE_OPTIONS: '--experimental-vm-modules --no-warnings', FORCE_COLOR: '0', PG_QUEUE_FIXTURE_URL: url, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';

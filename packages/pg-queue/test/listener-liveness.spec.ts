@@ -1,3 +1,4 @@
+import net from 'node:net';
 import { Injectable } from '@nestjs/common';
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { JobHandler, QueueService, WorkerPool } from 'nestjs-pg-queue';
@@ -64,4 +65,47 @@ describe('LISTEN connection liveness', () => {
     await app.close();
     expect(Date.now() - t0).toBeLessThan(1_000);
   }, 30_000);
+
+  // An app closed while its LISTEN connection was still being made (booted and closed at once, as several specs
+  // do) never finished closing: close() ended the half-made client, and pg never settles connect() on a client
+  // ended while it connects, so close() waited on the listener's loop for ever. This was the Node 22 CI hang of
+  // metrics.spec.ts (issue 18, item 20): its quick boot-and-close tests hit the window now and then; here a
+  // server that accepts and never answers holds the window open.
+  // it.failing until the fix lands in worker/notification-listener.ts (issue 17's rewrite owns that folder): close()
+  // must only destroy the socket of a client still connecting, never end() it. Then make this `it`.
+  it.failing('close() returns at once while the LISTEN connection is still being made', async () => {
+    const url = await createTestDatabase('listener-connecting');
+    const silent = await SilentServer.start();
+    try {
+      const app = await startApp(url, { providers: [Noop], queue: { listenerUrl: silent.url, pollIntervalMs: 60_000 }, logLevels: [] });
+      await waitFor('the LISTEN connection dialled', async () => silent.accepted >= 1);
+      const closing = app.close().then(() => 'closed');
+      const outcome = await Promise.race([closing, new Promise((r) => setTimeout(() => r('still closing after 3 s'), 3_000).unref())]);
+      expect(outcome).toBe('closed');
+    } finally {
+      await silent.close();
+    }
+  }, 30_000);
 });
+
+/** A server that accepts connections and never answers: a PostgreSQL login that never completes. */
+class SilentServer {
+  accepted = 0;
+  private readonly sockets: net.Socket[] = [];
+  private readonly server = net.createServer((socket) => {
+    this.accepted += 1;
+    this.sockets.push(socket.on('error', () => undefined));
+  });
+
+  static async start(): Promise<SilentServer & { url: string }> {
+    const silent = new SilentServer();
+    await new Promise<void>((resolve) => silent.server.listen(0, '127.0.0.1', resolve));
+    const { port } = silent.server.address() as net.AddressInfo;
+    return Object.assign(silent, { url: `postgres://postgres:postgres@127.0.0.1:${port}/postgres` });
+  }
+
+  async close(): Promise<void> {
+    for (const socket of this.sockets.splice(0)) socket.destroy();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}

@@ -1,7 +1,8 @@
-import { describe, expect, it } from '@jest/globals';
+import { describe, expect, it, jest } from '@jest/globals';
 import { Injectable, type INestApplicationContext } from '@nestjs/common';
 import { JobHandler, QueueService, RecurringJob, RecurringScheduler, type Job, type RecurringJobPayload } from 'nestjs-pg-queue';
 import { createTestDatabase } from '@internal/pg-harness';
+import { ScheduleStore } from '../src/store/schedule.store.js';
 import { startApp, sqlPool, useTestApp, waitFor } from './support/test-app.js';
 
 // Recurring jobs in one process: declared and runtime schedules, missed-fire policies, boot sync and its
@@ -94,32 +95,61 @@ describe('recurring jobs', () => {
     expect(await q.schedule('bad')).toBeNull();
   });
 
+  // A time PostgreSQL computes has microseconds (a schedule written by SQL, a migration, now() + interval); the
+  // scheduler reads milliseconds, and its compare-and-set once tested next_fire_at = the time read, so such a
+  // schedule lost a race with nobody on every tick and never fired.
+  it('a schedule written by SQL with microseconds in next_fire_at fires', async () => {
+    await ctx.db.query(
+      `INSERT INTO background_schedules (name, queue_name, cron, next_fire_at, source)
+       VALUES ('sql-made', 'sql-made', '0 0 1 1 *', date_trunc('milliseconds', now()) - interval '1 second' + interval '123 microseconds', 'runtime')`,
+    );
+    const scheduler = ctx.app.get(RecurringScheduler);
+    const fires = async () => (await ctx.db.query(`SELECT payload->'_schedule'->>'fireAt' AS fire_at FROM background_jobs WHERE queue_name = 'sql-made'`)).rows;
+    await waitFor('the fire of the SQL-made schedule', async () => {
+      await scheduler.runOnce();
+      return (await fires()).length > 0;
+    }, 5_000);
+    expect(await fires()).toHaveLength(1);
+    const info = (await queue().schedule('sql-made'))!;
+    expect(info.lastFireAt).not.toBeNull();
+    expect(info.nextFireAt.getUTCMonth()).toBe(0); // moved on to 1 January next year
+    expect(info.nextFireAt.getTime()).toBeGreaterThan(Date.now());
+    await queue().removeSchedule('sql-made');
+  });
+
   it('missed fires after a downtime, per policy: skip drops them, latest runs the latest once, a window runs each within it', async () => {
     const q = queue();
     const scheduler = ctx.app.get(RecurringScheduler);
-    const yearly = '0 0 1 1 *'; // fires missed since 2024-01-01: 2024, 2025 and 2026
-    const policies = { skip: 'skip', latest: 'latest', 'window-400d': { windowMs: 400 * 86_400_000 }, 'window-all': { windowMs: 1_500 * 86_400_000 } } as const;
+    const yearly = '0 0 1 1 *';
+    // Every year is derived from the database's clock, which the scheduler plans against: fires missed since
+    // 1 January two years ago (three of them, this year's included), the next one on 1 January next year.
+    const { rows: [clock] } = await ctx.db.query<{ now: Date }>('SELECT now()');
+    const year = clock.now.getUTCFullYear();
+    const newYear = (y: number) => new Date(Date.UTC(y, 0, 1)).toISOString();
+    // A window that reaches 30 days before this year's fire, whatever the day: this year's fire only.
+    const sinceThisYearsFire = clock.now.getTime() - Date.UTC(year, 0, 1) + 30 * 86_400_000;
+    const policies = { skip: 'skip', latest: 'latest', 'window-1': { windowMs: sinceThisYearsFire }, 'window-all': { windowMs: 1_500 * 86_400_000 } } as const;
     for (const [name, missedFires] of Object.entries(policies)) {
       await q.upsertSchedule({ name: `missed-${name}`, cron: yearly, queue: `missed-${name}`, missedFires });
     }
-    // As if every instance had been down since before 2024-01-01.
-    await ctx.db.query(`UPDATE background_schedules SET next_fire_at = '2024-01-01T00:00:00Z' WHERE name LIKE 'missed-%'`);
+    // As if every instance had been down since before 1 January two years ago.
+    await ctx.db.query(`UPDATE background_schedules SET next_fire_at = $1 WHERE name LIKE 'missed-%'`, [newYear(year - 2)]);
     await scheduler.runOnce();
     // This app's own timer may have claimed some of them first (then runOnce skipped them): wait for its commits.
     await waitFor('every schedule moved on', async () =>
-      (await ctx.db.query(`SELECT 1 FROM background_schedules WHERE name LIKE 'missed-%' AND next_fire_at < '2027-01-01'`)).rowCount === 0,
+      (await ctx.db.query(`SELECT 1 FROM background_schedules WHERE name LIKE 'missed-%' AND next_fire_at < $1`, [newYear(year + 1)])).rowCount === 0,
     );
     const { rows } = await ctx.db.query<{ queue_name: string; fire_at: string }>(
       `SELECT queue_name, payload->'_schedule'->>'fireAt' AS fire_at FROM background_jobs WHERE queue_name LIKE 'missed-%' ORDER BY queue_name, id`,
     );
     const fires = (queueName: string) => rows.filter((r) => r.queue_name === queueName).map((r) => r.fire_at);
     expect(fires('missed-skip')).toEqual([]);
-    expect(fires('missed-latest')).toEqual(['2026-01-01T00:00:00.000Z']);
-    expect(fires('missed-window-400d')).toEqual(['2026-01-01T00:00:00.000Z']);
-    expect(fires('missed-window-all')).toEqual(['2024-01-01T00:00:00.000Z', '2025-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z']);
+    expect(fires('missed-latest')).toEqual([newYear(year)]);
+    expect(fires('missed-window-1')).toEqual([newYear(year)]);
+    expect(fires('missed-window-all')).toEqual([newYear(year - 2), newYear(year - 1), newYear(year)]);
     for (const name of Object.keys(policies)) {
       const info = (await q.schedule(`missed-${name}`))!;
-      expect(info.nextFireAt.toISOString()).toBe('2027-01-01T00:00:00.000Z');
+      expect(info.nextFireAt.toISOString()).toBe(newYear(year + 1));
       await q.removeSchedule(`missed-${name}`);
     }
     // A second tick finds nothing more to do.
@@ -320,4 +350,46 @@ describe('boot sync of code schedules', () => {
       await expect(startApp(url, { providers: [BadSchedule], queue: { workers: false, maintenance: { enabled: false } } })).rejects.toThrow(message);
     }
   }, 30_000);
+});
+
+describe('due schedules that cannot be claimed', () => {
+  // A scan that returned the scan limit (100) scanned again at once even when it claimed nothing, and got the same
+  // rows for ever: every other schedule stopped firing and app.close() waited on the tick. The trigger here is
+  // 100 stored crons the parser refuses (written by SQL), due before a good schedule.
+  it('100 schedules that cannot fire do not wedge the tick: the others fire, each bad one is logged once, close() is prompt', async () => {
+    const url = await createTestDatabase('recurringwedge');
+    const db = sqlPool(url);
+    const errors: string[] = [];
+    const logger = { log: () => undefined, warn: () => undefined, error: (m: unknown) => void errors.push(String(m)), debug: () => undefined, verbose: () => undefined, fatal: () => undefined };
+    const app = await startApp(url, { providers: [Ticker], queue: { workers: false, maintenance: { enabled: false }, recurring: { pollIntervalMs: 500 } }, logLevels: [] });
+    app.useLogger(logger);
+    const scans = jest.spyOn(ScheduleStore.prototype, 'dueSchedules');
+    try {
+      await db.query(
+        `INSERT INTO background_schedules (name, queue_name, cron, next_fire_at, source)
+         SELECT 'bad-' || lpad(i::text, 3, '0'), 'bad', '61 * * * *', now() - interval '1 hour' + i * interval '1 millisecond', 'runtime'
+         FROM generate_series(1, 100) AS i`,
+      );
+      // The code schedule 'every-second' (due after every bad row) keeps firing.
+      const fired = async () => (await db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE queue_name = 'every-second' AND created_at > now() - interval '1 second'`)).rows[0].n;
+      await waitFor('every-second fires beside the bad schedules', async () => (await fired()) > 0, 5_000);
+
+      // One tick pages past what it cannot claim: two scans for 101 due rows, not one per round for ever.
+      scans.mockClear();
+      const scheduler = app.get(RecurringScheduler);
+      const tick = await Promise.race([scheduler.runOnce(), new Promise<'wedged'>((r) => setTimeout(() => r('wedged'), 5_000).unref())]);
+      expect(tick).not.toBe('wedged');
+      expect(scans.mock.calls.length).toBeLessThanOrEqual(3);
+
+      const named = errors.filter((e) => /schedule "bad-\d{3}" cannot fire: .*61/.test(e));
+      expect(new Set(named).size).toBe(100);
+      expect(named).toHaveLength(100); // once each, however many ticks ran
+    } finally {
+      scans.mockRestore();
+      const t0 = Date.now();
+      const closed = await Promise.race([app.close().then(() => 'closed'), new Promise((r) => setTimeout(() => r('still closing'), 5_000).unref())]);
+      expect([closed, Date.now() - t0 < 5_000]).toEqual(['closed', true]);
+      await db.end();
+    }
+  });
 });

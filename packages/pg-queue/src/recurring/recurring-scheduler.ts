@@ -4,14 +4,14 @@ import { MISSED_FIRES_SKIPPED } from '../pg-queue.messages.js';
 import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
 import type { NewJobRow } from '../store/job.store.js';
 import { JobStore } from '../store/job.store.js';
-import { ScheduleStore, type DueSchedule } from '../store/schedule.store.js';
+import { ScheduleStore, type DueKey, type DueSchedule } from '../store/schedule.store.js';
 import { errorLine } from '../utils/error-text.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { RetryBackoff } from '../utils/retry-backoff.js';
 import { nextFireAfter, planFires } from './fire-times.js';
 import { RecurringJobRegistry } from './recurring-job.registry.js';
 
-/** Due schedules read per scan; a full scan is followed by another at once. */
+/** Due schedules read per scan; a full scan is followed by the next page at once. */
 const SCAN_LIMIT = 100;
 /** Code schedules are re-declared this often (at most a third of orphanAfterMs). */
 const DECLARE_EVERY_MS = 60_000;
@@ -38,6 +38,8 @@ export class RecurringScheduler implements OnApplicationBootstrap, BeforeApplica
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private stopped = true;
+  /** Set at shutdown: a tick in progress stops between two fires. */
+  private closing = false;
   private synced = false;
   private rerun = false;
   private lastDeclaredAt = 0;
@@ -68,6 +70,7 @@ export class RecurringScheduler implements OnApplicationBootstrap, BeforeApplica
 
   async beforeApplicationShutdown(): Promise<void> {
     this.stopped = true;
+    this.closing = true;
     clearTimeout(this.timer);
     await this.running;
   }
@@ -100,21 +103,27 @@ export class RecurringScheduler implements OnApplicationBootstrap, BeforeApplica
    */
   async runOnce(): Promise<TickResult & { nextInMs: number | null }> {
     const result = { claimed: 0, jobs: 0, nextInMs: null as number | null };
+    const earliest = (a: number | null, b: number | null) => (a === null ? b : b === null ? a : Math.min(a, b));
+    // Keyset pages: a schedule that cannot fire (a cron the parser refuses, a claim lost) stays due, and a scan
+    // that started again from the top would read it again for ever, firing nothing else. The next tick retries it.
+    let after: DueKey | undefined;
     for (;;) {
-      const scan = await this.schedules.dueSchedules(this.options.recurring.orphanAfterMs, SCAN_LIMIT);
-      let next = scan.nextInMs;
+      const scan = await this.schedules.dueSchedules(this.options.recurring.orphanAfterMs, SCAN_LIMIT, after);
+      let next = earliest(result.nextInMs, scan.nextInMs);
       for (const due of scan.due) {
+        if (this.closing) break;
         const fired = await this.fire(due, scan.nowMs);
         if (fired === null) continue;
         // Won or lost, the schedule's next fire is the planned one (the winner planned the same).
         const plannedInMs = fired.nextFireAtMs - scan.nowMs;
-        next = next === null ? plannedInMs : Math.min(next, plannedInMs);
+        next = earliest(next, plannedInMs);
         if (!fired.won) continue;
         result.claimed += 1;
         result.jobs += fired.jobs;
       }
       result.nextInMs = next;
-      if (scan.due.length < SCAN_LIMIT) return result;
+      if (scan.due.length < SCAN_LIMIT || this.closing) return result;
+      after = scan.due.at(-1)!.key;
     }
   }
 

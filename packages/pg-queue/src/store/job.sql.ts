@@ -133,6 +133,14 @@ function insertKeyedJobs(traced: boolean, wake: Wake): string {
       SELECT pg_get_serial_sequence('background_jobs', 'id')::regclass AS s
     ), ids AS MATERIALIZED (
       SELECT i.ord, nextval((SELECT s FROM seq)) AS id FROM input AS i ORDER BY i.ord
+    ), holders AS (
+      -- Lock order: the rows replaced updates, locked first in (queue, key) order, so two calls naming the same
+      -- keys in different orders wait for each other instead of deadlocking (in plan order they did). Picks exactly
+      -- what replaced picks; windows and inserted below write in the same (queue, key) order.
+      SELECT j.id, j.status = 'processing' AS held FROM input AS i JOIN background_jobs AS j ON j.queue_name = i.q AND j.unique_key = i.k
+      WHERE i.k IS NOT NULL AND i.w IS NULL AND i.mode <> 'keep' AND (j.status = 'queued' OR (j.status = 'processing' AND j.buffered))
+      ORDER BY j.queue_name, j.unique_key
+      FOR UPDATE OF j
     ), replaced AS (
       UPDATE background_jobs AS j
       SET payload = i.p, run_at = CASE WHEN i.mode = 'replace' THEN coalesce(i.ra, now() + i.d ${MS}) ELSE j.run_at END, updated_at = now(),
@@ -140,11 +148,13 @@ function insertKeyedJobs(traced: boolean, wake: Wake): string {
       FROM input AS i
       WHERE i.k IS NOT NULL AND i.w IS NULL AND i.mode <> 'keep'
         AND j.queue_name = i.q AND j.unique_key = i.k AND (j.status = 'queued' OR (j.status = 'processing' AND j.buffered))
-      -- held: the row sat in a worker's buffer (read in this statement's snapshot): its holder must drop its copy.
-      RETURNING j.id, j.queue_name, i.ord, (SELECT h.status = 'processing' FROM background_jobs AS h WHERE h.id = j.id) AS held
+        AND j.id IN (SELECT id FROM holders)
+      -- held: the row sat in a worker's buffer (as locked by holders): its holder must drop its copy.
+      RETURNING j.id, j.queue_name, i.ord, (SELECT h.held FROM holders AS h WHERE h.id = j.id) AS held
     ), windows AS (
       INSERT INTO background_job_keys AS h (queue_name, unique_key, held_until, job_id)
       SELECT i.q, i.k, now() + i.w ${MS}, n.id FROM input AS i JOIN ids AS n ON n.ord = i.ord WHERE i.w IS NOT NULL
+      ORDER BY i.q, i.k
       ON CONFLICT (queue_name, unique_key) DO UPDATE
       SET held_until = CASE WHEN h.held_until <= now() THEN EXCLUDED.held_until ELSE h.held_until END,
           job_id = CASE WHEN h.held_until <= now() THEN EXCLUDED.job_id ELSE h.job_id END
@@ -155,7 +165,7 @@ function insertKeyedJobs(traced: boolean, wake: Wake): string {
       FROM input AS i JOIN ids AS n ON n.ord = i.ord
       WHERE NOT EXISTS (SELECT 1 FROM replaced AS r WHERE r.ord = i.ord)
         AND (i.w IS NULL OR EXISTS (SELECT 1 FROM windows AS x WHERE x.job_id = n.id))
-      ORDER BY i.ord
+      ORDER BY i.q, i.k
       ON CONFLICT (queue_name, unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', 'processing') DO NOTHING
       RETURNING id
     )

@@ -12,32 +12,37 @@ const COLUMNS = `name, queue_name, cron, time_zone, payload, missed_fires, misse
 export const SCHEDULE_SQL = {
   dbNow: `SELECT (extract(epoch FROM now()) * 1000)::float8 AS now_ms`,
 
-  // The tick: due live schedules (through the partial index on next_fire_at), then one row (name NULL) with
-  // the database clock and the ms until the next live fire after them, for the timer.
+  // The tick: a page of due live schedules (through the partial index on next_fire_at) after the keyset
+  // ($3 next_fire_at as the previous page's last row had it, exactly, as text; $4 its name), then one row
+  // (name NULL) with the database clock and the ms until the next live fire after them, for the timer.
   dueSchedules: `
     WITH due AS (
       SELECT name, queue_name, cron, time_zone, payload, missed_fires, missed_window_ms, priority, max_attempts, revision,
-        (extract(epoch FROM next_fire_at) * 1000)::float8 AS next_fire_ms
+        (extract(epoch FROM date_trunc('milliseconds', next_fire_at)) * 1000)::float8 AS next_fire_ms,
+        next_fire_at::text AS next_fire_key
       FROM background_schedules
       WHERE NOT paused AND next_fire_at <= now() AND ${LIVE('$1')}
-      ORDER BY next_fire_at
+        AND ($3::timestamptz IS NULL OR (next_fire_at >= $3::timestamptz AND (next_fire_at, name) > ($3::timestamptz, $4::text)))
+      ORDER BY next_fire_at, name
       LIMIT $2
     )
     SELECT *, NULL::float8 AS now_ms, NULL::float8 AS next_in_ms FROM due
     UNION ALL
-    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
       (extract(epoch FROM now()) * 1000)::float8,
       (SELECT extract(epoch FROM min(next_fire_at) - now()) * 1000 FROM background_schedules
        WHERE NOT paused AND next_fire_at > now() AND ${LIVE('$1')})::float8`,
 
   // The compare-and-set that claims a fire: only the instance that still sees the row at the fire time and
   // definition it planned from moves it on; SKIP LOCKED makes the others give up at once instead of waiting
-  // for the winner's transaction. Runs in the transaction that inserts the fire's jobs.
+  // for the winner's transaction. Runs in the transaction that inserts the fire's jobs. The fire time is
+  // compared at the precision it was read (milliseconds): one written by SQL (now() + interval) has
+  // microseconds, and an exact comparison lost to nobody on every tick.
   claimFire: `
     UPDATE background_schedules AS s
     SET next_fire_at = $4, last_fire_at = coalesce($5, s.last_fire_at)
     WHERE s.name = (SELECT name FROM background_schedules
-                    WHERE name = $1 AND next_fire_at = $2 AND revision = $3 AND NOT paused
+                    WHERE name = $1 AND date_trunc('milliseconds', next_fire_at) = $2 AND revision = $3 AND NOT paused
                     FOR UPDATE SKIP LOCKED)
     RETURNING s.name`,
 

@@ -30,6 +30,14 @@ export interface DueSchedule {
   maxAttempts: number | null;
   revision: string;
   nextFireMs: number;
+  /** Where the scan is: this row's next_fire_at, exactly as stored (text), and its name. */
+  key: DueKey;
+}
+
+/** A keyset position in the due schedules (next_fire_at, name). */
+export interface DueKey {
+  at: string;
+  name: string;
 }
 
 export interface DueScan {
@@ -57,8 +65,9 @@ export class ScheduleStore {
     return row.now_ms;
   }
 
-  async dueSchedules(orphanAfterMs: number, limit: number): Promise<DueScan> {
-    const rows = await this.run<DueRow>('dueSchedules', [orphanAfterMs, limit]);
+  /** Up to `limit` due schedules, in (next_fire_at, name) order, after `after` when given. */
+  async dueSchedules(orphanAfterMs: number, limit: number, after?: DueKey): Promise<DueScan> {
+    const rows = await this.run<DueRow>('dueSchedules', [orphanAfterMs, limit, after?.at ?? null, after?.name ?? null]);
     const scan: DueScan = { due: [], nowMs: 0, nextInMs: null };
     for (const r of rows) {
       if (r.name === null) {
@@ -78,6 +87,7 @@ export class ScheduleStore {
         revision: r.revision,
         // Rounded: the compare-and-set sends it back as a timestamp, and a float a hair under the ms would never match.
         nextFireMs: Math.round(r.next_fire_ms),
+        key: { at: r.next_fire_key, name: r.name },
       });
     }
     return scan;
@@ -182,6 +192,7 @@ interface ScheduleDefinitionColumns {
 interface DueRow extends ScheduleDefinitionColumns {
   name: string | null;
   next_fire_ms: number;
+  next_fire_key: string;
   now_ms: number | null;
   next_in_ms: number | null;
 }
