@@ -54,13 +54,17 @@ function rawText(error: unknown): string {
   return `non-Error thrown: ${inspected(error)}`;
 }
 
-/** `instanceof Error`, false where asking throws (a revoked Proxy, a Proxy whose getPrototypeOf trap throws). */
-function isError(value: unknown): value is Error {
+/** `instanceof`, false where asking throws (a revoked Proxy, a Proxy whose getPrototypeOf trap throws). */
+export function isInstanceOf<T>(value: unknown, type: abstract new (...args: never[]) => T): value is T {
   try {
-    return value instanceof Error;
+    return value instanceof type;
   } catch {
     return false;
   }
+}
+
+function isError(value: unknown): value is Error {
+  return isInstanceOf(value, Error);
 }
 
 /** `name: message`, each read and made text without throwing. */

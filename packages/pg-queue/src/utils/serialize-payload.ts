@@ -1,6 +1,6 @@
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import { PAYLOAD_NOT_JSON, PAYLOAD_TOO_LARGE } from '../pg-queue.messages.js';
-import { errorLine } from './error-text.js';
+import { errorLine, isInstanceOf } from './error-text.js';
 
 /**
  * JSON text of a payload, or a clear error. JSON.stringify alone would silently drop functions and
@@ -43,11 +43,7 @@ function storableJson(value: unknown, label: string, replacer: (this: unknown, k
 
 /** One of refuseLossy's own errors; false, not a throw, for a thrown value on which `instanceof` throws (a revoked Proxy). */
 function isRefusal(error: unknown): error is PgQueueError {
-  try {
-    return error instanceof PgQueueError;
-  } catch {
-    return false;
-  }
+  return isInstanceOf(error, PgQueueError);
 }
 
 /**

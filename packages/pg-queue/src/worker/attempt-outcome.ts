@@ -3,7 +3,7 @@ import { JobSnoozedError } from '../errors/pg-queue.error.js';
 import type { BackoffFunction } from '../interfaces/job-handler-options.interface.js';
 import { BAD_SNOOZE_DELAY } from '../pg-queue.messages.js';
 import { retryDelay, snoozeDelay } from '../utils/backoff.js';
-import { errorText } from '../utils/error-text.js';
+import { errorText, isInstanceOf } from '../utils/error-text.js';
 import type { HeldJob } from './held-job.js';
 import { ResultRefusedError, storedResult } from './stored-result.js';
 
@@ -32,11 +32,11 @@ export function decideOutcome(job: HeldJob, error: unknown, result: unknown, rul
       else job.resultJson = stored.json;
     }
     if (error === undefined) return undefined;
-    if (isA(error, ResultRefusedError)) {
+    if (isInstanceOf(error, ResultRefusedError)) {
       job.failure = { error: error.message, retryDelayMs: 0, thrown: error, final: true };
       return undefined;
     }
-    if (isA(error, JobSnoozedError)) {
+    if (isInstanceOf(error, JobSnoozedError)) {
       const { delayMs, clamped } = snoozeDelay(error.delayMs);
       if (clamped) rules.logger.warn(BAD_SNOOZE_DELAY(rules.queue, job.id, error.delayMs, delayMs));
       job.snoozeMs = delayMs;
@@ -57,15 +57,6 @@ export function decideOutcome(job: HeldJob, error: unknown, result: unknown, rul
     const text = `the handler's ${error === undefined ? 'result' : 'error'} could not be read (${safeText(unreadable)})`;
     job.failure = { error: text, retryDelayMs: 0, thrown: new Error(text) };
     return undefined;
-  }
-}
-
-/** `instanceof`, false where the check itself throws (a revoked Proxy throws on getPrototypeOf). */
-function isA<T>(value: unknown, type: abstract new (...args: never[]) => T): value is T {
-  try {
-    return value instanceof type;
-  } catch {
-    return false;
   }
 }
 
