@@ -8,7 +8,7 @@ import type { ClaimedJob, JobRef, JobStore } from '../store/job.store.js';
 import { errorLine } from '../utils/error-text.js';
 import { hasLimits } from '../utils/resolve-options.js';
 import { withDeadline, withTimeout } from '../utils/retry-backoff.js';
-import { decideOutcome } from './attempt-outcome.js';
+import { decideOutcome, type OutcomeRules } from './attempt-outcome.js';
 import { AttemptReport } from './attempt-report.js';
 import { runAttempt } from './attempt-runner.js';
 import { ClaimLoop, type ClaimTarget } from './claim-loop.js';
@@ -84,6 +84,7 @@ export class QueueWorker implements ClaimTarget {
   private readonly startMarginMs: number;
   private readonly end = (job: HeldJob, error: unknown, result?: unknown) => this.ended(job, error, result);
   private readonly tell: AttemptReport;
+  private readonly rules: OutcomeRules;
 
   constructor(
     private readonly config: QueueWorkerConfig,
@@ -97,6 +98,7 @@ export class QueueWorker implements ClaimTarget {
     this.bufferLeaseMs = lease.leaseMs;
     this.startMarginMs = lease.marginMs;
     this.tell = new AttemptReport(config.queue, config.workerId, shared.logger, shared.events);
+    this.rules = { queue: config.queue, backoff: config.options.backoff, maxResultBytes: config.maxResultBytes, logger: shared.logger };
     this.claims = new ClaimLoop(
       {
         queue: config.queue,
@@ -230,18 +232,21 @@ export class QueueWorker implements ClaimTarget {
   /** The handler ended (or timed out): the outcome goes to the writer, the slot frees, the lease is kept until the write lands. */
   private ended(job: HeldJob, error: unknown, result?: unknown): void {
     if (job.state !== 'running') return; // lost, cancelled or given back meanwhile: its answer counts for nothing
-    this.guarded(`settling job ${job.id}`, () => {
+    // Inline rather than through guarded(): this runs once per job, and its label names the job.
+    try {
       this.freeSlot(job);
       job.to('settling');
       this.settling += 1;
       this.buffer.auto?.jobFinished(job.endedAt - job.startedAt);
-      const problem = decideOutcome(job, error, result, { queue: this.config.queue, backoff: this.config.options.backoff, maxResultBytes: this.config.maxResultBytes, logger: this.shared.logger });
+      const problem = decideOutcome(job, error, result, this.rules);
       if (problem !== undefined && !this.backoffProblemLogged) {
         this.backoffProblemLogged = true;
         this.shared.logger.error(`${problem} (job ${job.id}; further bad answers of this backoff are not logged)`);
       }
       this.shared.outcomes.write(job);
-    });
+    } catch (error) {
+      this.shared.logger.error(WORKER_DEFECT(this.config.queue, `settling job ${job.id}`, errorLine(error)));
+    }
     this.pump();
   }
 
