@@ -22,11 +22,14 @@ const jobFilter = (statusTest: string) => `
       AND ($5::int8 IS NULL OR j.created_at < now() - $5::int8 ${MS})
       AND ($6::text IS NULL OR strpos(lower(j.last_error), lower($6::text)) > 0)`;
 
-/** The filter of the actions (and of the count that announces one): $4 are the rows' statuses as stored. */
-export const JOB_FILTER = jobFilter(`j.status = ANY($4::background_job_status[])`);
-
-/** The filter of the listing: $4 are statuses as reports show them (a buffered job is queued, not processing). */
-const LIST_FILTER = jobFilter(shownStatusIn('j', '$4::background_job_status[]'));
+/**
+ * The filter of the listing and of the actions (and of the count that announces one): $4 are statuses as reports
+ * show them. A buffered job (in a worker's read-ahead buffer, not started) is queued: `cancel --status queued`
+ * cancels it (its holder is told and drops it), `--status processing` leaves it; delete skips it as it skips
+ * every row a worker holds.
+ */
+export const JOB_FILTER = jobFilter(shownStatusIn('j', '$4::background_job_status[]'));
+const LIST_FILTER = JOB_FILTER;
 
 // The batch: up to $7 matching rows in id order, locked, so that a worker's claim or settle between the
 // selection and the change cannot slip through (FOR UPDATE re-checks the filter on the row's latest version).
@@ -112,7 +115,8 @@ export const ADMIN_SQL = {
   // (claimed into a worker's read-ahead buffer).
   stuckLeases: `
     SELECT count(*)::int AS n, count(*) FILTER (WHERE s.buffered)::int AS buffered, min(s.lease_expires_at) AS oldest FROM (
-      SELECT j.lease_expires_at, j.buffered FROM background_jobs AS j
+      -- buffered read through to_jsonb: doctor also runs on a schema whose BufferedJobs migration is pending.
+      SELECT j.lease_expires_at, coalesce((to_jsonb(j) ->> 'buffered')::boolean, false) AS buffered FROM background_jobs AS j
       WHERE j.status = 'processing' AND j.lease_expires_at < now() - $1::int8 ${MS}
       LIMIT $2
     ) AS s`,

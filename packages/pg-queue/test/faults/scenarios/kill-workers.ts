@@ -59,8 +59,13 @@ export async function killWorkers(s: Scenario, size: KillWorkersSize): Promise<K
     await sleep(size.killEveryMs);
     const candidates = fleet.ready();
     if (kills >= size.maxKills || candidates.length === 0 || (await completed()) >= size.jobs) continue;
-    const victim = candidates[Math.floor(Math.random() * candidates.length)];
+    let victim = candidates[Math.floor(Math.random() * candidates.length)];
     if (freeze) {
+      // The worker holding the most jobs: a random one may have run out of work already (the other read it all ahead).
+      const { rows } = await s.db.query<{ w: string }>(
+        `SELECT locked_by AS w FROM background_jobs WHERE queue_name = 'work' AND status = 'processing' GROUP BY 1 ORDER BY count(*) DESC`,
+      );
+      victim = candidates.find((c) => c.workerId === rows[0]?.w) ?? victim;
       inFlightAtKills += await fleet.freeze(victim);
       kills += 1;
       await sleep(size.freezeMs ?? 6_000);

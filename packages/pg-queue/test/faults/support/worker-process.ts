@@ -24,14 +24,17 @@ export interface WorkerProcessConfig {
   queue: Omit<PgQueueModuleOptions, 'connection' | 'workerId' | 'dataSource'>;
   poolSize: number;
   logLevels: LogLevel[];
-  /** Every handler start is appended here ("<job id>/<attempt>" a line), synchronously, before the handler does anything else. */
-  startsFile: string;
+  /**
+   * Every handler start is appended here ("<job id>/<attempt>" a line), synchronously, before the handler does
+   * anything else. Absent for a process that runs no job (the migrations spec boots this script to migrate).
+   */
+  startsFile?: string;
 }
 
 let config!: WorkerProcessConfig;
 let records!: pg.Pool;
-/** startsFile, opened once for appending. */
-let starts!: number;
+/** startsFile, opened once for appending (undefined: none). */
+let starts: number | undefined;
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const forever = new Promise<never>(() => undefined);
@@ -45,7 +48,7 @@ const frozenJobsStarted = new Promise<number>((resolve) => (allFrozenJobsStarted
  * only claimed or read ahead), then in fault_runs.
  */
 async function recordStart(job: Job): Promise<string> {
-  writeSync(starts, `${job.id}/${job.attempt}\n`);
+  if (starts !== undefined) writeSync(starts, `${job.id}/${job.attempt}\n`);
   const { rows } = await records.query<{ id: string }>(
     'INSERT INTO fault_runs (job_id, queue, attempt, worker, pid) VALUES ($1, $2, $3, $4, $5) RETURNING id',
     [job.id, job.queue, job.attempt, config.workerId, process.pid],
@@ -226,7 +229,7 @@ function recordCrashes(): void {
 }
 
 async function boot(): Promise<void> {
-  starts = openSync(config.startsFile, 'a');
+  if (config.startsFile) starts = openSync(config.startsFile, 'a');
   records = new pg.Pool({ connectionString: config.url, max: config.poolSize });
   records.on('error', () => undefined); // idle clients die with a PostgreSQL restart; the next query reconnects
   recordCrashes();
