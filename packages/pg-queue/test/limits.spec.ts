@@ -86,7 +86,7 @@ describe('limits: the claim of a limited queue', () => {
     try {
       const results = await Promise.all(pools.map((p, i) => new JobStore(p).claimLimitedJobs('race', 5, `w${i}`, 30_000, GLOBAL_3)));
       expect(results.flatMap((r) => r.jobs)).toHaveLength(3);
-      expect(results.filter((r) => r.jobs.length === 0).every((r) => r.atCapacity === true)).toBe(true);
+      expect(results.filter((r) => r.jobs.length === 0 && r.atCapacity !== true)).toEqual([]);
       expect(await running('race')).toBe(3);
     } finally {
       await Promise.all(pools.map((p) => p.end()));
