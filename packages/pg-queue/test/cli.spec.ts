@@ -101,8 +101,8 @@ describe('pg-queue command line', () => {
     expect(down.code).toBe(0);
     expect(down.stdout).toBe(`reverted ${names.at(-1)}\n`);
     expect((await sql.query(`SELECT name FROM migrations ORDER BY id`)).rows.map((r) => r.name)).toEqual(names.slice(0, -1));
-    // The last migration (DeferredWakeUps) is undone: the trigger function no longer reads pg_queue.wake.
-    expect((await sql.query(`SELECT prosrc LIKE '%pg_queue.wake%' AS defers FROM pg_proc WHERE proname = 'background_jobs_notify'`)).rows).toEqual([{ defers: false }]);
+    // The last migration (BufferedJobs) is undone: its column is gone.
+    expect((await sql.query(`SELECT count(*)::int AS n FROM information_schema.columns WHERE table_name = 'background_jobs' AND column_name = 'buffered'`)).rows).toEqual([{ n: 0 }]);
 
     const status = await cli('migrate', 'status');
     expect(status.stdout).toContain(`${names.at(-1)}`);

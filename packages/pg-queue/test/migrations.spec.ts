@@ -121,6 +121,8 @@ describe('migrations', () => {
     const app = await startApp(url, { queue: { dataSource, workers: false } });
     await app.get(QueueService).enqueue('q', {});
     await app.close();
+    await dataSource.undoLastMigration(); // buffered jobs: its column
+    expect(await dataSource.query(`SELECT count(*)::int AS n FROM information_schema.columns WHERE table_name = 'background_jobs' AND column_name = 'buffered'`)).toEqual([{ n: 0 }]);
     await dataSource.undoLastMigration(); // deferred wake-ups: the trigger function as it was
     expect(await dataSource.query(`SELECT prosrc LIKE '%pg_queue.wake%' AS defers FROM pg_proc WHERE proname = 'background_jobs_notify'`)).toEqual([{ defers: false }]);
     await dataSource.undoLastMigration(); // trace context: its column
