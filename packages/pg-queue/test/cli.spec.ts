@@ -112,6 +112,14 @@ describe('pg-queue command line', () => {
     expect((await cli('migrate')).stdout).toBe(`applied 1 migration(s): ${names.at(-1)}\n`);
   });
 
+  it('a URL that is not one exits 2 naming the option; --version prints the version; jobs retry of a missing id exits 1', async () => {
+    expect(await runCli(['--url', 'not a url', 'stats'])).toEqual({ code: 2, stdout: '', stderr: 'pg-queue: --url is not a postgres:// URL\n' });
+    expect(await runCli(['stats'], { DATABASE_URL: 'mysql://u:secret@db/x' })).toEqual({ code: 2, stdout: '', stderr: 'pg-queue: DATABASE_URL is not a postgres:// URL\n' });
+    const { version } = JSON.parse(await readFile(fileURLToPath(new URL('../package.json', import.meta.url)), 'utf8')) as { version: string };
+    expect(await runCli(['--version'])).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' });
+    expect(await cli('jobs', 'retry', '999999999', '--yes')).toEqual({ code: 1, stdout: '', stderr: 'pg-queue: job 999999999 not found: nothing changed\n' });
+  });
+
   it('stats: a row per queue with its counts by status, paused queues marked; --json', async () => {
     await sql.query(`DELETE FROM background_jobs`);
     await sql.query(`

@@ -2,6 +2,10 @@
 
 export const NO_DATABASE_URL = () => 'no database: pass --url postgres://... or set DATABASE_URL';
 
+export const NOT_A_POSTGRES_URL = (source: '--url' | 'DATABASE_URL') => `${source} is not a postgres:// URL`;
+
+export const JOBS_NOT_FOUND = (ids: string[]) => `job${ids.length > 1 ? 's' : ''} ${ids.join(', ')} not found: nothing changed`;
+
 export const BAD_DURATION = (option: string, value: string) =>
   `${option} ${JSON.stringify(value)} is not a duration: use a number with a unit, e.g. 90s, 30m, 6h, 7d (ms, s, m, h, d, w)`;
 

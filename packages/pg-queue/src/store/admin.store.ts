@@ -99,6 +99,10 @@ export class AdminStore {
     return row;
   }
 
+  async existingIds(ids: string[]): Promise<Set<string>> {
+    return new Set((await this.run<{ id: string }>('existingIds', [ids])).map((r) => r.id));
+  }
+
   async backendPid(): Promise<number> {
     const [row] = await this.run<{ pid: number }>('backendPid');
     return row.pid;

@@ -2,10 +2,10 @@ import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
 import type { JobStatus } from '../../interfaces/job.interface.js';
 import type { AdminStore, BulkAction, JobFilter } from '../../store/admin.store.js';
-import { IDS_AND_FILTERS, NO_TARGET, STATUS_NOT_ALLOWED } from '../cli.messages.js';
+import { IDS_AND_FILTERS, JOBS_NOT_FOUND, NO_TARGET, STATUS_NOT_ALLOWED } from '../cli.messages.js';
 import { confirm } from '../confirm.js';
 import { formatDuration, parseInteger } from '../duration.js';
-import { UsageError } from '../errors.js';
+import { CliError, UsageError } from '../errors.js';
 import { count, print } from '../output.js';
 import type { Run } from '../run.js';
 import { addFilterOptions, jobId, toFilter, type FilterOptions } from './jobs.js';
@@ -50,6 +50,11 @@ async function bulk(store: AdminStore, action: BulkAction, ids: string[], option
   const { verb, done } = ACTIONS[action];
   const filter = targetOf(action, ids, options);
   const described = describe(filter);
+  if (filter.ids) {
+    const existing = await store.existingIds(filter.ids);
+    const missing = filter.ids.filter((id) => !existing.has(id));
+    if (missing.length > 0) throw new CliError(JOBS_NOT_FOUND(missing));
+  }
 
   let total = 0;
   for (let after = '0'; ; ) {
