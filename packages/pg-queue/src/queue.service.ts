@@ -8,7 +8,7 @@ import { RESOLVED_OPTIONS } from './pg-queue.module-definition.js';
 import { JobStore, type CancelResult, type NewJobRow } from './store/job.store.js';
 import type { KeyedOutcome } from './store/unique-rows.js';
 import { assertQueueName, type ResolvedModuleOptions } from './utils/resolve-options.js';
-import { serializePayload } from './utils/serialize-payload.js';
+import { hasLoneSurrogate, serializePayload } from './utils/serialize-payload.js';
 import { uniqueFields, type UniqueOptions } from './utils/unique-options.js';
 import type { ScheduleInfo, ScheduleSpec } from './interfaces/recurring-job.interface.js';
 import { QUEUE_NAME_PATTERN } from './pg-queue.constants.js';
@@ -331,8 +331,8 @@ export class QueueService {
     if (maxAttempts !== undefined && (!Number.isInteger(maxAttempts) || maxAttempts < 1 || maxAttempts > 1_000)) {
       throw new PgQueueError(INVALID_OPTION(where, 'maxAttempts', maxAttempts, 'an integer from 1 to 1000'));
     }
-    if (concurrencyKey !== undefined && (typeof concurrencyKey !== 'string' || concurrencyKey.length === 0 || concurrencyKey.length > 512 || concurrencyKey.includes('\0'))) {
-      throw new PgQueueError(INVALID_OPTION(where, 'concurrencyKey', concurrencyKey, 'a non-empty string of at most 512 characters, without NUL'));
+    if (concurrencyKey !== undefined && (typeof concurrencyKey !== 'string' || concurrencyKey.length === 0 || concurrencyKey.length > 512 || concurrencyKey.includes('\0') || hasLoneSurrogate(concurrencyKey))) {
+      throw new PgQueueError(INVALID_OPTION(where, 'concurrencyKey', concurrencyKey, 'a non-empty string of at most 512 characters, without NUL or a lone UTF-16 surrogate'));
     }
     const row: NewJobRow = {
       queue,

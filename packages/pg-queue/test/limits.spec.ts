@@ -71,7 +71,7 @@ describe('limits: the claim of a limited queue', () => {
     expect(rows).toEqual([one, ...mixed, ...uniform].map((id, i) => ({ id, k: ['tenant:1', 'tenant:2', null, 'tenant:3', 'tenant:4', 'tenant:4'][i] })));
     expect((await queue.get(one))?.concurrencyKey).toBe('tenant:1');
     await expect(queue.enqueue('ck', {}, { concurrencyKey: '' })).rejects.toThrow(
-      'Invalid enqueue("ck") option concurrencyKey="": expected a non-empty string of at most 512 characters, without NUL.',
+      'Invalid enqueue("ck") option concurrencyKey="": expected a non-empty string of at most 512 characters, without NUL or a lone UTF-16 surrogate.',
     );
     await expect(queue.enqueueMany([{ queue: 'ck', payload: {} }, { queue: 'ck', payload: {}, concurrencyKey: 42 as never }])).rejects.toThrow(
       'enqueueMany: job #1: Invalid enqueue("ck") option concurrencyKey=42',
