@@ -201,6 +201,27 @@ describeInBrowser('the dashboard in headless Chromium', () => {
     await page.close();
   });
 
+  it('a NUL in a filter or a job id past the bigint range answers 400 or 404, not 500 with a logged stack', async () => {
+    const auth = { authorization: `Basic ${Buffer.from('admin:admin-password').toString('base64')}` };
+    const get = async (path: string) => (await fetch(`${dash(express.baseUrl)}${path}`, { headers: auth })).status;
+    const paths = ['/jobs?q=%00', '/jobs?q=a%00b', '/jobs?queue=%00', '/jobs?before=9999999999999999999', '/jobs/9999999999999999999', '/jobs/9223372036854775808'];
+    expect(await Promise.all(paths.map(async (path) => [path, await get(path)]))).toEqual([
+      ['/jobs?q=%00', 400], ['/jobs?q=a%00b', 400], ['/jobs?queue=%00', 400], ['/jobs?before=9999999999999999999', 400],
+      ['/jobs/9999999999999999999', 404], ['/jobs/9223372036854775808', 404],
+    ]);
+    expect(await get('/jobs/9223372036854775807')).toBe(404); // the largest id: a valid id, no such job
+    const page = await open(admin, dash(express.baseUrl));
+    const nonce = (await admin.cookies()).find((c) => c.name === 'pgq_dashboard_csrf')!.value;
+    const token = createHmac('sha256', SECRET).update(nonce).digest('base64url');
+    const status = await page.evaluate(
+      async ([url, csrf]) => (await fetch(url, { method: 'POST', body: new URLSearchParams({ _csrf: csrf, confirmed: '1' }) })).status,
+      [`${dash(express.baseUrl)}/jobs/9999999999999999999/retry`, token] as const,
+    );
+    expect(status).not.toBe(500);
+    await page.close();
+    expect(logs.filter((line) => /out of range|invalid byte sequence|\\0|0x00/i.test(line))).toEqual([]);
+  });
+
   it('an unauthenticated request gets 401 with a basic-auth challenge; wrong credentials too', async () => {
     for (const path of ['', '/jobs', '/api/summary', '/assets/dashboard.js']) {
       const response = await fetch(`${dash(express.baseUrl)}${path}`);
