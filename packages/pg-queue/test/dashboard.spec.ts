@@ -288,15 +288,18 @@ describe('PgQueueDashboardModule options', () => {
     await db?.end();
   });
 
-  it('auth: { guard } lets through what the guard allows (403 otherwise); hidePayloads keeps payloads out of every page', async () => {
+  it('auth: { guard } lets through what the guard allows (403 otherwise); hidePayloads keeps payloads and errors out of every page', async () => {
     const { app, baseUrl } = await startDashboardApp(url, { adapter: 'express', dashboard: { path: 'ops/queues', auth: { guard: HeaderGuard }, hidePayloads: true }, queue: { workers: false }, handlers: false });
     try {
-      const { rows } = await db.query<{ id: string }>(`INSERT INTO background_jobs (queue_name, payload) VALUES ('secret', '{"card": "4111-SECRET"}') RETURNING id::text`);
+      // Handlers often put payload data in their errors: the last error is hidden too.
+      const { rows } = await db.query<{ id: string }>(
+        `INSERT INTO background_jobs (queue_name, payload, status, last_error, finished_at) VALUES ('secret', '{"card": "4111-SECRET"}', 'failed', 'Error: card 4111-ERRSECRET declined', now()) RETURNING id::text`,
+      );
       expect((await fetch(`${baseUrl}/ops/queues`)).status).toBe(403);
       for (const path of ['', '/jobs?queue=secret', `/jobs/${rows[0].id}`]) {
         const response = await fetch(`${baseUrl}/ops/queues${path}`, { headers: { 'x-team': 'ops' } });
         const body = await response.text();
-        expect([path, response.status, body.includes('4111-SECRET'), body.includes('ops-guard · full access')]).toEqual([path, 200, false, true]);
+        expect([path, response.status, body.includes('4111-SECRET'), body.includes('4111-ERRSECRET'), body.includes('ops-guard · full access')]).toEqual([path, 200, false, false, true]);
       }
       expect(await (await fetch(`${baseUrl}/ops/queues/jobs/${rows[0].id}`, { headers: { 'x-team': 'ops' } })).text()).toContain('hidden (hidePayloads)');
     } finally {
