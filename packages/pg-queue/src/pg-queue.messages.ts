@@ -170,3 +170,7 @@ export const QUEUE_DEFINED_TWICE = (queue: string) =>
   `defineQueue("${queue}"): the queue is already defined with another validator; define each queue once (export the definition and import it where needed), so that every enqueue to it is checked by the same validator.`;
 
 export const INVALID_QUEUE_DEFINITION = (queue: string, detail: string) => `defineQueue("${queue}"): ${detail}`;
+
+export const MIGRATION_LOCK_WAIT = (migration: string, waitedMs: number, holders: string, retryInMs: number, attempt: number) =>
+  `queue migration ${migration} waited ${waitedMs} ms for a lock on the queue's tables and gave up, so that the statements queued behind it go on; ` +
+  `the lock is held by ${holders || 'a transaction that has ended since'}; trying again in ${retryInMs} ms (attempt ${attempt})`;

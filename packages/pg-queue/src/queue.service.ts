@@ -8,7 +8,7 @@ import { RESOLVED_OPTIONS } from './pg-queue.module-definition.js';
 import { JobStore, type CancelResult, type NewJobRow } from './store/job.store.js';
 import type { KeyedOutcome } from './store/unique-rows.js';
 import { assertQueueName, type ResolvedModuleOptions } from './utils/resolve-options.js';
-import { serializePayload } from './utils/serialize-payload.js';
+import { hasLoneSurrogate, serializePayload } from './utils/serialize-payload.js';
 import { uniqueFields, type UniqueOptions } from './utils/unique-options.js';
 import type { ScheduleInfo, ScheduleSpec } from './interfaces/recurring-job.interface.js';
 import { QUEUE_NAME_PATTERN } from './pg-queue.constants.js';
@@ -325,8 +325,16 @@ export class QueueService {
     if (runAt !== undefined && (!(runAt instanceof Date) || Number.isNaN(runAt.getTime()))) {
       throw new PgQueueError(INVALID_OPTION(where, 'runAt', runAt, 'a valid Date'));
     }
+    // Within what PostgreSQL stores (a timestamptz, an interval): beyond, the insert failed with a bare
+    // "timestamp out of range" or "interval out of range" that named no option.
+    if (runAt !== undefined && (runAt.getTime() < RUN_AT_MIN_MS || runAt.getTime() > RUN_AT_MAX_MS)) {
+      throw new PgQueueError(INVALID_OPTION(where, 'runAt', runAt, 'a valid Date from year 1 to 9999'));
+    }
     if (delayMs !== undefined && (!Number.isInteger(delayMs) || delayMs < 0)) {
       throw new PgQueueError(INVALID_OPTION(where, 'delayMs', delayMs, 'a non-negative integer'));
+    }
+    if (delayMs !== undefined && delayMs > MAX_DELAY_MS) {
+      throw new PgQueueError(INVALID_OPTION(where, 'delayMs', delayMs, `a non-negative integer of at most ${MAX_DELAY_MS} (1,000 years)`));
     }
     if (priority !== undefined && (!Number.isInteger(priority) || Math.abs(priority) > INT32_MAX)) {
       throw new PgQueueError(INVALID_OPTION(where, 'priority', priority, 'an integer (32-bit)'));
@@ -334,8 +342,8 @@ export class QueueService {
     if (maxAttempts !== undefined && (!Number.isInteger(maxAttempts) || maxAttempts < 1 || maxAttempts > 1_000)) {
       throw new PgQueueError(INVALID_OPTION(where, 'maxAttempts', maxAttempts, 'an integer from 1 to 1000'));
     }
-    if (concurrencyKey !== undefined && (typeof concurrencyKey !== 'string' || concurrencyKey.length === 0 || concurrencyKey.length > 512 || concurrencyKey.includes('\0'))) {
-      throw new PgQueueError(INVALID_OPTION(where, 'concurrencyKey', concurrencyKey, 'a non-empty string of at most 512 characters, without NUL'));
+    if (concurrencyKey !== undefined && (typeof concurrencyKey !== 'string' || concurrencyKey.length === 0 || concurrencyKey.length > 512 || concurrencyKey.includes('\0') || hasLoneSurrogate(concurrencyKey))) {
+      throw new PgQueueError(INVALID_OPTION(where, 'concurrencyKey', concurrencyKey, 'a non-empty string of at most 512 characters, without NUL or a lone UTF-16 surrogate'));
     }
     const row: NewJobRow = {
       queue,
@@ -354,6 +362,12 @@ export class QueueService {
 }
 
 const keyed = (outcomes: KeyedOutcome[]) => outcomes;
+
+/** The longest delayMs: 1,000 years (of 365.25 days). */
+const MAX_DELAY_MS = 31_557_600_000_000;
+/** runAt from year 1 to year 9999 (PostgreSQL's timestamptz reaches further back and forward, JavaScript's Date too). */
+const RUN_AT_MIN_MS = Date.parse('0001-01-01T00:00:00.000Z');
+const RUN_AT_MAX_MS = Date.parse('9999-12-31T23:59:59.999Z');
 
 /** The queues of the rows an insert added or changed (with outcomes: not the duplicates). */
 function wokenQueues(rows: readonly NewJobRow[], outcomes: readonly KeyedOutcome[] | undefined): Set<string> {

@@ -157,6 +157,20 @@ describe('bad input at enqueue and from handlers', () => {
     await expect(queue.enqueue('junk', {}, { delayMs: -1 })).rejects.toThrow('option delayMs=-1: expected a non-negative integer');
     await expect(queue.enqueue('junk', {}, { runAt: new Date('nope') })).rejects.toThrow('option runAt=null: expected a valid Date');
     await expect(queue.enqueue('junk', {}, { maxAttempts: 0 })).rejects.toThrow('option maxAttempts=0');
+    // Out of PostgreSQL's range: these came back as raw DatabaseErrors ("interval out of range", "timestamp out
+    // of range"), from every enqueue method, with nothing naming the option.
+    const before = await count();
+    for (const [options, text] of [
+      [{ delayMs: 1e16 }, 'option delayMs=10000000000000000: expected a non-negative integer of at most 31557600000000 (1,000 years)'],
+      [{ delayMs: 1e300 }, 'option delayMs=1e+300: expected a non-negative integer of at most 31557600000000 (1,000 years)'],
+      [{ runAt: new Date(-8.64e15) }, 'option runAt="-271821-04-20T00:00:00.000Z": expected a valid Date from year 1 to 9999'],
+      [{ runAt: new Date(8.64e15) }, 'option runAt="+275760-09-13T00:00:00.000Z": expected a valid Date from year 1 to 9999'],
+    ] as const) {
+      await expect(queue.enqueue('junk', {}, options)).rejects.toThrow(text);
+      await expect(queue.enqueueMany([{ queue: 'junk', payload: {}, ...options }])).rejects.toThrow(text);
+      await expect(queue.enqueueUnique('junk', {}, { uniqueKey: 'range', ...options })).rejects.toThrow(text);
+    }
+    expect(await count()).toBe(before);
     await expect(queue.get('1; DROP TABLE background_jobs')).rejects.toThrow('Invalid job id');
     await expect(queue.get('9223372036854775808')).rejects.toThrow('Invalid job id "9223372036854775808": expected a positive integer within bigint range.');
     expect(await queue.get('9223372036854775807')).toBeNull();

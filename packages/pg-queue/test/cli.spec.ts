@@ -89,11 +89,19 @@ describe('pg-queue command line', () => {
     const again = await cli('migrate', 'up');
     expect(again.stdout).toBe('schema is up to date: no pending queue migration\n');
 
-    const down = await cli('migrate', 'down');
+    // Destructive: in a script (stdin not a terminal) it says what it would drop and refuses without --yes.
+    const refused = await cli('migrate', 'down');
+    expect(refused).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: `pg-queue: undo the queue migration ${names.at(-1)}: drops the column buffered: not confirmed (stdin is not a terminal, so no question can be asked); pass --yes to go ahead\n`,
+    });
+    expect((await sql.query(`SELECT count(*)::int AS n FROM migrations`)).rows[0].n).toBe(names.length);
+    const down = await cli('migrate', 'down', '--yes');
     expect(down.code).toBe(0);
     expect(down.stdout).toBe(`reverted ${names.at(-1)}\n`);
     expect((await sql.query(`SELECT name FROM migrations ORDER BY id`)).rows.map((r) => r.name)).toEqual(names.slice(0, -1));
-    // The last migration (BufferedJobs) is undone: the column is gone.
+    // The last migration (BufferedJobs) is undone: its column is gone.
     expect((await sql.query(`SELECT count(*)::int AS n FROM information_schema.columns WHERE table_name = 'background_jobs' AND column_name = 'buffered'`)).rows).toEqual([{ n: 0 }]);
 
     const status = await cli('migrate', 'status');
@@ -102,6 +110,14 @@ describe('pg-queue command line', () => {
     expect(status.stdout).toContain('1 pending: run `pg-queue migrate`');
 
     expect((await cli('migrate')).stdout).toBe(`applied 1 migration(s): ${names.at(-1)}\n`);
+  });
+
+  it('a URL that is not one exits 2 naming the option; --version prints the version; jobs retry of a missing id exits 1', async () => {
+    expect(await runCli(['--url', 'not a url', 'stats'])).toEqual({ code: 2, stdout: '', stderr: 'pg-queue: --url is not a postgres:// URL\n' });
+    expect(await runCli(['stats'], { DATABASE_URL: 'mysql://u:secret@db/x' })).toEqual({ code: 2, stdout: '', stderr: 'pg-queue: DATABASE_URL is not a postgres:// URL\n' });
+    const { version } = JSON.parse(await readFile(fileURLToPath(new URL('../package.json', import.meta.url)), 'utf8')) as { version: string };
+    expect(await runCli(['--version'])).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' });
+    expect(await cli('jobs', 'retry', '999999999', '--yes')).toEqual({ code: 1, stdout: '', stderr: 'pg-queue: job 999999999 not found: nothing changed\n' });
   });
 
   it('stats: a row per queue with its counts by status, paused queues marked; --json', async () => {
@@ -341,9 +357,14 @@ describe('pg-queue command line', () => {
       INSERT INTO background_jobs (queue_name, payload, status, finished_at) VALUES
         ('p', '{}', 'completed', now() - interval '2 days'), ('p', '{}', 'completed', now() - interval '1 hour'),
         ('p', '{}', 'failed', now() - interval '8 days'), ('p', '{}', 'cancelled', now() - interval '2 days'), ('p', '{}', 'queued', NULL)`);
-    expect((await cli('prune')).stdout).toBe('deleted 1 completed and 1 failed/cancelled job(s) past retention\n'); // the module's defaults: 1d, 7d
-    expect((await cli('prune', '--completed-retention', '30m', '--failed-retention', 'never')).stdout).toBe('deleted 1 completed and 0 failed/cancelled job(s) past retention\n');
-    expect((await cli('prune', '--failed-retention', '1d', '--batch-size', '1')).stdout).toBe('deleted 0 completed and 1 failed/cancelled job(s) past retention\n');
+    // Destructive: in a script it says what it would delete and refuses without --yes; --dry-run only counts.
+    const what = 'delete 1 completed job(s) finished over 1d ago and 1 failed/cancelled job(s) finished over 1w ago';
+    expect(await cli('prune')).toEqual({ code: 2, stdout: '', stderr: `pg-queue: ${what}: not confirmed (stdin is not a terminal, so no question can be asked); pass --yes to go ahead, or --dry-run to only count\n` });
+    expect(await cli('prune', '--dry-run')).toEqual({ code: 0, stdout: `would ${what} (dry run: nothing deleted)\n`, stderr: '' });
+    expect((await sql.query(`SELECT count(*)::int AS n FROM background_jobs`)).rows[0].n).toBe(5);
+    expect((await cli('prune', '--yes')).stdout).toBe('deleted 1 completed and 1 failed/cancelled job(s) past retention\n'); // the module's defaults: 1d, 7d
+    expect((await cli('prune', '--yes', '--completed-retention', '30m', '--failed-retention', 'never')).stdout).toBe('deleted 1 completed and 0 failed/cancelled job(s) past retention\n');
+    expect((await cli('prune', '-y', '--failed-retention', '1d', '--batch-size', '1')).stdout).toBe('deleted 0 completed and 1 failed/cancelled job(s) past retention\n');
     expect((await sql.query(`SELECT status::text FROM background_jobs`)).rows).toEqual([{ status: 'queued' }]);
   });
 
@@ -374,8 +395,8 @@ describe('pg-queue command line', () => {
       expect(empty.checks.listen.state).toBe('ok');
 
       expect((await runCli(['migrate'], env)).code).toBe(0);
-      expect((await runCli(['migrate', 'down'], env)).code).toBe(0);
-      expect((await runCli(['migrate', 'down'], env)).code).toBe(0);
+      expect((await runCli(['migrate', 'down', '--yes'], env)).code).toBe(0);
+      expect((await runCli(['migrate', 'down', '--yes'], env)).code).toBe(0);
       const db = new pg.Client({ connectionString: broken });
       await db.connect();
       try {

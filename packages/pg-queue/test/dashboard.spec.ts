@@ -115,6 +115,9 @@ describeInBrowser('the dashboard in headless Chromium', () => {
     expect(asked).toEqual([`Retry job ${failedId} with a fresh set of attempts?`]);
     await expect(page.locator('.flash').innerText()).resolves.toContain(`Job ${failedId}: retry done.`);
     await waitFor('the retried job to complete', async () => (await statusOf(db, failedId)) === 'completed');
+    // A fresh set of attempts: the run after the retry was attempt 1 of 1 again (without the reset it is 2 of 1,
+    // and completes just the same).
+    expect((await db.query('SELECT attempts, max_attempts FROM background_jobs WHERE id = $1', [failedId])).rows[0]).toEqual({ attempts: 1, max_attempts: 1 });
     // The audit log: who, what, how many.
     expect(logs).toContain(`user "admin" retried 1 job (retry on job ${failedId})`);
     await page.close();
@@ -198,6 +201,27 @@ describeInBrowser('the dashboard in headless Chromium', () => {
     await page.close();
   });
 
+  it('a NUL in a filter or a job id past the bigint range answers 400 or 404, not 500 with a logged stack', async () => {
+    const auth = { authorization: `Basic ${Buffer.from('admin:admin-password').toString('base64')}` };
+    const get = async (path: string) => (await fetch(`${dash(express.baseUrl)}${path}`, { headers: auth })).status;
+    const paths = ['/jobs?q=%00', '/jobs?q=a%00b', '/jobs?queue=%00', '/jobs?before=9999999999999999999', '/jobs/9999999999999999999', '/jobs/9223372036854775808'];
+    expect(await Promise.all(paths.map(async (path) => [path, await get(path)]))).toEqual([
+      ['/jobs?q=%00', 400], ['/jobs?q=a%00b', 400], ['/jobs?queue=%00', 400], ['/jobs?before=9999999999999999999', 400],
+      ['/jobs/9999999999999999999', 404], ['/jobs/9223372036854775808', 404],
+    ]);
+    expect(await get('/jobs/9223372036854775807')).toBe(404); // the largest id: a valid id, no such job
+    const page = await open(admin, dash(express.baseUrl));
+    const nonce = (await admin.cookies()).find((c) => c.name === 'pgq_dashboard_csrf')!.value;
+    const token = createHmac('sha256', SECRET).update(nonce).digest('base64url');
+    const status = await page.evaluate(
+      async ([url, csrf]) => (await fetch(url, { method: 'POST', body: new URLSearchParams({ _csrf: csrf, confirmed: '1' }) })).status,
+      [`${dash(express.baseUrl)}/jobs/9999999999999999999/retry`, token] as const,
+    );
+    expect(status).not.toBe(500);
+    await page.close();
+    expect(logs.filter((line) => /out of range|invalid byte sequence|\\0|0x00/i.test(line))).toEqual([]);
+  });
+
   it('an unauthenticated request gets 401 with a basic-auth challenge; wrong credentials too', async () => {
     for (const path of ['', '/jobs', '/api/summary', '/assets/dashboard.js']) {
       const response = await fetch(`${dash(express.baseUrl)}${path}`);
@@ -230,7 +254,7 @@ describeInBrowser('the dashboard in headless Chromium', () => {
     await new Promise((r) => setTimeout(r, 200));
     const after = await fetch(`${dash(express.baseUrl)}/api/summary`, { headers: { authorization: `Basic ${Buffer.from('admin:admin-password').toString('base64')}` } });
     expect(after.status).toBe(200);
-    expect(logs.some((line) => line.startsWith("an idle connection of the dashboard's pool failed"))).toBe(true);
+    expect(logs).toContainEqual(expect.stringMatching(/^an idle connection of the dashboard's pool failed/));
   });
 
   it('auto-refresh updates the overview counts from the summary endpoint', async () => {
@@ -264,15 +288,18 @@ describe('PgQueueDashboardModule options', () => {
     await db?.end();
   });
 
-  it('auth: { guard } lets through what the guard allows (403 otherwise); hidePayloads keeps payloads out of every page', async () => {
+  it('auth: { guard } lets through what the guard allows (403 otherwise); hidePayloads keeps payloads and errors out of every page', async () => {
     const { app, baseUrl } = await startDashboardApp(url, { adapter: 'express', dashboard: { path: 'ops/queues', auth: { guard: HeaderGuard }, hidePayloads: true }, queue: { workers: false }, handlers: false });
     try {
-      const { rows } = await db.query<{ id: string }>(`INSERT INTO background_jobs (queue_name, payload) VALUES ('secret', '{"card": "4111-SECRET"}') RETURNING id::text`);
+      // Handlers often put payload data in their errors: the last error is hidden too.
+      const { rows } = await db.query<{ id: string }>(
+        `INSERT INTO background_jobs (queue_name, payload, status, last_error, finished_at) VALUES ('secret', '{"card": "4111-SECRET"}', 'failed', 'Error: card 4111-ERRSECRET declined', now()) RETURNING id::text`,
+      );
       expect((await fetch(`${baseUrl}/ops/queues`)).status).toBe(403);
       for (const path of ['', '/jobs?queue=secret', `/jobs/${rows[0].id}`]) {
         const response = await fetch(`${baseUrl}/ops/queues${path}`, { headers: { 'x-team': 'ops' } });
         const body = await response.text();
-        expect([path, response.status, body.includes('4111-SECRET'), body.includes('ops-guard · full access')]).toEqual([path, 200, false, true]);
+        expect([path, response.status, body.includes('4111-SECRET'), body.includes('4111-ERRSECRET'), body.includes('ops-guard · full access')]).toEqual([path, 200, false, false, true]);
       }
       expect(await (await fetch(`${baseUrl}/ops/queues/jobs/${rows[0].id}`, { headers: { 'x-team': 'ops' } })).text()).toContain('hidden (hidePayloads)');
     } finally {

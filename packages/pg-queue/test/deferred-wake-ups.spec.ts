@@ -7,7 +7,10 @@ import { DeferredWakeUps1764590000000, PgQueueModule, QueueService } from 'nestj
 import { createTestDatabase } from '@internal/pg-harness';
 import { JOBS_CHANNEL } from '../src/pg-queue.constants.js';
 import { SQL } from '../src/store/job.sql.js';
+import { JobStore } from '../src/store/job.store.js';
+import { WakeConnection } from '../src/waking/wake-connection.js';
 import { WakeSender } from '../src/waking/wake-sender.js';
+import { TcpProxy } from './support/tcp-proxy.js';
 import { sqlPool, waitFor } from './support/test-app.js';
 
 /** Keeps every log line, to assert on what the module said. */
@@ -244,4 +247,38 @@ describe('deferred wake-ups: who notifies the workers after an enqueue', () => {
     expect(warnings.length).toBeGreaterThanOrEqual(1);
     expect(warnings[0].message).toMatch(/terminating connection due to administrator command/);
   });
+});
+
+describe('the wake-up connection on a dead network path', () => {
+  // A NAT or load balancer that dropped the flow without a reset: the send waited for its 62 s query timeout
+  // (none with statementTimeoutMs: 0), holding every deferred wake-up of the process behind it (enqueue-to-start
+  // went from 20 ms to 29 s, the poll). A send now has a short timeout of its own; the connection is dropped and
+  // the next send dials a new one.
+  it('a send on a black-holed connection fails within seconds, and the next one goes out on a new connection', async () => {
+    const url = await createTestDatabase('wake-blackhole');
+    const db = sqlPool(url);
+    const proxy = await TcpProxy.start(url);
+    const pool = new pg.Pool({ connectionString: url, max: 2 });
+    const warnings: string[] = [];
+    const connection = new WakeConnection({ connectionString: proxy.url, connectionTimeoutMillis: 5_000 }, new JobStore(pool), { warn: (m: unknown) => void warnings.push(String(m)) });
+    try {
+      await connection.send(['q1']);
+      expect(proxy.accepted).toBe(1);
+      proxy.blackHole();
+      const t0 = Date.now();
+      const outcome = await Promise.race([
+        connection.send(['q2']).then(() => 'sent', (e: Error) => `failed: ${e.message}`),
+        new Promise((r) => setTimeout(() => r('still waiting after 10 s'), 10_000).unref()),
+      ]);
+      expect(outcome).toMatch(/^failed: /);
+      expect(Date.now() - t0).toBeLessThan(5_000);
+      await connection.send(['q3']); // a new connection
+      expect(proxy.accepted).toBe(2);
+    } finally {
+      await connection.close();
+      await proxy.close();
+      await pool.end();
+      await db.end();
+    }
+  }, 30_000);
 });

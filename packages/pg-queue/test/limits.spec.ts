@@ -71,7 +71,7 @@ describe('limits: the claim of a limited queue', () => {
     expect(rows).toEqual([one, ...mixed, ...uniform].map((id, i) => ({ id, k: ['tenant:1', 'tenant:2', null, 'tenant:3', 'tenant:4', 'tenant:4'][i] })));
     expect((await queue.get(one))?.concurrencyKey).toBe('tenant:1');
     await expect(queue.enqueue('ck', {}, { concurrencyKey: '' })).rejects.toThrow(
-      'Invalid enqueue("ck") option concurrencyKey="": expected a non-empty string of at most 512 characters, without NUL.',
+      'Invalid enqueue("ck") option concurrencyKey="": expected a non-empty string of at most 512 characters, without NUL or a lone UTF-16 surrogate.',
     );
     await expect(queue.enqueueMany([{ queue: 'ck', payload: {} }, { queue: 'ck', payload: {}, concurrencyKey: 42 as never }])).rejects.toThrow(
       'enqueueMany: job #1: Invalid enqueue("ck") option concurrencyKey=42',
@@ -86,7 +86,7 @@ describe('limits: the claim of a limited queue', () => {
     try {
       const results = await Promise.all(pools.map((p, i) => new JobStore(p).claimLimitedJobs('race', 5, `w${i}`, 30_000, GLOBAL_3)));
       expect(results.flatMap((r) => r.jobs)).toHaveLength(3);
-      expect(results.filter((r) => r.jobs.length === 0).every((r) => r.atCapacity === true)).toBe(true);
+      expect(results.filter((r) => r.jobs.length === 0 && r.atCapacity !== true)).toEqual([]);
       expect(await running('race')).toBe(3);
     } finally {
       await Promise.all(pools.map((p) => p.end()));

@@ -55,6 +55,34 @@ describe('sweeper', () => {
     expect(await queue.get(id)).toMatchObject({ status: 'completed', attempts: 2 });
   });
 
+  // The test above asserts the fence after the rescued job completed, when a completed row refuses any outcome
+  // anyway; here the vanished worker reports while the job's next claim is running it.
+  it('a vanished worker that reports while the rescued job runs again changes nothing, under its own id or the same', async () => {
+    const store = app.get(JobStore);
+    const queue = app.get(QueueService);
+    for (const nextWorker of ['live-worker', 'ghost-worker']) {
+      const id = await queue.enqueue('ghost-queue-4', {});
+      const [ghost] = (await store.claimJobs('ghost-queue-4', 1, 'ghost-worker', 1_000)).jobs;
+      expect(ghost.id).toBe(id);
+      await waitFor('swept back to the queue', async () => (await queue.get(id))?.status === 'queued', 10_000);
+      await db.query(`UPDATE background_jobs SET run_at = now() WHERE id = $1`, [id]); // due now, whatever the retry delay
+      // Claimed again, by another worker or by a process that came back under the same worker id.
+      const [next] = (await store.claimJobs('ghost-queue-4', 1, nextWorker, 60_000)).jobs;
+      expect(next.id).toBe(id);
+      const running = { status: 'processing', lockedBy: nextWorker, attempts: 2 };
+      expect(await queue.get(id)).toMatchObject(running);
+
+      expect(await store.completeJobs('ghost-worker', [ghost])).toEqual(new Set([id]));
+      expect(await store.completeJobs('ghost-worker', [ghost], true)).toEqual(new Set([id]));
+      expect(await store.failJobs('ghost-worker', [{ ...ghost, error: 'late', retryDelayMs: 0 }])).toEqual(new Map());
+      expect(await store.extendLeases('ghost-worker', 60_000, [ghost])).toEqual(new Set());
+      expect(await queue.get(id)).toMatchObject({ ...running, lastError: expect.stringContaining('lease expired: worker ghost-worker') });
+
+      expect(await store.completeJobs(nextWorker, [next])).toEqual(new Set());
+      expect(await queue.get(id)).toMatchObject({ status: 'completed', attempts: 2 });
+    }
+  });
+
   it('dead-letters an orphan that had no attempts left', async () => {
     const store = app.get(JobStore);
     const queue = app.get(QueueService);

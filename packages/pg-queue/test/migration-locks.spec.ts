@@ -1,11 +1,12 @@
-import { describe, expect, it } from '@jest/globals';
+import { describe, expect, it, jest } from '@jest/globals';
+import { Logger } from '@nestjs/common';
 import { DataSource, type MigrationInterface, type QueryRunner } from 'typeorm';
 import { PG_QUEUE_MIGRATIONS, QueueService } from 'nestjs-pg-queue';
 import { createTestDatabase } from '@internal/pg-harness';
 import { runQueueMigrations } from '../src/connection/run-queue-migrations.js';
 import { createIndexConcurrently } from '../src/migrations/concurrent-index.js';
 import { CreateSlowRows1900000000001, SlowIndex1900000000002 } from './support/slow-index-migrations.js';
-import { sqlPool, startApp } from './support/test-app.js';
+import { sqlPool, startApp, waitFor } from './support/test-app.js';
 
 class SleepInTransaction1900000000003 implements MigrationInterface {
   name = 'SleepInTransaction1900000000003';
@@ -133,4 +134,48 @@ describe('migrations that run outside a transaction', () => {
     await db.end();
     await closeAll();
   });
+});
+
+describe('migrations that take a table lock', () => {
+  // ADD COLUMN waits for ACCESS EXCLUSIVE, and PostgreSQL queues every later statement on the table behind the
+  // waiting ALTER: with lock_timeout off, one app transaction left open for 5 s stopped every enqueue for 5 s.
+  // A short lock_timeout (1 s) bounds what traffic waits; the migration backs off, names the blocker and retries.
+  it.each([
+    ['in a transaction', 'BufferedJobs1764600000000', 'buffered'],
+    ['outside a transaction (transaction = false)', 'UniqueJobs1764540000000', 'unique_key'],
+  ])('%s: an insert waits at most about a second behind a waiting ALTER; the migration retries and names the blocking pid', async (_how, pending, column) => {
+    const url = await createTestDatabase(`miglocktimeout-${column}`);
+    const d = await dataSourceOf(url);
+    const upTo = PG_QUEUE_MIGRATIONS.findIndex((M) => new M().name === pending);
+    const index = (M: (typeof PG_QUEUE_MIGRATIONS)[number]) => PG_QUEUE_MIGRATIONS.indexOf(M);
+    // Migrated up to the one before `pending` (later ones, if any, are left out: they build on it).
+    await runQueueMigrations(d, PG_QUEUE_MIGRATIONS.filter((M) => index(M) < upTo));
+    const db = sqlPool(url);
+    const holder = await db.connect();
+    const warnings: string[] = [];
+    const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation((message: unknown) => void warnings.push(String(message)));
+    try {
+      await holder.query(`BEGIN; INSERT INTO background_jobs (queue_name) VALUES ('open-transaction')`);
+      const holderPid = (await holder.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+      const migrating = runQueueMigrations(d, PG_QUEUE_MIGRATIONS.filter((M) => index(M) <= upTo));
+      // The ALTER is waiting for the open transaction.
+      await waitFor('the ALTER waiting', async () => (await db.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'ALTER TABLE background_jobs%'`)).rowCount! > 0, 10_000, 10);
+      // The app's transaction ends 4 s from now, whatever happens meanwhile.
+      const committed = new Promise((r) => setTimeout(r, 4_000)).then(() => holder.query('COMMIT'));
+      const t0 = Date.now();
+      await db.query(`INSERT INTO background_jobs (queue_name) VALUES ('behind-the-alter')`);
+      const waitedMs = Date.now() - t0;
+      await committed;
+      expect(await migrating).toEqual([pending]);
+      expect(waitedMs).toBeLessThan(2_000);
+      expect((await db.query(`SELECT count(*)::int AS n FROM information_schema.columns WHERE table_name = 'background_jobs' AND column_name = $1`, [column])).rows).toEqual([{ n: 1 }]);
+      expect(warnings).toContainEqual(expect.stringMatching(new RegExp(`${pending} waited 1000 ms .* held by pid ${holderPid} `)));
+    } finally {
+      warn.mockRestore();
+      await holder.query('ROLLBACK').catch(() => undefined);
+      holder.release();
+      await db.end();
+      await closeAll();
+    }
+  }, 60_000);
 });

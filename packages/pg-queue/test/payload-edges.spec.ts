@@ -45,7 +45,7 @@ describe('payload text edges (real database)', () => {
       `SELECT id, pg_column_size(payload) AS stored FROM background_jobs WHERE queue_name = 'huge' ORDER BY id`,
     );
     expect(rows.map((r) => r.id)).toEqual(ids);
-    expect(rows.every((r) => r.stored > 1_000)).toBe(true);
+    expect(rows.filter((r) => !(r.stored > 1_000))).toEqual([]);
     const sample = [0, 17, 150, 299];
     const { rows: full } = await ctx.db.query<{ id: string; i: number; chars: number; head: string }>(
       `SELECT id, (payload->>'i')::int AS i, length(payload->>'blob') AS chars, left(payload->>'blob', 5) AS head FROM background_jobs WHERE id = ANY($1::int8[]) ORDER BY id`,

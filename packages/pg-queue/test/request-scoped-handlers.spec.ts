@@ -92,6 +92,7 @@ describe('handlers on request-scoped providers: a DI context per attempt', () =>
     const direct = await time(singleton.handle, 20_000);
     const resolved = await time(implicitHandle, 20_000);
     console.log(`handler call: singleton ${direct.toFixed(2)} µs/job, request-scoped (context + resolve of 2 providers) ${resolved.toFixed(2)} µs/job`);
-    expect(resolved).toBeGreaterThan(0);
+    // What the test title claims, with room for a loaded CI machine: microseconds, not milliseconds, per job.
+    expect(resolved).toBeLessThan(1_000);
   });
 });

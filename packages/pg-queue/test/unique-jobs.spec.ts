@@ -171,6 +171,10 @@ describe('unique jobs', () => {
       [{ uniqueKey: 'x'.repeat(256) }, 'uniqueKey='],
       [{ uniqueKey: 42 }, 'uniqueKey=42'],
       [{ uniqueKey: 'a\u0000b' }, 'uniqueKey='],
+      // Lone surrogates: node-postgres writes each as U+FFFD, so 'a\ud800' and 'a\udc00' were one key.
+      [{ uniqueKey: 'a\ud800' }, 'uniqueKey='],
+      [{ uniqueKey: 'a\udc00b' }, 'uniqueKey='],
+      [{ concurrencyKey: 'tenant-\ud83d' }, 'concurrencyKey='],
       [{ uniqueKey: 'k', uniqueForMs: -1 }, 'uniqueForMs=-1'],
       [{ uniqueKey: 'k', uniqueForMs: 1.5 }, 'uniqueForMs=1.5'],
       [{ uniqueKey: 'k', onConflict: 'merge' }, 'onConflict="merge"'],

@@ -2,6 +2,10 @@
 
 export const NO_DATABASE_URL = () => 'no database: pass --url postgres://... or set DATABASE_URL';
 
+export const NOT_A_POSTGRES_URL = (source: '--url' | 'DATABASE_URL') => `${source} is not a postgres:// URL`;
+
+export const JOBS_NOT_FOUND = (ids: string[]) => `job${ids.length > 1 ? 's' : ''} ${ids.join(', ')} not found: nothing changed`;
+
 export const BAD_DURATION = (option: string, value: string) =>
   `${option} ${JSON.stringify(value)} is not a duration: use a number with a unit, e.g. 90s, 30m, 6h, 7d (ms, s, m, h, d, w)`;
 
@@ -21,8 +25,29 @@ export const NO_TARGET = (action: string) =>
 
 export const IDS_AND_FILTERS = (action: string) => `jobs ${action}: give job ids or filters, not both`;
 
-export const NOT_CONFIRMED_NO_TTY = (summary: string) =>
-  `${summary}: not confirmed (stdin is not a terminal, so no question can be asked); pass --yes to go ahead, or --dry-run to only count`;
+export const NOT_CONFIRMED_NO_TTY = (summary: string, dryRun = true) =>
+  `${summary}: not confirmed (stdin is not a terminal, so no question can be asked); pass --yes to go ahead${dryRun ? ', or --dry-run to only count' : ''}`;
+
+/** What undoing each queue migration drops (`pg-queue migrate down` says it before it asks). */
+const MIGRATION_DOWN_DROPS: Record<string, string> = {
+  CreateBackgroundJobs1764460000000: 'drops the table background_jobs (every job), its NOTIFY trigger and the status type',
+  CreateBackgroundQueues1764470000000: 'drops the table background_queues (which queues are paused)',
+  DelayedJobsIndex1764480000000: 'drops the index background_jobs_delayed_idx',
+  InFlightIndexByJob1764490000000: 'puts the in-flight index back as it was',
+  FenceToken1764520000000: "drops the column fence_token (running jobs' fences)",
+  FinishedJobsIndex1764530000000: 'drops the index background_jobs_finished_idx',
+  UniqueJobs1764540000000: 'drops the column unique_key, the unique index and the table background_job_keys (every unique key and uniqueForMs window)',
+  CreateBackgroundSchedules1764550000000: 'drops the table background_schedules (every recurring schedule)',
+  Limits1764560000000: 'drops the columns concurrency_key and limited, their indexes and the table background_queue_starts (rate-limit windows)',
+  JobResults1764570000000: "drops the columns result, progress and awaited (every stored job result and progress)",
+  TraceContext1764580000000: 'drops the column trace_context (the stored trace contexts)',
+  DeferredWakeUps1764590000000: 'puts the NOTIFY trigger function back as it was',
+  BufferedJobs1764600000000: 'drops the column buffered',
+};
+
+export const MIGRATION_DOWN_SUMMARY = (name: string) => `undo the queue migration ${name}: ${MIGRATION_DOWN_DROPS[name] ?? 'runs its down()'}`;
+
+export const MIGRATION_CHANGED = (asked: string, now: string) => `the last applied queue migration changed while you answered (${asked}, now ${now}): nothing undone; run the command again`;
 
 export const JOB_NOT_FOUND = (id: string) => `job ${id} not found`;
 

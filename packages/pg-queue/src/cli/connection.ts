@@ -3,7 +3,7 @@ import { parse } from 'pg-connection-string';
 import type { DataSource } from 'typeorm';
 import { JobStore } from '../store/job.store.js';
 import { AdminStore } from '../store/admin.store.js';
-import { NO_DATABASE_URL } from './cli.messages.js';
+import { NO_DATABASE_URL, NOT_A_POSTGRES_URL } from './cli.messages.js';
 import { UsageError } from './errors.js';
 
 /** The options every command takes (on the root command). */
@@ -35,6 +35,8 @@ export class Connection {
   static fromOptions(options: GlobalOptions): Connection {
     const url = options.url ?? process.env.DATABASE_URL;
     if (!url) throw new UsageError(NO_DATABASE_URL());
+    // Checked here: pg reads what it cannot parse as a host name ("not a url" dialled host "base").
+    if (!isPostgresUrl(url)) throw new UsageError(NOT_A_POSTGRES_URL(options.url !== undefined ? '--url' : 'DATABASE_URL'));
     return new Connection(url, options.transactionPooler === true);
   }
 
@@ -105,4 +107,12 @@ function secretsOf(url: string): string[] {
   if (raw) secrets.add(raw);
   if (process.env.PGPASSWORD) secrets.add(process.env.PGPASSWORD);
   return [...secrets].filter((s) => s.length > 0).sort((a, b) => b.length - a.length);
+}
+
+function isPostgresUrl(url: string): boolean {
+  try {
+    return ['postgres:', 'postgresql:', 'socket:'].includes(new URL(url).protocol);
+  } catch {
+    return false;
+  }
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // The package's command line (`pg-queue`). Nothing in the library imports this folder: an app that never runs
 // the command pays nothing for it (commander, cli-progress and these files stay out of its import graph).
+import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { registerBulk } from './commands/bulk.js';
 import { registerDoctor } from './commands/doctor.js';
@@ -13,7 +14,10 @@ import { registerStats } from './commands/stats.js';
 import { CliError, EXIT, UsageError } from './errors.js';
 import { current, run } from './run.js';
 
+const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+
 const program = new Command('pg-queue')
+  .version(version, '--version', 'the version of nestjs-pg-queue this command comes with')
   .description('Operate a nestjs-pg-queue database: migrations, stats, jobs, queues, maintenance, health checks.')
   .option('--url <url>', 'PostgreSQL URL (default: $DATABASE_URL); its password is never printed')
   .option('--transaction-pooler', 'the URL goes through a transaction pooler (PgBouncer in transaction mode): send no named prepared statements')

@@ -3,7 +3,8 @@ import { DataSource, Migration, MigrationExecutor, type QueryRunner } from 'type
 import { runQueueMigrations } from '../connection/run-queue-migrations.js';
 import { PG_QUEUE_MIGRATIONS } from '../migrations/index.js';
 import { SQL } from '../store/job.sql.js';
-import { NO_MIGRATION_TO_UNDO } from './cli.messages.js';
+import { MIGRATION_CHANGED, MIGRATION_DOWN_SUMMARY, NO_MIGRATION_TO_UNDO } from './cli.messages.js';
+import { confirm } from './confirm.js';
 import type { Connection } from './connection.js';
 import { CliError } from './errors.js';
 import { print, printJson, printTable } from './output.js';
@@ -27,20 +28,28 @@ export async function up(connection: Connection, options: MigrateOptions): Promi
   }
 }
 
-export async function down(connection: Connection, options: MigrateOptions): Promise<void> {
+export async function down(connection: Connection, options: MigrateOptions & { yes?: boolean }): Promise<void> {
   const dataSource = await connection.dataSource(options.migrationsTable);
   const runner = dataSource.createQueryRunner('master');
   try {
     await runner.connect();
     const table = new MigrationsTable(dataSource, runner);
+    // Asked before the lock is taken (an answer can take a while; booting apps wait for that lock).
+    const lastApplied = async () => {
+      const applied = (await table.tableExists()) ? await table.names() : new Set<string>();
+      return queueMigrations().filter((m) => applied.has(m.name)).at(-1);
+    };
+    const asked = await lastApplied();
+    if (!asked) throw new CliError(NO_MIGRATION_TO_UNDO());
+    if (!options.yes) await confirm(MIGRATION_DOWN_SUMMARY(asked.name), { dryRun: false });
     // A session lock (the direct session is this runner's): the last migrations drop indexes CONCURRENTLY,
     // which cannot run in a transaction.
     await runner.query(SQL.migrationSessionTimeoutsOff);
     while (!((await runner.query(SQL.migrationSessionTryLock)) as { held: boolean }[])[0].held) await new Promise((r) => setTimeout(r, 100));
     try {
-      const applied = (await table.tableExists()) ? await table.names() : new Set<string>();
-      const last = queueMigrations().filter((m) => applied.has(m.name)).at(-1);
+      const last = await lastApplied();
       if (!last) throw new CliError(NO_MIGRATION_TO_UNDO());
+      if (last.name !== asked.name) throw new CliError(MIGRATION_CHANGED(asked.name, last.name));
       const inTransaction = last.instance!.transaction !== false;
       if (inTransaction) await runner.startTransaction();
       try {

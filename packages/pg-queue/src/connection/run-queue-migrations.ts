@@ -1,7 +1,8 @@
 import { Logger } from '@nestjs/common';
 import { DataSource, Migration, MigrationExecutor, type MigrationInterface, type QueryRunner } from 'typeorm';
 import { PG_QUEUE_MIGRATIONS } from '../migrations/index.js';
-import { SQL } from '../store/job.sql.js';
+import { MIGRATION_LOCK_WAIT } from '../pg-queue.messages.js';
+import { MIGRATION_LOCK_TIMEOUT_MS, SQL } from '../store/job.sql.js';
 
 /**
  * Runs the queue's own migrations (and only those) at start-up, on one connection of the given DataSource.
@@ -15,7 +16,7 @@ import { SQL } from '../store/job.sql.js';
  * builds on a table deadlock, and IF NOT EXISTS then skips over the loser's invalid index). That session is
  * the runner's own connection, or, behind a transaction pooler, one that `openSession` dials directly.
  * Every lock is taken by polling (see SQL.migrationTryLock), and migrations run without the app's
- * statement_timeout and lock_timeout.
+ * statement_timeout, waiting at most MIGRATION_LOCK_TIMEOUT_MS for a table lock (retryOnLockTimeout).
  *
  * Rows go to the DataSource's TypeORM migrations table (its name, schema and row format, through TypeORM's
  * own MigrationExecutor), so an app that lists PG_QUEUE_MIGRATIONS in its own DataSource and this runner
@@ -39,15 +40,17 @@ export async function runQueueMigrations(
       if (done.has(migration.name)) continue;
       let ran: boolean;
       if (migration.instance?.transaction === false) {
-        session ??= await openSession(dataSource, queryRunner, table, options.openSession);
-        ran = await runOutsideTransaction(session, migration);
+        const direct = (session ??= await openSession(dataSource, queryRunner, table, options.openSession));
+        ran = await retryOnLockTimeout(direct.runner, migration.name, logger, () => runOutsideTransaction(direct, migration));
       } else {
-        ran = await underLock(queryRunner, async () => {
-          if ((await table.names()).has(migration.name)) return false;
-          await up(queryRunner, migration);
-          await table.record(migration);
-          return true;
-        });
+        ran = await retryOnLockTimeout(queryRunner, migration.name, logger, () =>
+          underLock(queryRunner, async () => {
+            if ((await table.names()).has(migration.name)) return false;
+            await up(queryRunner, migration);
+            await table.record(migration);
+            return true;
+          }),
+        );
       }
       if (ran) applied.push(migration.name);
     }
@@ -98,12 +101,39 @@ async function openSession(dataSource: DataSource, queryRunner: QueryRunner, tab
   };
 }
 
+/**
+ * Runs `work` (a migration, which rolls back or releases what it took when it fails) until it does not fail for
+ * lock_timeout: a migration waits for a table lock at most MIGRATION_LOCK_TIMEOUT_MS, since every statement on the
+ * table queues behind a waiting ALTER. Between tries the traffic goes on; each give-up is logged with who holds
+ * the lock. Retried for as long as it takes, as a wait without lock_timeout would have waited.
+ */
+async function retryOnLockTimeout<T>(runner: QueryRunner, migration: string, logger: Logger, work: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await work();
+    } catch (error) {
+      if (!isLockTimeout(error)) throw error;
+      const holders = (await runner.query(SQL.migrationBlockers).catch(() => [])) as { pid: number; application_name: string; state: string; xact_s: number | null }[];
+      const retryInMs = Math.min(5_000, 250 * 2 ** (attempt - 1));
+      const named = holders.map((h) => `pid ${h.pid} (${h.application_name ? `"${h.application_name}", ` : ''}${h.state}${h.xact_s === null ? '' : `, transaction open ${h.xact_s} s`})`).join(', ');
+      logger.warn(MIGRATION_LOCK_WAIT(migration, MIGRATION_LOCK_TIMEOUT_MS, named, retryInMs, attempt));
+      await sleep(retryInMs);
+    }
+  }
+}
+
+/** lock_not_available: what a statement that waited lock_timeout fails with (TypeORM keeps pg's code). */
+function isLockTimeout(error: unknown): boolean {
+  const e = error as { code?: string; driverError?: { code?: string } };
+  return (e?.code ?? e?.driverError?.code) === '55P03';
+}
+
 /** Runs `work` in a transaction that holds the migration lock; commits, or rolls back and rethrows. */
 async function underLock<T>(queryRunner: QueryRunner, work: () => Promise<T>): Promise<T> {
   for (;;) {
     await queryRunner.startTransaction();
     try {
-      await queryRunner.query(SQL.migrationTimeoutsOff);
+      await queryRunner.query(SQL.migrationTimeouts);
       const [{ held }] = (await queryRunner.query(SQL.migrationTryLock)) as { held: boolean }[];
       if (!held) {
         // A fresh transaction per try, so no snapshot is held between tries whatever the isolation level.
@@ -123,7 +153,7 @@ async function underLock<T>(queryRunner: QueryRunner, work: () => Promise<T>): P
 
 /** Runs `work` on the session while it holds the migration lock, without the session's timeouts. */
 async function underSessionLock<T>(runner: QueryRunner, work: () => Promise<T>): Promise<T> {
-  await runner.query(SQL.migrationSessionTimeoutsOff);
+  await runner.query(SQL.migrationSessionTimeouts);
   let result: T;
   try {
     while (!((await runner.query(SQL.migrationSessionTryLock)) as { held: boolean }[])[0].held) await sleep(LOCK_POLL_MS);

@@ -46,7 +46,10 @@ export interface PgQueueDashboardOptions {
   public?: boolean;
   /** Nobody may change anything: no action buttons, and every POST is refused (403). Default false. */
   readOnly?: boolean;
-  /** Never show payloads or results (they may hold personal data): the pages say "hidden". Default false. */
+  /**
+   * Never show payloads, results, progress or last errors (they may hold personal data; handlers often put payload
+   * data in their errors): the pages say "hidden". Queue names, unique and concurrency keys still show. Default false.
+   */
   hidePayloads?: boolean;
   /** How often an open overview polls the summary endpoint (one count statement), in ms; 0 turns auto-refresh off. Default 5000, at least 1000. */
   refreshMs?: number;

@@ -35,6 +35,17 @@ const SECURITY_HEADERS: Record<string, string> = {
 const JOB_ACTIONS = new Set<DashboardAction>(['retry', 'cancel', 'delete', 'run-now']);
 const TOGGLES = new Set(['pause', 'resume']);
 const JOB_ID = /^[1-9][0-9]{0,18}$/;
+const INT8_MAX = 9223372036854775807n;
+
+/** A job id within bigint's range (19 digits pass JOB_ID up to 9999999999999999999; PostgreSQL then refuses it). */
+function isJobId(text: string): boolean {
+  return JOB_ID.test(text) && BigInt(text) <= INT8_MAX;
+}
+
+/** Text PostgreSQL refuses in a text parameter ("invalid byte sequence"): a filter with it is bad input, not a 500. */
+function refuseNul(name: string, value: string | null): void {
+  if (value?.includes('\0')) throw new PgQueueError(`The ${name} cannot contain the NUL character.`);
+}
 
 interface Entered {
   viewer: Viewer;
@@ -90,8 +101,10 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
         const status = params.get('status') || null;
         if (status !== null && !STATUSES.includes(status as JobStatus)) throw new PgQueueError(`Unknown status ${JSON.stringify(status)}: one of ${STATUSES.join(', ')}.`);
         const before = params.get('before') || null;
-        if (before !== null && !JOB_ID.test(before)) throw new PgQueueError(`"before" must be a job id, got ${JSON.stringify(before)}.`);
+        if (before !== null && !isJobId(before)) throw new PgQueueError(`"before" must be a job id, got ${JSON.stringify(before)}.`);
         const search = params.get('q')?.trim().slice(0, 512) || null;
+        refuseNul('queue filter', queue);
+        refuseNul('search', search);
         return jobsView(ctx, await this.dashboard.jobs(queue, status as JobStatus | null, search, before));
       });
     }
@@ -101,7 +114,7 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
       const id = lastSegment(req);
       return this.page(req, res, `/jobs/${id}`, async (ctx) => {
         if (!JOB_ID.test(id)) throw new PgQueueError(`Not a job id: ${JSON.stringify(id)}.`);
-        const found = await this.dashboard.job(id);
+        const found = isJobId(id) ? await this.dashboard.job(id) : null; // past bigint: no such job
         if (!found) return [404, layout(ctx, 'jobs', `Job ${id}`, html`<p class="muted">No job ${id}: never enqueued, or deleted (the pruner deletes finished jobs after their retention).</p>`)];
         return jobView(ctx, found.row, found.now);
       });
@@ -118,6 +131,7 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
       await this.action(req, res, `/jobs/bulk/${action}`, async (viewer) => {
         if (!JOB_ACTIONS.has(action)) throw new PgQueueError(`Unknown action ${JSON.stringify(action)}.`);
         const queue = field(req, 'queue')?.trim() || null;
+        refuseNul('queue filter', queue);
         const status = (field(req, 'status') || null) as JobStatus | null;
         if (status !== null && !STATUSES.includes(status)) throw new PgQueueError(`Unknown status ${JSON.stringify(status)}.`);
         if (!queue && !status) throw new PgQueueError('A bulk action needs a queue or a status to filter on.');
@@ -130,7 +144,7 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
     async jobAction(@Req() req: AnyRequest, @Res() res: AnyResponse) {
       const [id, action] = lastSegments(req, 2) as [string, DashboardAction];
       await this.action(req, res, `/jobs/${id}/${action}`, async (viewer) => {
-        if (!JOB_ID.test(id)) throw new PgQueueError(`Not a job id: ${JSON.stringify(id)}.`);
+        if (!isJobId(id)) throw new PgQueueError(`Not a job id: ${JSON.stringify(id)}.`);
         if (!JOB_ACTIONS.has(action)) throw new PgQueueError(`Unknown action ${JSON.stringify(action)}.`);
         const { changed } = await this.dashboard.act(viewer, action, { id });
         return changed ? `Job ${id}: ${action} done.` : `Job ${id}: nothing to ${action} (its status does not allow it, or it is gone).`;

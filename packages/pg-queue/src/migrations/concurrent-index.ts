@@ -17,6 +17,24 @@ export async function createIndexConcurrently(q: QueryRunner, name: string, defi
     await q.query(`CREATE ${kind} IF NOT EXISTS ${name} ${definition}`);
     return;
   }
+  await withoutLockTimeout(q, () => buildConcurrently(q, kind, name, definition));
+}
+
+/**
+ * A build or drop CONCURRENTLY waits for the transactions open on the table without blocking anyone: no
+ * lock_timeout there (the runner's short one would fail it and leave an invalid index to build again).
+ */
+async function withoutLockTimeout(q: QueryRunner, work: () => Promise<void>): Promise<void> {
+  const [{ lock_timeout: lockTimeout }] = (await q.query(`SHOW lock_timeout`)) as { lock_timeout: string }[];
+  await q.query(`SET lock_timeout = 0`);
+  try {
+    await work();
+  } finally {
+    await q.query(`SELECT set_config('lock_timeout', $1, false)`, [lockTimeout]);
+  }
+}
+
+async function buildConcurrently(q: QueryRunner, kind: string, name: string, definition: string): Promise<void> {
   for (let created = false; ; ) {
     const [state] = (await q.query(
       `SELECT i.indisvalid AS valid,
@@ -37,7 +55,8 @@ export async function createIndexConcurrently(q: QueryRunner, name: string, defi
 }
 
 export async function dropIndexConcurrently(q: QueryRunner, name: string): Promise<void> {
-  await q.query(`DROP INDEX ${q.isTransactionActive ? '' : 'CONCURRENTLY '}IF EXISTS ${name}`);
+  if (q.isTransactionActive) await q.query(`DROP INDEX IF EXISTS ${name}`);
+  else await withoutLockTimeout(q, () => q.query(`DROP INDEX CONCURRENTLY IF EXISTS ${name}`));
 }
 
 /** The index's definition as PostgreSQL prints it (pg_get_indexdef), or null when there is no such index. */

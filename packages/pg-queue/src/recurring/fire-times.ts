@@ -38,27 +38,45 @@ export function nextFireAfter(cron: string, timeZone: string, afterMs: number): 
  */
 export function planFires(cron: string, timeZone: string, missed: MissedFiresPolicy, nextFireAtMs: number, nowMs: number): FirePlan {
   const nextFireAt = nextFireAfter(cron, timeZone, nowMs);
-  // The latest fire <= now. prev() is strictly before its start, so start 1 ms after now; never before the row's fire.
-  const latest = Math.max(nextFireAtMs, parseCron(cron, timeZone, nowMs + 1).prev().getTime());
+  // The latest planned fire <= now (two candidates: the latest one prev() finds may be a repeated local time
+  // that planning skips); never before the row's fire.
+  const latest = Math.max(nextFireAtMs, plannedFires(cron, timeZone, nextFireAtMs, nowMs, 2).at(-1) ?? nextFireAtMs);
   const onTime = nowMs - latest <= ON_TIME_MS;
   let fires: number[];
   if (missed.policy === 'latest') fires = [latest];
   else if (missed.policy === 'skip') fires = onTime ? [latest] : [];
   else {
-    // Every due fire within the window, walking back from the latest; the on-time fire even if the window is shorter.
+    // Every planned fire within the window; the on-time fire even if the window is shorter.
     const from = Math.max(nextFireAtMs, nowMs - missed.windowMs);
-    fires = onTime || latest >= from ? [latest] : [];
-    const walk = parseCron(cron, timeZone, latest);
-    while (fires.length < MAX_FIRES_PER_CLAIM) {
-      const fire = walk.prev().getTime();
-      if (fire < from) break;
-      fires.push(fire);
-    }
-    fires.reverse();
+    fires = plannedFires(cron, timeZone, from, nowMs, MAX_FIRES_PER_CLAIM);
+    if ((onTime || latest >= from) && fires.at(-1) !== latest) fires = [...fires, latest].slice(-MAX_FIRES_PER_CLAIM);
   }
   const first = fires[0];
   const skipped = first === undefined ? latest : first > nextFireAtMs ? parseCron(cron, timeZone, first).prev().getTime() : null;
   return { fires, nextFireAtMs: nextFireAt, skippedThroughMs: skipped !== null && skipped >= nextFireAtMs ? skipped : null };
+}
+
+/**
+ * The fire times in [fromMs, toMs] as the scheduler plans them (each the next() of the one before), the latest
+ * `limit` of them, ascending. Walking back with prev() is cheap but not the same: on a DST fall-back day it
+ * returns a repeated local time twice ('30 2 * * *' at 00:30Z and 01:30Z in Europe/Berlin) where next() fires it
+ * once. So prev() only finds where to start, and the walk forward from the fire planning reaches there decides.
+ */
+function plannedFires(cron: string, timeZone: string, fromMs: number, toMs: number, limit: number): number[] {
+  const back = parseCron(cron, timeZone, toMs + 1); // prev() is strictly before its start: toMs itself counts
+  let earliest: number | undefined;
+  for (let i = 0; i < limit; i++) {
+    const fire = back.prev().getTime();
+    if (fire < fromMs) break;
+    earliest = fire;
+  }
+  if (earliest === undefined) return [];
+  // The fire planning reaches from the one before: `earliest` itself, unless it repeats a local time.
+  const start = nextFireAfter(cron, timeZone, parseCron(cron, timeZone, earliest).prev().getTime());
+  const fires: number[] = [];
+  const walk = parseCron(cron, timeZone, start);
+  for (let fire = start; fire <= toMs; fire = walk.next().getTime()) if (fire >= fromMs) fires.push(fire);
+  return fires.slice(-limit);
 }
 
 /** Throws unless the IANA time zone is known to this Node (Intl), the same database Luxon reads. */

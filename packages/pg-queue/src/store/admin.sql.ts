@@ -123,4 +123,14 @@ export const ADMIN_SQL = {
 
   // doctor: which server process (backend) answers; two clients answered by one process sit behind a pooler.
   backendPid: `SELECT pg_backend_pid() AS pid`,
+  // Which of the ids given to a bulk command exist (at most the few an operator types).
+  existingIds: `SELECT id::text FROM background_jobs WHERE id = ANY($1::int8[])`,
+  // What `pg-queue prune` would delete (its --dry-run and its question), counted up to $3 per kind: the pruner's own
+  // conditions ($1 completed, $2 failed and cancelled retention in ms, NULL: kept for ever), through the
+  // finished-jobs index.
+  countPrunable: `
+    SELECT
+      (SELECT count(*) FROM (SELECT 1 FROM background_jobs WHERE status = 'completed' AND finished_at < now() - $1::int8 ${MS} LIMIT $3) AS c)::int AS completed,
+      (SELECT count(*) FROM (SELECT 1 FROM background_jobs WHERE $2::int8 IS NOT NULL AND status IN ('failed', 'cancelled')
+                               AND finished_at < now() - $2::int8 ${MS} LIMIT $3) AS f)::int AS failed`,
 } as const;

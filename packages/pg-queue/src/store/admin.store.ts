@@ -94,6 +94,16 @@ export class AdminStore {
     return row;
   }
 
+  /** How many rows a prune pass would delete, each kind counted up to `limit`; failedRetentionMs null: none. */
+  async countPrunable(completedRetentionMs: number, failedRetentionMs: number | null, limit: number): Promise<{ completed: number; failed: number }> {
+    const [row] = await this.run<{ completed: number; failed: number }>('countPrunable', [completedRetentionMs, failedRetentionMs, limit]);
+    return row;
+  }
+
+  async existingIds(ids: string[]): Promise<Set<string>> {
+    return new Set((await this.run<{ id: string }>('existingIds', [ids])).map((r) => r.id));
+  }
+
   async backendPid(): Promise<number> {
     const [row] = await this.run<{ pid: number }>('backendPid');
     return row.pid;

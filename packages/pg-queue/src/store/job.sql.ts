@@ -95,6 +95,9 @@ function heartbeat(extraSet: string): string {
 
 const MS = `* interval '1 millisecond'`;
 
+/** How long a migration waits for a table lock before it gives up and tries again (see SQL.migrationTimeouts). */
+export const MIGRATION_LOCK_TIMEOUT_MS = 1_000;
+
 /** 5,000 years: any longer retention keeps rows forever, and now() minus it is still a valid timestamp. */
 export const RETENTION_CAP_MS = 157_788_000_000_000;
 
@@ -748,10 +751,25 @@ export const SQL = {
   // Session-scoped, on a direct connection, for the migrations that run outside a transaction.
   migrationSessionTryLock: `SELECT pg_try_advisory_lock(${ADVISORY_LOCK.migrate}) AS held`,
   migrationSessionUnlock: `SELECT pg_advisory_unlock(${ADVISORY_LOCK.migrate})`,
-  // Migrations must not inherit the app's timeouts: an index build on a big table takes minutes.
-  migrationTimeoutsOff: `SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = 0`,
-  migrationSessionTimeoutsOff: `SET statement_timeout = 0; SET lock_timeout = 0`,
+  // Migrations must not inherit the app's statement_timeout: an index build on a big table takes minutes. But a
+  // table lock is waited for at most MIGRATION_LOCK_TIMEOUT_MS: PostgreSQL queues every later statement on the
+  // table behind a waiting ALTER, so a long wait would stop enqueues and claims; the runner backs off and tries
+  // again. (Index builds CONCURRENTLY wait for old transactions without blocking anyone: lock_timeout off there.)
+  migrationTimeouts: `SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = ${MIGRATION_LOCK_TIMEOUT_MS}`,
+  migrationSessionTimeouts: `SET statement_timeout = 0; SET lock_timeout = ${MIGRATION_LOCK_TIMEOUT_MS}`,
   migrationSessionTimeoutsReset: `RESET statement_timeout; RESET lock_timeout`,
+  // `pg-queue migrate down`: an operator's command, which waits as long as it takes.
+  migrationSessionTimeoutsOff: `SET statement_timeout = 0; SET lock_timeout = 0`,
+  // Who holds a lock on the queue's tables (for the log line of a migration that gave up waiting): the oldest first.
+  migrationBlockers: `
+    SELECT a.pid, a.application_name, a.state, floor(extract(epoch FROM now() - a.xact_start))::int AS xact_s
+    FROM pg_stat_activity AS a
+    WHERE a.pid <> pg_backend_pid() AND a.pid IN (
+      SELECT l.pid FROM pg_locks AS l JOIN pg_class AS c ON c.oid = l.relation
+      WHERE l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+        AND left(c.relname, 11) = 'background_')
+    ORDER BY a.xact_start NULLS LAST
+    LIMIT 5`,
 } as const;
 
 /**

@@ -67,6 +67,11 @@ const UNSTORABLE_ESCAPE = /(?<!\\)(?:\\\\)*\\u(?:0000|d[89a-f])/;
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 const LONE_SURROGATES = new RegExp(LONE_SURROGATE.source, 'g');
 
+/** True when the text has a surrogate half without its partner (node-postgres would send it as U+FFFD). */
+export function hasLoneSurrogate(text: string): boolean {
+  return LONE_SURROGATE.test(text);
+}
+
 /** Second pass, only for a payload that has one: names the key whose string (or name) jsonb cannot store. */
 function findUnstorable(payload: unknown, label: string): string {
   const problem = (text: string) =>

@@ -1,5 +1,6 @@
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import { INVALID_OPTION } from '../pg-queue.messages.js';
+import { hasLoneSurrogate } from './serialize-payload.js';
 import type { OnConflict } from '../store/job.store.js';
 
 /** Longest unique key, in characters: an index entry must stay well inside a btree page (about 2,700 bytes). */
@@ -36,8 +37,9 @@ export function uniqueFields(where: string, { uniqueKey, onConflict, uniqueForMs
     if (uniqueForMs !== undefined) throw new PgQueueError(INVALID_OPTION(where, 'uniqueForMs', uniqueForMs, 'no uniqueForMs without a uniqueKey'));
     return {};
   }
-  if (typeof uniqueKey !== 'string' || uniqueKey.length === 0 || uniqueKey.length > MAX_UNIQUE_KEY_LENGTH || uniqueKey.includes('\u0000')) {
-    throw new PgQueueError(INVALID_OPTION(where, 'uniqueKey', uniqueKey, `a string of 1 to ${MAX_UNIQUE_KEY_LENGTH} characters, without NUL`));
+  // A lone surrogate is refused as in payloads: node-postgres sends it as U+FFFD, so keys that differ only there became one.
+  if (typeof uniqueKey !== 'string' || uniqueKey.length === 0 || uniqueKey.length > MAX_UNIQUE_KEY_LENGTH || uniqueKey.includes('\u0000') || hasLoneSurrogate(uniqueKey)) {
+    throw new PgQueueError(INVALID_OPTION(where, 'uniqueKey', uniqueKey, `a string of 1 to ${MAX_UNIQUE_KEY_LENGTH} characters, without NUL or a lone UTF-16 surrogate`));
   }
   if (onConflict !== undefined && !MODES.includes(onConflict)) {
     throw new PgQueueError(INVALID_OPTION(where, 'onConflict', onConflict, `one of ${MODES.map((m) => `'${m}'`).join(', ')}`));

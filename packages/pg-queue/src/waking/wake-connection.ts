@@ -3,7 +3,10 @@ import pg from 'pg';
 import { WAKE_CONNECTION_LOST } from '../pg-queue.messages.js';
 import type { JobStore } from '../store/job.store.js';
 import { errorLine } from '../utils/error-text.js';
-import { withDeadline } from '../utils/retry-backoff.js';
+import { withDeadline, withTimeout } from '../utils/retry-backoff.js';
+
+/** How long a wake-up's NOTIFY may take before its connection is taken for dead. */
+export const WAKE_SEND_TIMEOUT_MS = 2_000;
 
 /**
  * The WakeSender's own connection, outside the queue's pool: a wake-up never waits for a pool connection
@@ -27,7 +30,10 @@ export class WakeConnection {
     if (this.closed) throw new Error('the wake-up connection is closed (the app is shutting down)');
     const connecting = (this.client ??= this.connect());
     try {
-      await this.store.wakeQueues(queues, await connecting);
+      const client = await connecting; // bounded by the connect timeout
+      // A NOTIFY answers in milliseconds; a connection a NAT or load balancer dropped without a reset would hold
+      // it (and every wake-up behind it) until the query timeout, a minute or never. Dropped, the next send redials.
+      await withTimeout(this.store.wakeQueues(queues, client), WAKE_SEND_TIMEOUT_MS, 'the wake-up NOTIFY');
     } catch (error) {
       this.drop(connecting);
       throw error;

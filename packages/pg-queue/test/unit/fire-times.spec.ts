@@ -75,4 +75,20 @@ describe('planFires (missed-fire policies)', () => {
     expect(plan.fires).toHaveLength(MAX_FIRES_PER_CLAIM);
     expect(plan.fires[plan.fires.length - 1]).toBe(now);
   });
+
+  // Issue 18, item 3: on a fall-back day 02:30 happens twice; planning (next() after next()) fires it once, but
+  // the window walked back with prev(), which returned both, so a daily job fired twice after an outage.
+  it('window and latest across a DST fall-back: a local time that happens twice fires once, as planned', () => {
+    const daily = '30 2 * * *';
+    const row = t('2026-10-25T00:30:00Z'); // the row's next fire: 02:30 CEST, as the fire before planned it
+    const after = t('2026-10-25T03:00:00Z'); // an outage from 00:00Z to 03:00Z
+    const window = planFires(daily, 'Europe/Berlin', { policy: 'window', windowMs: 86_400_000 }, row, after);
+    expect(window.fires.map(iso)).toEqual(['2026-10-25T00:30:00.000Z']);
+    expect(iso(window.nextFireAtMs)).toBe('2026-10-26T01:30:00.000Z');
+    const latest = planFires(daily, 'Europe/Berlin', { policy: 'latest' }, row, after);
+    expect(latest.fires.map(iso)).toEqual(['2026-10-25T00:30:00.000Z']);
+    // A step schedule keeps both 02:30s (cron-parser plans every instant of it): the window keeps them too.
+    const steps = planFires('*/30 * * * *', 'Europe/Berlin', { policy: 'window', windowMs: 86_400_000 }, t('2026-10-25T00:00:00Z'), t('2026-10-25T01:45:00Z'));
+    expect(steps.fires.map(iso)).toEqual(['2026-10-25T00:00:00.000Z', '2026-10-25T00:30:00.000Z', '2026-10-25T01:00:00.000Z', '2026-10-25T01:30:00.000Z']);
+  });
 });

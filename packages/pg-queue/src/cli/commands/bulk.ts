@@ -1,12 +1,12 @@
-import { createInterface } from 'node:readline/promises';
 import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
 import type { JobStatus } from '../../interfaces/job.interface.js';
 import type { AdminStore, BulkAction, JobFilter } from '../../store/admin.store.js';
-import { IDS_AND_FILTERS, NO_TARGET, NOT_CONFIRMED_NO_TTY, STATUS_NOT_ALLOWED } from '../cli.messages.js';
+import { IDS_AND_FILTERS, JOBS_NOT_FOUND, NO_TARGET, STATUS_NOT_ALLOWED } from '../cli.messages.js';
+import { confirm } from '../confirm.js';
 import { formatDuration, parseInteger } from '../duration.js';
 import { CliError, UsageError } from '../errors.js';
-import { count, note, print } from '../output.js';
+import { count, print } from '../output.js';
 import type { Run } from '../run.js';
 import { addFilterOptions, jobId, toFilter, type FilterOptions } from './jobs.js';
 
@@ -50,6 +50,11 @@ async function bulk(store: AdminStore, action: BulkAction, ids: string[], option
   const { verb, done } = ACTIONS[action];
   const filter = targetOf(action, ids, options);
   const described = describe(filter);
+  if (filter.ids) {
+    const existing = await store.existingIds(filter.ids);
+    const missing = filter.ids.filter((id) => !existing.has(id));
+    if (missing.length > 0) throw new CliError(JOBS_NOT_FOUND(missing));
+  }
 
   let total = 0;
   for (let after = '0'; ; ) {
@@ -100,17 +105,4 @@ function describe(f: JobFilter): string {
   if (f.olderThanMs !== undefined) parts.push(`created over ${formatDuration(f.olderThanMs)} ago`);
   if (f.errorContains !== undefined) parts.push(`whose last error contains ${JSON.stringify(f.errorContains)}`);
   return parts.filter(Boolean).join(', ');
-}
-
-/** Asks on the terminal; refuses (bad usage) when stdin is not one: a script must say --yes. */
-async function confirm(summary: string): Promise<void> {
-  if (!process.stdin.isTTY) throw new UsageError(NOT_CONFIRMED_NO_TTY(summary));
-  const prompt = createInterface({ input: process.stdin, output: process.stderr });
-  try {
-    const answer = await prompt.question(`${summary[0].toUpperCase()}${summary.slice(1)}? [y/N] `);
-    if (!/^y(es)?$/i.test(answer.trim())) throw new CliError('not confirmed: nothing changed');
-  } finally {
-    prompt.close();
-  }
-  note('');
 }

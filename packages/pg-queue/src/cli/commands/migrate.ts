@@ -16,8 +16,9 @@ export function registerMigrate(program: Command, run: Run): void {
     .action(run(async (c, _args, o: MigrateOptions) => (await load()).up(c, o)));
   migrate
     .command('down')
-    .description('undo the last applied queue migration (one step)')
-    .action(run(async (c, _args, o: MigrateOptions) => (await load()).down(c, o)));
+    .description('undo the last applied queue migration (one step); says what it drops and asks first')
+    .option('-y, --yes', 'do not ask for confirmation (needed when stdin is not a terminal)')
+    .action(run(async (c, _args, o: MigrateOptions & { yes?: boolean }) => (await load()).down(c, o)));
   migrate
     .command('status')
     .description('list the queue migrations, applied or pending')

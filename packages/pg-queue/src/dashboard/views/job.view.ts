@@ -8,7 +8,14 @@ const PLACED = new Set([
   'id', 'queue_name', 'status', 'payload', 'result', 'progress', 'attempts', 'max_attempts', 'priority', 'run_at', 'last_error',
   'locked_by', 'locked_at', 'lease_expires_at', 'created_at', 'updated_at', 'finished_at', 'unique_key', 'concurrency_key', 'buffered',
 ]);
-/** Values the data may hold and hidePayloads hides. */
+/** Handlers often put payload data in their errors: hidePayloads hides the last error too (not whether there is one). */
+function lastError(ctx: PageContext, text: string | null): HtmlValue {
+  if (text === null) return html`<p class="muted">none</p>`;
+  if (ctx.hidePayloads) return html`<p class="muted">hidden (hidePayloads)</p>`;
+  return html`<pre class="stack" data-field="last_error">${text}</pre>`;
+}
+
+/** Values the data may hold and hidePayloads hides (and the last error, above). */
 const SENSITIVE = new Set(['payload', 'result', 'progress']);
 
 export function jobView(ctx: PageContext, row: Record<string, unknown>, now: Date): string {
@@ -59,7 +66,7 @@ export function jobView(ctx: PageContext, row: Record<string, unknown>, now: Dat
 ${block('payload', 'Payload')}
 ${'result' in row ? block('result', 'Result') : html`<h2>Result</h2><p class="muted">Not recorded by this version of the schema.</p>`}
 ${'progress' in row ? block('progress', 'Progress') : null}
-<h2>Last error</h2>${str('last_error') ? html`<pre class="stack" data-field="last_error">${str('last_error')}</pre>` : html`<p class="muted">none</p>`}
+<h2>Last error</h2>${lastError(ctx, str('last_error'))}
 ${others.length ? html`<h2>Other columns</h2><dl class="fields">${others.map((k) => html`<dt>${k}</dt><dd>${formatJson(row[k])}</dd>`)}</dl>` : null}`;
   return layout(ctx, 'jobs', `Job ${id}`, body);
 }

@@ -55,7 +55,7 @@ ${applies('delete') ? actionForm(ctx, '/jobs/bulk/delete', 'Delete all', `Delete
 <td class="n">${r.attempts}/${r.max_attempts}</td><td>${formatTime(r.run_at)}</td><td>${formatTime(r.finished_at)}</td>
 <td>${r.unique_key ?? ''}</td>
 <td>${ctx.hidePayloads ? html`<span class="muted">hidden</span>` : html`<code>${r.payload_preview ?? ''}</code>`}</td>
-<td class="muted">${r.last_error ?? ''}</td></tr>`,
+<td class="muted">${ctx.hidePayloads && r.last_error ? 'hidden' : (r.last_error ?? '')}</td></tr>`,
   );
   const pager = d.search
     ? null
