@@ -86,10 +86,9 @@ describe('a claim passes over a queued row another transaction has locked', () =
 // Found by the test above: in a queue with concurrencyPerKey, a job without a key (enqueued by an instance that
 // did not know the queue's options) is taken as a candidate without a lock, and the claim's UPDATE then waits
 // for whoever holds its row, holding the queue's advisory lock: every claimer of the queue stalls until that
-// transaction ends. it.failing until claimKeyedJobs locks its keyless candidates with SKIP LOCKED (the claim's
-// SQL belongs to issue 17's rewrite); then make it `it`.
+// transaction ends. Fixed: claimKeyedJobs locks its keyless candidates with SKIP LOCKED.
 describe('a keyed claim passes over a locked job without a key', () => {
-  it.failing('the keyed job behind it runs while the lock is held', async () => {
+  it('the keyed job behind it runs while the lock is held', async () => {
     const url = await createTestDatabase('claim-locked-keyless');
     const db = sqlPool(url);
     const producer = await startApp(url, { queue: { workers: false, maintenance: { enabled: false } } });

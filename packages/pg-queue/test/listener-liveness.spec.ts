@@ -71,9 +71,8 @@ describe('LISTEN connection liveness', () => {
   // ended while it connects, so close() waited on the listener's loop for ever. This was the Node 22 CI hang of
   // metrics.spec.ts (issue 18, item 20): its quick boot-and-close tests hit the window now and then; here a
   // server that accepts and never answers holds the window open.
-  // it.failing until the fix lands in worker/notification-listener.ts (issue 17's rewrite owns that folder): close()
-  // must only destroy the socket of a client still connecting, never end() it. Then make this `it`.
-  it.failing('close() returns at once while the LISTEN connection is still being made', async () => {
+  // Fixed: close() only destroys the socket of a client still connecting, never end()s it.
+  it('close() returns at once while the LISTEN connection is still being made', async () => {
     const url = await createTestDatabase('listener-connecting');
     const silent = await SilentServer.start();
     try {

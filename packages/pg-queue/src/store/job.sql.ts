@@ -481,14 +481,17 @@ export const SQL = {
     ), keyless AS (
       -- Jobs without a key (enqueued by an instance that did not know the queue's options) are not limited per
       -- key: taken from the first due entries of the plain claim index (a bounded read: a large keyed backlog
-      -- ahead of them delays them until it shrinks). Not locked here (that would lock the keyed rows read too):
-      -- the UPDATE checks their status again, and only this queue's lock holder claims them.
-      SELECT f.id FROM (
+      -- ahead of them delays them until it shrinks). Read without a lock (that would lock the keyed rows read
+      -- too), then the keyless ones locked with SKIP LOCKED: a keyless row another transaction holds is passed
+      -- over, not waited for while this claim holds the queue's lock (every claimer of the queue would stall).
+      SELECT k.id FROM background_jobs AS k
+      WHERE k.id IN (SELECT f.id FROM (
         SELECT id, concurrency_key FROM background_jobs AS j
         WHERE j.queue_name = $1 AND j.status = 'queued' AND j.run_at <= now()
         ORDER BY j.priority DESC, j.run_at, j.id
         LIMIT 200
-      ) AS f WHERE f.concurrency_key IS NULL
+      ) AS f WHERE f.concurrency_key IS NULL)
+      FOR UPDATE OF k SKIP LOCKED
     ), candidates AS (
       SELECT id FROM (SELECT id FROM keyed UNION ALL SELECT id FROM keyless) AS c
       WHERE NOT EXISTS (SELECT 1 FROM background_queues WHERE queue_name = $1 AND paused)

@@ -70,7 +70,9 @@ export class NotificationListener {
     this.wakeFromBackoff?.(); // a backoff sleep must not hold shutdown (it lasts up to 5 s while the database is down)
     const client = this.client;
     this.client = undefined;
-    destroy(this.connecting);
+    // A client still connecting is only cut (its socket destroyed), never end()ed: pg never settles connect() on
+    // a client ended while it connects, and close() then waited on this loop for ever (issue 18, item 20).
+    abortConnect(this.connecting);
     // A polite goodbye when the server answers (no "unexpected EOF" in its log), but not a wait on a dead peer.
     if (client) await withDeadline(client.end().catch(() => undefined), 500);
     destroy(client);
@@ -163,6 +165,11 @@ export class NotificationListener {
 }
 
 /** Ends a client at once, without waiting for a goodbye a dead peer would never answer. */
+/** Cuts a client that is still connecting: its connect() then fails, and the loop sees a closed listener. */
+function abortConnect(client: pg.Client | undefined): void {
+  (client as unknown as { connection?: { stream?: { destroy(): void } } } | undefined)?.connection?.stream?.destroy();
+}
+
 function destroy(client: pg.Client | undefined): void {
   const stream = (client as unknown as { connection?: { stream?: { destroyed?: boolean; destroy(): void } } } | undefined)?.connection?.stream;
   if (!stream || stream.destroyed) return;
