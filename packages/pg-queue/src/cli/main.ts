@@ -14,7 +14,8 @@ import { registerStats } from './commands/stats.js';
 import { CliError, EXIT, UsageError } from './errors.js';
 import { current, run } from './run.js';
 
-const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+// The package's version; a copy of the sources compiled elsewhere (the test suite's swc build) has a package.json without one.
+const { version = 'unknown' } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string };
 
 const program = new Command('pg-queue')
   .version(version, '--version', 'the version of nestjs-pg-queue this command comes with')
