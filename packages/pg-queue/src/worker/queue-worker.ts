@@ -311,7 +311,7 @@ export class QueueWorker implements ClaimTarget {
 
   /** Whether a job started from the buffer still waits for a beat to tell its row. */
   get marksPending(): boolean {
-    if (this.buffer.size === 0 && this.running === 0) return false;
+    if (this.running === 0 && this.settling === 0) return false; // only a started job can wait to be marked
     for (const job of this.held.values()) if ((job.state === 'running' || job.state === 'settling') && !job.marked) return true;
     return false;
   }
