@@ -391,7 +391,7 @@ export class QueueWorker implements ClaimTarget {
 
   private askForCheck(): void {
     if (this.buffer.size === 0) return;
-    this.unconfirmedUntilSeq = this.shared.leases.nextSeq;
+    this.distrust();
     this.shared.leases.checkNow();
   }
 
