@@ -68,6 +68,8 @@ export class QueueWorker implements ClaimTarget {
   private running = 0;
   /** Slots kept for the jobs of the claim in flight that start at once. */
   private reserved = 0;
+  /** 'auto': the read-ahead the claim in flight was sized with (ReadAhead.claimed grows its ceiling from it). */
+  private readAheadAtClaim = 0;
   /** Outcomes handed to the writer and not answered yet; their leases are still held. */
   private settling = 0;
   private stopping = false;
@@ -170,6 +172,7 @@ export class QueueWorker implements ClaimTarget {
     const free = this.config.options.concurrency - this.running - this.reserved;
     const startNow = Math.max(0, Math.min(want, free));
     this.reserved += startNow;
+    this.readAheadAtClaim = this.buffer.readAhead;
     return startNow;
   }
 
@@ -186,7 +189,7 @@ export class QueueWorker implements ClaimTarget {
   accept(jobs: ClaimedJob[], sentAt: number): void {
     this.guarded('accepting claimed jobs', () => {
       this.reserved = 0;
-      this.buffer.auto?.claimed(performance.now() - sentAt, this.buffer.readAhead);
+      this.buffer.auto?.claimed(performance.now() - sentAt, this.readAheadAtClaim);
       const startBy = sentAt + this.bufferLeaseMs - this.startMarginMs;
       for (const claimed of jobs) {
         const job = new HeldJob(this.config.queue, claimed);
@@ -237,7 +240,15 @@ export class QueueWorker implements ClaimTarget {
       this.freeSlot(job);
       job.to('settling');
       this.settling += 1;
-      this.buffer.auto?.jobFinished(job.endedAt - job.startedAt);
+      if (this.buffer.auto) {
+        this.buffer.auto.jobFinished(job.endedAt - job.startedAt);
+        // A slower sample may leave the buffer holding more than the estimate wants: give the surplus back now,
+        // not at the next review, so that idle instances can start it (as the worker did before the redesign).
+        if (this.buffer.size > 0) {
+          const surplus = this.buffer.review(job.endedAt, 0);
+          if (surplus.length) this.giveBack(surplus, 'beyond the read-ahead');
+        }
+      }
       const problem = decideOutcome(job, error, result, this.rules);
       if (problem !== undefined && !this.backoffProblemLogged) {
         this.backoffProblemLogged = true;
