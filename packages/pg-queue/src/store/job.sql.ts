@@ -108,7 +108,7 @@ export const RETENTION_CAP_MS = 157_788_000_000_000;
 // - a live key (no window) is held by a queued or running job, through the partial unique index. The
 //   insert is ON CONFLICT DO NOTHING, which takes no lock on the holder: a DO UPDATE (even a no-op, even
 //   with a false WHERE) would lock it until the caller's transaction ends, and a long transaction would then
-//   stall the worker's outcome batch that completes a running holder. 'replace' and 'keep-run-at' first
+//   stall the worker's outcome batch that completes a running holder. 'replace' and 'keep-run-at' then
 //   update a holder that has not started: queued, or read ahead into a worker's buffer (which is put back
 //   queued with the new payload; its holder is told to drop its copy, REVIEW_CHANNEL). A running holder is never
 //   touched, the call is a duplicate of it; an UPDATE re-checks the row's latest version, so a holder claimed
@@ -122,6 +122,15 @@ export const RETENTION_CAP_MS = 157_788_000_000_000;
 // where the holder this snapshot sees finished and another job took the key since, the id returned is the
 // first one's: the job that held the key when the call began.) Every row draws an id, duplicates included:
 // the sequence has gaps where calls were duplicates.
+// Lock order: a call (no manager) is one statement, and two calls naming the same keys in any orders must wait
+// for each other, never deadlock. The statement writes in three phases, each in (queue, key) order and each
+// finished before the next begins: (1) the windows' key rows, (2) the inserts, (3) the holders that 'replace'
+// and 'keep-run-at' lock, then update. A call waits only on calls in the same phase at a smaller key, or on calls
+// in a later phase (an insert waits on a holder's update; a lock on a holder someone updated), and a call in a
+// later phase never waits on one in an earlier phase (phase 1 holds key rows only phase 1 asks for; an insert in
+// progress is invisible to phase 3's lock, and a lock taken in phase 3 does not stop an insert's conflict check).
+// So no cycle. Phase 2 used to come last, with phase 3's locks and updates interleaved in plan order: two calls whose
+// snapshots differed by a third call's commit then deadlocked, 1 call in 400 (unique-jobs.spec's order test).
 // traced: the variant that also writes the enqueue's trace context ($11, one for the whole call) into every row it
 // inserts or replaces (see TRACED below).
 function insertKeyedJobs(traced: boolean, wake: Wake): string {
@@ -136,12 +145,31 @@ function insertKeyedJobs(traced: boolean, wake: Wake): string {
       SELECT pg_get_serial_sequence('background_jobs', 'id')::regclass AS s
     ), ids AS MATERIALIZED (
       SELECT i.ord, nextval((SELECT s FROM seq)) AS id FROM input AS i ORDER BY i.ord
+    ), windows AS (
+      -- Phase 1 of 3, the key rows of windows, in (queue, key) order (see Lock order above).
+      INSERT INTO background_job_keys AS h (queue_name, unique_key, held_until, job_id)
+      SELECT i.q, i.k, now() + i.w ${MS}, n.id FROM input AS i JOIN ids AS n ON n.ord = i.ord WHERE i.w IS NOT NULL
+      ORDER BY i.q, i.k
+      ON CONFLICT (queue_name, unique_key) DO UPDATE
+      SET held_until = CASE WHEN h.held_until <= now() THEN EXCLUDED.held_until ELSE h.held_until END,
+          job_id = CASE WHEN h.held_until <= now() THEN EXCLUDED.job_id ELSE h.job_id END
+      RETURNING h.queue_name, h.unique_key, h.job_id
+    ), inserted AS (
+      -- Phase 2, the inserts, in (queue, key) order. A key with a live holder conflicts and is left to phase 3.
+      -- The aggregate reads windows whole before the first insert (an EXISTS would read it row by row, interleaved).
+      INSERT INTO background_jobs (id, queue_name, payload, priority, max_attempts, run_at, unique_key, concurrency_key${traced ? ', trace_context' : ''})
+      SELECT n.id, i.q, i.p, i.pr, i.ma, coalesce(i.ra, now() + i.d ${MS}), CASE WHEN i.w IS NULL THEN i.k END, i.ck${traced ? ', $11::jsonb' : ''}
+      FROM input AS i JOIN ids AS n ON n.ord = i.ord
+      WHERE i.w IS NULL OR n.id = ANY (coalesce((SELECT array_agg(x.job_id) FROM windows AS x), '{}')::int8[])
+      ORDER BY i.q, i.k
+      ON CONFLICT (queue_name, unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', 'processing') DO NOTHING
+      RETURNING id
     ), holders AS (
-      -- Lock order: the rows replaced updates, locked first in (queue, key) order, so two calls naming the same
-      -- keys in different orders wait for each other instead of deadlocking (in plan order they did). Picks exactly
-      -- what replaced picks; windows and inserted below write in the same (queue, key) order.
-      SELECT j.id, j.status = 'processing' AS held FROM input AS i JOIN background_jobs AS j ON j.queue_name = i.q AND j.unique_key = i.k
+      -- Phase 3, the holders that 'replace' and 'keep-run-at' update, locked in (queue, key) order once every
+      -- insert is done (the aggregate again), then updated (replaced) once every lock is held.
+      SELECT j.id, j.status = 'processing' AS held FROM input AS i JOIN ids AS n ON n.ord = i.ord JOIN background_jobs AS j ON j.queue_name = i.q AND j.unique_key = i.k
       WHERE i.k IS NOT NULL AND i.w IS NULL AND i.mode <> 'keep' AND (j.status = 'queued' OR (j.status = 'processing' AND j.buffered))
+        AND n.id <> ALL (coalesce((SELECT array_agg(ins.id) FROM inserted AS ins), '{}')::int8[])
       ORDER BY j.queue_name, j.unique_key
       FOR UPDATE OF j
     ), replaced AS (
@@ -151,26 +179,9 @@ function insertKeyedJobs(traced: boolean, wake: Wake): string {
       FROM input AS i
       WHERE i.k IS NOT NULL AND i.w IS NULL AND i.mode <> 'keep'
         AND j.queue_name = i.q AND j.unique_key = i.k AND (j.status = 'queued' OR (j.status = 'processing' AND j.buffered))
-        AND j.id IN (SELECT id FROM holders)
+        AND j.id = ANY ((SELECT array_agg(h.id) FROM holders AS h)::int8[])
       -- held: the row sat in a worker's buffer (as locked by holders): its holder must drop its copy.
       RETURNING j.id, j.queue_name, i.ord, (SELECT h.held FROM holders AS h WHERE h.id = j.id) AS held
-    ), windows AS (
-      INSERT INTO background_job_keys AS h (queue_name, unique_key, held_until, job_id)
-      SELECT i.q, i.k, now() + i.w ${MS}, n.id FROM input AS i JOIN ids AS n ON n.ord = i.ord WHERE i.w IS NOT NULL
-      ORDER BY i.q, i.k
-      ON CONFLICT (queue_name, unique_key) DO UPDATE
-      SET held_until = CASE WHEN h.held_until <= now() THEN EXCLUDED.held_until ELSE h.held_until END,
-          job_id = CASE WHEN h.held_until <= now() THEN EXCLUDED.job_id ELSE h.job_id END
-      RETURNING h.queue_name, h.unique_key, h.job_id
-    ), inserted AS (
-      INSERT INTO background_jobs (id, queue_name, payload, priority, max_attempts, run_at, unique_key, concurrency_key${traced ? ', trace_context' : ''})
-      SELECT n.id, i.q, i.p, i.pr, i.ma, coalesce(i.ra, now() + i.d ${MS}), CASE WHEN i.w IS NULL THEN i.k END, i.ck${traced ? ', $11::jsonb' : ''}
-      FROM input AS i JOIN ids AS n ON n.ord = i.ord
-      WHERE NOT EXISTS (SELECT 1 FROM replaced AS r WHERE r.ord = i.ord)
-        AND (i.w IS NULL OR EXISTS (SELECT 1 FROM windows AS x WHERE x.job_id = n.id))
-      ORDER BY i.q, i.k
-      ON CONFLICT (queue_name, unique_key) WHERE unique_key IS NOT NULL AND status IN ('queued', 'processing') DO NOTHING
-      RETURNING id
     )
     SELECT i.ord, coalesce(ins.id, r.id, x.job_id, live.id) AS id,
       CASE WHEN ins.id IS NOT NULL THEN 'inserted' WHEN r.id IS NOT NULL THEN 'replaced'
