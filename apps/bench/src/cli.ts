@@ -55,6 +55,8 @@ writes apps/bench/results/latest-pg<major>.{txt,json,svg}; any other run writes 
                        more per run and peer)
   --statements         record what each system sent to PostgreSQL (pg_stat_statements) in every scenario
   --future N           the backlog scenario also holds N jobs scheduled for tomorrow
+  --process-jobs N     jobs per process cell (default 20,000: a cell of well under a second at these rates, whose
+                       ratios swing by 10-30% from run to run; 100,000 makes cells of several seconds)
   --baseline DIR       also run nestjs-pg-queue as built in the checkout DIR (before/after in one run)
   -h, --help           this text
 
@@ -81,6 +83,7 @@ export function parseCli(argv: string[]): BenchOptions {
       'spread-peers': { type: 'boolean', default: false },
       baseline: { type: 'string' },
       future: { type: 'string' },
+      'process-jobs': { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -90,7 +93,12 @@ export function parseCli(argv: string[]): BenchOptions {
   }
   const usage = '(npm run bench -- --help lists every option)';
   if (values.quick && values.full) throw new Error(`--quick and --full exclude each other ${usage}`);
-  const profile = PROFILES[values.quick ? 'quick' : values.full ? 'full' : 'default'];
+  let profile = PROFILES[values.quick ? 'quick' : values.full ? 'full' : 'default'];
+  if (values['process-jobs'] !== undefined) {
+    const jobs = Number(values['process-jobs']);
+    if (!Number.isInteger(jobs) || jobs < 1) throw new Error(`--process-jobs must be a positive integer ${usage}`);
+    profile = { ...profile, process: { ...profile.process, jobs } };
+  }
   const runs = values.runs === undefined ? profile.runs : Number(values.runs);
   if (!Number.isInteger(runs) || runs < 1) throw new Error(`--runs must be a positive integer ${usage}`);
   const futureJobs = values.future === undefined ? 0 : Number(values.future);
@@ -107,7 +115,7 @@ export function parseCli(argv: string[]): BenchOptions {
   }
   const pg = pgChoice(values.pg, values['pg-bin'], usage);
   const everySystem = ([...SYSTEM_IDS, DEFAULTS_ID] as SystemId[]).every((s) => systems.includes(s));
-  const complete = profile.name !== 'quick' && futureJobs === 0 && runs >= 3 && scenarios.length === SCENARIOS.length && everySystem;
+  const complete = profile.name !== 'quick' && futureJobs === 0 && values['process-jobs'] === undefined && runs >= 3 && scenarios.length === SCENARIOS.length && everySystem;
   return { profile, runs, scenarios, systems, pg, spreadPeers: values['spread-peers'] ?? false, statements: values.statements ?? false, futureJobs, complete };
 }
 

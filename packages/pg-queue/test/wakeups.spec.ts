@@ -2,6 +2,7 @@ import { Injectable, type INestApplicationContext } from '@nestjs/common';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
 import { JobHandler, QueueService, WorkerPool, type Job } from 'nestjs-pg-queue';
+import { JobStore } from '../src/store/job.store.js';
 import { createTestDatabase } from '@internal/pg-harness';
 import { sqlPool, startApp, waitFor } from './support/test-app.js';
 
@@ -13,6 +14,12 @@ class Handlers {
   @JobHandler('instant')
   async instant(job: Job) {
     started.set(job.id, performance.now());
+  }
+
+  @JobHandler('busy', { concurrency: 1 })
+  async busy(job: Job) {
+    await new Promise((r) => setTimeout(r, 100));
+    await db.query('INSERT INTO starts (job_id) VALUES ($1)', [job.id]);
   }
 
   @JobHandler('delayed')
@@ -68,5 +75,35 @@ describe('wake-ups with polling set to a minute', () => {
       expect(r.late_ms).toBeGreaterThanOrEqual(0); // never early
       expect(r.late_ms).toBeLessThan(500); // and not a poll later
     }
+  });
+
+  // A finished job used to rouse a claim whatever the last claim had found: at one job at a time that was a
+  // second, empty claim per job, and a job enqueued while it was in flight waited for it.
+  it('one job at a time costs one claim per job, not two', async () => {
+    const queue = app.get(QueueService);
+    const store = app.get(JobStore);
+    let claims = 0;
+    const claimJobs = store.claimJobs.bind(store);
+    store.claimJobs = (...args) => ((claims += 1), claimJobs(...args));
+    try {
+      for (let i = 0; i < 20; i++) {
+        const id = await queue.enqueue('instant', { i });
+        await waitFor('start', async () => started.has(id), 5_000, 1);
+        await waitFor('completed', async () => (await db.query(`SELECT status FROM background_jobs WHERE id = $1`, [id])).rows[0].status === 'completed', 5_000, 5);
+      }
+    } finally {
+      store.claimJobs = claimJobs;
+    }
+    expect(claims).toBeGreaterThanOrEqual(20);
+    expect(claims).toBeLessThanOrEqual(22); // one per job (a NOTIFY may land while a claim is in flight: one more)
+  });
+
+  it('jobs enqueued while every slot is busy start as slots free, without a poll', async () => {
+    const queue = app.get(QueueService);
+    const ids: string[] = [];
+    for (let i = 0; i < 4; i++) ids.push(await queue.enqueue('busy', { i }));
+    await waitFor('all four ran', async () => (await db.query('SELECT count(*)::int AS n FROM starts WHERE job_id = ANY($1)', [ids])).rows[0].n === 4, 10_000);
+    const { rows } = await db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE id = ANY($1) AND status = 'completed'`, [ids]);
+    expect(rows[0].n).toBe(4);
   });
 });
