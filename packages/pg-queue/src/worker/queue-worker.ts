@@ -3,7 +3,7 @@ import { JobAbortedError, JobTimeoutError } from '../errors/pg-queue.error.js';
 import type { JobEvents } from '../events/job-events.js';
 import type { Job } from '../interfaces/job.interface.js';
 import type { ResolvedHandlerOptions } from '../interfaces/job-handler-options.interface.js';
-import { HELD_JOBS_GIVEN_BACK, HELD_JOBS_NOT_GIVEN_BACK, WORKER_DEFECT } from '../pg-queue.messages.js';
+import { HELD_JOBS_GIVEN_BACK, HELD_JOBS_NOT_GIVEN_BACK, STALE_CLAIM, WORKER_DEFECT } from '../pg-queue.messages.js';
 import type { ClaimedJob, JobRef, JobStore } from '../store/job.store.js';
 import { errorLine } from '../utils/error-text.js';
 import { hasLimits } from '../utils/resolve-options.js';
@@ -191,7 +191,21 @@ export class QueueWorker implements ClaimTarget {
   accept(jobs: ClaimedJob[], sentAt: number): void {
     this.guarded('accepting claimed jobs', () => {
       this.reserved = 0;
-      this.buffer.auto?.claimed(performance.now() - sentAt, this.readAheadAtClaim);
+      const tookMs = performance.now() - sentAt;
+      // This process stalled while the claim was in flight (frozen, a blocked event loop): the leases its rows
+      // got at the claim may have lapsed meanwhile, and the rows been swept and claimed again elsewhere. None of
+      // them starts; all go back, uncharged (fenced: a row claimed again meanwhile is left alone). Seen in the
+      // fault suite: a worker SIGSTOPped with a claim in flight started two of its jobs on SIGCONT, 6 s after
+      // their 2 s leases had lapsed and another worker had run them.
+      if (tookMs > this.config.leaseMs / 2) {
+        const late = jobs.map((claimed) => new HeldJob(this.config.queue, claimed));
+        if (late.length) {
+          this.shared.logger.warn(STALE_CLAIM(this.config.queue, late.length, Math.round(tookMs), this.config.leaseMs));
+          void this.giveBack(late, 'claimed before this process stalled');
+        }
+        return;
+      }
+      this.buffer.auto?.claimed(tookMs, this.readAheadAtClaim);
       const startBy = sentAt + this.bufferLeaseMs - this.startMarginMs;
       for (const claimed of jobs) {
         const job = new HeldJob(this.config.queue, claimed);

@@ -104,6 +104,15 @@ export async function auditRuns(db: pg.Pool, queue: string): Promise<RunAudit> {
   const unexplained: RunAudit['unexplained'] = [];
   const unfenced: RunAudit['unfenced'] = [];
   for (const job of multi) {
+    // Runs of one attempt number are ordered by when their fault_runs row was written, which is not when they
+    // started when a run began just before its worker was frozen: its row is written on SIGCONT, after the run
+    // that took the job over. The run whose outcome the row holds (its attempt, its worker) is the last one.
+    const final = job.runs.findIndex((run) => run.attempt === job.attempts && run.worker === job.locked_by);
+    if (final >= 0) {
+      const [won] = job.runs.splice(final, 1);
+      const after = job.runs.findIndex((run) => run.attempt > won.attempt);
+      job.runs.splice(after < 0 ? job.runs.length : after, 0, won);
+    }
     const last = job.runs[job.runs.length - 1];
     // One attempt number twice: the claim of the second run did not fence the first, unless the first run was
     // cut by a fault before its start reached the row (a job started from a read-ahead buffer is charged its
