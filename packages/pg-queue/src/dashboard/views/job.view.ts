@@ -1,5 +1,6 @@
 import { formatJson, formatTime } from './format.js';
 import { html, type HtmlValue } from './html.js';
+import { jobQuestion } from './confirm-questions.js';
 import { actionForm, layout, type PageContext } from './layout.js';
 import { statusBadge } from './jobs.view.js';
 
@@ -29,10 +30,10 @@ export function jobView(ctx: PageContext, row: Record<string, unknown>, now: Dat
   const waitsForLater = status === 'queued' && runAt !== null && new Date(runAt) > now;
   const actions: HtmlValue[] = [];
   const path = `/jobs/${id}`;
-  if (status === 'failed' || status === 'cancelled') actions.push(actionForm(ctx, `${path}/retry`, 'Retry', `Retry job ${id} with a fresh set of attempts?`));
-  if (waitsForLater) actions.push(actionForm(ctx, `${path}/run-now`, 'Run now', `Run job ${id} now instead of at ${formatTime(runAt)}?`));
-  if (status === 'queued' || status === 'processing') actions.push(actionForm(ctx, `${path}/cancel`, 'Cancel', `Cancel job ${id}?`, {}, true));
-  if (status !== 'processing') actions.push(actionForm(ctx, `${path}/delete`, 'Delete', `Delete job ${id}? This cannot be undone.`, { return: `${ctx.base}/jobs` }, true));
+  if (status === 'failed' || status === 'cancelled') actions.push(actionForm(ctx, `${path}/retry`, 'Retry', jobQuestion('retry', id)));
+  if (waitsForLater) actions.push(actionForm(ctx, `${path}/run-now`, 'Run now', jobQuestion('run-now', id, formatTime(runAt))));
+  if (status === 'queued' || status === 'processing') actions.push(actionForm(ctx, `${path}/cancel`, 'Cancel', jobQuestion('cancel', id), {}, true));
+  if (status !== 'processing') actions.push(actionForm(ctx, `${path}/delete`, 'Delete', jobQuestion('delete', id), { return: `${ctx.base}/jobs` }, true));
 
   const block = (key: string, title: string) => {
     if (!(key in row)) return null;
