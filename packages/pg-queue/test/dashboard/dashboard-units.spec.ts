@@ -69,6 +69,24 @@ describe('confirmation questions', () => {
   });
 });
 
+describe('the job page', () => {
+  const row = { id: '186', queue_name: 'emails', payload: {}, attempts: 0, max_attempts: 5, priority: 0, created_at: '2026-11-30T10:00:00Z', last_error: 'Error: mailbox full' };
+
+  it('shows a retried job without a lease owner, and its kept error as the previous attempt’s', () => {
+    const page = jobView(ctx, { ...row, status: 'queued', locked_by: null }, new Date());
+    expect(page).toContain('<dt>Last run by</dt><dd data-field="locked_by">—</dd>');
+    expect(page).not.toContain('Lease owner');
+    expect(page).toContain('<h2>Previous attempt’s error</h2>');
+  });
+
+  it('shows a running job’s lease owner, and a dead letter’s error as its last', () => {
+    expect(jobView(ctx, { ...row, status: 'processing', locked_by: 'host-1:42', lease_expires_at: '2026-11-30T10:01:00Z' }, new Date())).toContain(
+      '<dt>Lease owner</dt><dd data-field="locked_by">host-1:42 (lease until',
+    );
+    expect(jobView(ctx, { ...row, status: 'failed', locked_by: 'host-1:42' }, new Date())).toContain('<h2>Last error</h2>');
+  });
+});
+
 describe('CSRF tokens', () => {
   const secret = Buffer.from('s'.repeat(32));
   const csrf = new DashboardCsrf(secret);
