@@ -1,16 +1,29 @@
+import { maskedUrl } from './database-url.js';
+
 export interface BannerInfo {
   url: string;
   database: string;
+  databaseUrl: string;
+  /**
+   * embedded: this process started the server; shared: another demo's embedded server (that demo stops it); url:
+   * the user's own server (DATABASE_URL), whose URL may carry a real password.
+   */
+  databaseKind: 'embedded' | 'shared' | 'url';
   shutdownGraceMs: number;
   dashboardPassword: string;
 }
 
 /** The start-up banner: where the app is and what to try. */
-export function printBanner({ url, database, shutdownGraceMs, dashboardPassword }: BannerInfo): void {
+export function bannerLines({ url, database, databaseUrl, databaseKind, shutdownGraceMs, dashboardPassword }: BannerInfo): string[] {
+  const local = databaseKind !== 'url';
   const json = `-H 'content-type: application/json'`;
-  const lines = [
+  // The embedded server listens on 127.0.0.1 only, with the demo's fixed password: its URL is printed whole, ready
+  // to paste. A URL the user gave may carry a real password: it is masked, and the CLI reads it from DATABASE_URL.
+  const cliUrl = local ? databaseUrl : '"$DATABASE_URL"';
+  return [
     `nestjs-pg-queue demo listening on ${url}`,
     `PostgreSQL: ${database}`,
+    `Database URL: ${local ? `${databaseUrl}  (local only; the embedded server's demo password)` : maskedUrl(databaseUrl)}`,
     '',
     'Place an order (the row and its email job commit together):',
     `  curl -s -X POST ${url}/orders ${json} -d '{"email":"ada@example.com","item":"keyboard","amount":49.9}'`,
@@ -28,11 +41,19 @@ export function printBanner({ url, database, shutdownGraceMs, dashboardPassword 
     'Prometheus metrics, and health (all checks, liveness, readiness):',
     `  curl -s ${url}/metrics`,
     `  curl -s ${url}/health   (also /health/live, /health/ready)`,
+    'The command line on this database (from the repo root; `npx pg-queue --help` lists the commands):',
+    `  npx pg-queue stats --url ${cliUrl}`,
+    `  npx pg-queue enqueue emails '{"to":"ada@example.com","subject":"Hi","body":"Hello"}' --url ${cliUrl}`,
+    'A second instance on the same database (it needs only another port):',
+    `  PORT=${Number(new URL(url).port) + 1} npm start${databaseKind === 'url' ? '   (with the same DATABASE_URL)' : ''}`,
     '',
     `Dashboard: ${url}/dashboard  (user admin or viewer (read-only), password ${dashboardPassword})`,
     '',
-    `Ctrl-C stops: running jobs get ${shutdownGraceMs / 1000} s to finish, then PostgreSQL stops.`,
+    `Ctrl-C stops: running jobs get ${shutdownGraceMs / 1000} s to finish${databaseKind === 'embedded' ? ', then PostgreSQL stops (stop other instances sharing it first)' : ''}.`,
   ];
+}
+
+export function printBanner(info: BannerInfo): void {
   const rule = '-'.repeat(78);
-  console.log(['', rule, ...lines.map((l) => `  ${l}`), rule, ''].join('\n'));
+  console.log(['', rule, ...bannerLines(info).map((l) => `  ${l}`), rule, ''].join('\n'));
 }

@@ -9,7 +9,8 @@ export function portProblem(port: number): Promise<string | undefined> {
   return new Promise((resolve) => {
     const probe = createServer();
     probe.once('error', (error: NodeJS.ErrnoException) => {
-      if (error.code === 'EADDRINUSE') resolve(`port ${port} is already in use: stop what listens there, or choose another port with PORT (e.g. PORT=${port === 65_535 ? 3001 : port + 1} npm start)`);
+      // Most often the taker is a demo already running: a second one on another port shares its database.
+      if (error.code === 'EADDRINUSE') resolve(`port ${port} is already in use: stop what listens there, or choose another port with PORT (e.g. PORT=${port === 65_535 ? 3001 : port + 1} npm start; a second demo on the same data folder shares the running one's database)`);
       else resolve(`cannot listen on port ${port} (${error.code ?? error.message}): choose another port with PORT (e.g. PORT=3001 npm start)`);
     });
     // The same address app.listen(port) binds: every interface.

@@ -8,6 +8,7 @@ import { SHUTDOWN_GRACE_MS } from './app.module.js';
 import { printBanner } from './banner.js';
 import { portProblem } from './check-port.js';
 import { createDemoApp } from './create-demo-app.js';
+import { DEFAULT_DATABASE_PORT, rememberedPort, rememberPort } from './database-port.js';
 
 const logger = new Logger('Demo');
 const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
@@ -16,6 +17,8 @@ const port = envInt('PORT', 3000, 0, 65_535);
 const startBurst = envInt('DEMO_START_BURST', 30, 0, 10_000);
 // Next to the compiled main.js's folder, whatever the working directory: apps/demo/.data/pg (gitignored).
 const dataDir = process.env.DEMO_DATA_DIR ?? fileURLToPath(new URL('../.data/pg', import.meta.url));
+// The embedded server's last port, beside its data folder: the database URL stays the same across starts.
+const portFile = `${dataDir}.port`;
 const postgresVerbose = process.env.DEMO_PG_LOG === '1';
 // The dashboard's demo password: DEMO_DASHBOARD_PASSWORD, else a new random one per start (printed in the banner).
 const dashboardPassword = process.env.DEMO_DASHBOARD_PASSWORD ?? randomBytes(9).toString('base64url');
@@ -40,16 +43,48 @@ async function boot(): Promise<void> {
     console.error(problem);
     process.exit(2);
   }
-  // containers: false, since a testcontainers database would not live in the kept data folder.
-  server = await startPostgres({ dataDir, containers: false, log: postgresLog, notice: (m) => logger.warn(m) });
-  const database = server.source === 'url' ? 'the server in DATABASE_URL' : `embedded, data in ${relative(process.cwd(), server.dataDir ?? dataDir) || '.'}`;
-  logger.log(server.source === 'url' ? `using ${database}` : `PostgreSQL ready (${database})`);
+  // containers: false, since a testcontainers database would not live in the kept data folder. shareRunning: a
+  // second demo on the same folder (PORT=3001 npm start) uses the first one's server instead of failing on it.
+  const remembered = rememberedPort(portFile);
+  server = await startPostgres({
+    dataDir,
+    containers: false,
+    port: remembered ?? DEFAULT_DATABASE_PORT,
+    shareRunning: true,
+    log: postgresLog,
+    notice: (m) => logger.warn(m),
+  });
+  const folder = relative(process.cwd(), server.dataDir ?? dataDir) || '.';
+  const database = {
+    url: 'the server in DATABASE_URL',
+    embedded: `embedded, data in ${folder}`,
+    shared: `embedded, data in ${folder}, shared with the demo running as pid ${server.ownerPid} (it stops this PostgreSQL when it stops)`,
+    testcontainers: 'a container',
+  }[server.source];
+  logger.log(server.source === 'embedded' ? `PostgreSQL ready (${database})` : `using ${database}`);
+  if (server.source === 'embedded') await keepPort(Number(new URL(server.url).port), remembered);
   if (shuttingDown) return;
   app = await createDemoApp(server.url, { startBurst, dashboardPassword });
   await app.listen(port);
   const address = app.getHttpServer().address();
   const actualPort = typeof address === 'object' && address ? address.port : port;
-  printBanner({ url: `http://localhost:${actualPort}`, database, shutdownGraceMs: SHUTDOWN_GRACE_MS, dashboardPassword });
+  printBanner({
+    url: `http://localhost:${actualPort}`,
+    database,
+    databaseUrl: server.url,
+    databaseKind: server.source === 'url' ? 'url' : server.source === 'shared' ? 'shared' : 'embedded',
+    shutdownGraceMs: SHUTDOWN_GRACE_MS,
+    dashboardPassword,
+  });
+}
+
+/** Records the embedded server's port for the next start; says so when the one remembered was taken. */
+async function keepPort(used: number, remembered: number | undefined): Promise<void> {
+  if (used === remembered) return;
+  if (remembered !== undefined) {
+    logger.warn(`PostgreSQL's port ${remembered} (kept in ${relative(process.cwd(), portFile)}) is taken by another program: it listens on ${used} now, and the database URL changed`);
+  }
+  await rememberPort(portFile, used);
 }
 
 /** The demo shuts down in order on a signal: HTTP and workers first, the database last. */

@@ -1,6 +1,7 @@
-import type { INestApplication } from '@nestjs/common';
+import { Logger, type INestApplication } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, jest } from '@jest/globals';
+import pg from 'pg';
 import { QueueService } from 'nestjs-pg-queue';
 import { getQueueTestKit, overrideQueueForTesting, type QueueTestKit } from 'nestjs-pg-queue/testing';
 import { createTestDatabase } from '@internal/pg-harness';
@@ -13,9 +14,19 @@ import { OrdersService } from '../src/orders/orders.service.js';
 describe('demo handlers (testing kit, manual mode)', () => {
   let app: INestApplication;
   let queue: QueueTestKit;
+  let url: string;
+  const sql = async (text: string) => {
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      return await client.query<{ id: string }>(text);
+    } finally {
+      await client.end();
+    }
+  };
 
   beforeAll(async () => {
-    const url = await createTestDatabase('demo-handlers');
+    url = await createTestDatabase('demo-handlers');
     const moduleRef = await overrideQueueForTesting(Test.createTestingModule({ imports: [AppModule.forRoot(url, { startBurst: 0 })] }), { mode: 'manual' }).compile();
     app = moduleRef.createNestApplication({ logger: ['error'] });
     await app.init();
@@ -68,6 +79,29 @@ describe('demo handlers (testing kit, manual mode)', () => {
   it('the per-minute orders report never fires by itself in a test; fireSchedule runs one report', async () => {
     const id = await queue.fireSchedule('orders-report');
     expect(await queue.drain()).toEqual([expect.objectContaining({ id, queue: 'orders-report', attempt: 1, outcome: 'completed' })]);
+  });
+
+  it('a job enqueued outside the app with a payload its queue refuses (pg-queue enqueue emails \'[1,2]\') is dead-lettered at once, unsent', async () => {
+    // As the CLI stores it: by the queue's name, without the app's validators (another process).
+    const { rows: [inserted] } = await sql(`INSERT INTO background_jobs (queue_name, payload) VALUES ('emails', '[1, 2]') RETURNING id::text`);
+    const sent = jest.spyOn(Logger.prototype, 'log');
+    const [drained] = await queue.drain();
+    expect(drained).toMatchObject({ id: inserted.id, queue: 'emails', attempt: 1, outcome: 'failed' });
+    const [row] = await queue.jobs('emails');
+    expect(row).toMatchObject({
+      id: inserted.id,
+      status: 'failed',
+      attempts: 1,
+      lastError: `job ${inserted.id}: the payload was refused by the validator of queue "emails": expected an object { to, subject, body, orderId? }, got [1,2]. The handler did not run; the job fails without retries (each would bring the same payload).`,
+    });
+    expect(sent.mock.calls.filter(([line]) => /sent/.test(String(line)))).toEqual([]);
+  });
+
+  it('the demo refuses a bad payload at enqueue too, naming the field', async () => {
+    await expect(app.get(QueueService).enqueue('thumbnails', { imageId: 1, width: 0 })).rejects.toThrow(
+      'enqueue("thumbnails"): the payload was refused by the validator of queue "thumbnails": width must be an integer from 1 to 4096, got 0. Nothing was enqueued.',
+    );
+    await queue.expectNotEnqueued('thumbnails');
   });
 
   it('a corrupt record fails every attempt and ends dead-lettered (status failed) with its last error', async () => {

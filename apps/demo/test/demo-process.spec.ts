@@ -7,6 +7,7 @@ import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import pg from 'pg';
 
 // `npm start` as a user runs it: the built demo as its own process, with its own embedded PostgreSQL.
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
@@ -34,6 +35,13 @@ async function waitForOutput(demo: Demo, text: string, timeoutMs = 60_000): Prom
     if (demo.child.exitCode !== null || Date.now() > deadline) throw new Error(`the demo did not print "${text}":\n${demo.output()}`);
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+/** The database URL a demo's banner prints. */
+function databaseUrlIn(output: string): string {
+  const found = /Database URL: (\S+)/.exec(output);
+  if (!found) throw new Error(`no database URL in the banner:\n${output}`);
+  return found[1];
 }
 
 function alive(pid: number): boolean {
@@ -72,23 +80,38 @@ describe('the demo as a process (npm start)', () => {
       const dataDir = join(folder, 'port-taken', 'pg');
       const demo = startDemo({ PORT: String(port), DEMO_DATA_DIR: dataDir });
       expect(await demo.exited).toBe(2);
-      expect(demo.output().trim()).toBe(`port ${port} is already in use: stop what listens there, or choose another port with PORT (e.g. PORT=${port + 1} npm start)`);
+      expect(demo.output().trim()).toBe(
+        `port ${port} is already in use: stop what listens there, or choose another port with PORT (e.g. PORT=${port + 1} npm start; a second demo on the same data folder shares the running one's database)`,
+      );
       expect(existsSync(dataDir)).toBe(false); // no database started, so no start-up burst enqueued either
     } finally {
       taken.close();
     }
   });
 
-  it('killed with SIGKILL, leaves its PostgreSQL behind; the next start stops that server and starts', async () => {
+  it('prints the database URL and a CLI line for it; a second demo on the folder shares the server; killed, the next start stops the orphan; the URL stays', async () => {
     const dataDir = join(folder, 'killed', 'pg');
     const first = startDemo({ PORT: '0', DEMO_DATA_DIR: dataDir });
     await waitForOutput(first, 'demo listening on');
     const running = Number(readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
-    // While its app runs, the server is not stale: a second demo on the same folder says so and leaves it alone.
+    const databaseUrl = databaseUrlIn(first.output());
+    expect(first.output()).toContain(`  npx pg-queue stats --url ${databaseUrl}\n`);
+    expect(readFileSync(`${dataDir}.port`, 'utf8')).toBe(`${new URL(databaseUrl).port}\n`);
+    // The URL is the one the CLI needs: it reaches the demo's database, with the queue's table.
+    const client = new pg.Client({ connectionString: databaseUrl });
+    await client.connect();
+    const { rows } = await client.query<{ n: number }>(`SELECT count(*)::int AS n FROM background_jobs`);
+    await client.end();
+    expect(rows[0].n).toBeGreaterThanOrEqual(0);
+
+    // While its app runs, the server is not stale: a second demo on the same folder (the port advice's
+    // PORT=3001 npm start) shares it, and leaves it running when it stops.
     const second = startDemo({ PORT: '0', DEMO_DATA_DIR: dataDir });
-    expect(await second.exited).toBe(1);
-    expect(second.output()).toContain(`start-up failed: PostgreSQL (pid ${running}) of another running process (pid ${first.child.pid}) is using ${dataDir}: stop that process first, or use another data folder.`);
-    expect(second.output()).not.toMatch(/^\s+at /m); // one line, no stack
+    await waitForOutput(second, 'demo listening on');
+    expect(second.output()).toContain(`shared with the demo running as pid ${first.child.pid} (it stops this PostgreSQL when it stops)`);
+    expect(databaseUrlIn(second.output())).toBe(databaseUrl);
+    second.child.kill('SIGINT');
+    expect(await second.exited).toBe(0);
     expect(alive(running)).toBe(true);
 
     first.child.kill('SIGKILL');
@@ -101,6 +124,8 @@ describe('the demo as a process (npm start)', () => {
       await waitForOutput(third, 'demo listening on');
       expect(third.output()).toContain(`stopping PostgreSQL (pid ${orphan}) left running on ${dataDir} by an earlier run that was killed`);
       expect(alive(orphan)).toBe(false);
+      // The same port, so the same URL as before: a CLI line copied from the first banner still works.
+      expect(databaseUrlIn(third.output())).toBe(databaseUrl);
     } finally {
       third.child.kill('SIGINT');
       expect(await third.exited).toBe(0);

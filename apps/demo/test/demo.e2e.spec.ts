@@ -90,11 +90,35 @@ describe('demo app', () => {
     expect(await count(`background_jobs WHERE queue_name <> 'orders-report'`)).toBe(jobsBefore);
   });
 
+  // Each of these was stored changed (0.001 as 0.00), answered 500 (NUL, lone surrogate), or stored an order
+  // that made every orders summary of the next hour fail (90 KB item).
+  it.each([
+    ['an amount with fractions of a cent', { email: 'ada@example.com', item: 'pen', amount: 0.001 }, 'amount must have at most 2 decimal places (cents), got 0.001'],
+    ['a NUL in the item', { email: 'ada@example.com', item: 'pen\u0000', amount: 1 }, 'item must not contain a NUL character or an unpaired UTF-16 surrogate'],
+    ['a lone surrogate in the email', { email: 'ada\ud800@example.com', item: 'pen', amount: 1 }, 'email must not contain a NUL character or an unpaired UTF-16 surrogate'],
+    ['a 90 KB item', { email: 'ada@example.com', item: 'x'.repeat(90_000), amount: 1 }, 'item must be at most 200 characters (got 90000)'],
+  ])('refuses an order with %s: 400 naming the field, nothing stored', async (_, body, message) => {
+    const ordersBefore = await count('orders');
+    const idBefore = await lastJobId();
+    const res = await post('/orders', body);
+    expect([res.status, ((await res.json()) as { message: string }).message]).toEqual([400, message]);
+    expect(await count('orders')).toBe(ordersBefore);
+    expect(await lastJobId()).toBe(idBefore + (await count(`background_jobs WHERE queue_name = 'orders-report' AND id > ${idBefore}`)));
+  });
+
+  it('stores an amount in cents exactly', async () => {
+    const res = await post('/orders', { email: 'ada@example.com', item: 'pen', amount: 0.01 });
+    expect(res.status).toBe(201);
+    const { orderId, jobId } = (await res.json()) as { orderId: string; jobId: string };
+    expect((await db.query('SELECT amount FROM orders WHERE id = $1', [orderId])).rows).toEqual([{ amount: '0.01' }]);
+    await waitFor(`job ${jobId} to complete`, async () => (await jobStatus(jobId)) === 'completed');
+  });
+
   it('reports counts per queue and status', async () => {
     const res = await fetch(`${base}/stats`);
     expect(res.status).toBe(200);
     const stats = (await res.json()) as Record<string, Record<string, number>>;
-    expect(stats.emails).toEqual({ queued: 0, processing: 0, completed: 1, failed: 0, cancelled: 0 });
+    expect(stats.emails).toEqual({ queued: 0, processing: 0, completed: 2, failed: 0, cancelled: 0 });
   });
 
   it('lists the recurring orders report with its next fire, and its handler reports a given minute', async () => {

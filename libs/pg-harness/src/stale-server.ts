@@ -2,6 +2,21 @@ import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { PostgresSetupError } from './run-as-postgres.js';
 
+/** The data folder's server belongs to another running process (its app is alive): not stale, not ours to stop. */
+export class DataDirInUseError extends PostgresSetupError {
+  constructor(
+    /** The server's postmaster. */
+    readonly pid: number,
+    /** The running process that started it. */
+    readonly ownerPid: number,
+    /** The TCP port it listens on (postmaster.pid's fourth line); undefined when unreadable. */
+    readonly port: number | undefined,
+    databaseDir: string,
+  ) {
+    super(`PostgreSQL (pid ${pid}) of another running process (pid ${ownerPid}) is using ${databaseDir}: stop that process first, or use another data folder.`);
+  }
+}
+
 /**
  * A kept data folder can still have its server running when the process that started it was killed with
  * SIGKILL (it has no chance to stop it): the next start then fails on postmaster.pid. Such an orphan (a
@@ -11,12 +26,13 @@ import { PostgresSetupError } from './run-as-postgres.js';
 export async function stopStaleServer(databaseDir: string, log?: (message: string) => void): Promise<void> {
   const lock = readText(join(databaseDir, 'postmaster.pid'));
   if (lock === undefined) return;
-  const [pidLine, dirLine] = lock.split('\n');
+  const [pidLine, dirLine, , portLine] = lock.split('\n');
   const pid = Number(pidLine);
   if (!Number.isInteger(pid) || pid <= 0 || resolve(dirLine ?? '') !== resolve(databaseDir) || !isPostgres(pid)) return; // gone: PostgreSQL clears a dead one's lock itself
   const parent = parentOf(pid);
   if (parent !== undefined && parent > 1 && /(^|\/)node$/.test(commandOf(parent) ?? '')) {
-    throw new PostgresSetupError(`PostgreSQL (pid ${pid}) of another running process (pid ${parent}) is using ${databaseDir}: stop that process first, or use another data folder.`);
+    const port = Number(portLine);
+    throw new DataDirInUseError(pid, parent, Number.isInteger(port) && port > 0 ? port : undefined, databaseDir);
   }
   log?.(`stopping PostgreSQL (pid ${pid}) left running on ${databaseDir} by an earlier run that was killed`);
   process.kill(pid, 'SIGINT'); // fast shutdown: sessions end, data stays consistent

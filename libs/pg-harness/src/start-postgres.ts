@@ -4,16 +4,18 @@ import { arch, platform, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { EmbeddedServer } from './embedded-server.js';
 import { canReach, postgresOsUser, PostgresSetupError, reachableBinDir, relocatedDataDir } from './run-as-postgres.js';
-import { stopStaleServer } from './stale-server.js';
+import { DataDirInUseError, stopStaleServer } from './stale-server.js';
 
-export type PostgresServerSource = 'url' | 'testcontainers' | 'embedded';
+export type PostgresServerSource = 'url' | 'testcontainers' | 'embedded' | 'shared';
 
 export interface PostgresServer {
   /** Connection URL of the maintenance database (`postgres`) on the server. */
   url: string;
   source: PostgresServerSource;
-  /** Data folder of a server this harness started (embedded). */
+  /** Data folder of a server this harness started (embedded), or shares (shared). */
   dataDir?: string;
+  /** shared: the running process whose server this is (it stops the server when it stops). */
+  ownerPid?: number;
   /** Stops what this harness started; a server given by URL is left alone. */
   stop(): Promise<void>;
   /** Stops and starts the same server on the same data and port (embedded only): for fault tests. */
@@ -34,6 +36,16 @@ export interface StartPostgresOptions {
   binDir?: string;
   /** Extra `-c name=value` server settings for the embedded server. */
   settings?: Record<string, string | number>;
+  /**
+   * Port of the embedded server when it is free (a kept data folder keeps its URL across runs); otherwise, and by
+   * default, a free port.
+   */
+  port?: number;
+  /**
+   * When the kept data folder's server belongs to another running process, connect to that server (source
+   * 'shared'; stop() leaves it running) instead of failing. Default false.
+   */
+  shareRunning?: boolean;
   /** Try testcontainers first when a container runtime answers. Default true. */
   containers?: boolean;
   log?: (message: string) => void;
@@ -92,7 +104,12 @@ async function startEmbedded(options: StartPostgresOptions): Promise<PostgresSer
       databaseDir = await relocatedDataDir(wanted);
       notice?.(`PostgreSQL runs as the postgres OS user, who cannot reach ${dirname(wanted)}: its data lives in ${databaseDir} instead`);
     }
-    await stopStaleServer(databaseDir, notice);
+    try {
+      await stopStaleServer(databaseDir, notice);
+    } catch (error) {
+      if (!(options.shareRunning && error instanceof DataDirInUseError && error.port !== undefined)) throw error;
+      return { url: serverUrl(error.port), source: 'shared', dataDir: databaseDir, ownerPid: error.ownerPid, stop: async () => {} };
+    }
   } else {
     // A folder of our own, handed to the server's user (still mode 0700).
     removeOnStop = await mkdtemp(join(tmpdir(), 'pg-harness-'));
@@ -103,7 +120,7 @@ async function startEmbedded(options: StartPostgresOptions): Promise<PostgresSer
       throw new PostgresSetupError(`The postgres OS user cannot reach the temp folder ${tmpdir()}: set TMPDIR to a folder it can reach (such as /tmp), or DATABASE_URL to a server of your own.`);
     }
   }
-  const port = await freePort();
+  const port = await freePort(options.port);
   const durable = options.durable ?? persistent;
   const settings: Record<string, string | number> = {
     listen_addresses: '127.0.0.1',
@@ -125,9 +142,8 @@ async function startEmbedded(options: StartPostgresOptions): Promise<PostgresSer
   });
   if (!(await exists(join(databaseDir, 'PG_VERSION')))) await server.initialise();
   await server.start();
-  const url = `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/postgres`;
   return {
-    url,
+    url: serverUrl(port),
     source: 'embedded',
     dataDir: databaseDir,
     stop: async () => {
@@ -155,11 +171,16 @@ async function exists(path: string): Promise<boolean> {
   );
 }
 
-function freePort(): Promise<number> {
+function serverUrl(port: number): string {
+  return `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/postgres`;
+}
+
+/** `preferred` when nothing listens there, else a port the system picks. */
+function freePort(preferred = 0): Promise<number> {
   return new Promise((resolvePort, reject) => {
     const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
+    srv.once('error', (error: NodeJS.ErrnoException) => (preferred !== 0 && error.code === 'EADDRINUSE' ? resolvePort(freePort()) : reject(error)));
+    srv.listen(preferred, '127.0.0.1', () => {
       const address = srv.address();
       srv.close(() => (typeof address === 'object' && address ? resolvePort(address.port) : reject(new Error('no port'))));
     });

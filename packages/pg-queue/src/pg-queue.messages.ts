@@ -169,6 +169,9 @@ export const PAYLOAD_REFUSED = (where: string, queue: string, reason: string) =>
 
 export const VALIDATOR_SAID_NO = 'the validator returned false';
 
+export const PAYLOAD_REFUSED_AT_START = (queue: string, id: string, reason: string) =>
+  `job ${id}: the payload was refused by the validator of queue "${queue}": ${reason}. The handler did not run; the job fails without retries (each would bring the same payload).`;
+
 export const QUEUE_DEFINED_TWICE = (queue: string) =>
   `defineQueue("${queue}"): the queue is already defined with another validator; define each queue once (export the definition and import it where needed), so that every enqueue to it is checked by the same validator.`;
 

@@ -163,9 +163,15 @@ describeInBrowser('the dashboard in headless Chromium', () => {
     const context = await browser.newContext({ javaScriptEnabled: false, httpCredentials: { username: 'admin', password: 'admin-password' } });
     const page = await open(context, `${dash(express.baseUrl)}/jobs?queue=emails&status=failed`);
     await page.getByRole('button', { name: 'Retry all' }).click();
-    await expect(page.locator('.confirm-question').innerText()).resolves.toContain('jobs bulk retry');
+    // The question the browser would ask with JavaScript, as a sentence ("Do this: jobs bulk retry (queue emails)?" before).
+    await expect(page.locator('.confirm-question').innerText()).resolves.toBe('Retry all failed jobs of queue emails (failed and cancelled ones)?');
     expect((await tableCounts(db)).emails.failed).toBe(3);
     await page.screenshot({ path: `${ARTIFACTS}confirm.png`, fullPage: true });
+    const { rows } = await db.query<{ id: string }>(`SELECT id::text FROM background_jobs WHERE queue_name = 'emails' AND status = 'failed' ORDER BY id LIMIT 1`);
+    await page.goto(`${dash(express.baseUrl)}/jobs/${rows[0].id}`);
+    await page.getByRole('button', { name: 'Delete' }).click();
+    await expect(page.locator('.confirm-question').innerText()).resolves.toBe(`Delete job ${rows[0].id}? This cannot be undone.`);
+    expect(await statusOf(db, rows[0].id)).toBe('failed');
     await context.close();
   });
 

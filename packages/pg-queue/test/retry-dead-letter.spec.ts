@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { describe, expect, it } from '@jest/globals';
 import { JobHandler, QueueService, type Job } from 'nestjs-pg-queue';
+import { AdminStore } from '../src/store/admin.store.js';
 import { useTestApp, waitFor } from './support/test-app.js';
 
 @Injectable()
@@ -68,5 +69,21 @@ describe('retries with backoff, then the dead letter', () => {
     const waiting = await queue.enqueue('fails-once', {}, { delayMs: 60_000 });
     expect(await queue.retry(waiting)).toBe(false); // queued, not failed: nothing to retry
     expect((await queue.get(waiting))!.status).toBe('queued');
+  });
+
+  it('a retry, one by id or a batch (dashboard, CLI), clears the lease owner and keeps the last error as the previous attempt’s', async () => {
+    // Dead letters of a queue nobody handles, as a worker leaves them: its id and claim time on the row.
+    const { rows } = await t.db.query<{ id: string }>(
+      `INSERT INTO background_jobs (queue_name, payload, status, attempts, max_attempts, finished_at, locked_by, locked_at, last_error)
+       SELECT 'retry-unhandled', '{}', 'failed', 3, 3, now(), 'worker-that-died', now() - interval '1 minute', 'Error: boom ' || g FROM generate_series(1, 3) AS g RETURNING id::text`,
+    );
+    const [one, ...batch] = rows.map((r) => r.id);
+    expect(await t.app.get(QueueService).retry(one)).toBe(true);
+    const admin = new AdminStore(t.db);
+    expect(await admin.bulkBatch('retry', { ids: batch, statuses: ['failed'] }, '0', 100)).toMatchObject({ changed: 2 });
+    const { rows: after } = await t.db.query(
+      `SELECT status::text AS status, attempts, locked_by, locked_at, lease_expires_at, finished_at, last_error FROM background_jobs WHERE queue_name = 'retry-unhandled' ORDER BY id`,
+    );
+    expect(after).toEqual([1, 2, 3].map((g) => ({ status: 'queued', attempts: 0, locked_by: null, locked_at: null, lease_expires_at: null, finished_at: null, last_error: `Error: boom ${g}` })));
   });
 });

@@ -35,6 +35,11 @@ class Handlers {
     handled.set(job.id, job.payload);
     return { messageId: `m-${job.id}` };
   }
+
+  @JobHandler(Counts)
+  async count(job: Job<{ n: number }>): Promise<void> {
+    handled.set(job.id, job.payload);
+  }
 }
 
 describe('typed queues: defineQueue in @JobHandler and enqueue, with a validator run at every enqueue', () => {
@@ -133,6 +138,25 @@ describe('typed queues: defineQueue in @JobHandler and enqueue, with a validator
     // The same definition loaded twice (the same validator), or one without a validator, is fine.
     expect(defineQueue<EmailJob>('ty-emails', { validate: validateEmail }).name).toBe('ty-emails');
     expect(defineQueue<EmailJob>('ty-emails').validate).toBeUndefined();
+  });
+
+  it('a job enqueued where the validator was not loaded (raw SQL, the CLI) is checked before its handler runs: refused, it fails for good at once', async () => {
+    const { rows } = await t.db.query<{ id: string }>(
+      `INSERT INTO background_jobs (queue_name, payload, max_attempts) VALUES ('ty-emails', '[1, 2]', 5), ('ty-counts', '{"n": -1}', 5), ('ty-counts', '{"n": 7}', 5) RETURNING id::text`,
+    );
+    const [array, negative, fine] = rows.map((r) => r.id);
+    const row = async (id: string) =>
+      (await t.db.query(`SELECT status::text AS status, attempts, last_error FROM background_jobs WHERE id = $1`, [id])).rows[0] as { status: string; attempts: number; last_error: string | null };
+    await waitFor('the refused jobs to fail and the good one to complete', async () =>
+      (await row(array)).status === 'failed' && (await row(negative)).status === 'failed' && (await row(fine)).status === 'completed');
+    // One attempt each of five, dead-lettered with the validator's reason; the handler never saw the payloads.
+    expect(await row(array)).toMatchObject({
+      status: 'failed',
+      attempts: 1,
+      last_error: `job ${array}: the payload was refused by the validator of queue "ty-emails": to must be an email address. The handler did not run; the job fails without retries (each would bring the same payload).`,
+    });
+    expect(await row(negative)).toMatchObject({ status: 'failed', attempts: 1, last_error: expect.stringContaining('validator of queue "ty-counts": n must not be negative. The handler did not run') });
+    expect([handled.has(array), handled.has(negative), handled.get(fine)]).toEqual([false, false, { n: 7 }]);
   });
 
   it('a definition without a validator still gets the queue’s validator when another definition of it has one', async () => {

@@ -1,7 +1,7 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { JobHandler, type Job } from 'nestjs-pg-queue';
-import type { SyncPayload } from './sync.payload.js';
+import { Sync, type SyncPayload } from '../queues/sync.queue.js';
 
 /** Share of attempts the pretend CRM answers with an error. */
 const FAILURE_RATE = 0.4;
@@ -15,7 +15,7 @@ const FAILURE_RATE = 0.4;
 export class FlakySyncHandler {
   private readonly logger = new Logger('Sync');
 
-  @JobHandler('sync', { concurrency: 3, maxAttempts: 3, backoff: { baseMs: 500 } })
+  @JobHandler(Sync, { concurrency: 3, maxAttempts: 3, backoff: { baseMs: 500 } })
   async sync(job: Job<SyncPayload>): Promise<void> {
     await sleep(100 + Math.random() * 200, undefined, { signal: job.signal });
     const { recordId, corrupt } = job.payload;

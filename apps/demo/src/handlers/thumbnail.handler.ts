@@ -1,7 +1,7 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { JobHandler, type Job } from 'nestjs-pg-queue';
-import type { ThumbnailPayload } from './thumbnail.payload.js';
+import { Thumbnails, type ThumbnailPayload } from '../queues/thumbnails.queue.js';
 
 /** Share of renders that hang well past the timeout. */
 const SLOW_RATE = 0.15;
@@ -14,7 +14,7 @@ const SLOW_RATE = 0.15;
 export class ThumbnailHandler {
   private readonly logger = new Logger('Thumbnails');
 
-  @JobHandler('thumbnails', { concurrency: 2, maxAttempts: 2, timeoutMs: 1_000, backoff: { baseMs: 250 } })
+  @JobHandler(Thumbnails, { concurrency: 2, maxAttempts: 2, timeoutMs: 1_000, backoff: { baseMs: 250 } })
   async render(job: Job<ThumbnailPayload>): Promise<void> {
     const ms = Math.random() < SLOW_RATE ? 3_000 : 100 + Math.random() * 300;
     // Without the signal the sleep would go on after the timeout, holding the CPU or file handles it stands for.

@@ -1,7 +1,7 @@
 import { BadRequestException, Injectable, Logger } from '@nestjs/common';
 import { QueueService } from 'nestjs-pg-queue';
 import { DataSource } from 'typeorm';
-import type { EmailPayload } from '../handlers/email.payload.js';
+import { Emails } from '../queues/emails.queue.js';
 import { Order } from './order.entity.js';
 import { orderRejection, type OrderInput } from './order-input.js';
 
@@ -27,7 +27,7 @@ export class OrdersService {
     try {
       const placed = await this.dataSource.transaction(async (manager) => {
         const order = await manager.save(manager.create(Order, input));
-        const email: EmailPayload = {
+        const email = {
           to: order.email,
           subject: `Order #${order.id} confirmed`,
           body: `Thanks for ordering ${order.item} (${order.amount.toFixed(2)}).`,
@@ -35,7 +35,7 @@ export class OrdersService {
         };
         // One confirmation per order, however often this runs (a retried request, a replayed event): the
         // unique key makes a second enqueue return the first job's id instead of adding a job.
-        const jobId = await this.queue.enqueue('emails', email, { manager, uniqueKey: `order-confirmation:${order.id}` });
+        const jobId = await this.queue.enqueue(Emails, email, { manager, uniqueKey: `order-confirmation:${order.id}` });
         // Checked last on purpose: it stands in for whatever fails late in a real transaction (payment
         // declined, stock gone) and shows that the email job already enqueued rolls back with the order.
         const rejection = orderRejection(input);

@@ -1,7 +1,7 @@
 import { BadRequestException, Controller, GatewayTimeoutException, Get, NotFoundException, Param, Post, Query, UnprocessableEntityException } from '@nestjs/common';
-import { JobFailedError, JobWaitTimeoutError, QueueService } from 'nestjs-pg-queue';
+import { InvalidPayloadError, JobFailedError, JobWaitTimeoutError, QueueService } from 'nestjs-pg-queue';
 import { ParseJobIdPipe } from '../jobs/parse-job-id.pipe.js';
-import type { OrdersSummary, OrdersSummaryPayload } from './orders-summary.handler.js';
+import { OrdersSummaries, type OrdersSummary } from '../queues/orders-summary.queue.js';
 
 /** Results, progress and waitFor: start a summary, watch its progress, wait for its result. */
 @Controller('reports/summary')
@@ -10,23 +10,30 @@ export class SummaryController {
 
   @Post()
   async start(@Query('minutes') minutes = '60', @Query('steps') steps = '20'): Promise<{ jobId: string }> {
-    const payload = { minutes: Number(minutes), steps: Number(steps) };
-    if (!Number.isInteger(payload.minutes) || payload.minutes < 1 || payload.minutes > 10_080) throw new BadRequestException('minutes must be an integer from 1 to 10080');
-    if (!Number.isInteger(payload.steps) || payload.steps < 1 || payload.steps > 100) throw new BadRequestException('steps must be an integer from 1 to 100');
-    return { jobId: await this.queue.enqueue<OrdersSummaryPayload>('orders-summary', payload) };
+    // Digits become numbers; anything else goes as the text it is, so the payload is not yet the queue's type: it
+    // is enqueued by the queue's name, and the queue's validator (the same check whoever enqueues) refuses it by
+    // field ("minutes must be an integer from 1 to 10080, got "abc"").
+    const value = (text: string): number | string => (/^-?\d{1,15}$/.test(text) ? Number(text) : text);
+    try {
+      return { jobId: await this.queue.enqueue(OrdersSummaries.name, { minutes: value(minutes), steps: value(steps) }) };
+    } catch (error) {
+      if (error instanceof InvalidPayloadError) throw new BadRequestException(error.reason);
+      throw error;
+    }
   }
 
   /** Where the summary stands: its status and progress now, and its result once completed. */
   @Get(':id')
   async status(@Param('id', ParseJobIdPipe) id: string): Promise<{ id: string; status: string; progress: unknown; result: OrdersSummary | null }> {
-    const job = await this.queue.get<OrdersSummaryPayload, OrdersSummary>(id);
-    if (!job || job.queue !== 'orders-summary') throw new NotFoundException(`summary job ${id} not found`);
+    const job = await this.summaryJob(id);
     return { id, status: job.status, progress: job.progress, result: job.result };
   }
 
   /** Answers once the summary is done (whichever instance runs it), or 504 after `timeoutMs`. */
   @Get(':id/result')
   async result(@Param('id', ParseJobIdPipe) id: string, @Query('timeoutMs') timeoutMs = '10000'): Promise<OrdersSummary | null> {
+    // waitFor waits for any job; another queue's job would answer with its own result (or an empty body).
+    await this.summaryJob(id);
     try {
       return await this.queue.waitFor<OrdersSummary>(id, { timeoutMs: Math.min(Math.max(Number(timeoutMs) || 10_000, 1), 60_000) });
     } catch (error) {
@@ -35,5 +42,12 @@ export class SummaryController {
       if (error instanceof Error && /no such job/.test(error.message)) throw new NotFoundException(error.message);
       throw error;
     }
+  }
+
+  private async summaryJob(id: string) {
+    const job = await this.queue.get<unknown, OrdersSummary>(id);
+    if (!job) throw new NotFoundException(`summary job ${id} not found (it may have been pruned)`);
+    if (job.queue !== OrdersSummaries.name) throw new NotFoundException(`job ${id} is not an orders summary (it is a job of queue ${job.queue})`);
+    return job;
   }
 }

@@ -1,9 +1,9 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
 import { QueueService, type JobSpec } from 'nestjs-pg-queue';
 import { DEMO_OPTIONS, type ResolvedDemoOptions } from '../demo-options.js';
-import type { EmailPayload } from '../handlers/email.payload.js';
-import type { SyncPayload } from '../handlers/sync.payload.js';
-import type { ThumbnailPayload } from '../handlers/thumbnail.payload.js';
+import { Emails, type EmailPayload } from '../queues/emails.queue.js';
+import { Sync, type SyncPayload } from '../queues/sync.queue.js';
+import { Thumbnails, type ThumbnailPayload } from '../queues/thumbnails.queue.js';
 
 export interface BurstResult {
   enqueued: number;
@@ -27,7 +27,10 @@ export class DemoTrafficService implements OnApplicationBootstrap {
     if (this.options.startBurst > 0) await this.burst(this.options.startBurst);
   }
 
-  /** n jobs spread over emails, sync and thumbnails, in one INSERT (one round trip, one NOTIFY per queue). */
+  /**
+   * n jobs spread over emails, sync and thumbnails, in one INSERT (one round trip, one NOTIFY per queue). Jobs are
+   * named by their queue's name here (one array, three payload types); each queue's validator still checks them.
+   */
   async burst(n: number): Promise<BurstResult> {
     const burst = ++this.bursts;
     const jobs: JobSpec[] = [];
@@ -44,19 +47,16 @@ export class DemoTrafficService implements OnApplicationBootstrap {
     switch (i % 3) {
       case 0: {
         // Every other newsletter waits two seconds: delayed jobs are woken by a timer, not by polling.
-        const payload: EmailPayload = { to: `reader${k}@example.com`, subject: `Newsletter #${burst}`, body: 'News.' };
-        return { queue: 'emails', payload, delayMs: k % 2 === 1 ? 2_000 : 0 };
+        return { queue: Emails.name, payload: { to: `reader${k}@example.com`, subject: `Newsletter #${burst}`, body: 'News.' } satisfies EmailPayload, delayMs: k % 2 === 1 ? 2_000 : 0 };
       }
       case 1: {
         // The first record of each burst is one the CRM always refuses: a dead letter shows up every time.
-        const payload: SyncPayload = { recordId: burst * 1_000 + k, corrupt: k % 4 === 0 };
-        return { queue: 'sync', payload };
+        return { queue: Sync.name, payload: { recordId: burst * 1_000 + k, corrupt: k % 4 === 0 } satisfies SyncPayload };
       }
       default: {
         // Small thumbnails are what users wait for on screen: they go ahead of the large ones.
         const width = k % 2 === 0 ? 128 : 1024;
-        const payload: ThumbnailPayload = { imageId: burst * 1_000 + k, width };
-        return { queue: 'thumbnails', payload, priority: width === 128 ? 10 : 0 };
+        return { queue: Thumbnails.name, payload: { imageId: burst * 1_000 + k, width } satisfies ThumbnailPayload, priority: width === 128 ? 10 : 0 };
       }
     }
   }

@@ -14,6 +14,7 @@ import { DashboardService } from './dashboard.service.js';
 import type { ResolvedDashboardOptions } from './resolve-dashboard-options.js';
 import { jobView } from './views/job.view.js';
 import { jobsView } from './views/jobs.view.js';
+import { bulkQuestion, jobQuestion, queueQuestion, scheduleQuestion } from './views/confirm-questions.js';
 import { confirmPage, errorPage, layout, type PageContext } from './views/layout.js';
 import { overviewView, STATUSES } from './views/overview.view.js';
 import { schedulesView } from './views/schedules.view.js';
@@ -50,6 +51,12 @@ function refuseNul(name: string, value: string | null): void {
 interface Entered {
   viewer: Viewer;
   ctx: PageContext;
+}
+
+/** A checked POST: the question it asks before it runs, and what it does (returns the flash message). */
+interface PreparedAction {
+  question: string;
+  run: (viewer: Viewer) => Promise<string>;
 }
 
 /**
@@ -128,46 +135,68 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
     @Post('jobs/bulk/:action')
     async bulk(@Req() req: AnyRequest, @Res() res: AnyResponse) {
       const action = lastSegment(req) as DashboardAction;
-      await this.action(req, res, `/jobs/bulk/${action}`, async (viewer) => {
+      await this.action(req, res, `/jobs/bulk/${action}`, () => {
         if (!JOB_ACTIONS.has(action)) throw new PgQueueError(`Unknown action ${JSON.stringify(action)}.`);
         const queue = field(req, 'queue')?.trim() || null;
         refuseNul('queue filter', queue);
         const status = (field(req, 'status') || null) as JobStatus | null;
         if (status !== null && !STATUSES.includes(status)) throw new PgQueueError(`Unknown status ${JSON.stringify(status)}.`);
         if (!queue && !status) throw new PgQueueError('A bulk action needs a queue or a status to filter on.');
-        const { changed, more } = await this.dashboard.act(viewer, action, { queue, status });
-        return `${action}: ${changed} job${changed === 1 ? '' : 's'} changed${more ? '; stopped after 5 s, run it again for the rest' : ''}.`;
+        return {
+          question: bulkQuestion(action, queue, status),
+          run: async (viewer) => {
+            const { changed, more } = await this.dashboard.act(viewer, action, { queue, status });
+            return `${action}: ${changed} job${changed === 1 ? '' : 's'} changed${more ? '; stopped after 5 s, run it again for the rest' : ''}.`;
+          },
+        };
       });
     }
 
     @Post('jobs/:id/:action')
     async jobAction(@Req() req: AnyRequest, @Res() res: AnyResponse) {
       const [id, action] = lastSegments(req, 2) as [string, DashboardAction];
-      await this.action(req, res, `/jobs/${id}/${action}`, async (viewer) => {
+      await this.action(req, res, `/jobs/${id}/${action}`, () => {
         if (!isJobId(id)) throw new PgQueueError(`Not a job id: ${JSON.stringify(id)}.`);
         if (!JOB_ACTIONS.has(action)) throw new PgQueueError(`Unknown action ${JSON.stringify(action)}.`);
-        const { changed } = await this.dashboard.act(viewer, action, { id });
-        return changed ? `Job ${id}: ${action} done.` : `Job ${id}: nothing to ${action} (its status does not allow it, or it is gone).`;
+        return {
+          question: jobQuestion(action, id),
+          run: async (viewer) => {
+            const { changed } = await this.dashboard.act(viewer, action, { id });
+            return changed ? `Job ${id}: ${action} done.` : `Job ${id}: nothing to ${action} (its status does not allow it, or it is gone).`;
+          },
+        };
       });
     }
 
     @Post('queues/:name/:action')
     async queueAction(@Req() req: AnyRequest, @Res() res: AnyResponse) {
       const [name, action] = lastSegments(req, 2);
-      await this.action(req, res, `/queues/${encodeURIComponent(name)}/${action}`, async (viewer) => {
+      await this.action(req, res, `/queues/${encodeURIComponent(name)}/${action}`, () => {
         if (!TOGGLES.has(action)) throw new PgQueueError(`Unknown action ${JSON.stringify(action)}.`);
-        await this.dashboard.queueAction(viewer, name, action as 'pause' | 'resume');
-        return `Queue ${name} ${action}d.`;
+        const toggle = action as 'pause' | 'resume';
+        return {
+          question: queueQuestion(toggle, name),
+          run: async (viewer) => {
+            await this.dashboard.queueAction(viewer, name, toggle);
+            return `Queue ${name} ${action}d.`;
+          },
+        };
       });
     }
 
     @Post('schedules/:name/:action')
     async scheduleAction(@Req() req: AnyRequest, @Res() res: AnyResponse) {
       const [name, action] = lastSegments(req, 2);
-      await this.action(req, res, `/schedules/${encodeURIComponent(name)}/${action}`, async (viewer) => {
+      await this.action(req, res, `/schedules/${encodeURIComponent(name)}/${action}`, () => {
         if (!TOGGLES.has(action)) throw new PgQueueError(`Unknown action ${JSON.stringify(action)}.`);
-        const found = await this.dashboard.scheduleAction(viewer, name, action as 'pause' | 'resume');
-        return found ? `Schedule ${name} ${action}d.` : `No schedule ${name}.`;
+        const toggle = action as 'pause' | 'resume';
+        return {
+          question: scheduleQuestion(toggle, name),
+          run: async (viewer) => {
+            const found = await this.dashboard.scheduleAction(viewer, name, toggle);
+            return found ? `Schedule ${name} ${action}d.` : `No schedule ${name}.`;
+          },
+        };
       });
     }
 
@@ -234,21 +263,24 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
       this.send(res, 200, type, body, { 'Cache-Control': 'private, max-age=31536000, immutable' });
     }
 
-    /** A POST: refused unless full access and a valid CSRF token; unconfirmed, it answers with a confirmation page. */
-    private async action(req: AnyRequest, res: AnyResponse, suffix: string, run: (viewer: Viewer) => Promise<string>): Promise<void> {
+    /**
+     * A POST: refused unless full access and a valid CSRF token. `prepare` checks the request (a PgQueueError is a
+     * 400) and says what the action asks and does; unconfirmed, the answer is a page that asks it.
+     */
+    private async action(req: AnyRequest, res: AnyResponse, suffix: string, prepare: () => PreparedAction): Promise<void> {
       const entered = await this.enter(req, res, suffix, true);
       if (!entered) return;
       const { ctx, viewer } = entered;
       const back = this.returnPath(ctx.base, field(req, 'return'));
       await this.guarded(res, ctx, async () => {
+        const { question, run } = prepare();
         if (field(req, 'confirmed') !== '1') {
           const fields: Record<string, string> = { return: back };
           for (const key of ['queue', 'status']) {
             const value = field(req, key);
             if (value) fields[key] = value;
           }
-          const what = `${suffix.split('/').filter(Boolean).join(' ')}${fields.queue ? ` (queue ${fields.queue})` : ''}${fields.status ? ` (status ${fields.status})` : ''}`;
-          this.send(res, 200, 'text/html; charset=utf-8', confirmPage(ctx, suffix, `Do this: ${what}?`, fields));
+          this.send(res, 200, 'text/html; charset=utf-8', confirmPage(ctx, suffix, question, fields));
           return;
         }
         const message = await run(viewer);

@@ -21,6 +21,7 @@ import {
 import type { RecurringJobMetadata } from '../decorators/recurring-job.decorator.js';
 import { RecurringJobRegistry } from '../recurring/recurring-job.registry.js';
 import { resolveSchedule } from '../recurring/resolve-schedule.js';
+import { checkedAtStart } from '../typed/payload-check-at-start.js';
 import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
 import { assertQueueName, resolveHandlerOptions, type ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { JobHandlerRegistry } from './job-handler.registry.js';
@@ -110,7 +111,8 @@ export class JobHandlerExplorer implements OnModuleInit, OnModuleDestroy {
         name,
         options: resolveHandlerOptions(meta.queue, { ...meta.options, ...this.options.queues[meta.queue] }),
         // Singletons keep the direct call: no context, no resolve, nothing per job.
-        handle: perAttempt ? this.perAttemptHandle(wrapper, methodName) : (job) => instance[methodName](job),
+        // A queue defined with a validator has it run before each attempt (typed/payload-check-at-start.ts).
+        handle: checkedAtStart(meta.queue, perAttempt ? this.perAttemptHandle(wrapper, methodName) : (job) => instance[methodName](job)),
         perAttempt,
       });
     }

@@ -56,7 +56,7 @@ export const ADMIN_SQL = {
     SELECT count(*)::int AS n, max(s.id)::text AS last_id
     FROM (SELECT j.id FROM background_jobs AS j WHERE ${JOB_FILTER} ORDER BY j.id LIMIT $7) AS s`,
 
-  // As retryJob (job.sql.ts), for a batch. A failed job's unique key may have been taken by another job since:
+  // As retryJob (job.sql.ts), for a batch (the lease owner cleared, last_error kept). A failed job's unique key may have been taken by another job since:
   // such a job is skipped (so are all but the first of the batch's jobs that share a key), not retried into
   // a unique violation that would fail the whole batch.
   retryJobs: `
@@ -64,7 +64,7 @@ export const ADMIN_SQL = {
       SELECT b.id, b.queue_name, b.unique_key, row_number() OVER (PARTITION BY b.queue_name, b.unique_key ORDER BY b.id) AS rn FROM batch AS b
     ), retried AS (
       UPDATE background_jobs AS j
-      SET status = 'queued', attempts = 0, run_at = now(), finished_at = NULL, lease_expires_at = NULL, updated_at = now()
+      SET status = 'queued', attempts = 0, run_at = now(), finished_at = NULL, locked_by = NULL, locked_at = NULL, lease_expires_at = NULL, updated_at = now()
       FROM ranked AS r
       WHERE j.id = r.id
         AND (r.unique_key IS NULL OR (r.rn = 1 AND NOT EXISTS (

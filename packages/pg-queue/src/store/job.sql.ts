@@ -706,11 +706,13 @@ export const SQL = {
       EXISTS (SELECT 1 FROM cancelled) AS cancelled
     FROM target AS t`,
 
-  // attempts starts over; fence_token is left alone, so an outcome of an attempt before the retry stays fenced.
+  // attempts starts over; fence_token is left alone, so an outcome of an attempt before the retry stays fenced. The
+  // last lease's owner goes (a queued job has none: the dashboard showed the dead worker as the retried job's owner);
+  // last_error stays, as the previous attempt's error, as it does through any retry until an attempt fails again.
   retryJob: `
     WITH retried AS (
       UPDATE background_jobs
-      SET status = 'queued', attempts = 0, run_at = now(), finished_at = NULL, lease_expires_at = NULL, updated_at = now()
+      SET status = 'queued', attempts = 0, run_at = now(), finished_at = NULL, locked_by = NULL, locked_at = NULL, lease_expires_at = NULL, updated_at = now()
       WHERE id = $1 AND status IN ('failed', 'cancelled')
       RETURNING queue_name
     )

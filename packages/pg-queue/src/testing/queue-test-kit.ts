@@ -5,7 +5,8 @@ import type { RecurringScheduler } from '../recurring/recurring-scheduler.js';
 import type { ClaimedJob, JobStore } from '../store/job.store.js';
 import type { TestKitStore } from '../store/test-kit.store.js';
 import { retryDelay, snoozeDelay } from '../utils/backoff.js';
-import { errorText } from '../utils/error-text.js';
+import { PayloadRefusedAtStartError } from '../typed/payload-check-at-start.js';
+import { errorText, isInstanceOf } from '../utils/error-text.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { JobAttempt } from '../worker/job-attempt.js';
 import { storedResult } from '../worker/stored-result.js';
@@ -225,7 +226,9 @@ export class QueueTestKit {
     let error = ran.error;
     const result = ran.result;
     let resultJson: string | undefined;
-    let final = false;
+    // As the worker decides (worker/attempt-outcome.ts): a refused payload would be refused again on every retry.
+    const refusedAtStart = isInstanceOf(error, PayloadRefusedAtStartError);
+    let final = refusedAtStart;
     if (error === undefined && result != null) {
       const stored = storedResult(handler.queue, job.id, result, this.options.maxResultBytes);
       if ('refused' in stored) [error, final] = [stored.refused, true];
@@ -242,7 +245,7 @@ export class QueueTestKit {
     }
     if (error !== undefined) {
       const retryDelayMs = !final && job.attempt < job.maxAttempts ? retryDelay(handler.options.backoff, job.attempt, error, handler.queue).delayMs : 0;
-      const statuses = await this.store.failJobs(workerId, [{ ...ref, error: errorText(error), retryDelayMs, final, progressJson }]);
+      const statuses = await this.store.failJobs(workerId, [{ ...ref, error: errorText(refusedAtStart ? (error as Error).message : error), retryDelayMs, final, progressJson }]);
       const status = statuses.get(job.id);
       if (status === 'queued') return { ...drained, outcome: 'retried', error, retryInMs: retryDelayMs };
       return { ...drained, outcome: status === 'failed' ? 'failed' : 'discarded', error };

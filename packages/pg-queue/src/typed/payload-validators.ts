@@ -38,14 +38,16 @@ export interface PayloadToCheck {
  * validators are judged without a promise; async ones are awaited together.
  */
 export function checkPayloads(where: string, checks: PayloadToCheck[]): void | Promise<void> {
-  const verdicts = checks.map((check) => judge(check));
+  const verdicts = checks.map(({ validate, payload }) => judgePayload(validate, payload));
   if (!verdicts.some(isThenable)) return refuseFirst(where, checks, verdicts as Verdict[]);
   return Promise.all(verdicts).then((settled) => refuseFirst(where, checks, settled));
 }
 
-type Verdict = { reason: string; cause?: unknown } | undefined;
+/** A validator's answer: why it refused the payload (and what it threw, if it threw), or undefined when it accepted it. */
+export type Verdict = { reason: string; cause?: unknown } | undefined;
 
-function judge({ validate, payload }: PayloadToCheck): Verdict | Promise<Verdict> {
+/** What a validator says of one payload; a promise only when the validator answered with one. Never throws. */
+export function judgePayload(validate: PayloadValidator, payload: unknown): Verdict | Promise<Verdict> {
   let answer: unknown;
   try {
     answer = validate(payload);

@@ -3,6 +3,7 @@ import { JobSnoozedError } from '../errors/pg-queue.error.js';
 import type { BackoffFunction } from '../interfaces/job-handler-options.interface.js';
 import { BAD_SNOOZE_DELAY } from '../pg-queue.messages.js';
 import { retryDelay, snoozeDelay } from '../utils/backoff.js';
+import { PayloadRefusedAtStartError } from '../typed/payload-check-at-start.js';
 import { errorText, isInstanceOf } from '../utils/error-text.js';
 import type { HeldJob } from './held-job.js';
 import { ResultRefusedError, storedResult } from './stored-result.js';
@@ -18,7 +19,7 @@ export interface OutcomeRules {
 /**
  * Decides what an ended attempt writes, on the job itself (failure, snoozeMs, resultJson): a completion (with
  * its result as JSON when there is one), a snooze, a failure to retry after the backoff, or a failure for good
- * (a result the queue cannot store would be the same on every retry). Never throws: whatever the handler
+ * (a result the queue cannot store, or a payload its queue's validator refuses, would be the same on every retry). Never throws: whatever the handler
  * threw is only read inside try blocks (a revoked Proxy throws even on `instanceof`), and if reading it fails
  * the attempt fails with a text that says so. Returns a problem of the queue's backoff function to log once.
  */
@@ -32,8 +33,9 @@ export function decideOutcome(job: HeldJob, error: unknown, result: unknown, rul
       else job.resultJson = stored.json;
     }
     if (error === undefined) return undefined;
-    if (isInstanceOf(error, ResultRefusedError)) {
-      job.failure = { error: error.message, retryDelayMs: 0, thrown: error, final: true };
+    if (isInstanceOf(error, ResultRefusedError) || isInstanceOf(error, PayloadRefusedAtStartError)) {
+      // The message alone (the stack says nothing here), made storable: a validator's reason may quote the payload.
+      job.failure = { error: errorText(error.message), retryDelayMs: 0, thrown: error, final: true };
       return undefined;
     }
     if (isInstanceOf(error, JobSnoozedError)) {

@@ -5,6 +5,8 @@ import { CSRF_COOKIE, DashboardCsrf } from '../../src/dashboard/dashboard-csrf.j
 import { mountBase } from '../../src/dashboard/dashboard-http.js';
 import { resolveDashboardOptions } from '../../src/dashboard/resolve-dashboard-options.js';
 import { html, SafeHtml } from '../../src/dashboard/views/html.js';
+import { throughputChart, type MinuteBucket } from '../../src/dashboard/views/chart.js';
+import { bulkQuestion, jobQuestion, queueQuestion, scheduleQuestion } from '../../src/dashboard/views/confirm-questions.js';
 import { jobView } from '../../src/dashboard/views/job.view.js';
 import type { PageContext } from '../../src/dashboard/views/layout.js';
 
@@ -31,6 +33,57 @@ describe('views escape what the data holds', () => {
     expect(page).toContain('&lt;/pre&gt;&lt;script&gt;1&lt;/script&gt;');
     expect(page).toContain('Retry');
     expect(jobView({ ...ctx, canAct: false, hidePayloads: true }, { id: '1', queue_name: 'q', status: 'failed', payload: { card: '4111' } }, new Date())).not.toMatch(/4111|<button|<form/);
+  });
+});
+
+describe('the throughput chart', () => {
+  const minutes = (counts: [number, number][]): MinuteBucket[] => counts.map(([completed, failed]) => ({ completed, failed }));
+
+  it('draws the failure rate only through minutes with jobs: the line breaks at a minute without any, a lone minute is a dot', () => {
+    // 60 minutes: jobs in minutes 10 and 11, none in 12 to 29, jobs in 30, none after.
+    const buckets = minutes(Array.from({ length: 60 }, (_, i): [number, number] => (i === 10 ? [3, 1] : i === 11 ? [2, 2] : i === 30 ? [0, 4] : [0, 0])));
+    const svg = throughputChart('emails', buckets).value;
+    const lines = [...svg.matchAll(/<polyline class="rate" points="([^"]*)"/g)].map((m) => m[1].split(' ').length);
+    expect(lines).toEqual([2]); // minutes 10 and 11 only: nothing drawn across the empty minutes to 30
+    expect([...svg.matchAll(/<circle class="rate"/g)]).toHaveLength(1); // minute 30, alone
+    expect(svg).toContain('peak 4/min');
+  });
+
+  it('says "no jobs" for a queue without finished jobs, with no rate drawn and no peak of 1', () => {
+    const svg = throughputChart('idle', minutes(Array.from({ length: 60 }, (): [number, number] => [0, 0]))).value;
+    expect(svg).not.toMatch(/peak|class="rate"/);
+    expect(svg).toContain('0 completed · 0 failed · failure rate — · no jobs · 60 min');
+  });
+});
+
+describe('confirmation questions', () => {
+  it('are sentences that name the job, the jobs, the queue or the schedule', () => {
+    expect(jobQuestion('delete', '186')).toBe('Delete job 186? This cannot be undone.');
+    expect(jobQuestion('retry', '186')).toBe('Retry job 186 with a fresh set of attempts?');
+    expect(jobQuestion('cancel', '186')).toBe('Cancel job 186?');
+    expect(jobQuestion('run-now', '186')).toBe('Run job 186 now instead of at its scheduled time?');
+    expect(bulkQuestion('cancel', 'emails', null)).toBe('Cancel all jobs of queue emails (queued and running ones)?');
+    expect(bulkQuestion('delete', null, 'failed')).toBe('Delete all failed jobs of every queue (except running ones)? This cannot be undone.');
+    expect(queueQuestion('pause', 'emails')).toBe('Pause queue emails? Running jobs finish; no new job starts.');
+    expect(scheduleQuestion('resume', 'nightly')).toBe('Resume schedule nightly from its next fire?');
+  });
+});
+
+describe('the job page', () => {
+  const row = { id: '186', queue_name: 'emails', payload: {}, attempts: 0, max_attempts: 5, priority: 0, created_at: '2026-11-30T10:00:00Z', last_error: 'Error: mailbox full' };
+
+  it('shows a retried job without a lease owner, and its kept error as the previous attempt’s', () => {
+    const page = jobView(ctx, { ...row, status: 'queued', locked_by: null }, new Date());
+    expect(page).toContain('<dt>Last run by</dt><dd data-field="locked_by">—</dd>');
+    expect(page).not.toContain('Lease owner');
+    expect(page).toContain('<h2>Previous attempt’s error</h2>');
+  });
+
+  it('shows a running job’s lease owner, and a dead letter’s error as its last', () => {
+    expect(jobView(ctx, { ...row, status: 'processing', locked_by: 'host-1:42', lease_expires_at: '2026-11-30T10:01:00Z' }, new Date())).toContain(
+      '<dt>Lease owner</dt><dd data-field="locked_by">host-1:42 (lease until',
+    );
+    expect(jobView(ctx, { ...row, status: 'failed', locked_by: 'host-1:42' }, new Date())).toContain('<h2>Last error</h2>');
   });
 });
 

@@ -43,7 +43,7 @@ figure.chart { margin:0; }
 figure.chart svg { width:100%; height:90px; display:block; }
 figure.chart figcaption { font-size:.8rem; color:var(--muted); }
 svg .c { fill:#66bb6a; } svg .f { fill:#e57373; } svg .axis { stroke:#c3c4c7; }
-svg .rate { fill:none; stroke:var(--bad); stroke-width:1.5; }
+svg .rate { fill:none; stroke:var(--bad); stroke-width:1.5; } svg circle.rate { fill:var(--bad); stroke:none; }
 dl.fields { display:grid; grid-template-columns:max-content 1fr; gap:.25rem 1rem; background:var(--card); border:1px solid var(--line); padding:.7rem; }
 dl.fields dt { font-weight:600; color:var(--muted); }
 dl.fields dd { margin:0; }

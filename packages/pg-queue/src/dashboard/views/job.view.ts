@@ -1,5 +1,6 @@
 import { formatJson, formatTime } from './format.js';
 import { html, type HtmlValue } from './html.js';
+import { jobQuestion } from './confirm-questions.js';
 import { actionForm, layout, type PageContext } from './layout.js';
 import { statusBadge } from './jobs.view.js';
 
@@ -8,7 +9,11 @@ const PLACED = new Set([
   'id', 'queue_name', 'status', 'payload', 'result', 'progress', 'attempts', 'max_attempts', 'priority', 'run_at', 'last_error',
   'locked_by', 'locked_at', 'lease_expires_at', 'created_at', 'updated_at', 'finished_at', 'unique_key', 'concurrency_key', 'buffered',
 ]);
-/** Handlers often put payload data in their errors: hidePayloads hides the last error too (not whether there is one). */
+/**
+ * Handlers often put payload data in their errors: hidePayloads hides the last error too (not whether there is one).
+ * last_error is the error of the latest failed attempt, kept through retries: only a failed job's is its last word,
+ * so any other status shows it as the previous attempt's.
+ */
 function lastError(ctx: PageContext, text: string | null): HtmlValue {
   if (text === null) return html`<p class="muted">none</p>`;
   if (ctx.hidePayloads) return html`<p class="muted">hidden (hidePayloads)</p>`;
@@ -29,10 +34,10 @@ export function jobView(ctx: PageContext, row: Record<string, unknown>, now: Dat
   const waitsForLater = status === 'queued' && runAt !== null && new Date(runAt) > now;
   const actions: HtmlValue[] = [];
   const path = `/jobs/${id}`;
-  if (status === 'failed' || status === 'cancelled') actions.push(actionForm(ctx, `${path}/retry`, 'Retry', `Retry job ${id} with a fresh set of attempts?`));
-  if (waitsForLater) actions.push(actionForm(ctx, `${path}/run-now`, 'Run now', `Run job ${id} now instead of at ${formatTime(runAt)}?`));
-  if (status === 'queued' || status === 'processing') actions.push(actionForm(ctx, `${path}/cancel`, 'Cancel', `Cancel job ${id}?`, {}, true));
-  if (status !== 'processing') actions.push(actionForm(ctx, `${path}/delete`, 'Delete', `Delete job ${id}? This cannot be undone.`, { return: `${ctx.base}/jobs` }, true));
+  if (status === 'failed' || status === 'cancelled') actions.push(actionForm(ctx, `${path}/retry`, 'Retry', jobQuestion('retry', id)));
+  if (waitsForLater) actions.push(actionForm(ctx, `${path}/run-now`, 'Run now', jobQuestion('run-now', id, formatTime(runAt))));
+  if (status === 'queued' || status === 'processing') actions.push(actionForm(ctx, `${path}/cancel`, 'Cancel', jobQuestion('cancel', id), {}, true));
+  if (status !== 'processing') actions.push(actionForm(ctx, `${path}/delete`, 'Delete', jobQuestion('delete', id), { return: `${ctx.base}/jobs` }, true));
 
   const block = (key: string, title: string) => {
     if (!(key in row)) return null;
@@ -57,7 +62,9 @@ export function jobView(ctx: PageContext, row: Record<string, unknown>, now: Dat
 <dt>Queue</dt><dd><a href="${ctx.base}/jobs?queue=${encodeURIComponent(String(row.queue_name))}">${String(row.queue_name)}</a></dd>
 <dt>Attempts</dt><dd>${String(row.attempts)} of ${String(row.max_attempts)}</dd>
 <dt>Priority</dt><dd>${String(row.priority)}</dd>
-<dt>Lease owner</dt><dd>${str('locked_by') ?? '—'}${status === 'processing' && str('lease_expires_at') ? ` (${buffered ? 'in its read-ahead buffer, ' : ''}lease until ${formatTime(str('lease_expires_at'))})` : ''}</dd>
+${status === 'processing'
+    ? html`<dt>Lease owner</dt><dd data-field="locked_by">${str('locked_by') ?? '—'}${str('lease_expires_at') ? ` (${buffered ? 'in its read-ahead buffer, ' : ''}lease until ${formatTime(str('lease_expires_at'))})` : ''}</dd>`
+    : html`<dt>Last run by</dt><dd data-field="locked_by">${str('locked_by') ?? '—'}</dd>`}
 <dt>Unique key</dt><dd>${str('unique_key') ?? '—'}</dd>
 <dt>Concurrency key</dt><dd>${str('concurrency_key') ?? '—'}</dd>
 </dl>
@@ -66,7 +73,7 @@ export function jobView(ctx: PageContext, row: Record<string, unknown>, now: Dat
 ${block('payload', 'Payload')}
 ${'result' in row ? block('result', 'Result') : html`<h2>Result</h2><p class="muted">Not recorded by this version of the schema.</p>`}
 ${'progress' in row ? block('progress', 'Progress') : null}
-<h2>Last error</h2>${lastError(ctx, str('last_error'))}
+<h2>${status === 'failed' ? 'Last error' : 'Previous attempt’s error'}</h2>${lastError(ctx, str('last_error'))}
 ${others.length ? html`<h2>Other columns</h2><dl class="fields">${others.map((k) => html`<dt>${k}</dt><dd>${formatJson(row[k])}</dd>`)}</dl>` : null}`;
   return layout(ctx, 'jobs', `Job ${id}`, body);
 }

@@ -3,6 +3,7 @@ import type { DashboardAction, JobListRow } from '../../store/dashboard.store.js
 import { ACTION_STATUSES } from '../dashboard-actions.js';
 import { formatTime } from './format.js';
 import { html, type HtmlValue } from './html.js';
+import { bulkQuestion, describeJobs } from './confirm-questions.js';
 import { actionForm, layout, type PageContext } from './layout.js';
 import { STATUSES } from './overview.view.js';
 
@@ -37,16 +38,16 @@ export function jobsView(ctx: PageContext, d: JobsData): string {
 <button type="submit">Filter</button> <a href="${ctx.base}/jobs">Clear</a>
 </form>`;
   const filterFields = { queue: d.queue, status: d.status };
-  const described = [d.status ? `${d.status} ` : 'all ', 'jobs', d.queue ? ` of queue ${d.queue}` : ' of every queue'].join('');
+  const described = describeJobs(d.queue, d.status);
   // Only the actions that can change a job of the filtered status.
   const applies = (action: DashboardAction) => !d.status || ACTION_STATUSES[action].includes(d.status);
   const bulk =
     ctx.canAct && (d.queue || d.status) && !d.search
       ? html`<div class="bulk">For all ${described}:
-${applies('retry') ? actionForm(ctx, '/jobs/bulk/retry', 'Retry all', `Retry all ${described} (failed and cancelled ones)?`, filterFields) : null}
-${applies('run-now') ? actionForm(ctx, '/jobs/bulk/run-now', 'Run all now', `Run all ${described} that wait for a later time now?`, filterFields) : null}
-${applies('cancel') ? actionForm(ctx, '/jobs/bulk/cancel', 'Cancel all', `Cancel all ${described} (queued and running ones)?`, filterFields, true) : null}
-${applies('delete') ? actionForm(ctx, '/jobs/bulk/delete', 'Delete all', `Delete all ${described} (except running ones)? This cannot be undone.`, filterFields, true) : null}
+${applies('retry') ? actionForm(ctx, '/jobs/bulk/retry', 'Retry all', bulkQuestion('retry', d.queue, d.status), filterFields) : null}
+${applies('run-now') ? actionForm(ctx, '/jobs/bulk/run-now', 'Run all now', bulkQuestion('run-now', d.queue, d.status), filterFields) : null}
+${applies('cancel') ? actionForm(ctx, '/jobs/bulk/cancel', 'Cancel all', bulkQuestion('cancel', d.queue, d.status), filterFields, true) : null}
+${applies('delete') ? actionForm(ctx, '/jobs/bulk/delete', 'Delete all', bulkQuestion('delete', d.queue, d.status), filterFields, true) : null}
 </div>`
       : null;
   const rows = d.rows.map(

@@ -3,6 +3,7 @@ import { DASHBOARD_EXACT_LIMIT } from '../../store/dashboard.store.js';
 import { throughputChart, type MinuteBucket } from './chart.js';
 import { formatCount, formatDuration } from './format.js';
 import { html } from './html.js';
+import { queueQuestion } from './confirm-questions.js';
 import { actionForm, layout, type PageContext } from './layout.js';
 
 export interface QueueOverview {
@@ -35,8 +36,8 @@ export function overviewView(ctx: PageContext, data: OverviewData): string {
   <td class="n" data-oldest="${q.name}">${formatDuration(q.oldestDueMs)}</td>
   <td>${q.paused ? html`<span class="paused">paused</span>` : 'running'}</td>
   <td>${q.paused
-      ? actionForm(ctx, `/queues/${encodeURIComponent(q.name)}/resume`, 'Resume', `Resume queue ${q.name}?`)
-      : actionForm(ctx, `/queues/${encodeURIComponent(q.name)}/pause`, 'Pause', `Pause queue ${q.name}? Running jobs finish; no new job starts.`)}</td>
+      ? actionForm(ctx, `/queues/${encodeURIComponent(q.name)}/resume`, 'Resume', queueQuestion('resume', q.name))
+      : actionForm(ctx, `/queues/${encodeURIComponent(q.name)}/pause`, 'Pause', queueQuestion('pause', q.name))}</td>
 </tr>`,
   );
   const body = html`<table class="queues">

@@ -1,6 +1,7 @@
 import type { ScheduleInfo } from '../../interfaces/recurring-job.interface.js';
 import { formatTime } from './format.js';
 import { html } from './html.js';
+import { scheduleQuestion } from './confirm-questions.js';
 import { actionForm, layout, type PageContext } from './layout.js';
 
 export function schedulesView(ctx: PageContext, schedules: ScheduleInfo[]): string {
@@ -11,8 +12,8 @@ export function schedulesView(ctx: PageContext, schedules: ScheduleInfo[]): stri
 <td>${s.paused ? html`<span class="paused">paused</span>` : s.orphaned ? html`<span class="muted">orphaned (no instance declares it)</span>` : formatTime(s.nextFireAt)}</td>
 <td>${formatTime(s.lastFireAt)}</td><td>${s.source}</td>
 <td>${s.paused
-      ? actionForm(ctx, `/schedules/${encodeURIComponent(s.name)}/resume`, 'Resume', `Resume schedule ${s.name} from its next fire?`)
-      : actionForm(ctx, `/schedules/${encodeURIComponent(s.name)}/pause`, 'Pause', `Pause schedule ${s.name}? Fires during the pause never run.`)}</td></tr>`,
+      ? actionForm(ctx, `/schedules/${encodeURIComponent(s.name)}/resume`, 'Resume', scheduleQuestion('resume', s.name))
+      : actionForm(ctx, `/schedules/${encodeURIComponent(s.name)}/pause`, 'Pause', scheduleQuestion('pause', s.name))}</td></tr>`,
   );
   const body = html`<table class="schedules"><thead><tr><th>Name</th><th>Queue</th><th>Cron</th><th>Next fire</th><th>Last fire</th><th>Source</th><th></th></tr></thead>
 <tbody>${schedules.length ? rows : html`<tr><td colspan="7" class="muted">No recurring jobs.</td></tr>`}</tbody></table>`;

@@ -1,5 +1,0 @@
-/** Payload of the `thumbnails` queue. */
-export interface ThumbnailPayload {
-  imageId: number;
-  width: number;
-}
