@@ -6,6 +6,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PG_QUEUE_MIGRATIONS } from '../src/migrations/index.js';
 import { spawn, spawnSync } from 'node:child_process';
+import net from 'node:net';
+import { CANNOT_CONNECT, CONNECT_TIMEOUT, PASSWORD_IN_URL } from '../src/cli/cli.messages.js';
 import { buildCli, CLI, runCli } from './support/run-cli.js';
 
 // The real binary (dist/cli/main.js, built by tsc -b) against a real database: output and exit codes.
@@ -62,7 +64,9 @@ describe('pg-queue command line', () => {
     wrong.password = secret;
     const result = await runCli(['--url', wrong.toString(), 'stats']);
     expect(result.code).toBe(1);
-    expect(result.stderr).toMatch(/^pg-queue: password authentication failed for user "[^"]+" \(28P01\)\n$/);
+    const [warning, ...error] = result.stderr.split(/(?<=\n)/);
+    expect(warning).toBe(`pg-queue: ${PASSWORD_IN_URL()}\n`);
+    expect(error.join('')).toMatch(/^pg-queue: password authentication failed for user "[^"]+" \(28P01\)\n$/);
     expect(result.stdout + result.stderr).not.toContain(secret);
 
     // An unreachable server, with the stack, and the URL in the error text: still masked.
@@ -70,7 +74,7 @@ describe('pg-queue command line', () => {
     const verbose = await runCli(['--url', unreachable, '--verbose', 'migrate', 'status']);
     expect(verbose.code).toBe(1);
     expect(verbose.stderr).toContain('ECONNREFUSED');
-    expect(verbose.stderr).toMatch(/^pg-queue: Error: connect ECONNREFUSED 127.0.0.1:1\n\s+at /); // the stack
+    expect(verbose.stderr).toMatch(/^pg-queue: Error: connect ECONNREFUSED 127.0.0.1:1\n\s+at /m); // the stack
     expect(verbose.stdout + verbose.stderr).not.toContain(secret);
   });
 
@@ -118,6 +122,46 @@ describe('pg-queue command line', () => {
     const { version } = JSON.parse(await readFile(fileURLToPath(new URL('../package.json', import.meta.url)), 'utf8')) as { version: string };
     expect(await runCli(['--version'])).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' });
     expect(await cli('jobs', 'retry', '999999999', '--yes')).toEqual({ code: 1, stdout: '', stderr: 'pg-queue: job 999999999 not found: nothing changed\n' });
+  });
+
+  // Anyone on the machine reads a command line while it runs (ps, /proc/<pid>/cmdline): a password given with --url
+  // is warned about at every run, naming the ways that keep it off the command line (issue 18 item 9).
+  it('a password in --url: a warning on stderr naming DATABASE_URL, PGPASSWORD and ~/.pgpass; none from DATABASE_URL or a URL without one', async () => {
+    const withPassword = new URL(url);
+    expect(withPassword.password).not.toBe('');
+    const warned = await runCli(['--url', url, 'pause', 'warned']);
+    expect(warned).toEqual({ code: 0, stdout: 'paused warned\n', stderr: `pg-queue: ${PASSWORD_IN_URL()}\n` });
+    expect(warned.stderr).toMatch(/DATABASE_URL.*PGPASSWORD.*~\/\.pgpass/);
+    expect(warned.stderr).not.toContain(decodeURIComponent(withPassword.password));
+    expect(await runCli(['resume', 'warned'], { DATABASE_URL: url })).toEqual({ code: 0, stdout: 'resumed warned\n', stderr: '' });
+    // The password from PGPASSWORD, the URL without it: no warning.
+    const bare = new URL(url);
+    bare.password = '';
+    expect(await runCli(['--url', bare.toString(), 'resume', 'warned'], { PGPASSWORD: decodeURIComponent(withPassword.password) })).toEqual({ code: 0, stdout: 'resumed warned\n', stderr: '' });
+    await sql.query(`DELETE FROM background_queues WHERE queue_name = 'warned'`);
+  });
+
+  // A server that accepts the connection and never answers: the message named the module's poolSize and
+  // connectTimeoutMs, which the command does not have (issue 18 item 9).
+  it('a database that never answers: the error names --connect-timeout, not module options; doctor says it once', async () => {
+    const silent = net.createServer(() => undefined);
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const port = (silent.address() as net.AddressInfo).port;
+    const env = { DATABASE_URL: `postgres://someone@127.0.0.1:${port}/db` };
+    try {
+      const expected = `pg-queue: ${CONNECT_TIMEOUT('1s')}\n`;
+      for (const args of [['stats'], ['pause', 'q'], ['jobs', 'list'], ['migrate', 'status']]) {
+        const result = await runCli(['--connect-timeout', '1s', ...args], env);
+        expect({ args, ...result }).toEqual({ args, code: 1, stdout: '', stderr: expected });
+      }
+      const doctor = await runCli(['--connect-timeout', '1s', 'doctor', '--json'], env);
+      expect(doctor.code).toBe(1);
+      expect(JSON.parse(doctor.stdout)).toEqual([{ check: 'connection', state: 'fail', detail: CONNECT_TIMEOUT('1s'), hint: expect.any(String) }]);
+      expect(doctor.stderr).toBe(`pg-queue: ${CANNOT_CONNECT()}\n`);
+      expect((await runCli(['--connect-timeout', 'soon', 'stats'], env)).code).toBe(2);
+    } finally {
+      silent.close();
+    }
   });
 
   it('stats: a row per queue with its counts by status, paused queues marked; --json', async () => {
@@ -373,6 +417,20 @@ describe('pg-queue command line', () => {
       const result = await runCli(['doctor', '--json', ...args], env);
       return { code: result.code, stderr: result.stderr, checks: Object.fromEntries((JSON.parse(result.stdout) as { check: string; state: string; detail: string }[]).map((c) => [c.check, c])) };
     };
+
+    // Every check connects: a wrong password was reported six times, once per check (issue 18 item 9).
+    it('a wrong password: reported once, as the connection check, and no other check runs (exit 1)', async () => {
+      const wrong = new URL(url);
+      wrong.password = 'not-the-password';
+      const text = await runCli(['doctor'], { DATABASE_URL: wrong.toString() });
+      expect(text.code).toBe(1);
+      expect(text.stdout.match(/password authentication failed/g)).toHaveLength(1);
+      expect(text.stdout).toMatch(/^fail {2}connection {3}password authentication failed for user "[^"]+" \(28P01\)\n {19}hint: /);
+      expect(text.stderr).toBe(`pg-queue: ${CANNOT_CONNECT()}\n`);
+      const json = await checks([], { DATABASE_URL: wrong.toString() });
+      expect(Object.keys(json.checks)).toEqual(['connection']);
+      expect(json.checks.connection).toMatchObject({ state: 'fail', detail: expect.stringContaining('password authentication failed') });
+    });
 
     it('a healthy database: every check ok, exit 0, one line per check', async () => {
       const result = await cli('doctor');
