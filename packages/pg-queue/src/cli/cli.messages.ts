@@ -13,6 +13,8 @@ export const CONNECT_TIMEOUT = (timeout: string) =>
 
 export const CANNOT_CONNECT = () => 'cannot connect to the database: no other check was run';
 
+export const SCHEDULE_NOT_FOUND = (name: string) => `schedule ${JSON.stringify(name)} not found`;
+
 export const JOBS_NOT_FOUND = (ids: string[]) => `job${ids.length > 1 ? 's' : ''} ${ids.join(', ')} not found: nothing changed`;
 
 export const BAD_DURATION = (option: string, value: string) =>

@@ -10,6 +10,7 @@ import { registerJobs } from './commands/jobs.js';
 import { registerMigrate } from './commands/migrate.js';
 import { registerPrune } from './commands/prune.js';
 import { registerQueues } from './commands/queues.js';
+import { registerSchedules } from './commands/schedules.js';
 import { registerStats } from './commands/stats.js';
 import { parseDuration } from './duration.js';
 import { describeError, EXIT, UsageError } from './errors.js';
@@ -36,6 +37,7 @@ registerEnqueue(program, run);
 registerQueues(program, run);
 registerPrune(program, run);
 registerDoctor(program, run);
+registerSchedules(program, run);
 
 try {
   await program.parseAsync(process.argv);
