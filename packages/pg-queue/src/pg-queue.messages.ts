@@ -67,7 +67,10 @@ export const WAKE_UP_FAILED = (queues: string[]) =>
   `the wake-up (NOTIFY) after enqueue of queue(s) ${queues.map((q) => JSON.stringify(q)).join(', ')} (the jobs are stored; until it goes through, workers find them at their next poll)`;
 
 export const WAKE_CONNECTION_LOST = (error: string) =>
-  `the wake-up connection (NOTIFY after enqueue) was lost: ${error}; the next wake-up connects again`;
+  `the wake-up connection (NOTIFY after enqueue) was lost: ${error}; the next wake-up connects again (until it can, wake-ups go out on the queue's pool)`;
+
+/** The `what` of a wake-up connection that cannot be dialled (LOOP_FAILED / LOOP_RECOVERED). */
+export const WAKE_CONNECTION_DIAL = "dialling the wake-up connection (NOTIFY after enqueue; until it is back, wake-ups go out on the queue's pool)";
 
 export const WAKE_UPS_DROPPED = (queues: string[], error: string) =>
   `at shutdown, the wake-up (NOTIFY) of queue(s) ${queues.map((q) => JSON.stringify(q)).join(', ')} could not be sent: ${error}; their jobs are stored, and workers find them at their next poll`;

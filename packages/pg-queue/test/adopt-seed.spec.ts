@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { describe, expect, it } from '@jest/globals';
 import { JobHandler, MaintenanceScheduler, QueueService, type Job } from 'nestjs-pg-queue';
 import { createTestDatabase } from '@internal/pg-harness';
+import { SEED_SCHEMA } from './support/seed-schema.js';
 import { sqlPool, startApp, waitFor } from './support/test-app.js';
 
 const ran: unknown[] = [];
@@ -13,28 +14,6 @@ class Mailer {
     ran.push(job.payload.to);
   }
 }
-
-/** The seed application's schema, as an app that grew from it has it (its own names for the index and trigger). */
-const SEED_SCHEMA = [
-  `CREATE TYPE background_job_status AS ENUM ('queued', 'processing', 'failed', 'completed')`,
-  `CREATE TABLE background_jobs (
-     id bigserial PRIMARY KEY,
-     queue_name text NOT NULL,
-     payload jsonb NOT NULL DEFAULT '{}',
-     status background_job_status NOT NULL DEFAULT 'queued',
-     locked_at timestamptz,
-     run_at timestamptz NOT NULL DEFAULT now(),
-     attempts integer NOT NULL DEFAULT 0,
-     max_attempts integer NOT NULL DEFAULT 5,
-     last_error text,
-     created_at timestamptz NOT NULL DEFAULT now(),
-     updated_at timestamptz NOT NULL DEFAULT now())`,
-  `CREATE INDEX idx_background_jobs_pending ON background_jobs (queue_name, run_at) WHERE status = 'queued'`,
-  `CREATE FUNCTION notify_background_job() RETURNS trigger LANGUAGE plpgsql AS $$
-   BEGIN PERFORM pg_notify('background_jobs', NEW.queue_name); RETURN NEW; END $$`,
-  `CREATE TRIGGER background_jobs_inserted AFTER INSERT ON background_jobs FOR EACH ROW EXECUTE FUNCTION notify_background_job()`,
-  `ALTER TABLE background_jobs SET (autovacuum_vacuum_scale_factor = 0.05)`,
-];
 
 describe('adopting the seed application’s background_jobs table (issue 13 item 9)', () => {
   it('boots on it, keeps every row, and processes the jobs that were waiting', async () => {

@@ -6,6 +6,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PG_QUEUE_MIGRATIONS } from '../src/migrations/index.js';
 import { spawn, spawnSync } from 'node:child_process';
+import net from 'node:net';
+import { CANNOT_CONNECT, CONNECT_TIMEOUT, PASSWORD_IN_URL } from '../src/cli/cli.messages.js';
 import { buildCli, CLI, runCli } from './support/run-cli.js';
 
 // The real binary (dist/cli/main.js, built by tsc -b) against a real database: output and exit codes.
@@ -35,7 +37,7 @@ describe('pg-queue command line', () => {
   it('--help lists the commands and exits 0; bad usage exits 2 with one line', async () => {
     const help = await runCli(['--help']);
     expect(help.code).toBe(0);
-    for (const command of ['migrate', 'stats', 'jobs', 'enqueue', 'pause', 'resume', 'prune', 'doctor']) expect(help.stdout).toMatch(new RegExp(`^  ${command}`, 'm'));
+    for (const command of ['migrate', 'stats', 'jobs', 'enqueue', 'pause', 'resume', 'prune', 'doctor', 'schedules']) expect(help.stdout).toMatch(new RegExp(`^  ${command}`, 'm'));
     const jobsHelp = await runCli(['jobs', 'retry', '--help']);
     expect(jobsHelp.stdout).toContain('--dry-run');
 
@@ -62,7 +64,9 @@ describe('pg-queue command line', () => {
     wrong.password = secret;
     const result = await runCli(['--url', wrong.toString(), 'stats']);
     expect(result.code).toBe(1);
-    expect(result.stderr).toMatch(/^pg-queue: password authentication failed for user "[^"]+" \(28P01\)\n$/);
+    const [warning, ...error] = result.stderr.split(/(?<=\n)/);
+    expect(warning).toBe(`pg-queue: ${PASSWORD_IN_URL()}\n`);
+    expect(error.join('')).toMatch(/^pg-queue: password authentication failed for user "[^"]+" \(28P01\)\n$/);
     expect(result.stdout + result.stderr).not.toContain(secret);
 
     // An unreachable server, with the stack, and the URL in the error text: still masked.
@@ -70,7 +74,7 @@ describe('pg-queue command line', () => {
     const verbose = await runCli(['--url', unreachable, '--verbose', 'migrate', 'status']);
     expect(verbose.code).toBe(1);
     expect(verbose.stderr).toContain('ECONNREFUSED');
-    expect(verbose.stderr).toMatch(/^pg-queue: Error: connect ECONNREFUSED 127.0.0.1:1\n\s+at /); // the stack
+    expect(verbose.stderr).toMatch(/^pg-queue: Error: connect ECONNREFUSED 127.0.0.1:1\n\s+at /m); // the stack
     expect(verbose.stdout + verbose.stderr).not.toContain(secret);
   });
 
@@ -118,6 +122,46 @@ describe('pg-queue command line', () => {
     const { version } = JSON.parse(await readFile(fileURLToPath(new URL('../package.json', import.meta.url)), 'utf8')) as { version: string };
     expect(await runCli(['--version'])).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' });
     expect(await cli('jobs', 'retry', '999999999', '--yes')).toEqual({ code: 1, stdout: '', stderr: 'pg-queue: job 999999999 not found: nothing changed\n' });
+  });
+
+  // Anyone on the machine reads a command line while it runs (ps, /proc/<pid>/cmdline): a password given with --url
+  // is warned about at every run, naming the ways that keep it off the command line (issue 18 item 9).
+  it('a password in --url: a warning on stderr naming DATABASE_URL, PGPASSWORD and ~/.pgpass; none from DATABASE_URL or a URL without one', async () => {
+    const withPassword = new URL(url);
+    expect(withPassword.password).not.toBe('');
+    const warned = await runCli(['--url', url, 'pause', 'warned']);
+    expect(warned).toEqual({ code: 0, stdout: 'paused warned\n', stderr: `pg-queue: ${PASSWORD_IN_URL()}\n` });
+    expect(warned.stderr).toMatch(/DATABASE_URL.*PGPASSWORD.*~\/\.pgpass/);
+    expect(warned.stderr).not.toContain(decodeURIComponent(withPassword.password));
+    expect(await runCli(['resume', 'warned'], { DATABASE_URL: url })).toEqual({ code: 0, stdout: 'resumed warned\n', stderr: '' });
+    // The password from PGPASSWORD, the URL without it: no warning.
+    const bare = new URL(url);
+    bare.password = '';
+    expect(await runCli(['--url', bare.toString(), 'resume', 'warned'], { PGPASSWORD: decodeURIComponent(withPassword.password) })).toEqual({ code: 0, stdout: 'resumed warned\n', stderr: '' });
+    await sql.query(`DELETE FROM background_queues WHERE queue_name = 'warned'`);
+  });
+
+  // A server that accepts the connection and never answers: the message named the module's poolSize and
+  // connectTimeoutMs, which the command does not have (issue 18 item 9).
+  it('a database that never answers: the error names --connect-timeout, not module options; doctor says it once', async () => {
+    const silent = net.createServer(() => undefined);
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const port = (silent.address() as net.AddressInfo).port;
+    const env = { DATABASE_URL: `postgres://someone@127.0.0.1:${port}/db` };
+    try {
+      const expected = `pg-queue: ${CONNECT_TIMEOUT('1s')}\n`;
+      for (const args of [['stats'], ['pause', 'q'], ['jobs', 'list'], ['migrate', 'status'], ['schedules', 'list']]) {
+        const result = await runCli(['--connect-timeout', '1s', ...args], env);
+        expect({ args, ...result }).toEqual({ args, code: 1, stdout: '', stderr: expected });
+      }
+      const doctor = await runCli(['--connect-timeout', '1s', 'doctor', '--json'], env);
+      expect(doctor.code).toBe(1);
+      expect(JSON.parse(doctor.stdout)).toEqual([{ check: 'connection', state: 'fail', detail: CONNECT_TIMEOUT('1s'), hint: expect.any(String) }]);
+      expect(doctor.stderr).toBe(`pg-queue: ${CANNOT_CONNECT()}\n`);
+      expect((await runCli(['--connect-timeout', 'soon', 'stats'], env)).code).toBe(2);
+    } finally {
+      silent.close();
+    }
   });
 
   it('stats: a row per queue with its counts by status, paused queues marked; --json', async () => {
@@ -368,11 +412,105 @@ describe('pg-queue command line', () => {
     expect((await sql.query(`SELECT status::text FROM background_jobs`)).rows).toEqual([{ status: 'queued' }]);
   });
 
+  // Recurring schedules from the command line (issue 18 item 9): through QueueService's schedule methods and the
+  // scheduler's fireNow, so a change is what an app's call makes, and running instances see it at their next tick.
+  it('schedules: list, pause, resume, fire (the job a tick would enqueue), remove (asks; --yes in a script); a missing name exits 1, a bad one 2', async () => {
+    await sql.query(`DELETE FROM background_schedules`);
+    await sql.query(`DELETE FROM background_jobs`);
+    await sql.query(`
+      INSERT INTO background_schedules (name, queue_name, cron, time_zone, payload, priority, max_attempts, next_fire_at, source, declared_at) VALUES
+        ('nightly-report', 'reports', '0 3 * * *', 'Europe/Berlin', '{"kind": "nightly"}', 2, 3, date_trunc('second', now()) + interval '1 hour', 'runtime', NULL),
+        ('cleanup', 'maintenance', '*/5 * * * *', 'UTC', '{}', 0, NULL, date_trunc('second', now()) + interval '5 minutes', 'code', now()),
+        ('old-sync', 'sync', '0 * * * *', 'UTC', '{}', 0, NULL, date_trunc('second', now()) + interval '1 hour', 'code', now() - interval '1 hour')`);
+    const schedule = async (name: string) =>
+      (await sql.query(`SELECT paused, revision::int, next_fire_at, (next_fire_at > now()) AS ahead FROM background_schedules WHERE name = $1`, [name])).rows[0];
+    const before = await schedule('nightly-report');
+
+    const list = await cli('schedules', 'list');
+    expect(list.code).toBe(0);
+    const lines = list.stdout.trimEnd().split('\n');
+    expect(lines[0].split(/\s{2,}/)).toEqual(['name', 'queue', 'cron', 'time zone', 'next fire', 'last fire', 'state', 'source']);
+    expect(lines.slice(2).map((l) => l.split(/\s+/)[0] + ' ' + l.trim().split(/\s+/).slice(-2).join(' '))).toEqual([
+      'cleanup active code',
+      'nightly-report active runtime',
+      'old-sync orphaned code',
+    ]);
+    const json = JSON.parse((await cli('schedules', 'list', '--json')).stdout) as { name: string; orphaned: boolean; nextFireAt: string; payload: unknown }[];
+    expect(json.map((s) => [s.name, s.orphaned])).toEqual([['cleanup', false], ['nightly-report', false], ['old-sync', true]]);
+    expect(json[1]).toMatchObject({ queue: 'reports', cron: '0 3 * * *', timeZone: 'Europe/Berlin', payload: { kind: 'nightly' }, priority: 2, maxAttempts: 3, paused: false, source: 'runtime', lastFireAt: null });
+    // The module's orphanAfterMs, when the app changed it: declared 1 h ago is live under a 2 h limit.
+    const longer = JSON.parse((await cli('schedules', 'list', '--json', '--orphan-after', '2h')).stdout) as { name: string; orphaned: boolean }[];
+    expect(longer.find((s) => s.name === 'old-sync')?.orphaned).toBe(false);
+
+    expect(await cli('schedules', 'pause', 'nightly-report')).toEqual({ code: 0, stdout: 'paused schedule nightly-report\n', stderr: '' });
+    expect(await schedule('nightly-report')).toMatchObject({ paused: true, revision: before.revision + 1 });
+    expect((await cli('schedules', 'pause', 'nightly-report')).stdout).toBe('schedule nightly-report is already paused\n');
+    expect((await cli('schedules', 'list')).stdout).toMatch(/^nightly-report .* paused\s+runtime$/m);
+
+    const resumed = await cli('schedules', 'resume', 'nightly-report');
+    expect(resumed.code).toBe(0);
+    const after = await schedule('nightly-report');
+    expect(after).toMatchObject({ paused: false, revision: before.revision + 2, ahead: true });
+    expect(resumed.stdout).toBe(`resumed schedule nightly-report: next fire ${after.next_fire_at.toISOString()}\n`);
+    // From the next fire after now: 03:00 in Berlin, within a day.
+    expect(new Intl.DateTimeFormat('en-GB', { timeZone: 'Europe/Berlin', hour: '2-digit', minute: '2-digit' }).format(after.next_fire_at)).toBe('03:00');
+    expect((await cli('schedules', 'resume', 'nightly-report')).stdout).toBe('schedule nightly-report is not paused\n');
+
+    const fired = await cli('schedules', 'fire', 'nightly-report');
+    expect(fired.code).toBe(0);
+    const jobId = /^enqueued job (\d+) to queue reports \(a fire of schedule nightly-report\)\n$/.exec(fired.stdout)![1];
+    const { rows: jobs } = await sql.query(`SELECT id::text, queue_name, payload, priority, max_attempts, status::text, run_at <= now() AS due FROM background_jobs`);
+    expect(jobs).toEqual([
+      {
+        id: jobId,
+        queue_name: 'reports',
+        payload: { kind: 'nightly', _schedule: { name: 'nightly-report', fireAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) } },
+        priority: 2,
+        max_attempts: 3,
+        status: 'queued',
+        due: true,
+      },
+    ]);
+    expect((await schedule('nightly-report')).next_fire_at).toEqual(after.next_fire_at); // the schedule did not move
+
+    // Removing asks first; in a script it needs --yes.
+    expect(await cli('schedules', 'remove', 'nightly-report')).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: `pg-queue: remove the schedule nightly-report (queue reports, cron "0 3 * * *"): not confirmed (stdin is not a terminal, so no question can be asked); pass --yes to go ahead\n`,
+    });
+    expect(await cli('schedules', 'remove', 'nightly-report', '--yes')).toEqual({ code: 0, stdout: 'removed schedule nightly-report\n', stderr: '' });
+    expect((await cli('schedules', 'remove', 'cleanup', '-y')).stdout).toContain('declared in code: an instance that declares it makes it again at its next boot');
+    expect((await sql.query(`SELECT name FROM background_schedules`)).rows).toEqual([{ name: 'old-sync' }]);
+    expect((await sql.query(`SELECT count(*)::int AS n FROM background_jobs`)).rows[0].n).toBe(1); // its job stays
+
+    // Every action looks the schedule up first, through the service's own name check.
+    expect(await cli('schedules', 'fire', 'nightly-report')).toEqual({ code: 1, stdout: '', stderr: 'pg-queue: schedule "nightly-report" not found\n' });
+    const bad = await cli('schedules', 'pause', 'no spaces!');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('Invalid schedule name "no spaces!"');
+    expect((await cli('schedules', 'list', '--orphan-after', '1s')).code).toBe(2);
+  }, 120_000);
+
   describe('doctor', () => {
     const checks = async (args: string[], env: Record<string, string>) => {
       const result = await runCli(['doctor', '--json', ...args], env);
       return { code: result.code, stderr: result.stderr, checks: Object.fromEntries((JSON.parse(result.stdout) as { check: string; state: string; detail: string }[]).map((c) => [c.check, c])) };
     };
+
+    // Every check connects: a wrong password was reported six times, once per check (issue 18 item 9).
+    it('a wrong password: reported once, as the connection check, and no other check runs (exit 1)', async () => {
+      const wrong = new URL(url);
+      wrong.password = 'not-the-password';
+      const text = await runCli(['doctor'], { DATABASE_URL: wrong.toString() });
+      expect(text.code).toBe(1);
+      expect(text.stdout.match(/password authentication failed/g)).toHaveLength(1);
+      expect(text.stdout).toMatch(/^fail {2}connection {3}password authentication failed for user "[^"]+" \(28P01\)\n {19}hint: /);
+      expect(text.stderr).toBe(`pg-queue: ${CANNOT_CONNECT()}\n`);
+      const json = await checks([], { DATABASE_URL: wrong.toString() });
+      expect(Object.keys(json.checks)).toEqual(['connection']);
+      expect(json.checks.connection).toMatchObject({ state: 'fail', detail: expect.stringContaining('password authentication failed') });
+    });
 
     it('a healthy database: every check ok, exit 0, one line per check', async () => {
       const result = await cli('doctor');

@@ -4,6 +4,17 @@ export const NO_DATABASE_URL = () => 'no database: pass --url postgres://... or 
 
 export const NOT_A_POSTGRES_URL = (source: '--url' | 'DATABASE_URL') => `${source} is not a postgres:// URL`;
 
+export const PASSWORD_IN_URL = () =>
+  'warning: the password in --url can be read by other users of this machine while the command runs (ps, /proc/<pid>/cmdline), and stays in your shell history; ' +
+  'put the URL in DATABASE_URL, or the password in PGPASSWORD or ~/.pgpass, instead';
+
+export const CONNECT_TIMEOUT = (timeout: string) =>
+  `no connection to the database within ${timeout} (--connect-timeout): check that the server is up and that the URL's host and port reach it; if it is only slow to answer, raise --connect-timeout`;
+
+export const CANNOT_CONNECT = () => 'cannot connect to the database: no other check was run';
+
+export const SCHEDULE_NOT_FOUND = (name: string) => `schedule ${JSON.stringify(name)} not found`;
+
 export const JOBS_NOT_FOUND = (ids: string[]) => `job${ids.length > 1 ? 's' : ''} ${ids.join(', ')} not found: nothing changed`;
 
 export const BAD_DURATION = (option: string, value: string) =>

@@ -3,18 +3,25 @@ import { parse } from 'pg-connection-string';
 import type { DataSource } from 'typeorm';
 import { JobStore } from '../store/job.store.js';
 import { AdminStore } from '../store/admin.store.js';
-import { NO_DATABASE_URL, NOT_A_POSTGRES_URL } from './cli.messages.js';
-import { UsageError } from './errors.js';
+import { CONNECT_TIMEOUT, NO_DATABASE_URL, NOT_A_POSTGRES_URL, PASSWORD_IN_URL } from './cli.messages.js';
+import { formatDuration } from './duration.js';
+import { CliError, UsageError } from './errors.js';
+import { note } from './output.js';
 
 /** The options every command takes (on the root command). */
 export interface GlobalOptions {
   url?: string;
   transactionPooler?: boolean;
   verbose?: boolean;
+  /** --connect-timeout, in ms. */
+  connectTimeout?: number;
 }
 
 const APPLICATION_NAME = 'nestjs-pg-queue cli';
+/** The default of --connect-timeout. */
 const CONNECT_TIMEOUT_MS = 10_000;
+/** What pg-pool and pg (a client of its own) say when a connection is not made within connectionTimeoutMillis. */
+const CONNECT_TIMED_OUT = /^(timeout exceeded when trying to connect|Connection terminated due to connection timeout|timeout expired)$/;
 
 /**
  * The database of one command run: a small pool (the queue's stores on it) opened on first use, and closed
@@ -28,6 +35,7 @@ export class Connection {
   constructor(
     readonly url: string,
     readonly transactionPooler: boolean,
+    readonly connectTimeoutMs = CONNECT_TIMEOUT_MS,
   ) {
     this.secrets = secretsOf(url);
   }
@@ -37,12 +45,25 @@ export class Connection {
     if (!url) throw new UsageError(NO_DATABASE_URL());
     // Checked here: pg reads what it cannot parse as a host name ("not a url" dialled host "base").
     if (!isPostgresUrl(url)) throw new UsageError(NOT_A_POSTGRES_URL(options.url !== undefined ? '--url' : 'DATABASE_URL'));
-    return new Connection(url, options.transactionPooler === true);
+    // Anyone on the machine can read a command line while it runs: say so (the password itself is never printed).
+    if (options.url !== undefined && passwordOf(url)) note(`pg-queue: ${PASSWORD_IN_URL()}`);
+    return new Connection(url, options.transactionPooler === true, options.connectTimeout);
+  }
+
+  /**
+   * The error as the operator should read it: a connection that was not made in time names --connect-timeout
+   * (the library's own text names module options, poolSize and connectTimeoutMs, which the command does not have).
+   */
+  explain(error: unknown): unknown {
+    for (let e: unknown = error; e instanceof Error; e = e.cause) {
+      if (CONNECT_TIMED_OUT.test(e.message)) return new CliError(CONNECT_TIMEOUT(formatDuration(this.connectTimeoutMs)), { cause: error });
+    }
+    return error;
   }
 
   getPool(): Pool {
     if (!this.pool) {
-      this.pool = new pg.Pool({ connectionString: this.url, max: 3, application_name: APPLICATION_NAME, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+      this.pool = new pg.Pool({ connectionString: this.url, max: 3, application_name: APPLICATION_NAME, connectionTimeoutMillis: this.connectTimeoutMs });
       // An idle client that loses its server emits here; the next query reports the failure.
       this.pool.on('error', () => undefined);
     }
@@ -50,7 +71,7 @@ export class Connection {
   }
 
   jobStore(): JobStore {
-    return new JobStore(this.getPool(), { transactionPooler: this.transactionPooler, poolSize: 3, connectTimeoutMs: CONNECT_TIMEOUT_MS });
+    return new JobStore(this.getPool(), { transactionPooler: this.transactionPooler, poolSize: 3, connectTimeoutMs: this.connectTimeoutMs });
   }
 
   adminStore(): AdminStore {
@@ -63,7 +84,7 @@ export class Connection {
     const dataSource = new DataSource({
       type: 'postgres',
       url: this.url,
-      connectTimeoutMS: CONNECT_TIMEOUT_MS,
+      connectTimeoutMS: this.connectTimeoutMs,
       extra: { max: 1, application_name: `${APPLICATION_NAME} migrations` },
       migrationsTableName,
       synchronize: false,
@@ -75,7 +96,7 @@ export class Connection {
 
   /** A client of its own (not from the pool): LISTEN, probes. */
   client(): pg.Client {
-    return new pg.Client({ connectionString: this.url, application_name: APPLICATION_NAME, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+    return new pg.Client({ connectionString: this.url, application_name: APPLICATION_NAME, connectionTimeoutMillis: this.connectTimeoutMs });
   }
 
   /** The URL as it may be shown. */
@@ -94,15 +115,19 @@ export class Connection {
   }
 }
 
+function passwordOf(url: string): string | undefined {
+  try {
+    return parse(url).password || undefined;
+  } catch {
+    return undefined; // An unparseable URL: the regular expression in mask() still hides what looks like a password.
+  }
+}
+
 /** The password of the URL (as written and decoded) and PGPASSWORD, longest first. */
 function secretsOf(url: string): string[] {
   const secrets = new Set<string>();
-  try {
-    const password = parse(url).password;
-    if (password) secrets.add(password);
-  } catch {
-    // An unparseable URL: the regular expression in mask() still hides what looks like a password.
-  }
+  const password = passwordOf(url);
+  if (password) secrets.add(password);
   const raw = /^[a-z]+:\/\/[^:/@\s]*:([^@\s]*)@/i.exec(url)?.[1];
   if (raw) secrets.add(raw);
   if (process.env.PGPASSWORD) secrets.add(process.env.PGPASSWORD);

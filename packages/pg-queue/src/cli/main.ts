@@ -10,8 +10,10 @@ import { registerJobs } from './commands/jobs.js';
 import { registerMigrate } from './commands/migrate.js';
 import { registerPrune } from './commands/prune.js';
 import { registerQueues } from './commands/queues.js';
+import { registerSchedules } from './commands/schedules.js';
 import { registerStats } from './commands/stats.js';
-import { CliError, EXIT, UsageError } from './errors.js';
+import { parseDuration } from './duration.js';
+import { describeError, EXIT, UsageError } from './errors.js';
 import { current, run } from './run.js';
 
 // The package's version; a copy of the sources compiled elsewhere (the test suite's swc build) has a package.json without one.
@@ -20,8 +22,9 @@ const { version = 'unknown' } = JSON.parse(readFileSync(new URL('../../package.j
 const program = new Command('pg-queue')
   .version(version, '--version', 'the version of nestjs-pg-queue this command comes with')
   .description('Operate a nestjs-pg-queue database: migrations, stats, jobs, queues, maintenance, health checks.')
-  .option('--url <url>', 'PostgreSQL URL (default: $DATABASE_URL); its password is never printed')
+  .option('--url <url>', 'PostgreSQL URL (default: $DATABASE_URL); its password is never printed, but other users see it in ps: prefer DATABASE_URL, PGPASSWORD or ~/.pgpass')
   .option('--transaction-pooler', 'the URL goes through a transaction pooler (PgBouncer in transaction mode): send no named prepared statements')
+  .option('--connect-timeout <duration>', 'how long to wait for a connection to the database, e.g. 30s (default 10s)', parseDuration('--connect-timeout'))
   .option('--verbose', 'print the stack of an error')
   .showHelpAfterError('(run with --help for usage)')
   .exitOverride()
@@ -34,6 +37,7 @@ registerEnqueue(program, run);
 registerQueues(program, run);
 registerPrune(program, run);
 registerDoctor(program, run);
+registerSchedules(program, run);
 
 try {
   await program.parseAsync(process.argv);
@@ -50,16 +54,8 @@ function report(error: unknown): number {
   }
   const mask = (text: string) => (current ? current.mask(text) : text);
   const verbose = program.opts<{ verbose?: boolean }>().verbose === true;
-  const text = verbose && error instanceof Error && error.stack ? error.stack : oneLine(error);
+  const explained = current ? current.explain(error) : error;
+  const text = verbose && error instanceof Error && error.stack ? error.stack : describeError(explained);
   process.stderr.write(`pg-queue: ${mask(text)}\n`);
   return error instanceof UsageError ? EXIT.usage : EXIT.error;
-}
-
-function oneLine(error: unknown): string {
-  if (!(error instanceof Error)) return String(error);
-  if (error instanceof CliError || error instanceof UsageError) return error.message;
-  // AggregateError (several addresses refused) has an empty message; its first error names the problem.
-  const message = error.message || (error instanceof AggregateError && error.errors[0] instanceof Error ? error.errors[0].message : error.name);
-  const code = (error as { code?: unknown }).code;
-  return `${message.split('\n')[0]}${typeof code === 'string' && !message.includes(code) ? ` (${code})` : ''}`;
 }

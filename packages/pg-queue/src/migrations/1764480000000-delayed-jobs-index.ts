@@ -2,8 +2,9 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
 import { createIndexConcurrently, dropIndexConcurrently } from './concurrent-index.js';
 
 /**
- * Replaces the seed's run_at index (queue_name, run_at) WHERE status = 'queued' with one over delayed and
- * put-back jobs only (run_at later than created_at). Two reasons, both measured:
+ * Replaces the seed's run_at index (queue_name, run_at) WHERE status = 'queued' (an adopted table's, or the
+ * background_jobs_run_at_idx the released first migration built) with one over delayed and put-back jobs only
+ * (run_at later than created_at). Two reasons, both measured:
  * - The claim could use the old index: its predicate was implied by the claim's WHERE. Right after a bulk
  *   enqueue, before autovacuum has analyzed the table, the planner estimated one due row and chose it over the
  *   claim index, then sorted every due job per claim: 100k queued jobs drained at 5k jobs/s instead of 20k

@@ -8,8 +8,9 @@ import { createIndexConcurrently, dropIndexConcurrently, indexDefinition } from 
  * for every job the worker ever ran: with a million jobs through one worker the completion statement became
  * the bottleneck (1M steady state: 6.2k jobs/s, against 19.4k for 50k). With the id in the key each lookup
  * is one probe per job. Heartbeats still do not touch an indexed column, so they stay HOT.
- * Built concurrently, outside a transaction; the old definition is dropped only when it is still the old one,
- * so a re-run (a crash after the drop, a second instance) rebuilds nothing that is already right.
+ * Built concurrently, outside a transaction; the old definition (which the released first migration built) is
+ * dropped only when it is still the old one, so a re-run (a crash after the drop, a second instance) rebuilds
+ * nothing that is already right. On a database the first migration creates now, there is none: built here.
  */
 export class InFlightIndexByJob1764490000000 implements MigrationInterface {
   name = 'InFlightIndexByJob1764490000000';

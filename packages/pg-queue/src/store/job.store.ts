@@ -207,8 +207,15 @@ export class JobStore {
     return unfoldOutcomes(rows, slotOf, outcomes);
   }
 
-  /** The deferred wake-up of enqueues that skipped the NOTIFY trigger: one NOTIFY per queue, in one statement, on the wake sender's connection. */
-  async wakeQueues(queues: string[], client: ClientBase): Promise<void> {
+  /**
+   * The deferred wake-up of enqueues that skipped the NOTIFY trigger: one NOTIFY per queue, in one statement, on the
+   * wake sender's connection, or on one of the pool's while that connection is down.
+   */
+  async wakeQueues(queues: string[], client?: ClientBase): Promise<void> {
+    if (!client) {
+      await this.run('wakeQueues', [queues]);
+      return;
+    }
     try {
       await client.query(this.statement('wakeQueues', [queues]));
     } catch (error) {

@@ -2,7 +2,8 @@ import type { Command } from 'commander';
 import { randomBytes } from 'node:crypto';
 import type { Connection } from '../connection.js';
 import { formatDuration, parseDuration } from '../duration.js';
-import { CliError } from '../errors.js';
+import { CANNOT_CONNECT } from '../cli.messages.js';
+import { CliError, describeError } from '../errors.js';
 import { print, printJson } from '../output.js';
 import type { Run } from '../run.js';
 
@@ -56,8 +57,10 @@ export function registerDoctor(program: Command, run: Run): void {
     .option('--json', 'as JSON: [{ check, state, detail, hint? }]')
     .action(
       run(async (connection, _args, options: DoctorOptions) => {
-        const results: CheckResult[] = [];
-        const checks = { schema, indexes, autovacuum, leases: stuckLeases, listen, pooler };
+        // Every check connects: without this one first, a wrong password or a dead server was reported six times.
+        const unreachable = await connects(connection);
+        const results: CheckResult[] = unreachable ? [unreachable] : [];
+        const checks = unreachable ? {} : { schema, indexes, autovacuum, leases: stuckLeases, listen, pooler };
         for (const [name, check] of Object.entries(checks)) {
           try {
             results.push(await check(connection, options));
@@ -68,10 +71,26 @@ export function registerDoctor(program: Command, run: Run): void {
         }
         if (options.json) printJson(results);
         else for (const r of results) print(`${r.state.padEnd(4)}  ${r.check.padEnd(11)}  ${r.detail}${r.hint ? `\n${' '.repeat(19)}hint: ${r.hint}` : ''}`);
+        if (unreachable) throw new CliError(CANNOT_CONNECT());
         const failed = results.filter((r) => r.state === 'fail').length;
         if (failed > 0) throw new CliError(`${failed} check(s) failed`);
       }),
     );
+}
+
+/** Undefined when a connection answers; else the one result doctor reports (the other checks would each fail the same way). */
+async function connects(connection: Connection): Promise<CheckResult | undefined> {
+  try {
+    await connection.getPool().query('SELECT 1');
+    return undefined;
+  } catch (error) {
+    return {
+      check: 'connection',
+      state: 'fail',
+      detail: connection.mask(describeError(connection.explain(error))),
+      hint: 'check the URL (host, port, database, user) and the password (DATABASE_URL, PGPASSWORD or ~/.pgpass)',
+    };
+  }
 }
 
 async function schema(connection: Connection, options: DoctorOptions): Promise<CheckResult> {

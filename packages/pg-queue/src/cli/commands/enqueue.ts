@@ -4,6 +4,7 @@ import { BAD_JSON } from '../cli.messages.js';
 import { parseDuration, parseInteger } from '../duration.js';
 import { UsageError } from '../errors.js';
 import { print } from '../output.js';
+import { queueServiceOf } from '../queue-service.js';
 import type { Run } from '../run.js';
 import { queueName } from './jobs.js';
 
@@ -46,18 +47,7 @@ export function registerEnqueue(program: Command, run: Run): void {
           if (Number.isNaN(runAt.getTime())) throw new UsageError(`--run-at ${JSON.stringify(options.runAt)} is not a date (use ISO 8601, e.g. 2026-12-01T08:00:00Z)`);
         }
         // The service itself, so that the payload and options go through exactly the checks an app's enqueue does.
-        const { QueueService } = await import('../../queue.service.js');
-        const { JobHandlerRegistry } = await import('../../discovery/job-handler.registry.js');
-        const { resolveModuleOptions } = await import('../../utils/resolve-options.js');
-        const { ScheduleStore } = await import('../../store/schedule.store.js');
-        const { RecurringScheduler } = await import('../../recurring/recurring-scheduler.js');
-        const { RecurringJobRegistry } = await import('../../recurring/recurring-job.registry.js');
-        const resolved = resolveModuleOptions({ maxPayloadBytes: options.maxPayloadBytes, migrationsRun: false });
-        const jobs = connection.jobStore();
-        const registry = new JobHandlerRegistry();
-        const schedules = new ScheduleStore(connection.getPool(), { transactionPooler: connection.transactionPooler });
-        // The scheduler is never started here (no Nest lifecycle): the service only needs it for schedule methods.
-        const service = new QueueService(jobs, registry, resolved, schedules, new RecurringScheduler(schedules, jobs, new RecurringJobRegistry(), registry, resolved));
+        const { service } = await queueServiceOf(connection, { maxPayloadBytes: options.maxPayloadBytes });
         const enqueueOptions = {
           priority: options.priority,
           delayMs: options.delay,
