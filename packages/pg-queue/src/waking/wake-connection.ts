@@ -3,6 +3,7 @@ import pg from 'pg';
 import { WAKE_CONNECTION_DIAL, WAKE_CONNECTION_LOST } from '../pg-queue.messages.js';
 import type { JobStore } from '../store/job.store.js';
 import { errorLine } from '../utils/error-text.js';
+import { cutClient } from '../utils/pg-client.js';
 import { RetryBackoff, withDeadline, withTimeout } from '../utils/retry-backoff.js';
 
 /** How long a wake-up's NOTIFY (or a ping) may take before its connection is taken for dead. */
@@ -92,10 +93,8 @@ export class WakeConnection {
     const dial = this.dial;
     if (dial.client) return dial.client;
     if (dial.slow) return undefined;
-    let timer: NodeJS.Timeout | undefined;
-    const waited = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), this.liveness.timeoutMs)));
-    const client = await Promise.race([dial.connecting.catch(() => undefined), waited]);
-    clearTimeout(timer);
+    // A dial that failed, or is still going after timeoutMs: this send (and the next, until it settles) uses the pool.
+    const client = await withTimeout(dial.connecting, this.liveness.timeoutMs, 'dialling the wake-up connection').catch(() => undefined);
     if (!client) dial.slow = true;
     return client;
   }
@@ -147,8 +146,6 @@ export class WakeConnection {
     this.dial = undefined;
     clearTimeout(this.pingTimer);
     if (!this.closed) this.logger.warn(WAKE_CONNECTION_LOST(errorLine(error)));
-    const stream = (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream;
-    stream?.destroy();
-    client.end().catch(() => undefined);
+    cutClient(client);
   }
 }

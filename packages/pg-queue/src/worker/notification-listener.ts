@@ -2,6 +2,7 @@ import type { LoggerService } from '@nestjs/common';
 import pg from 'pg';
 import { JOBS_CHANNEL } from '../pg-queue.constants.js';
 import { CANCEL_CHANNEL, DONE_CHANNEL, REVIEW_CHANNEL } from '../store/job.sql.js';
+import { abortConnect, cutClient } from '../utils/pg-client.js';
 import { RetryBackoff, wakeableSleep, withDeadline, withTimeout } from '../utils/retry-backoff.js';
 
 export interface ListenerEvents {
@@ -75,7 +76,7 @@ export class NotificationListener {
     abortConnect(this.connecting);
     // A polite goodbye when the server answers (no "unexpected EOF" in its log), but not a wait on a dead peer.
     if (client) await withDeadline(client.end().catch(() => undefined), 500);
-    destroy(client);
+    cutClient(client);
     await this.running;
   }
 
@@ -88,7 +89,7 @@ export class NotificationListener {
       }
       this.events.onUp();
       const error = await connection.lost;
-      destroy(this.client);
+      cutClient(this.client);
       this.client = undefined;
       if (this.closed) return;
       this.events.onDown();
@@ -128,13 +129,13 @@ export class NotificationListener {
       await client.connect();
       await client.query(this.channels.map((channel) => `LISTEN ${channel}`).join('; '));
     } catch (error) {
-      destroy(client);
+      cutClient(client);
       return { failed: error };
     } finally {
       this.connecting = undefined;
     }
     if (this.closed) {
-      destroy(client);
+      cutClient(client);
       return { failed: new Error('closed') };
     }
     this.client = client;
@@ -162,17 +163,4 @@ export class NotificationListener {
     let timer = setTimeout(() => void ping(), pingEveryMs).unref();
     void lost.then(() => clearTimeout(timer));
   }
-}
-
-/** Ends a client at once, without waiting for a goodbye a dead peer would never answer. */
-/** Cuts a client that is still connecting: its connect() then fails, and the loop sees a closed listener. */
-function abortConnect(client: pg.Client | undefined): void {
-  (client as unknown as { connection?: { stream?: { destroy(): void } } } | undefined)?.connection?.stream?.destroy();
-}
-
-function destroy(client: pg.Client | undefined): void {
-  const stream = (client as unknown as { connection?: { stream?: { destroyed?: boolean; destroy(): void } } } | undefined)?.connection?.stream;
-  if (!stream || stream.destroyed) return;
-  stream.destroy();
-  client!.end().catch(() => undefined);
 }
