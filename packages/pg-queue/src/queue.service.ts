@@ -1,15 +1,19 @@
 import { Inject, Injectable, Optional } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { JobHandlerRegistry } from './discovery/job-handler.registry.js';
-import { PgQueueError } from './errors/pg-queue.error.js';
+import { JobWaitTimeoutError, PgQueueError } from './errors/pg-queue.error.js';
 import type { JobRecord, QueueStats } from './interfaces/job.interface.js';
 import { INVALID_OPTION } from './pg-queue.messages.js';
 import { RESOLVED_OPTIONS } from './pg-queue.module-definition.js';
 import { JobStore, type CancelResult, type NewJobRow } from './store/job.store.js';
 import type { KeyedOutcome } from './store/unique-rows.js';
 import { assertQueueName, type ResolvedModuleOptions } from './utils/resolve-options.js';
-import { hasLoneSurrogate, serializePayload } from './utils/serialize-payload.js';
-import { uniqueFields, type UniqueOptions } from './utils/unique-options.js';
+import { buildJobRow, defaultMaxAttemptsOf } from './utils/job-row.js';
+import { flowAccess, type FlowAccess } from './flows/flow-access.js';
+import { FINAL_FLOW_STATUSES, type EnqueuedFlow, type FlowRecord, type FlowSpec, type FlowStatus, type FlowSummary } from './flows/flow.interfaces.js';
+import { hasLoneSurrogate } from './utils/serialize-payload.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { UniqueOptions } from './utils/unique-options.js';
 import type { ScheduleInfo, ScheduleSpec } from './interfaces/recurring-job.interface.js';
 import { QUEUE_NAME_PATTERN } from './pg-queue.constants.js';
 import { nextFireAfter } from './recurring/fire-times.js';
@@ -19,7 +23,7 @@ import { ScheduleStore } from './store/schedule.store.js';
 import { JobWaiters, type WaitOptions } from './waiting/job-waiters.js';
 import { batchCall, oneJobCall, setJobId, setKeyedOutcome, traceEnqueue } from './tracing/producer-span.js';
 import { checkPayloads, validatorOf, type PayloadToCheck } from './typed/payload-validators.js';
-import { queueNameOf, type QueueDefinition } from './typed/queue-definition.js';
+import type { QueueDefinition } from './typed/queue-definition.js';
 import { WakeSender } from './waking/wake-sender.js';
 import { WorkerPool } from './worker/worker-pool.js';
 import type { Wake } from './store/job.sql.js';
@@ -67,8 +71,6 @@ export interface EnqueueResult {
   replaced: boolean;
 }
 
-const INT32_MAX = 2_147_483_647;
-
 /** What app code injects: enqueue (alone or in the caller's transaction), inspect, cancel, retry. */
 @Injectable()
 export class QueueService {
@@ -84,7 +86,13 @@ export class QueueService {
     private readonly wakes?: WakeSender,
     /** This process's workers: a pause made here reaches their buffers at once (other instances hear a NOTIFY). */
     @Optional() private readonly workers?: WorkerPool,
-  ) {}
+  ) {
+    this.maxAttemptsOf = defaultMaxAttemptsOf(options, registry);
+    this.flowKit = flowAccess(store.flows, options, registry);
+  }
+
+  private readonly maxAttemptsOf: (queue: string) => number;
+  private readonly flowKit: FlowAccess;
 
   /**
    * Adds one job; returns its id. Pass `manager` to make it part of your transaction. `queue` is the queue's
@@ -195,6 +203,61 @@ export class QueueService {
         throw error;
       }
     });
+  }
+
+  /**
+   * Adds a flow: jobs that depend on jobs (any DAG), every job and edge in one statement, in the caller's transaction
+   * with `manager` as for enqueue. A job with dependsOn waits, `blocked`, until its parents are done. Everything is
+   * checked first (refs, cycles, options, typed payloads), and a refused flow stores nothing. Returns the flow's id
+   * and each job's id by ref (docs/guides/flows.md).
+   */
+  async enqueueFlow(spec: FlowSpec, options: { manager?: EntityManager } = {}): Promise<EnqueuedFlow> {
+    if (spec === null || typeof spec !== 'object') throw new PgQueueError('enqueueFlow expects { name?, jobs: [{ ref, queue, payload, dependsOn? }] }.');
+    const name = spec.name ?? null;
+    if (name !== null && (typeof name !== 'string' || name.length === 0 || name.length > 200 || hasLoneSurrogate(name) || name.includes('\0'))) {
+      throw new PgQueueError(INVALID_OPTION('enqueueFlow', 'name', name, 'a non-empty string of at most 200 characters'));
+    }
+    const plan = await this.flowKit.plan('enqueueFlow', spec.jobs);
+    const { flowId, ids } = await this.store.flows.insertFlow(name, plan, options.manager);
+    return { id: flowId, jobs: Object.fromEntries(plan.rows.map((row, i) => [row.ref, ids[i]])) };
+  }
+
+  /** A flow with every job (its status, result, and for a blocked job the parents it waits for) and edge; null when there is none. */
+  async getFlow(id: string | number | bigint): Promise<FlowRecord | null> {
+    return this.store.flows.getFlow(jobId(id, 'flow'));
+  }
+
+  /**
+   * Cancels a flow that has not finished: its queued and blocked jobs never run, its running ones have their signal
+   * aborted and their outcome discarded (as cancel() does); no compensation runs. False when there is no such flow
+   * or it had finished.
+   */
+  async cancelFlow(id: string | number | bigint): Promise<boolean> {
+    return (await this.store.flows.cancelFlow(jobId(id, 'flow'))) !== null;
+  }
+
+  /**
+   * Waits until the flow finishes and resolves with its record: completed, failed, compensated,
+   * compensation_failed or cancelled (a flow that did not complete resolves too: its status says how it ended).
+   * Polls the flow's row (every 25 ms at first, backing off to 1 s); rejects with JobWaitTimeoutError after
+   * `timeoutMs`, with the signal's reason when it aborts, with a PgQueueError when there is no such flow.
+   */
+  async waitForFlow(id: string | number | bigint, options: WaitOptions = {}): Promise<FlowRecord> {
+    const text = jobId(id, 'flow');
+    const deadline = options.timeoutMs === undefined ? Infinity : Date.now() + options.timeoutMs;
+    for (let pauseMs = 25; ; pauseMs = Math.min(1_000, pauseMs * 2)) {
+      options.signal?.throwIfAborted();
+      const state = await this.store.flows.flowStatus(text);
+      if (!state) throw new PgQueueError(`waitForFlow(${text}): no such flow.`);
+      if (FINAL_FLOW_STATUSES.includes(state.status)) return (await this.store.flows.getFlow(text))!;
+      if (Date.now() >= deadline) throw new JobWaitTimeoutError(text, options.timeoutMs!, 'flow');
+      await sleep(Math.min(pauseMs, Math.max(1, deadline - Date.now())), undefined, { signal: options.signal });
+    }
+  }
+
+  /** Flows, newest first (at most `limit`, 100 by default), optionally of one status. */
+  async flows(options: { status?: FlowStatus; limit?: number } = {}): Promise<FlowSummary[]> {
+    return this.store.flows.listFlows(options.status ?? null, options.limit ?? 100);
   }
 
   /** The job's row: status, attempts, last error, and its `result` and `progress` (README: Results, Progress). */
@@ -318,56 +381,12 @@ export class QueueService {
   }
 
   private toRow(spec: AnyJobSpec): NewJobRow {
-    const { payload, runAt, delayMs, priority, maxAttempts, concurrencyKey } = spec;
-    const queue = queueNameOf(spec.queue);
-    assertQueueName(queue);
-    const where = `enqueue("${queue}")`;
-    if (runAt !== undefined && (!(runAt instanceof Date) || Number.isNaN(runAt.getTime()))) {
-      throw new PgQueueError(INVALID_OPTION(where, 'runAt', runAt, 'a valid Date'));
-    }
-    // Within what PostgreSQL stores (a timestamptz, an interval): beyond, the insert failed with a bare
-    // "timestamp out of range" or "interval out of range" that named no option.
-    if (runAt !== undefined && (runAt.getTime() < RUN_AT_MIN_MS || runAt.getTime() > RUN_AT_MAX_MS)) {
-      throw new PgQueueError(INVALID_OPTION(where, 'runAt', runAt, 'a valid Date from year 1 to 9999'));
-    }
-    if (delayMs !== undefined && (!Number.isInteger(delayMs) || delayMs < 0)) {
-      throw new PgQueueError(INVALID_OPTION(where, 'delayMs', delayMs, 'a non-negative integer'));
-    }
-    if (delayMs !== undefined && delayMs > MAX_DELAY_MS) {
-      throw new PgQueueError(INVALID_OPTION(where, 'delayMs', delayMs, `a non-negative integer of at most ${MAX_DELAY_MS} (1,000 years)`));
-    }
-    if (priority !== undefined && (!Number.isInteger(priority) || Math.abs(priority) > INT32_MAX)) {
-      throw new PgQueueError(INVALID_OPTION(where, 'priority', priority, 'an integer (32-bit)'));
-    }
-    if (maxAttempts !== undefined && (!Number.isInteger(maxAttempts) || maxAttempts < 1 || maxAttempts > 1_000)) {
-      throw new PgQueueError(INVALID_OPTION(where, 'maxAttempts', maxAttempts, 'an integer from 1 to 1000'));
-    }
-    if (concurrencyKey !== undefined && (typeof concurrencyKey !== 'string' || concurrencyKey.length === 0 || concurrencyKey.length > 512 || concurrencyKey.includes('\0') || hasLoneSurrogate(concurrencyKey))) {
-      throw new PgQueueError(INVALID_OPTION(where, 'concurrencyKey', concurrencyKey, 'a non-empty string of at most 512 characters, without NUL or a lone UTF-16 surrogate'));
-    }
-    const row: NewJobRow = {
-      queue,
-      payloadJson: serializePayload(queue, payload, this.options.maxPayloadBytes),
-      priority: priority ?? 0,
-      // The module's `queues` options apply also where no handler runs (workers: false), as at the worker.
-      maxAttempts: maxAttempts ?? this.options.queues[queue]?.maxAttempts ?? this.registry.get(queue)?.options.maxAttempts ?? 5,
-      runAt: runAt ?? null,
-      delayMs: delayMs ?? 0,
-      concurrencyKey: concurrencyKey ?? null,
-    };
-    // Only a job with unique options pays for them: a plain enqueue builds the same row as before.
-    if (spec.uniqueKey !== undefined || spec.onConflict !== undefined || spec.uniqueForMs !== undefined) Object.assign(row, uniqueFields(where, spec));
-    return row;
+    return buildJobRow(spec, this.options.maxPayloadBytes, this.maxAttemptsOf);
   }
 }
 
 const keyed = (outcomes: KeyedOutcome[]) => outcomes;
 
-/** The longest delayMs: 1,000 years (of 365.25 days). */
-const MAX_DELAY_MS = 31_557_600_000_000;
-/** runAt from year 1 to year 9999 (PostgreSQL's timestamptz reaches further back and forward, JavaScript's Date too). */
-const RUN_AT_MIN_MS = Date.parse('0001-01-01T00:00:00.000Z');
-const RUN_AT_MAX_MS = Date.parse('9999-12-31T23:59:59.999Z');
 
 /** The queues of the rows an insert added or changed (with outcomes: not the duplicates). */
 function wokenQueues(rows: readonly NewJobRow[], outcomes: readonly KeyedOutcome[] | undefined): Set<string> {
@@ -391,10 +410,10 @@ function scheduleName(name: unknown): string {
 
 const MAX_BIGINT = 9_223_372_036_854_775_807n;
 
-function jobId(id: string | number | bigint): string {
+function jobId(id: string | number | bigint, what = 'job'): string {
   const text = String(id);
   if (!/^[1-9][0-9]{0,18}$/.test(text) || BigInt(text) > MAX_BIGINT) {
-    throw new PgQueueError(`Invalid job id ${JSON.stringify(text)}: expected a positive integer within bigint range.`);
+    throw new PgQueueError(`Invalid ${what} id ${JSON.stringify(text)}: expected a positive integer within bigint range.`);
   }
   return text;
 }

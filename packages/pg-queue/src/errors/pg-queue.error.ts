@@ -50,7 +50,9 @@ export class JobWaitTimeoutError extends Error {
   constructor(
     readonly jobId: string,
     readonly timeoutMs: number,
+    /** 'flow' for waitForFlow: jobId is then the flow's id. */
+    what: 'job' | 'flow' = 'job',
   ) {
-    super(`job ${jobId} did not finish within ${timeoutMs} ms (waitFor timeoutMs); it keeps running`);
+    super(`${what} ${jobId} did not finish within ${timeoutMs} ms (${what === 'job' ? 'waitFor' : 'waitForFlow'} timeoutMs); it keeps running`);
   }
 }

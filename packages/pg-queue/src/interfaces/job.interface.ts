@@ -1,3 +1,6 @@
+import type { CompensatedJob, FlowJobSpec, ParentJob } from '../flows/flow.interfaces.js';
+import type { QueueDefinition } from '../typed/queue-definition.js';
+
 /** What a handler receives: one attempt of one job. */
 export interface Job<TPayload = unknown> {
   /** bigint primary key, as a string so that no precision is lost. */
@@ -19,9 +22,25 @@ export interface Job<TPayload = unknown> {
    * own. A value that is not JSON or is too large throws a PgQueueError at the call.
    */
   progress(value: unknown): void;
+  /**
+   * A job of a flow: its parents, each with its status and result (a parent it depends on with 'continue' may have
+   * failed). [] for a job without parents. Read when called (one query).
+   */
+  parents(): Promise<ParentJob[]>;
+  /** One parent by its ref; pass the parent's queue definition to type its result. Throws when there is no such parent. */
+  parent<TResult = unknown>(ref: string, queue?: QueueDefinition<unknown, TResult>): Promise<ParentJob<TResult>>;
+  /** A compensation job: the job it undoes, with that job's payload and result; null for any other job. */
+  compensating<TPayload = unknown, TResult = unknown>(queue?: QueueDefinition<TPayload, TResult>): Promise<CompensatedJob<TPayload, TResult> | null>;
+  /**
+   * Adds jobs to this job's flow, created in the statement that completes this attempt: if the attempt fails, or its
+   * outcome is fenced out (the lease was lost), none is created. dependsOn names refs of the same call; each ref
+   * becomes "<this job's ref>/<ref>". Calls add up; checked at the call (a PgQueueError names the problem).
+   */
+  spawn(jobs: readonly FlowJobSpec[]): Promise<void>;
 }
 
-export type JobStatus = 'queued' | 'processing' | 'completed' | 'failed' | 'cancelled';
+/** blocked: a job of a flow waiting for its parents (docs/guides/flows.md); never claimed, not counted as queued. */
+export type JobStatus = 'queued' | 'blocked' | 'processing' | 'completed' | 'failed' | 'cancelled';
 
 /** A row of background_jobs, as `QueueService.get` returns it. */
 export interface JobRecord<TPayload = unknown, TResult = unknown> {
@@ -48,6 +67,9 @@ export interface JobRecord<TPayload = unknown, TResult = unknown> {
   result: TResult | null;
   /** The last value the handler gave `job.progress()` that was written (with a heartbeat or the outcome); null when none. */
   progress: unknown;
+  /** The flow the job belongs to (QueueService.getFlow), and its ref there; null for a job enqueued alone. */
+  flowId: string | null;
+  flowRef: string | null;
 }
 
 /** Job counts of one queue by status. */

@@ -35,6 +35,7 @@ export class Pruner {
     }
     // On the instance that holds the pruner's turn only; two at once would be correct, just redundant.
     if (completed.ran && !stop?.aborted) await this.pruneExpiredKeys();
+    if (completed.ran && !stop?.aborted) await this.pruneFinishedFlows();
     return { ran: completed.ran && failed.ran, completed: completed.deleted, failed: failed.deleted };
   }
 
@@ -43,6 +44,17 @@ export class Pruner {
     let deleted = 0;
     for (let i = 0; i < this.config.maxBatchesPerPass; i++) {
       const batch = await this.store.deleteExpiredJobKeys(this.config.batchSize);
+      deleted += batch;
+      if (batch < this.config.batchSize) break;
+    }
+    return deleted;
+  }
+
+  /** Flows whose jobs are all pruned: their rows and edges. */
+  async pruneFinishedFlows(): Promise<number> {
+    let deleted = 0;
+    for (let i = 0; i < this.config.maxBatchesPerPass; i++) {
+      const batch = await this.store.flows.deleteFinishedFlows(this.config.completedRetentionMs, this.config.batchSize);
       deleted += batch;
       if (batch < this.config.batchSize) break;
     }

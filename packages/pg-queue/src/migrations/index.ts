@@ -11,6 +11,7 @@ import { JobResults1764570000000 } from './1764570000000-job-results.js';
 import { TraceContext1764580000000 } from './1764580000000-trace-context.js';
 import { DeferredWakeUps1764590000000 } from './1764590000000-deferred-wake-ups.js';
 import { BufferedJobs1764600000000 } from './1764600000000-buffered-jobs.js';
+import { Flows1764610000000 } from './1764610000000-flows.js';
 
 /** The queue's schema migrations, in order: add them to your own DataSource's `migrations`, or let the module run them. */
 export const PG_QUEUE_MIGRATIONS = [
@@ -27,6 +28,7 @@ export const PG_QUEUE_MIGRATIONS = [
   TraceContext1764580000000,
   DeferredWakeUps1764590000000,
   BufferedJobs1764600000000,
+  Flows1764610000000,
 ];
 
 export {
@@ -43,4 +45,5 @@ export {
   TraceContext1764580000000,
   DeferredWakeUps1764590000000,
   BufferedJobs1764600000000,
+  Flows1764610000000,
 };

@@ -37,9 +37,11 @@ function completion(extraSet: string): string {
           finished_at = now(), updated_at = now()${extraSet}
       WHERE j.id = ANY($2::int8[]) AND j.status = 'processing' AND j.locked_by = $1
         AND j.fence_token = ($3::jsonb ->> j.id::text)::int8
-      RETURNING j.id, j.awaited
+      RETURNING j.id, j.awaited, j.flow_id
     )
-    SELECT id FROM unnest($2::int8[]) AS s(id) WHERE id NOT IN (SELECT id FROM done) AND ${notifyAwaited('done', `'completed'`)}`;
+    SELECT id, false AS flow FROM unnest($2::int8[]) AS s(id) WHERE id NOT IN (SELECT id FROM done) AND ${notifyAwaited('done', `'completed'`)}
+    UNION ALL
+    SELECT id, true FROM done WHERE flow_id IS NOT NULL`;
 }
 
 /** The failure of a batch: `dead` says when the row ends failed; see failJobs. */
@@ -54,9 +56,9 @@ function failure(dead: string, extraSet: string): string {
           lease_expires_at = NULL, updated_at = now()${extraSet}
       WHERE j.id = ANY($2::int8[]) AND j.status = 'processing' AND j.locked_by = $1
         AND j.fence_token = ($3::jsonb -> j.id::text ->> 'token')::int8
-      RETURNING j.id, j.status, j.awaited
+      RETURNING j.id, j.status, j.awaited, j.flow_id
     )
-    SELECT id, status FROM failed WHERE ${notifyAwaited('failed', `'failed'`, `w.status = 'failed'`)}`;
+    SELECT id, status, flow_id IS NOT NULL AS flow FROM failed WHERE ${notifyAwaited('failed', `'failed'`, `w.status = 'failed'`)}`;
 }
 
 /**
@@ -100,6 +102,13 @@ export const MIGRATION_LOCK_TIMEOUT_MS = 1_000;
 
 /** 5,000 years: any longer retention keeps rows forever, and now() minus it is still a valid timestamp. */
 export const RETENTION_CAP_MS = 157_788_000_000_000;
+
+/**
+ * A finished row the pruner may delete: not of a flow, or of a flow that finished before the cutoff ($2). Evaluated
+ * per row only for flow jobs (OR stops at the first true).
+ */
+const PRUNABLE_FLOW_JOB = `(flow_id IS NULL OR EXISTS (
+              SELECT 1 FROM background_flows AS f WHERE f.id = flow_id AND f.finished_at < now() - least($2::int8, ${RETENTION_CAP_MS}) ${MS}))`;
 
 // Jobs with a unique key (and any plain jobs enqueued in the same enqueueMany call), one statement for any
 // number of rows; plain enqueues keep insertJob/insertJobs, so a job without a key pays nothing for this.
@@ -524,14 +533,26 @@ export const SQL = {
   // completedRetentionMs: 0. Deleting at completion skips writing a completed row version (and its index
   // entries) that the pruner would delete later anyway; same fence and result as completeJobs. No result
   // is kept: a waiter hears "completed" and resolves with null.
+  // A job of a flow is kept, completed, whatever the retention: its dependents read its result, and the flow's jobs
+  // are pruned together once the flow has finished.
   deleteCompletedJobs: `
-    WITH done AS (
+    WITH gone AS (
       DELETE FROM background_jobs AS j
       WHERE j.id = ANY($2::int8[]) AND j.status = 'processing' AND j.locked_by = $1
-        AND j.fence_token = ($3::jsonb ->> j.id::text)::int8
-      RETURNING j.id, j.awaited
+        AND j.fence_token = ($3::jsonb ->> j.id::text)::int8 AND j.flow_id IS NULL
+      RETURNING j.id, j.awaited, j.flow_id
+    ), kept AS (
+      UPDATE background_jobs AS j
+      SET status = 'completed', attempts = j.attempts + j.buffered::int, buffered = false, lease_expires_at = NULL, finished_at = now(), updated_at = now()
+      WHERE j.id = ANY($2::int8[]) AND j.status = 'processing' AND j.locked_by = $1
+        AND j.fence_token = ($3::jsonb ->> j.id::text)::int8 AND j.flow_id IS NOT NULL
+      RETURNING j.id, j.awaited, j.flow_id
+    ), done AS (
+      SELECT * FROM gone UNION ALL SELECT * FROM kept
     )
-    SELECT id FROM unnest($2::int8[]) AS s(id) WHERE id NOT IN (SELECT id FROM done) AND ${notifyAwaited('done', `'completed'`)}`,
+    SELECT id, false AS flow FROM unnest($2::int8[]) AS s(id) WHERE id NOT IN (SELECT id FROM done) AND ${notifyAwaited('done', `'completed'`)}
+    UNION ALL
+    SELECT id, true FROM kept`,
 
   // Each failed attempt's fence and outcome come in a JSON object ($3: {"id": {token, error, delayMs}}), looked
   // up per row like completeJobs' attempts, for the same reason: no join to nest-loop over. The variant also
@@ -601,7 +622,8 @@ export const SQL = {
       (SELECT count(pg_notify('${DONE_CHANNEL}', w.id || ':failed')) FROM rescued AS w WHERE w.awaited AND w.status = 'failed') AS waiters_told
     FROM rescued`,
 
-  // Pruner: one bounded batch per statement keeps each transaction short; the caller loops. The batch is read
+  // Pruner: one bounded batch per statement keeps each transaction short; a flow's jobs go only once the flow has
+  // finished longer ago than the retention (PRUNABLE_FLOW_JOB), so no parent goes while a child may read its result; the caller loops. The batch is read
   // through the finished-jobs index (only rows past retention). Status and age are checked again in the outer
   // WHERE: a row the batch picked may have been retried while the DELETE waited on its lock, and PostgreSQL
   // re-evaluates that WHERE on the row's new version before deleting it. The retention is capped at
@@ -613,9 +635,11 @@ export const SQL = {
       WHERE id = ANY(ARRAY(
           SELECT id FROM background_jobs
           WHERE status = ANY($1::background_job_status[]) AND finished_at < now() - least($2::int8, ${RETENTION_CAP_MS}) ${MS}
+            AND ${PRUNABLE_FLOW_JOB}
             AND (SELECT held FROM lock)
           LIMIT $3))
         AND status = ANY($1::background_job_status[]) AND finished_at < now() - least($2::int8, ${RETENTION_CAP_MS}) ${MS}
+        AND ${PRUNABLE_FLOW_JOB}
       RETURNING 1
     )
     SELECT (SELECT held FROM lock) AS held, (SELECT count(*)::int FROM doomed) AS deleted`,
@@ -667,6 +691,9 @@ export const SQL = {
     SELECT r.queue_name, CASE WHEN r.buffered THEN 'buffered' ELSE 'processing' END, count(*)::int
     FROM (SELECT queue_name, buffered FROM background_jobs WHERE status = 'processing' ORDER BY locked_by, id LIMIT $1 + 1) AS r GROUP BY 1, 2
     UNION ALL
+    SELECT b.queue_name, 'blocked', count(*)::int
+    FROM (SELECT queue_name FROM background_jobs WHERE status = 'blocked' AND flow_id IS NOT NULL ORDER BY status, id LIMIT $1 + 1) AS b GROUP BY 1
+    UNION ALL
     SELECT f.queue_name, 'completed', count(*)::int
     FROM (SELECT queue_name FROM background_jobs WHERE status = 'completed' AND finished_at IS NOT NULL ORDER BY finished_at LIMIT $1 + 1) AS f
     GROUP BY f.queue_name
@@ -697,7 +724,7 @@ export const SQL = {
       UPDATE background_jobs AS j
       SET status = 'cancelled', buffered = false, finished_at = now(), lease_expires_at = NULL, updated_at = now()
       FROM target AS t
-      WHERE j.id = t.id AND t.was IN ('queued', 'processing')
+      WHERE j.id = t.id AND t.was IN ('queued', 'processing', 'blocked')
       RETURNING j.id, j.fence_token, t.was, j.awaited
     )
     SELECT t.was,

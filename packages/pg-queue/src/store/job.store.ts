@@ -4,6 +4,8 @@ import type { JobRecord, JobStatus, QueueStats } from '../interfaces/job.interfa
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import { POOL_EXHAUSTED, POOLER_REFUSED_PREPARED_STATEMENT, POOLER_REFUSED_STARTUP_PARAMETER, UNIQUE_HOLDER_UNSEEN, UNIQUE_KEY_RETRY_TAKEN } from '../pg-queue.messages.js';
 import { inTransaction } from './in-transaction.js';
+import { FlowStore } from './flow.store.js';
+import { managerQuery } from './manager-query.js';
 import { beginWithQueueLock, PLANNED_PER_CALL, SQL, type Wake } from './job.sql.js';
 import { foldKeyedRows, unfoldOutcomes, type KeyedOutcome } from './unique-rows.js';
 
@@ -75,6 +77,15 @@ export type OnConflict = 'keep' | 'replace' | 'keep-run-at';
 /** inserted: a new job; replaced: the queued holder took this call's payload (and run_at); duplicate: nothing changed. */
 export type EnqueueOutcome = 'inserted' | 'replaced' | 'duplicate';
 
+/**
+ * A settle statement's answer, and the ids of the jobs of flows it finished (undefined: none): their dependents and
+ * flows get a second look once it committed (FlowStore.recheckFlowJobs).
+ */
+export interface SettledBatch<A> {
+  answer: A;
+  flowJobs: string[] | undefined;
+}
+
 /** One claim of a job, as the fenced statements (settle, heartbeat, put-back) name it. */
 export interface JobRef {
   id: string;
@@ -125,12 +136,15 @@ export interface JobStoreOptions {
  */
 export class JobStore {
   private readonly named: boolean;
+  /** The statements of flows (jobs that depend on jobs), on the same pool. */
+  readonly flows: FlowStore;
 
   constructor(
     private readonly pool: Pool,
     private readonly options: JobStoreOptions = {},
   ) {
     this.named = !options.transactionPooler;
+    this.flows = new FlowStore(pool, { transactionPooler: options.transactionPooler });
   }
 
   private statement(name: keyof typeof SQL, values: unknown[]): QueryConfig {
@@ -274,7 +288,7 @@ export class JobStore {
    * deletes instead of keeping them (and their results). A batch where no job has a result or unwritten
    * progress runs the plain statement; otherwise the whole batch takes the variant that also writes those.
    */
-  async completeJobs(workerId: string, jobs: CompletedAttempt[], deleteRows = false): Promise<Set<string>> {
+  async completeJobs(workerId: string, jobs: CompletedAttempt[], deleteRows = false): Promise<SettledBatch<Set<string>>> {
     const values: unknown[] = [workerId, jobs.map((j) => j.id), tokensById(jobs)];
     let statement: 'completeJobs' | 'completeJobsWithResults' | 'deleteCompletedJobs' = deleteRows ? 'deleteCompletedJobs' : 'completeJobs';
     if (!deleteRows) {
@@ -284,12 +298,18 @@ export class JobStore {
         values.push(extras);
       }
     }
-    const rows = await this.run<{ id: string }>(statement, values);
-    return new Set(rows.map((r) => r.id));
+    const rows = await this.run<{ id: string; flow: boolean }>(statement, values);
+    const refused = new Set<string>();
+    let flowJobs: string[] | undefined;
+    for (const r of rows) {
+      if (r.flow) (flowJobs ??= []).push(r.id);
+      else refused.add(r.id);
+    }
+    return { answer: refused, flowJobs };
   }
 
   /** Returns each accepted id with the status it ended in (queued for a retry, failed when dead-lettered). */
-  async failJobs(workerId: string, jobs: FailedAttempt[]): Promise<Map<string, JobStatus>> {
+  async failJobs(workerId: string, jobs: FailedAttempt[]): Promise<SettledBatch<Map<string, JobStatus>>> {
     const byId: Record<string, object> = {};
     let extras = false;
     for (const j of jobs) {
@@ -299,8 +319,15 @@ export class JobStore {
       extras ||= j.final === true || j.progressJson !== undefined;
       byId[j.id] = entry;
     }
-    const rows = await this.run<{ id: string; status: JobStatus }>(extras ? 'failJobsWithExtras' : 'failJobs', [workerId, jobs.map((j) => j.id), JSON.stringify(byId)]);
-    return new Map(rows.map((r) => [r.id, r.status]));
+    const rows = await this.run<{ id: string; status: JobStatus; flow: boolean }>(extras ? 'failJobsWithExtras' : 'failJobs', [workerId, jobs.map((j) => j.id), JSON.stringify(byId)]);
+    const statuses = new Map<string, JobStatus>();
+    let flowJobs: string[] | undefined;
+    for (const r of rows) {
+      statuses.set(r.id, r.status);
+      // A flow job failed for good may fail its flow or let 'continue' dependents run: look again after commit.
+      if (r.flow && r.status === 'failed') (flowJobs ??= []).push(r.id);
+    }
+    return { answer: statuses, flowJobs };
   }
 
   /** Returns the ids put back (snoozed); any other id is no longer this worker's. */
@@ -379,7 +406,7 @@ export class JobStore {
     const rows = await this.run<{ queue_name: string | null; status: Counted | 'pages'; n: number }>('countByStatus', [exactLimit]);
     const counted: Record<string, Record<Counted, number>> = {};
     const estimated: Record<string, Set<Counted>> = {};
-    const entry = (queue: string) => (counted[queue] ??= { queued: 0, buffered: 0, processing: 0, completed: 0, failed: 0, cancelled: 0 });
+    const entry = (queue: string) => (counted[queue] ??= { queued: 0, blocked: 0, buffered: 0, processing: 0, completed: 0, failed: 0, cancelled: 0 });
     const totals = new Map<Counted, number>();
     const over: { queue: string | null; status: Counted }[] = [];
     let pages = 0;
@@ -581,17 +608,6 @@ function tokensById(jobs: JobRef[]): string {
   return JSON.stringify(byId);
 }
 
-/**
- * Runs a statement on the caller's EntityManager, so that it commits or rolls back with the caller's own
- * writes. Structured results keep INSERT ... RETURNING rows the same whatever TypeORM does with raw results.
- */
-async function managerQuery<R = { id: string }>(manager: EntityManager, text: string, values: unknown[]): Promise<R[]> {
-  if (manager.queryRunner) {
-    const result = await manager.queryRunner.query(text, values, true);
-    return result.records as R[];
-  }
-  return (await manager.query(text, values)) as R[];
-}
 
 interface ClaimRow {
   id: string | null;
@@ -633,6 +649,8 @@ export interface JobRow {
   progress?: unknown;
   /** Claimed into a worker's read-ahead buffer, not started (absent before the BufferedJobs migration). */
   buffered?: boolean;
+  flow_id?: string | null;
+  flow_ref?: string | null;
 }
 
 interface OutcomeRow {
@@ -682,6 +700,8 @@ export function toJobRecord(r: JobRow): JobRecord {
     concurrencyKey: r.concurrency_key,
     result: r.result ?? null,
     progress: r.progress ?? null,
+    flowId: r.flow_id ?? null,
+    flowRef: r.flow_ref ?? null,
   };
 }
 

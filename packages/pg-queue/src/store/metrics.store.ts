@@ -19,10 +19,10 @@ export interface DepthSnapshot {
   queues: Record<string, QueueDepth>;
 }
 
-const STATUSES: readonly JobStatus[] = ['queued', 'processing', 'completed', 'failed', 'cancelled'];
+const STATUSES: readonly JobStatus[] = ['queued', 'blocked', 'processing', 'completed', 'failed', 'cancelled'];
 
 export function emptyDepth(): QueueDepth {
-  return { counts: { queued: 0, processing: 0, completed: 0, failed: 0, cancelled: 0 }, approximate: [], oldestDueMs: 0 };
+  return { counts: { queued: 0, blocked: 0, processing: 0, completed: 0, failed: 0, cancelled: 0 }, approximate: [], oldestDueMs: 0 };
 }
 
 /**

@@ -1,3 +1,4 @@
+import { flowAccess, type FlowAccess } from '../flows/flow-access.js';
 import type { JobHandlerRegistry, RegisteredHandler } from '../discovery/job-handler.registry.js';
 import { JobSnoozedError, JobTimeoutError } from '../errors/pg-queue.error.js';
 import type { JobRecord, JobStatus } from '../interfaces/job.interface.js';
@@ -88,7 +89,11 @@ export class QueueTestKit {
     /** 'inline': enqueues run their jobs at once (see overrideQueueForTesting). */
     readonly mode: 'manual' | 'inline',
     private readonly scheduler: RecurringScheduler,
-  ) {}
+  ) {
+    this.flows = flowAccess(store.flows, options, registry);
+  }
+
+  private readonly flows: FlowAccess;
 
   /**
    * Runs the due jobs of the queues (all handled queues by default), one at a time, until none is due, and
@@ -221,7 +226,7 @@ export class QueueTestKit {
 
   /** One attempt, settled as the worker settles it: the same statements, the same backoff and snooze rules. */
   private async runAttempt(handler: RegisteredHandler, job: ClaimedJob): Promise<DrainedJob> {
-    const attempt = new JobAttempt(handler.queue, job);
+    const attempt = new JobAttempt(handler.queue, job, this.flows);
     const ran = await runHandler(handler, attempt);
     let error = ran.error;
     const result = ran.result;
@@ -246,12 +251,20 @@ export class QueueTestKit {
     if (error !== undefined) {
       const retryDelayMs = !final && job.attempt < job.maxAttempts ? retryDelay(handler.options.backoff, job.attempt, error, handler.queue).delayMs : 0;
       const statuses = await this.store.failJobs(workerId, [{ ...ref, error: errorText(refusedAtStart ? (error as Error).message : error), retryDelayMs, final, progressJson }]);
-      const status = statuses.get(job.id);
+      const status = statuses.answer.get(job.id);
+      if (statuses.flowJobs) await this.store.flows.recheckFlowJobs(statuses.flowJobs);
       if (status === 'queued') return { ...drained, outcome: 'retried', error, retryInMs: retryDelayMs };
       return { ...drained, outcome: status === 'failed' ? 'failed' : 'discarded', error };
     }
+    if (attempt.spawned) {
+      // As the worker writes it (worker/outcome-writer.ts): the children only with the completion.
+      const { completed } = await this.store.flows.completeSpawning(workerId, { ...ref, resultJson, progressJson }, attempt.spawned);
+      if (completed) await this.store.flows.recheckFlowJobs([job.id]);
+      return { ...drained, outcome: completed ? 'completed' : 'discarded' };
+    }
     const refused = await this.store.completeJobs(workerId, [{ ...ref, resultJson, progressJson }], this.options.maintenance.completedRetentionMs === 0);
-    return { ...drained, outcome: refused.has(job.id) ? 'discarded' : 'completed' };
+    if (refused.flowJobs) await this.store.flows.recheckFlowJobs(refused.flowJobs);
+    return { ...drained, outcome: refused.answer.has(job.id) ? 'discarded' : 'completed' };
   }
 }
 

@@ -106,7 +106,7 @@ export class JobWaiters implements BeforeApplicationShutdown {
   /** Settles the waiters of a job that has finished; a job still queued or running keeps them waiting. */
   private settle(id: string, outcome: JobOutcome): void {
     const { status } = outcome;
-    if (status === 'queued' || status === 'processing') return;
+    if (status === 'queued' || status === 'processing' || status === 'blocked') return;
     for (const waiter of [...(this.waiting.get(id) ?? [])]) {
       if (status === 'completed') waiter.resolve(outcome.result);
       else waiter.reject(new JobFailedError(id, status, outcome.lastError));

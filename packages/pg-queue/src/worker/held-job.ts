@@ -1,4 +1,5 @@
 import type { ClaimedJob } from '../store/job.store.js';
+import type { FlowAccess } from '../flows/flow-access.js';
 import { JobAttempt } from './job-attempt.js';
 
 /**
@@ -69,8 +70,8 @@ export class HeldJob extends JobAttempt {
   /** Due to claimed, by the database clock (the 'active' event carries it). */
   readonly claimLatencyMs: number | undefined;
 
-  constructor(queue: string, job: ClaimedJob) {
-    super(queue, job);
+  constructor(queue: string, job: ClaimedJob, flows?: FlowAccess) {
+    super(queue, job, flows);
     this.token = job.token;
     this.claimLatencyMs = job.waitMs;
     this.state = 'claimed';

@@ -1,6 +1,10 @@
 import { inspect } from 'node:util';
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import type { Job } from '../interfaces/job.interface.js';
+import type { FlowAccess } from '../flows/flow-access.js';
+import type { CompensatedJob, FlowJobSpec, ParentJob } from '../flows/flow.interfaces.js';
+import type { FlowPlan } from '../flows/plan-flow.js';
+import type { QueueDefinition } from '../typed/queue-definition.js';
 import { MAX_PROGRESS_BYTES } from '../pg-queue.constants.js';
 import { PROGRESS_NOT_JSON, PROGRESS_TOO_LARGE } from '../pg-queue.messages.js';
 import type { ClaimedJob } from '../store/job.store.js';
@@ -30,10 +34,15 @@ export class JobAttempt<TPayload = unknown> implements Job<TPayload> {
    * and clears it. Only the last value of a burst reaches the database.
    */
   progressJson: string | undefined;
+  /** Children spawned by the handler (job.spawn), created with the completion. */
+  spawned: FlowPlan | undefined;
+  private spawnSpecs: FlowJobSpec[] | undefined;
 
   constructor(
     readonly queue: string,
     job: ClaimedJob,
+    /** Absent where no database stands behind the job (createTestJob): the flow methods then throw. */
+    private readonly flows?: FlowAccess,
   ) {
     this.id = job.id;
     this.payload = job.payload as TPayload;
@@ -70,7 +79,7 @@ export class JobAttempt<TPayload = unknown> implements Job<TPayload> {
    * What JSON.stringify(job) and console.log(job) show: the Job's fields as a plain object, since signal and
    * the dates are getters and a worker's bookkeeping (a subclass) is none of the handler's business.
    */
-  toJSON(): Omit<Job<TPayload>, 'signal' | 'progress'> {
+  toJSON(): Omit<Job<TPayload>, 'signal' | 'progress' | 'parents' | 'parent' | 'compensating' | 'spawn'> {
     const { id, queue, payload, attempt, maxAttempts, priority, runAt, createdAt } = this;
     return { id, queue, payload, attempt, maxAttempts, priority, runAt, createdAt };
   }
@@ -84,6 +93,38 @@ export class JobAttempt<TPayload = unknown> implements Job<TPayload> {
     if (json.problem !== undefined) throw new PgQueueError(PROGRESS_NOT_JSON(this.id, json.problem));
     if (json.bytes > MAX_PROGRESS_BYTES) throw new PgQueueError(PROGRESS_TOO_LARGE(this.id, json.bytes, MAX_PROGRESS_BYTES));
     this.progressJson = json.text;
+  }
+
+  async parents(): Promise<ParentJob[]> {
+    return this.flowAccess('parents').store.jobParents(this.id);
+  }
+
+  async parent<TResult = unknown>(ref: string, _queue?: QueueDefinition<unknown, TResult>): Promise<ParentJob<TResult>> {
+    const parents = await this.parents();
+    const found = parents.find((p) => p.ref === ref);
+    if (!found) throw new PgQueueError(`job ${this.id} (${this.queue}): no parent "${ref}"; its parents: ${parents.map((p) => `"${p.ref}"`).join(', ') || 'none'}.`);
+    return found as ParentJob<TResult>;
+  }
+
+  async compensating<TPayload = unknown, TResult = unknown>(_queue?: QueueDefinition<TPayload, TResult>): Promise<CompensatedJob<TPayload, TResult> | null> {
+    return (await this.flowAccess('compensating').store.compensatedJob(this.id)) as CompensatedJob<TPayload, TResult> | null;
+  }
+
+  async spawn(jobs: readonly FlowJobSpec[]): Promise<void> {
+    const flows = this.flowAccess('spawn');
+    if (!Array.isArray(jobs)) throw new PgQueueError(`job ${this.id} (${this.queue}): spawn expects an array of { ref, queue, payload, dependsOn? }.`);
+    if (this.spawnSpecs === undefined && (await flows.store.jobFlow(this.id)) === null) {
+      throw new PgQueueError(`job ${this.id} (${this.queue}): spawn adds jobs to the job's flow, and this job belongs to none; enqueue it with enqueueFlow.`);
+    }
+    // Planned whole each time: refs unique and dependsOn resolved across every call of this attempt.
+    const specs = [...(this.spawnSpecs ?? []), ...jobs];
+    this.spawned = await flows.plan('spawn', specs);
+    this.spawnSpecs = specs;
+  }
+
+  private flowAccess(method: string): FlowAccess {
+    if (!this.flows) throw new PgQueueError(`job ${this.id} (${this.queue}): ${method}() needs a job run by the queue (this one has no database behind it).`);
+    return this.flows;
   }
 
   abort(reason: Error): void {

@@ -2,6 +2,7 @@ import type { LoggerService } from '@nestjs/common';
 import pg from 'pg';
 import type { JobStatus } from '../interfaces/job.interface.js';
 import { OUTCOME_UNWRITABLE } from '../pg-queue.messages.js';
+import type { FlowPlan } from '../flows/plan-flow.js';
 import type { JobRef, JobStore } from '../store/job.store.js';
 import { errorLine } from '../utils/error-text.js';
 import { RetryBackoff, wakeableSleep } from '../utils/retry-backoff.js';
@@ -19,6 +20,8 @@ export interface PendingOutcome extends JobRef {
   readonly resultJson?: string;
   /** The handler's last progress (JSON text) not yet written by a heartbeat: the outcome writes it. */
   readonly progressJson?: string;
+  /** Children the handler spawned (job.spawn): created with the completion, in its statement, or not at all. */
+  readonly spawned?: FlowPlan;
   /** Set when the handler snoozed (JobSnoozedError): ms until the job runs again; its attempt is not counted. */
   readonly snoozeMs: number | undefined;
   /** Times the database refused this outcome's row (not counting outages). */
@@ -58,12 +61,24 @@ export class OutcomeWriter<O extends PendingOutcome = PendingOutcome> {
   private readonly snoozes: OutcomeQueue<O>;
 
   constructor(store: JobStore, workerId: string, logger: LoggerService, lane: RowLockLane, sink: OutcomeSink<O>, deleteCompleted = false, maxBatch = 1_000) {
+    const flows = new FlowRechecker(store, logger);
     this.completions = new OutcomeQueue<O>('completion', logger, lane, sink, maxBatch, async (batch) => {
-      const refused = await store.completeJobs(workerId, batch, deleteCompleted);
+      let spawning: O[] | undefined;
+      for (const o of batch) if (o.spawned) (spawning ??= []).push(o);
+      const plain = spawning ? batch.filter((o) => !o.spawned) : batch;
+      const { answer: refused, flowJobs } = plain.length > 0 ? await store.completeJobs(workerId, plain, deleteCompleted) : { answer: new Set<string>(), flowJobs: undefined };
+      const settled = flowJobs ?? [];
+      // A completion that spawns children is a statement of its own (rare): the children exist only if it landed.
+      for (const o of spawning ?? []) {
+        if ((await store.flows.completeSpawning(workerId, o, o.spawned!)).completed) settled.push(o.id);
+        else refused.add(o.id);
+      }
+      flows.recheck(settled);
       return (o) => (refused.has(o.id) ? undefined : 'completed');
     });
     this.failures = new OutcomeQueue<O>('failure', logger, lane, sink, maxBatch, async (batch) => {
-      const statuses = await store.failJobs(workerId, batch.map((o) => ({ id: o.id, token: o.token, progressJson: o.progressJson, ...o.failure! })));
+      const { answer: statuses, flowJobs } = await store.failJobs(workerId, batch.map((o) => ({ id: o.id, token: o.token, progressJson: o.progressJson, ...o.failure! })));
+      if (flowJobs) flows.recheck(flowJobs);
       return (o) => statuses.get(o.id);
     });
     this.snoozes = new OutcomeQueue<O>('snooze', logger, lane, sink, maxBatch, async (batch) => {
@@ -204,4 +219,41 @@ class OutcomeQueue<O extends PendingOutcome> {
 function refusedByDatabase(error: unknown): boolean {
   if (!(error instanceof pg.DatabaseError) || typeof error.code !== 'string') return false;
   return !/^(08|53|57|58|40)/.test(error.code) && error.code !== '55P03' && error.code !== '25006';
+}
+
+/**
+ * The second look at the dependents and flows of flow jobs a settle finished, once the settle committed (why:
+ * FLOW_FUNCTIONS in store/flow.sql.ts). One statement at a time, ids that arrive meanwhile ride the next. A look
+ * that fails is logged and left to the sweeper, whose pass takes the same look at every stranded job and flow.
+ */
+class FlowRechecker {
+  private pending: string[] = [];
+  private running = false;
+
+  constructor(
+    private readonly store: JobStore,
+    private readonly logger: LoggerService,
+  ) {}
+
+  recheck(jobIds: readonly string[]): void {
+    if (jobIds.length === 0) return;
+    this.pending.push(...jobIds);
+    if (!this.running) void this.run();
+  }
+
+  private async run(): Promise<void> {
+    this.running = true;
+    try {
+      while (this.pending.length > 0) {
+        const ids = this.pending.splice(0, 1_000);
+        try {
+          await this.store.flows.recheckFlowJobs(ids);
+        } catch (error) {
+          this.logger.warn(`flows: the second look at ${ids.length} finished flow job(s) failed (${errorLine(error)}); the sweeper's next pass takes it`);
+        }
+      }
+    } finally {
+      this.running = false;
+    }
+  }
 }

@@ -1,3 +1,4 @@
+import { flowAccess } from '../flows/flow-access.js';
 import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
 import { JobHandlerRegistry } from '../discovery/job-handler.registry.js';
 import { JobAbortedError } from '../errors/pg-queue.error.js';
@@ -75,7 +76,8 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
     const lane = new RowLockLane();
     const leases = (this.leases = new LeaseKeeper(this.store, workerId, leaseMs, heartbeatMs, this.logger, lane, this));
     this.outcomes = new OutcomeWriter<HeldJob>(this.store, workerId, this.logger, lane, this, this.options.maintenance.completedRetentionMs === 0);
-    const shared = { store: this.store, outcomes: this.outcomes, lane, logger: this.logger, events: this.events, leases };
+    const flows = flowAccess(this.store.flows, this.options, this.registry);
+    const shared = { store: this.store, outcomes: this.outcomes, lane, logger: this.logger, events: this.events, leases, flows };
     for (const h of handlers) {
       const config = { queue: h.queue, handlerName: h.name, workerId, leaseMs, options: h.options, handle: traceHandler(h.queue, workerId, h.handle), maxResultBytes: this.options.maxResultBytes };
       this.workers.set(h.queue, new QueueWorker(config, shared));

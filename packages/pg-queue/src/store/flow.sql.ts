@@ -1,0 +1,361 @@
+// The SQL of flows (docs/guides/flows.md): the functions and trigger the Flows migration creates, and the statements
+// FlowStore runs. All times from the database clock.
+import { JOBS_CHANNEL } from '../pg-queue.constants.js';
+import { CANCEL_CHANNEL, DONE_CHANNEL } from './job.sql.js';
+
+/** The statuses in which a job of a flow can still run (the flow is not over while one of its jobs is in one). */
+const LIVE = `('queued', 'processing', 'blocked')`;
+
+/**
+ * How a dependent is unblocked exactly once, without serialising a fan-in on the dependent's row.
+ *
+ * A parent that finishes resolves its own edges (`done`: one row per edge, so 10,000 parents of one child write
+ * 10,000 different rows and never wait on each other), then tries the child: pg_queue_flow_unblock moves it from
+ * blocked to queued when none of its edges is open. The `status = 'blocked'` guard makes that move happen once,
+ * whoever tries. A parent's own transaction cannot see the edges other parents resolved in transactions not yet
+ * committed, so when the last two parents of a child finish at the same time, each may see the other's edge open
+ * and leave the child blocked. Whoever commits last must look again after its commit: the worker does, right after
+ * the settle statement returns (recheckFlowJobs, with the ids of the flow jobs that statement finished), and the
+ * sweeper's pass does for every blocked job (the safety net when a worker died between its commit and its look).
+ * Nobody takes a lock on the child until its last edge is resolved.
+ *
+ * A flow is settled the same way: the job that finishes last finds none of the flow's jobs live and finishes the
+ * flow (under the flow row's lock, after a second look, so two settles cannot both finish it); the same race is
+ * covered by the same second look after commit.
+ */
+export const FLOW_FUNCTIONS: readonly string[] = [
+  `
+  CREATE OR REPLACE FUNCTION pg_queue_flow_unblock(child bigint) RETURNS boolean LANGUAGE plpgsql AS $$
+  DECLARE
+    q text;
+  BEGIN
+    UPDATE background_jobs SET status = 'queued', run_at = greatest(run_at, now()), updated_at = now()
+    WHERE id = child AND status = 'blocked'
+      AND NOT EXISTS (SELECT 1 FROM background_job_deps WHERE child_id = child AND NOT done)
+    RETURNING queue_name INTO q;
+    IF q IS NULL THEN
+      RETURN false;
+    END IF;
+    PERFORM pg_notify('${JOBS_CHANNEL}', q);
+    RETURN true;
+  END $$`,
+  // Finishes flow f once none of its jobs can run. A failing flow first starts the compensations of its completed
+  // jobs (each compensation waits for those of every compensated job downstream of its own job: reverse order);
+  // a compensating flow ends compensated, or compensation_failed when one of them did not complete.
+  `
+  CREATE OR REPLACE FUNCTION pg_queue_flow_settle(f bigint) RETURNS text LANGUAGE plpgsql AS $$
+  DECLARE
+    st text;
+    made int;
+  BEGIN
+    SELECT status INTO st FROM background_flows WHERE id = f;
+    IF st IS NULL OR st NOT IN ('running', 'failing', 'compensating') THEN
+      RETURN st;
+    END IF;
+    IF EXISTS (SELECT 1 FROM background_jobs WHERE flow_id = f AND status IN ${LIVE}) THEN
+      RETURN st;
+    END IF;
+    -- A second look under the flow row's lock (a newer snapshot: a settle that held the lock has committed).
+    SELECT status INTO st FROM background_flows WHERE id = f FOR UPDATE;
+    IF st NOT IN ('running', 'failing', 'compensating') OR EXISTS (SELECT 1 FROM background_jobs WHERE flow_id = f AND status IN ${LIVE}) THEN
+      RETURN st;
+    END IF;
+    IF st = 'failing' THEN
+      INSERT INTO background_jobs (queue_name, payload, priority, max_attempts, run_at, status, flow_id, flow_ref, compensates)
+      SELECT j.compensate ->> 'queue', coalesce(j.compensate -> 'payload', 'null'::jsonb), coalesce((j.compensate ->> 'priority')::int, 0),
+             coalesce((j.compensate ->> 'maxAttempts')::int, 5), now(), 'blocked', f, 'compensate:' || coalesce(j.flow_ref, j.id::text), j.id
+      FROM background_jobs AS j
+      WHERE j.flow_id = f AND j.status = 'completed' AND j.compensate IS NOT NULL AND j.compensates IS NULL
+      ORDER BY j.id;
+      GET DIAGNOSTICS made = ROW_COUNT;
+      IF made > 0 THEN
+        WITH RECURSIVE comp AS (
+          SELECT id, compensates FROM background_jobs WHERE flow_id = f AND compensates IS NOT NULL
+        ), reach (origin, node) AS (
+          SELECT d.parent_id, d.child_id FROM background_job_deps AS d WHERE d.flow_id = f AND d.parent_id IN (SELECT compensates FROM comp)
+          UNION
+          SELECT r.origin, d.child_id FROM reach AS r JOIN background_job_deps AS d ON d.parent_id = r.node
+        )
+        INSERT INTO background_job_deps (flow_id, parent_id, child_id, on_failure)
+        SELECT f, later.id, earlier.id, 'continue'
+        FROM reach AS r JOIN comp AS earlier ON earlier.compensates = r.origin JOIN comp AS later ON later.compensates = r.node
+        ON CONFLICT DO NOTHING;
+        UPDATE background_flows SET status = 'compensating', updated_at = now() WHERE id = f;
+        PERFORM pg_queue_flow_unblock(c.id) FROM background_jobs AS c WHERE c.flow_id = f AND c.compensates IS NOT NULL AND c.status = 'blocked' ORDER BY c.id;
+        RETURN 'compensating';
+      END IF;
+      st := 'failed';
+    ELSIF st = 'compensating' THEN
+      st := CASE WHEN EXISTS (SELECT 1 FROM background_jobs WHERE flow_id = f AND compensates IS NOT NULL AND status <> 'completed')
+                 THEN 'compensation_failed' ELSE 'compensated' END;
+    ELSE
+      st := 'completed';
+    END IF;
+    UPDATE background_flows SET status = st, finished_at = now(), updated_at = now() WHERE id = f;
+    PERFORM pg_notify('${DONE_CHANNEL}', 'flow:' || f || ':' || st);
+    RETURN st;
+  END $$`,
+  // The flow trigger's function: a job of a flow reached a final status (or was retried out of one).
+  `
+  CREATE OR REPLACE FUNCTION background_jobs_flow_step() RETURNS trigger LANGUAGE plpgsql AS $$
+  DECLARE
+    e record;
+    what text;
+    failing boolean := false;
+  BEGIN
+    IF NEW.status = 'completed' THEN
+      FOR e IN UPDATE background_job_deps SET done = true WHERE parent_id = NEW.id AND NOT done RETURNING child_id LOOP
+        PERFORM pg_queue_flow_unblock(e.child_id);
+      END LOOP;
+    ELSIF NEW.status IN ('failed', 'cancelled') THEN
+      what := CASE NEW.status WHEN 'failed' THEN 'failed' ELSE 'was cancelled' END;
+      -- The flow fails with this job, unless the job is a compensation, or every one of its dependents continues
+      -- without it (its failure is theirs to handle), or the flow is not running (this job ends because it failed).
+      IF NEW.compensates IS NULL AND (NOT EXISTS (SELECT 1 FROM background_job_deps WHERE parent_id = NEW.id)
+          OR EXISTS (SELECT 1 FROM background_job_deps WHERE parent_id = NEW.id AND on_failure <> 'continue')) THEN
+        UPDATE background_flows SET status = 'failing', failed_job_id = NEW.id, updated_at = now(),
+          reason = format('job %s (%s) %s', NEW.id, coalesce(NEW.flow_ref, '?'), what)
+        WHERE id = NEW.flow_id AND status = 'running';
+        failing := FOUND;
+      END IF;
+      FOR e IN UPDATE background_job_deps SET done = true WHERE parent_id = NEW.id AND NOT done AND on_failure = 'continue' RETURNING child_id LOOP
+        PERFORM pg_queue_flow_unblock(e.child_id);
+      END LOOP;
+      -- Dependents end as their policy says, naming this job (their own dependents follow, through this trigger).
+      UPDATE background_jobs AS c
+      SET status = CASE WHEN d.on_failure = 'cancel' OR NEW.status = 'cancelled' THEN 'cancelled' ELSE 'failed' END::background_job_status,
+          finished_at = now(), updated_at = now(), last_error = format('parent job %s (%s) %s', NEW.id, coalesce(NEW.flow_ref, '?'), what)
+      FROM background_job_deps AS d
+      WHERE d.parent_id = NEW.id AND NOT d.done AND d.on_failure <> 'continue' AND c.id = d.child_id AND c.status = 'blocked';
+      IF failing THEN
+        -- Nothing else of a failed flow starts: its queued and blocked jobs are cancelled, and so are those read ahead
+        -- into a worker's buffer (their holder is told, as for cancel()); running jobs finish, and are compensated.
+        FOR e IN SELECT id, fence_token FROM background_jobs
+                 WHERE flow_id = NEW.flow_id AND compensates IS NULL AND status = 'processing' AND buffered ORDER BY id FOR UPDATE LOOP
+          PERFORM pg_notify('${CANCEL_CHANNEL}', e.id || ':' || e.fence_token);
+        END LOOP;
+        UPDATE background_jobs SET status = 'cancelled', buffered = false, lease_expires_at = NULL, finished_at = now(), updated_at = now(),
+          last_error = format('flow %s failed: job %s (%s) %s', NEW.flow_id, NEW.id, coalesce(NEW.flow_ref, '?'), what)
+        WHERE flow_id = NEW.flow_id AND compensates IS NULL AND (status IN ('queued', 'blocked') OR (status = 'processing' AND buffered));
+      END IF;
+    ELSIF NEW.status = 'queued' AND OLD.status IN ('failed', 'cancelled') THEN
+      -- retry(): a failed flow runs again from this job when no other job of it failed on its own; what was failed
+      -- or cancelled because of the failure comes back, blocked on its open edges.
+      IF NOT EXISTS (
+        SELECT 1 FROM background_jobs AS o
+        WHERE o.flow_id = NEW.flow_id AND o.id <> NEW.id AND o.compensates IS NULL AND o.status IN ('failed', 'cancelled')
+          AND o.last_error NOT LIKE 'parent job %' AND o.last_error NOT LIKE 'flow % failed: %'
+          AND (NOT EXISTS (SELECT 1 FROM background_job_deps AS d WHERE d.parent_id = o.id)
+               OR EXISTS (SELECT 1 FROM background_job_deps AS d WHERE d.parent_id = o.id AND d.on_failure <> 'continue'))) THEN
+        UPDATE background_flows SET status = 'running', failed_job_id = NULL, reason = NULL, finished_at = NULL, updated_at = now()
+        WHERE id = NEW.flow_id AND status IN ('failing', 'failed');
+        IF FOUND THEN
+          UPDATE background_jobs SET status = 'blocked', finished_at = NULL, last_error = NULL, updated_at = now()
+          WHERE flow_id = NEW.flow_id AND id <> NEW.id AND compensates IS NULL AND status IN ('failed', 'cancelled')
+            AND (last_error LIKE 'parent job %' OR last_error LIKE 'flow % failed: %');
+          PERFORM pg_queue_flow_unblock(b.id) FROM background_jobs AS b
+          WHERE b.flow_id = NEW.flow_id AND b.status = 'blocked' AND b.compensates IS NULL ORDER BY b.id;
+        END IF;
+      END IF;
+      RETURN NULL;
+    END IF;
+    PERFORM pg_queue_flow_settle(NEW.flow_id);
+    RETURN NULL;
+  END $$`,
+];
+
+/**
+ * Fires only for a job of a flow whose status reached or left a final one: a plain job's update costs the WHEN
+ * test alone (measured in docs/performance.md, Flows).
+ */
+export const FLOW_TRIGGER = `
+  CREATE TRIGGER background_jobs_flow AFTER UPDATE OF status ON background_jobs
+  FOR EACH ROW WHEN (NEW.flow_id IS NOT NULL AND OLD.status IS DISTINCT FROM NEW.status
+    AND (NEW.status IN ('completed', 'failed', 'cancelled') OR OLD.status IN ('completed', 'failed', 'cancelled')))
+  EXECUTE FUNCTION background_jobs_flow_step()`;
+
+const MS = `* interval '1 millisecond'`;
+
+/**
+ * The rows of a flow (or of a job's spawned children), one statement: $n.. are the columns as arrays in the jobs'
+ * order, edges as [{parent, child, policy}] by position (1-based). A job with parents starts `blocked`.
+ */
+const FLOW_INPUT = (first: number) => `
+    input AS (
+      SELECT * FROM ROWS FROM (unnest($${first}::text[]), unnest($${first + 1}::text[]), jsonb_array_elements($${first + 2}::jsonb), unnest($${first + 3}::int[]),
+                               unnest($${first + 4}::int[]), unnest($${first + 5}::timestamptz[]), unnest($${first + 6}::int8[]), unnest($${first + 7}::text[]),
+                               unnest($${first + 8}::text[]), jsonb_array_elements($${first + 9}::jsonb), unnest($${first + 10}::boolean[]))
+        WITH ORDINALITY AS t(ref, q, p, pr, ma, ra, d, ck, uk, comp, blocked, ord)
+    ), ids AS MATERIALIZED (
+      SELECT i.ord, nextval(pg_get_serial_sequence('background_jobs', 'id')::regclass) AS id FROM input AS i ORDER BY i.ord
+    )`;
+
+const FLOW_JOB_COLUMNS = `id, queue_name, payload, priority, max_attempts, run_at, concurrency_key, unique_key, status, flow_id, flow_ref, compensate`;
+const flowJobValues = (flowId: string, ref: string) => `
+      n.id, i.q, i.p, i.pr, i.ma, coalesce(i.ra, now() + i.d ${MS}), i.ck, i.uk,
+      CASE WHEN i.blocked THEN 'blocked' ELSE 'queued' END::background_job_status, ${flowId}, ${ref}, nullif(i.comp, 'null'::jsonb)`;
+
+export const FLOW_SQL = {
+  // enqueueFlow: the flow row, every job, every edge, in one statement ($1 name, $2.. the jobs, $13 edges).
+  insertFlow: `
+    WITH flow AS (
+      INSERT INTO background_flows (name) VALUES ($1) RETURNING id
+    ), ${FLOW_INPUT(2)}, jobs AS (
+      INSERT INTO background_jobs (${FLOW_JOB_COLUMNS})
+      SELECT ${flowJobValues('(SELECT id FROM flow)', 'i.ref')}
+      FROM input AS i JOIN ids AS n ON n.ord = i.ord
+      ORDER BY i.ord
+      RETURNING id
+    ), edges AS (
+      INSERT INTO background_job_deps (flow_id, parent_id, child_id, on_failure)
+      SELECT (SELECT id FROM flow), p.id, c.id, e.policy
+      FROM jsonb_to_recordset($13::jsonb) AS e(parent int, child int, policy text)
+      JOIN ids AS p ON p.ord = e.parent JOIN ids AS c ON c.ord = e.child
+    )
+    SELECT (SELECT id FROM flow) AS flow_id, n.id FROM ids AS n ORDER BY n.ord`,
+
+  // A completion that adds children to the job's flow (job.spawn): fenced like completeJobs ($1 worker, $2 id, $3
+  // token, $4 result, $5 progress); the children ($6.., refs prefixed with the parent's) and their edges ($17) are
+  // inserted only when the completion was. The parent's own dependents are unblocked by the flow trigger as usual.
+  completeSpawning: `
+    WITH done AS (
+      UPDATE background_jobs AS j
+      SET status = 'completed', attempts = j.attempts + j.buffered::int, buffered = false, lease_expires_at = NULL,
+          finished_at = now(), updated_at = now(), result = $4::jsonb, progress = coalesce($5::jsonb, j.progress)
+      WHERE j.id = $2 AND j.status = 'processing' AND j.locked_by = $1 AND j.fence_token = $3::int8 AND j.flow_id IS NOT NULL
+      RETURNING j.id, j.flow_id, coalesce(j.flow_ref, j.id::text) AS ref, j.awaited
+    ), ${FLOW_INPUT(6)}, jobs AS (
+      INSERT INTO background_jobs (${FLOW_JOB_COLUMNS})
+      SELECT ${flowJobValues('(SELECT flow_id FROM done)', `(SELECT ref FROM done) || '/' || i.ref`)}
+      FROM input AS i JOIN ids AS n ON n.ord = i.ord
+      WHERE EXISTS (SELECT 1 FROM done)
+      ORDER BY i.ord
+      RETURNING id
+    ), edges AS (
+      INSERT INTO background_job_deps (flow_id, parent_id, child_id, on_failure)
+      SELECT (SELECT flow_id FROM done), p.id, c.id, e.policy
+      FROM jsonb_to_recordset($17::jsonb) AS e(parent int, child int, policy text)
+      JOIN ids AS p ON p.ord = e.parent JOIN ids AS c ON c.ord = e.child
+      WHERE EXISTS (SELECT 1 FROM done)
+    )
+    SELECT EXISTS (SELECT 1 FROM done) AS completed, (SELECT count(*)::int FROM jobs) AS spawned,
+      (SELECT count(pg_notify('${DONE_CHANNEL}', w.id || ':completed')) FROM done AS w WHERE w.awaited) AS waiters_told`,
+
+  // The flow a running job belongs to (job.spawn checks it has one before the handler goes on).
+  jobFlow: `SELECT flow_id::text AS flow_id, flow_ref FROM background_jobs WHERE id = $1`,
+
+  // The second look after a settle committed (see FLOW_FUNCTIONS): the blocked children of the jobs it finished,
+  // and their flows.
+  recheckFlowJobs: `
+    SELECT
+      (SELECT count(*) FILTER (WHERE pg_queue_flow_unblock(c.child_id))::int FROM (
+         SELECT DISTINCT d.child_id FROM background_job_deps AS d JOIN background_jobs AS b ON b.id = d.child_id
+         WHERE d.parent_id = ANY($1::int8[]) AND d.done AND b.status = 'blocked') AS c) AS unblocked,
+      (SELECT count(pg_queue_flow_settle(f.flow_id))::int FROM (
+         SELECT DISTINCT flow_id FROM background_jobs WHERE id = ANY($1::int8[]) AND flow_id IS NOT NULL) AS f) AS settled`,
+
+  // The sweeper's safety net, in bounded batches ($1 rows each): blocked jobs none of whose edges is open (a
+  // second look that nobody took: its worker died between its commit and the look), unfinished flows none of whose
+  // jobs is live, and jobs of a failing flow that went back to the queue since it failed (the sweeper requeued them).
+  unblockStranded: `
+    SELECT count(*) FILTER (WHERE pg_queue_flow_unblock(j.id))::int AS unblocked FROM (
+      SELECT b.id FROM background_jobs AS b
+      WHERE b.status = 'blocked' AND b.flow_id IS NOT NULL
+        AND NOT EXISTS (SELECT 1 FROM background_job_deps AS d WHERE d.child_id = b.id AND NOT d.done)
+      ORDER BY b.status, b.id
+      LIMIT $1) AS j`,
+  cancelInFailingFlows: `
+    WITH gone AS (
+      UPDATE background_jobs SET status = 'cancelled', finished_at = now(), updated_at = now(),
+        last_error = 'flow ' || flow_id || ' failed: ' || coalesce((SELECT f.reason FROM background_flows AS f WHERE f.id = flow_id), '?')
+      WHERE id = ANY(ARRAY(
+        SELECT j.id FROM background_flows AS f JOIN background_jobs AS j ON j.flow_id = f.id
+        WHERE f.finished_at IS NULL AND f.status = 'failing' AND j.compensates IS NULL AND j.status IN ('queued', 'blocked')
+        LIMIT $1))
+        AND status IN ('queued', 'blocked')
+      RETURNING 1
+    )
+    SELECT count(*)::int AS cancelled FROM gone`,
+  settleStranded: `
+    SELECT count(pg_queue_flow_settle(f.id))::int AS settled FROM (
+      SELECT f.id FROM background_flows AS f
+      WHERE f.finished_at IS NULL AND NOT EXISTS (SELECT 1 FROM background_jobs AS j WHERE j.flow_id = f.id AND j.status IN ${LIVE})
+      ORDER BY f.id
+      LIMIT $1) AS f`,
+
+  // getFlow: the flow, its jobs and its edges in one round trip (ids as text: bigint is wider than a JSON number).
+  getFlow: `
+    SELECT f.id::text AS id, f.name, f.status, f.failed_job_id::text AS failed_job_id, f.reason, f.created_at, f.updated_at, f.finished_at,
+      (SELECT coalesce(json_agg(j ORDER BY j.n), '[]') FROM (
+         SELECT id AS n, id::text AS id, flow_ref AS ref, queue_name AS queue, status, attempts, max_attempts AS "maxAttempts",
+           last_error AS "lastError", result, compensates::text AS compensates, locked_by AS "lockedBy", buffered, run_at AS "runAt", finished_at AS "finishedAt"
+         FROM background_jobs WHERE flow_id = f.id) AS j) AS jobs,
+      (SELECT coalesce(json_agg(d), '[]') FROM (
+         SELECT parent_id::text AS parent, child_id::text AS child, on_failure AS "onFailure", done FROM background_job_deps WHERE flow_id = f.id) AS d) AS edges
+    FROM background_flows AS f WHERE f.id = $1`,
+
+  flowStatus: `SELECT status, reason, finished_at FROM background_flows WHERE id = $1`,
+
+  // cancelFlow: every job of the flow that can still run is cancelled at once (a running one's outcome is fenced out
+  // and its worker told to abort it, as cancel() does); the flow ends cancelled, without compensation.
+  cancelFlow: `
+    WITH flow AS (
+      UPDATE background_flows SET status = 'cancelled', reason = 'cancelled', finished_at = now(), updated_at = now()
+      WHERE id = $1 AND finished_at IS NULL
+      RETURNING id
+    ), targets AS (
+      SELECT j.id, j.status AS was, j.buffered FROM background_jobs AS j
+      WHERE j.flow_id = (SELECT id FROM flow) AND j.status IN ${LIVE}
+      ORDER BY j.id
+      FOR UPDATE
+    ), cancelled AS (
+      UPDATE background_jobs AS j
+      SET status = 'cancelled', buffered = false, finished_at = now(), lease_expires_at = NULL, updated_at = now()
+      FROM targets AS t WHERE j.id = t.id
+      RETURNING j.id, j.fence_token, t.was, t.buffered, j.awaited
+    )
+    SELECT EXISTS (SELECT 1 FROM flow) AS found,
+      (SELECT count(*)::int FROM cancelled) AS cancelled,
+      (SELECT count(*)::int FROM cancelled WHERE was = 'processing' AND NOT buffered) AS signalled,
+      (SELECT count(pg_notify('${CANCEL_CHANNEL}', c.id || ':' || c.fence_token)) FROM cancelled AS c WHERE c.was = 'processing') AS notified,
+      (SELECT count(pg_notify('${DONE_CHANNEL}', c.id || ':cancelled')) FROM cancelled AS c WHERE c.awaited) AS waiters_told,
+      (SELECT count(pg_notify('${DONE_CHANNEL}', 'flow:' || f.id || ':cancelled')) FROM flow AS f) AS flow_told`,
+
+  // job.parents(): every parent of a job, with its outcome.
+  jobParents: `
+    SELECT p.id::text AS id, p.flow_ref AS ref, p.queue_name AS queue, p.status, p.result, p.last_error AS "lastError", d.on_failure AS "onFailure"
+    FROM background_job_deps AS d JOIN background_jobs AS p ON p.id = d.parent_id
+    WHERE d.child_id = $1
+    ORDER BY p.id`,
+
+  // job.compensating(): for a compensation job, the job it undoes, with its payload and result.
+  compensatedJob: `
+    SELECT o.id::text AS id, o.flow_ref AS ref, o.queue_name AS queue, o.payload, o.result
+    FROM background_jobs AS c JOIN background_jobs AS o ON o.id = c.compensates
+    WHERE c.id = $1`,
+
+  // Flows for the CLI and the dashboard: newest first, optionally by status.
+  listFlows: `
+    SELECT f.id::text AS id, f.name, f.status, f.reason, f.created_at, f.finished_at,
+      (SELECT count(*)::int FROM background_jobs AS j WHERE j.flow_id = f.id) AS jobs
+    FROM background_flows AS f
+    WHERE ($1::text IS NULL OR f.status = $1)
+    ORDER BY f.id DESC
+    LIMIT $2`,
+
+  // Pruner: flows finished before the cutoff whose jobs are all gone (the pruner deletes a flow's jobs only once the
+  // flow has finished), with their edges; one bounded batch per statement.
+  deleteFinishedFlows: `
+    WITH doomed AS (
+      SELECT f.id FROM background_flows AS f
+      WHERE f.finished_at < now() - $1::int8 ${MS}
+        AND NOT EXISTS (SELECT 1 FROM background_jobs AS j WHERE j.flow_id = f.id)
+      ORDER BY f.finished_at
+      LIMIT $2
+    ), edges AS (
+      DELETE FROM background_job_deps WHERE flow_id IN (SELECT id FROM doomed)
+    ), flows AS (
+      DELETE FROM background_flows WHERE id IN (SELECT id FROM doomed) RETURNING 1
+    )
+    SELECT count(*)::int AS deleted FROM flows`,
+} as const;

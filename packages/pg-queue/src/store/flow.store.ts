@@ -1,0 +1,211 @@
+import type { Pool, QueryConfig, QueryResultRow } from 'pg';
+import type { EntityManager } from 'typeorm';
+import { PgQueueError } from '../errors/pg-queue.error.js';
+import type { CompensatedJob, FlowEdge, FlowJobRecord, FlowRecord, FlowStatus, FlowSummary, ParentJob } from '../flows/flow.interfaces.js';
+import type { FlowEdgeRow, FlowPlan } from '../flows/plan-flow.js';
+import type { JobStatus } from '../interfaces/job.interface.js';
+import { FLOW_SQL } from './flow.sql.js';
+import type { CompletedAttempt } from './job.store.js';
+import { managerQuery } from './manager-query.js';
+
+/** The sweeper's safety net works in batches of this many rows per statement. */
+const STRANDED_BATCH = 1_000;
+
+/**
+ * Flows' table access, one method per statement of flow.sql.ts. Named (prepared) statements unless a transaction
+ * pooler sits in between; an enqueueFlow in the caller's transaction goes through its EntityManager.
+ */
+export class FlowStore {
+  private readonly named: boolean;
+
+  constructor(
+    private readonly pool: Pool,
+    options: { transactionPooler?: boolean } = {},
+  ) {
+    this.named = !options.transactionPooler;
+  }
+
+  private async run<R extends QueryResultRow>(name: keyof typeof FLOW_SQL, values: unknown[]): Promise<R[]> {
+    const query: QueryConfig = this.named ? { name: `pgq_flow_${name}`, text: FLOW_SQL[name], values } : { text: FLOW_SQL[name], values };
+    return (await this.pool.query<R>(query)).rows;
+  }
+
+  /**
+   * Every job and edge of a flow in one statement. In the caller's transaction, inside a savepoint: a refused flow
+   * (a unique key already held) leaves the caller's transaction usable, with nothing of the flow in it.
+   */
+  async insertFlow(name: string | null, plan: FlowPlan, manager?: EntityManager): Promise<{ flowId: string; ids: string[] }> {
+    const values = [name, ...flowColumns(plan), edgesJson(plan.edges)];
+    let rows: { flow_id: string; id: string }[];
+    try {
+      if (!manager) rows = await this.run('insertFlow', values);
+      else if (!manager.queryRunner?.isTransactionActive) rows = await managerQuery(manager, FLOW_SQL.insertFlow, values);
+      else {
+        await managerQuery(manager, 'SAVEPOINT pg_queue_flow', []);
+        try {
+          rows = await managerQuery(manager, FLOW_SQL.insertFlow, values);
+        } catch (error) {
+          await managerQuery(manager, 'ROLLBACK TO SAVEPOINT pg_queue_flow', []);
+          throw error;
+        } finally {
+          await managerQuery(manager, 'RELEASE SAVEPOINT pg_queue_flow', []).catch(() => undefined);
+        }
+      }
+    } catch (error) {
+      throw explainKeyConflict(error, plan);
+    }
+    return { flowId: rows[0].flow_id, ids: rows.map((r) => r.id) };
+  }
+
+  /**
+   * Completes a job and adds its spawned children to its flow, in one statement: when the completion is fenced out
+   * (the lease was lost), no child is created. `completed` false: fenced out.
+   */
+  async completeSpawning(workerId: string, job: CompletedAttempt, plan: FlowPlan): Promise<{ completed: boolean; spawned: number }> {
+    const values = [workerId, job.id, job.token, job.resultJson ?? null, job.progressJson ?? null, ...flowColumns(plan), edgesJson(plan.edges)];
+    const [row] = await this.run<{ completed: boolean; spawned: number }>('completeSpawning', values);
+    return row;
+  }
+
+  /** The flow a job belongs to (null: none, or no such job). */
+  async jobFlow(jobId: string): Promise<{ flowId: string; ref: string | null } | null> {
+    const [row] = await this.run<{ flow_id: string | null; flow_ref: string | null }>('jobFlow', [jobId]);
+    return row?.flow_id ? { flowId: row.flow_id, ref: row.flow_ref } : null;
+  }
+
+  /** The second look after a settle of flow jobs committed (see FLOW_FUNCTIONS in flow.sql.ts). */
+  async recheckFlowJobs(jobIds: string[]): Promise<{ unblocked: number; settled: number }> {
+    const [row] = await this.run<{ unblocked: number; settled: number }>('recheckFlowJobs', [jobIds]);
+    return row;
+  }
+
+  /**
+   * The sweeper's safety net: blocked jobs with no open edge are unblocked, jobs requeued in a failing flow are
+   * cancelled, flows with no live job are settled; each in bounded batches until one comes back short.
+   */
+  async rescueStranded(): Promise<{ unblocked: number; cancelled: number; settled: number }> {
+    const total = { unblocked: 0, cancelled: 0, settled: 0 };
+    for (const [statement, key] of [['unblockStranded', 'unblocked'], ['cancelInFailingFlows', 'cancelled'], ['settleStranded', 'settled']] as const) {
+      for (;;) {
+        const [row] = await this.run<Record<typeof key, number>>(statement, [STRANDED_BATCH]);
+        total[key] += row[key];
+        if (row[key] < STRANDED_BATCH) break;
+      }
+    }
+    return total;
+  }
+
+  async getFlow(id: string): Promise<FlowRecord | null> {
+    const [row] = await this.run<FlowRow>('getFlow', [id]);
+    if (!row) return null;
+    const refOf = new Map(row.jobs.map((j) => [j.id, j.ref]));
+    const waiting = new Map<string, string[]>();
+    for (const e of row.edges) if (!e.done) waiting.set(e.child, [...(waiting.get(e.child) ?? []), refOf.get(e.parent) ?? e.parent]);
+    const jobs = row.jobs.map(
+      (j): FlowJobRecord => ({
+        id: j.id,
+        ref: j.ref,
+        queue: j.queue,
+        status: j.status === 'processing' && j.buffered ? 'queued' : j.status,
+        attempts: j.attempts,
+        maxAttempts: j.maxAttempts,
+        lastError: j.lastError,
+        result: j.result ?? null,
+        compensates: j.compensates,
+        lockedBy: j.lockedBy,
+        runAt: new Date(j.runAt),
+        finishedAt: j.finishedAt ? new Date(j.finishedAt) : null,
+        waitingFor: j.status === 'blocked' ? (waiting.get(j.id) ?? []) : [],
+      }),
+    );
+    return {
+      id: row.id,
+      name: row.name,
+      status: row.status,
+      reason: row.reason,
+      failedJobId: row.failed_job_id,
+      createdAt: row.created_at,
+      updatedAt: row.updated_at,
+      finishedAt: row.finished_at,
+      jobs,
+      edges: row.edges,
+    };
+  }
+
+  async flowStatus(id: string): Promise<{ status: FlowStatus; reason: string | null } | null> {
+    const [row] = await this.run<{ status: FlowStatus; reason: string | null }>('flowStatus', [id]);
+    return row ?? null;
+  }
+
+  /** null: no such flow, or it had finished already. */
+  async cancelFlow(id: string): Promise<{ cancelled: number; signalled: number } | null> {
+    const [row] = await this.run<{ found: boolean; cancelled: number; signalled: number }>('cancelFlow', [id]);
+    return row.found ? { cancelled: row.cancelled, signalled: row.signalled } : null;
+  }
+
+  async jobParents(jobId: string): Promise<ParentJob[]> {
+    const rows = await this.run<ParentJob>('jobParents', [jobId]);
+    return rows.map((r) => ({ ...r, result: r.result ?? null }));
+  }
+
+  async compensatedJob(jobId: string): Promise<CompensatedJob | null> {
+    const [row] = await this.run<CompensatedJob>('compensatedJob', [jobId]);
+    return row ? { ...row, result: row.result ?? null } : null;
+  }
+
+  async listFlows(status: FlowStatus | null, limit: number): Promise<FlowSummary[]> {
+    const rows = await this.run<{ id: string; name: string | null; status: FlowStatus; reason: string | null; created_at: Date; finished_at: Date | null; jobs: number }>('listFlows', [status, limit]);
+    return rows.map((r) => ({ id: r.id, name: r.name, status: r.status, reason: r.reason, createdAt: r.created_at, finishedAt: r.finished_at, jobs: r.jobs }));
+  }
+
+  /** Deletes up to `limit` flows finished more than `olderThanMs` ago whose jobs the pruner has deleted; returns how many. */
+  async deleteFinishedFlows(olderThanMs: number, limit: number): Promise<number> {
+    const [row] = await this.run<{ deleted: number }>('deleteFinishedFlows', [olderThanMs, limit]);
+    return row.deleted;
+  }
+}
+
+interface FlowRow {
+  id: string;
+  name: string | null;
+  status: FlowStatus;
+  failed_job_id: string | null;
+  reason: string | null;
+  created_at: Date;
+  updated_at: Date;
+  finished_at: Date | null;
+  jobs: (Omit<FlowJobRecord, 'runAt' | 'finishedAt' | 'waitingFor' | 'status'> & { status: JobStatus; buffered: boolean; runAt: string; finishedAt: string | null })[];
+  edges: FlowEdge[];
+}
+
+/** The eleven column arrays of the flow input (FLOW_INPUT in flow.sql.ts), in order. */
+function flowColumns({ rows }: FlowPlan): unknown[] {
+  return [
+    rows.map((r) => r.ref),
+    rows.map((r) => r.queue),
+    `[${rows.map((r) => r.payloadJson).join(',')}]`,
+    rows.map((r) => r.priority),
+    rows.map((r) => r.maxAttempts),
+    rows.map((r) => r.runAt),
+    rows.map((r) => r.delayMs),
+    rows.map((r) => r.concurrencyKey),
+    rows.map((r) => r.uniqueKey ?? null),
+    `[${rows.map((r) => r.compensateJson ?? 'null').join(',')}]`,
+    rows.map((r) => r.blocked),
+  ];
+}
+
+function edgesJson(edges: FlowEdgeRow[]): string {
+  return JSON.stringify(edges);
+}
+
+/** A flow job's unique key already held: the error names the job's ref; nothing of the flow was stored. */
+function explainKeyConflict(error: unknown, plan: FlowPlan): unknown {
+  const e = error as { code?: string; detail?: string };
+  if (e?.code !== '23505' || typeof e.detail !== 'string') return error;
+  const match = /^Key \(queue_name, unique_key\)=\((.*)\) already exists\.$/s.exec(e.detail);
+  if (!match) return error;
+  const row = plan.rows.find((r) => r.uniqueKey != null && `${r.queue}, ${r.uniqueKey}` === match[1]);
+  const which = row ? `job "${row.ref}" (queue "${row.queue}", uniqueKey ${JSON.stringify(row.uniqueKey)})` : `a job (${match[1]})`;
+  return new PgQueueError(`enqueueFlow: ${which}: another job holds the key; nothing of the flow was stored.`, { cause: error });
+}

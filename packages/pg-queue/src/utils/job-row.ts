@@ -1,0 +1,83 @@
+import { PgQueueError } from '../errors/pg-queue.error.js';
+import { INVALID_OPTION } from '../pg-queue.messages.js';
+import type { NewJobRow } from '../store/job.store.js';
+import { queueNameOf, type QueueDefinition } from '../typed/queue-definition.js';
+import { assertQueueName, type ResolvedModuleOptions } from './resolve-options.js';
+import { hasLoneSurrogate, serializePayload } from './serialize-payload.js';
+import { uniqueFields, type UniqueOptions } from './unique-options.js';
+
+/** The options of one job as enqueue, enqueueMany and enqueueFlow take them (the row they become: buildJobRow). */
+export interface JobRowSpec extends UniqueOptions {
+  queue: string | QueueDefinition<unknown, unknown>;
+  payload: unknown;
+  runAt?: Date;
+  delayMs?: number;
+  priority?: number;
+  maxAttempts?: number;
+  concurrencyKey?: string;
+}
+
+const INT32_MAX = 2_147_483_647;
+/** The longest delayMs: 1,000 years (of 365.25 days). */
+const MAX_DELAY_MS = 31_557_600_000_000;
+/** runAt from year 1 to year 9999 (PostgreSQL's timestamptz reaches further back and forward, JavaScript's Date too). */
+const RUN_AT_MIN_MS = Date.parse('0001-01-01T00:00:00.000Z');
+const RUN_AT_MAX_MS = Date.parse('9999-12-31T23:59:59.999Z');
+
+/**
+ * A job's row, its options checked (each bad one named in a PgQueueError) and its payload serialised; maxAttempts
+ * defaults to `defaultMaxAttempts(queue)`.
+ */
+export function buildJobRow(spec: JobRowSpec, maxPayloadBytes: number, defaultMaxAttempts: (queue: string) => number): NewJobRow {
+  const { payload, runAt, delayMs, priority, maxAttempts, concurrencyKey } = spec;
+  const queue = queueNameOf(spec.queue);
+  assertQueueName(queue);
+  const where = `enqueue("${queue}")`;
+  if (runAt !== undefined && (!(runAt instanceof Date) || Number.isNaN(runAt.getTime()))) {
+    throw new PgQueueError(INVALID_OPTION(where, 'runAt', runAt, 'a valid Date'));
+  }
+  // Within what PostgreSQL stores (a timestamptz, an interval): beyond, the insert failed with a bare
+  // "timestamp out of range" or "interval out of range" that named no option.
+  if (runAt !== undefined && (runAt.getTime() < RUN_AT_MIN_MS || runAt.getTime() > RUN_AT_MAX_MS)) {
+    throw new PgQueueError(INVALID_OPTION(where, 'runAt', runAt, 'a valid Date from year 1 to 9999'));
+  }
+  if (delayMs !== undefined && (!Number.isInteger(delayMs) || delayMs < 0)) {
+    throw new PgQueueError(INVALID_OPTION(where, 'delayMs', delayMs, 'a non-negative integer'));
+  }
+  if (delayMs !== undefined && delayMs > MAX_DELAY_MS) {
+    throw new PgQueueError(INVALID_OPTION(where, 'delayMs', delayMs, `a non-negative integer of at most ${MAX_DELAY_MS} (1,000 years)`));
+  }
+  if (priority !== undefined && (!Number.isInteger(priority) || Math.abs(priority) > INT32_MAX)) {
+    throw new PgQueueError(INVALID_OPTION(where, 'priority', priority, 'an integer (32-bit)'));
+  }
+  if (maxAttempts !== undefined && (!Number.isInteger(maxAttempts) || maxAttempts < 1 || maxAttempts > 1_000)) {
+    throw new PgQueueError(INVALID_OPTION(where, 'maxAttempts', maxAttempts, 'an integer from 1 to 1000'));
+  }
+  if (concurrencyKey !== undefined && (typeof concurrencyKey !== 'string' || concurrencyKey.length === 0 || concurrencyKey.length > 512 || concurrencyKey.includes('\0') || hasLoneSurrogate(concurrencyKey))) {
+    throw new PgQueueError(INVALID_OPTION(where, 'concurrencyKey', concurrencyKey, 'a non-empty string of at most 512 characters, without NUL or a lone UTF-16 surrogate'));
+  }
+  const row: NewJobRow = {
+    queue,
+    payloadJson: serializePayload(queue, payload, maxPayloadBytes),
+    priority: priority ?? 0,
+    // The module's `queues` options apply also where no handler runs (workers: false), as at the worker.
+    maxAttempts: maxAttempts ?? defaultMaxAttempts(queue),
+    runAt: runAt ?? null,
+    delayMs: delayMs ?? 0,
+    concurrencyKey: concurrencyKey ?? null,
+  };
+  // Only a job with unique options pays for them: a plain enqueue builds the same row as before.
+  if (spec.uniqueKey !== undefined || spec.onConflict !== undefined || spec.uniqueForMs !== undefined) Object.assign(row, uniqueFields(where, spec));
+  return row;
+}
+
+/**
+ * A job's maxAttempts when its enqueue gives none: the module's `queues[queue].maxAttempts`, else the queue's
+ * @JobHandler maxAttempts, else 5. The module's options apply also where no handler runs (workers: false).
+ */
+export function defaultMaxAttemptsOf(
+  options: Pick<ResolvedModuleOptions, 'queues'>,
+  registry: { get(queue: string): { options: { maxAttempts: number } } | undefined },
+): (queue: string) => number {
+  return (queue) => options.queues[queue]?.maxAttempts ?? registry.get(queue)?.options.maxAttempts ?? 5;
+}

@@ -1,0 +1,297 @@
+import { Injectable } from '@nestjs/common';
+import { describe, expect, it } from '@jest/globals';
+import { DataSource } from 'typeorm';
+import { JobHandler, PgQueueError, QueueService, type FlowRecord, type Job } from 'nestjs-pg-queue';
+import { useTestApp, waitFor } from './support/test-app.js';
+
+interface Step {
+  tag: string;
+  fail?: boolean;
+  holdMs?: number;
+}
+
+const released = new Set<string>();
+
+@Injectable()
+class FlowHandlers {
+  @JobHandler('fl-step', { maxAttempts: 1 })
+  async step(job: Job<Step>) {
+    await t.db.query(`INSERT INTO runs (job_id, tag, started_at) VALUES ($1, $2, clock_timestamp())`, [job.id, job.payload.tag]);
+    if (job.payload.holdMs) {
+      const until = Date.now() + job.payload.holdMs;
+      while (Date.now() < until && !job.signal.aborted && !released.has(job.payload.tag)) await new Promise((r) => setTimeout(r, 10));
+    }
+    if (job.payload.fail) throw new Error(`${job.payload.tag} refused`);
+    const parents = await job.parents();
+    return { tag: job.payload.tag, parents: parents.map((p) => ({ ref: p.ref, status: p.status, result: p.result })) };
+  }
+
+  @JobHandler('fl-undo')
+  async undo(job: Job<{ undo: string }>) {
+    const original = await job.compensating();
+    await t.db.query(`INSERT INTO runs (job_id, tag, started_at, detail) VALUES ($1, $2, clock_timestamp(), $3)`, [job.id, `undo:${job.payload.undo}`, JSON.stringify(original)]);
+  }
+
+  @JobHandler('fl-split')
+  async split(job: Job<{ parts: number }>) {
+    const chunks = Array.from({ length: job.payload.parts }, (_, i) => ({ ref: `chunk-${i}`, queue: 'fl-step', payload: { tag: `chunk-${i}` } }));
+    await job.spawn(chunks);
+    await job.spawn([{ ref: 'merge', queue: 'fl-step', payload: { tag: 'merge' }, dependsOn: chunks.map((c) => c.ref) }]);
+    return { planned: job.payload.parts };
+  }
+
+  @JobHandler('fl-split-fail', { maxAttempts: 1 })
+  async splitThenFail(job: Job) {
+    await job.spawn([{ ref: 'never', queue: 'fl-step', payload: { tag: 'never' } }]);
+    throw new Error('split failed after spawning');
+  }
+}
+
+const t = useTestApp('flows', { providers: [FlowHandlers], queue: { maintenance: { enabled: false } } }, async (db) => {
+  await db.query(`CREATE TABLE runs (job_id int8, tag text, started_at timestamptz, detail jsonb)`);
+});
+
+const queue = () => t.app.get(QueueService);
+const flowDone = (id: string) => queue().waitForFlow(id, { timeoutMs: 20_000 });
+const runsOf = async (tags: string[]) => (await t.db.query(`SELECT tag, count(*)::int AS n FROM runs WHERE tag = ANY($1) GROUP BY tag`, [tags])).rows;
+const jobRows = async (flowId: string) =>
+  (await t.db.query(`SELECT id::text, flow_ref AS ref, status::text, attempts, last_error, locked_at, finished_at, result FROM background_jobs WHERE flow_id = $1 ORDER BY id`, [flowId])).rows;
+
+/** Every job ran at most once, and none was claimed before each of its parents had finished (from the tables). */
+async function assertOrder(flowId: string) {
+  const { rows } = await t.db.query(
+    `SELECT c.flow_ref AS child, p.flow_ref AS parent FROM background_job_deps AS d
+     JOIN background_jobs AS c ON c.id = d.child_id JOIN background_jobs AS p ON p.id = d.parent_id
+     WHERE d.flow_id = $1 AND c.locked_at IS NOT NULL AND (p.finished_at IS NULL OR c.locked_at < p.finished_at)`,
+    [flowId],
+  );
+  expect(rows).toEqual([]);
+  const twice = await t.db.query(`SELECT r.job_id FROM runs AS r JOIN background_jobs AS j ON j.id = r.job_id WHERE j.flow_id = $1 GROUP BY r.job_id HAVING count(*) > 1`, [flowId]);
+  expect(twice.rows).toEqual([]);
+}
+
+describe('flows', () => {
+  it('runs a chain in order, each job once, each child seeing its parent\'s result', async () => {
+    const flow = await queue().enqueueFlow({
+      name: 'chain',
+      jobs: [
+        { ref: 'a', queue: 'fl-step', payload: { tag: 'chain-a' } },
+        { ref: 'b', queue: 'fl-step', payload: { tag: 'chain-b' }, dependsOn: ['a'] },
+        { ref: 'c', queue: 'fl-step', payload: { tag: 'chain-c' }, dependsOn: ['b'] },
+      ],
+    });
+    const done = await flowDone(flow.id);
+    expect(done.status).toBe('completed');
+    expect(done.name).toBe('chain');
+    expect(done.jobs.map((j) => [j.ref, j.status])).toEqual([['a', 'completed'], ['b', 'completed'], ['c', 'completed']]);
+    const c = done.jobs.find((j) => j.ref === 'c')!;
+    expect(c.result).toEqual({ tag: 'chain-c', parents: [{ ref: 'b', status: 'completed', result: { tag: 'chain-b', parents: [{ ref: 'a', status: 'completed', result: { tag: 'chain-a', parents: [] } }] } }] });
+    await assertOrder(flow.id);
+    expect((await queue().get(flow.jobs.b))?.flowId).toBe(flow.id);
+  });
+
+  it('runs a fan-out and fan-in, and a diamond', async () => {
+    const width = 30;
+    const parts = Array.from({ length: width }, (_, i) => ({ ref: `part-${i}`, queue: 'fl-step', payload: { tag: `fan-${i}` }, dependsOn: ['root'] }));
+    const flow = await queue().enqueueFlow({
+      jobs: [{ ref: 'root', queue: 'fl-step', payload: { tag: 'fan-root' } }, ...parts, { ref: 'sink', queue: 'fl-step', payload: { tag: 'fan-sink' }, dependsOn: parts.map((p) => p.ref) }],
+    });
+    const diamond = await queue().enqueueFlow({
+      jobs: [
+        { ref: 'top', queue: 'fl-step', payload: { tag: 'd-top' } },
+        { ref: 'left', queue: 'fl-step', payload: { tag: 'd-left' }, dependsOn: ['top'] },
+        { ref: 'right', queue: 'fl-step', payload: { tag: 'd-right' }, dependsOn: ['top'] },
+        { ref: 'bottom', queue: 'fl-step', payload: { tag: 'd-bottom' }, dependsOn: ['left', 'right'] },
+      ],
+    });
+    expect((await flowDone(flow.id)).status).toBe('completed');
+    expect((await flowDone(diamond.id)).status).toBe('completed');
+    const sink = (await jobRows(flow.id)).find((j) => j.ref === 'sink');
+    expect(sink.result.parents).toHaveLength(width);
+    await assertOrder(flow.id);
+    await assertOrder(diamond.id);
+    expect((await runsOf(['d-bottom', 'fan-sink'])).map((r) => r.n)).toEqual([1, 1]);
+  });
+
+  it('refuses a bad flow before storing anything, naming the ref', async () => {
+    const before = (await t.db.query(`SELECT count(*)::int AS n FROM background_jobs`)).rows[0].n;
+    const bad: [unknown, RegExp][] = [
+      [{ jobs: [{ ref: 'a', queue: 'fl-step', payload: {}, dependsOn: ['b'] }, { ref: 'b', queue: 'fl-step', payload: {}, dependsOn: ['a'] }] }, /cycle: "a" -> "b" -> "a"|cycle: "b" -> "a" -> "b"/],
+      [{ jobs: [{ ref: 'a', queue: 'fl-step', payload: {}, dependsOn: ['nope'] }] }, /job "a" depends on "nope", which is not a job of this flow/],
+      [{ jobs: [{ ref: 'a', queue: 'fl-step', payload: {} }, { ref: 'a', queue: 'fl-step', payload: {} }] }, /two jobs have the ref "a"/],
+      [{ jobs: [{ ref: 'a', queue: 'fl-step', payload: {} }, { ref: 'b', queue: 'fl-step', payload: {}, dependsOn: ['a'], uniqueKey: 'k' }] }, /job "b" has a uniqueKey and parents/],
+      [{ jobs: [{ ref: 'a', queue: 'fl-step', payload: { n: 10n } }] }, /job "a"/],
+      [{ jobs: [{ ref: 'a', queue: 'fl-step', payload: {}, dependsOn: [{ ref: 'a', onFailure: 'ignore' }] }] }, /onFailure "ignore"/],
+      [{ jobs: [{ ref: 'a b', queue: 'fl-step', payload: {} }] }, /ref "a b"/],
+      [{ jobs: [] }, /non-empty array/],
+    ];
+    for (const [spec, message] of bad) await expect(queue().enqueueFlow(spec as never)).rejects.toThrow(message);
+    expect((await t.db.query(`SELECT count(*)::int AS n FROM background_jobs`)).rows[0].n).toBe(before);
+  });
+
+  it('fails the dependents of a job that failed for good, naming it, and fails the flow; continue lets a fan-in run', async () => {
+    const failing = await queue().enqueueFlow({
+      jobs: [
+        { ref: 'a', queue: 'fl-step', payload: { tag: 'f-a' } },
+        { ref: 'b', queue: 'fl-step', payload: { tag: 'f-b', fail: true }, dependsOn: ['a'] },
+        { ref: 'c', queue: 'fl-step', payload: { tag: 'f-c' }, dependsOn: ['b'] },
+        { ref: 'd', queue: 'fl-step', payload: { tag: 'f-d' }, dependsOn: [{ ref: 'b', onFailure: 'cancel' }] },
+        { ref: 'e', queue: 'fl-step', payload: { tag: 'f-e' }, dependsOn: ['c'] },
+      ],
+    });
+    const done = await flowDone(failing.id);
+    expect(done.status).toBe('failed');
+    expect(done.reason).toBe(`job ${failing.jobs.b} (b) failed`);
+    const byRef = Object.fromEntries(done.jobs.map((j) => [j.ref, j]));
+    expect(byRef.c.status).toBe('failed');
+    expect(byRef.c.lastError).toBe(`parent job ${failing.jobs.b} (b) failed`);
+    expect(byRef.d.status).toBe('cancelled');
+    expect(byRef.e.status).toBe('failed');
+    expect(byRef.e.lastError).toBe(`parent job ${failing.jobs.c} (c) failed`);
+    expect(await runsOf(['f-c', 'f-d', 'f-e'])).toEqual([]);
+
+    const parts = [0, 1, 2, 3].map((i) => ({ ref: `p${i}`, queue: 'fl-step', payload: { tag: `cont-${i}`, fail: i === 2 } }));
+    const tolerant = await queue().enqueueFlow({
+      jobs: [...parts, { ref: 'zip', queue: 'fl-step', payload: { tag: 'cont-zip' }, dependsOn: parts.map((p) => ({ ref: p.ref, onFailure: 'continue' as const })) }],
+    });
+    const ended = await flowDone(tolerant.id);
+    expect(ended.status).toBe('completed');
+    const zip = ended.jobs.find((j) => j.ref === 'zip')!;
+    expect(zip.status).toBe('completed');
+    expect((zip.result as { parents: { ref: string; status: string }[] }).parents.map((p) => p.status)).toEqual(['completed', 'completed', 'failed', 'completed']);
+  });
+
+  it('compensates the completed jobs of a failed flow in reverse order, each once, with their results', async () => {
+    const flow = await queue().enqueueFlow({
+      name: 'order',
+      jobs: [
+        { ref: 'charge', queue: 'fl-step', payload: { tag: 's-charge' }, compensate: { queue: 'fl-undo', payload: { undo: 'charge' } } },
+        { ref: 'reserve', queue: 'fl-step', payload: { tag: 's-reserve' }, dependsOn: ['charge'], compensate: { queue: 'fl-undo', payload: { undo: 'reserve' } } },
+        { ref: 'label', queue: 'fl-step', payload: { tag: 's-label' }, dependsOn: ['reserve'] },
+        { ref: 'ship', queue: 'fl-step', payload: { tag: 's-ship', fail: true }, dependsOn: ['label'], compensate: { queue: 'fl-undo', payload: { undo: 'ship' } } },
+        { ref: 'email', queue: 'fl-step', payload: { tag: 's-email' }, dependsOn: ['ship'] },
+      ],
+    });
+    const done = await flowDone(flow.id);
+    expect(done.status).toBe('compensated');
+    const undo = (await t.db.query(`SELECT tag, detail FROM runs WHERE tag LIKE 'undo:%' AND job_id IN (SELECT id FROM background_jobs WHERE flow_id = $1) ORDER BY started_at`, [flow.id])).rows;
+    expect(undo.map((r) => r.tag)).toEqual(['undo:reserve', 'undo:charge']);
+    expect(undo[1].detail).toMatchObject({ id: flow.jobs.charge, ref: 'charge', queue: 'fl-step', payload: { tag: 's-charge' }, result: { tag: 's-charge' } });
+    const compensations = done.jobs.filter((j) => j.compensates !== null);
+    expect(compensations.map((j) => [j.ref, j.status, j.compensates])).toEqual([
+      ['compensate:charge', 'completed', flow.jobs.charge],
+      ['compensate:reserve', 'completed', flow.jobs.reserve],
+    ]);
+    expect(await runsOf(['s-email'])).toEqual([]);
+  });
+
+  it('cancels a flow: unstarted jobs never run, a running one is signalled and its outcome discarded', async () => {
+    const flow = await queue().enqueueFlow({
+      jobs: [
+        { ref: 'long', queue: 'fl-step', payload: { tag: 'cx-long', holdMs: 10_000 } },
+        { ref: 'after', queue: 'fl-step', payload: { tag: 'cx-after' }, dependsOn: ['long'] },
+        { ref: 'later', queue: 'fl-step', payload: { tag: 'cx-later' }, delayMs: 60_000 },
+      ],
+    });
+    await waitFor('the long job to start', async () => (await runsOf(['cx-long'])).length === 1);
+    expect(await queue().cancelFlow(flow.id)).toBe(true);
+    expect(await queue().cancelFlow(flow.id)).toBe(false);
+    const done = await flowDone(flow.id);
+    expect(done.status).toBe('cancelled');
+    expect(done.jobs.map((j) => j.status)).toEqual(['cancelled', 'cancelled', 'cancelled']);
+    await new Promise((r) => setTimeout(r, 300));
+    expect((await jobRows(flow.id)).map((j) => j.status)).toEqual(['cancelled', 'cancelled', 'cancelled']);
+    expect(await runsOf(['cx-after', 'cx-later'])).toEqual([]);
+  });
+
+  it('retry of a failed job brings its dependents back and the flow completes', async () => {
+    const flow = await queue().enqueueFlow({
+      jobs: [
+        { ref: 'a', queue: 'fl-step', payload: { tag: 'r-a', fail: true } },
+        { ref: 'b', queue: 'fl-step', payload: { tag: 'r-b' }, dependsOn: ['a'] },
+        { ref: 'side', queue: 'fl-step', payload: { tag: 'r-side' }, delayMs: 400 },
+      ],
+    });
+    expect((await flowDone(flow.id)).status).toBe('failed');
+    expect((await jobRows(flow.id)).map((j) => j.status)).toEqual(['failed', 'failed', 'cancelled']);
+    await t.db.query(`UPDATE background_jobs SET payload = '{"tag":"r-a"}' WHERE id = $1`, [flow.jobs.a]);
+    expect(await queue().retry(flow.jobs.a)).toBe(true);
+    expect((await queue().getFlow(flow.id))?.status).toBe('running');
+    const done = await flowDone(flow.id);
+    expect(done.status).toBe('completed');
+    expect(done.jobs.map((j) => j.status)).toEqual(['completed', 'completed', 'completed']);
+    expect((await runsOf(['r-a', 'r-b', 'r-side'])).sort((x, y) => x.tag.localeCompare(y.tag))).toEqual([
+      { tag: 'r-a', n: 2 },
+      { tag: 'r-b', n: 1 },
+      { tag: 'r-side', n: 1 },
+    ]);
+  });
+
+  it("creates a flow in the caller's transaction: a rollback leaves nothing, a commit runs it", async () => {
+    const dataSource = new DataSource({ type: 'postgres', url: t.url });
+    await dataSource.initialize();
+    try {
+      const spec = { jobs: [{ ref: 'x', queue: 'fl-step', payload: { tag: 'tx-x' } }, { ref: 'y', queue: 'fl-step', payload: { tag: 'tx-y' }, dependsOn: ['x'] }] };
+      let rolledBack: string | undefined;
+      await expect(
+        dataSource.transaction(async (manager) => {
+          rolledBack = (await queue().enqueueFlow(spec, { manager })).id;
+          throw new Error('roll back');
+        }),
+      ).rejects.toThrow('roll back');
+      expect(await queue().getFlow(rolledBack!)).toBeNull();
+      expect((await t.db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE payload->>'tag' IN ('tx-x', 'tx-y')`)).rows[0].n).toBe(0);
+      const committed = await dataSource.transaction((manager) => queue().enqueueFlow(spec, { manager }));
+      expect((await flowDone(committed.id)).status).toBe('completed');
+    } finally {
+      await dataSource.destroy();
+    }
+  });
+
+  it('refuses a flow whose job names a unique key already held, storing nothing; the caller\'s transaction stays usable', async () => {
+    await queue().enqueue('fl-hold-none', {}, { uniqueKey: 'held-key' });
+    const spec = { jobs: [{ ref: 'keyed', queue: 'fl-hold-none', payload: {}, uniqueKey: 'held-key' }, { ref: 'next', queue: 'fl-step', payload: { tag: 'uk-next' }, dependsOn: ['keyed'] }] };
+    await expect(queue().enqueueFlow(spec)).rejects.toThrow(/job "keyed" \(queue "fl-hold-none", uniqueKey "held-key"\): another job holds the key; nothing of the flow was stored/);
+    const dataSource = new DataSource({ type: 'postgres', url: t.url });
+    await dataSource.initialize();
+    try {
+      const after = await dataSource.transaction(async (manager) => {
+        await expect(queue().enqueueFlow(spec, { manager })).rejects.toThrow(PgQueueError);
+        return queue().enqueue('fl-step', { tag: 'uk-after' }, { manager });
+      });
+      expect(await queue().get(after)).not.toBeNull();
+    } finally {
+      await dataSource.destroy();
+    }
+    expect((await t.db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE payload->>'tag' = 'uk-next'`)).rows[0].n).toBe(0);
+  });
+
+  it('spawns children with the completion; a failed attempt spawns nothing', async () => {
+    const flow = await queue().enqueueFlow({ jobs: [{ ref: 'split', queue: 'fl-split', payload: { parts: 12 } }, { ref: 'report', queue: 'fl-step', payload: { tag: 'sp-report' }, dependsOn: ['split'] }] });
+    const done = await flowDone(flow.id);
+    expect(done.status).toBe('completed');
+    expect(done.jobs).toHaveLength(2 + 12 + 1);
+    const merge = done.jobs.find((j) => j.ref === 'split/merge')!;
+    expect((merge.result as { parents: unknown[] }).parents).toHaveLength(12);
+    await assertOrder(flow.id);
+
+    const failed = await queue().enqueueFlow({ jobs: [{ ref: 'splitter', queue: 'fl-split-fail', payload: {} }] });
+    expect((await flowDone(failed.id)).jobs.map((j) => j.ref)).toEqual(['splitter']);
+    expect(await runsOf(['never'])).toEqual([]);
+  });
+
+  it('counts blocked jobs apart from queued ones', async () => {
+    const flow = await queue().enqueueFlow({
+      jobs: [
+        { ref: 'wait', queue: 'fl-step', payload: { tag: 'st-wait' }, delayMs: 60_000 },
+        { ref: 'child', queue: 'fl-stats', payload: {}, dependsOn: ['wait'] },
+      ],
+    });
+    const stats = await queue().stats();
+    expect(stats['fl-stats']).toMatchObject({ blocked: 1, queued: 0 });
+    expect((await queue().getFlow(flow.id))?.jobs[1].waitingFor).toEqual(['wait']);
+    await queue().cancelFlow(flow.id);
+  });
+});
+
+export type { FlowRecord };
