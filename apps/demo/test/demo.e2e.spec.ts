@@ -118,7 +118,7 @@ describe('demo app', () => {
     const res = await fetch(`${base}/stats`);
     expect(res.status).toBe(200);
     const stats = (await res.json()) as Record<string, Record<string, number>>;
-    expect(stats.emails).toEqual({ queued: 0, processing: 0, completed: 2, failed: 0, cancelled: 0 });
+    expect(stats.emails).toEqual({ queued: 0, blocked: 0, processing: 0, completed: 2, failed: 0, cancelled: 0 });
   });
 
   it('lists the recurring orders report with its next fire, and its handler reports a given minute', async () => {

@@ -53,13 +53,16 @@ describe('adopting the seed application’s background_jobs table (issue 13 item
       expect(await queue.cancel(later)).toBe('cancelled');
       expect(await app.get(MaintenanceScheduler).pruner.runOnce()).toMatchObject({ ran: true, completed: 1 });
 
-      const triggers = await db.query(`SELECT tgname FROM pg_trigger WHERE tgrelid = 'background_jobs'::regclass AND NOT tgisinternal`);
-      expect(triggers.rows).toEqual([{ tgname: 'background_jobs_notify' }]);
+      // The seed's NOTIFY trigger gave way to ours; the flow trigger came with the Flows migration.
+      const triggers = await db.query(`SELECT tgname FROM pg_trigger WHERE tgrelid = 'background_jobs'::regclass AND NOT tgisinternal ORDER BY 1`);
+      expect(triggers.rows).toEqual([{ tgname: 'background_jobs_flow' }, { tgname: 'background_jobs_notify' }]);
       const indexes = await db.query(`SELECT indexname FROM pg_indexes WHERE tablename = 'background_jobs' ORDER BY 1`);
       expect(indexes.rows.map((r) => r.indexname)).toEqual([
         'background_jobs_claim_idx',
         'background_jobs_delayed_idx',
         'background_jobs_finished_idx',
+        'background_jobs_flow_idx',
+        'background_jobs_flow_status_idx',
         'background_jobs_in_flight_idx',
         'background_jobs_key_claim_idx',
         'background_jobs_limited_idx',

@@ -78,9 +78,9 @@ describe('buffered jobs (read ahead, not started) are reported as waiting', () =
   });
 
   const expected = {
-    'vis-a': { queued: 4, processing: 2, completed: 0, failed: 0, cancelled: 0 },
-    'vis-b': { queued: 2, processing: 0, completed: 0, failed: 0, cancelled: 0 },
-    'vis-c': { queued: 1, processing: 0, completed: 0, failed: 0, cancelled: 0 },
+    'vis-a': { queued: 4, blocked: 0, processing: 2, completed: 0, failed: 0, cancelled: 0 },
+    'vis-b': { queued: 2, blocked: 0, processing: 0, completed: 0, failed: 0, cancelled: 0 },
+    'vis-c': { queued: 1, blocked: 0, processing: 0, completed: 0, failed: 0, cancelled: 0 },
   };
 
   it('stats(): buffered jobs count as queued, only the started ones as processing', async () => {

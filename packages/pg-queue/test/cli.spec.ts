@@ -98,15 +98,16 @@ describe('pg-queue command line', () => {
     expect(refused).toEqual({
       code: 2,
       stdout: '',
-      stderr: `pg-queue: undo the queue migration ${names.at(-1)}: drops the column buffered: not confirmed (stdin is not a terminal, so no question can be asked); pass --yes to go ahead\n`,
+      stderr: `pg-queue: undo the queue migration ${names.at(-1)}: cancels every blocked job and drops the tables background_flows and background_job_deps and the flow columns of background_jobs: not confirmed (stdin is not a terminal, so no question can be asked); pass --yes to go ahead\n`,
     });
     expect((await sql.query(`SELECT count(*)::int AS n FROM migrations`)).rows[0].n).toBe(names.length);
     const down = await cli('migrate', 'down', '--yes');
     expect(down.code).toBe(0);
     expect(down.stdout).toBe(`reverted ${names.at(-1)}\n`);
     expect((await sql.query(`SELECT name FROM migrations ORDER BY id`)).rows.map((r) => r.name)).toEqual(names.slice(0, -1));
-    // The last migration (BufferedJobs) is undone: its column is gone.
-    expect((await sql.query(`SELECT count(*)::int AS n FROM information_schema.columns WHERE table_name = 'background_jobs' AND column_name = 'buffered'`)).rows).toEqual([{ n: 0 }]);
+    // The last migration (Flows) is undone: its columns and tables are gone.
+    expect((await sql.query(`SELECT count(*)::int AS n FROM information_schema.columns WHERE table_name = 'background_jobs' AND column_name = 'flow_id'`)).rows).toEqual([{ n: 0 }]);
+    expect((await sql.query(`SELECT to_regclass('background_flows') IS NULL AS gone`)).rows).toEqual([{ gone: true }]);
 
     const status = await cli('migrate', 'status');
     expect(status.stdout).toContain(`${names.at(-1)}`);
@@ -184,7 +185,7 @@ describe('pg-queue command line', () => {
     ]);
     const json = await cli('stats', '--json');
     expect(JSON.parse(json.stdout)).toEqual({
-      queues: { mail: { queued: 2, processing: 0, completed: 1, failed: 1, cancelled: 0 }, sms: { queued: 1, processing: 0, completed: 0, failed: 0, cancelled: 0 } },
+      queues: { mail: { queued: 2, blocked: 0, processing: 0, completed: 1, failed: 1, cancelled: 0 }, sms: { queued: 1, blocked: 0, processing: 0, completed: 0, failed: 0, cancelled: 0 } },
       paused: ['sms'],
     });
     await sql.query(`DELETE FROM background_queues`);
@@ -547,7 +548,7 @@ describe('pg-queue command line', () => {
       }
       const result = await checks([], env);
       expect(result.code).toBe(1);
-      expect(result.checks.schema).toMatchObject({ state: 'warn', detail: '11 of 13 queue migrations applied; pending: DeferredWakeUps1764590000000, BufferedJobs1764600000000' });
+      expect(result.checks.schema).toMatchObject({ state: 'warn', detail: '12 of 14 queue migrations applied; pending: BufferedJobs1764600000000, Flows1764610000000' });
       expect(result.checks.indexes).toMatchObject({
         state: 'fail',
         detail: 'INVALID (a concurrent build that failed): background_jobs_delayed_idx; missing: background_jobs_finished_idx',

@@ -102,9 +102,9 @@ describe('stats() on a small table', () => {
         FROM unnest('{a,b,b,c,c,c}'::text[]) AS q, unnest('{queued,queued,processing,completed,failed,cancelled,completed}'::text[]) AS s`);
       const { rows } = await db.query(`SELECT queue_name, status::text, count(*)::int AS n FROM background_jobs GROUP BY 1, 2`);
       const expected: Record<string, Record<string, unknown>> = {};
-      for (const r of rows) (expected[r.queue_name] ??= { queued: 0, processing: 0, completed: 0, failed: 0, cancelled: 0 })[r.status] = r.n;
+      for (const r of rows) (expected[r.queue_name] ??= { queued: 0, blocked: 0, processing: 0, completed: 0, failed: 0, cancelled: 0 })[r.status] = r.n;
       expect(await app.get(QueueService).stats()).toEqual(expected);
-      expect(expected.c).toEqual({ queued: 6, processing: 3, completed: 6, failed: 3, cancelled: 3 });
+      expect(expected.c).toEqual({ queued: 6, blocked: 0, processing: 3, completed: 6, failed: 3, cancelled: 3 });
     } finally {
       await app.close();
       await db.end();

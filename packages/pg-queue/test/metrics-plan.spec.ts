@@ -95,7 +95,7 @@ describe(`metrics and health queries on a table of ${ROWS.toLocaleString('en')} 
   it('the snapshot it returns: exact counts where under the limit, estimates above it, and each queue’s lag', async () => {
     const store = new MetricsStore(db);
     const { queues } = await store.depthSnapshot(10_000, 1_000, 30_000);
-    expect(queues.tiny.counts).toEqual({ queued: 3, processing: 0, completed: 0, failed: 0, cancelled: 0 });
+    expect(queues.tiny.counts).toEqual({ queued: 3, blocked: 0, processing: 0, completed: 0, failed: 0, cancelled: 0 });
     expect(queues.tiny.approximate).toEqual([]);
     // Buffered jobs count as queued, not running.
     expect(queues.thumbs.counts.processing).toBe(ROWS * 0.004);

@@ -1,7 +1,7 @@
 // The SQL of flows (docs/guides/flows.md): the functions and trigger the Flows migration creates, and the statements
 // FlowStore runs. All times from the database clock.
 import { JOBS_CHANNEL } from '../pg-queue.constants.js';
-import { CANCEL_CHANNEL, DONE_CHANNEL } from './job.sql.js';
+import { CANCEL_CHANNEL, DONE_CHANNEL, RETENTION_CAP_MS } from './job.sql.js';
 
 /** The statuses in which a job of a flow can still run (the flow is not over while one of its jobs is in one). */
 const LIVE = `('queued', 'processing', 'blocked')`;
@@ -348,7 +348,7 @@ export const FLOW_SQL = {
   deleteFinishedFlows: `
     WITH doomed AS (
       SELECT f.id FROM background_flows AS f
-      WHERE f.finished_at < now() - $1::int8 ${MS}
+      WHERE f.finished_at < now() - least($1::int8, ${RETENTION_CAP_MS}) ${MS}
         AND NOT EXISTS (SELECT 1 FROM background_jobs AS j WHERE j.flow_id = f.id)
       ORDER BY f.finished_at
       LIMIT $2

@@ -288,7 +288,12 @@ export class JobStore {
    * deletes instead of keeping them (and their results). A batch where no job has a result or unwritten
    * progress runs the plain statement; otherwise the whole batch takes the variant that also writes those.
    */
-  async completeJobs(workerId: string, jobs: CompletedAttempt[], deleteRows = false): Promise<SettledBatch<Set<string>>> {
+  async completeJobs(workerId: string, jobs: CompletedAttempt[], deleteRows = false): Promise<Set<string>> {
+    return (await this.settleCompletions(workerId, jobs, deleteRows)).answer;
+  }
+
+  /** completeJobs, with the ids of the flow jobs the batch completed (the workers' path: see SettledBatch). */
+  async settleCompletions(workerId: string, jobs: CompletedAttempt[], deleteRows = false): Promise<SettledBatch<Set<string>>> {
     const values: unknown[] = [workerId, jobs.map((j) => j.id), tokensById(jobs)];
     let statement: 'completeJobs' | 'completeJobsWithResults' | 'deleteCompletedJobs' = deleteRows ? 'deleteCompletedJobs' : 'completeJobs';
     if (!deleteRows) {
@@ -309,7 +314,12 @@ export class JobStore {
   }
 
   /** Returns each accepted id with the status it ended in (queued for a retry, failed when dead-lettered). */
-  async failJobs(workerId: string, jobs: FailedAttempt[]): Promise<SettledBatch<Map<string, JobStatus>>> {
+  async failJobs(workerId: string, jobs: FailedAttempt[]): Promise<Map<string, JobStatus>> {
+    return (await this.settleFailures(workerId, jobs)).answer;
+  }
+
+  /** failJobs, with the ids of the flow jobs the batch failed for good (the workers' path: see SettledBatch). */
+  async settleFailures(workerId: string, jobs: FailedAttempt[]): Promise<SettledBatch<Map<string, JobStatus>>> {
     const byId: Record<string, object> = {};
     let extras = false;
     for (const j of jobs) {

@@ -250,7 +250,7 @@ export class QueueTestKit {
     }
     if (error !== undefined) {
       const retryDelayMs = !final && job.attempt < job.maxAttempts ? retryDelay(handler.options.backoff, job.attempt, error, handler.queue).delayMs : 0;
-      const statuses = await this.store.failJobs(workerId, [{ ...ref, error: errorText(refusedAtStart ? (error as Error).message : error), retryDelayMs, final, progressJson }]);
+      const statuses = await this.store.settleFailures(workerId, [{ ...ref, error: errorText(refusedAtStart ? (error as Error).message : error), retryDelayMs, final, progressJson }]);
       const status = statuses.answer.get(job.id);
       if (statuses.flowJobs) await this.store.flows.recheckFlowJobs(statuses.flowJobs);
       if (status === 'queued') return { ...drained, outcome: 'retried', error, retryInMs: retryDelayMs };
@@ -262,7 +262,7 @@ export class QueueTestKit {
       if (completed) await this.store.flows.recheckFlowJobs([job.id]);
       return { ...drained, outcome: completed ? 'completed' : 'discarded' };
     }
-    const refused = await this.store.completeJobs(workerId, [{ ...ref, resultJson, progressJson }], this.options.maintenance.completedRetentionMs === 0);
+    const refused = await this.store.settleCompletions(workerId, [{ ...ref, resultJson, progressJson }], this.options.maintenance.completedRetentionMs === 0);
     if (refused.flowJobs) await this.store.flows.recheckFlowJobs(refused.flowJobs);
     return { ...drained, outcome: refused.answer.has(job.id) ? 'discarded' : 'completed' };
   }

@@ -66,7 +66,7 @@ export class OutcomeWriter<O extends PendingOutcome = PendingOutcome> {
       let spawning: O[] | undefined;
       for (const o of batch) if (o.spawned) (spawning ??= []).push(o);
       const plain = spawning ? batch.filter((o) => !o.spawned) : batch;
-      const { answer: refused, flowJobs } = plain.length > 0 ? await store.completeJobs(workerId, plain, deleteCompleted) : { answer: new Set<string>(), flowJobs: undefined };
+      const { answer: refused, flowJobs } = plain.length > 0 ? await store.settleCompletions(workerId, plain, deleteCompleted) : { answer: new Set<string>(), flowJobs: undefined };
       const settled = flowJobs ?? [];
       // A completion that spawns children is a statement of its own (rare): the children exist only if it landed.
       for (const o of spawning ?? []) {
@@ -77,7 +77,7 @@ export class OutcomeWriter<O extends PendingOutcome = PendingOutcome> {
       return (o) => (refused.has(o.id) ? undefined : 'completed');
     });
     this.failures = new OutcomeQueue<O>('failure', logger, lane, sink, maxBatch, async (batch) => {
-      const { answer: statuses, flowJobs } = await store.failJobs(workerId, batch.map((o) => ({ id: o.id, token: o.token, progressJson: o.progressJson, ...o.failure! })));
+      const { answer: statuses, flowJobs } = await store.settleFailures(workerId, batch.map((o) => ({ id: o.id, token: o.token, progressJson: o.progressJson, ...o.failure! })));
       if (flowJobs) flows.recheck(flowJobs);
       return (o) => statuses.get(o.id);
     });

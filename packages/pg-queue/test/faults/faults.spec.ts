@@ -19,13 +19,13 @@ const FULL = process.env.PG_QUEUE_FAULTS_FULL === '1';
 
 const SIZE = FULL
   ? {
-      kill: { workers: 4, jobs: 20_000, killEveryMs: 1_000, maxKills: Infinity, jobMs: [5, 40] as [number, number], timeoutMs: 1_200_000 },
+      kill: { workers: 4, jobs: 20_000, killEveryMs: 1_000, maxKills: Infinity, jobMs: [5, 40] as [number, number], timeoutMs: 1_200_000, flows: 400 },
       restart: { workers: 2, jobs: 5_000, downMs: 3_000, jobMs: [5, 30] as [number, number], probes: 9, timeoutMs: 300_000 },
       bad: { workers: 2, good: 2_000, eachBad: 10, cancelled: 4, timeoutMs: 120_000 },
     }
   : {
       // Jobs of 40-100 ms: 4 x 8 slots need at least 2 s for 1,000 of them, so even a fast machine sees kills.
-      kill: { workers: 4, jobs: 1_000, killEveryMs: 1_000, maxKills: 4, jobMs: [40, 100] as [number, number], timeoutMs: 120_000 },
+      kill: { workers: 4, jobs: 1_000, killEveryMs: 1_000, maxKills: 4, jobMs: [40, 100] as [number, number], timeoutMs: 120_000, flows: 40 },
       restart: { workers: 2, jobs: 800, downMs: 2_000, jobMs: [5, 30] as [number, number], probes: 7, timeoutMs: 120_000 },
       bad: { workers: 2, good: 200, eachBad: 3, cancelled: 4, timeoutMs: 60_000 },
     };
@@ -96,7 +96,7 @@ describe(`fault injection (${FULL ? 'full' : 'short'} version)`, () => {
     rows.push({
       scenario: label,
       jobs: r.audit.jobs,
-      faults: `${r.kills} ${freeze ? `SIGSTOP (${(size.freezeMs ?? 6_000) / 1_000} s)` : 'SIGKILL'}, ${r.inFlightAtKills} jobs in flight (started) at a fault`,
+      faults: `${r.kills} ${freeze ? `SIGSTOP (${(size.freezeMs ?? 6_000) / 1_000} s)` : 'SIGKILL'}, ${r.inFlightAtKills} jobs in flight (started) at a fault${size.flows ? `; ${size.flows} flows in the mix` : ''}`,
       lost: r.audit.lost,
       ranTwice: r.audit.ranTwice,
       finalStates: formatStates(r.states),
@@ -112,6 +112,11 @@ describe(`fault injection (${FULL ? 'full' : 'short'} version)`, () => {
     expect(r.audit.unexplained).toEqual([]);
     expect(r.audit.unfenced).toEqual([]);
     expect(r.audit.ranTwice).toBeLessThanOrEqual(r.inFlightAtKills);
+    if (size.flows) {
+      // Every flow ended as it must (completed, or compensated), no job ran before its parents had completed or after
+      // one had failed, compensations one per completed step in reverse order, no rerun a fault does not explain.
+      expect(r.flows).toMatchObject({ flows: size.flows, wrongEnd: [], early: [], ranAfterParentFailed: [], wrongCompensations: [], unexplainedReruns: [] });
+    }
     passed++;
   }
 

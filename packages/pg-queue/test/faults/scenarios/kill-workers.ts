@@ -1,5 +1,6 @@
 import { auditRuns, countWhere, statusCounts, type RunAudit } from '../support/fault-db.js';
 import { FAULT_TIMINGS, sleep, type Scenario } from '../support/scenario.js';
+import { auditFlows, enqueueFlowsMix, flowsEnded, type FlowsAudit } from './flows-mix.js';
 
 export interface KillWorkersSize {
   workers: number;
@@ -18,6 +19,8 @@ export interface KillWorkersSize {
    */
   fault?: 'kill' | 'freeze';
   freezeMs?: number;
+  /** Flows enqueued with the plain jobs (scenarios/flows-mix.ts), so that the faults hit them mid-flow. */
+  flows?: number;
 }
 
 export interface KillWorkersResult {
@@ -27,6 +30,8 @@ export interface KillWorkersResult {
   /** Jobs in flight (started, outcome not written) on the workers when they were killed (or frozen). */
   inFlightAtKills: number;
   seconds: number;
+  /** With `flows`: how they ended, read back from the tables. */
+  flows?: FlowsAudit;
 }
 
 /**
@@ -48,6 +53,8 @@ export async function killWorkers(s: Scenario, size: KillWorkersSize): Promise<K
     const n = Math.min(5_000, size.jobs - i);
     await s.queue.enqueueMany(Array.from({ length: n }, () => ({ queue: 'work', payload: { ms: lo + Math.floor(Math.random() * (hi - lo + 1)) }, maxAttempts: 25 })));
   }
+
+  const mix = size.flows ? await enqueueFlowsMix(s.queue, size.flows, size.jobMs) : undefined;
 
   const deadline = Date.now() + size.timeoutMs;
   const completed = () => countWhere(s.db, `SELECT 1 FROM background_jobs WHERE queue_name = 'work' AND status = 'completed'`);
@@ -81,6 +88,8 @@ export async function killWorkers(s: Scenario, size: KillWorkersSize): Promise<K
     restarts.push(restart);
   }
   await Promise.all(restarts);
+  if (mix) await flowsEnded(s.db, mix.ids, deadline);
   const seconds = (performance.now() - t0) / 1_000;
-  return { audit: await auditRuns(s.db, 'work'), kills, states: await statusCounts(s.db, 'work'), inFlightAtKills, seconds };
+  const flows = mix ? await auditFlows(s.db, mix.ids, mix.failing) : undefined;
+  return { audit: await auditRuns(s.db, 'work'), kills, states: await statusCounts(s.db, 'work'), inFlightAtKills, seconds, flows };
 }

@@ -70,6 +70,20 @@ class FaultHandlers {
     await sleep(job.payload.ms);
   }
 
+  // Scenario 1 with flows in the mix (scenarios/flows-mix.ts): the steps of flows, and a step that always fails.
+  @JobHandler('flow-step', { concurrency: 6, maxAttempts: 25, backoff: { baseMs: 50, maxMs: 1_000 } })
+  async flowStep(job: Job<{ ms: number }>) {
+    await recordStart(job);
+    await sleep(job.payload.ms);
+  }
+
+  @JobHandler('flow-fail', { concurrency: 2, maxAttempts: 1 })
+  async flowFail(job: Job<{ ms: number }>) {
+    await recordStart(job);
+    await sleep(job.payload.ms);
+    throw new Error('this step always fails');
+  }
+
   // Scenario 2: wake-up latency probes, on a queue of their own so that a backlog elsewhere does not delay them.
   @JobHandler('probe', { concurrency: 2 })
   async probe(job: Job) {
