@@ -69,7 +69,7 @@ function steps(options: BenchOptions): Step[] {
         break;
       case 'spread':
         for (const d of p.spread.durations) {
-          const only = options.spreadPeers ? [...TUNED_VS_DEFAULTS, 'pg-boss', 'graphile-worker', 'plain-sql'] satisfies SystemId[] : TUNED_VS_DEFAULTS;
+          const only = options.spreadPeers ? [...TUNED_VS_DEFAULTS, 'pg-boss', 'graphile-worker', 'bullmq', 'plain-sql'] satisfies SystemId[] : TUNED_VS_DEFAULTS;
           out.push({ scenario, label: `spread ${d.jobMs} ms`, run: (ctx, s) => spreadScenario(ctx, s, d.jobMs, d.jobs), only });
         }
         break;
@@ -208,7 +208,7 @@ async function main(): Promise<void> {
   const json = { options: { ...options, profile: options.profile }, machine, build, postgres: info!, versions, minutes, samples, aggregates, targets, failures, statements: statementRecords };
   await writeFile(`${dir}${base}.json`, `${JSON.stringify(json, null, 2)}\n`);
   await writeFile(`${dir}${base}.txt`, `${text}\n`);
-  await writeFile(`${dir}${base}.svg`, `${renderSvg(defs, aggregates, ratios, options.systems, `nestjs-pg-queue vs pg-boss vs graphile-worker vs a plain SQL loop, PostgreSQL ${info!.major}`, header.slice(1, 5))}\n`);
+  await writeFile(`${dir}${base}.svg`, `${renderSvg(defs, aggregates, ratios, options.systems, `nestjs-pg-queue vs pg-boss vs graphile-worker vs BullMQ (pg) vs a plain SQL loop, PostgreSQL ${info!.major}`, header.slice(1, 5))}\n`);
   console.log(`wrote ${dir}${base}.json, ${base}.txt, ${base}.svg`);
   if (failures.length) process.exitCode = 1;
 }

@@ -4,8 +4,8 @@
  * must not reach into a library's internals, or the comparison stops being about the libraries.
  */
 
-/** The four contenders, in the order the table shows them. */
-export const SYSTEM_IDS = ['pg-queue', 'pg-boss', 'graphile-worker', 'plain-sql'] as const;
+/** The contenders, in the order the table shows them (the plain SQL loop, the reference, last). */
+export const SYSTEM_IDS = ['pg-queue', 'pg-boss', 'graphile-worker', 'bullmq', 'plain-sql'] as const;
 /**
  * `pg-queue-base` is nestjs-pg-queue as built in another checkout (`--baseline <dir>`): the same adapter run
  * from that tree, so a change is measured before and after in one run, on one machine state.
@@ -53,7 +53,7 @@ export interface BenchLimits {
 export interface RunningSystem {
   /** One job, one call of the library's single-job API, awaited. */
   enqueue(payload: BenchPayload): Promise<void>;
-  /** Many jobs in one call of the library's bulk API (one statement for all four), asking for their ids; resolves to how many ids came back. */
+  /** Many jobs in one call of the library's bulk API (one statement for each system), asking for their ids; resolves to how many ids came back. */
   enqueueMany(payloads: BenchPayload[]): Promise<number>;
   /** Graceful stop: running handlers finish, connections close. */
   stop(): Promise<void>;
