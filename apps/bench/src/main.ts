@@ -26,7 +26,7 @@ import { backlogScenario } from './scenarios/backlog.js';
 import type { Figures, ScenarioContext } from './scenarios/context.js';
 import { enqueueScenario } from './scenarios/enqueue.js';
 import { latencyScenario } from './scenarios/latency.js';
-import { limitsScenario, limitsVariants } from './scenarios/limits.js';
+import { limitsScenario, limitsSupported, limitsVariants } from './scenarios/limits.js';
 import { processScenario } from './scenarios/process.js';
 import { scaleOutScenario } from './scenarios/scale-out.js';
 import { spreadScenario } from './scenarios/spread.js';
@@ -90,8 +90,11 @@ function steps(options: BenchOptions): Step[] {
         for (const n of p.scaleOut.processes) out.push({ scenario, label: `scale-out x${n}`, run: (ctx, s) => scaleOutScenario(ctx, s, n) });
         break;
       case 'limits':
-        // Limits across instances are nestjs-pg-queue's alone: no peer has them in its open version.
-        for (const v of limitsVariants(p)) out.push({ scenario, label: v.metric, run: (ctx, s) => limitsScenario(ctx, s, v), only: ['pg-queue'] });
+        // Limits across instances: only the systems that have the variant's limit (SystemInfo.limits).
+        for (const v of limitsVariants(p)) {
+          const only = options.systems.filter((id) => limitsSupported(SYSTEMS[id], v));
+          out.push({ scenario, label: v.metric, run: (ctx, s) => limitsScenario(ctx, s, v), only });
+        }
         break;
     }
   }

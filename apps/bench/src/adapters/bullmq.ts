@@ -33,6 +33,7 @@ export const bullmqAdapter: Adapter = {
     const queue = new Queue<BenchPayload, void, typeof QUEUE>(QUEUE, { connection: connection(`${options.role} queue`) });
     queue.on('error', (error: Error) => console.error(`[bullmq queue] ${error.message}`));
     await queue.waitUntilReady();
+    await applyLimits(queue, options);
     let worker: InstanceType<typeof Worker<BenchPayload, void, typeof QUEUE>> | undefined;
     if (options.role === 'worker') {
       worker = new Worker<BenchPayload, void, typeof QUEUE>(
@@ -59,3 +60,17 @@ export const bullmqAdapter: Adapter = {
   },
 };
 
+/**
+ * The limits scenario. BullMQ's limit across instances is the queue's global concurrency, kept in the
+ * database (its `meta` table) and checked by every claim under an advisory lock; every worker process sets
+ * the same value, which is idempotent. Limits per key are groups, a BullMQ Pro feature: the scenario never
+ * asks (SystemInfo.limits), and a caller that does gets a refusal rather than an unlimited run.
+ */
+async function applyLimits(queue: { setGlobalConcurrency(concurrency: number): Promise<unknown> }, options: AdapterOptions): Promise<void> {
+  if (!options.limits) return;
+  const { globalConcurrency, concurrencyPerKey } = options.limits;
+  if (concurrencyPerKey !== undefined) {
+    throw new Error('BullMQ has no concurrency limit per key in its open-source package (groups are BullMQ Pro\'s): not measured');
+  }
+  if (globalConcurrency !== undefined) await queue.setGlobalConcurrency(globalConcurrency);
+}

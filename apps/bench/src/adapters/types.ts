@@ -39,7 +39,7 @@ export interface AdapterOptions {
   jobMs?: number;
   /** nestjs-pg-queue only: configure the queue with its concurrency alone, as a bare `@JobHandler` gets it. */
   librarySettings?: 'tuned' | 'defaults';
-  /** The limits scenario (nestjs-pg-queue only): limits across instances, and jobs spread over `keys` concurrency keys. */
+  /** The limits scenario (systems with SystemInfo.limits): limits across instances, and jobs spread over `keys` concurrency keys. */
   limits?: BenchLimits;
 }
 
