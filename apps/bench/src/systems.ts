@@ -38,7 +38,7 @@ export interface SystemInfo {
   limits?: readonly LimitKind[];
   /**
    * The table whose AFTER INSERT trigger sends the NOTIFY that wakes workers, if the system wakes them that
-   * way (pg-boss and graphile-worker call pg_notify in their own insert statements: nothing to switch off).
+   * way (pg-boss, graphile-worker and BullMQ call pg_notify in their own insert statements: nothing to switch off).
    */
   notifyTriggerTable?: string;
 }
