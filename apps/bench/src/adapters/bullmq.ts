@@ -15,7 +15,7 @@ const { Queue, Worker } = withBackend(createPostgresBackend);
  * Everything else at BullMQ's defaults, as for the other libraries: lock 30 s renewed every 15 s, stalled
  * check every 30 s, finished jobs kept (no removeOnComplete: nestjs-pg-queue and pg-boss keep theirs too),
  * its event stream on (every job writes 'added', 'waiting', 'active' and 'completed' rows to `bullmq.event`,
- * trimmed to 10,000; QueueEvents and getJobs read it). The guide's other tips are database settings
+ * trimmed to about 10,000; QueueEvents reads it). The guide's other tips are database settings
  * (`synchronous_commit`) or deployment (keep the database close), the same for every system here.
  */
 export const bullmqAdapter: Adapter = {
