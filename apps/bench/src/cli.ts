@@ -20,7 +20,7 @@ export interface BenchOptions {
   scenarios: ScenarioName[];
   systems: SystemId[];
   pg: PgChoice;
-  /** The spread scenario also runs for the selected peers (pg-boss, graphile-worker, the plain loop): how their prefetch spreads long jobs. */
+  /** The spread scenario also runs for the selected peers (pg-boss, graphile-worker, BullMQ, the plain loop): how their prefetch spreads long jobs. */
   spreadPeers: boolean;
   /** Keep pg_stat_statements tracking on for every scenario and save per-statement figures (adds overhead). */
   statements: boolean;
@@ -51,8 +51,8 @@ writes apps/bench/results/latest-pg<major>.{txt,json,svg}; any other run writes 
                        ${DEBIAN_BIN(0).replace('/0/', '/<MAJOR>/')} (Debian/Ubuntu package postgresql-<MAJOR>), e.g. --pg 15
   --pg-bin DIR         PostgreSQL binaries from DIR (initdb, postgres); overrides --pg
                        (without either, PG_QUEUE_TEST_PG_BIN is honoured as the tests honour it)
-  --spread-peers       the spread scenario also runs pg-boss, graphile-worker and the plain loop (about 3 minutes
-                       more per run and peer)
+  --spread-peers       the spread scenario also runs pg-boss, graphile-worker, BullMQ and the plain loop (about
+                       3 minutes more per run and peer)
   --statements         record what each system sent to PostgreSQL (pg_stat_statements) in every scenario
   --future N           the backlog scenario also holds N jobs scheduled for tomorrow
   --process-jobs N     jobs per process cell (default 20,000: a cell of well under a second at these rates, whose

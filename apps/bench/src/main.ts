@@ -26,7 +26,7 @@ import { backlogScenario } from './scenarios/backlog.js';
 import type { Figures, ScenarioContext } from './scenarios/context.js';
 import { enqueueScenario } from './scenarios/enqueue.js';
 import { latencyScenario } from './scenarios/latency.js';
-import { limitsScenario, limitsVariants } from './scenarios/limits.js';
+import { limitsScenario, limitsSupported, limitsVariants } from './scenarios/limits.js';
 import { processScenario } from './scenarios/process.js';
 import { scaleOutScenario } from './scenarios/scale-out.js';
 import { spreadScenario } from './scenarios/spread.js';
@@ -69,7 +69,7 @@ function steps(options: BenchOptions): Step[] {
         break;
       case 'spread':
         for (const d of p.spread.durations) {
-          const only = options.spreadPeers ? [...TUNED_VS_DEFAULTS, 'pg-boss', 'graphile-worker', 'plain-sql'] satisfies SystemId[] : TUNED_VS_DEFAULTS;
+          const only = options.spreadPeers ? [...TUNED_VS_DEFAULTS, 'pg-boss', 'graphile-worker', 'bullmq', 'plain-sql'] satisfies SystemId[] : TUNED_VS_DEFAULTS;
           out.push({ scenario, label: `spread ${d.jobMs} ms`, run: (ctx, s) => spreadScenario(ctx, s, d.jobMs, d.jobs), only });
         }
         break;
@@ -90,8 +90,11 @@ function steps(options: BenchOptions): Step[] {
         for (const n of p.scaleOut.processes) out.push({ scenario, label: `scale-out x${n}`, run: (ctx, s) => scaleOutScenario(ctx, s, n) });
         break;
       case 'limits':
-        // Limits across instances are nestjs-pg-queue's alone: no peer has them in its open version.
-        for (const v of limitsVariants(p)) out.push({ scenario, label: v.metric, run: (ctx, s) => limitsScenario(ctx, s, v), only: ['pg-queue'] });
+        // Limits across instances: only the systems that have the variant's limit (SystemInfo.limits).
+        for (const v of limitsVariants(p)) {
+          const only = options.systems.filter((id) => limitsSupported(SYSTEMS[id], v));
+          out.push({ scenario, label: v.metric, run: (ctx, s) => limitsScenario(ctx, s, v), only });
+        }
         break;
     }
   }
@@ -208,7 +211,7 @@ async function main(): Promise<void> {
   const json = { options: { ...options, profile: options.profile }, machine, build, postgres: info!, versions, minutes, samples, aggregates, targets, failures, statements: statementRecords };
   await writeFile(`${dir}${base}.json`, `${JSON.stringify(json, null, 2)}\n`);
   await writeFile(`${dir}${base}.txt`, `${text}\n`);
-  await writeFile(`${dir}${base}.svg`, `${renderSvg(defs, aggregates, ratios, options.systems, `nestjs-pg-queue vs pg-boss vs graphile-worker vs a plain SQL loop, PostgreSQL ${info!.major}`, header.slice(1, 5))}\n`);
+  await writeFile(`${dir}${base}.svg`, `${renderSvg(defs, aggregates, ratios, options.systems, `nestjs-pg-queue vs pg-boss vs graphile-worker vs BullMQ (pg) vs a plain SQL loop, PostgreSQL ${info!.major}`, header.slice(1, 5))}\n`);
   console.log(`wrote ${dir}${base}.json, ${base}.txt, ${base}.svg`);
   if (failures.length) process.exitCode = 1;
 }

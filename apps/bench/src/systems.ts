@@ -32,11 +32,18 @@ export interface SystemInfo {
   /** The job table(s) whose size the steady-state scenario reports. */
   relations: string[];
   /**
+   * The limits across instances the limits scenario can ask of it: 'global' caps the queue's running jobs over
+   * every process, 'perKey' caps them per concurrency key. Absent: none, and the limits scenario skips it.
+   */
+  limits?: readonly LimitKind[];
+  /**
    * The table whose AFTER INSERT trigger sends the NOTIFY that wakes workers, if the system wakes them that
-   * way (pg-boss and graphile-worker call pg_notify in their own insert statements: nothing to switch off).
+   * way (pg-boss, graphile-worker and BullMQ call pg_notify in their own insert statements: nothing to switch off).
    */
   notifyTriggerTable?: string;
 }
+
+export type LimitKind = 'global' | 'perKey';
 
 const FUTURE_TS = `now() + interval '1 day' + g * interval '1 millisecond'`;
 
@@ -62,6 +69,7 @@ export const SYSTEMS: Record<SystemId, SystemInfo> = {
     id: 'pg-queue',
     label: 'nestjs-pg-queue',
     packageName: 'nestjs-pg-queue',
+    limits: ['global', 'perKey'],
     settings:
       'Nest application context, PgQueueModule.forRoot({ connection: { url, poolSize }, queues: { bench: { concurrency, prefetch: 500 - concurrency, batchSize: 500 } } }): claims of up to 500 ahead of free slots (its option for many short jobs, the size of graphile-worker\'s localQueue here); every other option at its default (lease 30 s, heartbeat 10 s, fenced completion, poll 30 s behind LISTEN, sweeper 5 s, pruner 60 s)',
     ...BACKGROUND_JOBS_TABLE,
@@ -102,6 +110,35 @@ export const SYSTEMS: Record<SystemId, SystemInfo> = {
         SELECT ROW('bench', json_build_object('f', g), NULL, ${FUTURE_TS}, NULL, NULL, NULL, NULL)::graphile_worker.job_spec
         FROM generate_series(1, $1::int) AS g))`,
     relations: ['graphile_worker._private_jobs'],
+  },
+  bullmq: {
+    id: 'bullmq',
+    label: 'BullMQ (pg)',
+    packageName: 'bullmq',
+    // Queue.setGlobalConcurrency; limits per group are BullMQ Pro's, not in the open-source package.
+    limits: ['global'],
+    settings:
+      "PostgreSQL backend (withBackend(createPostgresBackend)), connection { connectionString, max = poolSize, migrate: true } for its Queue and for its Worker (a pool each, as it builds them); one Worker per process with concurrency = the scenario's (c10: 10, c50: 50), as its PostgreSQL guide advises (open-source BullMQ has no batch fetch: each slot claims one job, its completion claims the next in the same statement); LISTEN wake-ups built in; every other option at its default (lock 30 s renewed every 15 s, stalled check 30 s, finished jobs kept, event stream on: 4 rows in bullmq.event per job, counted with the job table)",
+    // Finished jobs stay as 'completed'; the claim index (state = 'waiting') and the active index answer these probes.
+    busySql: `SELECT EXISTS (SELECT 1 FROM bullmq.job WHERE queue = 'bench' AND state = 'waiting')
+                OR EXISTS (SELECT 1 FROM bullmq.job WHERE queue = 'bench' AND state = 'active') AS busy`,
+    // Through its own SQL function (add_jobs_bulk), which is what Queue.addBulk calls, with the entries addBulk
+    // builds ({ attempts: 0 } is what it stores when no option is given); timestamp is its epoch-ms added time.
+    seedSql: `
+      SELECT count(*)::int AS n FROM bullmq.add_jobs_bulk('bench', (
+        SELECT jsonb_agg(jsonb_build_object(
+                 'name', 'bench', 'data', jsonb_build_object('i', g)::text, 'opts', '{"attempts":0}'::jsonb, 'attempts', 0,
+                 'timestamp', (extract(epoch FROM ${SPREAD_TS}) * 1000)::bigint) ORDER BY g)
+        FROM generate_series(1, $1::int) AS g))`,
+    // A delay makes add_jobs_bulk store them as 'delayed', due at timestamp + delay.
+    seedFutureSql: `
+      SELECT count(*)::int AS n FROM bullmq.add_jobs_bulk('bench', (
+        SELECT jsonb_agg(jsonb_build_object(
+                 'name', 'bench', 'data', jsonb_build_object('f', g)::text, 'opts', jsonb_build_object('attempts', 0, 'delay', 86400000 + g), 'attempts', 0,
+                 'delay', 86400000 + g, 'timestamp', (extract(epoch FROM now()) * 1000)::bigint) ORDER BY g)
+        FROM generate_series(1, $1::int) AS g))`,
+    // Its event stream is written for every job (and read by QueueEvents): part of what a job costs it.
+    relations: ['bullmq.job', 'bullmq.event'],
   },
   'pg-queue-defaults': {
     id: 'pg-queue-defaults',

@@ -11,6 +11,8 @@ export async function loadAdapter(system: SystemId): Promise<Adapter> {
       return (await import('./pg-boss.js')).pgBossAdapter;
     case 'graphile-worker':
       return (await import('./graphile-worker.js')).graphileWorkerAdapter;
+    case 'bullmq':
+      return (await import('./bullmq.js')).bullmqAdapter;
     case 'plain-sql':
       return (await import('./plain-sql.js')).plainSqlAdapter;
   }

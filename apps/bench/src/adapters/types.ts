@@ -4,8 +4,8 @@
  * must not reach into a library's internals, or the comparison stops being about the libraries.
  */
 
-/** The four contenders, in the order the table shows them. */
-export const SYSTEM_IDS = ['pg-queue', 'pg-boss', 'graphile-worker', 'plain-sql'] as const;
+/** The contenders, in the order the table shows them (the plain SQL loop, the reference, last). */
+export const SYSTEM_IDS = ['pg-queue', 'pg-boss', 'graphile-worker', 'bullmq', 'plain-sql'] as const;
 /**
  * `pg-queue-base` is nestjs-pg-queue as built in another checkout (`--baseline <dir>`): the same adapter run
  * from that tree, so a change is measured before and after in one run, on one machine state.
@@ -39,7 +39,7 @@ export interface AdapterOptions {
   jobMs?: number;
   /** nestjs-pg-queue only: configure the queue with its concurrency alone, as a bare `@JobHandler` gets it. */
   librarySettings?: 'tuned' | 'defaults';
-  /** The limits scenario (nestjs-pg-queue only): limits across instances, and jobs spread over `keys` concurrency keys. */
+  /** The limits scenario (systems with SystemInfo.limits): limits across instances, and jobs spread over `keys` concurrency keys. */
   limits?: BenchLimits;
 }
 
@@ -53,7 +53,7 @@ export interface BenchLimits {
 export interface RunningSystem {
   /** One job, one call of the library's single-job API, awaited. */
   enqueue(payload: BenchPayload): Promise<void>;
-  /** Many jobs in one call of the library's bulk API (one statement for all four), asking for their ids; resolves to how many ids came back. */
+  /** Many jobs in one call of the library's bulk API (one statement for each system), asking for their ids; resolves to how many ids came back. */
   enqueueMany(payloads: BenchPayload[]): Promise<number>;
   /** Graceful stop: running handlers finish, connections close. */
   stop(): Promise<void>;

@@ -8,6 +8,7 @@ const COLORS: Record<SystemId, string> = {
   'pg-queue': '#c0392b',
   'pg-boss': '#2e86ab',
   'graphile-worker': '#e1a637',
+  bullmq: '#27ae60',
   'plain-sql': '#8c8c8c',
   'pg-queue-base': '#e8a29b',
   'pg-queue-defaults': '#8e44ad',
@@ -20,7 +21,7 @@ const BAR_H = 13;
 const BAR_GAP = 3;
 const GROUP_GAP = 16;
 
-const SHORT: Record<SystemId, string> = { 'pg-queue': 'ours', 'pg-boss': 'pg-boss', 'graphile-worker': 'graphile', 'plain-sql': 'plain', 'pg-queue-base': 'ours before', 'pg-queue-defaults': 'ours defaults' };
+const SHORT: Record<SystemId, string> = { 'pg-queue': 'ours', 'pg-boss': 'pg-boss', 'graphile-worker': 'graphile', bullmq: 'bullmq', 'plain-sql': 'plain', 'pg-queue-base': 'ours before', 'pg-queue-defaults': 'ours defaults' };
 
 /** Long header lines wrapped at a separator, so nothing runs off the right edge. */
 function wrap(lines: string[], width = 150): string[] {

@@ -26,14 +26,25 @@ export function limitsVariants(profile: ScenarioContext['profile']): LimitsVaria
 }
 
 /**
- * nestjs-pg-queue's limits across instances (no peer has them in its open version): a pre-filled queue
- * worked by `processes` workers at `concurrency` without prefetch, with no limit (the reference), a global
- * limit that never binds (the cost of the limited claim alone: its lock, its count), one that binds, and a
- * limit of one running job per key over many keys (jobs spread evenly). Timed like the process scenario.
- * Other systems are skipped (no figures).
+ * Whether a system has the limits a variant asks for (SystemInfo.limits). The reference without limits runs
+ * for every system that has at least one, so that each limit's cost reads against the same system unlimited.
+ */
+export function limitsSupported(system: SystemInfo, variant: LimitsVariant): boolean {
+  const has = system.limits ?? [];
+  if (variant.limits.globalConcurrency !== undefined && !has.includes('global')) return false;
+  if (variant.limits.concurrencyPerKey !== undefined && !has.includes('perKey')) return false;
+  return has.length > 0;
+}
+
+/**
+ * Limits across instances: a pre-filled queue worked by `processes` workers at `concurrency` without
+ * prefetch, with no limit (the reference), a global limit that never binds (the cost of the limited claim
+ * alone: its lock, its count), one that binds, and a limit of one running job per key over many keys (jobs
+ * spread evenly). Timed like the process scenario. nestjs-pg-queue has both kinds, BullMQ the global one
+ * (its per-group limits are BullMQ Pro's); a system without the variant's limit is skipped (no figures).
  */
 export async function limitsScenario(ctx: ScenarioContext, system: SystemInfo, variant: LimitsVariant): Promise<Figures> {
-  if (system.id !== 'pg-queue') return {};
+  if (!limitsSupported(system, variant)) return {};
   const { jobs, processes, concurrency } = ctx.profile.limits;
   const name = databaseName(variant.metric.replace(/\W/g, '').toLowerCase(), system.id, ctx.run);
   return withFreshDatabase(ctx.serverUrl, name, async (url) => {

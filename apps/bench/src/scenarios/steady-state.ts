@@ -14,9 +14,9 @@ const MB = 1024 * 1024;
  * Many jobs through one worker process that also enqueues them (bulk calls, keeping one to two waves
  * queued), then the costs of running: job-table and index size at the end versus right after the schema
  * was created (each system with its default retention: graphile-worker deletes finished jobs, pg-boss and
- * nestjs-pg-queue keep them for days, so the row count is reported too), the worker's RSS, and the
- * statements it sends per second once idle (pg_stat_statements: the polling and maintenance cost of an
- * idle worker).
+ * nestjs-pg-queue keep them for days, BullMQ until they are removed, so the row count is reported too),
+ * the worker's RSS, and the statements it sends per second once idle (pg_stat_statements: the polling and
+ * maintenance cost of an idle worker).
  */
 export async function steadyStateScenario(ctx: ScenarioContext, system: SystemInfo): Promise<Figures> {
   const { jobs, wave, chunk, concurrency, idleWindowMs } = ctx.profile.steady;
