@@ -218,7 +218,8 @@ export class QueueService {
       throw new PgQueueError(INVALID_OPTION('enqueueFlow', 'name', name, 'a non-empty string of at most 200 characters'));
     }
     const plan = await this.flowKit.plan('enqueueFlow', spec.jobs);
-    const { flowId, ids } = await this.store.flows.insertFlow(name, plan, options.manager);
+    // One producer span for the call, whose context every job of the flow carries: the flow is one trace.
+    const { flowId, ids } = await traceEnqueue(batchCall('enqueueFlow', plan.rows), (trace) => this.store.flows.insertFlow(name, plan, options.manager, trace));
     return { id: flowId, jobs: Object.fromEntries(plan.rows.map((row, i) => [row.ref, ids[i]])) };
   }
 

@@ -137,6 +137,23 @@ describe('testing kit, manual mode', () => {
     expect(await kit.drain()).toEqual([]);
   });
 
+  it('drain() runs a flow to its end: each dependent once its parents completed', async () => {
+    const flow = await app.get(QueueService).enqueueFlow({
+      jobs: [
+        { ref: 'first', queue: 'mail', payload: { to: 'flow-1@example.com' } },
+        { ref: 'second', queue: 'audit', payload: { step: 2 }, dependsOn: ['first'] },
+        { ref: 'third', queue: 'mail', payload: { to: 'flow-3@example.com' }, dependsOn: ['second'] },
+      ],
+    });
+    const drained = await kit.drain();
+    expect(drained.map((d) => [d.queue, d.outcome])).toEqual([
+      ['mail', 'completed'],
+      ['audit', 'completed'],
+      ['mail', 'completed'],
+    ]);
+    expect((await app.get(QueueService).getFlow(flow.id))?.status).toBe('completed');
+  });
+
   it('recurring schedules never fire by themselves; fireSchedule enqueues the fire a tick would, and drain runs it', async () => {
     // The schedule was synced at boot (so schedules() sees it) and has been due every second since.
     const [schedule] = await queue.schedules();

@@ -210,6 +210,28 @@ describe('tracing: producer span at enqueue, consumer span per attempt (OpenTele
     expect((await traceColumn(first.id)).trace_context.traceparent).toBe(`00-${replaced.spanContext().traceId}-${replaced.spanContext().spanId}-01`);
   });
 
+  it('a flow is one trace: one producer span for enqueueFlow, every job (and the compensation it starts) a child of it', async () => {
+    const queue = t.app.get(QueueService);
+    const { result: flow, span: request } = await inAppSpan(() =>
+      queue.enqueueFlow({
+        jobs: [
+          { ref: 'a', queue: 'tr-ok', payload: { n: 1 }, compensate: { queue: 'tr-ok', payload: { n: 0 } } },
+          { ref: 'b', queue: 'tr-ok', payload: { n: 2 }, dependsOn: ['a'] },
+          { ref: 'c', queue: 'tr-retry', payload: {}, maxAttempts: 1, dependsOn: ['b'] },
+        ],
+      }),
+    );
+    const send = spans('send').find((s) => s.attributes['messaging.operation.name'] === 'enqueueFlow')!;
+    expect(send.spanContext().traceId).toBe(request.spanContext().traceId);
+    expect(send.attributes['messaging.batch.message_count']).toBe(3);
+    const done = await queue.waitForFlow(flow.id, { timeoutMs: 10_000 });
+    // c fails its one attempt: the flow compensates a.
+    expect(done.status).toBe('compensated');
+    const { rows } = await t.db.query(`SELECT DISTINCT trace_context FROM background_jobs WHERE flow_id = $1`, [flow.id]);
+    expect(rows).toEqual([{ trace_context: { traceparent: `00-${send.spanContext().traceId}-${send.spanContext().spanId}-01` } }]);
+    await waitFor('consumer spans of a, b and the compensation', async () => spans('process tr-ok').filter((s) => s.spanContext().traceId === send.spanContext().traceId).length >= 3);
+  });
+
   it('queues with limits (their own claim statements) carry the context to the first attempt too', async () => {
     const queue = t.app.get(QueueService);
     const { result: ids } = await inAppSpan(async () => [await queue.enqueue('tr-limited', {}), await queue.enqueue('tr-keyed', {}, { concurrencyKey: 'tenant-1' })]);

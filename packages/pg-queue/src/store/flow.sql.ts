@@ -61,9 +61,9 @@ export const FLOW_FUNCTIONS: readonly string[] = [
       RETURN st;
     END IF;
     IF st = 'failing' THEN
-      INSERT INTO background_jobs (queue_name, payload, priority, max_attempts, run_at, status, flow_id, flow_ref, compensates)
+      INSERT INTO background_jobs (queue_name, payload, priority, max_attempts, run_at, status, flow_id, flow_ref, compensates, trace_context)
       SELECT j.compensate ->> 'queue', coalesce(j.compensate -> 'payload', 'null'::jsonb), coalesce((j.compensate ->> 'priority')::int, 0),
-             coalesce((j.compensate ->> 'maxAttempts')::int, 5), now(), 'blocked', f, 'compensate:' || coalesce(j.flow_ref, j.id::text), j.id
+             coalesce((j.compensate ->> 'maxAttempts')::int, 5), now(), 'blocked', f, 'compensate:' || coalesce(j.flow_ref, j.id::text), j.id, j.trace_context
       FROM background_jobs AS j
       WHERE j.flow_id = f AND j.status = 'completed' AND j.compensate IS NOT NULL AND j.compensates IS NULL
       ORDER BY j.id;
@@ -190,19 +190,22 @@ const FLOW_INPUT = (first: number) => `
       SELECT i.ord, nextval(pg_get_serial_sequence('background_jobs', 'id')::regclass) AS id FROM input AS i ORDER BY i.ord
     )`;
 
-const FLOW_JOB_COLUMNS = `id, queue_name, payload, priority, max_attempts, run_at, concurrency_key, unique_key, status, flow_id, flow_ref, compensate`;
-const flowJobValues = (flowId: string, ref: string) => `
+// trace_context: a flow is one trace. Its jobs carry the enqueueFlow call's producer span, a spawned job its
+// parent's context, a compensation the context of the job it undoes.
+const FLOW_JOB_COLUMNS = `id, queue_name, payload, priority, max_attempts, run_at, concurrency_key, unique_key, status, flow_id, flow_ref, compensate, trace_context`;
+const flowJobValues = (flowId: string, ref: string, trace: string) => `
       n.id, i.q, i.p, i.pr, i.ma, coalesce(i.ra, now() + i.d ${MS}), i.ck, i.uk,
-      CASE WHEN i.blocked THEN 'blocked' ELSE 'queued' END::background_job_status, ${flowId}, ${ref}, nullif(i.comp, 'null'::jsonb)`;
+      CASE WHEN i.blocked THEN 'blocked' ELSE 'queued' END::background_job_status, ${flowId}, ${ref}, nullif(i.comp, 'null'::jsonb), ${trace}`;
 
 export const FLOW_SQL = {
-  // enqueueFlow: the flow row, every job, every edge, in one statement ($1 name, $2.. the jobs, $13 edges).
+  // enqueueFlow: the flow row, every job, every edge, in one statement ($1 name, $2.. the jobs, $13 edges, $14 the
+  // trace context or NULL).
   insertFlow: `
     WITH flow AS (
       INSERT INTO background_flows (name) VALUES ($1) RETURNING id
     ), ${FLOW_INPUT(2)}, jobs AS (
       INSERT INTO background_jobs (${FLOW_JOB_COLUMNS})
-      SELECT ${flowJobValues('(SELECT id FROM flow)', 'i.ref')}
+      SELECT ${flowJobValues('(SELECT id FROM flow)', 'i.ref', '$14::jsonb')}
       FROM input AS i JOIN ids AS n ON n.ord = i.ord
       ORDER BY i.ord
       RETURNING id
@@ -223,10 +226,10 @@ export const FLOW_SQL = {
       SET status = 'completed', attempts = j.attempts + j.buffered::int, buffered = false, lease_expires_at = NULL,
           finished_at = now(), updated_at = now(), result = $4::jsonb, progress = coalesce($5::jsonb, j.progress)
       WHERE j.id = $2 AND j.status = 'processing' AND j.locked_by = $1 AND j.fence_token = $3::int8 AND j.flow_id IS NOT NULL
-      RETURNING j.id, j.flow_id, coalesce(j.flow_ref, j.id::text) AS ref, j.awaited
+      RETURNING j.id, j.flow_id, coalesce(j.flow_ref, j.id::text) AS ref, j.awaited, j.trace_context
     ), ${FLOW_INPUT(6)}, jobs AS (
       INSERT INTO background_jobs (${FLOW_JOB_COLUMNS})
-      SELECT ${flowJobValues('(SELECT flow_id FROM done)', `(SELECT ref FROM done) || '/' || i.ref`)}
+      SELECT ${flowJobValues('(SELECT flow_id FROM done)', `(SELECT ref FROM done) || '/' || i.ref`, '(SELECT trace_context FROM done)')}
       FROM input AS i JOIN ids AS n ON n.ord = i.ord
       WHERE EXISTS (SELECT 1 FROM done)
       ORDER BY i.ord

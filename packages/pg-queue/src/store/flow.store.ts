@@ -34,8 +34,8 @@ export class FlowStore {
    * Every job and edge of a flow in one statement. In the caller's transaction, inside a savepoint: a refused flow
    * (a unique key already held) leaves the caller's transaction usable, with nothing of the flow in it.
    */
-  async insertFlow(name: string | null, plan: FlowPlan, manager?: EntityManager): Promise<{ flowId: string; ids: string[] }> {
-    const values = [name, ...flowColumns(plan), edgesJson(plan.edges)];
+  async insertFlow(name: string | null, plan: FlowPlan, manager?: EntityManager, trace?: string): Promise<{ flowId: string; ids: string[] }> {
+    const values = [name, ...flowColumns(plan), edgesJson(plan.edges), trace ?? null];
     let rows: { flow_id: string; id: string }[];
     try {
       if (!manager) rows = await this.run('insertFlow', values);

@@ -2,6 +2,7 @@ import type { BeforeApplicationShutdown } from '@nestjs/common';
 import type { DataSource, EntityManager, EntitySubscriberInterface, QueryRunner } from 'typeorm';
 import { QueueService, type EnqueueOptions, type EnqueueResult, type JobSpecs } from '../queue.service.js';
 import { queueNameOf, type QueueDefinition } from '../typed/queue-definition.js';
+import type { EnqueuedFlow, FlowSpec } from '../flows/flow.interfaces.js';
 import type { QueueTestKit } from './queue-test-kit.js';
 
 /**
@@ -53,6 +54,14 @@ export class InlineQueueService extends QueueService implements BeforeApplicatio
     const results = await super.enqueueManyUnique(jobs, options);
     await this.runCommitted(jobs.map((j) => queueNameOf(j.queue)), options.manager);
     return results;
+  }
+
+  /** Runs the whole flow (its dependents as they unblock, its compensations if it fails) once it is committed. */
+  override async enqueueFlow(spec: FlowSpec, options: { manager?: EntityManager } = {}): Promise<EnqueuedFlow> {
+    const flow = await super.enqueueFlow(spec, options);
+    const queues = spec.jobs.flatMap((j) => [queueNameOf(j.queue), ...(j.compensate ? [queueNameOf(j.compensate.queue)] : [])]);
+    await this.runCommitted(queues, options.manager);
+    return flow;
   }
 
   /** At app close (Nest calls it): the subscriber leaves the DataSources it was added to. */
