@@ -40,6 +40,7 @@ declare class Mailer {
   send(job: Job<{ to: string }>): Promise<void>;
 }
 declare class AppModule {}
+declare const stripe: { charge(orderId: number, amount: number): Promise<string>; refund(chargeId: string): Promise<void> };
 declare const smtp: { send(to: string, options?: { signal?: AbortSignal }): Promise<void> };
 declare const order: Order;
 declare const mailer: Mailer;

@@ -27,7 +27,9 @@ export interface FlowPlan {
 }
 
 /** At most this many jobs per enqueueFlow or spawn call (one statement). */
-export const MAX_FLOW_JOBS = 10_000;
+export const MAX_FLOW_JOBS = 50_000;
+/** At most this much payload (JSON text, compensations included) per call: one statement carries it all. */
+export const MAX_FLOW_PAYLOAD_CHARS = 64 * 1_048_576;
 const REF_PATTERN = /^[A-Za-z0-9_.:-]{1,128}$/;
 const POLICIES: readonly OnParentFailure[] = ['fail', 'cancel', 'continue'];
 const JOB_KEYS = new Set(['ref', 'queue', 'payload', 'dependsOn', 'compensate', 'runAt', 'delayMs', 'priority', 'maxAttempts', 'concurrencyKey', 'uniqueKey']);
@@ -91,6 +93,9 @@ export async function planFlow(
     }
     return { ...row, ref: job.ref, blocked, compensateJson: compensation(method, job, maxPayloadBytes, defaultMaxAttempts) };
   });
+
+  const chars = rows.reduce((n, r) => n + r.payloadJson.length + (r.compensateJson?.length ?? 0), 0);
+  if (chars > MAX_FLOW_PAYLOAD_CHARS) throw new PgQueueError(`${method}: the payloads total ${chars} characters of JSON; at most ${MAX_FLOW_PAYLOAD_CHARS} (64 MiB) per call, which is one statement.`);
 
   const checks: PayloadToCheck[] = [];
   rows.forEach((row, i) => {
