@@ -50,7 +50,7 @@ export class Flows1764610000000 implements MigrationInterface {
           PRIMARY KEY (parent_id, child_id)
         );
         CREATE INDEX IF NOT EXISTS background_job_deps_child_idx ON background_job_deps (child_id);
-        CREATE INDEX IF NOT EXISTS background_job_deps_open_idx ON background_job_deps (child_id) WHERE NOT done;
+        CREATE INDEX IF NOT EXISTS background_job_deps_open_idx ON background_job_deps (child_id, parent_id) WHERE NOT done;
         CREATE INDEX IF NOT EXISTS background_job_deps_flow_idx ON background_job_deps (flow_id);
       EXCEPTION WHEN unique_violation OR duplicate_table OR duplicate_object THEN NULL;
       END $$`);

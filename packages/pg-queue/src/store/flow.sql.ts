@@ -7,6 +7,16 @@ import { CANCEL_CHANNEL, DONE_CHANNEL, RETENTION_CAP_MS } from './job.sql.js';
 const LIVE = `('queued', 'processing', 'blocked')`;
 
 /**
+ * Whether flow `f` has a job that can still run: one probe of the flow index per status, the likeliest first, each
+ * stopping at its first live entry. One `status IN (...)` scan read the index entries of every version a job had
+ * been in before (a fan-in's 10,000 parents' 'queued' and 'processing' entries, dead until vacuumed) on each try.
+ */
+const flowIsLive = (f: string) =>
+  `(EXISTS (SELECT 1 FROM background_jobs WHERE flow_id = ${f} AND status = 'blocked')
+       OR EXISTS (SELECT 1 FROM background_jobs WHERE flow_id = ${f} AND status = 'processing')
+       OR EXISTS (SELECT 1 FROM background_jobs WHERE flow_id = ${f} AND status = 'queued'))`;
+
+/**
  * How a dependent is unblocked exactly once, without serialising a fan-in on the dependent's row.
  *
  * A parent that finishes resolves its own edges (`done`: one row per edge, so 10,000 parents of one child write
@@ -29,9 +39,12 @@ export const FLOW_FUNCTIONS: readonly string[] = [
   DECLARE
     q text;
   BEGIN
+    -- The open edge looked for is the child's last (by parent id), read backwards through the open-edges index:
+    -- parents finish about in the order they were enqueued, so in a wide fan-in the last edge is open until the
+    -- end, and each parent's try reads one index entry, not the resolved ones before it (dead until vacuumed).
     UPDATE background_jobs SET status = 'queued', run_at = greatest(run_at, now()), updated_at = now()
     WHERE id = child AND status = 'blocked'
-      AND NOT EXISTS (SELECT 1 FROM background_job_deps WHERE child_id = child AND NOT done)
+      AND (SELECT d.parent_id FROM background_job_deps AS d WHERE d.child_id = child AND NOT d.done ORDER BY d.parent_id DESC LIMIT 1) IS NULL
     RETURNING queue_name INTO q;
     IF q IS NULL THEN
       RETURN false;
@@ -52,12 +65,12 @@ export const FLOW_FUNCTIONS: readonly string[] = [
     IF st IS NULL OR st NOT IN ('running', 'failing', 'compensating') THEN
       RETURN st;
     END IF;
-    IF EXISTS (SELECT 1 FROM background_jobs WHERE flow_id = f AND status IN ${LIVE}) THEN
+    IF ${flowIsLive('f')} THEN
       RETURN st;
     END IF;
     -- A second look under the flow row's lock (a newer snapshot: a settle that held the lock has committed).
     SELECT status INTO st FROM background_flows WHERE id = f FOR UPDATE;
-    IF st NOT IN ('running', 'failing', 'compensating') OR EXISTS (SELECT 1 FROM background_jobs WHERE flow_id = f AND status IN ${LIVE}) THEN
+    IF st NOT IN ('running', 'failing', 'compensating') OR ${flowIsLive('f')} THEN
       RETURN st;
     END IF;
     IF st = 'failing' THEN
@@ -107,6 +120,12 @@ export const FLOW_FUNCTIONS: readonly string[] = [
       FOR e IN UPDATE background_job_deps SET done = true WHERE parent_id = NEW.id AND NOT done RETURNING child_id LOOP
         PERFORM pg_queue_flow_unblock(e.child_id);
       END LOOP;
+      -- A job with a dependent that can still run cannot be the flow's last: no settle to try (a fan-in's parents
+      -- skip it, and with it a look at the flow's jobs per parent).
+      IF EXISTS (SELECT 1 FROM background_job_deps AS d JOIN background_jobs AS c ON c.id = d.child_id
+                 WHERE d.parent_id = NEW.id AND c.status IN ${LIVE}) THEN
+        RETURN NULL;
+      END IF;
     ELSIF NEW.status IN ('failed', 'cancelled') THEN
       what := CASE NEW.status WHEN 'failed' THEN 'failed' ELSE 'was cancelled' END;
       -- The flow fails with this job, unless the job is a compensation, or every one of its dependents continues
@@ -254,8 +273,12 @@ export const FLOW_SQL = {
       (SELECT count(*) FILTER (WHERE pg_queue_flow_unblock(c.child_id))::int FROM (
          SELECT DISTINCT d.child_id FROM background_job_deps AS d JOIN background_jobs AS b ON b.id = d.child_id
          WHERE d.parent_id = ANY($1::int8[]) AND d.done AND b.status = 'blocked') AS c) AS unblocked,
+      -- Only the flows of jobs none of whose dependents can still run: one with a live dependent is not the flow's last.
       (SELECT count(pg_queue_flow_settle(f.flow_id))::int FROM (
-         SELECT DISTINCT flow_id FROM background_jobs WHERE id = ANY($1::int8[]) AND flow_id IS NOT NULL) AS f) AS settled`,
+         SELECT DISTINCT j.flow_id FROM background_jobs AS j
+         WHERE j.id = ANY($1::int8[]) AND j.flow_id IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM background_job_deps AS d JOIN background_jobs AS c ON c.id = d.child_id
+                           WHERE d.parent_id = j.id AND c.status IN ${LIVE})) AS f) AS settled`,
 
   // The sweeper's safety net, in bounded batches ($1 rows each): blocked jobs none of whose edges is open (a
   // second look that nobody took: its worker died between its commit and the look), unfinished flows none of whose
