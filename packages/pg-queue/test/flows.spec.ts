@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { describe, expect, it } from '@jest/globals';
 import { DataSource } from 'typeorm';
-import { JobHandler, PgQueueError, QueueService, type FlowRecord, type Job } from 'nestjs-pg-queue';
+import { JobHandler, MaintenanceScheduler, PgQueueError, QueueService, type FlowRecord, type Job } from 'nestjs-pg-queue';
 import { useTestApp, waitFor } from './support/test-app.js';
 
 interface Step {
@@ -12,8 +12,49 @@ interface Step {
 
 const released = new Set<string>();
 
+/** Runs of a queue at the same time, at most (from the runs table: start, and end in detail). */
+async function maxOverlap(tag: string): Promise<number> {
+  const { rows } = await t.db.query(
+    `SELECT max((SELECT count(*) FROM runs AS o WHERE o.tag LIKE $1 AND o.started_at <= r.started_at AND (o.detail ->> 'end')::timestamptz > r.started_at))::int AS n
+     FROM runs AS r WHERE r.tag LIKE $1`,
+    [tag],
+  );
+  return rows[0].n;
+}
+
 @Injectable()
 class FlowHandlers {
+  constructor(private readonly queue: QueueService) {}
+
+  /** A step that holds 60 ms and records its end, to count how many ran at once. */
+  private async timed(job: Job<{ tag: string }>) {
+    await t.db.query(`INSERT INTO runs (job_id, tag, started_at) VALUES ($1, $2, clock_timestamp())`, [job.id, job.payload.tag]);
+    await new Promise((r) => setTimeout(r, 60));
+    await t.db.query(`UPDATE runs SET detail = jsonb_build_object('end', clock_timestamp()) WHERE job_id = $1`, [job.id]);
+  }
+
+  @JobHandler('fl-global', { globalConcurrency: 2, concurrency: 10 })
+  async global(job: Job<{ tag: string }>) {
+    await this.timed(job);
+  }
+
+  @JobHandler('fl-keyed', { concurrencyPerKey: 1, concurrency: 10 })
+  async keyed(job: Job<{ tag: string }>) {
+    await this.timed(job);
+  }
+
+  /** What a recurring schedule fires: it starts a flow. */
+  @JobHandler('fl-starter')
+  async starter(job: Job) {
+    const flow = await this.queue.enqueueFlow({
+      name: `from schedule, job ${job.id}`,
+      jobs: [
+        { ref: 'one', queue: 'fl-step', payload: { tag: `sched-${job.id}-one` } },
+        { ref: 'two', queue: 'fl-step', payload: { tag: `sched-${job.id}-two` }, dependsOn: ['one'] },
+      ],
+    });
+    return { flow: flow.id };
+  }
   @JobHandler('fl-step', { maxAttempts: 1 })
   async step(job: Job<Step>) {
     await t.db.query(`INSERT INTO runs (job_id, tag, started_at) VALUES ($1, $2, clock_timestamp())`, [job.id, job.payload.tag]);
@@ -291,6 +332,86 @@ describe('flows', () => {
     expect(stats['fl-stats']).toMatchObject({ blocked: 1, queued: 0 });
     expect((await queue().getFlow(flow.id))?.jobs[1].waitingFor).toEqual(['wait']);
     await queue().cancelFlow(flow.id);
+  });
+});
+
+describe('flows with the rest of the library', () => {
+  it('limits hold for unblocked jobs: globalConcurrency 2 and concurrencyPerKey 1 on a fan-out', async () => {
+    const fan = (queue: string, key?: (i: number) => string) =>
+      Array.from({ length: 8 }, (_, i) => ({ ref: `c${i}`, queue, payload: { tag: `${queue}-${i}` }, dependsOn: ['root'], ...(key ? { concurrencyKey: key(i) } : {}) }));
+    const global = await queue().enqueueFlow({ jobs: [{ ref: 'root', queue: 'fl-step', payload: { tag: 'lim-root' } }, ...fan('fl-global')] });
+    const keyed = await queue().enqueueFlow({ jobs: [{ ref: 'root', queue: 'fl-step', payload: { tag: 'lim-root2' } }, ...fan('fl-keyed', (i) => `k${i % 2}`)] });
+    expect((await flowDone(global.id)).status).toBe('completed');
+    expect((await flowDone(keyed.id)).status).toBe('completed');
+    expect(await maxOverlap('fl-global-%')).toBeLessThanOrEqual(2);
+    expect(await maxOverlap('fl-keyed-%')).toBeLessThanOrEqual(2); // two keys, one at a time each
+    const perKey = await t.db.query(
+      `SELECT max(n)::int AS n FROM (SELECT (SELECT count(*) FROM runs AS o JOIN background_jobs AS oj ON oj.id = o.job_id
+         WHERE oj.concurrency_key = j.concurrency_key AND o.tag LIKE 'fl-keyed-%' AND o.started_at <= r.started_at AND (o.detail ->> 'end')::timestamptz > r.started_at) AS n
+       FROM runs AS r JOIN background_jobs AS j ON j.id = r.job_id WHERE r.tag LIKE 'fl-keyed-%') AS x`,
+    );
+    expect(perKey.rows[0].n).toBe(1);
+  });
+
+  it('a paused queue holds an unblocked job until it is resumed', async () => {
+    await queue().pause('fl-step');
+    try {
+      const flow = await queue().enqueueFlow({ jobs: [{ ref: 'a', queue: 'fl-undo', payload: { undo: 'pause-parent' } }, { ref: 'b', queue: 'fl-step', payload: { tag: 'pause-child' }, dependsOn: ['a'] }] });
+      await waitFor('the parent to complete', async () => (await queue().get(flow.jobs.a))?.status === 'completed');
+      expect((await queue().get(flow.jobs.b))?.status).toBe('queued');
+      await new Promise((r) => setTimeout(r, 300));
+      expect(await runsOf(['pause-child'])).toEqual([]);
+      await queue().resume('fl-step');
+      expect((await flowDone(flow.id)).status).toBe('completed');
+    } finally {
+      await queue().resume('fl-step');
+    }
+  });
+
+  it("the sweeper unblocks a child whose last parent's worker died between its commit and its second look", async () => {
+    const flow = await queue().enqueueFlow({ jobs: [{ ref: 'a', queue: 'fl-step', payload: { tag: 'net-a' }, delayMs: 3_600_000 }, { ref: 'b', queue: 'fl-step', payload: { tag: 'net-b' }, dependsOn: ['a'] }] });
+    // What the race leaves: the parent completed and its edge resolved, the child still blocked (trigger off for it).
+    await t.db.query(`ALTER TABLE background_jobs DISABLE TRIGGER background_jobs_flow`);
+    try {
+      await t.db.query(`UPDATE background_jobs SET status = 'completed', finished_at = now() WHERE id = $1`, [flow.jobs.a]);
+      await t.db.query(`UPDATE background_job_deps SET done = true WHERE parent_id = $1`, [flow.jobs.a]);
+    } finally {
+      await t.db.query(`ALTER TABLE background_jobs ENABLE TRIGGER background_jobs_flow`);
+    }
+    await new Promise((r) => setTimeout(r, 200));
+    expect((await queue().get(flow.jobs.b))?.status).toBe('blocked');
+    await t.app.get(MaintenanceScheduler).sweeper.runOnce();
+    expect((await flowDone(flow.id)).status).toBe('completed');
+    expect(await runsOf(['net-b'])).toEqual([{ tag: 'net-b', n: 1 }]);
+  });
+
+  it("the pruner deletes a flow's jobs together once the flow has finished past retention, never a parent of a running flow", async () => {
+    const finished = await queue().enqueueFlow({ jobs: [{ ref: 'a', queue: 'fl-step', payload: { tag: 'pr-a' } }, { ref: 'b', queue: 'fl-step', payload: { tag: 'pr-b' }, dependsOn: ['a'] }] });
+    expect((await flowDone(finished.id)).status).toBe('completed');
+    const running = await queue().enqueueFlow({ jobs: [{ ref: 'a', queue: 'fl-step', payload: { tag: 'pr-ra' } }, { ref: 'b', queue: 'fl-step', payload: { tag: 'pr-rb' }, dependsOn: ['a'], delayMs: 3_600_000 }] });
+    await waitFor('the running flow\'s parent to complete', async () => (await queue().get(running.jobs.a))?.status === 'completed');
+    // Both flows' finished jobs (and the finished flow) are two days old: past the 1-day retention.
+    await t.db.query(`UPDATE background_jobs SET finished_at = now() - interval '2 days' WHERE flow_id = ANY($1::int8[]) AND finished_at IS NOT NULL`, [[finished.id, running.id]]);
+    await t.db.query(`UPDATE background_flows SET finished_at = now() - interval '2 days' WHERE id = $1`, [finished.id]);
+    await t.app.get(MaintenanceScheduler).pruner.runOnce();
+    expect(await queue().getFlow(finished.id)).toBeNull();
+    expect((await t.db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE flow_id = $1`, [finished.id])).rows[0].n).toBe(0);
+    expect((await t.db.query(`SELECT count(*)::int AS n FROM background_job_deps WHERE flow_id = $1`, [finished.id])).rows[0].n).toBe(0);
+    expect((await queue().get(running.jobs.a))?.status).toBe('completed');
+    await queue().cancelFlow(running.id);
+  });
+
+  it('a recurring schedule can start a flow on each fire', async () => {
+    await queue().upsertSchedule({ name: 'flow-starter', cron: '* * * * * *', queue: 'fl-starter' });
+    try {
+      const started = await waitFor('a fire that started a flow', async () => {
+        const { rows } = await t.db.query(`SELECT result FROM background_jobs WHERE queue_name = 'fl-starter' AND status = 'completed' LIMIT 1`);
+        return rows[0]?.result?.flow as string | undefined;
+      });
+      expect((await flowDone(started)).status).toBe('completed');
+    } finally {
+      await queue().removeSchedule('flow-starter');
+    }
   });
 });
 
