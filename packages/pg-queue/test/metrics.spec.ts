@@ -177,6 +177,18 @@ describe('Prometheus metrics over HTTP (Express): the numbers equal what ran and
     }
   });
 
+  it('blocked flow jobs have a depth series of their own, apart from queued ones', async () => {
+    const queue = app.get(QueueService);
+    const flow = await queue.enqueueFlow({ jobs: [{ ref: 'later', queue: 'm-flow-parent', payload: {}, delayMs: 3_600_000 }, { ref: 'child', queue: 'm-flow', payload: {}, dependsOn: ['later'] }] });
+    try {
+      const { samples } = await scrape(base);
+      expect(sampleValue(samples, 'pg_queue_jobs', { queue: 'm-flow', state: 'blocked' })).toBe(1);
+      expect(sampleValue(samples, 'pg_queue_jobs', { queue: 'm-flow', state: 'queued' })).toBe(0);
+    } finally {
+      await queue.cancelFlow(flow.id);
+    }
+  });
+
   it('concurrent scrapes share one depth query; depthCacheMs reuses its answer', async () => {
     const spy = jest.spyOn(MetricsStore.prototype, 'depthSnapshot');
     try {

@@ -11,7 +11,7 @@ import type { ResolvedMetricsOptions } from './resolve-metrics-options.js';
 
 export type PromClientModule = typeof PromClient;
 
-const STATES: readonly JobStatus[] = ['queued', 'processing', 'completed', 'failed', 'cancelled'];
+const STATES: readonly JobStatus[] = ['queued', 'blocked', 'processing', 'completed', 'failed', 'cancelled'];
 
 /** The children of one queue's series, made once: `labels()` hashes its arguments on every call. */
 interface QueueSeries {

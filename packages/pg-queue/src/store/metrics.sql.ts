@@ -54,7 +54,8 @@ export const METRICS_SQL = {
   // does: queued jobs per queue through the claim index; in-flight jobs through the in-flight index (running
   // ones as 'processing', buffered ones as 'buffered': the caller counts those as queued, and their run_at
   // counts in the lag; the two are one capped read, so past the cap both are estimated) and
-  // finished jobs through the finished-jobs index, up to $1 + 1 rows per status across queues. A count past
+  // finished jobs through the finished-jobs index and blocked flow jobs through theirs, up to $1 + 1 rows per status
+  // across queues. A count past
   // $1 (per queue for queued jobs; per status for the others, whose capped read may miss some queues) is
   // estimated from a sample of about $2 pages (TABLESAMPLE SYSTEM reads whole random pages), scaled up; a
   // queued count is never reported below what was counted. The sample is a MATERIALIZED CTE read only under
@@ -80,6 +81,9 @@ export const METRICS_SQL = {
         (SELECT queue_name, status FROM background_jobs WHERE status = 'failed' AND finished_at IS NOT NULL ORDER BY finished_at LIMIT $1 + 1)
         UNION ALL
         (SELECT queue_name, status FROM background_jobs WHERE status = 'cancelled' AND finished_at IS NOT NULL ORDER BY finished_at LIMIT $1 + 1)
+        UNION ALL
+        -- flow jobs waiting for their parents, through the flow jobs' status index
+        (SELECT queue_name, status FROM background_jobs WHERE status = 'blocked' AND flow_id IS NOT NULL ORDER BY status, id LIMIT $1 + 1)
       ) AS f GROUP BY f.queue_name, f.status
     ), over AS MATERIALIZED (
       SELECT queue_name, state FROM exact WHERE state = 'queued' AND n > $1
