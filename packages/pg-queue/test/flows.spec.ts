@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { describe, expect, it } from '@jest/globals';
 import { DataSource } from 'typeorm';
-import { JobHandler, MaintenanceScheduler, PgQueueError, QueueService, type FlowRecord, type Job } from 'nestjs-pg-queue';
+import { JobEvents, JobHandler, MaintenanceScheduler, PgQueueError, QueueService, type FlowRecord, type Job, type JobEvent } from 'nestjs-pg-queue';
 import { useTestApp, waitFor } from './support/test-app.js';
 
 interface Step {
@@ -399,6 +399,36 @@ describe('flows with the rest of the library', () => {
     expect((await t.db.query(`SELECT count(*)::int AS n FROM background_job_deps WHERE flow_id = $1`, [finished.id])).rows[0].n).toBe(0);
     expect((await queue().get(running.jobs.a))?.status).toBe('completed');
     await queue().cancelFlow(running.id);
+  });
+
+  it("emits one 'flow-finished' event per flow, with its final status, from the process that ran its jobs", async () => {
+    const events: JobEvent[] = [];
+    const stop = t.app.get(JobEvents).listen((e) => events.push(e), { names: ['flow-finished'] });
+    try {
+      const ok = await queue().enqueueFlow({ name: 'ev-ok', jobs: [{ ref: 'a', queue: 'fl-step', payload: { tag: 'ev-a' } }, { ref: 'b', queue: 'fl-step', payload: { tag: 'ev-b' }, dependsOn: ['a'] }] });
+      const bad = await queue().enqueueFlow({
+        name: 'ev-bad',
+        jobs: [
+          { ref: 'a', queue: 'fl-step', payload: { tag: 'ev-c' }, compensate: { queue: 'fl-undo', payload: { undo: 'ev-c' } } },
+          { ref: 'b', queue: 'fl-step', payload: { tag: 'ev-d', fail: true }, dependsOn: ['a'] },
+        ],
+      });
+      expect((await flowDone(ok.id)).status).toBe('completed');
+      expect((await flowDone(bad.id)).status).toBe('compensated');
+      await waitFor('both events', async () => events.length >= 2);
+      await new Promise((r) => setTimeout(r, 200));
+      const seen = events.map((e) => ({ flow: e.flow, job: e.job.id }));
+      expect(seen).toHaveLength(2);
+      expect(seen).toEqual(
+        expect.arrayContaining([
+          { flow: { id: ok.id, name: 'ev-ok', status: 'completed', reason: null }, job: ok.jobs.b },
+          { flow: { id: bad.id, name: 'ev-bad', status: 'compensated', reason: `job ${bad.jobs.b} (b) failed` }, job: expect.any(String) },
+        ]),
+      );
+      expect((await t.db.query(`SELECT bool_and(announced) AS all FROM background_flows WHERE id = ANY($1::int8[])`, [[ok.id, bad.id]])).rows[0].all).toBe(true);
+    } finally {
+      stop();
+    }
   });
 
   it('a recurring schedule can start a flow on each fire', async () => {

@@ -8,7 +8,7 @@ export interface OnJobEventMetadata {
 
 /**
  * Calls the method with each JobEvent of `queue` named in `event` ('active', 'completed', 'failed',
- * 'retrying', 'dead', 'cancelled', 'lease-lost'), for the attempts this instance's workers run. A method may
+ * 'retrying', 'dead', 'cancelled', 'lease-lost', 'flow-finished'), for the attempts this instance's workers run. A method may
  * carry several. A listener that throws or rejects is logged and never affects the job or the worker; one
  * that is slow delays the worker's event loop, so hand long work to a queue of its own.
  */

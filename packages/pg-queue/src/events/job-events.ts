@@ -1,4 +1,5 @@
 import { Injectable, Logger } from '@nestjs/common';
+import type { FinishedFlow } from '../flows/flow.interfaces.js';
 import type { Job } from '../interfaces/job.interface.js';
 import { errorLine } from '../utils/error-text.js';
 
@@ -9,12 +10,14 @@ import { errorLine } from '../utils/error-text.js';
  * - `failed`: a failure was written (every failed attempt), followed at once by `retrying` (the job is queued
  *   again after its backoff) or `dead` (its last attempt: the row is `failed`);
  * - `cancelled`: the job was cancelled while its handler ran (its signal is aborted, its outcome discarded);
- * - `lease-lost`: the row was taken back while the handler ran (swept after a freeze), outcome discarded.
+ * - `lease-lost`: the row was taken back while the handler ran (swept after a freeze), outcome discarded;
+ * - `flow-finished`: the job's outcome ended its flow (`flow`: the flow's id, name and final status). Emitted once
+ *   per flow, by the process that ran its last job (a flow ended by cancelFlow or by the sweeper emits none).
  * An outcome fenced out by the database (the row was no longer this attempt's) emits no completed/failed.
  */
-export type JobEventName = 'active' | 'completed' | 'failed' | 'retrying' | 'dead' | 'cancelled' | 'lease-lost';
+export type JobEventName = 'active' | 'completed' | 'failed' | 'retrying' | 'dead' | 'cancelled' | 'lease-lost' | 'flow-finished';
 
-export const JOB_EVENT_NAMES: readonly JobEventName[] = ['active', 'completed', 'failed', 'retrying', 'dead', 'cancelled', 'lease-lost'];
+export const JOB_EVENT_NAMES: readonly JobEventName[] = ['active', 'completed', 'failed', 'retrying', 'dead', 'cancelled', 'lease-lost', 'flow-finished'];
 
 /** One event of one attempt, as listeners receive it. */
 export interface JobEvent<TPayload = unknown, TResult = unknown> {
@@ -33,6 +36,8 @@ export interface JobEvent<TPayload = unknown, TResult = unknown> {
   readonly retryDelayMs?: number;
   /** `active`: claim latency, ms from the job's run_at (when it was due) to its claim, by the database clock. */
   readonly claimLatencyMs?: number;
+  /** `flow-finished`: the flow the job's outcome ended. */
+  readonly flow?: FinishedFlow;
 }
 
 export type JobEventListener = (event: JobEvent) => void;

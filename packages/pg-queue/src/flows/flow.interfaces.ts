@@ -123,6 +123,14 @@ export interface CompensatedJob<TPayload = unknown, TResult = unknown> {
   result: TResult | null;
 }
 
+/** A flow that has ended, as the 'flow-finished' event carries it. */
+export interface FinishedFlow {
+  id: string;
+  name: string | null;
+  status: FlowStatus;
+  reason: string | null;
+}
+
 /** A flow in a list (CLI, dashboard). */
 export interface FlowSummary {
   id: string;

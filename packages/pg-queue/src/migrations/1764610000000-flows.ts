@@ -7,7 +7,8 @@ import { FLOW_FUNCTIONS, FLOW_TRIGGER } from '../store/flow.sql.js';
  * - `blocked`, a job status of its own: a dependent waits in it until its parents are done. Never claimed (the claim
  *   index is `WHERE status = 'queued'`), never counted as queued or due.
  * - `background_flows`: one row per flow, its state (running, failing, compensating, then completed, failed,
- *   compensated, compensation_failed or cancelled).
+ *   compensated, compensation_failed or cancelled); `announced`, set once a worker that ran one of its jobs has
+ *   emitted the flow's 'flow-finished' event.
  * - `background_job_deps`: one row per edge, parent to child, with the child's policy when the parent fails for good
  *   (fail, cancel, continue) and `done` once the edge is resolved. A parent resolves only its own edges, so a fan-in
  *   of many parents writes many rows, not one: see flow.sql.ts for how a child is then unblocked exactly once.
@@ -35,6 +36,7 @@ export class Flows1764610000000 implements MigrationInterface {
                         CHECK (status IN ('running', 'failing', 'compensating', 'completed', 'failed', 'compensated', 'compensation_failed', 'cancelled')),
           failed_job_id bigint,
           reason        text,
+          announced     boolean NOT NULL DEFAULT false,
           created_at    timestamptz NOT NULL DEFAULT now(),
           updated_at    timestamptz NOT NULL DEFAULT now(),
           finished_at   timestamptz

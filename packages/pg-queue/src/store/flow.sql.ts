@@ -347,6 +347,18 @@ export const FLOW_SQL = {
       (SELECT count(pg_notify('${DONE_CHANNEL}', c.id || ':cancelled')) FROM cancelled AS c WHERE c.awaited) AS waiters_told,
       (SELECT count(pg_notify('${DONE_CHANNEL}', 'flow:' || f.id || ':cancelled')) FROM flow AS f) AS flow_told`,
 
+  // The finished flows of the jobs $1 (a settled batch of one worker) nobody announced yet, marked announced: one
+  // 'flow-finished' event per flow, from the first worker that looks once the flow has ended (the one that ran its
+  // last job, unless another worker's look after its own settle came first), with one of its jobs of that flow.
+  announceFlows: `
+    WITH batch AS (
+      SELECT DISTINCT ON (flow_id) flow_id, id FROM background_jobs WHERE id = ANY($1::int8[]) AND flow_id IS NOT NULL ORDER BY flow_id, id DESC
+    )
+    UPDATE background_flows AS f SET announced = true
+    FROM batch AS b
+    WHERE f.id = b.flow_id AND NOT f.announced AND f.finished_at IS NOT NULL
+    RETURNING f.id::text AS id, f.name, f.status, f.reason, b.id::text AS job_id`,
+
   // job.parents(): every parent of a job, with its outcome.
   jobParents: `
     SELECT p.id::text AS id, p.flow_ref AS ref, p.queue_name AS queue, p.status, p.result, p.last_error AS "lastError", d.on_failure AS "onFailure"

@@ -1,7 +1,7 @@
 import type { Pool, QueryConfig, QueryResultRow } from 'pg';
 import type { EntityManager } from 'typeorm';
 import { PgQueueError } from '../errors/pg-queue.error.js';
-import type { CompensatedJob, FlowEdge, FlowJobRecord, FlowRecord, FlowStatus, FlowSummary, ParentJob } from '../flows/flow.interfaces.js';
+import type { CompensatedJob, FinishedFlow, FlowEdge, FlowJobRecord, FlowRecord, FlowStatus, FlowSummary, ParentJob } from '../flows/flow.interfaces.js';
 import type { FlowEdgeRow, FlowPlan } from '../flows/plan-flow.js';
 import type { JobStatus } from '../interfaces/job.interface.js';
 import { FLOW_SQL } from './flow.sql.js';
@@ -93,6 +93,12 @@ export class FlowStore {
       }
     }
     return total;
+  }
+
+  /** The flows the jobs `jobIds` finished, not announced yet (marked announced now), with the id of the job that finished each. */
+  async announceFlows(jobIds: string[]): Promise<{ jobId: string; flow: FinishedFlow }[]> {
+    const rows = await this.run<FinishedFlow & { job_id: string }>('announceFlows', [jobIds]);
+    return rows.map(({ job_id, ...flow }) => ({ jobId: job_id, flow }));
   }
 
   async getFlow(id: string): Promise<FlowRecord | null> {

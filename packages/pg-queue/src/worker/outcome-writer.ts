@@ -2,6 +2,7 @@ import type { LoggerService } from '@nestjs/common';
 import pg from 'pg';
 import type { JobStatus } from '../interfaces/job.interface.js';
 import { OUTCOME_UNWRITABLE } from '../pg-queue.messages.js';
+import type { FinishedFlow } from '../flows/flow.interfaces.js';
 import type { FlowPlan } from '../flows/plan-flow.js';
 import type { JobRef, JobStore } from '../store/job.store.js';
 import { errorLine } from '../utils/error-text.js';
@@ -60,17 +61,26 @@ export class OutcomeWriter<O extends PendingOutcome = PendingOutcome> {
   private readonly failures: OutcomeQueue<O>;
   private readonly snoozes: OutcomeQueue<O>;
 
-  constructor(store: JobStore, workerId: string, logger: LoggerService, lane: RowLockLane, sink: OutcomeSink<O>, deleteCompleted = false, maxBatch = 1_000) {
-    const flows = new FlowRechecker(store, logger);
+  constructor(
+    store: JobStore,
+    workerId: string,
+    logger: LoggerService,
+    lane: RowLockLane,
+    sink: OutcomeSink<O>,
+    deleteCompleted = false,
+    maxBatch = 1_000,
+    flowEvents?: FlowEventSink<O>,
+  ) {
+    const flows = new FlowRechecker<O>(store, logger, flowEvents);
     this.completions = new OutcomeQueue<O>('completion', logger, lane, sink, maxBatch, async (batch) => {
       let spawning: O[] | undefined;
       for (const o of batch) if (o.spawned) (spawning ??= []).push(o);
       const plain = spawning ? batch.filter((o) => !o.spawned) : batch;
       const { answer: refused, flowJobs } = plain.length > 0 ? await store.settleCompletions(workerId, plain, deleteCompleted) : { answer: new Set<string>(), flowJobs: undefined };
-      const settled = flowJobs ?? [];
+      const settled = flowJobs ? jobsOf(batch, flowJobs) : [];
       // A completion that spawns children is a statement of its own (rare): the children exist only if it landed.
       for (const o of spawning ?? []) {
-        if ((await store.flows.completeSpawning(workerId, o, o.spawned!)).completed) settled.push(o.id);
+        if ((await store.flows.completeSpawning(workerId, o, o.spawned!)).completed) settled.push(o);
         else refused.add(o.id);
       }
       flows.recheck(settled);
@@ -78,7 +88,7 @@ export class OutcomeWriter<O extends PendingOutcome = PendingOutcome> {
     });
     this.failures = new OutcomeQueue<O>('failure', logger, lane, sink, maxBatch, async (batch) => {
       const { answer: statuses, flowJobs } = await store.settleFailures(workerId, batch.map((o) => ({ id: o.id, token: o.token, progressJson: o.progressJson, ...o.failure! })));
-      if (flowJobs) flows.recheck(flowJobs);
+      if (flowJobs) flows.recheck(jobsOf(batch, flowJobs));
       return (o) => statuses.get(o.id);
     });
     this.snoozes = new OutcomeQueue<O>('snooze', logger, lane, sink, maxBatch, async (batch) => {
@@ -226,18 +236,19 @@ function refusedByDatabase(error: unknown): boolean {
  * FLOW_FUNCTIONS in store/flow.sql.ts). One statement at a time, ids that arrive meanwhile ride the next. A look
  * that fails is logged and left to the sweeper, whose pass takes the same look at every stranded job and flow.
  */
-class FlowRechecker {
-  private pending: string[] = [];
+class FlowRechecker<O extends PendingOutcome> {
+  private pending: O[] = [];
   private running = false;
 
   constructor(
     private readonly store: JobStore,
     private readonly logger: LoggerService,
+    private readonly events?: FlowEventSink<O>,
   ) {}
 
-  recheck(jobIds: readonly string[]): void {
-    if (jobIds.length === 0) return;
-    this.pending.push(...jobIds);
+  recheck(jobs: readonly O[]): void {
+    if (jobs.length === 0) return;
+    this.pending.push(...jobs);
     if (!this.running) void this.run();
   }
 
@@ -245,9 +256,15 @@ class FlowRechecker {
     this.running = true;
     try {
       while (this.pending.length > 0) {
-        const ids = this.pending.splice(0, 1_000);
+        const jobs = this.pending.splice(0, 1_000);
+        const ids = jobs.map((j) => j.id);
         try {
           await this.store.flows.recheckFlowJobs(ids);
+          // Only while someone listens: the flows these jobs ended, each announced once across all processes.
+          if (this.events?.wanted()) {
+            const byId = new Map(jobs.map((j) => [j.id, j]));
+            for (const { jobId, flow } of await this.store.flows.announceFlows(ids)) this.events.finished(byId.get(jobId)!, flow);
+          }
         } catch (error) {
           this.logger.warn(`flows: the second look at ${ids.length} finished flow job(s) failed (${errorLine(error)}); the sweeper's next pass takes it`);
         }
@@ -256,4 +273,17 @@ class FlowRechecker {
       this.running = false;
     }
   }
+}
+
+/** Where the 'flow-finished' events of this process's settles go (the worker pool's JobEvents). */
+export interface FlowEventSink<O> {
+  /** Whether anyone listens: the announcement costs a statement. */
+  wanted(): boolean;
+  finished(job: O, flow: FinishedFlow): void;
+}
+
+/** The jobs of a batch whose ids a settle statement named. */
+function jobsOf<O extends PendingOutcome>(batch: readonly O[], ids: readonly string[]): O[] {
+  const wanted = new Set(ids);
+  return batch.filter((o) => wanted.has(o.id));
 }

@@ -75,7 +75,10 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
     const { workerId, leaseMs, heartbeatMs } = this.options;
     const lane = new RowLockLane();
     const leases = (this.leases = new LeaseKeeper(this.store, workerId, leaseMs, heartbeatMs, this.logger, lane, this));
-    this.outcomes = new OutcomeWriter<HeldJob>(this.store, workerId, this.logger, lane, this, this.options.maintenance.completedRetentionMs === 0);
+    this.outcomes = new OutcomeWriter<HeldJob>(this.store, workerId, this.logger, lane, this, this.options.maintenance.completedRetentionMs === 0, undefined, {
+      wanted: () => this.events.observed,
+      finished: (job, flow) => this.events.emit({ name: 'flow-finished', job, workerId, durationMs: 0, flow }),
+    });
     const flows = flowAccess(this.store.flows, this.options, this.registry);
     const shared = { store: this.store, outcomes: this.outcomes, lane, logger: this.logger, events: this.events, leases, flows };
     for (const h of handlers) {
