@@ -62,4 +62,8 @@ export const MIGRATION_CHANGED = (asked: string, now: string) => `the last appli
 
 export const JOB_NOT_FOUND = (id: string) => `job ${id} not found`;
 
+export const BAD_FLOW_ID = (id: string) => `${JSON.stringify(id)} is not a flow id (a positive integer)`;
+
+export const FLOW_NOT_FOUND = (id: string) => `flow ${id} not found`;
+
 export const NO_MIGRATION_TO_UNDO = () => 'no queue migration is applied: nothing to undo';
