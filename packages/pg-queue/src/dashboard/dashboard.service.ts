@@ -3,7 +3,7 @@ import type { FlowStatus } from '../flows/flow.interfaces.js';
 import type { JobStatus, QueueStats } from '../interfaces/job.interface.js';
 import { QueueService } from '../queue.service.js';
 import type { JobFilter } from '../store/admin.store.js';
-import { DashboardStore, type DashboardAction, type JobFlowRow, type JobListRow } from '../store/dashboard.store.js';
+import { DashboardStore, FLOW_JOB_COUNT_CAP, type DashboardAction, type JobFlowRow, type JobListRow } from '../store/dashboard.store.js';
 import { ACTION_STATUSES } from './dashboard-actions.js';
 import type { Viewer } from './dashboard-auth.js';
 import { DASHBOARD_OPTIONS } from './dashboard.constants.js';
@@ -131,7 +131,8 @@ export class DashboardService implements OnApplicationShutdown {
         drawing: {
           jobs: drawn,
           edges: edges.slice(0, GRAPH_EDGE_CAP),
-          total: Math.max(counted, first.length),
+          // Past the count's cap the total is a floor: "over N more".
+          total: flow.capped ? FLOW_JOB_COUNT_CAP : Math.max(counted, first.length),
           capped: flow.capped,
           edgesCapped: edges.length > GRAPH_EDGE_CAP,
         },

@@ -65,7 +65,7 @@ export interface FlowListPage {
   scanned: { from: string; below: string };
 }
 
-/** A flow's row and its jobs by status (from at most FLOW_JOB_COUNT_CAP of them: `capped` says the counts are a floor). */
+/** A flow's row and its jobs by status (from at most FLOW_JOB_COUNT_CAP + 1 of them: `capped` says the counts are a floor). */
 export interface FlowHeader {
   id: string;
   name: string | null;
@@ -207,10 +207,10 @@ export class DashboardQueries {
   }
 
   async flowHeader(id: string): Promise<FlowHeader | null> {
-    const [row] = await this.run<Omit<FlowHeader, 'capped'>>('flowHeader', [id, FLOW_JOB_COUNT_CAP]);
+    const [row] = await this.run<Omit<FlowHeader, 'capped'>>('flowHeader', [id, FLOW_JOB_COUNT_CAP + 1]);
     if (!row) return null;
     const counted = Object.values(row.counts).reduce((sum, n) => sum + (n ?? 0), 0);
-    return { ...row, capped: counted >= FLOW_JOB_COUNT_CAP };
+    return { ...row, capped: counted > FLOW_JOB_COUNT_CAP };
   }
 
   /** Up to `limit` jobs of the flow by id, after id `after` ('0': from the first). */

@@ -9,11 +9,10 @@ export const GRAPH_EDGE_CAP = 3_000;
 
 const NODE_W = 150;
 const NODE_H = 40;
-const PITCH_X = 170;
-const PITCH_Y = 80;
+/** From one layer (a column) to the next: room for the edges' curves. */
+const PITCH_X = 220;
+const PITCH_Y = 56;
 const PAD = 10;
-/** Nodes per row: a wider layer wraps onto more rows, so a fan-out of 300 stays readable without a 50,000 px wide drawing. */
-const PER_ROW = 10;
 /** Characters of a ref or queue name drawn in a node (the whole name is in its title). */
 const LABEL_CHARS = 20;
 
@@ -78,10 +77,10 @@ export function waitingText(refs: string[], count: number | null): string {
 }
 
 /**
- * The flow's DAG as an inline SVG drawn on the server: jobs in layers by dependency depth (top to bottom, a wide
- * layer wrapped onto rows of PER_ROW), each layer ordered by where its parents sit (fewer crossings), edges as
- * curves from parent to child, nodes coloured by status and linked to their job's page. No script: the tooltip is
- * the node's <title>.
+ * The flow's DAG as an inline SVG drawn on the server: jobs in layers by dependency depth, one column per layer
+ * from left to right (a fan-out of 300 is a tall column in a scrolling box, and no edge runs through a layer's own
+ * jobs), each column ordered by where its parents sit (fewer crossings), edges as curves from parent to child,
+ * nodes coloured by status and linked to their job's page. No script: the tooltip is the node's <title>.
  */
 export function flowGraph(base: string, d: FlowDrawing): SafeHtml {
   if (d.jobs.length === 0) return html`<p class="muted">This flow has no jobs left (the pruner deletes a finished flow's jobs after their retention).</p>`;
@@ -93,33 +92,30 @@ export function flowGraph(base: string, d: FlowDrawing): SafeHtml {
   for (const job of d.jobs) (layers[depth.get(job.id)!] ??= []).push(job);
 
   const pos = new Map<string, { x: number; y: number }>();
-  let row = 0;
-  let widest = 0;
-  for (const layer of layers) {
-    if (!layer) continue;
+  let tallest = 0;
+  layers.forEach((layer, column) => {
     // Barycentre ordering: a job goes where its drawn parents are, on average (ties keep id order).
     const centre = (job: FlowJobRow) => {
-      const xs = (parentsOf.get(job.id) ?? []).map((p) => pos.get(p)?.x).filter((x): x is number => x !== undefined);
-      return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0;
+      const ys = (parentsOf.get(job.id) ?? []).map((p) => pos.get(p)?.y).filter((y): y is number => y !== undefined);
+      return ys.length ? ys.reduce((a, b) => a + b, 0) / ys.length : 0;
     };
     const ordered = layer.map((job, i) => ({ job, i, c: centre(job) })).sort((a, b) => a.c - b.c || a.i - b.i);
-    ordered.forEach(({ job }, i) => pos.set(job.id, { x: PAD + (i % PER_ROW) * PITCH_X, y: PAD + (row + Math.floor(i / PER_ROW)) * PITCH_Y }));
-    widest = Math.max(widest, Math.min(layer.length, PER_ROW));
-    row += Math.ceil(layer.length / PER_ROW);
-  }
-  const width = 2 * PAD + (widest - 1) * PITCH_X + NODE_W;
-  const height = 2 * PAD + (row - 1) * PITCH_Y + NODE_H;
+    ordered.forEach(({ job }, i) => pos.set(job.id, { x: PAD + column * PITCH_X, y: PAD + i * PITCH_Y }));
+    tallest = Math.max(tallest, layer.length);
+  });
+  const width = 2 * PAD + (layers.length - 1) * PITCH_X + NODE_W;
+  const height = 2 * PAD + (tallest - 1) * PITCH_Y + NODE_H;
   const refOf = new Map(d.jobs.map((j) => [j.id, j.ref]));
 
   const edges = d.edges.map((e) => {
     const from = pos.get(e.parent);
     const to = pos.get(e.child);
     if (!from || !to) return null;
-    const [x1, y1, x2, y2] = [from.x + NODE_W / 2, from.y + NODE_H, to.x + NODE_W / 2, to.y];
-    const bend = Math.min(40, (y2 - y1) / 2);
+    const [x1, y1, x2, y2] = [from.x + NODE_W, from.y + NODE_H / 2, to.x, to.y + NODE_H / 2];
+    const bend = Math.min(50, (x2 - x1) / 2);
     const classes = `edge ${e.done ? 'done' : 'open'}${e.on_failure === 'continue' ? ' continue' : ''}`;
     const title = `${refOf.get(e.parent) ?? e.parent} → ${refOf.get(e.child) ?? e.child} (on failure: ${e.on_failure}; ${e.done ? 'resolved' : 'open'})`;
-    return html`<path class="${classes}" marker-end="url(#pgq-arrow)" d="M${x1} ${y1} C${x1} ${y1 + bend} ${x2} ${y2 - bend} ${x2} ${y2}"><title>${title}</title></path>`;
+    return html`<path class="${classes}" marker-end="url(#pgq-arrow)" d="M${x1} ${y1} C${x1 + bend} ${y1} ${x2 - bend} ${y2} ${x2} ${y2}"><title>${title}</title></path>`;
   });
   const nodes = d.jobs.map((job) => {
     const { x, y } = pos.get(job.id)!;
@@ -138,7 +134,7 @@ export function flowGraph(base: string, d: FlowDrawing): SafeHtml {
 ${edges}
 ${nodes}
 </svg></div>
-<p class="legend muted">Arrows point from a job to the jobs that wait for it (top to bottom). A grey line is resolved, a dark one open, a
+<p class="legend muted">Arrows point from a job to the jobs that wait for it (left to right). A grey line is resolved, a dark one open, a
 dashed one a <code>continue</code> dependency; a dashed box (↺) is a compensation job. Hover a job for what it waits for.</p>
 ${notes}`;
 }
