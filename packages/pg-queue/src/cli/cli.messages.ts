@@ -54,6 +54,9 @@ const MIGRATION_DOWN_DROPS: Record<string, string> = {
   TraceContext1764580000000: 'drops the column trace_context (the stored trace contexts)',
   DeferredWakeUps1764590000000: 'puts the NOTIFY trigger function back as it was',
   BufferedJobs1764600000000: 'drops the column buffered',
+  Flows1764610000000:
+    'drops the tables background_flows and background_job_deps (every flow and edge), the columns flow_id, flow_ref, compensate and compensates, ' +
+    'and the flow trigger; jobs still blocked end cancelled',
 };
 
 export const MIGRATION_DOWN_SUMMARY = (name: string) => `undo the queue migration ${name}: ${MIGRATION_DOWN_DROPS[name] ?? 'runs its down()'}`;
