@@ -125,7 +125,9 @@ export class DashboardService implements OnApplicationShutdown {
       const drawn = first.slice(0, GRAPH_NODE_CAP);
       const edges = drawn.length > 1 ? await q.flowEdges(drawn.map((j) => j.id), GRAPH_EDGE_CAP + 1) : [];
       const counted = Object.values(flow.counts).reduce((sum, n) => sum + (n ?? 0), 0);
-      const rows = after === null ? first.slice(0, this.options.pageSize) : await q.flowJobs(id, after, this.options.pageSize);
+      // One row past the page: a next page is offered only when there is one.
+      const read = await q.flowJobs(id, after ?? '0', this.options.pageSize + 1);
+      const rows = read.slice(0, this.options.pageSize);
       return {
         flow,
         drawing: {
@@ -136,7 +138,7 @@ export class DashboardService implements OnApplicationShutdown {
           capped: flow.capped,
           edgesCapped: edges.length > GRAPH_EDGE_CAP,
         },
-        page: { rows, after: after ?? '0', nextAfter: rows.length === this.options.pageSize ? rows[rows.length - 1].id : null },
+        page: { rows, after: after ?? '0', nextAfter: read.length > rows.length ? rows[rows.length - 1].id : null },
       };
     });
   }

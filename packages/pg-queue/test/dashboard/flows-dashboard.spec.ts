@@ -134,6 +134,7 @@ describe('the dashboard: flows', () => {
     expect(body).toContain(`<title>bottom (job ${j.bottom}) · queue fd-step · blocked · waiting for left, right</title>`);
     // The table: every job, what the blocked ones wait for.
     expect(values(body, 'data-job')).toEqual([j.top, j.left, j.right, j.bottom]);
+    expect(body).toContain('No more jobs.');
     expect(new RegExp(`<tr data-job="${j.bottom}">[\\s\\S]*?waiting for left, right`).test(body)).toBe(true);
     expect(body).toMatch(/<span class="status status-blocked">blocked<\/span> 3/);
     // Unfinished: a Cancel flow button for a full-access user, none for a read-only one.
@@ -277,6 +278,23 @@ describe('the dashboard: flows', () => {
       expect(Object.values(await jobStatuses(flows.hostile.id))).toEqual(['cancelled', 'cancelled']);
       await page.goto(`${dash()}/flows/${flows.big.id}`);
       await page.screenshot({ path: `${ARTIFACTS}flow-big.png` });
+      // The picture of docs/dashboard.md: a flow under way (one job done, one running, one queued, one blocked).
+      const order = await queue.enqueueFlow({
+        name: 'order 1042',
+        jobs: [
+          { ref: 'reserve', queue: 'stock', payload: {}, compensate: { queue: 'stock-release', payload: {} } },
+          { ref: 'charge', queue: 'payments', payload: {}, dependsOn: ['reserve'] },
+          { ref: 'pack', queue: 'warehouse', payload: {}, dependsOn: ['reserve'] },
+          { ref: 'ship', queue: 'shipping', payload: {}, dependsOn: ['charge', { ref: 'pack', onFailure: 'continue' }] },
+          { ref: 'email', queue: 'emails', payload: {}, dependsOn: ['ship'] },
+        ],
+      });
+      await db.query(`UPDATE background_jobs SET status = 'completed', attempts = 1, finished_at = now() WHERE id = $1`, [order.jobs.reserve]);
+      await db.query(`UPDATE background_jobs SET status = 'processing', attempts = 1, locked_by = 'web-1:4242', locked_at = now(), lease_expires_at = now() + interval '30 s' WHERE id = $1`, [order.jobs.charge]);
+      await page.goto(`${dash()}/flows/${order.id}`);
+      await expect(page.locator('.dag a[data-node]').count()).resolves.toBe(5);
+      await expect(page.locator('.pager').innerText()).resolves.toBe('No more jobs.'); // exactly a page of jobs: no "Next"
+      await page.screenshot({ path: `${ARTIFACTS}flow.png`, fullPage: true });
     } finally {
       await browser.close();
     }
