@@ -38,7 +38,7 @@ export function layersOf(ids: string[], edges: Pick<FlowEdgeRow, 'parent' | 'chi
   const waiting = new Map<string, number>(ids.map((id) => [id, 0]));
   for (const e of edges) {
     if (!known.has(e.parent) || !known.has(e.child)) continue;
-    children.set(e.parent, [...(children.get(e.parent) ?? []), e.child]);
+    (children.get(e.parent) ?? children.set(e.parent, []).get(e.parent)!).push(e.child);
     waiting.set(e.child, waiting.get(e.child)! + 1);
   }
   const depth = new Map<string, number>(ids.map((id) => [id, 0]));
@@ -87,7 +87,7 @@ export function flowGraph(base: string, d: FlowDrawing): SafeHtml {
   const ids = d.jobs.map((j) => j.id);
   const depth = layersOf(ids, d.edges);
   const parentsOf = new Map<string, string[]>();
-  for (const e of d.edges) parentsOf.set(e.child, [...(parentsOf.get(e.child) ?? []), e.parent]);
+  for (const e of d.edges) (parentsOf.get(e.child) ?? parentsOf.set(e.child, []).get(e.child)!).push(e.parent);
   const layers: FlowJobRow[][] = [];
   for (const job of d.jobs) (layers[depth.get(job.id)!] ??= []).push(job);
 
