@@ -183,6 +183,7 @@ describe('flows: the DAG drawing and the flow page', () => {
   it('says what a blocked job waits for, with how many more than it lists', () => {
     expect(waitingText(['a', 'b'], 2)).toBe('a, b');
     expect(waitingText(['a', 'b'], 1000)).toBe('a, b and 998 more');
+    expect(waitingText([], 0)).toBe('no parent (all are done: the sweeper unblocks it)');
   });
 
   it('escapes refs, queues and statuses in nodes, titles and edges, and cuts long labels', () => {

@@ -72,6 +72,9 @@ export function nodeTitle(job: FlowJobRow, refOf: Map<string, string | null>): s
 
 /** "a, b and 3 more": the refs listed, and how many are not (the count is a floor at its cap). */
 export function waitingText(refs: string[], count: number | null): string {
+  // Blocked with every edge resolved: the second look after its last parent's commit was missed (a worker died
+  // between the two); the sweeper's safety net unblocks it.
+  if (refs.length === 0) return 'no parent (all are done: the sweeper unblocks it)';
   const more = (count ?? refs.length) - refs.length;
   return `${refs.join(', ')}${more > 0 ? ` and ${formatCount(more)} more` : ''}`;
 }
