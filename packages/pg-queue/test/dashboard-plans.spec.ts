@@ -4,8 +4,11 @@ import type pg from 'pg';
 import { createTestDatabase } from '@internal/pg-harness';
 import { ADMIN_SQL } from '../src/store/admin.sql.js';
 import { DASHBOARD_SQL } from '../src/store/dashboard.sql.js';
-import { CHART_ROW_CAP, DASHBOARD_EXACT_LIMIT, LIST_SCAN_WINDOW } from '../src/store/dashboard.store.js';
+import { CHART_ROW_CAP, DASHBOARD_EXACT_LIMIT, FLOW_JOB_COUNT_CAP, LIST_SCAN_WINDOW, WAITING_REFS_SHOWN } from '../src/store/dashboard.store.js';
+import { FLOW_SQL } from '../src/store/flow.sql.js';
 import { SQL } from '../src/store/job.sql.js';
+import { GRAPH_EDGE_CAP, GRAPH_NODE_CAP } from '../src/dashboard/views/flow-graph.js';
+import { QueueService, type EnqueuedFlow } from 'nestjs-pg-queue';
 import { sqlPool, startApp } from './support/test-app.js';
 
 interface PlanNode {
@@ -29,6 +32,7 @@ const someId = String(ROWS / 2);
 describe(`dashboard statements on ${ROWS.toLocaleString('en')} jobs`, () => {
   let app: INestApplicationContext;
   let db: pg.Pool;
+  let flow: EnqueuedFlow;
 
   beforeAll(async () => {
     const url = await createTestDatabase('dashplans');
@@ -50,7 +54,16 @@ describe(`dashboard statements on ${ROWS.toLocaleString('en')} jobs`, () => {
             LATERAL (SELECT CASE WHEN g % 100 = 0 THEN 'failed' WHEN g % 50 = 1 THEN 'queued' WHEN g = 77777 THEN 'processing' ELSE 'completed' END AS status) AS s`,
       [ROWS],
     );
+    // A flow of 10,000 jobs after them (a root and its fan-out), and a thousand small finished flows: the flow pages'
+    // statements must read a flow's rows through the flow index, not the primary key up to them.
+    flow = await app.get(QueueService).enqueueFlow({
+      name: 'fan-out',
+      jobs: [{ ref: 'root', queue: 'sync', payload: {} }, ...Array.from({ length: 9_999 }, (_, i) => ({ ref: `part-${i}`, queue: 'sync', payload: {}, dependsOn: ['root'] }))],
+    });
+    await db.query(`INSERT INTO background_flows (name, status, finished_at) SELECT 'small-' || g, 'completed', now() FROM generate_series(1, 1000) AS g`);
     await db.query('VACUUM ANALYZE background_jobs');
+    await db.query('VACUUM ANALYZE background_flows');
+    await db.query('VACUUM ANALYZE background_job_deps');
   }, 600_000);
 
   afterAll(async () => {
@@ -95,6 +108,42 @@ describe(`dashboard statements on ${ROWS.toLocaleString('en')} jobs`, () => {
 
   it.each(statements)('%s: no sequential scan of background_jobs', async (_name, sql, values) => {
     expect(await seqScans(sql, values)).toEqual([]);
+  });
+
+  /** How a statement reads background_jobs and background_job_deps: "<node> <relation> [index] [condition]". */
+  async function reads(sql: string, values: unknown[]): Promise<string[]> {
+    const { rows } = await db.query({ text: `EXPLAIN (FORMAT JSON) ${sql}`, values });
+    return nodes(rows[0]['QUERY PLAN'][0].Plan as PlanNode & { 'Index Cond'?: string })
+      .filter((n) => /^background_job(s|_deps)$/.test(n['Relation Name'] ?? '') || /^background_job(s|_deps)_/.test(n['Index Name'] ?? ''))
+      .map((n) => [n['Node Type'], n['Relation Name'], n['Index Name'], (n as { 'Index Cond'?: string })['Index Cond']].filter(Boolean).join(' '));
+  }
+
+  it('the flow pages read a flow through the flow and edge indexes: no sequential scan, no walk of the primary key to the flow', async () => {
+    const first = (await db.query<{ id: string }>('SELECT min(id)::text AS id FROM background_jobs WHERE flow_id = $1', [flow.id])).rows[0].id;
+    const drawn = Array.from({ length: GRAPH_NODE_CAP }, (_, i) => String(BigInt(first) + BigInt(i)));
+    const flowStatements: [string, string, unknown[]][] = [
+      ['flows: newest id', DASHBOARD_SQL.maxFlowId, []],
+      ['flows: newest first', DASHBOARD_SQL.listFlows, [String(Number(flow.id) + 2000), '1', null, 50, FLOW_JOB_COUNT_CAP]],
+      ['flows: running', DASHBOARD_SQL.listFlows, [String(Number(flow.id) + 2000), '1', 'running', 50, FLOW_JOB_COUNT_CAP]],
+      ['flow: header and counts', DASHBOARD_SQL.flowHeader, [flow.id, FLOW_JOB_COUNT_CAP + 1]],
+      ['flow: the drawn jobs', DASHBOARD_SQL.flowJobs, [flow.id, '0', GRAPH_NODE_CAP + 1, WAITING_REFS_SHOWN]],
+      ['flow: a later page of its jobs', DASHBOARD_SQL.flowJobs, [flow.id, String(BigInt(first) + 5000n), 50, WAITING_REFS_SHOWN]],
+      ['flow: the drawn edges', DASHBOARD_SQL.flowEdges, [drawn, GRAPH_EDGE_CAP + 1]],
+      ['job page: its flow', DASHBOARD_SQL.jobFlow, [flow.id, flow.jobs['part-7'], WAITING_REFS_SHOWN]],
+      ['action: cancel a flow', FLOW_SQL.cancelFlow, [flow.id]],
+    ];
+    const found: Record<string, string[]> = {};
+    for (const [name, sql, values] of flowStatements) found[name] = await reads(sql, values);
+    // A sequential scan, the primary key read as a range (to find the flow's rows by id order) rather than looked up by
+    // one id (a parent of a blocked job, the job of the job page), or every flow's jobs above an id through (status, id).
+    const bad = Object.entries(found).filter(([, list]) =>
+      list.some((r) => r.startsWith('Seq Scan') || (r.includes('background_jobs_pkey') && !/\(id = /.test(r)) || r.includes('background_jobs_flow_status_idx')),
+    );
+    expect(bad).toEqual([]);
+    // The flow's own jobs come through the flow index (flow_id, status), whatever the page.
+    for (const name of ['flow: header and counts', 'flow: the drawn jobs', 'flow: a later page of its jobs', 'flows: newest first']) {
+      expect([name, found[name].some((r) => r.includes('background_jobs_flow_idx'))]).toEqual([name, true]);
+    }
   });
 
   it('the oldest due job per queue, from one index entry per priority, is the oldest the table holds', async () => {

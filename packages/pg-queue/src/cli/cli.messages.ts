@@ -54,7 +54,9 @@ const MIGRATION_DOWN_DROPS: Record<string, string> = {
   TraceContext1764580000000: 'drops the column trace_context (the stored trace contexts)',
   DeferredWakeUps1764590000000: 'puts the NOTIFY trigger function back as it was',
   BufferedJobs1764600000000: 'drops the column buffered',
-  Flows1764610000000: 'cancels every blocked job and drops the tables background_flows and background_job_deps and the flow columns of background_jobs',
+  Flows1764610000000:
+    'drops the tables background_flows and background_job_deps (every flow and edge), the columns flow_id, flow_ref, compensate and compensates, ' +
+    'and the flow trigger; jobs still blocked end cancelled',
 };
 
 export const MIGRATION_DOWN_SUMMARY = (name: string) => `undo the queue migration ${name}: ${MIGRATION_DOWN_DROPS[name] ?? 'runs its down()'}`;
@@ -62,5 +64,9 @@ export const MIGRATION_DOWN_SUMMARY = (name: string) => `undo the queue migratio
 export const MIGRATION_CHANGED = (asked: string, now: string) => `the last applied queue migration changed while you answered (${asked}, now ${now}): nothing undone; run the command again`;
 
 export const JOB_NOT_FOUND = (id: string) => `job ${id} not found`;
+
+export const BAD_FLOW_ID = (id: string) => `${JSON.stringify(id)} is not a flow id (a positive integer)`;
+
+export const FLOW_NOT_FOUND = (id: string) => `flow ${id} not found`;
 
 export const NO_MIGRATION_TO_UNDO = () => 'no queue migration is applied: nothing to undo';

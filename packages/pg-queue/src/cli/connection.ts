@@ -3,6 +3,7 @@ import { parse } from 'pg-connection-string';
 import type { DataSource } from 'typeorm';
 import { JobStore } from '../store/job.store.js';
 import { AdminStore } from '../store/admin.store.js';
+import { FlowStore } from '../store/flow.store.js';
 import { CONNECT_TIMEOUT, NO_DATABASE_URL, NOT_A_POSTGRES_URL, PASSWORD_IN_URL } from './cli.messages.js';
 import { formatDuration } from './duration.js';
 import { CliError, UsageError } from './errors.js';
@@ -76,6 +77,10 @@ export class Connection {
 
   adminStore(): AdminStore {
     return new AdminStore(this.getPool());
+  }
+
+  flowStore(): FlowStore {
+    return new FlowStore(this.getPool(), { transactionPooler: this.transactionPooler });
   }
 
   /** A one-connection TypeORM DataSource, for the migrations (run through TypeORM's migrations table). */

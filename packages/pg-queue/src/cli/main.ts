@@ -6,6 +6,7 @@ import { Command, CommanderError } from 'commander';
 import { registerBulk } from './commands/bulk.js';
 import { registerDoctor } from './commands/doctor.js';
 import { registerEnqueue } from './commands/enqueue.js';
+import { registerFlows } from './commands/flows.js';
 import { registerJobs } from './commands/jobs.js';
 import { registerMigrate } from './commands/migrate.js';
 import { registerPrune } from './commands/prune.js';
@@ -21,7 +22,7 @@ const { version = 'unknown' } = JSON.parse(readFileSync(new URL('../../package.j
 
 const program = new Command('pg-queue')
   .version(version, '--version', 'the version of nestjs-pg-queue this command comes with')
-  .description('Operate a nestjs-pg-queue database: migrations, stats, jobs, queues, maintenance, health checks.')
+  .description('Operate a nestjs-pg-queue database: migrations, stats, jobs, flows, queues, maintenance, health checks.')
   .option('--url <url>', 'PostgreSQL URL (default: $DATABASE_URL); its password is never printed, but other users see it in ps: prefer DATABASE_URL, PGPASSWORD or ~/.pgpass')
   .option('--transaction-pooler', 'the URL goes through a transaction pooler (PgBouncer in transaction mode): send no named prepared statements')
   .option('--connect-timeout <duration>', 'how long to wait for a connection to the database, e.g. 30s (default 10s)', parseDuration('--connect-timeout'))
@@ -38,6 +39,7 @@ registerQueues(program, run);
 registerPrune(program, run);
 registerDoctor(program, run);
 registerSchedules(program, run);
+registerFlows(program, run);
 
 try {
   await program.parseAsync(process.argv);

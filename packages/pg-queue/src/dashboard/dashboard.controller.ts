@@ -12,9 +12,12 @@ import { field, mountBase, requestUrl, type AnyRequest } from './dashboard-http.
 import { DASHBOARD_OPTIONS } from './dashboard.constants.js';
 import { DashboardService } from './dashboard.service.js';
 import type { ResolvedDashboardOptions } from './resolve-dashboard-options.js';
+import { FLOW_STATUSES, type FlowStatus } from '../flows/flow.interfaces.js';
+import { flowView } from './views/flow.view.js';
+import { flowsView } from './views/flows.view.js';
 import { jobView } from './views/job.view.js';
 import { jobsView } from './views/jobs.view.js';
-import { bulkQuestion, jobQuestion, queueQuestion, scheduleQuestion } from './views/confirm-questions.js';
+import { bulkQuestion, flowQuestion, jobQuestion, queueQuestion, scheduleQuestion } from './views/confirm-questions.js';
 import { confirmPage, errorPage, layout, type PageContext } from './views/layout.js';
 import { overviewView, STATUSES } from './views/overview.view.js';
 import { schedulesView } from './views/schedules.view.js';
@@ -123,7 +126,32 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
         if (!JOB_ID.test(id)) throw new PgQueueError(`Not a job id: ${JSON.stringify(id)}.`);
         const found = isJobId(id) ? await this.dashboard.job(id) : null; // past bigint: no such job
         if (!found) return [404, layout(ctx, 'jobs', `Job ${id}`, html`<p class="muted">No job ${id}: never enqueued, or deleted (the pruner deletes finished jobs after their retention).</p>`)];
-        return jobView(ctx, found.row, found.now);
+        return jobView(ctx, found.row, found.now, found.flow);
+      });
+    }
+
+    @Get('flows')
+    flows(@Req() req: AnyRequest, @Res() res: AnyResponse) {
+      return this.page(req, res, '/flows', async (ctx) => {
+        const params = requestUrl(req).searchParams;
+        const status = params.get('status') || null;
+        if (status !== null && !FLOW_STATUSES.includes(status as FlowStatus)) throw new PgQueueError(`Unknown flow status ${JSON.stringify(status)}: one of ${FLOW_STATUSES.join(', ')}.`);
+        const before = params.get('before') || null;
+        if (before !== null && !isJobId(before)) throw new PgQueueError(`"before" must be a flow id, got ${JSON.stringify(before)}.`);
+        return flowsView(ctx, await this.dashboard.flows(status as FlowStatus | null, before));
+      });
+    }
+
+    @Get('flows/:id')
+    flow(@Req() req: AnyRequest, @Res() res: AnyResponse) {
+      const id = lastSegment(req);
+      return this.page(req, res, `/flows/${id}`, async (ctx) => {
+        if (!JOB_ID.test(id)) throw new PgQueueError(`Not a flow id: ${JSON.stringify(id)}.`);
+        const after = requestUrl(req).searchParams.get('after') || null;
+        if (after !== null && !isJobId(after)) throw new PgQueueError(`"after" must be a job id, got ${JSON.stringify(after)}.`);
+        const found = isJobId(id) ? await this.dashboard.flow(id, after) : null; // past bigint: no such flow
+        if (!found) return [404, layout(ctx, 'flows', `Flow ${id}`, html`<p class="muted">No flow ${id}: never enqueued, or deleted (the pruner deletes a finished flow once its jobs are gone).</p>`)];
+        return flowView(ctx, found);
       });
     }
 
@@ -163,6 +191,25 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
           run: async (viewer) => {
             const { changed } = await this.dashboard.act(viewer, action, { id });
             return changed ? `Job ${id}: ${action} done.` : `Job ${id}: nothing to ${action} (its status does not allow it, or it is gone).`;
+          },
+        };
+      });
+    }
+
+    @Post('flows/:id/:action')
+    async flowAction(@Req() req: AnyRequest, @Res() res: AnyResponse) {
+      const [id, action] = lastSegments(req, 2);
+      await this.action(req, res, `/flows/${id}/${action}`, () => {
+        if (!isJobId(id)) throw new PgQueueError(`Not a flow id: ${JSON.stringify(id)}.`);
+        if (action !== 'cancel') throw new PgQueueError(`Unknown action ${JSON.stringify(action)}.`);
+        return {
+          // The question names the flow by id only: the name would cost a read before the confirmation page.
+          question: flowQuestion(id, null),
+          run: async (viewer) => {
+            const outcome = await this.dashboard.cancelFlow(viewer, id);
+            return outcome
+              ? `Flow ${id} cancelled: ${outcome.cancelled} job${outcome.cancelled === 1 ? '' : 's'} cancelled${outcome.signalled ? `, ${outcome.signalled} running one${outcome.signalled === 1 ? '' : 's'} told to abort` : ''}.`
+              : `Flow ${id}: nothing to cancel (it had finished, or it is gone).`;
           },
         };
       });

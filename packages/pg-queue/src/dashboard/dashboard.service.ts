@@ -1,13 +1,17 @@
 import { Inject, Injectable, Logger, type OnApplicationShutdown } from '@nestjs/common';
+import type { FlowStatus } from '../flows/flow.interfaces.js';
 import type { JobStatus, QueueStats } from '../interfaces/job.interface.js';
 import { QueueService } from '../queue.service.js';
 import type { JobFilter } from '../store/admin.store.js';
-import { DashboardStore, type DashboardAction, type JobListRow } from '../store/dashboard.store.js';
+import { DashboardStore, FLOW_JOB_COUNT_CAP, type DashboardAction, type JobFlowRow, type JobListRow } from '../store/dashboard.store.js';
 import { ACTION_STATUSES } from './dashboard-actions.js';
 import type { Viewer } from './dashboard-auth.js';
 import { DASHBOARD_OPTIONS } from './dashboard.constants.js';
 import type { ResolvedDashboardOptions } from './resolve-dashboard-options.js';
 import type { MinuteBucket } from './views/chart.js';
+import { GRAPH_EDGE_CAP, GRAPH_NODE_CAP } from './views/flow-graph.js';
+import type { FlowData } from './views/flow.view.js';
+import type { FlowsData } from './views/flows.view.js';
 import type { JobsData } from './views/jobs.view.js';
 import type { OverviewData } from './views/overview.view.js';
 
@@ -66,7 +70,7 @@ export class DashboardService implements OnApplicationShutdown {
       chartCapped: chart.capped,
       queues: names.map((name) => ({
         name,
-        counts: counts[name] ?? { queued: 0, processing: 0, completed: 0, failed: 0, cancelled: 0 },
+        counts: counts[name] ?? { queued: 0, blocked: 0, processing: 0, completed: 0, failed: 0, cancelled: 0 },
         oldestDueMs: oldest.get(name) ?? null,
         paused: paused.has(name),
         minutes: minutes.get(name)!,
@@ -91,8 +95,63 @@ export class DashboardService implements OnApplicationShutdown {
     });
   }
 
-  job(id: string): Promise<{ row: Record<string, unknown>; now: Date } | null> {
-    return this.store.read((q) => q.jobDetail(id));
+  /** The job's row and, for a job of a flow, its flow (and what it waits for when blocked). */
+  job(id: string): Promise<{ row: Record<string, unknown>; now: Date; flow: JobFlowRow | null } | null> {
+    return this.store.read(async (q) => {
+      const found = await q.jobDetail(id);
+      if (!found) return null;
+      const flowId = found.row.flow_id;
+      const flow = flowId === null || flowId === undefined ? null : await q.jobFlow(String(flowId), id);
+      return { ...found, flow };
+    });
+  }
+
+  /** A keyset page of flows, newest first. */
+  async flows(status: FlowStatus | null, before: string | null): Promise<FlowsData> {
+    const page = await this.store.read((q) => q.listFlows(status, before, this.options.pageSize));
+    return { status, rows: page.rows, nextBefore: page.nextBefore, scanned: page.scanned, first: before === null };
+  }
+
+  /**
+   * A flow's page: its row with its jobs counted by status, the first GRAPH_NODE_CAP jobs and the edges between them
+   * for the drawing, and one page of its jobs (after job id `after`) for the table. Each read is bounded, however
+   * many jobs the flow has.
+   */
+  flow(id: string, after: string | null): Promise<FlowData | null> {
+    return this.store.read(async (q) => {
+      const flow = await q.flowHeader(id);
+      if (!flow) return null;
+      const first = await q.flowJobs(id, '0', GRAPH_NODE_CAP + 1);
+      const drawn = first.slice(0, GRAPH_NODE_CAP);
+      const edges = drawn.length > 1 ? await q.flowEdges(drawn.map((j) => j.id), GRAPH_EDGE_CAP + 1) : [];
+      const counted = Object.values(flow.counts).reduce((sum, n) => sum + (n ?? 0), 0);
+      // One row past the page: a next page is offered only when there is one.
+      const read = await q.flowJobs(id, after ?? '0', this.options.pageSize + 1);
+      const rows = read.slice(0, this.options.pageSize);
+      return {
+        flow,
+        drawing: {
+          jobs: drawn,
+          edges: edges.slice(0, GRAPH_EDGE_CAP),
+          // Past the count's cap the total is a floor: "over N more".
+          total: flow.capped ? FLOW_JOB_COUNT_CAP : Math.max(counted, first.length),
+          capped: flow.capped,
+          edgesCapped: edges.length > GRAPH_EDGE_CAP,
+        },
+        page: { rows, after: after ?? '0', nextAfter: read.length > rows.length ? rows[rows.length - 1].id : null },
+      };
+    });
+  }
+
+  /** Cancels an unfinished flow (FlowStore.cancelFlow, one statement); logged with who did it. Null: no such flow, or it had finished. */
+  async cancelFlow(viewer: Viewer, id: string): Promise<{ cancelled: number; signalled: number } | null> {
+    const outcome = await this.store.write((q) => q.cancelFlow(id));
+    this.logger.log(
+      outcome
+        ? `${who(viewer)} cancelled flow ${id} (${outcome.cancelled} job${outcome.cancelled === 1 ? '' : 's'} cancelled, ${outcome.signalled} running one${outcome.signalled === 1 ? '' : 's'} told to abort)`
+        : `${who(viewer)} asked to cancel flow ${id}: no such flow, or it had finished`,
+    );
+    return outcome;
   }
 
   schedules() {

@@ -59,6 +59,9 @@ export interface EnqueuedFlow {
  */
 export type FlowStatus = 'running' | 'failing' | 'compensating' | 'completed' | 'failed' | 'compensated' | 'compensation_failed' | 'cancelled';
 
+/** Every flow status, in the order of a flow's life (the dashboard's and the command line's filters). */
+export const FLOW_STATUSES: readonly FlowStatus[] = ['running', 'failing', 'compensating', 'completed', 'failed', 'compensated', 'compensation_failed', 'cancelled'];
+
 export const FINAL_FLOW_STATUSES: readonly FlowStatus[] = ['completed', 'failed', 'compensated', 'compensation_failed', 'cancelled'];
 
 export interface FlowJobRecord {

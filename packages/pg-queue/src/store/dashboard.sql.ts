@@ -31,6 +31,20 @@ const LIVE_QUEUES = `
       SELECT p.queue_name FROM (SELECT queue_name FROM background_jobs WHERE status = 'processing' ORDER BY locked_by, id LIMIT 10000) AS p
     )`;
 
+/**
+ * For a blocked job `j`: the refs of the parents it still waits for (the first $refs of them, by id; a parent
+ * without a ref shows its id) and how many there are, counted up to WAITING_COUNT_CAP (a fan-in of 10,000 parents
+ * reads that many open edges, not all of them). Through the open-edges index (child_id) WHERE NOT done. Null for
+ * a job that is not blocked: nothing is read for it.
+ */
+export const WAITING_COUNT_CAP = 1_000;
+const waitingFor = (j: string, refs: string) => `
+      CASE WHEN ${j}.status = 'blocked' THEN ARRAY(
+        SELECT coalesce(p.flow_ref, p.id::text) FROM background_job_deps AS d JOIN background_jobs AS p ON p.id = d.parent_id
+        WHERE d.child_id = ${j}.id AND NOT d.done ORDER BY d.parent_id LIMIT ${refs}) END AS waiting_for,
+      CASE WHEN ${j}.status = 'blocked' THEN (
+        SELECT count(*)::int FROM (SELECT 1 FROM background_job_deps AS d WHERE d.child_id = ${j}.id AND NOT d.done LIMIT ${WAITING_COUNT_CAP}) AS o) END AS waiting`;
+
 export const DASHBOARD_SQL = {
   pausedQueues: `SELECT queue_name FROM background_queues WHERE paused ORDER BY queue_name`,
 
@@ -107,6 +121,58 @@ export const DASHBOARD_SQL = {
 
   // The whole row as JSON, so columns added by later migrations (result, progress) show without a change here.
   jobDetail: `SELECT to_jsonb(j) AS row, now() AS now FROM background_jobs AS j WHERE j.id = $1::int8`,
+
+  // The newest flow id, read from the end of background_flows' primary key: where the first page of flows starts.
+  maxFlowId: `SELECT coalesce(max(id), 0)::text AS id FROM background_flows`,
+
+  // One page of the flows list, newest first, as listJobs: ids below $1 and at least $2 (the scan window), status
+  // $3 when given, $4 rows at most; each flow's jobs counted up to $5 + 1 (through the flow index (flow_id,
+  // status)), so a page of big flows reads at most $4 * ($5 + 1) index entries.
+  listFlows: `
+    SELECT f.id::text AS id, f.name, f.status, f.reason, f.created_at, f.finished_at,
+      (SELECT count(*)::int FROM (SELECT 1 FROM background_jobs AS j WHERE j.flow_id = f.id LIMIT $5 + 1) AS s) AS jobs
+    FROM background_flows AS f
+    WHERE f.id < $1::int8 AND f.id >= $2::int8 AND ($3::text IS NULL OR f.status = $3::text)
+    ORDER BY f.id DESC LIMIT $4`,
+
+  // A flow's row and its jobs counted by status (as reports show it), from at most $2 of its jobs: a flow's page
+  // reads a bounded part of a huge flow, and says when the counts are a floor.
+  flowHeader: `
+    SELECT f.id::text AS id, f.name, f.status, f.reason, f.failed_job_id::text AS failed_job_id, f.created_at, f.updated_at, f.finished_at,
+      (SELECT coalesce(json_object_agg(c.status, c.n), '{}') FROM (
+         SELECT s.status, count(*)::int AS n FROM (
+           SELECT ${shownStatus('j')}::text AS status FROM background_jobs AS j WHERE j.flow_id = f.id LIMIT $2) AS s
+         GROUP BY s.status) AS c) AS counts
+    FROM background_flows AS f WHERE f.id = $1::int8`,
+
+  // A flow's jobs by id after $2, at most $3 (the drawing's first jobs, or a page of the table), through the flow
+  // index; for a blocked one the parents it waits for (the first $4 refs, and how many). Compensation jobs are
+  // jobs of the flow too (their flow_id is set): `compensates` names the job they undo. `j.id + 0`: with the id itself
+  // in the condition and the order, the planner walked the primary key from the first id up to the flow's jobs (a
+  // million rows before a new flow), or every flow's jobs above $2 through (status, id) (test/dashboard-plans.spec.ts);
+  // this way only flow_id is indexable: it reads this flow's index entries (as many as the flow has jobs) and sorts.
+  flowJobs: `
+    SELECT j.id::text AS id, j.flow_ref AS ref, j.queue_name, ${shownStatus('j')}::text AS status, j.attempts, j.max_attempts,
+      j.compensates::text AS compensates, j.run_at, j.finished_at, left(split_part(j.last_error, E'\\n', 1), 200) AS last_error,
+      ${waitingFor('j', '$4')}
+    FROM background_jobs AS j
+    WHERE j.flow_id = $1::int8 AND j.id + 0 > $2::int8
+    ORDER BY j.id + 0 LIMIT $3`,
+
+  // The edges between the jobs of $1 (the drawn ones), at most $2: through the edges' index on child_id, each
+  // child's edges tested against the drawn ids.
+  flowEdges: `
+    SELECT d.parent_id::text AS parent, d.child_id::text AS child, d.on_failure, d.done
+    FROM background_job_deps AS d
+    WHERE d.child_id = ANY($1::int8[]) AND d.parent_id = ANY($1::int8[])
+    ORDER BY d.child_id, d.parent_id LIMIT $2`,
+
+  // The job page of a flow job: its flow ($1), and, when the job ($2) is blocked, the parents it waits for (the
+  // first $3 refs, and how many).
+  jobFlow: `
+    SELECT f.id::text AS id, f.name, f.status, j.flow_ref AS ref, ${waitingFor('j', '$3')}
+    FROM background_flows AS f, background_jobs AS j
+    WHERE f.id = $1::int8 AND j.id = $2::int8`,
 
   // Run now: queued jobs of a batch (the admin filter and batch of admin.sql.ts) that wait for a later run_at
   // become due at once, and their queues' idle workers are woken.

@@ -1,7 +1,9 @@
 import type { Pool, PoolClient, QueryResultRow } from 'pg';
+import type { FlowStatus, OnParentFailure } from '../flows/flow.interfaces.js';
 import type { JobStatus, QueueStats } from '../interfaces/job.interface.js';
 import { AdminStore, filterValues, type BatchResult, type BulkAction, type JobFilter, type JobSummaryRow } from './admin.store.js';
 import { DASHBOARD_SQL } from './dashboard.sql.js';
+import { FlowStore } from './flow.store.js';
 import { inTransaction } from './in-transaction.js';
 import { JobStore } from './job.store.js';
 
@@ -45,11 +47,83 @@ interface FinishedMinuteRow {
   n: number;
 }
 
+/** A row of the flows list. */
+export interface FlowListRow {
+  id: string;
+  name: string | null;
+  status: FlowStatus;
+  reason: string | null;
+  created_at: Date;
+  finished_at: Date | null;
+  /** Counted up to FLOW_JOB_COUNT_CAP + 1: more than the cap reads as "over FLOW_JOB_COUNT_CAP". */
+  jobs: number;
+}
+
+export interface FlowListPage {
+  rows: FlowListRow[];
+  nextBefore: string | null;
+  scanned: { from: string; below: string };
+}
+
+/** A flow's row and its jobs by status (from at most FLOW_JOB_COUNT_CAP + 1 of them: `capped` says the counts are a floor). */
+export interface FlowHeader {
+  id: string;
+  name: string | null;
+  status: FlowStatus;
+  reason: string | null;
+  failed_job_id: string | null;
+  created_at: Date;
+  updated_at: Date;
+  finished_at: Date | null;
+  counts: Partial<Record<JobStatus, number>>;
+  capped: boolean;
+}
+
+/** A job of a flow as its page draws and lists it. */
+export interface FlowJobRow {
+  id: string;
+  ref: string | null;
+  queue_name: string;
+  status: JobStatus;
+  attempts: number;
+  max_attempts: number;
+  /** A compensation job: the id of the job it undoes. */
+  compensates: string | null;
+  run_at: Date;
+  finished_at: Date | null;
+  last_error: string | null;
+  /** A blocked job: the refs of the first parents it still waits for (null otherwise). */
+  waiting_for: string[] | null;
+  /** A blocked job: how many parents it still waits for, counted up to WAITING_COUNT_CAP. */
+  waiting: number | null;
+}
+
+export interface FlowEdgeRow {
+  parent: string;
+  child: string;
+  on_failure: OnParentFailure;
+  done: boolean;
+}
+
+/** The flow of a job, for the job's page. */
+export interface JobFlowRow {
+  id: string;
+  name: string | null;
+  status: FlowStatus;
+  ref: string | null;
+  waiting_for: string[] | null;
+  waiting: number | null;
+}
+
 /** A dashboard action: the admin store's bulk actions, plus moving queued jobs' run_at to now. */
 export type DashboardAction = BulkAction | 'run-now';
 
 /** How many ids one page of the jobs list reads at most before it stops and offers to go on. */
 export const LIST_SCAN_WINDOW = 100_000;
+/** A flow's jobs are counted (in the flows list, and by status on its page) up to this many. */
+export const FLOW_JOB_COUNT_CAP = 10_000;
+/** A blocked job lists this many of the refs it waits for (and counts the rest). */
+export const WAITING_REFS_SHOWN = 10;
 /** The throughput chart reads at most this many finished rows per status (newest first). */
 export const CHART_ROW_CAP = 50_000;
 /** The dashboard's counts are exact up to this many jobs per queue and status, estimated above. */
@@ -64,10 +138,12 @@ export class DashboardQueries {
   // JobStore and AdminStore only call query(); unnamed statements (transactionPooler) are planned per call.
   private readonly jobs: JobStore;
   private readonly admin: AdminStore;
+  private readonly flows: FlowStore;
 
   constructor(private readonly client: PoolClient) {
     this.jobs = new JobStore(client as unknown as Pool, { transactionPooler: true });
     this.admin = new AdminStore(client);
+    this.flows = new FlowStore(client as unknown as Pool, { transactionPooler: true });
   }
 
   private async run<R extends QueryResultRow>(name: keyof typeof DASHBOARD_SQL, values: unknown[] = []): Promise<R[]> {
@@ -118,6 +194,43 @@ export class DashboardQueries {
   async jobDetail(id: string): Promise<{ row: Record<string, unknown>; now: Date } | null> {
     const [found] = await this.run<{ row: Record<string, unknown>; now: Date }>('jobDetail', [id]);
     return found ?? null;
+  }
+
+  /** One page of flows, newest first, as listJobs pages jobs: a window of ids below `before`, `status` when given. */
+  async listFlows(status: FlowStatus | null, before: string | null, limit: number): Promise<FlowListPage> {
+    const below = BigInt(before ?? BigInt((await this.run<{ id: string }>('maxFlowId'))[0].id) + 1n);
+    const from = below > BigInt(LIST_SCAN_WINDOW) ? below - BigInt(LIST_SCAN_WINDOW) : 1n;
+    const rows = await this.run<FlowListRow>('listFlows', [String(below), String(from), status, limit, FLOW_JOB_COUNT_CAP]);
+    const full = rows.length === limit;
+    const nextBefore = full ? rows[rows.length - 1].id : from > 1n ? String(from) : null;
+    return { rows, nextBefore, scanned: { from: String(from), below: String(below) } };
+  }
+
+  async flowHeader(id: string): Promise<FlowHeader | null> {
+    const [row] = await this.run<Omit<FlowHeader, 'capped'>>('flowHeader', [id, FLOW_JOB_COUNT_CAP + 1]);
+    if (!row) return null;
+    const counted = Object.values(row.counts).reduce((sum, n) => sum + (n ?? 0), 0);
+    return { ...row, capped: counted > FLOW_JOB_COUNT_CAP };
+  }
+
+  /** Up to `limit` jobs of the flow by id, after id `after` ('0': from the first). */
+  flowJobs(flowId: string, after: string, limit: number): Promise<FlowJobRow[]> {
+    return this.run<FlowJobRow>('flowJobs', [flowId, after, limit, WAITING_REFS_SHOWN]);
+  }
+
+  /** The edges between the given jobs, at most `limit`. */
+  flowEdges(jobIds: string[], limit: number): Promise<FlowEdgeRow[]> {
+    return this.run<FlowEdgeRow>('flowEdges', [jobIds, limit]);
+  }
+
+  async jobFlow(flowId: string, jobId: string): Promise<JobFlowRow | null> {
+    const [row] = await this.run<JobFlowRow>('jobFlow', [flowId, jobId, WAITING_REFS_SHOWN]);
+    return row ?? null;
+  }
+
+  /** FlowStore.cancelFlow on this connection: null when there is no such flow or it had finished. */
+  cancelFlow(id: string): Promise<{ cancelled: number; signalled: number } | null> {
+    return this.flows.cancelFlow(id);
   }
 
   /** One batch of an action on up to `limit` jobs matching `filter` after id `afterId`. */

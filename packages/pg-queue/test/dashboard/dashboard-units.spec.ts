@@ -6,8 +6,11 @@ import { mountBase } from '../../src/dashboard/dashboard-http.js';
 import { resolveDashboardOptions } from '../../src/dashboard/resolve-dashboard-options.js';
 import { html, SafeHtml } from '../../src/dashboard/views/html.js';
 import { throughputChart, type MinuteBucket } from '../../src/dashboard/views/chart.js';
-import { bulkQuestion, jobQuestion, queueQuestion, scheduleQuestion } from '../../src/dashboard/views/confirm-questions.js';
+import { bulkQuestion, flowQuestion, jobQuestion, queueQuestion, scheduleQuestion } from '../../src/dashboard/views/confirm-questions.js';
+import { flowGraph, layersOf, waitingText, type FlowDrawing } from '../../src/dashboard/views/flow-graph.js';
+import { flowView } from '../../src/dashboard/views/flow.view.js';
 import { jobView } from '../../src/dashboard/views/job.view.js';
+import type { FlowJobRow } from '../../src/store/dashboard.store.js';
 import type { PageContext } from '../../src/dashboard/views/layout.js';
 
 // The dashboard's pure parts: escaping, CSRF tokens, basic auth, options. Everything that touches SQL or
@@ -66,6 +69,7 @@ describe('confirmation questions', () => {
     expect(bulkQuestion('delete', null, 'failed')).toBe('Delete all failed jobs of every queue (except running ones)? This cannot be undone.');
     expect(queueQuestion('pause', 'emails')).toBe('Pause queue emails? Running jobs finish; no new job starts.');
     expect(scheduleQuestion('resume', 'nightly')).toBe('Resume schedule nightly from its next fire?');
+    expect(flowQuestion('12', 'checkout')).toBe('Cancel flow 12 (checkout)? Its queued and blocked jobs never run, its running ones are told to abort, and no compensation runs.');
   });
 });
 
@@ -157,5 +161,65 @@ describe('options', () => {
     expect(mountBase(req({}, undefined, '/api/admin/q/jobs/12?x=1'), '/jobs/12')).toBe('/api/admin/q');
     expect(mountBase(req({}, undefined, '/admin/q/'), '')).toBe('/admin/q');
     expect(mountBase(req({}, undefined, '/admin/q/queues/a%3Ab/pause'), '/queues/a:b/pause')).toBe('/admin/q');
+  });
+});
+
+describe('flows: the DAG drawing and the flow page', () => {
+  const job = (id: string, ref: string | null, extra: Partial<FlowJobRow> = {}): FlowJobRow => ({
+    id, ref, queue_name: 'q', status: 'queued', attempts: 0, max_attempts: 5, compensates: null, run_at: new Date('2026-11-30T10:00:00Z'),
+    finished_at: null, last_error: null, waiting_for: null, waiting: null, ...extra,
+  });
+  const edge = (parent: string, child: string) => ({ parent, child, on_failure: 'fail' as const, done: false });
+  const drawing = (jobs: FlowJobRow[], edges: ReturnType<typeof edge>[], more: Partial<FlowDrawing> = {}): FlowDrawing => ({ jobs, edges, total: jobs.length, capped: false, edgesCapped: false, ...more });
+
+  it('puts each job one layer past its deepest drawn parent, whatever the ids\' order', () => {
+    // A diamond with a shortcut (1 -> 4), ids not in dependency order (5 is a parent of 2).
+    const layers = layersOf(['1', '2', '3', '4', '5'], [edge('1', '3'), edge('1', '4'), edge('3', '4'), edge('5', '2'), edge('4', '2')]);
+    expect(Object.fromEntries(layers)).toEqual({ '1': 0, '3': 1, '4': 2, '2': 3, '5': 0 });
+    // Edges to jobs that are not drawn are left out: a job whose parents are not drawn starts a layer 0.
+    expect(Object.fromEntries(layersOf(['7', '8'], [edge('6', '7'), edge('7', '8')]))).toEqual({ '7': 0, '8': 1 });
+  });
+
+  it('says what a blocked job waits for, with how many more than it lists', () => {
+    expect(waitingText(['a', 'b'], 2)).toBe('a, b');
+    expect(waitingText(['a', 'b'], 1000)).toBe('a, b and 998 more');
+    expect(waitingText([], 0)).toBe('no parent (all are done: the sweeper unblocks it)');
+  });
+
+  it('escapes refs, queues and statuses in nodes, titles and edges, and cuts long labels', () => {
+    const evil = '<script>alert(1)</script>';
+    const svg = flowGraph('/q', drawing([job('1', evil, { queue_name: `q"><img src=x>` }), job('2', 'child', { status: 'blocked', waiting_for: [evil], waiting: 1 })], [edge('1', '2')])).value;
+    expect(svg).not.toMatch(/<script>|<img src=x/);
+    expect(svg).toContain('<title>child (job 2) · queue q · blocked · waiting for &lt;script&gt;alert(1)&lt;/script&gt;</title>');
+    expect(svg).toContain('>&lt;script&gt;alert(1)&lt;/s…</text>');
+    expect(svg).toContain('<title>&lt;script&gt;alert(1)&lt;/script&gt; → child (on failure: fail; open)</title>');
+    expect(svg).toContain('q&quot;&gt;&lt;img src=x&gt; · queued</text>');
+  });
+
+  it('marks compensation jobs, says how many jobs are not drawn, and says when edges were capped', () => {
+    const svg = flowGraph('/q', drawing([job('1', 'pay', { status: 'completed' }), job('3', 'compensate:pay', { compensates: '1' })], [], { total: 10_000, capped: true, edgesCapped: true })).value;
+    expect(svg).toContain('<g class="node st-queued compensation"><title>compensate:pay (job 3) · queue q · queued · compensates pay</title>');
+    expect(svg).toContain('The first 2 jobs (by id) are drawn; over 9,998 more are in the table below.');
+    expect(svg).toContain('Only the first 0 edges between the drawn jobs are drawn.');
+    expect(flowGraph('/q', drawing([], [])).value).toContain('no jobs left');
+  });
+
+  it('the flow page hides last errors with hidePayloads, and offers Cancel only on an unfinished flow to a full-access user', () => {
+    const flow = { id: '9', name: 'n', status: 'failing' as const, reason: 'job 2 (b) failed', failed_job_id: '2', created_at: new Date(), updated_at: new Date(), finished_at: null, counts: { failed: 1 }, capped: false };
+    const jobs = [job('2', 'b', { status: 'failed', last_error: 'Error: card 4111' })];
+    const data = { flow, drawing: drawing(jobs, []), page: { rows: jobs, after: '0', nextAfter: null } };
+    expect(flowView(ctx, data)).toContain('Error: card 4111');
+    expect(flowView(ctx, data)).toContain('action="/q/flows/9/cancel"');
+    expect(flowView({ ...ctx, hidePayloads: true }, data)).not.toContain('4111');
+    expect(flowView({ ...ctx, canAct: false }, data)).not.toMatch(/<form method="post"|<button/);
+    expect(flowView(ctx, { ...data, flow: { ...flow, status: 'failed', finished_at: new Date() } })).not.toContain('/cancel"');
+  });
+
+  it('the job page of a compensation job hides its compensation payload with hidePayloads', () => {
+    const row = { id: '5', queue_name: 'q', status: 'completed', payload: {}, attempts: 1, max_attempts: 1, flow_id: '9', flow_ref: 'pay', compensate: { queue: 'undo', payload: { card: '4111' } } };
+    const flow = { id: '9', name: null, status: 'running' as const, ref: 'pay', waiting_for: null, waiting: null };
+    expect(jobView(ctx, row, new Date(), flow)).toContain('4111');
+    expect(jobView(ctx, row, new Date(), flow)).toContain('<dd data-field="flow"><a href="/q/flows/9">flow 9</a>');
+    expect(jobView({ ...ctx, hidePayloads: true }, row, new Date(), flow)).not.toContain('4111');
   });
 });

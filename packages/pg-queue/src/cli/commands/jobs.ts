@@ -8,7 +8,8 @@ import { CliError, UsageError } from '../errors.js';
 import { print, printJson, printTable, time } from '../output.js';
 import type { Run } from '../run.js';
 
-export const ALL_STATUSES: readonly JobStatus[] = ['queued', 'processing', 'completed', 'failed', 'cancelled'];
+/** Every status (blocked: a flow job waiting for its parents), as the filters and `stats` take and show them. */
+export const ALL_STATUSES: readonly JobStatus[] = ['queued', 'blocked', 'processing', 'completed', 'failed', 'cancelled'];
 
 /** The filter options of `jobs list` and of the bulk actions. */
 export interface FilterOptions {

@@ -1,15 +1,14 @@
 import type { Command } from 'commander';
-import type { JobStatus, QueueStats } from '../../interfaces/job.interface.js';
+import type { QueueStats } from '../../interfaces/job.interface.js';
 import { count, print, printJson, printTable } from '../output.js';
 import type { Run } from '../run.js';
-
-const STATUSES: JobStatus[] = ['queued', 'processing', 'completed', 'failed', 'cancelled'];
+import { ALL_STATUSES } from './jobs.js';
 
 export function registerStats(program: Command, run: Run): void {
   program
     .command('stats')
     .description('jobs per queue and status (exact up to 10,000 per queue and status, estimated above: marked ~), and paused queues')
-    .option('--json', 'as JSON: { queues: { <queue>: { queued, processing, completed, failed, cancelled, approximate? } }, paused: [...] }')
+    .option('--json', 'as JSON: { queues: { <queue>: { queued, blocked, processing, completed, failed, cancelled, approximate? } }, paused: [...] }')
     .action(
       run(async (connection, _args, options: { json?: boolean }) => {
         const store = connection.jobStore();
@@ -25,8 +24,8 @@ function printStats(stats: QueueStats, paused: string[]): void {
   if (queues.length === 0) return print('no jobs');
   const rows = queues.map((queue) => {
     const counts = stats[queue];
-    const cells = STATUSES.map((s) => (counts ? `${counts.approximate?.includes(s) ? '~' : ''}${count(counts[s])}` : '0'));
+    const cells = ALL_STATUSES.map((s) => (counts ? `${counts.approximate?.includes(s) ? '~' : ''}${count(counts[s])}` : '0'));
     return [queue, ...cells, paused.includes(queue) ? 'yes' : ''];
   });
-  printTable(['queue', ...STATUSES, 'paused'], rows);
+  printTable(['queue', ...ALL_STATUSES, 'paused'], rows);
 }

@@ -23,6 +23,10 @@ th.n, td.n { text-align:right; font-variant-numeric:tabular-nums; }
 .status-completed { background:#e3f4e4; color:var(--ok); }
 .status-processing { background:#e1ecfd; color:#1b4aa0; }
 .status-cancelled { background:#eee; color:var(--muted); }
+.status-blocked { background:#fff3dc; color:var(--warn); }
+.status-running, .status-failing, .status-compensating { background:#e1ecfd; color:#1b4aa0; }
+.status-compensated { background:#fff3dc; color:var(--warn); }
+.status-compensation_failed { background:#fde2e1; color:var(--bad); }
 .paused { color:var(--warn); font-weight:600; }
 .flash { background:#e3f4e4; border:1px solid #b7dfb9; padding:.5rem .8rem; border-radius:4px; }
 .error { background:#fde2e1; border:1px solid #f3b6b3; padding:.5rem .8rem; border-radius:4px; }
@@ -50,4 +54,22 @@ dl.fields dd { margin:0; }
 pre { background:#fff; border:1px solid var(--line); padding:.6rem; overflow:auto; max-height:28rem; white-space:pre-wrap; word-break:break-word; }
 ol.timeline { background:var(--card); border:1px solid var(--line); padding:.6rem 2rem; }
 .confirm-question { font-size:1.05rem; }
+ul.counts { list-style:none; margin:0; padding:0; display:flex; flex-wrap:wrap; gap:.3rem 1rem; }
+.dag { overflow:auto; max-height:48rem; background:var(--card); border:1px solid var(--line); }
+.dag svg { display:block; }
+.dag .edge { fill:none; stroke:#3c434a; stroke-width:1.2; }
+.dag .edge.done { stroke:#c3c4c7; }
+.dag .edge.continue { stroke-dasharray:4 3; }
+.dag marker path { fill:#8c8f94; }
+.dag .node rect { fill:#f0f0f1; stroke:#8c8f94; }
+.dag .node text { font-size:12px; fill:var(--fg); }
+.dag .node text.sub { font-size:10px; fill:var(--muted); }
+.dag a:hover rect { stroke:var(--link); stroke-width:2; }
+.dag .node.compensation rect { stroke-dasharray:5 3; }
+.dag .st-completed rect { fill:#e3f4e4; stroke:var(--ok); }
+.dag .st-failed rect { fill:#fde2e1; stroke:var(--bad); }
+.dag .st-processing rect { fill:#e1ecfd; stroke:#1b4aa0; }
+.dag .st-blocked rect { fill:#fff3dc; stroke:var(--warn); }
+.dag .st-cancelled rect { fill:#eee; stroke:#c3c4c7; }
+.legend { font-size:.8rem; }
 `;

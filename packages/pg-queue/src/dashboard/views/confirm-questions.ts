@@ -45,3 +45,7 @@ export function queueQuestion(action: 'pause' | 'resume', queue: string): string
 export function scheduleQuestion(action: 'pause' | 'resume', name: string): string {
   return action === 'pause' ? `Pause schedule ${name}? Fires during the pause never run.` : `Resume schedule ${name} from its next fire?`;
 }
+
+export function flowQuestion(id: string, name: string | null): string {
+  return `Cancel flow ${id}${name === null ? '' : ` (${name})`}? Its queued and blocked jobs never run, its running ones are told to abort, and no compensation runs.`;
+}

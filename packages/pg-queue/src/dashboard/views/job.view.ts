@@ -1,4 +1,6 @@
+import type { JobFlowRow } from '../../store/dashboard.store.js';
 import { formatJson, formatTime } from './format.js';
+import { waitingText } from './flow-graph.js';
 import { html, type HtmlValue } from './html.js';
 import { jobQuestion } from './confirm-questions.js';
 import { actionForm, layout, type PageContext } from './layout.js';
@@ -8,6 +10,7 @@ import { statusBadge } from './jobs.view.js';
 const PLACED = new Set([
   'id', 'queue_name', 'status', 'payload', 'result', 'progress', 'attempts', 'max_attempts', 'priority', 'run_at', 'last_error',
   'locked_by', 'locked_at', 'lease_expires_at', 'created_at', 'updated_at', 'finished_at', 'unique_key', 'concurrency_key', 'buffered',
+  'flow_id', 'flow_ref', 'compensate', 'compensates',
 ]);
 /**
  * Handlers often put payload data in their errors: hidePayloads hides the last error too (not whether there is one).
@@ -20,16 +23,34 @@ function lastError(ctx: PageContext, text: string | null): HtmlValue {
   return html`<pre class="stack" data-field="last_error">${text}</pre>`;
 }
 
-/** Values the data may hold and hidePayloads hides (and the last error, above). */
-const SENSITIVE = new Set(['payload', 'result', 'progress']);
+/** Values the data may hold and hidePayloads hides (and the last error, above); a flow job's compensation holds a payload. */
+const SENSITIVE = new Set(['payload', 'result', 'progress', 'compensate']);
 
-export function jobView(ctx: PageContext, row: Record<string, unknown>, now: Date): string {
+/**
+ * A flow job's place in its flow: the flow (a link), its ref, and for a compensation job the job it undoes. `flow`
+ * null with a flow_id: the flow's row is gone.
+ */
+function flowFields(ctx: PageContext, row: Record<string, unknown>, flow: JobFlowRow | null): HtmlValue {
+  if (row.flow_id === null || row.flow_id === undefined) return null;
+  const flowId = String(row.flow_id);
+  const link = flow
+    ? html`<a href="${ctx.base}/flows/${flowId}">${flow.name === null ? `flow ${flowId}` : flow.name}</a> <span class="muted">(flow ${flowId}, ${flow.status})</span>`
+    : html`flow ${flowId} <span class="muted">(no longer in the table)</span>`;
+  const compensates = row.compensates === null || row.compensates === undefined ? null : String(row.compensates);
+  return html`<dt>Flow</dt><dd data-field="flow">${link}</dd>
+<dt>Ref in the flow</dt><dd data-field="flow_ref">${row.flow_ref === null || row.flow_ref === undefined ? '—' : String(row.flow_ref)}</dd>
+${compensates ? html`<dt>Compensates</dt><dd data-field="compensates"><a href="${ctx.base}/jobs/${compensates}">job ${compensates}</a> (runs because the flow failed after it completed)</dd>` : null}`;
+}
+
+export function jobView(ctx: PageContext, row: Record<string, unknown>, now: Date, flow: JobFlowRow | null = null): string {
   const id = String(row.id);
   const status = String(row.status);
   const str = (key: string) => (row[key] === null || row[key] === undefined ? null : String(row[key]));
   // Buffered: claimed into a worker's read-ahead buffer, not started (docs/concepts.md): it waits, so it reads as queued.
   const buffered = status === 'processing' && row.buffered === true;
   const readAhead = buffered ? html` <span class="muted" data-field="read_ahead_by">read ahead by ${str('locked_by') ?? '—'}, not started</span>` : null;
+  // A blocked job runs once its parents are done: which ones it still waits for.
+  const waiting = status === 'blocked' && flow?.waiting_for ? html` <span data-field="waiting_for">blocked: waiting for ${waitingText(flow.waiting_for, flow.waiting)}</span>` : null;
   const runAt = str('run_at');
   const waitsForLater = status === 'queued' && runAt !== null && new Date(runAt) > now;
   const actions: HtmlValue[] = [];
@@ -37,7 +58,8 @@ export function jobView(ctx: PageContext, row: Record<string, unknown>, now: Dat
   if (status === 'failed' || status === 'cancelled') actions.push(actionForm(ctx, `${path}/retry`, 'Retry', jobQuestion('retry', id)));
   if (waitsForLater) actions.push(actionForm(ctx, `${path}/run-now`, 'Run now', jobQuestion('run-now', id, formatTime(runAt))));
   if (status === 'queued' || status === 'processing') actions.push(actionForm(ctx, `${path}/cancel`, 'Cancel', jobQuestion('cancel', id), {}, true));
-  if (status !== 'processing') actions.push(actionForm(ctx, `${path}/delete`, 'Delete', jobQuestion('delete', id), { return: `${ctx.base}/jobs` }, true));
+  // A blocked job is neither cancelled nor deleted on its own: its flow waits for it (cancel the flow instead).
+  if (status !== 'processing' && status !== 'blocked') actions.push(actionForm(ctx, `${path}/delete`, 'Delete', jobQuestion('delete', id), { return: `${ctx.base}/jobs` }, true));
 
   const block = (key: string, title: string) => {
     if (!(key in row)) return null;
@@ -57,8 +79,9 @@ export function jobView(ctx: PageContext, row: Record<string, unknown>, now: Dat
     .map(([label, key]) => ({ label, at: str(key)! }))
     .sort((a, b) => new Date(a.at).getTime() - new Date(b.at).getTime());
   const others = Object.keys(row).filter((k) => !PLACED.has(k));
-  const body = html`<p>${statusBadge(buffered ? 'queued' : status)}${readAhead} ${actions}</p>
+  const body = html`<p>${statusBadge(buffered ? 'queued' : status)}${readAhead}${waiting} ${actions}</p>
 <dl class="fields">
+${flowFields(ctx, row, flow)}
 <dt>Queue</dt><dd><a href="${ctx.base}/jobs?queue=${encodeURIComponent(String(row.queue_name))}">${String(row.queue_name)}</a></dd>
 <dt>Attempts</dt><dd>${String(row.attempts)} of ${String(row.max_attempts)}</dd>
 <dt>Priority</dt><dd>${String(row.priority)}</dd>
@@ -73,6 +96,7 @@ ${status === 'processing'
 ${block('payload', 'Payload')}
 ${'result' in row ? block('result', 'Result') : html`<h2>Result</h2><p class="muted">Not recorded by this version of the schema.</p>`}
 ${'progress' in row ? block('progress', 'Progress') : null}
+${row.compensate !== null && row.compensate !== undefined ? block('compensate', 'Compensation (runs if the flow fails after this job completed)') : null}
 <h2>${status === 'failed' ? 'Last error' : 'Previous attempt’s error'}</h2>${lastError(ctx, str('last_error'))}
 ${others.length ? html`<h2>Other columns</h2><dl class="fields">${others.map((k) => html`<dt>${k}</dt><dd>${formatJson(row[k])}</dd>`)}</dl>` : null}`;
   return layout(ctx, 'jobs', `Job ${id}`, body);

@@ -41,8 +41,9 @@ export function jobsView(ctx: PageContext, d: JobsData): string {
   const described = describeJobs(d.queue, d.status);
   // Only the actions that can change a job of the filtered status.
   const applies = (action: DashboardAction) => !d.status || ACTION_STATUSES[action].includes(d.status);
+  // A status no action changes (blocked: cancel its flow instead) offers no bulk actions at all.
   const bulk =
-    ctx.canAct && (d.queue || d.status) && !d.search
+    ctx.canAct && (d.queue || d.status) && !d.search && (Object.keys(ACTION_STATUSES) as DashboardAction[]).some(applies)
       ? html`<div class="bulk">For all ${described}:
 ${applies('retry') ? actionForm(ctx, '/jobs/bulk/retry', 'Retry all', bulkQuestion('retry', d.queue, d.status), filterFields) : null}
 ${applies('run-now') ? actionForm(ctx, '/jobs/bulk/run-now', 'Run all now', bulkQuestion('run-now', d.queue, d.status), filterFields) : null}

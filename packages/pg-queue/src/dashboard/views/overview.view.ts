@@ -22,7 +22,8 @@ export interface OverviewData {
   chartCapped: boolean;
 }
 
-export const STATUSES: JobStatus[] = ['queued', 'processing', 'completed', 'failed', 'cancelled'];
+/** Every job status, as the overview's columns, the jobs list's filter and the flow page's counts show them. */
+export const STATUSES: JobStatus[] = ['queued', 'blocked', 'processing', 'completed', 'failed', 'cancelled'];
 
 export function overviewView(ctx: PageContext, data: OverviewData): string {
   const count = (q: QueueOverview, status: JobStatus) => {
@@ -42,7 +43,7 @@ export function overviewView(ctx: PageContext, data: OverviewData): string {
   );
   const body = html`<table class="queues">
 <thead><tr><th>Queue</th>${STATUSES.map((s) => html`<th class="n">${s}</th>`)}<th class="n">Oldest due waits</th><th>State</th><th></th></tr></thead>
-<tbody>${data.queues.length ? rows : html`<tr><td colspan="9" class="muted">No jobs yet.</td></tr>`}</tbody>
+<tbody>${data.queues.length ? rows : html`<tr><td colspan="${STATUSES.length + 4}" class="muted">No jobs yet.</td></tr>`}</tbody>
 </table>
 <p class="muted">Counts are exact up to ${formatCount(DASHBOARD_EXACT_LIMIT)} per queue and status and estimated above (≈). Throughput comes from the finish
 time of the finished jobs the pruner has kept: with a retention under an hour, older minutes show fewer jobs.${data.chartCapped ? ' The chart read its cap of finished rows: older minutes are missing.' : ''}</p>
