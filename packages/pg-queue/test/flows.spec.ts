@@ -368,6 +368,15 @@ describe('flows with the rest of the library', () => {
     }
   });
 
+  it('a live job of a flow deleted (a dashboard or CLI delete) counts as cancelled: its dependents end, the flow fails', async () => {
+    const flow = await queue().enqueueFlow({ jobs: [{ ref: 'a', queue: 'fl-step', payload: { tag: 'del-a' }, delayMs: 3_600_000 }, { ref: 'b', queue: 'fl-step', payload: { tag: 'del-b' }, dependsOn: ['a'] }] });
+    await t.db.query(`DELETE FROM background_jobs WHERE id = $1`, [flow.jobs.a]);
+    const done = await flowDone(flow.id);
+    expect(done.status).toBe('failed');
+    expect(done.reason).toBe(`job ${flow.jobs.a} (a) was deleted`);
+    expect(done.jobs.map((j) => [j.ref, j.status, j.lastError])).toEqual([['b', 'cancelled', `parent job ${flow.jobs.a} (a) was deleted`]]);
+  });
+
   it("the sweeper unblocks a child whose last parent's worker died between its commit and its second look", async () => {
     const flow = await queue().enqueueFlow({ jobs: [{ ref: 'a', queue: 'fl-step', payload: { tag: 'net-a' }, delayMs: 3_600_000 }, { ref: 'b', queue: 'fl-step', payload: { tag: 'net-b' }, dependsOn: ['a'] }] });
     // What the race leaves: the parent completed and its edge resolved, the child still blocked (trigger off for it).

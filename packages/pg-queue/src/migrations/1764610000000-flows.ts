@@ -1,6 +1,6 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
 import { createIndexConcurrently, dropIndexConcurrently } from './concurrent-index.js';
-import { FLOW_FUNCTIONS, FLOW_TRIGGER } from '../store/flow.sql.js';
+import { FLOW_DELETE_TRIGGER, FLOW_FUNCTIONS, FLOW_TRIGGER } from '../store/flow.sql.js';
 
 /**
  * Flows (docs/guides/flows.md): jobs that depend on jobs.
@@ -17,7 +17,8 @@ import { FLOW_FUNCTIONS, FLOW_TRIGGER } from '../store/flow.sql.js';
  *   without a default: catalog-only. Two partial indexes cover flow jobs only, so a plain job pays no entry.
  * - The flow trigger (AFTER UPDATE, per row, `WHEN` the row belongs to a flow and reached or left a final status):
  *   every statement that finishes a job (the workers' settles, the sweeper, cancel, the dashboard, raw SQL) moves the
- *   flow on, in the same transaction, fenced as that statement is. A plain job's update tests the WHEN only.
+ *   flow on, in the same transaction, fenced as that statement is. A plain job's update tests the WHEN only. A second
+ *   trigger treats a live flow job that is deleted (a dashboard or CLI delete) as cancelled.
  * The enum value is added outside a transaction: PostgreSQL refuses to use a value added in the same transaction.
  * `down` drops everything but the enum value (PostgreSQL cannot drop one); no row keeps it after the drop.
  */
@@ -65,11 +66,16 @@ export class Flows1764610000000 implements MigrationInterface {
     for (const statement of FLOW_FUNCTIONS) await q.query(statement);
     await q.query(`DROP TRIGGER IF EXISTS background_jobs_flow ON background_jobs`);
     await q.query(FLOW_TRIGGER);
+    await q.query(`DROP TRIGGER IF EXISTS background_jobs_flow_deleted ON background_jobs`);
+    await q.query(FLOW_DELETE_TRIGGER);
   }
 
   async down(q: QueryRunner): Promise<void> {
     await q.query(`DROP TRIGGER IF EXISTS background_jobs_flow ON background_jobs`);
+    await q.query(`DROP TRIGGER IF EXISTS background_jobs_flow_deleted ON background_jobs`);
     await q.query(`DROP FUNCTION IF EXISTS background_jobs_flow_step() CASCADE`);
+    await q.query(`DROP FUNCTION IF EXISTS background_jobs_flow_deleted() CASCADE`);
+    await q.query(`DROP FUNCTION IF EXISTS pg_queue_flow_job_ended(bigint, bigint, text, bigint, boolean, text)`);
     await q.query(`DROP FUNCTION IF EXISTS pg_queue_flow_settle(bigint)`);
     await q.query(`DROP FUNCTION IF EXISTS pg_queue_flow_unblock(bigint)`);
     // Jobs still blocked cannot keep a status the code below this migration does not know.

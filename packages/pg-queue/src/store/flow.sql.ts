@@ -108,13 +108,49 @@ export const FLOW_FUNCTIONS: readonly string[] = [
     PERFORM pg_notify('${DONE_CHANNEL}', 'flow:' || f || ':' || st);
     RETURN st;
   END $$`,
+  // A job of a flow that will not complete (failed for good, cancelled, or deleted while it could still run): its
+  // dependents and its flow. `what` ends the reasons ("failed", "was cancelled", "was deleted").
+  `
+  CREATE OR REPLACE FUNCTION pg_queue_flow_job_ended(jid bigint, fid bigint, ref text, comp bigint, cancelled boolean, what text) RETURNS void LANGUAGE plpgsql AS $$
+  DECLARE
+    e record;
+    failing boolean := false;
+  BEGIN
+    -- The flow fails with this job, unless the job is a compensation, or every one of its dependents continues
+    -- without it (its failure is theirs to handle), or the flow is not running (this job ends because it failed).
+    IF comp IS NULL AND (NOT EXISTS (SELECT 1 FROM background_job_deps WHERE parent_id = jid)
+        OR EXISTS (SELECT 1 FROM background_job_deps WHERE parent_id = jid AND on_failure <> 'continue')) THEN
+      UPDATE background_flows SET status = 'failing', failed_job_id = jid, updated_at = now(),
+        reason = format('job %s (%s) %s', jid, coalesce(ref, '?'), what)
+      WHERE id = fid AND status = 'running';
+      failing := FOUND;
+    END IF;
+    FOR e IN UPDATE background_job_deps SET done = true WHERE parent_id = jid AND NOT done AND on_failure = 'continue' RETURNING child_id LOOP
+      PERFORM pg_queue_flow_unblock(e.child_id);
+    END LOOP;
+    -- Dependents end as their policy says, naming this job (their own dependents follow, through this trigger).
+    UPDATE background_jobs AS c
+    SET status = CASE WHEN d.on_failure = 'cancel' OR cancelled THEN 'cancelled' ELSE 'failed' END::background_job_status,
+        finished_at = now(), updated_at = now(), last_error = format('parent job %s (%s) %s', jid, coalesce(ref, '?'), what)
+    FROM background_job_deps AS d
+    WHERE d.parent_id = jid AND NOT d.done AND d.on_failure <> 'continue' AND c.id = d.child_id AND c.status = 'blocked';
+    IF failing THEN
+      -- Nothing else of a failed flow starts: its queued and blocked jobs are cancelled, and so are those read ahead
+      -- into a worker's buffer (their holder is told, as for cancel()); running jobs finish, and are compensated.
+      FOR e IN SELECT id, fence_token FROM background_jobs
+               WHERE flow_id = fid AND compensates IS NULL AND status = 'processing' AND buffered ORDER BY id FOR UPDATE LOOP
+        PERFORM pg_notify('${CANCEL_CHANNEL}', e.id || ':' || e.fence_token);
+      END LOOP;
+      UPDATE background_jobs SET status = 'cancelled', buffered = false, lease_expires_at = NULL, finished_at = now(), updated_at = now(),
+        last_error = format('flow %s failed: job %s (%s) %s', fid, jid, coalesce(ref, '?'), what)
+      WHERE flow_id = fid AND compensates IS NULL AND (status IN ('queued', 'blocked') OR (status = 'processing' AND buffered));
+    END IF;
+  END $$`,
   // The flow trigger's function: a job of a flow reached a final status (or was retried out of one).
   `
   CREATE OR REPLACE FUNCTION background_jobs_flow_step() RETURNS trigger LANGUAGE plpgsql AS $$
   DECLARE
     e record;
-    what text;
-    failing boolean := false;
   BEGIN
     IF NEW.status = 'completed' THEN
       FOR e IN UPDATE background_job_deps SET done = true WHERE parent_id = NEW.id AND NOT done RETURNING child_id LOOP
@@ -127,43 +163,15 @@ export const FLOW_FUNCTIONS: readonly string[] = [
         RETURN NULL;
       END IF;
     ELSIF NEW.status IN ('failed', 'cancelled') THEN
-      what := CASE NEW.status WHEN 'failed' THEN 'failed' ELSE 'was cancelled' END;
-      -- The flow fails with this job, unless the job is a compensation, or every one of its dependents continues
-      -- without it (its failure is theirs to handle), or the flow is not running (this job ends because it failed).
-      IF NEW.compensates IS NULL AND (NOT EXISTS (SELECT 1 FROM background_job_deps WHERE parent_id = NEW.id)
-          OR EXISTS (SELECT 1 FROM background_job_deps WHERE parent_id = NEW.id AND on_failure <> 'continue')) THEN
-        UPDATE background_flows SET status = 'failing', failed_job_id = NEW.id, updated_at = now(),
-          reason = format('job %s (%s) %s', NEW.id, coalesce(NEW.flow_ref, '?'), what)
-        WHERE id = NEW.flow_id AND status = 'running';
-        failing := FOUND;
-      END IF;
-      FOR e IN UPDATE background_job_deps SET done = true WHERE parent_id = NEW.id AND NOT done AND on_failure = 'continue' RETURNING child_id LOOP
-        PERFORM pg_queue_flow_unblock(e.child_id);
-      END LOOP;
-      -- Dependents end as their policy says, naming this job (their own dependents follow, through this trigger).
-      UPDATE background_jobs AS c
-      SET status = CASE WHEN d.on_failure = 'cancel' OR NEW.status = 'cancelled' THEN 'cancelled' ELSE 'failed' END::background_job_status,
-          finished_at = now(), updated_at = now(), last_error = format('parent job %s (%s) %s', NEW.id, coalesce(NEW.flow_ref, '?'), what)
-      FROM background_job_deps AS d
-      WHERE d.parent_id = NEW.id AND NOT d.done AND d.on_failure <> 'continue' AND c.id = d.child_id AND c.status = 'blocked';
-      IF failing THEN
-        -- Nothing else of a failed flow starts: its queued and blocked jobs are cancelled, and so are those read ahead
-        -- into a worker's buffer (their holder is told, as for cancel()); running jobs finish, and are compensated.
-        FOR e IN SELECT id, fence_token FROM background_jobs
-                 WHERE flow_id = NEW.flow_id AND compensates IS NULL AND status = 'processing' AND buffered ORDER BY id FOR UPDATE LOOP
-          PERFORM pg_notify('${CANCEL_CHANNEL}', e.id || ':' || e.fence_token);
-        END LOOP;
-        UPDATE background_jobs SET status = 'cancelled', buffered = false, lease_expires_at = NULL, finished_at = now(), updated_at = now(),
-          last_error = format('flow %s failed: job %s (%s) %s', NEW.flow_id, NEW.id, coalesce(NEW.flow_ref, '?'), what)
-        WHERE flow_id = NEW.flow_id AND compensates IS NULL AND (status IN ('queued', 'blocked') OR (status = 'processing' AND buffered));
-      END IF;
+      PERFORM pg_queue_flow_job_ended(NEW.id, NEW.flow_id, NEW.flow_ref, NEW.compensates, NEW.status = 'cancelled',
+                                      CASE NEW.status WHEN 'failed' THEN 'failed' ELSE 'was cancelled' END);
     ELSIF NEW.status = 'queued' AND OLD.status IN ('failed', 'cancelled') THEN
       -- retry(): a failed flow runs again from this job when no other job of it failed on its own; what was failed
       -- or cancelled because of the failure comes back, blocked on its open edges.
       IF NOT EXISTS (
         SELECT 1 FROM background_jobs AS o
         WHERE o.flow_id = NEW.flow_id AND o.id <> NEW.id AND o.compensates IS NULL AND o.status IN ('failed', 'cancelled')
-          AND o.last_error NOT LIKE 'parent job %' AND o.last_error NOT LIKE 'flow % failed: %'
+          AND coalesce(o.last_error, '') NOT LIKE 'parent job %' AND coalesce(o.last_error, '') NOT LIKE 'flow % failed: %'
           AND (NOT EXISTS (SELECT 1 FROM background_job_deps AS d WHERE d.parent_id = o.id)
                OR EXISTS (SELECT 1 FROM background_job_deps AS d WHERE d.parent_id = o.id AND d.on_failure <> 'continue'))) THEN
         UPDATE background_flows SET status = 'running', failed_job_id = NULL, reason = NULL, finished_at = NULL, updated_at = now()
@@ -181,6 +189,14 @@ export const FLOW_FUNCTIONS: readonly string[] = [
     PERFORM pg_queue_flow_settle(NEW.flow_id);
     RETURN NULL;
   END $$`,
+  // A job of a flow deleted while it could still run (a dashboard or CLI delete): to its flow, a cancelled job.
+  `
+  CREATE OR REPLACE FUNCTION background_jobs_flow_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN
+    PERFORM pg_queue_flow_job_ended(OLD.id, OLD.flow_id, OLD.flow_ref, OLD.compensates, true, 'was deleted');
+    PERFORM pg_queue_flow_settle(OLD.flow_id);
+    RETURN NULL;
+  END $$`,
 ];
 
 /**
@@ -192,6 +208,12 @@ export const FLOW_TRIGGER = `
   FOR EACH ROW WHEN (NEW.flow_id IS NOT NULL AND OLD.status IS DISTINCT FROM NEW.status
     AND (NEW.status IN ('completed', 'failed', 'cancelled') OR OLD.status IN ('completed', 'failed', 'cancelled')))
   EXECUTE FUNCTION background_jobs_flow_step()`;
+
+/** A live job of a flow deleted: the pruner and a completion's delete touch finished or plain rows only, so never this. */
+export const FLOW_DELETE_TRIGGER = `
+  CREATE TRIGGER background_jobs_flow_deleted AFTER DELETE ON background_jobs
+  FOR EACH ROW WHEN (OLD.flow_id IS NOT NULL AND OLD.status IN ('queued', 'blocked', 'processing'))
+  EXECUTE FUNCTION background_jobs_flow_deleted()`;
 
 const MS = `* interval '1 millisecond'`;
 
