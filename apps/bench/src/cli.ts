@@ -63,7 +63,8 @@ writes apps/bench/results/latest-pg<major>.{txt,json,svg}; any other run writes 
 Scenarios: enqueue (one at a time; 16 concurrent callers with pg_stat_activity waits and a reference without
 the NOTIFY trigger; bulk with ids at each batch size), process (no-op jobs at c10/c50), defaults (nestjs-pg-queue
 tuned vs a bare @JobHandler's settings, no-op jobs), spread (4 processes, 50 ms and 2 s jobs, each process's
-share), latency, backlog, steady, scaleout, limits. docs/performance.md describes each.
+share), latency, backlog, steady, scaleout, limits, flows (jobs that depend on jobs: chains of 10, a fan-out of
+1,000 then fan-in, diamonds; nestjs-pg-queue, pg-boss and BullMQ only). docs/performance.md describes each.
 
 Environment: BENCH_CHILD_ARGS (node flags for the system processes, e.g. --cpu-prof), BENCH_PLAIN_SHAPE and
 BENCH_PGBOSS_SHAPE ("<loops>x<batch>", to re-tune the plain loop or pg-boss).`;
