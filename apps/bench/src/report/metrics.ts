@@ -108,7 +108,7 @@ function flowNotes(shape: FlowShape, profile: Profile): Partial<Record<SystemId,
     if (!system.flows) continue;
     const support = shapeSupport(shape, system.flows.model);
     if (support === 'fanInOnly') {
-      notes[system.id] = `the fan-in alone (${profile.flows.fanWidth.toLocaleString('en-US')} jobs, then the sink; no root): its flows are trees, a job has one parent, so one root cannot fan out`;
+      notes[system.id] = `the fan-in alone (${profile.flows.fanWidth.toLocaleString('en-US')} jobs, then the sink; no root): its flows are trees, a job has one parent, so one root cannot fan out; no ratio (n/c): not the same shape`;
     } else if (support === 'no') {
       notes[system.id] = `not expressible: its flows are trees (a job has one parent), and a diamond's top has two dependents`;
     }

@@ -49,7 +49,8 @@ export function renderTable(defs: MetricDef[], aggregates: Aggregates, ratios: R
       def.label,
       `${def.unit}${arrow}`,
       ...systems.map((s) => `${cell(aggregates[def.id][s], def.digits)}${mark(def, s)}`),
-      ...(showRatios ? peers.map((p) => (def.better === 'info' || !measured(p) || !measured(OURS) ? '' : `${ratioCell(ratios[def.id]?.[p])}${mark(def, p)}`)) : []),
+      // A noted cell is another measurement than ours (BullMQ's fan-in alone): no ratio ("n/c", not comparable).
+      ...(showRatios ? peers.map((p) => (def.better === 'info' || !measured(p) || !measured(OURS) ? '' : def.notes?.[p] ? `n/c${mark(def, p)}` : ratioCell(ratios[def.id]?.[p]))) : []),
     ]);
   }
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
