@@ -49,12 +49,14 @@ interface FlowCheck {
 }
 
 /**
- * Flows of a shape at once in the light phase: as many as keep the ready jobs within the worker's slots (a chain
- * has one ready job at a time, a diamond two), so a dependent never waits for a free slot and its latency is the
- * hop alone. None for the fan: its 1,000 children are released together and queue for the slots whatever runs.
+ * Flows of a shape at once in the light phase: few enough that the ready jobs never outnumber the worker's slots
+ * (a chain has one ready job at a time, a diamond two), so a dependent never waits for a free slot and its latency
+ * is the hop alone; and the same few at every concurrency (10 ready jobs at most), so that on a small machine c50
+ * does not turn the light phase into a CPU-bound one. None for the fan: its 1,000 children are released together
+ * and queue for the slots whatever else runs.
  */
 export function lightFlowCount(shape: FlowShape, concurrency: number): number {
-  return shape === 'chain' ? concurrency : shape === 'diamond' ? Math.max(1, Math.floor(concurrency / 2)) : 0;
+  return shape === 'chain' ? Math.min(10, concurrency) : shape === 'diamond' ? Math.max(1, Math.min(5, Math.floor(concurrency / 2))) : 0;
 }
 
 /**
