@@ -57,13 +57,16 @@ writes apps/bench/results/latest-pg<major>.{txt,json,svg}; any other run writes 
   --future N           the backlog scenario also holds N jobs scheduled for tomorrow
   --process-jobs N     jobs per process cell (default 20,000: a cell of well under a second at these rates, whose
                        ratios swing by 10-30% from run to run; 100,000 makes cells of several seconds)
+  --flows-concurrency LIST
+                       worker concurrencies of the flows scenario (default 10,50; --quick 10), e.g. 50
   --baseline DIR       also run nestjs-pg-queue as built in the checkout DIR (before/after in one run)
   -h, --help           this text
 
 Scenarios: enqueue (one at a time; 16 concurrent callers with pg_stat_activity waits and a reference without
 the NOTIFY trigger; bulk with ids at each batch size), process (no-op jobs at c10/c50), defaults (nestjs-pg-queue
 tuned vs a bare @JobHandler's settings, no-op jobs), spread (4 processes, 50 ms and 2 s jobs, each process's
-share), latency, backlog, steady, scaleout, limits. docs/performance.md describes each.
+share), latency, backlog, steady, scaleout, limits, flows (jobs that depend on jobs: chains of 10, a fan-out of
+1,000 then fan-in, diamonds; nestjs-pg-queue, pg-boss and BullMQ only). docs/performance.md describes each.
 
 Environment: BENCH_CHILD_ARGS (node flags for the system processes, e.g. --cpu-prof), BENCH_PLAIN_SHAPE and
 BENCH_PGBOSS_SHAPE ("<loops>x<batch>", to re-tune the plain loop or pg-boss).`;
@@ -84,6 +87,7 @@ export function parseCli(argv: string[]): BenchOptions {
       baseline: { type: 'string' },
       future: { type: 'string' },
       'process-jobs': { type: 'string' },
+      'flows-concurrency': { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   });
@@ -98,6 +102,11 @@ export function parseCli(argv: string[]): BenchOptions {
     const jobs = Number(values['process-jobs']);
     if (!Number.isInteger(jobs) || jobs < 1) throw new Error(`--process-jobs must be a positive integer ${usage}`);
     profile = { ...profile, process: { ...profile.process, jobs } };
+  }
+  if (values['flows-concurrency'] !== undefined) {
+    const concurrencies = values['flows-concurrency'].split(',').map(Number);
+    if (concurrencies.some((c) => !Number.isInteger(c) || c < 1)) throw new Error(`--flows-concurrency must list positive integers, e.g. 10,50 ${usage}`);
+    profile = { ...profile, flows: { ...profile.flows, concurrencies } };
   }
   const runs = values.runs === undefined ? profile.runs : Number(values.runs);
   if (!Number.isInteger(runs) || runs < 1) throw new Error(`--runs must be a positive integer ${usage}`);
@@ -115,7 +124,7 @@ export function parseCli(argv: string[]): BenchOptions {
   }
   const pg = pgChoice(values.pg, values['pg-bin'], usage);
   const everySystem = ([...SYSTEM_IDS, DEFAULTS_ID] as SystemId[]).every((s) => systems.includes(s));
-  const complete = profile.name !== 'quick' && futureJobs === 0 && values['process-jobs'] === undefined && runs >= 3 && scenarios.length === SCENARIOS.length && everySystem;
+  const complete = profile.name !== 'quick' && futureJobs === 0 && values['process-jobs'] === undefined && values['flows-concurrency'] === undefined && runs >= 3 && scenarios.length === SCENARIOS.length && everySystem;
   return { profile, runs, scenarios, systems, pg, spreadPeers: values['spread-peers'] ?? false, statements: values.statements ?? false, futureJobs, complete };
 }
 

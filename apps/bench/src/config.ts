@@ -19,6 +19,11 @@ export interface Profile {
   scaleOut: { processes: number[]; jobs: number; concurrency: number };
   /** nestjs-pg-queue's limits across instances: `processes` workers at `concurrency`, no prefetch; per-key jobs over `keys` keys. */
   limits: { jobs: number; processes: number; concurrency: number; global: number[]; keys: number };
+  /**
+   * Flows (jobs that depend on jobs): `chains` chains of `chainLength`, `fans` fan-outs of `fanWidth` then
+   * fan-ins, `diamonds` diamonds, each shape its own cell, one worker process at each concurrency.
+   */
+  flows: { chains: number; chainLength: number; fans: number; fanWidth: number; diamonds: number; concurrencies: number[] };
 }
 
 export const PROFILES: Record<Profile['name'], Profile> = {
@@ -34,6 +39,7 @@ export const PROFILES: Record<Profile['name'], Profile> = {
     steady: { jobs: 10_000, wave: 5_000, chunk: 1_000, concurrency: 50, idleWindowMs: 5_000 },
     scaleOut: { processes: [1, 2], jobs: 5_000, concurrency: 10 },
     limits: { jobs: 5_000, processes: 2, concurrency: 10, global: [20, 5], keys: 1_000 },
+    flows: { chains: 50, chainLength: 10, fans: 2, fanWidth: 1_000, diamonds: 100, concurrencies: [10] },
   },
   default: {
     name: 'default',
@@ -48,6 +54,7 @@ export const PROFILES: Record<Profile['name'], Profile> = {
     steady: { jobs: 50_000, wave: 10_000, chunk: 1_000, concurrency: 50, idleWindowMs: 10_000 },
     scaleOut: { processes: [1, 2, 4], jobs: 10_000, concurrency: 10 },
     limits: { jobs: 10_000, processes: 2, concurrency: 10, global: [20, 5], keys: 1_000 },
+    flows: { chains: 200, chainLength: 10, fans: 4, fanWidth: 1_000, diamonds: 500, concurrencies: [10, 50] },
   },
   full: {
     name: 'full',
@@ -61,10 +68,11 @@ export const PROFILES: Record<Profile['name'], Profile> = {
     steady: { jobs: 1_000_000, wave: 10_000, chunk: 1_000, concurrency: 50, idleWindowMs: 30_000 },
     scaleOut: { processes: [1, 2, 4], jobs: 20_000, concurrency: 10 },
     limits: { jobs: 20_000, processes: 2, concurrency: 10, global: [20, 5], keys: 1_000 },
+    flows: { chains: 200, chainLength: 10, fans: 4, fanWidth: 1_000, diamonds: 500, concurrencies: [10, 50] },
   },
 };
 
-export const SCENARIOS = ['enqueue', 'process', 'defaults', 'spread', 'latency', 'backlog', 'steady', 'scaleout', 'limits'] as const;
+export const SCENARIOS = ['enqueue', 'process', 'defaults', 'spread', 'latency', 'backlog', 'steady', 'scaleout', 'limits', 'flows'] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 
 /** Pool size for a worker of this concurrency, the same for every system (graphile-worker's advice). */

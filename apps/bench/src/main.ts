@@ -25,6 +25,7 @@ import { checkTargets, renderTargets } from './report/targets.js';
 import { backlogScenario } from './scenarios/backlog.js';
 import type { Figures, ScenarioContext } from './scenarios/context.js';
 import { enqueueScenario } from './scenarios/enqueue.js';
+import { flowsScenario, flowsSupported, flowsVariants } from './scenarios/flows.js';
 import { latencyScenario } from './scenarios/latency.js';
 import { limitsScenario, limitsSupported, limitsVariants } from './scenarios/limits.js';
 import { processScenario } from './scenarios/process.js';
@@ -96,6 +97,14 @@ function steps(options: BenchOptions): Step[] {
           out.push({ scenario, label: v.metric, run: (ctx, s) => limitsScenario(ctx, s, v), only });
         }
         break;
+      case 'flows':
+        // Jobs that depend on jobs: only the systems with flows (SystemInfo.flows: not graphile-worker, not the
+        // plain loop), and of those only the ones whose flows can express the shape (BullMQ's trees: no diamond).
+        for (const v of flowsVariants(p)) {
+          const only = options.systems.filter((id) => flowsSupported(SYSTEMS[id], v.shape));
+          out.push({ scenario, label: v.metric, run: (ctx, s) => flowsScenario(ctx, s, v), only });
+        }
+        break;
     }
   }
   return out;
@@ -145,6 +154,9 @@ async function main(): Promise<void> {
     }
     log(`${info.version}; ${Object.entries(info.settings).map(([k, v]) => `${k}=${v}`).join(', ')}`);
     for (const id of options.systems) log(`  ${SYSTEMS[id].label} ${versions[id]}: ${SYSTEMS[id].settings}`);
+    if (options.scenarios.includes('flows')) {
+      for (const id of options.systems) if (SYSTEMS[id].flows) log(`  ${SYSTEMS[id].label}, flows: ${SYSTEMS[id].flows!.settings}`);
+    }
     if (options.statements) await setStatementTracking(server.url, true);
     const plan = steps(options);
     for (let run = 1; run <= options.runs; run++) {

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
+import type { FlowModel } from './adapters/flow-shapes.js';
 import type { SystemId } from './adapters/types.js';
 
 /**
@@ -41,6 +42,23 @@ export interface SystemInfo {
    * way (pg-boss, graphile-worker and BullMQ call pg_notify in their own insert statements: nothing to switch off).
    */
   notifyTriggerTable?: string;
+  /** Jobs that depend on jobs (the flows scenario); absent: the system has none and the scenario skips it. */
+  flows?: SystemFlows;
+}
+
+export interface SystemFlows {
+  /** 'dag': any number of parents per job; 'tree': at most one dependent per job (flow-shapes.ts). */
+  model: FlowModel;
+  /** One row, column busy: is any flow job not finished yet (blocked or waiting on its parents included)? */
+  busySql: string;
+  /**
+   * One row read after the run, from the system's own tables: jobs (rows of the benchmark's queue), completed,
+   * once (completed after exactly one attempt: never retried, never started twice), flows (flows whose last job
+   * completed: a flow row's own status where the system keeps one, else its terminal jobs).
+   */
+  checkSql: string;
+  /** How the scenario configures its flows, for the report. */
+  settings: string;
 }
 
 export type LimitKind = 'global' | 'perKey';
@@ -73,6 +91,18 @@ export const SYSTEMS: Record<SystemId, SystemInfo> = {
     settings:
       'Nest application context, PgQueueModule.forRoot({ connection: { url, poolSize }, queues: { bench: { concurrency, prefetch: 500 - concurrency, batchSize: 500 } } }): claims of up to 500 ahead of free slots (its option for many short jobs, the size of graphile-worker\'s localQueue here); every other option at its default (lease 30 s, heartbeat 10 s, fenced completion, poll 30 s behind LISTEN, sweeper 5 s, pruner 60 s)',
     ...BACKGROUND_JOBS_TABLE,
+    flows: {
+      model: 'dag',
+      // Every flow job waits in 'blocked' (not queued, not processing) until its parents completed; a flow row is open until its last job settles.
+      busySql: `SELECT EXISTS (SELECT 1 FROM background_flows WHERE finished_at IS NULL)
+                    OR EXISTS (SELECT 1 FROM background_jobs WHERE status IN ('queued', 'processing')) AS busy`,
+      // attempts counts the claims that started the handler (a read-ahead claim is charged when it starts).
+      checkSql: `SELECT count(*)::int AS jobs, count(*) FILTER (WHERE status = 'completed')::int AS completed,
+                        count(*) FILTER (WHERE status = 'completed' AND attempts = 1)::int AS once,
+                        (SELECT count(*)::int FROM background_flows WHERE status = 'completed') AS flows
+                 FROM background_jobs WHERE queue_name = 'bench'`,
+      settings: 'QueueService.enqueueFlow (one statement per flow); the same tuned queue (prefetch, batchSize 500); a dependent is unblocked in its last parent\'s settle transaction (the flow trigger); handlers read parents with job.parents()',
+    },
   },
   'pg-boss': {
     id: 'pg-boss',
@@ -89,6 +119,19 @@ export const SYSTEMS: Record<SystemId, SystemInfo> = {
       INSERT INTO pgboss.job (name, data, start_after, keep_until)
       SELECT 'bench', jsonb_build_object('f', g), ${FUTURE_TS}, ${FUTURE_TS} + interval '14 days' FROM generate_series(1, $1::int) AS g`,
     relations: ['pgboss.job_common'],
+    flows: {
+      model: 'dag',
+      // A job waiting on its parents is 'created' with blocked = true: the busy probe above covers it.
+      busySql: `SELECT EXISTS (SELECT 1 FROM pgboss.job WHERE name = 'bench' AND state IN ('created', 'retry', 'active')) AS busy`,
+      // retry_count counts the retries; a completed job with 0 ran one attempt. pg-boss has no flow row: a flow is
+      // completed when its terminal jobs (those no job depends on) are.
+      checkSql: `SELECT count(*)::int AS jobs, count(*) FILTER (WHERE j.state = 'completed')::int AS completed,
+                        count(*) FILTER (WHERE j.state = 'completed' AND j.retry_count = 0)::int AS once,
+                        count(*) FILTER (WHERE j.state = 'completed' AND NOT EXISTS (
+                          SELECT 1 FROM pgboss.job_dependency AS d WHERE d.parent_name = j.name AND d.parent_id = j.id))::int AS flows
+                 FROM pgboss.job AS j WHERE j.name = 'bench'`,
+      settings: 'boss.flow() (one transaction per flow); flowIntervalSeconds: 1 (its minimum; default 5: dependents are unblocked by a background resolver, not by the completion), work({ ...the same loops x batch, perJobResults: true, pollingIntervalSeconds: 0.5, notifyPollingIntervalSeconds: 0.5 }) (minimums: the resolver sends no NOTIFY); handlers read parents with getDependencies + findJobs per parent',
+    },
   },
   'graphile-worker': {
     id: 'graphile-worker',
@@ -139,6 +182,17 @@ export const SYSTEMS: Record<SystemId, SystemInfo> = {
         FROM generate_series(1, $1::int) AS g))`,
     // Its event stream is written for every job (and read by QueueEvents): part of what a job costs it.
     relations: ['bullmq.job', 'bullmq.event'],
+    flows: {
+      model: 'tree',
+      // A parent waits in 'waiting-children' until its children completed.
+      busySql: `SELECT EXISTS (SELECT 1 FROM bullmq.job WHERE queue = 'bench' AND state IN ('waiting', 'active', 'waiting-children', 'delayed')) AS busy`,
+      // attempts_started counts the starts; a flow is completed when its root (the job with no parent) is.
+      checkSql: `SELECT count(*)::int AS jobs, count(*) FILTER (WHERE state = 'completed')::int AS completed,
+                        count(*) FILTER (WHERE state = 'completed' AND attempts_started = 1)::int AS once,
+                        count(*) FILTER (WHERE state = 'completed' AND parent_id IS NULL)::int AS flows
+                 FROM bullmq.job WHERE queue = 'bench'`,
+      settings: 'FlowProducer.add (one tree per call) from the same PostgreSQL backend; trees only: a chain and a fan-in (the fan without its root), no diamond; handlers read children\'s results with job.getChildrenValues()',
+    },
   },
   'pg-queue-defaults': {
     id: 'pg-queue-defaults',

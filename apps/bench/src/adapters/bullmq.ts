@@ -1,8 +1,11 @@
 import { createPostgresBackend, withBackend, type PostgresPoolConfig } from 'bullmq';
+import { flowPlan, type FlowJobPlan, type FlowPayload, type FlowResult } from './flow-shapes.js';
 import { QUEUE, work, type Adapter, type AdapterOptions, type BenchPayload, type RunningSystem } from './types.js';
 
 /** BullMQ's classes bound to its PostgreSQL backend, as its PostgreSQL guide shows for typed jobs. */
-const { Queue, Worker } = withBackend(createPostgresBackend);
+const { Queue, Worker, FlowProducer } = withBackend(createPostgresBackend);
+
+type FlowNode = Parameters<InstanceType<typeof FlowProducer>['add']>[0];
 
 /**
  * BullMQ 6 on its PostgreSQL backend, with what its PostgreSQL guide (https://docs.bullmq.io/guide/postgresql,
@@ -34,12 +37,24 @@ export const bullmqAdapter: Adapter = {
     queue.on('error', (error: Error) => console.error(`[bullmq queue] ${error.message}`));
     await queue.waitUntilReady();
     await applyLimits(queue, options);
-    let worker: InstanceType<typeof Worker<BenchPayload, void, typeof QUEUE>> | undefined;
+    let worker: InstanceType<typeof Worker<BenchPayload, FlowResult | void, typeof QUEUE>> | undefined;
+    const flowEnd = options.onFlowJobEnd;
     if (options.role === 'worker') {
-      worker = new Worker<BenchPayload, void, typeof QUEUE>(
+      worker = new Worker<BenchPayload, FlowResult | void, typeof QUEUE>(
         QUEUE,
         async (job) => {
           options.onJob(job.data);
+          if (flowEnd) {
+            // A flow job: a parent (the dependent) reads its children's results with getChildrenValues (one call).
+            const payload = job.data as FlowPayload;
+            let read = 0;
+            if (payload.p > 0) {
+              const values = (await job.getChildrenValues<FlowResult | null>()) ?? {};
+              read = Object.values(values).filter((value) => typeof value?.r === 'string').length;
+            }
+            flowEnd(payload, read);
+            return { r: payload.r };
+          }
           await work(options.jobMs);
         },
         { connection: connection('worker'), concurrency: options.concurrency },
@@ -47,18 +62,46 @@ export const bullmqAdapter: Adapter = {
       worker.on('error', (error: Error) => console.error(`[bullmq worker] ${error.message}`));
       await worker.waitUntilReady();
     }
+    // The flows scenario's producer side, made on first use (no pool for the other scenarios).
+    let flowProducer: InstanceType<typeof FlowProducer> | undefined;
     return {
       enqueue: async (payload) => void (await queue.add(QUEUE, payload)),
+      // FlowProducer.add: one tree per call, stored in one transaction.
+      enqueueFlow: async (shape, sizes, flow) => {
+        flowProducer ??= new FlowProducer({ connection: connection('flow producer') });
+        await flowProducer.add(flowTree(flowPlan(shape, sizes, 'tree', flow)));
+      },
       // addBulk of independent jobs is one statement (its add_jobs_bulk function), ids returned in order.
       enqueueMany: async (payloads) => (await queue.addBulk(payloads.map((data) => ({ name: QUEUE, data })))).filter((job) => job.id !== undefined).length,
       stop: async () => {
         // close() waits for the jobs in flight to finish, then closes the pool and the LISTEN connection.
         await worker?.close();
+        await flowProducer?.close();
         await queue.close();
       },
     };
   },
 };
+
+/**
+ * A flow planned as a DAG, as BullMQ stores it: a tree whose parent runs after its children. Our dependent is
+ * BullMQ's parent and our parents are its children, so the job nobody depends on is the tree's root. It holds
+ * only when every job has at most one dependent (flowPlan with the 'tree' model makes sure: a chain, a fan-in);
+ * anything else is refused rather than flattened into another shape.
+ */
+function flowTree(jobs: FlowJobPlan[]): FlowNode {
+  const byRef = new Map(jobs.map((job) => [job.ref, job]));
+  const dependents = new Map<string, number>();
+  for (const job of jobs) for (const parent of job.parents) dependents.set(parent, (dependents.get(parent) ?? 0) + 1);
+  if ([...dependents.values()].some((n) => n > 1)) throw new Error('BullMQ flows are trees: a job cannot have two dependents');
+  const roots = jobs.filter((job) => !dependents.has(job.ref));
+  if (roots.length !== 1) throw new Error(`BullMQ flows are trees with one root; this flow has ${roots.length}`);
+  const node = (job: FlowJobPlan): FlowNode => {
+    const base = { name: QUEUE, queueName: QUEUE, data: job.payload };
+    return job.parents.length ? { ...base, children: job.parents.map((ref) => node(byRef.get(ref)!)) } : base;
+  };
+  return node(roots[0]);
+}
 
 /**
  * The limits scenario. BullMQ's limit across instances is the queue's global concurrency, kept in the

@@ -2,6 +2,7 @@ import 'reflect-metadata';
 import { Injectable, Module, type DynamicModule } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { JobHandler, PgQueueModule, QueueService, type Job } from 'nestjs-pg-queue';
+import { flowPlan, type FlowPayload, type FlowResult } from './flow-shapes.js';
 import { QUEUE, work, type Adapter, type AdapterOptions, type BenchPayload, type RunningSystem } from './types.js';
 
 /**
@@ -14,15 +15,32 @@ const IN_HAND = 500;
 /** Where the handler reports to, and how long it works; set once per process before the app boots (one app per child process). */
 let report: (payload: BenchPayload) => void = () => {};
 let jobMs: number | undefined;
+/** Set in the flows scenario only: the handler then runs flow jobs (runFlowJob). */
+let flowJobEnd: ((payload: FlowPayload, parentsRead: number) => void) | undefined;
 
 /** The no-op handler, found by Nest discovery like any app's handler. Concurrency comes from forRoot's `queues`. */
 @Injectable()
 class BenchHandler {
   @JobHandler(QUEUE)
-  async handle(job: Job<BenchPayload>): Promise<void> {
+  async handle(job: Job<BenchPayload>): Promise<FlowResult | void> {
     report(job.payload);
+    if (flowJobEnd) return runFlowJob(job as Job<FlowPayload>, flowJobEnd);
     await work(jobMs);
   }
+}
+
+/**
+ * A flow job: a dependent reads its parents' results as an app would, with `job.parents()` (one query), and
+ * counts those that completed with the result their ref gave; the job returns its own ref as its result.
+ */
+async function runFlowJob(job: Job<FlowPayload>, end: (payload: FlowPayload, parentsRead: number) => void): Promise<FlowResult> {
+  let read = 0;
+  if (job.payload.p > 0) {
+    const parents = await job.parents();
+    read = parents.filter((parent) => parent.status === 'completed' && (parent.result as FlowResult | null)?.r === parent.ref).length;
+  }
+  end(job.payload, read);
+  return { r: job.payload.r };
 }
 
 @Module({})
@@ -68,6 +86,7 @@ export const pgQueueAdapter: Adapter = {
   async start(options: AdapterOptions): Promise<RunningSystem> {
     report = options.onJob;
     jobMs = options.jobMs;
+    flowJobEnd = options.onFlowJobEnd;
     const app = await NestFactory.createApplicationContext(BenchAppModule.forRoot(options), { logger: ['error', 'warn'] });
     const queue = app.get(QueueService);
     const keys = options.limits?.keys;
@@ -81,6 +100,11 @@ export const pgQueueAdapter: Adapter = {
     return {
       enqueue: async (payload) => void (await queue.enqueue(QUEUE, payload)),
       enqueueMany: async (payloads) => (await queue.enqueueMany(payloads.map((payload) => ({ queue: QUEUE, payload })))).length,
+      // Any DAG in one statement: each job names its parents by ref; a job with parents waits, blocked, until they completed.
+      enqueueFlow: async (shape, sizes, flow) =>
+        void (await queue.enqueueFlow({
+          jobs: flowPlan(shape, sizes, 'dag', flow).map((job) => ({ ref: job.ref, queue: QUEUE, payload: job.payload, dependsOn: job.parents })),
+        })),
       stop: () => app.close(),
     };
   },

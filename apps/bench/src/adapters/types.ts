@@ -19,6 +19,8 @@ export const BASELINE_ID = 'pg-queue-base';
 export const DEFAULTS_ID = 'pg-queue-defaults';
 export type SystemId = (typeof SYSTEM_IDS)[number] | typeof BASELINE_ID | typeof DEFAULTS_ID;
 
+import type { FlowPayload, FlowShape, ShapeSizes } from './flow-shapes.js';
+
 /** Every job carries its index; latency jobs also carry the epoch time (ms, sub-ms precision) of their enqueue call. */
 export interface BenchPayload {
   i: number;
@@ -41,6 +43,12 @@ export interface AdapterOptions {
   librarySettings?: 'tuned' | 'defaults';
   /** The limits scenario (systems with SystemInfo.limits): limits across instances, and jobs spread over `keys` concurrency keys. */
   limits?: BenchLimits;
+  /**
+   * The flows scenario (systems with SystemInfo.flows): the handler runs flow jobs (FlowPayload): it reads its
+   * parents' results through the library's own API, calls this with how many it read (right before it returns),
+   * and returns { r: its ref } as its result. A worker started without it runs no flow code at all.
+   */
+  onFlowJobEnd?: (payload: FlowPayload, parentsRead: number) => void;
 }
 
 export interface BenchLimits {
@@ -55,6 +63,11 @@ export interface RunningSystem {
   enqueue(payload: BenchPayload): Promise<void>;
   /** Many jobs in one call of the library's bulk API (one statement for each system), asking for their ids; resolves to how many ids came back. */
   enqueueMany(payloads: BenchPayload[]): Promise<number>;
+  /**
+   * Flow number `flow` of a shape, in one call of the library's flow API (systems with flows only; a tree-model
+   * system gets only the shapes a tree can express, as flow-shapes.ts plans them).
+   */
+  enqueueFlow?(shape: FlowShape, sizes: ShapeSizes, flow: number): Promise<void>;
   /** Graceful stop: running handlers finish, connections close. */
   stop(): Promise<void>;
 }

@@ -1,8 +1,9 @@
+import type { FlowModel, FlowShape, ShapeSizes } from '../adapters/flow-shapes.js';
 import type { BenchLimits, SystemId } from '../adapters/types.js';
 
 /** Parent -> child commands; each gets exactly one reply with the same id. */
 export type Command =
-  | { cmd: 'start'; system: SystemId; url: string; role: 'worker' | 'producer'; concurrency: number; poolSize: number; marks?: number[]; limits?: BenchLimits; jobMs?: number }
+  | { cmd: 'start'; system: SystemId; url: string; role: 'worker' | 'producer'; concurrency: number; poolSize: number; marks?: number[]; limits?: BenchLimits; jobMs?: number; flows?: boolean }
   /** n jobs, one call at a time. */
   | { cmd: 'enqueue-sequential'; n: number }
   /** n jobs split over `callers` concurrent loops of one-at-a-time calls. */
@@ -13,6 +14,10 @@ export type Command =
   | { cmd: 'latency'; n: number; intervalMs: number; timeoutMs: number }
   /** Keeps between `wave` and 2 x `wave` jobs queued (bulk calls of `chunk`) until `total` have run. */
   | { cmd: 'feed'; total: number; wave: number; chunk: number; timeoutMs: number }
+  /** Flows number `from` to `from + flows - 1` of a shape, one flow API call each, from `callers` concurrent loops. */
+  | { cmd: 'enqueue-flows'; shape: FlowShape; sizes: ShapeSizes; from: number; flows: number; callers: number }
+  /** What the flow handlers of flows `from`.. recorded: starts, ends, parents' results read, and job-to-dependent latencies. */
+  | { cmd: 'flow-report'; shape: FlowShape; sizes: ShapeSizes; model: FlowModel; from: number; flows: number }
   | { cmd: 'stats' }
   | { cmd: 'stop' };
 
@@ -40,4 +45,15 @@ export interface TimedResult {
 
 export interface FeedResult extends TimedResult {
   peakRssBytes: number;
+}
+
+export interface FlowReport {
+  /** Distinct flow jobs of these flows whose handler started, and starts beyond the first per job of any flow (a job run twice). */
+  started: number;
+  duplicateStarts: number;
+  /** Parents' results the dependents should have read, and read (completed, with the parent's own result). */
+  parentsExpected: number;
+  parentsRead: number;
+  /** Per dependent: its handler's start minus the latest end of its parents' handlers (ms), in one process's clock. */
+  latencies: number[];
 }

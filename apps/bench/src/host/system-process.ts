@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { BASELINE_ID, type BenchLimits, type SystemId } from '../adapters/types.js';
 import { withClient } from '../db/sql.js';
-import type { Command, Envelope, FeedResult, HostStats, Reply, TimedResult } from './protocol.js';
+import type { Command, Envelope, FeedResult, FlowReport, HostStats, Reply, TimedResult } from './protocol.js';
 
 const HOST = fileURLToPath(new URL('./worker-host.js', import.meta.url));
 
@@ -31,6 +31,8 @@ export interface StartOptions {
   limits?: BenchLimits;
   /** Milliseconds each handler call takes (0 or absent: no-op jobs). */
   jobMs?: number;
+  /** The flows scenario: the handler runs flow jobs and reports their ends. */
+  flows?: boolean;
 }
 
 /** The plain loop runs on nestjs-pg-queue's table: a producer of the library creates it (its migrations) and leaves. */
@@ -87,7 +89,8 @@ export class SystemProcess {
   }
 
   send(command: Extract<Command, { cmd: 'start' }>): Promise<HostStats>;
-  send(command: Extract<Command, { cmd: 'enqueue-sequential' | 'enqueue-concurrent' | 'enqueue-bulk' }>): Promise<TimedResult>;
+  send(command: Extract<Command, { cmd: 'enqueue-sequential' | 'enqueue-concurrent' | 'enqueue-bulk' | 'enqueue-flows' }>): Promise<TimedResult>;
+  send(command: Extract<Command, { cmd: 'flow-report' }>): Promise<FlowReport>;
   send(command: Extract<Command, { cmd: 'latency' }>): Promise<number[]>;
   send(command: Extract<Command, { cmd: 'feed' }>): Promise<FeedResult>;
   send(command: Extract<Command, { cmd: 'stats' | 'stop' }>): Promise<HostStats>;

@@ -28,7 +28,12 @@ async function handle(command: Command): Promise<unknown> {
     case 'start': {
       tracker = new Tracker(command.marks);
       const adapter = await loadAdapter(command.system);
-      system = await adapter.start({ ...command, onJob: tracker.onJob, librarySettings: command.system === DEFAULTS_ID ? 'defaults' : 'tuned' });
+      system = await adapter.start({
+        ...command,
+        onJob: tracker.onJob,
+        librarySettings: command.system === DEFAULTS_ID ? 'defaults' : 'tuned',
+        onFlowJobEnd: command.flows ? tracker.onFlowJobEnd : undefined,
+      });
       return tracker.stats();
     }
     case 'enqueue-sequential':
@@ -85,6 +90,22 @@ async function handle(command: Command): Promise<unknown> {
       const result: FeedResult = { ms: nowMs() - started, n: tracker.handled - base, peakRssBytes: tracker.peakRssBytes };
       return result;
     }
+    case 'enqueue-flows': {
+      // Flows are independent: `callers` loops, each enqueueing one flow per call, as many app requests would.
+      const enqueueFlow = running().enqueueFlow;
+      if (!enqueueFlow) throw new Error('this system has no flows');
+      const end = command.from + command.flows;
+      let next = command.from;
+      return timed(command.flows, async () => {
+        await Promise.all(
+          Array.from({ length: command.callers }, async () => {
+            for (let f = next++; f < end; f = next++) await enqueueFlow(command.shape, command.sizes, f);
+          }),
+        );
+      });
+    }
+    case 'flow-report':
+      return tracker.flowReport(command);
     case 'stats':
       return tracker.stats();
     case 'stop': {

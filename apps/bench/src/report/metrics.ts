@@ -1,5 +1,9 @@
+import { shapeSupport, type FlowShape } from '../adapters/flow-shapes.js';
+import type { SystemId } from '../adapters/types.js';
 import type { Profile } from '../config.js';
+import { flowCount, flowsVariants, lightFlowCount } from '../scenarios/flows.js';
 import { spreadMetric } from '../scenarios/spread.js';
+import { SYSTEMS } from '../systems.js';
 import { sizeLabel } from './format.js';
 
 export interface MetricDef {
@@ -11,6 +15,11 @@ export interface MetricDef {
   digits: number;
   /** Drawn in the chart. */
   chart: boolean;
+  /**
+   * What a system's cell in this row means when it is not the row's measurement (another shape, or none):
+   * the table marks the cell and prints the text under the table.
+   */
+  notes?: Partial<Record<SystemId, string>>;
 }
 
 /** Every row of the table, in order, for the sizes this profile runs. */
@@ -69,7 +78,42 @@ export function metricCatalog(profile: Profile): MetricDef[] {
   defs.push(rate('limits.none', `limits: none (reference), ${where}`));
   for (const n of l.global) defs.push(rate(`limits.global${n}`, `limits: globalConcurrency ${n}, ${where}`));
   defs.push(rate(`limits.perKey1x${l.keys}`, `limits: concurrencyPerKey 1, ${l.keys.toLocaleString('en-US')} keys, ${where}`));
+  for (const v of flowsVariants(profile)) {
+    const notes = flowNotes(v.shape, profile);
+    // A row with a note compares different things (or nothing) for that system: not drawn as bars side by side.
+    const chart = Object.keys(notes).length === 0;
+    const n = flowCount(v.shape, profile).toLocaleString('en-US');
+    const f = profile.flows;
+    const what = v.shape === 'chain' ? `${n} chains of ${f.chainLength}` : v.shape === 'fan' ? `${n} fan-outs of ${f.fanWidth.toLocaleString('en-US')} + fan-in` : `${n} diamonds`;
+    defs.push(
+      { id: v.metric, label: `flows: ${what}, c${v.concurrency}`, unit: 'flows/s', better: 'higher', digits: 1, chart, notes },
+      { ...ms(`${v.metric}.p50`, `  job-to-dependent latency under load p50`, false), notes },
+      { ...ms(`${v.metric}.p99`, `  job-to-dependent latency under load p99`, false), notes },
+      ...(lightFlowCount(v.shape, v.concurrency) > 0
+        ? [
+            { ...ms(`${v.metric}.lightP50`, `  job-to-dependent latency, ${lightFlowCount(v.shape, v.concurrency)} flows at once, p50`, chart), notes },
+            { ...ms(`${v.metric}.lightP99`, `  job-to-dependent latency, ${lightFlowCount(v.shape, v.concurrency)} flows at once, p99`, false), notes },
+          ]
+        : []),
+      { id: `${v.metric}.enqueue`, label: `  enqueue, 8 callers, one flow per call`, unit: 'flows/s', better: 'higher', digits: 0, chart: false, notes },
+    );
+  }
   return defs;
+}
+
+/** Systems with flows that cannot run a shape as planned (BullMQ's trees): what their cell holds instead. */
+function flowNotes(shape: FlowShape, profile: Profile): Partial<Record<SystemId, string>> {
+  const notes: Partial<Record<SystemId, string>> = {};
+  for (const system of Object.values(SYSTEMS)) {
+    if (!system.flows) continue;
+    const support = shapeSupport(shape, system.flows.model);
+    if (support === 'fanInOnly') {
+      notes[system.id] = `the fan-in alone (${profile.flows.fanWidth.toLocaleString('en-US')} jobs, then the sink; no root): its flows are trees, a job has one parent, so one root cannot fan out; no ratio (n/c): not the same shape`;
+    } else if (support === 'no') {
+      notes[system.id] = `not expressible: its flows are trees (a job has one parent), and a diamond's top has two dependents`;
+    }
+  }
+  return notes;
 }
 
 /** Sanity counters: handler calls beyond the job count (a job run twice). Expected 0 everywhere. */

@@ -32,6 +32,15 @@ export function renderTable(defs: MetricDef[], aggregates: Aggregates, ratios: R
   const showRatios = systems.includes(OURS);
   const header = ['metric', 'unit', ...systems.map((s) => SYSTEMS[s].label), ...(showRatios ? peers.map((p) => `ours/${SYSTEMS[p].label}`) : [])];
   const rows: string[][] = [];
+  // Cell notes (MetricDef.notes), numbered in order of first use and printed under the table.
+  const noteTexts: string[] = [];
+  const mark = (def: MetricDef, s: SystemId): string => {
+    const text = def.notes?.[s];
+    if (text === undefined) return '';
+    const full = `${SYSTEMS[s].label}: ${text}`;
+    if (!noteTexts.includes(full)) noteTexts.push(full);
+    return ` [${noteTexts.indexOf(full) + 1}]`;
+  };
   for (const def of defs) {
     if (!aggregates[def.id]) continue;
     const measured = (s: SystemId) => aggregates[def.id][s] !== undefined;
@@ -39,11 +48,13 @@ export function renderTable(defs: MetricDef[], aggregates: Aggregates, ratios: R
     rows.push([
       def.label,
       `${def.unit}${arrow}`,
-      ...systems.map((s) => cell(aggregates[def.id][s], def.digits)),
-      ...(showRatios ? peers.map((p) => (def.better === 'info' || !measured(p) || !measured(OURS) ? '' : ratioCell(ratios[def.id]?.[p]))) : []),
+      ...systems.map((s) => `${cell(aggregates[def.id][s], def.digits)}${mark(def, s)}`),
+      // A noted cell is another measurement than ours (BullMQ's fan-in alone): no ratio ("n/c", not comparable).
+      ...(showRatios ? peers.map((p) => (def.better === 'info' || !measured(p) || !measured(OURS) ? '' : def.notes?.[p] ? `n/c${mark(def, p)}` : ratioCell(ratios[def.id]?.[p]))) : []),
     ]);
   }
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
   const line = (cells: string[]) => cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
-  return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n');
+  const notes = noteTexts.map((text, i) => `[${i + 1}] ${text}`);
+  return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line), ...(notes.length ? ['', ...notes] : [])].join('\n');
 }
