@@ -218,8 +218,13 @@ export class QueueService {
       throw new PgQueueError(INVALID_OPTION('enqueueFlow', 'name', name, 'a non-empty string of at most 200 characters'));
     }
     const plan = await this.flowKit.plan('enqueueFlow', spec.jobs);
-    // One producer span for the call, whose context every job of the flow carries: the flow is one trace.
-    const { flowId, ids } = await traceEnqueue(batchCall('enqueueFlow', plan.rows), (trace) => this.store.flows.insertFlow(name, plan, options.manager, trace));
+    // One producer span for the call, whose context every job of the flow carries: the flow is one trace. Woken as
+    // enqueueMany is (a deferred NOTIFY without a manager), for the queues of the jobs that can run now.
+    const { flowId, ids } = await this.woken(
+      options.manager,
+      plan.rows.filter((row) => !row.blocked),
+      (wake) => traceEnqueue(batchCall('enqueueFlow', plan.rows), (trace) => this.store.flows.insertFlow(name, plan, options.manager, trace, wake)),
+    );
     return { id: flowId, jobs: Object.fromEntries(plan.rows.map((row, i) => [row.ref, ids[i]])) };
   }
 

@@ -50,7 +50,7 @@ describe('invalid set-up stops the boot with a clear error', () => {
   it('refuses an @OnJobEvent listener on a request-scoped provider, and an unknown event name', async () => {
     await expect(startApp(url, { providers: [PerRequestListener], logLevels: [] })).rejects.toThrow(/@OnJobEvent PerRequestListener.onCompleted is on a request-scoped/);
     await expect(startApp(url, { providers: [UnknownEvent], logLevels: [] })).rejects.toThrow(
-      '@OnJobEvent on UnknownEvent.onFinished: unknown event "finished"; known events: active, completed, failed, retrying, dead, cancelled, lease-lost.',
+      '@OnJobEvent on UnknownEvent.onFinished: unknown event "finished"; known events: active, completed, failed, retrying, dead, cancelled, lease-lost, flow-finished.',
     );
   });
   it('refuses an invalid maxResultBytes', async () => {

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { describe, expect, it } from '@jest/globals';
 import { DataSource } from 'typeorm';
-import { JobEvents, JobHandler, MaintenanceScheduler, PgQueueError, QueueService, type FlowRecord, type Job, type JobEvent } from 'nestjs-pg-queue';
+import { JobEvents, JobHandler, JobStore, MaintenanceScheduler, PgQueueError, QueueService, type FlowRecord, type Job, type JobEvent } from 'nestjs-pg-queue';
 import { useTestApp, waitFor } from './support/test-app.js';
 
 interface Step {
@@ -366,6 +366,22 @@ describe('flows with the rest of the library', () => {
     } finally {
       await queue().resume('fl-step');
     }
+  });
+
+  it('a parent whose lease was lost cannot unblock its children: its late completion is fenced out', async () => {
+    const store = t.app.get(JobStore);
+    const flow = await queue().enqueueFlow({ jobs: [{ ref: 'a', queue: 'fl-fence', payload: {} }, { ref: 'b', queue: 'fl-step', payload: { tag: 'fence-b' }, dependsOn: ['a'] }] });
+    const first = await store.claimJobs('fl-fence', 1, 'w-stale', 60_000);
+    // Swept (its worker froze past the lease) and claimed again by another worker.
+    await t.db.query(`UPDATE background_jobs SET status = 'queued', lease_expires_at = NULL WHERE id = $1`, [flow.jobs.a]);
+    const second = await store.claimJobs('fl-fence', 1, 'w-live', 60_000);
+    expect(second.jobs.map((j) => j.id)).toEqual([flow.jobs.a]);
+    expect(await store.completeJobs('w-stale', first.jobs)).toEqual(new Set([flow.jobs.a]));
+    await new Promise((r) => setTimeout(r, 200));
+    expect((await queue().get(flow.jobs.b))?.status).toBe('blocked');
+    expect(await store.completeJobs('w-live', second.jobs)).toEqual(new Set());
+    expect((await flowDone(flow.id)).status).toBe('completed');
+    expect(await runsOf(['fence-b'])).toEqual([{ tag: 'fence-b', n: 1 }]);
   });
 
   it('a live job of a flow deleted (a dashboard or CLI delete) counts as cancelled: its dependents end, the flow fails', async () => {

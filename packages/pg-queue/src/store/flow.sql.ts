@@ -1,7 +1,7 @@
 // The SQL of flows (docs/guides/flows.md): the functions and trigger the Flows migration creates, and the statements
 // FlowStore runs. All times from the database clock.
 import { JOBS_CHANNEL } from '../pg-queue.constants.js';
-import { CANCEL_CHANNEL, DONE_CHANNEL, RETENTION_CAP_MS } from './job.sql.js';
+import { CANCEL_CHANNEL, DEFER_WAKE, DONE_CHANNEL, RETENTION_CAP_MS, type Wake } from './job.sql.js';
 
 /** The statuses in which a job of a flow can still run (the flow is not over while one of its jobs is in one). */
 const LIVE = `('queued', 'processing', 'blocked')`;
@@ -227,8 +227,10 @@ const FLOW_INPUT = (first: number) => `
                                unnest($${first + 4}::int[]), unnest($${first + 5}::timestamptz[]), unnest($${first + 6}::int8[]), unnest($${first + 7}::text[]),
                                unnest($${first + 8}::text[]), jsonb_array_elements($${first + 9}::jsonb), unnest($${first + 10}::boolean[]))
         WITH ORDINALITY AS t(ref, q, p, pr, ma, ra, d, ck, uk, comp, blocked, ord)
+    ), seq AS (
+      SELECT pg_get_serial_sequence('background_jobs', 'id')::regclass AS s
     ), ids AS MATERIALIZED (
-      SELECT i.ord, nextval(pg_get_serial_sequence('background_jobs', 'id')::regclass) AS id FROM input AS i ORDER BY i.ord
+      SELECT i.ord, nextval((SELECT s FROM seq)) AS id FROM input AS i ORDER BY i.ord
     )`;
 
 // trace_context: a flow is one trace. Its jobs carry the enqueueFlow call's producer span, a spawned job its
@@ -238,16 +240,20 @@ const flowJobValues = (flowId: string, ref: string, trace: string) => `
       n.id, i.q, i.p, i.pr, i.ma, coalesce(i.ra, now() + i.d ${MS}), i.ck, i.uk,
       CASE WHEN i.blocked THEN 'blocked' ELSE 'queued' END::background_job_status, ${flowId}, ${ref}, nullif(i.comp, 'null'::jsonb), ${trace}`;
 
-export const FLOW_SQL = {
-  // enqueueFlow: the flow row, every job, every edge, in one statement ($1 name, $2.. the jobs, $13 edges, $14 the
-  // trace context or NULL).
-  insertFlow: `
+/**
+ * enqueueFlow: the flow row, every job, every edge, in one statement ($1 name, $2.. the jobs, $13 edges, $14 the
+ * trace context or NULL). `wake`: as for the plain inserts (job.sql.ts, Wake): 'deferred' skips the insert trigger's
+ * NOTIFY, and QueueService wakes the queues of the flow's unblocked jobs after the commit.
+ */
+function insertFlow(wake: Wake): string {
+  return `
     WITH flow AS (
       INSERT INTO background_flows (name) VALUES ($1) RETURNING id
     ), ${FLOW_INPUT(2)}, jobs AS (
       INSERT INTO background_jobs (${FLOW_JOB_COLUMNS})
       SELECT ${flowJobValues('(SELECT id FROM flow)', 'i.ref', '$14::jsonb')}
-      FROM input AS i JOIN ids AS n ON n.ord = i.ord
+      FROM input AS i JOIN ids AS n ON n.ord = i.ord${wake === 'deferred' ? `
+      WHERE ${DEFER_WAKE}` : ''}
       ORDER BY i.ord
       RETURNING id
     ), edges AS (
@@ -256,7 +262,12 @@ export const FLOW_SQL = {
       FROM jsonb_to_recordset($13::jsonb) AS e(parent int, child int, policy text)
       JOIN ids AS p ON p.ord = e.parent JOIN ids AS c ON c.ord = e.child
     )
-    SELECT (SELECT id FROM flow) AS flow_id, n.id FROM ids AS n ORDER BY n.ord`,
+    SELECT (SELECT id FROM flow) AS flow_id, n.id FROM ids AS n ORDER BY n.ord`;
+}
+
+export const FLOW_SQL = {
+  insertFlow: insertFlow('trigger'),
+  insertFlowWakeDeferred: insertFlow('deferred'),
 
   // A completion that adds children to the job's flow (job.spawn): fenced like completeJobs ($1 worker, $2 id, $3
   // token, $4 result, $5 progress); the children ($6.., refs prefixed with the parent's) and their edges ($17) are

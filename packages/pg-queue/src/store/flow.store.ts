@@ -5,6 +5,7 @@ import type { CompensatedJob, FinishedFlow, FlowEdge, FlowJobRecord, FlowRecord,
 import type { FlowEdgeRow, FlowPlan } from '../flows/plan-flow.js';
 import type { JobStatus } from '../interfaces/job.interface.js';
 import { FLOW_SQL } from './flow.sql.js';
+import type { Wake } from './job.sql.js';
 import type { CompletedAttempt } from './job.store.js';
 import { managerQuery } from './manager-query.js';
 
@@ -34,11 +35,11 @@ export class FlowStore {
    * Every job and edge of a flow in one statement. In the caller's transaction, inside a savepoint: a refused flow
    * (a unique key already held) leaves the caller's transaction usable, with nothing of the flow in it.
    */
-  async insertFlow(name: string | null, plan: FlowPlan, manager?: EntityManager, trace?: string): Promise<{ flowId: string; ids: string[] }> {
+  async insertFlow(name: string | null, plan: FlowPlan, manager?: EntityManager, trace?: string, wake: Wake = 'trigger'): Promise<{ flowId: string; ids: string[] }> {
     const values = [name, ...flowColumns(plan), edgesJson(plan.edges), trace ?? null];
     let rows: { flow_id: string; id: string }[];
     try {
-      if (!manager) rows = await this.run('insertFlow', values);
+      if (!manager) rows = await this.run(wake === 'deferred' ? 'insertFlowWakeDeferred' : 'insertFlow', values);
       else if (!manager.queryRunner?.isTransactionActive) rows = await managerQuery(manager, FLOW_SQL.insertFlow, values);
       else {
         await managerQuery(manager, 'SAVEPOINT pg_queue_flow', []);

@@ -318,7 +318,7 @@ export type Wake = 'trigger' | 'deferred';
  * first row (also when it inserts none), so before the AFTER STATEMENT trigger reads it; the trigger clears it
  * (migration DeferredWakeUps1764590000000). A bare set_config() in WHERE would run once per row (volatile).
  */
-const DEFER_WAKE = `(SELECT set_config('${WAKE_SETTING}', 'deferred', true)) IS NOT NULL`;
+export const DEFER_WAKE = `(SELECT set_config('${WAKE_SETTING}', 'deferred', true)) IS NOT NULL`;
 
 function insertJob(traced: boolean, wake: Wake): string {
   if (wake === 'deferred') {
