@@ -68,7 +68,7 @@ describe('a claim answered after the process stalled', () => {
     await new Promise((r) => setTimeout(r, 1_200)); // past the 1 s lease
     // The other instance sweeps (its sweeper would, every 5 s) and runs them.
     b = await startApp(url, { providers: [HandlersB], queue: { workerId: 'b', maintenance: { enabled: false } } });
-    expect(await b.get(JobStore).rescueExpiredLeases()).toEqual({ held: true, requeued: 3, failed: 0 });
+    expect(await b.get(JobStore).rescueExpiredLeases()).toEqual({ held: true, requeued: 3, failed: 0, openFlows: false });
     await waitFor('b ran the three jobs', async () => (await db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE id = ANY($1) AND status = 'completed'`, [ids])).rows[0].n === 3);
     release();
     await new Promise((r) => setTimeout(r, 500)); // a would have started them by now

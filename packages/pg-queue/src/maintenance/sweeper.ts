@@ -20,13 +20,13 @@ export class Sweeper {
   ) {}
 
   async runOnce(): Promise<SweepResult> {
-    const { held, requeued, failed } = await this.store.rescueExpiredLeases();
+    const { held, requeued, failed, openFlows } = await this.store.rescueExpiredLeases();
     if (requeued + failed > 0) {
       this.logger.warn(`sweeper: ${requeued} job(s) with an expired lease put back in the queue, ${failed} dead-lettered (no attempts left)`);
     }
     // Flows' safety net (store/flow.sql.ts): what a worker that died between its settle's commit and its second look
     // left undone. On the instance whose pass holds the sweep lock only; two at once would be correct, just redundant.
-    if (held) {
+    if (held && openFlows) {
       const stranded = await this.store.flows.rescueStranded();
       if (stranded.unblocked + stranded.cancelled + stranded.settled > 0) {
         this.logger.warn(`sweeper: flows: ${stranded.unblocked} dependent job(s) unblocked, ${stranded.cancelled} job(s) of failed flows cancelled, ${stranded.settled} flow(s) settled that no worker had finished`);

@@ -619,7 +619,10 @@ export const SQL = {
       count(*) FILTER (WHERE status = 'failed')::int AS failed,
       (SELECT count(pg_notify('${JOBS_CHANNEL}', q.queue_name))
        FROM (SELECT DISTINCT queue_name FROM rescued WHERE status = 'queued') AS q) AS notified,
-      (SELECT count(pg_notify('${DONE_CHANNEL}', w.id || ':failed')) FROM rescued AS w WHERE w.awaited AND w.status = 'failed') AS waiters_told
+      (SELECT count(pg_notify('${DONE_CHANNEL}', w.id || ':failed')) FROM rescued AS w WHERE w.awaited AND w.status = 'failed') AS waiters_told,
+      -- Whether the flows' safety net has anything to look at (every blocked job and failing flow belongs to an
+      -- unfinished flow): an app without flows pays one index probe here, not the net's statements.
+      EXISTS (SELECT 1 FROM background_flows WHERE finished_at IS NULL) AS open_flows
     FROM rescued`,
 
   // Pruner: one bounded batch per statement keeps each transaction short; a flow's jobs go only once the flow has

@@ -367,9 +367,9 @@ export class JobStore {
   }
 
   /** held=false: another instance is sweeping right now. */
-  async rescueExpiredLeases(): Promise<{ held: boolean; requeued: number; failed: number }> {
-    const [row] = await this.run<{ held: boolean | null; requeued: number; failed: number }>('rescueExpiredLeases', []);
-    return { held: row.held !== false, requeued: row.requeued, failed: row.failed };
+  async rescueExpiredLeases(): Promise<{ held: boolean; requeued: number; failed: number; openFlows: boolean }> {
+    const [row] = await this.run<{ held: boolean | null; requeued: number; failed: number; open_flows: boolean }>('rescueExpiredLeases', []);
+    return { held: row.held !== false, requeued: row.requeued, failed: row.failed, openFlows: row.open_flows };
   }
 
   async deleteFinishedBefore(statuses: JobStatus[], olderThanMs: number, limit: number): Promise<{ held: boolean; deleted: number }> {
