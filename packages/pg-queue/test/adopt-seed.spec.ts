@@ -53,9 +53,8 @@ describe('adopting the seed application’s background_jobs table (issue 13 item
       expect(await queue.cancel(later)).toBe('cancelled');
       expect(await app.get(MaintenanceScheduler).pruner.runOnce()).toMatchObject({ ran: true, completed: 1 });
 
-      // The seed's NOTIFY trigger gave way to ours; the flow trigger came with the Flows migration.
       const triggers = await db.query(`SELECT tgname FROM pg_trigger WHERE tgrelid = 'background_jobs'::regclass AND NOT tgisinternal ORDER BY 1`);
-      expect(triggers.rows).toEqual([{ tgname: 'background_jobs_flow' }, { tgname: 'background_jobs_flow_deleted' }, { tgname: 'background_jobs_notify' }]);
+      expect(triggers.rows).toEqual([{ tgname: 'background_jobs_notify' }]);
       const indexes = await db.query(`SELECT indexname FROM pg_indexes WHERE tablename = 'background_jobs' ORDER BY 1`);
       expect(indexes.rows.map((r) => r.indexname)).toEqual([
         'background_jobs_claim_idx',

@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { describe, expect, it } from '@jest/globals';
 import { DataSource } from 'typeorm';
 import { JobEvents, JobHandler, JobStore, MaintenanceScheduler, PgQueueError, QueueService, type FlowRecord, type Job, type JobEvent } from 'nestjs-pg-queue';
+import { AdminStore } from '../src/store/admin.store.js';
 import { useTestApp, waitFor } from './support/test-app.js';
 
 interface Step {
@@ -386,7 +387,9 @@ describe('flows with the rest of the library', () => {
 
   it('a live job of a flow deleted (a dashboard or CLI delete) counts as cancelled: its dependents end, the flow fails', async () => {
     const flow = await queue().enqueueFlow({ jobs: [{ ref: 'a', queue: 'fl-step', payload: { tag: 'del-a' }, delayMs: 3_600_000 }, { ref: 'b', queue: 'fl-step', payload: { tag: 'del-b' }, dependsOn: ['a'] }] });
-    await t.db.query(`DELETE FROM background_jobs WHERE id = $1`, [flow.jobs.a]);
+    // The statement of the dashboard's and the CLI's delete.
+    const deleted = await new AdminStore(t.db).bulkBatch('delete', { ids: [flow.jobs.a], statuses: ['queued'] }, '0', 100);
+    expect(deleted.changed).toBe(1);
     const done = await flowDone(flow.id);
     expect(done.status).toBe('failed');
     expect(done.reason).toBe(`job ${flow.jobs.a} (a) was deleted`);
@@ -395,14 +398,9 @@ describe('flows with the rest of the library', () => {
 
   it("the sweeper unblocks a child whose last parent's worker died between its commit and its second look", async () => {
     const flow = await queue().enqueueFlow({ jobs: [{ ref: 'a', queue: 'fl-step', payload: { tag: 'net-a' }, delayMs: 3_600_000 }, { ref: 'b', queue: 'fl-step', payload: { tag: 'net-b' }, dependsOn: ['a'] }] });
-    // What the race leaves: the parent completed and its edge resolved, the child still blocked (trigger off for it).
-    await t.db.query(`ALTER TABLE background_jobs DISABLE TRIGGER background_jobs_flow`);
-    try {
-      await t.db.query(`UPDATE background_jobs SET status = 'completed', finished_at = now() WHERE id = $1`, [flow.jobs.a]);
-      await t.db.query(`UPDATE background_job_deps SET done = true WHERE parent_id = $1`, [flow.jobs.a]);
-    } finally {
-      await t.db.query(`ALTER TABLE background_jobs ENABLE TRIGGER background_jobs_flow`);
-    }
+    // What the race leaves: the parent completed and its edge resolved, the child still blocked (raw SQL runs no flow step).
+    await t.db.query(`UPDATE background_jobs SET status = 'completed', finished_at = now() WHERE id = $1`, [flow.jobs.a]);
+    await t.db.query(`UPDATE background_job_deps SET done = true WHERE parent_id = $1`, [flow.jobs.a]);
     await new Promise((r) => setTimeout(r, 200));
     expect((await queue().get(flow.jobs.b))?.status).toBe('blocked');
     await t.app.get(MaintenanceScheduler).sweeper.runOnce();

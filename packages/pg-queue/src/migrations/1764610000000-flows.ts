@@ -1,6 +1,6 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
 import { createIndexConcurrently, dropIndexConcurrently } from './concurrent-index.js';
-import { FLOW_DELETE_TRIGGER, FLOW_FUNCTIONS, FLOW_TRIGGER } from '../store/flow.sql.js';
+import { FLOW_FUNCTIONS } from '../store/flow.sql.js';
 
 /**
  * Flows (docs/guides/flows.md): jobs that depend on jobs.
@@ -15,10 +15,11 @@ import { FLOW_DELETE_TRIGGER, FLOW_FUNCTIONS, FLOW_TRIGGER } from '../store/flow
  * - On background_jobs: `flow_id`, `flow_ref` (the job's name in its flow), `compensate` (the job to run if the flow
  *   fails after this one completed) and `compensates` (set on a compensation job: the job it undoes). Nullable
  *   without a default: catalog-only. Two partial indexes cover flow jobs only, so a plain job pays no entry.
- * - The flow trigger (AFTER UPDATE, per row, `WHEN` the row belongs to a flow and reached or left a final status):
- *   every statement that finishes a job (the workers' settles, the sweeper, cancel, the dashboard, raw SQL) moves the
- *   flow on, in the same transaction, fenced as that statement is. A plain job's update tests the WHEN only. A second
- *   trigger treats a live flow job that is deleted (a dashboard or CLI delete) as cancelled.
+ * - The flow functions (store/flow.sql.ts): every statement of the queue that ends a job, or takes one out of a final
+ *   status (the workers' settles, the sweeper, cancel, retry, the dashboard's and CLI's bulk actions and deletes),
+ *   calls pg_queue_flow_step for its rows of flows, in the same statement, so the flow moves on fenced as that
+ *   statement is. Not a trigger: an AFTER ROW UPDATE trigger made PostgreSQL fetch every updated row's old version,
+ *   claims and heartbeats included, whatever its WHEN said (5% of no-op throughput; docs/performance.md, Flows).
  * The enum value is added outside a transaction: PostgreSQL refuses to use a value added in the same transaction.
  * `down` drops everything but the enum value (PostgreSQL cannot drop one); no row keeps it after the drop.
  */
@@ -64,17 +65,11 @@ export class Flows1764610000000 implements MigrationInterface {
     // The sweeper's safety net reads blocked jobs through this one (status first); every blocked job is a flow job.
     await createIndexConcurrently(q, 'background_jobs_flow_status_idx', `ON background_jobs (status, id) WHERE flow_id IS NOT NULL`);
     for (const statement of FLOW_FUNCTIONS) await q.query(statement);
-    await q.query(`DROP TRIGGER IF EXISTS background_jobs_flow ON background_jobs`);
-    await q.query(FLOW_TRIGGER);
-    await q.query(`DROP TRIGGER IF EXISTS background_jobs_flow_deleted ON background_jobs`);
-    await q.query(FLOW_DELETE_TRIGGER);
   }
 
   async down(q: QueryRunner): Promise<void> {
-    await q.query(`DROP TRIGGER IF EXISTS background_jobs_flow ON background_jobs`);
-    await q.query(`DROP TRIGGER IF EXISTS background_jobs_flow_deleted ON background_jobs`);
-    await q.query(`DROP FUNCTION IF EXISTS background_jobs_flow_step() CASCADE`);
-    await q.query(`DROP FUNCTION IF EXISTS background_jobs_flow_deleted() CASCADE`);
+    await q.query(`DROP FUNCTION IF EXISTS pg_queue_flow_step(bigint, bigint, text, bigint, text, text)`);
+    await q.query(`DROP FUNCTION IF EXISTS pg_queue_flow_deleted(bigint, bigint, text, bigint)`);
     await q.query(`DROP FUNCTION IF EXISTS pg_queue_flow_job_ended(bigint, bigint, text, bigint, boolean, text)`);
     await q.query(`DROP FUNCTION IF EXISTS pg_queue_flow_settle(bigint)`);
     await q.query(`DROP FUNCTION IF EXISTS pg_queue_flow_unblock(bigint)`);

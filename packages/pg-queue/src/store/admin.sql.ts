@@ -4,7 +4,7 @@
 // on millions of rows is many short statements, each holding its row locks for one batch only. They are sent
 // unnamed (planned per call), so PostgreSQL folds away the filters that are not given (NULL IS NULL).
 import { JOBS_CHANNEL } from '../pg-queue.constants.js';
-import { CANCEL_CHANNEL } from './job.sql.js';
+import { CANCEL_CHANNEL, stepFlows } from './job.sql.js';
 import { shownStatus, shownStatusIn } from './shown-status.sql.js';
 
 const MS = `* interval '1 millisecond'`;
@@ -70,10 +70,10 @@ export const ADMIN_SQL = {
         AND (r.unique_key IS NULL OR (r.rn = 1 AND NOT EXISTS (
           SELECT 1 FROM background_jobs AS h
           WHERE h.queue_name = r.queue_name AND h.unique_key = r.unique_key AND h.status IN ('queued', 'processing'))))
-      RETURNING j.id, j.queue_name
+      RETURNING j.id, j.queue_name, j.flow_id, j.flow_ref, j.compensates
     )
     SELECT (SELECT count(*)::int FROM batch) AS seen, (SELECT max(id)::text FROM batch) AS last_id,
-      (SELECT count(*)::int FROM retried) AS changed,
+      (SELECT count(*)::int FROM retried) AS changed, ${stepFlows('retried', `'failed'`, `'queued'`)} AS flows_stepped,
       (SELECT count(pg_notify('${JOBS_CHANNEL}', q.queue_name)) FROM (SELECT DISTINCT queue_name FROM retried) AS q) AS notified`,
 
   // As cancelJob (job.sql.ts), for a batch: running jobs' workers are told through NOTIFY to abort that claim.
@@ -83,19 +83,23 @@ export const ADMIN_SQL = {
       SET status = 'cancelled', buffered = false, finished_at = now(), lease_expires_at = NULL, updated_at = now()
       FROM batch AS b
       WHERE j.id = b.id AND b.was IN ('queued', 'processing')
-      RETURNING j.id, j.fence_token, b.was
+      RETURNING j.id, j.fence_token, b.was, j.flow_id, j.flow_ref, j.compensates
     )
     SELECT (SELECT count(*)::int FROM batch) AS seen, (SELECT max(id)::text FROM batch) AS last_id,
-      (SELECT count(*)::int FROM cancelled) AS changed,
+      (SELECT count(*)::int FROM cancelled) AS changed, ${stepFlows('cancelled', 'w.was::text', `'cancelled'`)} AS flows_stepped,
       (SELECT count(pg_notify('${CANCEL_CHANNEL}', c.id || ':' || c.fence_token)) FROM cancelled AS c WHERE c.was = 'processing') AS notified`,
 
   // Running jobs are never deleted (the caller leaves 'processing' out of $4): cancel them first.
   deleteJobs: `
     WITH ${LOCKED_BATCH}, deleted AS (
-      DELETE FROM background_jobs AS j USING batch AS b WHERE j.id = b.id AND b.was <> 'processing' RETURNING j.id
+      DELETE FROM background_jobs AS j USING batch AS b WHERE j.id = b.id AND b.was <> 'processing'
+      RETURNING j.id, b.was, j.flow_id, j.flow_ref, j.compensates
     )
     SELECT (SELECT count(*)::int FROM batch) AS seen, (SELECT max(id)::text FROM batch) AS last_id,
-      (SELECT count(*)::int FROM deleted) AS changed`,
+      (SELECT count(*)::int FROM deleted) AS changed,
+      -- a deleted job of a flow that could still run is, to its flow, a cancelled one
+      (SELECT count(pg_queue_flow_deleted(w.id, w.flow_id, w.flow_ref, w.compensates))
+       FROM (SELECT * FROM deleted AS w WHERE w.flow_id IS NOT NULL AND w.was IN ('queued', 'blocked') ORDER BY w.id) AS w) AS flows_stepped`,
 
   // doctor: the queue's indexes and whether each is valid (a CREATE INDEX CONCURRENTLY that failed leaves an
   // INVALID one, which costs writes and serves no read).

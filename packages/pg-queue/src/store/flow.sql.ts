@@ -1,7 +1,7 @@
-// The SQL of flows (docs/guides/flows.md): the functions and trigger the Flows migration creates, and the statements
+// The SQL of flows (docs/guides/flows.md): the functions the Flows migration creates, and the statements
 // FlowStore runs. All times from the database clock.
 import { JOBS_CHANNEL } from '../pg-queue.constants.js';
-import { CANCEL_CHANNEL, DEFER_WAKE, DONE_CHANNEL, RETENTION_CAP_MS, type Wake } from './job.sql.js';
+import { CANCEL_CHANNEL, DEFER_WAKE, DONE_CHANNEL, RETENTION_CAP_MS, stepFlows, type Wake } from './job.sql.js';
 
 /** The statuses in which a job of a flow can still run (the flow is not over while one of its jobs is in one). */
 const LIVE = `('queued', 'processing', 'blocked')`;
@@ -128,12 +128,15 @@ export const FLOW_FUNCTIONS: readonly string[] = [
     FOR e IN UPDATE background_job_deps SET done = true WHERE parent_id = jid AND NOT done AND on_failure = 'continue' RETURNING child_id LOOP
       PERFORM pg_queue_flow_unblock(e.child_id);
     END LOOP;
-    -- Dependents end as their policy says, naming this job (their own dependents follow, through this trigger).
-    UPDATE background_jobs AS c
-    SET status = CASE WHEN d.on_failure = 'cancel' OR cancelled THEN 'cancelled' ELSE 'failed' END::background_job_status,
-        finished_at = now(), updated_at = now(), last_error = format('parent job %s (%s) %s', jid, coalesce(ref, '?'), what)
-    FROM background_job_deps AS d
-    WHERE d.parent_id = jid AND NOT d.done AND d.on_failure <> 'continue' AND c.id = d.child_id AND c.status = 'blocked';
+    -- Dependents end as their policy says, naming this job; their own dependents follow, one step each.
+    FOR e IN UPDATE background_jobs AS c
+             SET status = CASE WHEN d.on_failure = 'cancel' OR cancelled THEN 'cancelled' ELSE 'failed' END::background_job_status,
+                 finished_at = now(), updated_at = now(), last_error = format('parent job %s (%s) %s', jid, coalesce(ref, '?'), what)
+             FROM background_job_deps AS d
+             WHERE d.parent_id = jid AND NOT d.done AND d.on_failure <> 'continue' AND c.id = d.child_id AND c.status = 'blocked'
+             RETURNING c.id, c.flow_ref, c.compensates, c.status LOOP
+      PERFORM pg_queue_flow_job_ended(e.id, fid, e.flow_ref, e.compensates, e.status = 'cancelled', CASE e.status WHEN 'failed' THEN 'failed' ELSE 'was cancelled' END);
+    END LOOP;
     IF failing THEN
       -- Nothing else of a failed flow starts: its queued and blocked jobs are cancelled, and so are those read ahead
       -- into a worker's buffer (their holder is told, as for cancel()); running jobs finish, and are compensated.
@@ -146,78 +149,60 @@ export const FLOW_FUNCTIONS: readonly string[] = [
       WHERE flow_id = fid AND compensates IS NULL AND (status IN ('queued', 'blocked') OR (status = 'processing' AND buffered));
     END IF;
   END $$`,
-  // The flow trigger's function: a job of a flow reached a final status (or was retried out of one).
+  // A flow's next step after one of its jobs reached a final status (or was retried out of one): called by every
+  // statement that does that, for its rows of flows (FLOW_STEPS in job.sql.ts), after its own writes (a VOLATILE
+  // function sees the changes of the statement that calls it).
   `
-  CREATE OR REPLACE FUNCTION background_jobs_flow_step() RETURNS trigger LANGUAGE plpgsql AS $$
+  CREATE OR REPLACE FUNCTION pg_queue_flow_step(jid bigint, fid bigint, ref text, comp bigint, old_status text, new_status text) RETURNS boolean LANGUAGE plpgsql AS $$
   DECLARE
     e record;
   BEGIN
-    IF NEW.status = 'completed' THEN
-      FOR e IN UPDATE background_job_deps SET done = true WHERE parent_id = NEW.id AND NOT done RETURNING child_id LOOP
+    IF new_status = 'completed' THEN
+      FOR e IN UPDATE background_job_deps SET done = true WHERE parent_id = jid AND NOT done RETURNING child_id LOOP
         PERFORM pg_queue_flow_unblock(e.child_id);
       END LOOP;
       -- A job with a dependent that can still run cannot be the flow's last: no settle to try (a fan-in's parents
       -- skip it, and with it a look at the flow's jobs per parent).
       IF EXISTS (SELECT 1 FROM background_job_deps AS d JOIN background_jobs AS c ON c.id = d.child_id
-                 WHERE d.parent_id = NEW.id AND c.status IN ${LIVE}) THEN
-        RETURN NULL;
+                 WHERE d.parent_id = jid AND c.status IN ${LIVE}) THEN
+        RETURN true;
       END IF;
-    ELSIF NEW.status IN ('failed', 'cancelled') THEN
-      PERFORM pg_queue_flow_job_ended(NEW.id, NEW.flow_id, NEW.flow_ref, NEW.compensates, NEW.status = 'cancelled',
-                                      CASE NEW.status WHEN 'failed' THEN 'failed' ELSE 'was cancelled' END);
-    ELSIF NEW.status = 'queued' AND OLD.status IN ('failed', 'cancelled') THEN
+    ELSIF new_status IN ('failed', 'cancelled') THEN
+      PERFORM pg_queue_flow_job_ended(jid, fid, ref, comp, new_status = 'cancelled',
+                                      CASE new_status WHEN 'failed' THEN 'failed' ELSE 'was cancelled' END);
+    ELSIF new_status = 'queued' AND old_status IN ('failed', 'cancelled') THEN
       -- retry(): a failed flow runs again from this job when no other job of it failed on its own; what was failed
       -- or cancelled because of the failure comes back, blocked on its open edges.
       IF NOT EXISTS (
         SELECT 1 FROM background_jobs AS o
-        WHERE o.flow_id = NEW.flow_id AND o.id <> NEW.id AND o.compensates IS NULL AND o.status IN ('failed', 'cancelled')
+        WHERE o.flow_id = fid AND o.id <> jid AND o.compensates IS NULL AND o.status IN ('failed', 'cancelled')
           AND coalesce(o.last_error, '') NOT LIKE 'parent job %' AND coalesce(o.last_error, '') NOT LIKE 'flow % failed: %'
           AND (NOT EXISTS (SELECT 1 FROM background_job_deps AS d WHERE d.parent_id = o.id)
                OR EXISTS (SELECT 1 FROM background_job_deps AS d WHERE d.parent_id = o.id AND d.on_failure <> 'continue'))) THEN
         UPDATE background_flows SET status = 'running', failed_job_id = NULL, reason = NULL, finished_at = NULL, updated_at = now()
-        WHERE id = NEW.flow_id AND status IN ('failing', 'failed');
+        WHERE id = fid AND status IN ('failing', 'failed');
         IF FOUND THEN
           UPDATE background_jobs SET status = 'blocked', finished_at = NULL, last_error = NULL, updated_at = now()
-          WHERE flow_id = NEW.flow_id AND id <> NEW.id AND compensates IS NULL AND status IN ('failed', 'cancelled')
+          WHERE flow_id = fid AND id <> jid AND compensates IS NULL AND status IN ('failed', 'cancelled')
             AND (last_error LIKE 'parent job %' OR last_error LIKE 'flow % failed: %');
           PERFORM pg_queue_flow_unblock(b.id) FROM background_jobs AS b
-          WHERE b.flow_id = NEW.flow_id AND b.status = 'blocked' AND b.compensates IS NULL ORDER BY b.id;
+          WHERE b.flow_id = fid AND b.status = 'blocked' AND b.compensates IS NULL ORDER BY b.id;
         END IF;
       END IF;
-      RETURN NULL;
+      RETURN true;
     END IF;
-    PERFORM pg_queue_flow_settle(NEW.flow_id);
-    RETURN NULL;
+    PERFORM pg_queue_flow_settle(fid);
+    RETURN true;
   END $$`,
   // A job of a flow deleted while it could still run (a dashboard or CLI delete): to its flow, a cancelled job.
   `
-  CREATE OR REPLACE FUNCTION background_jobs_flow_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+  CREATE OR REPLACE FUNCTION pg_queue_flow_deleted(jid bigint, fid bigint, ref text, comp bigint) RETURNS boolean LANGUAGE plpgsql AS $$
   BEGIN
-    PERFORM pg_queue_flow_job_ended(OLD.id, OLD.flow_id, OLD.flow_ref, OLD.compensates, true, 'was deleted');
-    PERFORM pg_queue_flow_settle(OLD.flow_id);
-    RETURN NULL;
+    PERFORM pg_queue_flow_job_ended(jid, fid, ref, comp, true, 'was deleted');
+    PERFORM pg_queue_flow_settle(fid);
+    RETURN true;
   END $$`,
 ];
-
-/**
- * Fires only for a job of a flow whose status reached or left a final one. Every statement that ends a job, or takes
- * one out of a final status, writes finished_at (the pruner and stats read it too), and none of the others does: so
- * the trigger is declared on that column, and claims, heartbeats, snoozes and put-backs never reach it (an AFTER ROW
- * UPDATE trigger makes PostgreSQL fetch each row's old version even when its WHEN is false). A completion or failure
- * of a plain job costs that fetch and the WHEN test (measured in docs/performance.md, Flows). A hand-written UPDATE
- * that ends a flow job must set finished_at, as the pruner already requires.
- */
-export const FLOW_TRIGGER = `
-  CREATE TRIGGER background_jobs_flow AFTER UPDATE OF finished_at ON background_jobs
-  FOR EACH ROW WHEN (NEW.flow_id IS NOT NULL AND OLD.status IS DISTINCT FROM NEW.status
-    AND (NEW.status IN ('completed', 'failed', 'cancelled') OR OLD.status IN ('completed', 'failed', 'cancelled')))
-  EXECUTE FUNCTION background_jobs_flow_step()`;
-
-/** A live job of a flow deleted: the pruner and a completion's delete touch finished or plain rows only, so never this. */
-export const FLOW_DELETE_TRIGGER = `
-  CREATE TRIGGER background_jobs_flow_deleted AFTER DELETE ON background_jobs
-  FOR EACH ROW WHEN (OLD.flow_id IS NOT NULL AND OLD.status IN ('queued', 'blocked', 'processing'))
-  EXECUTE FUNCTION background_jobs_flow_deleted()`;
 
 const MS = `* interval '1 millisecond'`;
 
@@ -275,14 +260,14 @@ export const FLOW_SQL = {
 
   // A completion that adds children to the job's flow (job.spawn): fenced like completeJobs ($1 worker, $2 id, $3
   // token, $4 result, $5 progress); the children ($6.., refs prefixed with the parent's) and their edges ($17) are
-  // inserted only when the completion was. The parent's own dependents are unblocked by the flow trigger as usual.
+  // inserted only when the completion was. The parent's own dependents are unblocked by its flow step as usual.
   completeSpawning: `
     WITH done AS (
       UPDATE background_jobs AS j
       SET status = 'completed', attempts = j.attempts + j.buffered::int, buffered = false, lease_expires_at = NULL,
           finished_at = now(), updated_at = now(), result = $4::jsonb, progress = coalesce($5::jsonb, j.progress)
       WHERE j.id = $2 AND j.status = 'processing' AND j.locked_by = $1 AND j.fence_token = $3::int8 AND j.flow_id IS NOT NULL
-      RETURNING j.id, j.flow_id, coalesce(j.flow_ref, j.id::text) AS ref, j.awaited, j.trace_context
+      RETURNING j.id, j.flow_id, j.flow_ref, j.compensates, coalesce(j.flow_ref, j.id::text) AS ref, j.awaited, j.trace_context
     ), ${FLOW_INPUT(6)}, jobs AS (
       INSERT INTO background_jobs (${FLOW_JOB_COLUMNS})
       SELECT ${flowJobValues('(SELECT flow_id FROM done)', `(SELECT ref FROM done) || '/' || i.ref`, '(SELECT trace_context FROM done)')}
@@ -296,9 +281,15 @@ export const FLOW_SQL = {
       FROM jsonb_to_recordset($17::jsonb) AS e(parent int, child int, policy text)
       JOIN ids AS p ON p.ord = e.parent JOIN ids AS c ON c.ord = e.child
       WHERE EXISTS (SELECT 1 FROM done)
+      RETURNING 1
+    ), written AS (
+      -- The children and edges exist before the parent's flow step runs (else its settle could end the flow first).
+      SELECT d.id, d.flow_id, d.flow_ref, d.compensates FROM done AS d
+      WHERE (SELECT count(*) FROM jobs) >= 0 AND (SELECT count(*) FROM edges) >= 0
     )
     SELECT EXISTS (SELECT 1 FROM done) AS completed, (SELECT count(*)::int FROM jobs) AS spawned,
-      (SELECT count(pg_notify('${DONE_CHANNEL}', w.id || ':completed')) FROM done AS w WHERE w.awaited) AS waiters_told`,
+      (SELECT count(pg_notify('${DONE_CHANNEL}', w.id || ':completed')) FROM done AS w WHERE w.awaited) AS waiters_told,
+      ${stepFlows('written', `'processing'`, `'completed'`)} AS flows_stepped`,
 
   // The flow a running job belongs to (job.spawn checks it has one before the handler goes on).
   jobFlow: `SELECT flow_id::text AS flow_id, flow_ref FROM background_jobs WHERE id = $1`,

@@ -22,6 +22,21 @@ const notifyAwaited = (cte: string, status: string, where = 'true') =>
   `(SELECT count(pg_notify('${DONE_CHANNEL}', w.id || ':' || ${status})) FROM ${cte} AS w WHERE w.awaited AND ${where}) >= 0`;
 
 /**
+ * The next step of the flows of the rows of `cte` that belong to one (pg_queue_flow_step in flow.sql.ts: unblock the
+ * dependents of a completed job, apply the policies of a failed or cancelled one, settle the flow), as an always-true
+ * condition of a statement's final SELECT, like notifyAwaited: uncorrelated, evaluated once. The sort reads `cte`
+ * whole before the first call, so the statement's own writes are all done, and visible to the VOLATILE function. A
+ * batch without flow jobs pays a scan of its CTE. `cte` returns id, flow_id, flow_ref and compensates; `oldStatus` and
+ * `newStatus` are SQL over its row `w`, `where` filters them.
+ */
+export const stepFlows = (cte: string, oldStatus: string, newStatus: string, where = 'true') =>
+  `(SELECT count(pg_queue_flow_step(w.id, w.flow_id, w.flow_ref, w.compensates, ${oldStatus}, ${newStatus}))
+       FROM (SELECT * FROM ${cte} AS w WHERE w.flow_id IS NOT NULL AND ${where} ORDER BY w.id) AS w) >= 0`;
+
+/** The columns a CTE returns for stepFlows. */
+const FLOW_COLUMNS = `j.flow_id, j.flow_ref, j.compensates`;
+
+/**
  * The completion of a batch, in two variants: plain, and with the handlers' results and last progress
  * ($4: {"id": {"r": result, "p": progress}}, only the ids that have either). A batch of jobs that returned
  * nothing keeps the plain statement, so results cost nothing where they are not used.
@@ -37,9 +52,10 @@ function completion(extraSet: string): string {
           finished_at = now(), updated_at = now()${extraSet}
       WHERE j.id = ANY($2::int8[]) AND j.status = 'processing' AND j.locked_by = $1
         AND j.fence_token = ($3::jsonb ->> j.id::text)::int8
-      RETURNING j.id, j.awaited, j.flow_id
+      RETURNING j.id, j.awaited, ${FLOW_COLUMNS}
     )
-    SELECT id, false AS flow FROM unnest($2::int8[]) AS s(id) WHERE id NOT IN (SELECT id FROM done) AND ${notifyAwaited('done', `'completed'`)}
+    SELECT id, false AS flow FROM unnest($2::int8[]) AS s(id)
+    WHERE id NOT IN (SELECT id FROM done) AND ${notifyAwaited('done', `'completed'`)} AND ${stepFlows('done', `'processing'`, `'completed'`)}
     UNION ALL
     SELECT id, true FROM done WHERE flow_id IS NOT NULL`;
 }
@@ -56,9 +72,10 @@ function failure(dead: string, extraSet: string): string {
           lease_expires_at = NULL, updated_at = now()${extraSet}
       WHERE j.id = ANY($2::int8[]) AND j.status = 'processing' AND j.locked_by = $1
         AND j.fence_token = ($3::jsonb -> j.id::text ->> 'token')::int8
-      RETURNING j.id, j.status, j.awaited, j.flow_id
+      RETURNING j.id, j.status, j.awaited, ${FLOW_COLUMNS}
     )
-    SELECT id, status, flow_id IS NOT NULL AS flow FROM failed WHERE ${notifyAwaited('failed', `'failed'`, `w.status = 'failed'`)}`;
+    SELECT id, status, flow_id IS NOT NULL AS flow FROM failed
+    WHERE ${notifyAwaited('failed', `'failed'`, `w.status = 'failed'`)} AND ${stepFlows('failed', `'processing'`, `'failed'`, `w.status = 'failed'`)}`;
 }
 
 /**
@@ -540,17 +557,18 @@ export const SQL = {
       DELETE FROM background_jobs AS j
       WHERE j.id = ANY($2::int8[]) AND j.status = 'processing' AND j.locked_by = $1
         AND j.fence_token = ($3::jsonb ->> j.id::text)::int8 AND j.flow_id IS NULL
-      RETURNING j.id, j.awaited, j.flow_id
+      RETURNING j.id, j.awaited, j.flow_id, j.flow_ref, j.compensates
     ), kept AS (
       UPDATE background_jobs AS j
       SET status = 'completed', attempts = j.attempts + j.buffered::int, buffered = false, lease_expires_at = NULL, finished_at = now(), updated_at = now()
       WHERE j.id = ANY($2::int8[]) AND j.status = 'processing' AND j.locked_by = $1
         AND j.fence_token = ($3::jsonb ->> j.id::text)::int8 AND j.flow_id IS NOT NULL
-      RETURNING j.id, j.awaited, j.flow_id
+      RETURNING j.id, j.awaited, ${FLOW_COLUMNS}
     ), done AS (
       SELECT * FROM gone UNION ALL SELECT * FROM kept
     )
-    SELECT id, false AS flow FROM unnest($2::int8[]) AS s(id) WHERE id NOT IN (SELECT id FROM done) AND ${notifyAwaited('done', `'completed'`)}
+    SELECT id, false AS flow FROM unnest($2::int8[]) AS s(id)
+    WHERE id NOT IN (SELECT id FROM done) AND ${notifyAwaited('done', `'completed'`)} AND ${stepFlows('kept', `'processing'`, `'completed'`)}
     UNION ALL
     SELECT id, true FROM kept`,
 
@@ -612,7 +630,7 @@ export const SQL = {
             ELSE 'lease expired: worker ' || coalesce(locked_by, '?') || ' stopped renewing it (crashed, frozen or cut off) during attempt ' || attempts END,
           buffered = false, run_at = now(), lease_expires_at = NULL, updated_at = now()
       WHERE status = 'processing' AND lease_expires_at < now() AND (SELECT held FROM lock)
-      RETURNING id, queue_name, status, awaited
+      RETURNING id, queue_name, status, awaited, flow_id, flow_ref, compensates
     )
     SELECT (SELECT held FROM lock) AS held,
       count(*) FILTER (WHERE status = 'queued')::int AS requeued,
@@ -620,6 +638,7 @@ export const SQL = {
       (SELECT count(pg_notify('${JOBS_CHANNEL}', q.queue_name))
        FROM (SELECT DISTINCT queue_name FROM rescued WHERE status = 'queued') AS q) AS notified,
       (SELECT count(pg_notify('${DONE_CHANNEL}', w.id || ':failed')) FROM rescued AS w WHERE w.awaited AND w.status = 'failed') AS waiters_told,
+      ${stepFlows('rescued', `'processing'`, `'failed'`, `w.status = 'failed'`)} AS flows_stepped,
       -- Whether the flows' safety net has anything to look at (every blocked job and failing flow belongs to an
       -- unfinished flow): an app without flows pays one index probe here, not the net's statements.
       EXISTS (SELECT 1 FROM background_flows WHERE finished_at IS NULL) AS open_flows
@@ -728,25 +747,28 @@ export const SQL = {
       SET status = 'cancelled', buffered = false, finished_at = now(), lease_expires_at = NULL, updated_at = now()
       FROM target AS t
       WHERE j.id = t.id AND t.was IN ('queued', 'processing', 'blocked')
-      RETURNING j.id, j.fence_token, t.was, j.awaited
+      RETURNING j.id, j.fence_token, t.was, j.awaited, ${FLOW_COLUMNS}
     )
     SELECT t.was,
       (SELECT count(pg_notify('${CANCEL_CHANNEL}', c.id || ':' || c.fence_token)) FROM cancelled AS c WHERE c.was = 'processing') AS notified,
       (SELECT count(pg_notify('${DONE_CHANNEL}', c.id || ':cancelled')) FROM cancelled AS c WHERE c.awaited) AS waiters_told,
+      ${stepFlows('cancelled', 'w.was::text', `'cancelled'`)} AS flows_stepped,
       EXISTS (SELECT 1 FROM cancelled) AS cancelled
     FROM target AS t`,
 
   // attempts starts over; fence_token is left alone, so an outcome of an attempt before the retry stays fenced. The
   // last lease's owner goes (a queued job has none: the dashboard showed the dead worker as the retried job's owner);
   // last_error stays, as the previous attempt's error, as it does through any retry until an attempt fails again.
+  // A job of a failed flow brings back what failed because of it (its flow step).
   retryJob: `
     WITH retried AS (
-      UPDATE background_jobs
+      UPDATE background_jobs AS j
       SET status = 'queued', attempts = 0, run_at = now(), finished_at = NULL, locked_by = NULL, locked_at = NULL, lease_expires_at = NULL, updated_at = now()
       WHERE id = $1 AND status IN ('failed', 'cancelled')
-      RETURNING queue_name
+      RETURNING j.id, j.queue_name, ${FLOW_COLUMNS}
     )
-    SELECT (SELECT count(pg_notify('${JOBS_CHANNEL}', queue_name)) FROM retried) AS notified, EXISTS (SELECT 1 FROM retried) AS retried`,
+    SELECT (SELECT count(pg_notify('${JOBS_CHANNEL}', queue_name)) FROM retried) AS notified, EXISTS (SELECT 1 FROM retried) AS retried,
+      ${stepFlows('retried', `'failed'`, `'queued'`)} AS flows_stepped`,
 
   // Pause is shared by every instance; running jobs finish. The workers that hold jobs of the queue in their
   // buffers are told (REVIEW_CHANNEL) to start none of them and give them back. Resume wakes the workers

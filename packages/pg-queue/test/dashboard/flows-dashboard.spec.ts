@@ -64,9 +64,11 @@ describe('the dashboard: flows', () => {
       name: 'saga',
       jobs: [{ ...step('pay'), compensate: { queue: 'fd-undo', payload: { refund: true } } }, step('ship', ['pay'])],
     });
-    // pay completes, ship fails for good: the flow trigger starts the compensation of pay.
+    // pay completes, ship fails for good: the flow step starts the compensation of pay.
     await db.query(`UPDATE background_jobs SET status = 'completed', attempts = 1, finished_at = now() WHERE id = $1`, [flows.saga.jobs.pay]);
+    await db.query(`SELECT pg_queue_flow_step(id, flow_id, flow_ref, compensates, 'processing', 'completed') FROM background_jobs WHERE id = $1`, [flows.saga.jobs.pay]); // the queue's statements take this step; raw SQL does not
     await db.query(`UPDATE background_jobs SET status = 'failed', attempts = 1, finished_at = now(), last_error = 'Error: courier <down>' WHERE id = $1`, [flows.saga.jobs.ship]);
+    await db.query(`SELECT pg_queue_flow_step(id, flow_id, flow_ref, compensates, 'processing', 'failed') FROM background_jobs WHERE id = $1`, [flows.saga.jobs.ship]); // the queue's statements take this step; raw SQL does not
     // 10,000 jobs (enqueueFlow's most per call), and 500 more of the flow written by SQL: past every cap of the pages.
     flows.big = await queue.enqueueFlow({ name: 'big', jobs: [step('root'), ...Array.from({ length: 9_999 }, (_, i) => step(`part-${i}`, ['root']))] });
     await db.query(
@@ -76,6 +78,7 @@ describe('the dashboard: flows', () => {
     );
     flows.done = await queue.enqueueFlow({ name: 'done', jobs: [step('only')] });
     await db.query(`UPDATE background_jobs SET status = 'completed', attempts = 1, finished_at = now() WHERE id = $1`, [flows.done.jobs.only]);
+    await db.query(`SELECT pg_queue_flow_step(id, flow_id, flow_ref, compensates, 'processing', 'completed') FROM background_jobs WHERE id = $1`, [flows.done.jobs.only]); // the queue's statements take this step; raw SQL does not
     flows.cancelled = await queue.enqueueFlow({ name: 'cancelled', jobs: [step('only')] });
     await queue.cancelFlow(flows.cancelled.id);
   }, 120_000);
@@ -290,6 +293,7 @@ describe('the dashboard: flows', () => {
         ],
       });
       await db.query(`UPDATE background_jobs SET status = 'completed', attempts = 1, finished_at = now() WHERE id = $1`, [order.jobs.reserve]);
+      await db.query(`SELECT pg_queue_flow_step(id, flow_id, flow_ref, compensates, 'processing', 'completed') FROM background_jobs WHERE id = $1`, [order.jobs.reserve]); // the queue's statements take this step; raw SQL does not
       await db.query(`UPDATE background_jobs SET status = 'processing', attempts = 1, locked_by = 'web-1:4242', locked_at = now(), lease_expires_at = now() + interval '30 s' WHERE id = $1`, [order.jobs.charge]);
       await page.goto(`${dash()}/flows/${order.id}`);
       await expect(page.locator('.dag a[data-node]').count()).resolves.toBe(5);
