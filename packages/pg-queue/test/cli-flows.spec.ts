@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { INestApplicationContext } from '@nestjs/common';
 import { createTestDatabase } from '@internal/pg-harness';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import pg from 'pg';
 import { QueueService, type EnqueuedFlow } from 'nestjs-pg-queue';
-import { buildCli, CLI, runCli } from './support/run-cli.js';
+import { buildCli, runCli, runCliOnTerminal } from './support/run-cli.js';
 import { startApp } from './support/test-app.js';
 
 // `pg-queue flows ...` and the blocked status in `jobs list` and `stats`: the real binary (dist/cli/main.js, built
@@ -182,20 +182,7 @@ describe('pg-queue flows', () => {
 
   (spawnSync('script', ['--version']).status === 0 ? it : it.skip)('flows cancel on a terminal asks; y cancels, anything else changes nothing (exit 1)', async () => {
     const flow = await queue.enqueueFlow({ name: 'asked', jobs: [{ ref: 'a', queue: 'stock', payload: {} }, { ref: 'b', queue: 'stock', payload: {}, dependsOn: ['a'] }] });
-    const onTerminal = (args: string, answer: string) =>
-      new Promise<{ code: number | null; output: string }>((resolve) => {
-        const child = spawn('script', ['-qec', `${JSON.stringify(process.execPath)} ${JSON.stringify(CLI)} ${args}`, '/dev/null'], { env: { ...process.env, NODE_OPTIONS: '', DATABASE_URL: url } });
-        let output = '';
-        let answered = false;
-        child.stdout.on('data', (chunk: Buffer) => {
-          output += chunk.toString();
-          if (!answered && output.includes('[y/N]')) {
-            answered = true;
-            child.stdin.write(`${answer}\r`);
-          }
-        });
-        child.on('close', (code) => resolve({ code, output }));
-      });
+    const onTerminal = (args: string, answer: string) => runCliOnTerminal(args, answer, url);
     const declined = await onTerminal(`flows cancel ${flow.id}`, 'n');
     expect(declined.output).toContain(`Cancel flow ${flow.id} ("asked", running): 1 queued and 1 blocked job(s) stop? [y/N]`);
     expect(declined.output).toContain('pg-queue: not confirmed: nothing changed');

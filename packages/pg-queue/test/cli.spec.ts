@@ -5,7 +5,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PG_QUEUE_MIGRATIONS } from '../src/migrations/index.js';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import net from 'node:net';
 import { CANNOT_CONNECT, CONNECT_TIMEOUT, PASSWORD_IN_URL } from '../src/cli/cli.messages.js';
 
@@ -13,7 +13,7 @@ import { CANNOT_CONNECT, CONNECT_TIMEOUT, PASSWORD_IN_URL } from '../src/cli/cli
 const FLOWS_DOWN =
   'drops the tables background_flows and background_job_deps (every flow and edge), the columns flow_id, flow_ref, compensate and compensates, ' +
   'and the flow trigger; jobs still blocked end cancelled';
-import { buildCli, CLI, runCli } from './support/run-cli.js';
+import { buildCli, runCli, runCliOnTerminal } from './support/run-cli.js';
 
 // The real binary (dist/cli/main.js, built by tsc -b) against a real database: output and exit codes.
 describe('pg-queue command line', () => {
@@ -290,22 +290,7 @@ describe('pg-queue command line', () => {
     // On a terminal (util-linux `script` gives the command a pseudo-terminal): the question, then the progress bar.
     (spawnSync('script', ['--version']).status === 0 ? it : it.skip)('on a terminal it asks; y goes ahead with a progress bar, anything else changes nothing (exit 1)', async () => {
       await seedFailed(2_500);
-      const onTerminal = (args: string, answer: string) =>
-        new Promise<{ code: number | null; output: string }>((resolve) => {
-          const child = spawn('script', ['-qec', `${JSON.stringify(process.execPath)} ${JSON.stringify(CLI)} ${args}`, '/dev/null'], {
-            env: { ...process.env, NODE_OPTIONS: '', DATABASE_URL: url },
-          });
-          let output = '';
-          let answered = false;
-          child.stdout.on('data', (chunk: Buffer) => {
-            output += chunk.toString();
-            if (!answered && output.includes('[y/N]')) {
-              answered = true;
-              child.stdin.write(`${answer}\r`);
-            }
-          });
-          child.on('close', (code) => resolve({ code, output }));
-        });
+      const onTerminal = (args: string, answer: string) => runCliOnTerminal(args, answer, url);
       const declined = await onTerminal('jobs retry --queue bulk', 'n');
       expect(declined.output).toContain('Retry 2,500 job(s) of queue bulk, in status failed or cancelled? [y/N]');
       expect(declined.output).toContain('pg-queue: not confirmed: nothing changed');

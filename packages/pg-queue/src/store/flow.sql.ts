@@ -229,6 +229,14 @@ const flowJobValues = (flowId: string, ref: string, trace: string) => `
       n.id, i.q, i.p, i.pr, i.ma, coalesce(i.ra, now() + i.d ${MS}), i.ck, i.uk,
       CASE WHEN i.blocked THEN 'blocked' ELSE 'queued' END::background_job_status, ${flowId}, ${ref}, nullif(i.comp, 'null'::jsonb), ${trace}`;
 
+/** The edges of the flow input (`ids` by position): `edges`, the parameter of [{parent, child, policy}]. */
+const flowEdges = (flowId: string, edges: string, where = '') => `
+      INSERT INTO background_job_deps (flow_id, parent_id, child_id, on_failure)
+      SELECT ${flowId}, p.id, c.id, e.policy
+      FROM jsonb_to_recordset(${edges}::jsonb) AS e(parent int, child int, policy text)
+      JOIN ids AS p ON p.ord = e.parent JOIN ids AS c ON c.ord = e.child
+      ${where}`;
+
 /**
  * enqueueFlow: the flow row, every job, every edge, in one statement ($1 name, $2.. the jobs, $13 edges, $14 the
  * trace context or NULL). `wake`: as for the plain inserts (job.sql.ts, Wake): 'deferred' skips the insert trigger's
@@ -245,11 +253,7 @@ function insertFlow(wake: Wake): string {
       WHERE ${DEFER_WAKE}` : ''}
       ORDER BY i.ord
       RETURNING id
-    ), edges AS (
-      INSERT INTO background_job_deps (flow_id, parent_id, child_id, on_failure)
-      SELECT (SELECT id FROM flow), p.id, c.id, e.policy
-      FROM jsonb_to_recordset($13::jsonb) AS e(parent int, child int, policy text)
-      JOIN ids AS p ON p.ord = e.parent JOIN ids AS c ON c.ord = e.child
+    ), edges AS (${flowEdges('(SELECT id FROM flow)', '$13')}
     )
     SELECT (SELECT id FROM flow) AS flow_id, n.id FROM ids AS n ORDER BY n.ord`;
 }
@@ -275,12 +279,7 @@ export const FLOW_SQL = {
       WHERE EXISTS (SELECT 1 FROM done)
       ORDER BY i.ord
       RETURNING id
-    ), edges AS (
-      INSERT INTO background_job_deps (flow_id, parent_id, child_id, on_failure)
-      SELECT (SELECT flow_id FROM done), p.id, c.id, e.policy
-      FROM jsonb_to_recordset($17::jsonb) AS e(parent int, child int, policy text)
-      JOIN ids AS p ON p.ord = e.parent JOIN ids AS c ON c.ord = e.child
-      WHERE EXISTS (SELECT 1 FROM done)
+    ), edges AS (${flowEdges('(SELECT flow_id FROM done)', '$17', 'WHERE EXISTS (SELECT 1 FROM done)')}
       RETURNING 1
     ), written AS (
       -- The children and edges exist before the parent's flow step runs (else its settle could end the flow first).

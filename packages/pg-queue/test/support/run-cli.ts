@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -35,5 +35,27 @@ export function runCli(args: string[], env: Record<string, string | undefined> =
       },
     );
     child.stdin?.end(input ?? '');
+  });
+}
+
+/**
+ * Runs the CLI on a pseudo-terminal (util-linux `script`), answering `answer` to its first [y/N] question; resolves
+ * with everything it printed.
+ */
+export function runCliOnTerminal(args: string, answer: string, url: string): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve) => {
+    const child = spawn('script', ['-qec', `${JSON.stringify(process.execPath)} ${JSON.stringify(CLI)} ${args}`, '/dev/null'], {
+      env: { ...process.env, NODE_OPTIONS: '', DATABASE_URL: url },
+    });
+    let output = '';
+    let answered = false;
+    child.stdout.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      if (!answered && output.includes('[y/N]')) {
+        answered = true;
+        child.stdin.write(`${answer}\r`);
+      }
+    });
+    child.on('close', (code) => resolve({ code, output }));
   });
 }
