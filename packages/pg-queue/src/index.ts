@@ -23,6 +23,7 @@ export type { Job, JobRecord, JobStatus, QueueCounts, QueueStats } from './inter
 export type {
   CompensatedJob,
   EnqueuedFlow,
+  FinishedFlow,
   FlowCompensation,
   FlowDependency,
   FlowEdge,
