@@ -245,19 +245,30 @@ export class QueueService {
   /**
    * Waits until the flow finishes and resolves with its record: completed, failed, compensated,
    * compensation_failed or cancelled (a flow that did not complete resolves too: its status says how it ended).
-   * Polls the flow's row (every 25 ms at first, backing off to 1 s); rejects with JobWaitTimeoutError after
-   * `timeoutMs`, with the signal's reason when it aborts, with a PgQueueError when there is no such flow.
+   * Wakes at the flow's finish notice (on this instance's LISTEN connection, as waitFor does), and reads the flow's
+   * row between notices too (every 25 ms at first, backing off to 1 s: a notice can be missed). Rejects with
+   * JobWaitTimeoutError after `timeoutMs`, with the signal's reason when it aborts, with a PgQueueError when there is
+   * no such flow.
    */
   async waitForFlow(id: string | number | bigint, options: WaitOptions = {}): Promise<FlowRecord> {
     const text = jobId(id, 'flow');
     const deadline = options.timeoutMs === undefined ? Infinity : Date.now() + options.timeoutMs;
     for (let pauseMs = 25; ; pauseMs = Math.min(1_000, pauseMs * 2)) {
       options.signal?.throwIfAborted();
-      const state = await this.store.flows.flowStatus(text);
+      const wait = Math.min(pauseMs, Math.max(1, deadline - Date.now()));
+      const pause = this.waiters?.flowNotice(text, wait, options.signal) ?? { heard: sleep(wait, undefined, { signal: options.signal }), cancel: () => undefined };
+      let state;
+      try {
+        state = await this.store.flows.flowStatus(text);
+      } catch (error) {
+        pause.cancel();
+        throw error;
+      }
+      if (!state || FINAL_FLOW_STATUSES.includes(state.status) || Date.now() >= deadline) pause.cancel();
       if (!state) throw new PgQueueError(`waitForFlow(${text}): no such flow.`);
       if (FINAL_FLOW_STATUSES.includes(state.status)) return (await this.store.flows.getFlow(text))!;
       if (Date.now() >= deadline) throw new JobWaitTimeoutError(text, options.timeoutMs!, 'flow');
-      await sleep(Math.min(pauseMs, Math.max(1, deadline - Date.now())), undefined, { signal: options.signal });
+      await pause.heard;
     }
   }
 

@@ -322,6 +322,20 @@ describe('flows', () => {
     expect(await runsOf(['never'])).toEqual([]);
   });
 
+  it('waitForFlow: resolves at the flow\'s end whichever way it ended; times out, aborts and refuses an unknown flow with clear errors', async () => {
+    const flow = await queue().enqueueFlow({ jobs: [{ ref: 'late', queue: 'fl-step', payload: { tag: 'wf-late' }, delayMs: 3_600_000 }] });
+    await expect(queue().waitForFlow(flow.id, { timeoutMs: 150 })).rejects.toThrow(`flow ${flow.id} did not finish within 150 ms (waitForFlow timeoutMs); it keeps running`);
+    const controller = new AbortController();
+    const aborted = queue().waitForFlow(flow.id, { signal: controller.signal });
+    setTimeout(() => controller.abort(new Error('caller gave up')), 50);
+    await expect(aborted).rejects.toThrow('caller gave up');
+    const waiting = queue().waitForFlow(flow.id, { timeoutMs: 10_000 });
+    await queue().cancelFlow(flow.id);
+    expect((await waiting).status).toBe('cancelled');
+    await expect(queue().waitForFlow('987654321')).rejects.toThrow('waitForFlow(987654321): no such flow.');
+    await expect(queue().waitForFlow('x' as never)).rejects.toThrow('Invalid flow id "x"');
+  });
+
   it('counts blocked jobs apart from queued ones', async () => {
     const flow = await queue().enqueueFlow({
       jobs: [

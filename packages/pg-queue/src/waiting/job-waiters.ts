@@ -36,6 +36,8 @@ interface Waiter {
 export class JobWaiters implements BeforeApplicationShutdown {
   private readonly logger = new Logger('PgQueue');
   private readonly waiting = new Map<string, Set<Waiter>>();
+  /** waitForFlow's pauses, by flow id (see flowNotice). */
+  private readonly flowNotices = new Map<string, Set<() => void>>();
   /** Ids to read at the next check, with the status a notice gave (a job deleted at completion leaves no row). */
   private readonly toCheck = new Map<string, string | undefined>();
   private checking: Promise<void> | undefined;
@@ -123,10 +125,12 @@ export class JobWaiters implements BeforeApplicationShutdown {
         onDone: (id, status) => {
           if (this.waiting.has(id)) this.check([id], status);
         },
+        onFlowDone: (id) => this.wakeFlowWaiters(id),
         onUp: () => {
           this.pollEveryMs = this.options.pollIntervalMs;
           this.restartPoll();
           this.check([...this.waiting.keys()]); // a notice sent before LISTEN was up is lost
+          for (const id of [...this.flowNotices.keys()]) this.wakeFlowWaiters(id);
         },
         onDown: () => {
           this.pollEveryMs = this.options.fallbackPollIntervalMs;
@@ -138,6 +142,36 @@ export class JobWaiters implements BeforeApplicationShutdown {
       [DONE_CHANNEL],
     );
     this.listener.start();
+  }
+
+  /**
+   * waitForFlow's pause between two reads of the flow: it ends at the flow's finish notice (its settle sends one on
+   * DONE_CHANNEL, heard on this instance's LISTEN connection), after `ms` (the poll: a notice can be missed), or when
+   * `signal` aborts. Registered before the caller's read, so a notice sent during the read is not missed. `cancel`
+   * drops it (the read found the flow ended).
+   */
+  flowNotice(id: string, ms: number, signal?: AbortSignal): { heard: Promise<void>; cancel: () => void } {
+    if (!this.closed) this.startListening();
+    let end!: () => void;
+    const heard = new Promise<void>((resolve) => {
+      const set = this.flowNotices.get(id) ?? new Set<() => void>();
+      this.flowNotices.set(id, set);
+      const timer = setTimeout(() => end(), ms);
+      end = () => {
+        clearTimeout(timer);
+        set.delete(end);
+        if (set.size === 0) this.flowNotices.delete(id);
+        signal?.removeEventListener('abort', end);
+        resolve();
+      };
+      set.add(end);
+      signal?.addEventListener('abort', end, { once: true });
+    });
+    return { heard, cancel: () => end() };
+  }
+
+  private wakeFlowWaiters(id: string): void {
+    for (const end of [...(this.flowNotices.get(id) ?? [])]) end();
   }
 
   /** Reads the outcome of `ids` soon, in one statement with any other ids asked for meanwhile. */

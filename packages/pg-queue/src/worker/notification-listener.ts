@@ -18,6 +18,8 @@ export interface ListenerEvents {
   onDown(): void;
   /** A job someone waits on finished ("id:status" on DONE_CHANNEL; heard only by a listener given that channel). */
   onDone?(jobId: string, status: string): void;
+  /** A flow ended ("flow:id:status" on DONE_CHANNEL, sent by its settle). */
+  onFlowDone?(flowId: string, status: string): void;
 }
 
 export interface ListenerLiveness {
@@ -120,6 +122,9 @@ export class NotificationListener {
         this.events.onCancel(jobId, token);
       } else if (n.channel === REVIEW_CHANNEL && n.payload) {
         this.events.onReview?.(n.payload);
+      } else if (n.channel === DONE_CHANNEL && n.payload?.startsWith('flow:')) {
+        const [, flowId, status] = n.payload.split(':', 3);
+        this.events.onFlowDone?.(flowId, status);
       } else if (n.channel === DONE_CHANNEL && n.payload) {
         const [jobId, status] = n.payload.split(':', 2);
         this.events.onDone?.(jobId, status);
