@@ -256,18 +256,18 @@ export class QueueService {
     for (let pauseMs = 25; ; pauseMs = Math.min(1_000, pauseMs * 2)) {
       options.signal?.throwIfAborted();
       const wait = Math.min(pauseMs, Math.max(1, deadline - Date.now()));
+      // Registered before the read (a notice sent during it is not missed); dropped on every way out but the wait.
       const pause = this.waiters?.flowNotice(text, wait, options.signal) ?? { heard: sleep(wait, undefined, { signal: options.signal }), cancel: () => undefined };
-      let state;
+      let waiting = false;
       try {
-        state = await this.store.flows.flowStatus(text);
-      } catch (error) {
-        pause.cancel();
-        throw error;
+        const state = await this.store.flows.flowStatus(text);
+        if (!state) throw new PgQueueError(`waitForFlow(${text}): no such flow.`);
+        if (FINAL_FLOW_STATUSES.includes(state.status)) return (await this.store.flows.getFlow(text))!;
+        if (Date.now() >= deadline) throw new JobWaitTimeoutError(text, options.timeoutMs!, 'flow');
+        waiting = true;
+      } finally {
+        if (!waiting) pause.cancel();
       }
-      if (!state || FINAL_FLOW_STATUSES.includes(state.status) || Date.now() >= deadline) pause.cancel();
-      if (!state) throw new PgQueueError(`waitForFlow(${text}): no such flow.`);
-      if (FINAL_FLOW_STATUSES.includes(state.status)) return (await this.store.flows.getFlow(text))!;
-      if (Date.now() >= deadline) throw new JobWaitTimeoutError(text, options.timeoutMs!, 'flow');
       await pause.heard;
     }
   }
@@ -403,7 +403,6 @@ export class QueueService {
 }
 
 const keyed = (outcomes: KeyedOutcome[]) => outcomes;
-
 
 /** The queues of the rows an insert added or changed (with outcomes: not the duplicates). */
 function wokenQueues(rows: readonly NewJobRow[], outcomes: readonly KeyedOutcome[] | undefined): Set<string> {

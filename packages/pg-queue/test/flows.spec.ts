@@ -399,6 +399,22 @@ describe('flows with the rest of the library', () => {
     expect(await runsOf(['fence-b'])).toEqual([{ tag: 'fence-b', n: 1 }]);
   });
 
+  it('completedRetentionMs 0: a completion deletes plain jobs but keeps a flow job, completed, and its dependent runs', async () => {
+    const store = t.app.get(JobStore);
+    const flow = await queue().enqueueFlow({ jobs: [{ ref: 'a', queue: 'fl-zero', payload: { n: 1 } }, { ref: 'b', queue: 'fl-step', payload: { tag: 'zero-b' }, dependsOn: ['a'] }] });
+    const plain = await queue().enqueue('fl-zero', { n: 2 });
+    const claimed = await store.claimJobs('fl-zero', 2, 'w-zero', 60_000);
+    expect(claimed.jobs.map((j) => j.id).sort()).toEqual([flow.jobs.a, plain].sort());
+    // The statement a worker of an app with completedRetentionMs 0 sends.
+    const settled = await store.settleCompletions('w-zero', claimed.jobs, true);
+    expect(settled.answer).toEqual(new Set());
+    expect(settled.flowJobs).toEqual([flow.jobs.a]);
+    expect(await queue().get(plain)).toBeNull();
+    expect((await queue().get(flow.jobs.a))?.status).toBe('completed');
+    expect((await flowDone(flow.id)).status).toBe('completed');
+    expect(await runsOf(['zero-b'])).toEqual([{ tag: 'zero-b', n: 1 }]);
+  });
+
   it('a live job of a flow deleted (a dashboard or CLI delete) counts as cancelled: its dependents end, the flow fails', async () => {
     const flow = await queue().enqueueFlow({ jobs: [{ ref: 'a', queue: 'fl-step', payload: { tag: 'del-a' }, delayMs: 3_600_000 }, { ref: 'b', queue: 'fl-step', payload: { tag: 'del-b' }, dependsOn: ['a'] }] });
     // The statement of the dashboard's and the CLI's delete.

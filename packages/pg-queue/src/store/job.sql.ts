@@ -559,9 +559,10 @@ export const SQL = {
         AND j.fence_token = ($3::jsonb ->> j.id::text)::int8 AND j.flow_id IS NULL
       RETURNING j.id, j.awaited, j.flow_id, j.flow_ref, j.compensates
     ), kept AS (
+      -- Only the ids the delete left (flow jobs, and refused ones): a batch of plain jobs probes no row twice.
       UPDATE background_jobs AS j
       SET status = 'completed', attempts = j.attempts + j.buffered::int, buffered = false, lease_expires_at = NULL, finished_at = now(), updated_at = now()
-      WHERE j.id = ANY($2::int8[]) AND j.status = 'processing' AND j.locked_by = $1
+      WHERE j.id = ANY(ARRAY(SELECT unnest($2::int8[]) EXCEPT SELECT id FROM gone)) AND j.status = 'processing' AND j.locked_by = $1
         AND j.fence_token = ($3::jsonb ->> j.id::text)::int8 AND j.flow_id IS NOT NULL
       RETURNING j.id, j.awaited, ${FLOW_COLUMNS}
     ), done AS (
