@@ -183,3 +183,12 @@ export const INVALID_QUEUE_DEFINITION = (queue: string, detail: string) => `defi
 export const MIGRATION_LOCK_WAIT = (migration: string, waitedMs: number, holders: string, retryInMs: number, attempt: number) =>
   `queue migration ${migration} waited ${waitedMs} ms for a lock on the queue's tables and gave up, so that the statements queued behind it go on; ` +
   `the lock is held by ${holders || 'a transaction that has ended since'}; trying again in ${retryInMs} ms (attempt ${attempt})`;
+
+export const STEP_RESULT_NOT_JSON = (queue: string, jobId: string, step: string, detail: string) =>
+  `job ${jobId} (${queue}): step "${step}" returned a result that cannot be stored: it is not JSON (${detail}); the job fails without a retry (a retry would return the same). Return a JSON value, or nothing.`;
+
+export const STEP_RESULT_TOO_LARGE = (queue: string, jobId: string, step: string, bytes: number, limit: number) =>
+  `job ${jobId} (${queue}): step "${step}" returned ${bytes} bytes as JSON, over the maxResultBytes limit of ${limit}; the job fails without a retry (a retry would return the same). Store large output elsewhere and return a reference, or raise maxResultBytes.`;
+
+export const STEP_NOT_RECORDED = (queue: string, jobId: string, step: string) =>
+  `job ${jobId} (${queue}): step "${step}" ran but was not recorded: this attempt no longer holds the job (its lease was lost, or it was cancelled or swept); the attempt's outcome will be discarded and the attempt that holds the job now runs the step again`;

@@ -309,9 +309,14 @@ export class QueueService {
     return this.store.cancelJob(jobId(id));
   }
 
-  /** Puts a failed (dead-lettered) or cancelled job back in the queue with a fresh set of attempts. */
-  async retry(id: string | number | bigint): Promise<boolean> {
-    return this.store.retryJob(jobId(id));
+  /**
+   * Puts a failed (dead-lettered) or cancelled job back in the queue with a fresh set of attempts. The steps it
+   * recorded (job.step) are kept, so it resumes after them; `resetSteps: true` forgets them, to run every step again.
+   */
+  async retry(id: string | number | bigint, options: { resetSteps?: boolean } = {}): Promise<boolean> {
+    const resetSteps = options?.resetSteps ?? false;
+    if (typeof resetSteps !== 'boolean') throw new PgQueueError(`retry(${String(id)}): resetSteps must be true or false; got ${typeof resetSteps}.`);
+    return this.store.retryJob(jobId(id), resetSteps);
   }
 
   /**

@@ -9,10 +9,8 @@ import { spawnSync } from 'node:child_process';
 import net from 'node:net';
 import { CANNOT_CONNECT, CONNECT_TIMEOUT, PASSWORD_IN_URL } from '../src/cli/cli.messages.js';
 
-/** What `migrate down` says undoing the last migration (Flows) drops. */
-const FLOWS_DOWN =
-  'drops the tables background_flows and background_job_deps (every flow and edge), the columns flow_id, flow_ref, compensate and compensates, ' +
-  'and the flow trigger; jobs still blocked end cancelled';
+/** What `migrate down` says undoing the last migration (DurableSteps) drops. */
+const STEPS_DOWN = 'drops the column steps (every recorded step: jobs retried afterwards run their steps again)';
 import { buildCli, runCli, runCliOnTerminal } from './support/run-cli.js';
 
 // The real binary (dist/cli/main.js, built by tsc -b) against a real database: output and exit codes.
@@ -103,16 +101,15 @@ describe('pg-queue command line', () => {
     expect(refused).toEqual({
       code: 2,
       stdout: '',
-      stderr: `pg-queue: undo the queue migration ${names.at(-1)}: ${FLOWS_DOWN}: not confirmed (stdin is not a terminal, so no question can be asked); pass --yes to go ahead\n`,
+      stderr: `pg-queue: undo the queue migration ${names.at(-1)}: ${STEPS_DOWN}: not confirmed (stdin is not a terminal, so no question can be asked); pass --yes to go ahead\n`,
     });
     expect((await sql.query(`SELECT count(*)::int AS n FROM migrations`)).rows[0].n).toBe(names.length);
     const down = await cli('migrate', 'down', '--yes');
     expect(down.code).toBe(0);
     expect(down.stdout).toBe(`reverted ${names.at(-1)}\n`);
     expect((await sql.query(`SELECT name FROM migrations ORDER BY id`)).rows.map((r) => r.name)).toEqual(names.slice(0, -1));
-    // The last migration (Flows) is undone: its tables and columns are gone.
-    expect((await sql.query(`SELECT to_regclass('background_flows') AS flows, to_regclass('background_job_deps') AS deps`)).rows).toEqual([{ flows: null, deps: null }]);
-    expect((await sql.query(`SELECT count(*)::int AS n FROM information_schema.columns WHERE table_name = 'background_jobs' AND column_name LIKE 'flow%'`)).rows).toEqual([{ n: 0 }]);
+    // The last migration (DurableSteps) is undone: its column is gone.
+    expect((await sql.query(`SELECT count(*)::int AS n FROM information_schema.columns WHERE table_name = 'background_jobs' AND column_name = 'steps'`)).rows).toEqual([{ n: 0 }]);
 
     const status = await cli('migrate', 'status');
     expect(status.stdout).toContain(`${names.at(-1)}`);
@@ -235,6 +232,15 @@ describe('pg-queue command line', () => {
     expect(show.stdout).toContain('status          failed\n');
     expect(show.stdout).toContain('payload\n{\n  "to": "a"\n}\nlast error\nSMTP timeout\n  at send()\n');
     expect(JSON.parse((await cli('jobs', 'show', b, '--json')).stdout)).toMatchObject({ id: b, queue: 'mail', status: 'failed', payload: { to: 'b' }, lastError: 'mailbox full' });
+
+    // Durable steps: each on its line (a sleep with its end); result and progress objects as JSON, not [object Object].
+    await sql.query(
+      `UPDATE background_jobs SET progress = '{"done": 2}', steps = '[{"name":"charge","result":{"id":"ch_1"},"attempt":1,"at":"2026-12-02T10:00:00.000Z"},{"name":"nap","attempt":1,"at":"2026-12-02T10:00:01.000Z","until":"2026-12-02T11:00:01.000Z"}]' WHERE id = $1`,
+      [a],
+    );
+    const stepped = await cli('jobs', 'show', a);
+    expect(stepped.stdout).toContain('progress        {"done":2}\n');
+    expect(stepped.stdout).toContain('\n  charge  attempt 1  2026-12-02T10:00:00.000Z  {"id":"ch_1"}\n  nap  attempt 1  2026-12-02T10:00:01.000Z  sleep until 2026-12-02T11:00:01.000Z\n');
 
     const missing = await cli('jobs', 'show', '999999');
     expect(missing).toEqual({ code: 1, stdout: '', stderr: 'pg-queue: job 999999 not found\n' });

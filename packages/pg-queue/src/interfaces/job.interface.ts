@@ -1,5 +1,6 @@
 import type { CompensatedJob, FlowJobSpec, ParentJob } from '../flows/flow.interfaces.js';
 import type { QueueDefinition } from '../typed/queue-definition.js';
+import type { JobStep } from '../steps/step.interfaces.js';
 
 /** What a handler receives: one attempt of one job. */
 export interface Job<TPayload = unknown> {
@@ -37,6 +38,20 @@ export interface Job<TPayload = unknown> {
    * becomes "<this job's ref>/<ref>". Calls add up; checked at the call (a PgQueueError names the problem).
    */
   spawn(jobs: readonly FlowJobSpec[]): Promise<void>;
+  /**
+   * A durable step (docs/guides/durable-steps.md): the first time, runs `run` and records its result (JSON) with the
+   * job, fenced by this attempt's lease, before returning it; on a later attempt of the same job (after a failure,
+   * a crash, a sleep), returns the recorded result without running `run`. The result is always the JSON round trip
+   * (a Date comes back as a string, on the first run as on a replay). At-least-once per step: a step whose record
+   * was lost to a crash runs again. Names are unique within an attempt; a step that throws records nothing.
+   */
+  step<T>(name: string, run: () => T | PromiseLike<T>): Promise<T>;
+  /**
+   * A durable pause: the first time, records the sleep and ends the attempt (it throws a JobSnoozedError: let it
+   * propagate), uncharged, with the job due again in `ms`; the next attempt passes it once that time has come (by
+   * the database clock), and its earlier steps return their recorded results.
+   */
+  sleep(name: string, ms: number): Promise<void>;
 }
 
 /** blocked: a job of a flow waiting for its parents (docs/guides/flows.md); never claimed, not counted as queued. */
@@ -70,6 +85,8 @@ export interface JobRecord<TPayload = unknown, TResult = unknown> {
   /** The flow the job belongs to (QueueService.getFlow), and its ref there; null for a job enqueued alone. */
   flowId: string | null;
   flowRef: string | null;
+  /** What job.step() and job.sleep() recorded, in order ([] when none). */
+  steps: JobStep[];
 }
 
 /** Job counts of one queue by status. */

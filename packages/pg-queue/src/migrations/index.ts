@@ -12,6 +12,7 @@ import { TraceContext1764580000000 } from './1764580000000-trace-context.js';
 import { DeferredWakeUps1764590000000 } from './1764590000000-deferred-wake-ups.js';
 import { BufferedJobs1764600000000 } from './1764600000000-buffered-jobs.js';
 import { Flows1764610000000 } from './1764610000000-flows.js';
+import { DurableSteps1764620000000 } from './1764620000000-durable-steps.js';
 
 /** The queue's schema migrations, in order: add them to your own DataSource's `migrations`, or let the module run them. */
 export const PG_QUEUE_MIGRATIONS = [
@@ -29,6 +30,7 @@ export const PG_QUEUE_MIGRATIONS = [
   DeferredWakeUps1764590000000,
   BufferedJobs1764600000000,
   Flows1764610000000,
+  DurableSteps1764620000000,
 ];
 
 export {
@@ -46,4 +48,5 @@ export {
   DeferredWakeUps1764590000000,
   BufferedJobs1764600000000,
   Flows1764610000000,
+  DurableSteps1764620000000,
 };

@@ -79,4 +79,8 @@ export class BackgroundJobEntity {
   /** True while the job is claimed but waits in its worker's read-ahead buffer: not started, not charged an attempt. */
   @Column({ name: 'buffered', type: 'boolean', default: false })
   buffered!: boolean;
+
+  /** What job.step() and job.sleep() recorded, in order (docs/guides/durable-steps.md); null when none. */
+  @Column({ name: 'steps', type: 'jsonb', nullable: true })
+  steps!: unknown;
 }

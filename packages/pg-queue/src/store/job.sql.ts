@@ -761,10 +761,12 @@ export const SQL = {
   // last lease's owner goes (a queued job has none: the dashboard showed the dead worker as the retried job's owner);
   // last_error stays, as the previous attempt's error, as it does through any retry until an attempt fails again.
   // A job of a failed flow brings back what failed because of it (its flow step).
+  // Its recorded steps (job.step) are kept, so the retry resumes after them, unless $2 asks to reset them.
   retryJob: `
     WITH retried AS (
       UPDATE background_jobs AS j
-      SET status = 'queued', attempts = 0, run_at = now(), finished_at = NULL, locked_by = NULL, locked_at = NULL, lease_expires_at = NULL, updated_at = now()
+      SET status = 'queued', attempts = 0, run_at = now(), finished_at = NULL, locked_by = NULL, locked_at = NULL, lease_expires_at = NULL, updated_at = now(),
+          steps = CASE WHEN $2::bool THEN NULL ELSE j.steps END
       WHERE id = $1 AND status IN ('failed', 'cancelled')
       RETURNING j.id, j.queue_name, ${FLOW_COLUMNS}
     )

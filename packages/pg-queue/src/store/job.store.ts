@@ -5,6 +5,8 @@ import { PgQueueError } from '../errors/pg-queue.error.js';
 import { POOL_EXHAUSTED, POOLER_REFUSED_PREPARED_STATEMENT, POOLER_REFUSED_STARTUP_PARAMETER, UNIQUE_HOLDER_UNSEEN, UNIQUE_KEY_RETRY_TAKEN } from '../pg-queue.messages.js';
 import { inTransaction } from './in-transaction.js';
 import { FlowStore } from './flow.store.js';
+import { StepStore } from './step.store.js';
+import { toJobSteps } from '../steps/step.interfaces.js';
 import { managerQuery } from './manager-query.js';
 import { beginWithQueueLock, PLANNED_PER_CALL, SQL, type Wake } from './job.sql.js';
 import { foldKeyedRows, unfoldOutcomes, type KeyedOutcome } from './unique-rows.js';
@@ -138,6 +140,8 @@ export class JobStore {
   private readonly named: boolean;
   /** The statements of flows (jobs that depend on jobs), on the same pool. */
   readonly flows: FlowStore;
+  /** The statements of durable steps (job.step, job.sleep), on the same pool. */
+  readonly steps: StepStore;
 
   constructor(
     private readonly pool: Pool,
@@ -145,6 +149,7 @@ export class JobStore {
   ) {
     this.named = !options.transactionPooler;
     this.flows = new FlowStore(pool, { transactionPooler: options.transactionPooler });
+    this.steps = new StepStore(pool, { transactionPooler: options.transactionPooler });
   }
 
   private statement(name: keyof typeof SQL, values: unknown[]): QueryConfig {
@@ -480,9 +485,9 @@ export class JobStore {
     return (await this.run<{ queue_name: string }>('pausedQueues', [])).map((r) => r.queue_name);
   }
 
-  async retryJob(id: string): Promise<boolean> {
+  async retryJob(id: string, resetSteps = false): Promise<boolean> {
     try {
-      const [row] = await this.run<{ retried: boolean }>('retryJob', [id]);
+      const [row] = await this.run<{ retried: boolean }>('retryJob', [id, resetSteps]);
       return row.retried;
     } catch (error) {
       // The job's unique key was freed when it failed, and another job took it since.
@@ -661,6 +666,7 @@ export interface JobRow {
   buffered?: boolean;
   flow_id?: string | null;
   flow_ref?: string | null;
+  steps?: unknown;
 }
 
 interface OutcomeRow {
@@ -712,6 +718,7 @@ export function toJobRecord(r: JobRow): JobRecord {
     progress: r.progress ?? null,
     flowId: r.flow_id ?? null,
     flowRef: r.flow_ref ?? null,
+    steps: toJobSteps(r.steps),
   };
 }
 

@@ -16,10 +16,19 @@ export interface TestJobFields {
   runAt?: Date;
   /** Default: runAt. */
   createdAt?: Date;
+  /**
+   * Steps recorded by earlier attempts, by name (a result, or undefined): job.step() returns them without running
+   * its function, as a retry would. Steps the handler records are kept in memory: read them with `recordedSteps()`.
+   */
+  steps?: Record<string, unknown>;
 }
 
 /** A Job for calling a handler method directly; `abort(reason)` aborts its signal as a timeout, cancel or shutdown would. */
-export type TestJob<TPayload> = Job<TPayload> & { abort(reason: Error): void };
+export type TestJob<TPayload> = Job<TPayload> & {
+  abort(reason: Error): void;
+  /** The steps recorded so far (given in `steps`, and run by the handler), in order: { name, result }. */
+  recordedSteps(): { name: string; result?: unknown }[];
+};
 
 /**
  * A Job as a handler receives it, with no queue behind it: for unit tests of a handler's own logic, without a
@@ -28,14 +37,23 @@ export type TestJob<TPayload> = Job<TPayload> & { abort(reason: Error): void };
  */
 export function createTestJob<TPayload>(payload: TPayload, fields: TestJobFields = {}): TestJob<TPayload> {
   const runAtMs = (fields.runAt ?? new Date()).getTime();
-  return new JobAttempt<TPayload>(fields.queue ?? 'test', {
-    id: fields.id ?? '1',
-    payload,
-    attempt: fields.attempt ?? 1,
-    token: '1',
-    maxAttempts: fields.maxAttempts ?? 5,
-    priority: fields.priority ?? 0,
-    runAtMs,
-    createdAtMs: fields.createdAt?.getTime() ?? runAtMs,
+  const at = new Date().toISOString();
+  const recordedSteps = Object.entries(fields.steps ?? {}).map(([name, result]) => ({ name, ...(result === undefined ? {} : { result }), attempt: 0, at }));
+  const job = new JobAttempt<TPayload>(
+    fields.queue ?? 'test',
+    {
+      id: fields.id ?? '1',
+      payload,
+      attempt: fields.attempt ?? 1,
+      token: '1',
+      maxAttempts: fields.maxAttempts ?? 5,
+      priority: fields.priority ?? 0,
+      runAtMs,
+      createdAtMs: fields.createdAt?.getTime() ?? runAtMs,
+    },
+    { recordedSteps },
+  );
+  return Object.assign(job, {
+    recordedSteps: () => job.stepRunner().inMemory.map((s) => ('result' in s ? { name: s.name, result: s.result } : { name: s.name })),
   });
 }

@@ -1,4 +1,4 @@
-import { flowAccess, type FlowAccess } from '../flows/flow-access.js';
+import { flowAccess } from '../flows/flow-access.js';
 import type { JobHandlerRegistry, RegisteredHandler } from '../discovery/job-handler.registry.js';
 import { JobSnoozedError, JobTimeoutError } from '../errors/pg-queue.error.js';
 import type { JobRecord, JobStatus } from '../interfaces/job.interface.js';
@@ -9,8 +9,8 @@ import { retryDelay, snoozeDelay } from '../utils/backoff.js';
 import { PayloadRefusedAtStartError } from '../typed/payload-check-at-start.js';
 import { errorText, isInstanceOf } from '../utils/error-text.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
-import { JobAttempt } from '../worker/job-attempt.js';
-import { storedResult } from '../worker/stored-result.js';
+import { JobAttempt, type JobServices } from '../worker/job-attempt.js';
+import { ResultRefusedError, storedResult } from '../worker/stored-result.js';
 import { closeness, jestDiff, matchesPartial, show } from './match-payload.js';
 import { BAD_DRAIN_OPTION, DRAIN_LIMIT, NO_HANDLER_FOR, NO_SCHEDULE } from './testing.messages.js';
 
@@ -90,10 +90,13 @@ export class QueueTestKit {
     readonly mode: 'manual' | 'inline',
     private readonly scheduler: RecurringScheduler,
   ) {
-    this.flows = flowAccess(store.flows, options, registry);
+    this.services = {
+      flows: flowAccess(store.flows, options, registry),
+      steps: { store: store.steps, workerId: options.workerId, maxResultBytes: options.maxResultBytes },
+    };
   }
 
-  private readonly flows: FlowAccess;
+  private readonly services: JobServices;
 
   /**
    * Runs the due jobs of the queues (all handled queues by default), one at a time, until none is due, and
@@ -226,13 +229,14 @@ export class QueueTestKit {
 
   /** One attempt, settled as the worker settles it: the same statements, the same backoff and snooze rules. */
   private async runAttempt(handler: RegisteredHandler, job: ClaimedJob): Promise<DrainedJob> {
-    const attempt = new JobAttempt(handler.queue, job, this.flows);
+    const attempt = new JobAttempt(handler.queue, job, this.services);
     const ran = await runHandler(handler, attempt);
     let error = ran.error;
     const result = ran.result;
     let resultJson: string | undefined;
     // As the worker decides (worker/attempt-outcome.ts): a refused payload would be refused again on every retry.
-    const refusedAtStart = isInstanceOf(error, PayloadRefusedAtStartError);
+    // A step's result the queue cannot store fails the job for good, as the handler's own result would.
+    const refusedAtStart = isInstanceOf(error, PayloadRefusedAtStartError) || isInstanceOf(error, ResultRefusedError);
     let final = refusedAtStart;
     if (error === undefined && result != null) {
       const stored = storedResult(handler.queue, job.id, result, this.options.maxResultBytes);

@@ -1,6 +1,5 @@
 import type { ClaimedJob } from '../store/job.store.js';
-import type { FlowAccess } from '../flows/flow-access.js';
-import { JobAttempt } from './job-attempt.js';
+import { JobAttempt, type JobServices } from './job-attempt.js';
 
 /**
  * Where a job this process holds stands. Every change goes through `HeldJob.to()`, which refuses any move the
@@ -49,7 +48,6 @@ export interface AttemptFailure {
  * claim: at 20k jobs/s the garbage collector had taken 12% of the worker's CPU with one object per role).
  */
 export class HeldJob extends JobAttempt {
-  readonly token: string;
   state: HeldState;
   /** The row knows the job started (buffered = false in the database): set by the claim, or by a heartbeat. */
   marked: boolean;
@@ -70,9 +68,8 @@ export class HeldJob extends JobAttempt {
   /** Due to claimed, by the database clock (the 'active' event carries it). */
   readonly claimLatencyMs: number | undefined;
 
-  constructor(queue: string, job: ClaimedJob, flows?: FlowAccess) {
-    super(queue, job, flows);
-    this.token = job.token;
+  constructor(queue: string, job: ClaimedJob, services?: JobServices) {
+    super(queue, job, services);
     this.claimLatencyMs = job.waitMs;
     this.state = 'claimed';
     this.marked = job.buffered !== true;

@@ -8,7 +8,17 @@ import type { QueueDefinition } from '../typed/queue-definition.js';
 import { MAX_PROGRESS_BYTES } from '../pg-queue.constants.js';
 import { PROGRESS_NOT_JSON, PROGRESS_TOO_LARGE } from '../pg-queue.messages.js';
 import type { ClaimedJob } from '../store/job.store.js';
+import { JobSteps, type StepAccess } from '../steps/job-steps.js';
+import type { StoredStep } from '../steps/step.interfaces.js';
 import { serializeValue } from '../utils/serialize-payload.js';
+
+/** What a running job reaches the queue through (absent for a job with no database behind it). */
+export interface JobServices {
+  readonly flows?: FlowAccess;
+  readonly steps?: StepAccess;
+  /** Steps already recorded, for a job without a store (createTestJob's `steps`). */
+  readonly recordedSteps?: readonly StoredStep[];
+}
 
 /**
  * The Job a handler receives, and the worker's handle on that attempt. Its AbortSignal is made on first
@@ -37,13 +47,20 @@ export class JobAttempt<TPayload = unknown> implements Job<TPayload> {
   /** Children spawned by the handler (job.spawn), created with the completion. */
   spawned: FlowPlan | undefined;
   private spawnSpecs: FlowJobSpec[] | undefined;
+  /** This claim's fence token: the steps' records are fenced by it. */
+  readonly token: string;
+  /** Made at the first step or sleep. */
+  private stepsOf: JobSteps | undefined;
+  private readonly flows: FlowAccess | undefined;
 
   constructor(
     readonly queue: string,
     job: ClaimedJob,
-    /** Absent where no database stands behind the job (createTestJob): the flow methods then throw. */
-    private readonly flows?: FlowAccess,
+    /** Absent where no database stands behind the job (createTestJob): the flow methods then throw, and steps are kept in memory. */
+    private readonly services?: JobServices,
   ) {
+    this.flows = services?.flows;
+    this.token = job.token;
     this.id = job.id;
     this.payload = job.payload as TPayload;
     this.attempt = job.attempt;
@@ -79,7 +96,7 @@ export class JobAttempt<TPayload = unknown> implements Job<TPayload> {
    * What JSON.stringify(job) and console.log(job) show: the Job's fields as a plain object, since signal and
    * the dates are getters and a worker's bookkeeping (a subclass) is none of the handler's business.
    */
-  toJSON(): Omit<Job<TPayload>, 'signal' | 'progress' | 'parents' | 'parent' | 'compensating' | 'spawn'> {
+  toJSON(): Omit<Job<TPayload>, 'signal' | 'progress' | 'parents' | 'parent' | 'compensating' | 'spawn' | 'step' | 'sleep'> {
     const { id, queue, payload, attempt, maxAttempts, priority, runAt, createdAt } = this;
     return { id, queue, payload, attempt, maxAttempts, priority, runAt, createdAt };
   }
@@ -120,6 +137,23 @@ export class JobAttempt<TPayload = unknown> implements Job<TPayload> {
     const specs = [...(this.spawnSpecs ?? []), ...jobs];
     this.spawned = await flows.plan('spawn', specs);
     this.spawnSpecs = specs;
+  }
+
+  step<T>(name: string, run: () => T | PromiseLike<T>): Promise<T> {
+    return this.stepRunner().step(name, run);
+  }
+
+  sleep(name: string, ms: number): Promise<void> {
+    return this.stepRunner().sleep(name, ms);
+  }
+
+  /** @internal The steps of this attempt (createTestJob reads those kept in memory). */
+  stepRunner(): JobSteps {
+    return (this.stepsOf ??= new JobSteps(
+      { id: this.id, queue: this.queue, token: this.token, attempt: this.attempt, abortReason: () => this.abortedWith?.reason },
+      this.services?.steps,
+      this.services?.recordedSteps,
+    ));
   }
 
   private flowAccess(method: string): FlowAccess {

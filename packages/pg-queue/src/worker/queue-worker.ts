@@ -13,10 +13,10 @@ import { AttemptReport } from './attempt-report.js';
 import { runAttempt } from './attempt-runner.js';
 import { ClaimLoop, type ClaimTarget } from './claim-loop.js';
 import { HeldJob } from './held-job.js';
+import type { JobServices } from './job-attempt.js';
 import { bufferLease, JobBuffer } from './job-buffer.js';
 import type { BeatLoad } from './lease-keeper.js';
 import type { OutcomeWriter, WrittenStatus } from './outcome-writer.js';
-import type { FlowAccess } from '../flows/flow-access.js';
 import { PUT_BACK_DEADLINE_MS } from './put-back.js';
 import type { RowLockLane } from './row-lock-lane.js';
 
@@ -41,8 +41,8 @@ export interface SharedParts {
   lane: RowLockLane;
   logger: LoggerService;
   events: JobEvents;
-  /** What a running job's flow methods use (job.parents, job.spawn). */
-  flows?: FlowAccess;
+  /** What a running job's flow and step methods use (job.parents, job.spawn, job.step). */
+  services?: JobServices;
   /** The heartbeat: mark a job started from the buffer soon; check the buffers now. */
   leases: { markSoon(): void; checkNow(): void; readonly nextSeq: number };
 }
@@ -201,7 +201,7 @@ export class QueueWorker implements ClaimTarget {
       // fault suite: a worker SIGSTOPped with a claim in flight started two of its jobs on SIGCONT, 6 s after
       // their 2 s leases had lapsed and another worker had run them.
       if (tookMs > this.config.leaseMs / 2) {
-        const late = jobs.map((claimed) => new HeldJob(this.config.queue, claimed, this.shared.flows));
+        const late = jobs.map((claimed) => new HeldJob(this.config.queue, claimed, this.shared.services));
         if (late.length) {
           this.shared.logger.warn(STALE_CLAIM(this.config.queue, late.length, Math.round(tookMs), this.config.leaseMs));
           void this.giveBack(late, 'claimed before this process stalled');
@@ -211,7 +211,7 @@ export class QueueWorker implements ClaimTarget {
       this.buffer.auto?.claimed(tookMs, this.readAheadAtClaim);
       const startBy = sentAt + this.bufferLeaseMs - this.startMarginMs;
       for (const claimed of jobs) {
-        const job = new HeldJob(this.config.queue, claimed, this.shared.flows);
+        const job = new HeldJob(this.config.queue, claimed, this.shared.services);
         // An older claim of this job still in our books: this process stalled past its lease (frozen, a blocked
         // event loop), the sweeper put the job back and we claimed it again before a heartbeat could tell us.
         // That claim is lost; retire it now, or its late answers would free this claim's slot and lease.

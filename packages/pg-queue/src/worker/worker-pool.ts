@@ -79,8 +79,11 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
       wanted: () => this.events.observed,
       finished: (job, flow) => this.events.emit({ name: 'flow-finished', job, workerId, durationMs: 0, flow }),
     });
-    const flows = flowAccess(this.store.flows, this.options, this.registry);
-    const shared = { store: this.store, outcomes: this.outcomes, lane, logger: this.logger, events: this.events, leases, flows };
+    const services = {
+      flows: flowAccess(this.store.flows, this.options, this.registry),
+      steps: { store: this.store.steps, workerId, maxResultBytes: this.options.maxResultBytes },
+    };
+    const shared = { store: this.store, outcomes: this.outcomes, lane, logger: this.logger, events: this.events, leases, services };
     for (const h of handlers) {
       const config = { queue: h.queue, handlerName: h.name, workerId, leaseMs, options: h.options, handle: traceHandler(h.queue, workerId, h.handle), maxResultBytes: this.options.maxResultBytes };
       this.workers.set(h.queue, new QueueWorker(config, shared));

@@ -91,10 +91,18 @@ export function registerJobs(program: Command, run: Run): Command {
         const job = await connection.jobStore().getJob(jobId(id));
         if (!job) throw new CliError(JOB_NOT_FOUND(id));
         if (options.json) return printJson(job);
-        const { payload, lastError, ...fields } = job;
-        for (const [key, value] of Object.entries(fields)) print(`${key.padEnd(15)} ${value instanceof Date ? value.toISOString() : (value ?? '')}`);
+        const { payload, lastError, steps, ...fields } = job;
+        const shown = (value: unknown) => (value instanceof Date ? value.toISOString() : value !== null && typeof value === 'object' ? JSON.stringify(value) : String(value ?? ''));
+        for (const [key, value] of Object.entries(fields)) print(`${key.padEnd(15)} ${shown(value)}`);
         print('payload');
         print(JSON.stringify(payload, null, 2));
+        if (steps.length > 0) {
+          print('steps (job.step / job.sleep: a later attempt returns these without running them again)');
+          for (const step of steps) {
+            const what = step.kind === 'sleep' ? `sleep until ${step.until!.toISOString()}` : 'result' in step ? JSON.stringify(step.result) : '(no result)';
+            print(`  ${step.name}  attempt ${step.attempt}  ${step.at.toISOString()}  ${what}`);
+          }
+        }
         if (lastError) {
           print('last error');
           print(lastError);

@@ -10,7 +10,7 @@ import { statusBadge } from './jobs.view.js';
 const PLACED = new Set([
   'id', 'queue_name', 'status', 'payload', 'result', 'progress', 'attempts', 'max_attempts', 'priority', 'run_at', 'last_error',
   'locked_by', 'locked_at', 'lease_expires_at', 'created_at', 'updated_at', 'finished_at', 'unique_key', 'concurrency_key', 'buffered',
-  'flow_id', 'flow_ref', 'compensate', 'compensates',
+  'flow_id', 'flow_ref', 'compensate', 'compensates', 'steps',
 ]);
 /**
  * Handlers often put payload data in their errors: hidePayloads hides the last error too (not whether there is one).
@@ -25,6 +25,28 @@ function lastError(ctx: PageContext, text: string | null): HtmlValue {
 
 /** Values the data may hold and hidePayloads hides (and the last error, above); a flow job's compensation holds a payload. */
 const SENSITIVE = new Set(['payload', 'result', 'progress', 'compensate']);
+
+/**
+ * What job.step() and job.sleep() recorded (docs/guides/durable-steps.md), in order: each step, the attempt that
+ * recorded it, when, and its result (hidden with hidePayloads, as the job's own result is); a sleep, until when.
+ */
+function stepsBlock(ctx: PageContext, steps: unknown): HtmlValue {
+  if (!Array.isArray(steps) || steps.length === 0) return null;
+  const rows = (steps as { name: string; result?: unknown; attempt: number; at: string; until?: string }[]).map((s) => {
+    const what =
+      s.until !== undefined
+        ? html`<span class="muted">sleep until ${formatTime(s.until)}</span>`
+        : ctx.hidePayloads
+          ? html`<span class="muted">hidden (hidePayloads)</span>`
+          : 'result' in s
+            ? html`<pre>${formatJson(s.result)}</pre>`
+            : html`<span class="muted">no result</span>`;
+    return html`<tr><td>${s.name}</td><td>${String(s.attempt)}</td><td>${formatTime(s.at)}</td><td>${what}</td></tr>`;
+  });
+  return html`<h2>Steps</h2>
+<p class="muted">Recorded by job.step() and job.sleep(): a later attempt returns these results without running the step again.</p>
+<table data-field="steps"><thead><tr><th>step</th><th>attempt</th><th>recorded</th><th>result</th></tr></thead><tbody>${rows}</tbody></table>`;
+}
 
 /**
  * A flow job's place in its flow: the flow (a link), its ref, and for a compensation job the job it undoes. `flow`
@@ -96,6 +118,7 @@ ${status === 'processing'
 ${block('payload', 'Payload')}
 ${'result' in row ? block('result', 'Result') : html`<h2>Result</h2><p class="muted">Not recorded by this version of the schema.</p>`}
 ${'progress' in row ? block('progress', 'Progress') : null}
+${stepsBlock(ctx, row.steps)}
 ${row.compensate !== null && row.compensate !== undefined ? block('compensate', 'Compensation (runs if the flow fails after this job completed)') : null}
 <h2>${status === 'failed' ? 'Last error' : 'Previous attempt’s error'}</h2>${lastError(ctx, str('last_error'))}
 ${others.length ? html`<h2>Other columns</h2><dl class="fields">${others.map((k) => html`<dt>${k}</dt><dd>${formatJson(row[k])}</dd>`)}</dl>` : null}`;
