@@ -19,7 +19,7 @@ export type {
   ScheduleOptions,
   ScheduleSpec,
 } from './interfaces/recurring-job.interface.js';
-export type { Job, JobRecord, JobStatus, QueueCounts, QueueStats } from './interfaces/job.interface.js';
+export type { Job, JobRecord, JobStatus, QueueCounts, QueueStats, TransactionalJob } from './interfaces/job.interface.js';
 export type { JobStep } from './steps/step.interfaces.js';
 export type {
   CompensatedJob,

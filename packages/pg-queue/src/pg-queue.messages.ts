@@ -192,3 +192,6 @@ export const STEP_RESULT_TOO_LARGE = (queue: string, jobId: string, step: string
 
 export const STEP_NOT_RECORDED = (queue: string, jobId: string, step: string) =>
   `job ${jobId} (${queue}): step "${step}" ran but was not recorded: this attempt no longer holds the job (its lease was lost, or it was cancelled or swept); the attempt's outcome will be discarded and the attempt that holds the job now runs the step again`;
+
+export const TRANSACTIONAL_WITHOUT_DATA_SOURCE = (queue: string, handler: string) =>
+  `${handler} (queue "${queue}"): transactional: true runs the handler in a transaction of the app's TypeORM DataSource, and this PgQueueModule has none (it was given \`connection\` only): pass \`dataSource\` to PgQueueModule.forRoot, or import TypeOrmModule in the app.`;

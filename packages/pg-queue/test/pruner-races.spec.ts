@@ -53,7 +53,7 @@ describe('pruner against concurrent retry (issue 13 item 6)', () => {
     const a = await db.connect();
     try {
       await a.query('BEGIN');
-      const { rows } = await a.query(SQL.retryJob, [id]);
+      const { rows } = await a.query(SQL.retryJob, [id, false]);
       expect(rows[0].retried).toBe(true);
       // The pruner's snapshot still sees the job failed an hour ago; it must wait for A's row lock.
       await pruneWhileCommitting(a);
@@ -69,7 +69,7 @@ describe('pruner against concurrent retry (issue 13 item 6)', () => {
     try {
       // Retry and claim in one transaction: when the pruner gets the row, the job is running.
       await a.query('BEGIN');
-      await a.query(SQL.retryJob, [id]);
+      await a.query(SQL.retryJob, [id, false]);
       const claimed = await a.query(SQL.claimJobs, ['race-running', 1, 'w1', 60_000, 1, 60_000]);
       expect(claimed.rows.filter((r) => r.id !== null).map((r) => r.id)).toEqual([id]);
       await pruneWhileCommitting(a);

@@ -23,6 +23,8 @@ export class PgQueueConnection implements OnApplicationShutdown {
   private constructor(
     readonly pool: Pool,
     readonly listenerConfig: ClientConfig,
+    /** The app's TypeORM DataSource (the `dataSource` option, or the app's own), if it has one: transactional handlers run in its transactions. */
+    readonly appDataSource: DataSource | undefined,
   ) {}
 
   static async open(options: PgQueueModuleOptions, resolved: ResolvedModuleOptions, appDataSource: DataSource | undefined): Promise<PgQueueConnection> {
@@ -62,7 +64,7 @@ export class PgQueueConnection implements OnApplicationShutdown {
     const pool = new pg.Pool(queuePoolConfig(settings, resolved));
     // An idle client that loses its server emits here; without a listener that would crash the host.
     pool.on('error', (error) => logger.warn(`an idle connection of the queue's pool failed: ${error.message}`));
-    return new PgQueueConnection(pool, listenerConfig);
+    return new PgQueueConnection(pool, listenerConfig, options.dataSource ?? appDataSource);
   }
 
   async onApplicationShutdown(): Promise<void> {

@@ -16,6 +16,7 @@ import {
   ON_JOB_EVENT_REQUEST_SCOPED,
   RECURRING_HANDLER_OPTIONS_TWICE,
   RECURRING_QUEUE_MISMATCH,
+  TRANSACTIONAL_WITHOUT_DATA_SOURCE,
   UNKNOWN_JOB_EVENT,
 } from '../pg-queue.messages.js';
 import type { RecurringJobMetadata } from '../decorators/recurring-job.decorator.js';
@@ -106,10 +107,13 @@ export class JobHandlerExplorer implements OnModuleInit, OnModuleDestroy {
       const existing = this.registry.get(meta.queue);
       if (existing) throw new PgQueueError(DUPLICATE_HANDLER(meta.queue, existing.name, name));
       const instance = wrapper.instance as Record<string, (job: Job) => unknown>;
+      const options = resolveHandlerOptions(meta.queue, { ...meta.options, ...this.options.queues[meta.queue] });
+      // Refused here, at discovery, before anything of the module has started.
+      if (options.transactional && this.options.workers && !this.connection.appDataSource) throw new PgQueueError(TRANSACTIONAL_WITHOUT_DATA_SOURCE(meta.queue, name));
       this.registry.add({
         queue: meta.queue,
         name,
-        options: resolveHandlerOptions(meta.queue, { ...meta.options, ...this.options.queues[meta.queue] }),
+        options,
         // Singletons keep the direct call: no context, no resolve, nothing per job.
         // A queue defined with a validator has it run before each attempt (typed/payload-check-at-start.ts).
         handle: checkedAtStart(meta.queue, perAttempt ? this.perAttemptHandle(wrapper, methodName) : (job) => instance[methodName](job)),

@@ -38,6 +38,15 @@ export interface JobHandlerOptions {
    */
   prefetch?: number | 'auto';
   /**
+   * Runs the handler inside a transaction of the app's TypeORM DataSource, hands it the transaction's
+   * EntityManager (`job.manager`, typed by `TransactionalJob`), and writes the job's completion in that same
+   * transaction, fenced by the lease: the handler's writes and the completion commit together or not at all, so
+   * work whose effects are rows of this database happens exactly once. A failure rolls the handler's writes back
+   * and is recorded outside the transaction. It holds one connection of the app's pool for the handler's whole run:
+   * `timeoutMs` defaults to 60 s here. Default false. See docs/guides/transactional-handlers.md.
+   */
+  transactional?: boolean;
+  /**
    * The most jobs one claim takes. Default: with `prefetch: 'auto'`, 500 (each claim takes what the free
    * slots and the read-ahead have room for); with a number, concurrency + prefetch, at most 100.
    */
@@ -74,4 +83,5 @@ export interface ResolvedHandlerOptions {
   globalConcurrency: number | undefined;
   rateLimit: RateLimit | undefined;
   concurrencyPerKey: number | undefined;
+  transactional: boolean;
 }

@@ -1,4 +1,5 @@
 import type { CompensatedJob, FlowJobSpec, ParentJob } from '../flows/flow.interfaces.js';
+import type { EntityManager } from 'typeorm';
 import type { QueueDefinition } from '../typed/queue-definition.js';
 import type { JobStep } from '../steps/step.interfaces.js';
 
@@ -52,6 +53,15 @@ export interface Job<TPayload = unknown> {
    * the database clock), and its earlier steps return their recorded results.
    */
   sleep(name: string, ms: number): Promise<void>;
+}
+
+/** What a transactional handler (`transactional: true`) receives: a Job with its transaction's EntityManager. */
+export interface TransactionalJob<TPayload = unknown> extends Job<TPayload> {
+  /**
+   * The transaction the handler runs in, on the app's DataSource: write through it, and the writes commit with the
+   * job's completion (or roll back with a failure, a lost lease, a cancel or a timeout).
+   */
+  readonly manager: EntityManager;
 }
 
 /** blocked: a job of a flow waiting for its parents (docs/guides/flows.md); never claimed, not counted as queued. */

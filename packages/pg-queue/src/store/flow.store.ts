@@ -62,9 +62,12 @@ export class FlowStore {
    * Completes a job and adds its spawned children to its flow, in one statement: when the completion is fenced out
    * (the lease was lost), no child is created. `completed` false: fenced out.
    */
-  async completeSpawning(workerId: string, job: CompletedAttempt, plan: FlowPlan): Promise<{ completed: boolean; spawned: number }> {
+  async completeSpawning(workerId: string, job: CompletedAttempt, plan: FlowPlan, manager?: EntityManager): Promise<{ completed: boolean; spawned: number }> {
     const values = [workerId, job.id, job.token, job.resultJson ?? null, job.progressJson ?? null, ...flowColumns(plan), edgesJson(plan.edges)];
-    const [row] = await this.run<{ completed: boolean; spawned: number }>('completeSpawning', values);
+    // With a manager: in a transactional handler's transaction (worker/transactional-attempt.ts).
+    const [row] = manager
+      ? await managerQuery<{ completed: boolean; spawned: number }>(manager, FLOW_SQL.completeSpawning, values)
+      : await this.run<{ completed: boolean; spawned: number }>('completeSpawning', values);
     return row;
   }
 

@@ -299,23 +299,17 @@ export class JobStore {
 
   /** completeJobs, with the ids of the flow jobs the batch completed (the workers' path: see SettledBatch). */
   async settleCompletions(workerId: string, jobs: CompletedAttempt[], deleteRows = false): Promise<SettledBatch<Set<string>>> {
-    const values: unknown[] = [workerId, jobs.map((j) => j.id), tokensById(jobs)];
-    let statement: 'completeJobs' | 'completeJobsWithResults' | 'deleteCompletedJobs' = deleteRows ? 'deleteCompletedJobs' : 'completeJobs';
-    if (!deleteRows) {
-      const extras = resultsById(jobs);
-      if (extras !== undefined) {
-        statement = 'completeJobsWithResults';
-        values.push(extras);
-      }
-    }
-    const rows = await this.run<{ id: string; flow: boolean }>(statement, values);
-    const refused = new Set<string>();
-    let flowJobs: string[] | undefined;
-    for (const r of rows) {
-      if (r.flow) (flowJobs ??= []).push(r.id);
-      else refused.add(r.id);
-    }
-    return { answer: refused, flowJobs };
+    const { statement, values } = completionStatement(workerId, jobs, deleteRows);
+    return refusedCompletions(await this.run<{ id: string; flow: boolean }>(statement, values));
+  }
+
+  /**
+   * settleCompletions for one job, in the caller's transaction (a transactional handler's): the completion commits
+   * or rolls back with the handler's own writes, fenced as every completion is.
+   */
+  async settleCompletionInTransaction(manager: EntityManager, workerId: string, job: CompletedAttempt, deleteRows = false): Promise<SettledBatch<Set<string>>> {
+    const { statement, values } = completionStatement(workerId, [job], deleteRows);
+    return refusedCompletions(await managerQuery<{ id: string; flow: boolean }>(manager, SQL[statement], values));
   }
 
   /** Returns each accepted id with the status it ended in (queued for a retry, failed when dead-lettered). */
@@ -678,6 +672,27 @@ interface OutcomeRow {
 
 function toOutcome(r: OutcomeRow): JobOutcome {
   return { status: r.status, result: r.result ?? null, lastError: r.last_error };
+}
+
+/** The completion statement for a batch (see completion() in job.sql.ts) and its values. */
+function completionStatement(workerId: string, jobs: CompletedAttempt[], deleteRows: boolean): { statement: 'completeJobs' | 'completeJobsWithResults' | 'deleteCompletedJobs'; values: unknown[] } {
+  const values: unknown[] = [workerId, jobs.map((j) => j.id), tokensById(jobs)];
+  if (deleteRows) return { statement: 'deleteCompletedJobs', values };
+  const extras = resultsById(jobs);
+  if (extras === undefined) return { statement: 'completeJobs', values };
+  values.push(extras);
+  return { statement: 'completeJobsWithResults', values };
+}
+
+/** A completion's answer: the ids it refused (fenced out), and those of flow jobs it completed. */
+function refusedCompletions(rows: { id: string; flow: boolean }[]): SettledBatch<Set<string>> {
+  const refused = new Set<string>();
+  let flowJobs: string[] | undefined;
+  for (const r of rows) {
+    if (r.flow) (flowJobs ??= []).push(r.id);
+    else refused.add(r.id);
+  }
+  return { answer: refused, flowJobs };
 }
 
 /**

@@ -11,6 +11,8 @@ import { errorText, isInstanceOf } from '../utils/error-text.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { JobAttempt, type JobServices } from '../worker/job-attempt.js';
 import { ResultRefusedError, storedResult } from '../worker/stored-result.js';
+import { transactionalHandle, type CommittedCompletion } from '../worker/transactional-attempt.js';
+import type { DataSource } from 'typeorm';
 import { closeness, jestDiff, matchesPartial, show } from './match-payload.js';
 import { BAD_DRAIN_OPTION, DRAIN_LIMIT, NO_HANDLER_FOR, NO_SCHEDULE } from './testing.messages.js';
 
@@ -89,6 +91,8 @@ export class QueueTestKit {
     /** 'inline': enqueues run their jobs at once (see overrideQueueForTesting). */
     readonly mode: 'manual' | 'inline',
     private readonly scheduler: RecurringScheduler,
+    /** The app's DataSource, for transactional handlers (undefined: the module has none). */
+    private readonly appDataSource?: DataSource,
   ) {
     this.services = {
       flows: flowAccess(store.flows, options, registry),
@@ -230,7 +234,17 @@ export class QueueTestKit {
   /** One attempt, settled as the worker settles it: the same statements, the same backoff and snooze rules. */
   private async runAttempt(handler: RegisteredHandler, job: ClaimedJob): Promise<DrainedJob> {
     const attempt = new JobAttempt(handler.queue, job, this.services);
-    const ran = await runHandler(handler, attempt);
+    // A transactional handler runs in a transaction of the app's DataSource, which commits its completion (as the worker runs it).
+    let committed: CommittedCompletion | undefined;
+    const inTransaction = handler.options.transactional && this.appDataSource;
+    const handle = inTransaction
+      ? transactionalHandle(
+          handler.handle,
+          { dataSource: inTransaction, store: this.store, workerId: this.options.workerId, maxResultBytes: this.options.maxResultBytes, deleteCompleted: this.options.maintenance.completedRetentionMs === 0 },
+          (_attempt, done) => (committed = done),
+        )
+      : handler.handle;
+    const ran = await runHandler({ ...handler, handle }, attempt);
     let error = ran.error;
     const result = ran.result;
     let resultJson: string | undefined;
@@ -243,10 +257,15 @@ export class QueueTestKit {
       if ('refused' in stored) [error, final] = [stored.refused, true];
       else resultJson = stored.json;
     }
+    const drainedAs = { id: job.id, queue: handler.queue, payload: job.payload, attempt: job.attempt };
+    if (error === undefined && committed) {
+      if (committed.flowJobs) await this.store.flows.recheckFlowJobs(committed.flowJobs);
+      return { ...drainedAs, outcome: 'completed' };
+    }
     const progressJson = attempt.progressJson;
     const { workerId } = this.options;
     const ref = { id: job.id, token: job.token };
-    const drained = { id: job.id, queue: handler.queue, payload: job.payload, attempt: job.attempt };
+    const drained = drainedAs;
     if (error instanceof JobSnoozedError) {
       const { delayMs } = snoozeDelay(error.delayMs);
       const snoozed = await this.store.snoozeJobs(workerId, [{ ...ref, delayMs }]);

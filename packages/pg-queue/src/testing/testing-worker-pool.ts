@@ -26,7 +26,7 @@ export class TestingWorkerPool extends WorkerPool {
     scheduler: RecurringScheduler,
   ) {
     super(registry, store, connection, events, options);
-    this.kit = new QueueTestKit(registry, store, new TestKitStore(connection.pool), options, mode, scheduler);
+    this.kit = new QueueTestKit(registry, store, new TestKitStore(connection.pool), options, mode, scheduler, connection.appDataSource);
   }
 
   override onApplicationBootstrap(): void {}

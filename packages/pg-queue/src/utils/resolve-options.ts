@@ -70,7 +70,10 @@ const KNOWN_RECURRING_KEYS = new Set(['enabled', 'pollIntervalMs', 'orphanAfterM
 const KNOWN_MAINTENANCE_KEYS = new Set([
   'enabled', 'sweepIntervalMs', 'pruneIntervalMs', 'completedRetentionMs', 'failedRetentionMs', 'pruneBatchSize',
 ]);
-const KNOWN_HANDLER_KEYS = new Set(['concurrency', 'maxAttempts', 'backoff', 'timeoutMs', 'prefetch', 'batchSize', 'globalConcurrency', 'rateLimit', 'concurrencyPerKey']);
+const KNOWN_HANDLER_KEYS = new Set(['concurrency', 'maxAttempts', 'backoff', 'timeoutMs', 'prefetch', 'batchSize', 'globalConcurrency', 'rateLimit', 'concurrencyPerKey', 'transactional']);
+
+/** A transactional handler's default timeoutMs: it holds a connection of the app's pool while it runs. */
+export const TRANSACTIONAL_TIMEOUT_MS = 60_000;
 
 function refuseUnknownKeys(where: string, value: object, known: Set<string>): void {
   for (const key of Object.keys(value)) {
@@ -160,11 +163,13 @@ export function resolveHandlerOptions(queue: string, options: JobHandlerOptions 
   const limits = resolveLimits(where, options);
   // Not set: 'auto', except on a queue with limits, which never reads ahead.
   const prefetch = options.prefetch ?? (hasLimits(limits) ? 0 : 'auto');
+  const transactional = bool(where, 'transactional', options.transactional, false);
   return {
     ...limits,
     concurrency,
+    transactional,
     maxAttempts: int(where, 'maxAttempts', options.maxAttempts, 5, 1, 1_000),
-    timeoutMs: options.timeoutMs === undefined ? undefined : int(where, 'timeoutMs', options.timeoutMs, 0, 1),
+    timeoutMs: options.timeoutMs === undefined ? (transactional ? TRANSACTIONAL_TIMEOUT_MS : undefined) : int(where, 'timeoutMs', options.timeoutMs, 0, 1),
     prefetch,
     batchSize: int(where, 'batchSize', options.batchSize, prefetch === 'auto' ? AUTO_MAX_IN_HAND : Math.min(concurrency + prefetch, 100), 1, 10_000),
     backoff:

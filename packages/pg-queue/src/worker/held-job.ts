@@ -1,5 +1,6 @@
 import type { ClaimedJob } from '../store/job.store.js';
 import { JobAttempt, type JobServices } from './job-attempt.js';
+import type { CommittedCompletion } from './transactional-attempt.js';
 
 /**
  * Where a job this process holds stands. Every change goes through `HeldJob.to()`, which refuses any move the
@@ -65,6 +66,8 @@ export class HeldJob extends JobAttempt {
   resultJson: string | undefined;
   /** Times the database refused this outcome's row (not counting outages). */
   refusals = 0;
+  /** Set when a transactional handler's transaction committed the completion itself: nothing is left to write. */
+  committed: CommittedCompletion | undefined;
   /** Due to claimed, by the database clock (the 'active' event carries it). */
   readonly claimLatencyMs: number | undefined;
 

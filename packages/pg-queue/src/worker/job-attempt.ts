@@ -1,4 +1,5 @@
 import { inspect } from 'node:util';
+import type { EntityManager } from 'typeorm';
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import type { Job } from '../interfaces/job.interface.js';
 import type { FlowAccess } from '../flows/flow-access.js';
@@ -52,6 +53,8 @@ export class JobAttempt<TPayload = unknown> implements Job<TPayload> {
   /** Made at the first step or sleep. */
   private stepsOf: JobSteps | undefined;
   private readonly flows: FlowAccess | undefined;
+  /** A transactional handler's transaction (worker/transactional-attempt.ts); undefined for any other handler. */
+  manager: EntityManager | undefined;
 
   constructor(
     readonly queue: string,
@@ -96,7 +99,7 @@ export class JobAttempt<TPayload = unknown> implements Job<TPayload> {
    * What JSON.stringify(job) and console.log(job) show: the Job's fields as a plain object, since signal and
    * the dates are getters and a worker's bookkeeping (a subclass) is none of the handler's business.
    */
-  toJSON(): Omit<Job<TPayload>, 'signal' | 'progress' | 'parents' | 'parent' | 'compensating' | 'spawn' | 'step' | 'sleep'> {
+  toJSON(): Omit<Job<TPayload>, 'signal' | 'progress' | 'parents' | 'parent' | 'compensating' | 'spawn' | 'step' | 'sleep' | 'manager'> {
     const { id, queue, payload, attempt, maxAttempts, priority, runAt, createdAt } = this;
     return { id, queue, payload, attempt, maxAttempts, priority, runAt, createdAt };
   }
@@ -140,17 +143,34 @@ export class JobAttempt<TPayload = unknown> implements Job<TPayload> {
   }
 
   step<T>(name: string, run: () => T | PromiseLike<T>): Promise<T> {
+    this.refuseStepsInTransaction('step', name);
     return this.stepRunner().step(name, run);
   }
 
   sleep(name: string, ms: number): Promise<void> {
+    this.refuseStepsInTransaction('sleep', name);
     return this.stepRunner().sleep(name, ms);
+  }
+
+  /** The attempt's abort reason (timeout, cancel, lost lease, shutdown), or undefined while it may still settle. */
+  abortReason(): unknown {
+    return this.abortedWith?.reason;
+  }
+
+  /**
+   * A step's record would outlive a rolled-back transaction (its result kept, its rows gone): in a transactional
+   * handler the transaction is the unit that happens once, so steps and sleeps are refused there.
+   */
+  private refuseStepsInTransaction(kind: string, name: string): void {
+    if (this.manager !== undefined) {
+      throw new PgQueueError(`job ${this.id} (${this.queue}): ${kind} "${name}" in a transactional handler: its record would outlive a rolled-back transaction; the transaction already makes the handler's database writes happen once.`);
+    }
   }
 
   /** @internal The steps of this attempt (createTestJob reads those kept in memory). */
   stepRunner(): JobSteps {
     return (this.stepsOf ??= new JobSteps(
-      { id: this.id, queue: this.queue, token: this.token, attempt: this.attempt, abortReason: () => this.abortedWith?.reason },
+      { id: this.id, queue: this.queue, token: this.token, attempt: this.attempt, abortReason: () => this.abortReason() },
       this.services?.steps,
       this.services?.recordedSteps,
     ));

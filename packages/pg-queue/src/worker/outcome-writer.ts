@@ -60,18 +60,19 @@ export class OutcomeWriter<O extends PendingOutcome = PendingOutcome> {
   private readonly completions: OutcomeQueue<O>;
   private readonly failures: OutcomeQueue<O>;
   private readonly snoozes: OutcomeQueue<O>;
+  private readonly flows: FlowRechecker<O>;
 
   constructor(
     store: JobStore,
     workerId: string,
     logger: LoggerService,
     lane: RowLockLane,
-    sink: OutcomeSink<O>,
+    private readonly sink: OutcomeSink<O>,
     deleteCompleted = false,
     maxBatch = 1_000,
     flowEvents?: FlowEventSink<O>,
   ) {
-    const flows = new FlowRechecker<O>(store, logger, flowEvents);
+    const flows = (this.flows = new FlowRechecker<O>(store, logger, flowEvents));
     this.completions = new OutcomeQueue<O>('completion', logger, lane, sink, maxBatch, async (batch) => {
       let spawning: O[] | undefined;
       for (const o of batch) if (o.spawned) (spawning ??= []).push(o);
@@ -100,6 +101,16 @@ export class OutcomeWriter<O extends PendingOutcome = PendingOutcome> {
   /** Hands in an outcome; `snoozeMs` or `failure` on the outcome says which kind. */
   write(outcome: O): void {
     (outcome.snoozeMs !== undefined ? this.snoozes : outcome.failure ? this.failures : this.completions).push(outcome);
+  }
+
+  /**
+   * A completion a transactional handler's own transaction wrote and committed (worker/transactional-attempt.ts):
+   * nothing to write, but the same answer as a written one (from a later microtask, never re-entering the caller),
+   * and the flows' second look when it finished flow jobs.
+   */
+  committed(outcome: O, flowJobs: readonly string[] | undefined): void {
+    if (flowJobs?.length) this.flows.recheck([outcome]);
+    queueMicrotask(() => this.sink.written([outcome], () => 'completed'));
   }
 
   /** Resolves when every outcome handed in so far is written, fenced or dropped. */

@@ -268,12 +268,18 @@ export class QueueWorker implements ClaimTarget {
           if (surplus.length) this.giveBack(surplus, 'beyond the read-ahead');
         }
       }
-      const problem = decideOutcome(job, error, result, this.rules);
-      if (problem !== undefined && !this.backoffProblemLogged) {
-        this.backoffProblemLogged = true;
-        this.shared.logger.error(`${problem} (job ${job.id}; further bad answers of this backoff are not logged)`);
+      if (job.committed && error === undefined) {
+        // A transactional handler: its transaction wrote and committed the completion with the handler's writes.
+        job.result = result;
+        this.shared.outcomes.committed(job, job.committed.flowJobs);
+      } else {
+        const problem = decideOutcome(job, error, result, this.rules);
+        if (problem !== undefined && !this.backoffProblemLogged) {
+          this.backoffProblemLogged = true;
+          this.shared.logger.error(`${problem} (job ${job.id}; further bad answers of this backoff are not logged)`);
+        }
+        this.shared.outcomes.write(job);
       }
-      this.shared.outcomes.write(job);
     } catch (error) {
       this.shared.logger.error(WORKER_DEFECT(this.config.queue, `settling job ${job.id}`, errorLine(error)));
     }

@@ -1,7 +1,10 @@
 import { flowAccess } from '../flows/flow-access.js';
 import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
-import { JobHandlerRegistry } from '../discovery/job-handler.registry.js';
-import { JobAbortedError } from '../errors/pg-queue.error.js';
+import { JobHandlerRegistry, type RegisteredHandler } from '../discovery/job-handler.registry.js';
+import { JobAbortedError, PgQueueError } from '../errors/pg-queue.error.js';
+import type { Job } from '../interfaces/job.interface.js';
+import { TRANSACTIONAL_WITHOUT_DATA_SOURCE } from '../pg-queue.messages.js';
+import { transactionalHandle } from './transactional-attempt.js';
 import { JobEvents } from '../events/job-events.js';
 import { PgQueueConnection } from '../connection/pg-queue-connection.js';
 import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
@@ -41,6 +44,14 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
     private readonly events: JobEvents,
     @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
+
+  /** A transactional handler's method, run in a transaction of the app's DataSource (worker/transactional-attempt.ts). */
+  private inTransaction(h: RegisteredHandler): (job: Job) => Promise<unknown> {
+    const dataSource = this.connection.appDataSource;
+    if (!dataSource) throw new PgQueueError(TRANSACTIONAL_WITHOUT_DATA_SOURCE(h.queue, h.name));
+    const deps = { dataSource, store: this.store, workerId: this.options.workerId, maxResultBytes: this.options.maxResultBytes, deleteCompleted: this.options.maintenance.completedRetentionMs === 0 };
+    return transactionalHandle(h.handle, deps, (job, committed) => ((job as HeldJob).committed = committed));
+  }
 
   get workerId(): string {
     return this.options.workerId;
@@ -85,7 +96,8 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
     };
     const shared = { store: this.store, outcomes: this.outcomes, lane, logger: this.logger, events: this.events, leases, services };
     for (const h of handlers) {
-      const config = { queue: h.queue, handlerName: h.name, workerId, leaseMs, options: h.options, handle: traceHandler(h.queue, workerId, h.handle), maxResultBytes: this.options.maxResultBytes };
+      const handle = h.options.transactional ? this.inTransaction(h) : h.handle;
+      const config = { queue: h.queue, handlerName: h.name, workerId, leaseMs, options: h.options, handle: traceHandler(h.queue, workerId, handle), maxResultBytes: this.options.maxResultBytes };
       this.workers.set(h.queue, new QueueWorker(config, shared));
     }
     this.listener = new NotificationListener(

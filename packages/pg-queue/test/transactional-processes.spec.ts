@@ -1,0 +1,109 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type { INestApplicationContext } from '@nestjs/common';
+import { fork, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
+import type pg from 'pg';
+import { QueueService } from 'nestjs-pg-queue';
+import { createTestDatabase } from '@internal/pg-harness';
+import { buildWorker, type WorkerBuild } from './faults/support/build-worker.js';
+import { sqlPool, startApp, waitFor } from './support/test-app.js';
+
+// Transactional handlers across processes (steps/tx-worker.ts): a worker frozen past its lease inside its handler's
+// transaction leaves none of its writes once resumed, and healthy handlers write exactly once while workers are
+// SIGKILLed in a loop. Asserted from the `ledger` table the handlers write through job.manager.
+describe('transactional handlers across processes', () => {
+  let build: WorkerBuild;
+  const children: ChildProcess[] = [];
+  let producer: INestApplicationContext;
+  let db: pg.Pool;
+  let url: string;
+  const inTransaction: { id: string; pid: number }[] = [];
+
+  /** Forks a worker and waits until it has loaded its code (booting it is `boot`'s). */
+  const forkWorker = async (): Promise<ChildProcess> => {
+    const child = fork(build.script, [], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+    children.push(child);
+    child.on('message', (m: { type: string; id?: string }) => {
+      if (m.type === 'in-transaction') inTransaction.push({ id: m.id!, pid: child.pid! });
+    });
+    await new Promise<void>((resolve, reject) => {
+      child.on('message', (m: { type: string }) => m.type === 'loaded' && resolve());
+      child.once('exit', (code) => reject(new Error(`worker exited with ${code} before it loaded`)));
+    });
+    return child;
+  };
+  const boot = async (child: ChildProcess): Promise<ChildProcess> => {
+    const ready = new Promise<void>((resolve) => child.on('message', (m: { type: string }) => m.type === 'ready' && resolve()));
+    child.send({ type: 'start', url });
+    await ready;
+    return child;
+  };
+  const alive = (c: ChildProcess) => c.exitCode === null && c.signalCode === null;
+
+  beforeAll(async () => {
+    url = await createTestDatabase('tx-processes');
+    producer = await startApp(url, { queue: { workers: false, maintenance: { enabled: false } } });
+    db = sqlPool(url);
+    await db.query(`CREATE TABLE ledger (job_id int8, amount int, pid int, attempt int)`);
+    build = await buildWorker([fileURLToPath(new URL('./steps/tx-worker.ts', import.meta.url))]);
+  });
+  afterAll(async () => {
+    for (const child of children) {
+      if (!alive(child)) continue;
+      child.kill('SIGCONT');
+      child.kill('SIGKILL');
+    }
+    await Promise.all(children.map((c) => (alive(c) ? once(c, 'exit') : undefined)));
+    await producer?.close();
+    await db?.end();
+    await build?.remove();
+  });
+
+  it('frozen (SIGSTOP) past its lease inside the transaction: another process runs the job; on SIGCONT the first one’s write never lands', async () => {
+    const queue = producer.get(QueueService);
+    const first = await boot(await forkWorker());
+    const spare = forkWorker();
+    const id = await queue.enqueue('txp-ledger', { amount: 11, ms: 1_000 });
+    await waitFor('in its transaction', async () => inTransaction.some((t) => t.id === id && t.pid === first.pid));
+    first.kill('SIGSTOP');
+    const second = await boot(await spare);
+    expect(await queue.waitFor(id, { timeoutMs: 20_000 })).toEqual({ amount: 11 });
+    first.kill('SIGCONT');
+    // The first handler's wait ends, then its completion is fenced out (or its abort seen first): rolled back either way.
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    const rows = (await db.query(`SELECT pid, attempt FROM ledger WHERE job_id = $1`, [id])).rows;
+    expect(rows).toEqual([{ pid: second.pid, attempt: 2 }]);
+    expect((await db.query(`SELECT status, attempts FROM background_jobs WHERE id = $1`, [id])).rows).toEqual([{ status: 'completed', attempts: 2 }]);
+    expect(alive(first)).toBe(true); // resumed, not crashed
+    for (const c of [first, second]) c.kill('SIGKILL');
+  }, 60_000);
+
+  it('SIGKILLs in a loop while 300 jobs run: every job completed, with exactly one ledger row each', async () => {
+    const queue = producer.get(QueueService);
+    const workers = await Promise.all([boot(await forkWorker()), boot(await forkWorker())]);
+    let spare = forkWorker();
+    const ids = await queue.enqueueMany(Array.from({ length: 300 }, (_, i) => ({ queue: 'txp-ledger', payload: { amount: i, ms: 100 + (i % 5) * 50 } })));
+    const killed = new Set<number>();
+    for (let k = 0; k < 6; k++) {
+      await new Promise((resolve) => setTimeout(resolve, 700));
+      const victim = workers.splice(Math.floor(Math.random() * workers.length), 1)[0];
+      victim.kill('SIGKILL');
+      killed.add(victim.pid!);
+      await once(victim, 'exit');
+      workers.push(await boot(await spare));
+      spare = forkWorker();
+    }
+    await waitFor('all completed', async () => (await db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE id = ANY($1::int8[]) AND status = 'completed'`, [ids])).rows[0].n === ids.length, 60_000, 100);
+    const ledger = (await db.query(`SELECT job_id::text AS id, pid, count(*) OVER (PARTITION BY job_id)::int AS n FROM ledger WHERE job_id = ANY($1::int8[])`, [ids])).rows;
+    expect(ledger.length).toBe(ids.length);
+    expect(ledger.filter((r) => r.n !== 1)).toEqual([]);
+    // The kills did hit handlers inside their transactions: jobs a killed process had written in its transaction
+    // whose one ledger row is another process's (the killed transaction's insert rolled back with it).
+    const writer = new Map(ledger.map((r) => [r.id, r.pid]));
+    const rolledBack = inTransaction.filter((t) => killed.has(t.pid) && ids.includes(t.id) && writer.get(t.id) !== t.pid);
+    expect(rolledBack.length).toBeGreaterThan(0);
+    for (const w of workers) w.kill('SIGKILL');
+    (await spare).kill('SIGKILL');
+  }, 120_000);
+});
