@@ -48,3 +48,20 @@ declare const mailer: Mailer;
 declare const queue: QueueService;
 declare const dataSource: DataSource;
 declare const app: import('@nestjs/common').INestApplication;
+
+// Durable steps and transactional handlers (docs/guides/durable-steps.md, transactional-handlers.md).
+type TransactionalJob<T = unknown> = import('nestjs-pg-queue').TransactionalJob<T>;
+declare const payments: { charge(orderId: string): Promise<{ id: string }> };
+declare const courier: { ship(orderId: string, chargeId: string): Promise<{ tracking: string }> };
+declare const notifier: { shipped(orderId: string, tracking: string): Promise<void> };
+declare const bank: { requestPayout(orderId: string): Promise<{ id: string }>; payoutStatus(orderId: string): Promise<'pending' | 'settled'> };
+declare class LedgerEntry {
+  id: number;
+  accountId: string;
+  cents: number;
+  jobId: string;
+}
+declare class Account {
+  id: string;
+  balanceCents: number;
+}
