@@ -4,7 +4,7 @@ export { defineQueue, type QueueDefinition, type QueueDefinitionOptions, type Pa
 export type { TraceCarrier } from './tracing/trace-carrier.js';
 export type { UniqueOptions } from './utils/unique-options.js';
 export type { OnConflict } from './store/job.store.js';
-export { JobHandler, type TypedJobHandlerDecorator } from './decorators/job-handler.decorator.js';
+export { JobHandler, type TypedBatchHandlerDecorator, type TypedJobHandlerDecorator } from './decorators/job-handler.decorator.js';
 export { OnJobEvent } from './decorators/on-job-event.decorator.js';
 export type { WaitOptions } from './waiting/job-waiters.js';
 export { MAX_PROGRESS_BYTES } from './pg-queue.constants.js';
@@ -19,7 +19,7 @@ export type {
   ScheduleOptions,
   ScheduleSpec,
 } from './interfaces/recurring-job.interface.js';
-export type { Job, JobRecord, JobStatus, QueueCounts, QueueStats, TransactionalJob } from './interfaces/job.interface.js';
+export type { BatchJob, Job, JobRecord, JobStatus, QueueCounts, QueueStats, TransactionalJob } from './interfaces/job.interface.js';
 export type { JobStep } from './steps/step.interfaces.js';
 export type {
   CompensatedJob,
@@ -37,7 +37,7 @@ export type {
   OnParentFailure,
   ParentJob,
 } from './flows/flow.interfaces.js';
-export type { JobHandlerOptions, BackoffFunction, ExponentialBackoff, RateLimit } from './interfaces/job-handler-options.interface.js';
+export type { JobHandlerOptions, BackoffFunction, BatchOptions, ExponentialBackoff, RateLimit } from './interfaces/job-handler-options.interface.js';
 export type {
   PgQueueModuleOptions,
   PgQueueModuleExtras,

@@ -1,6 +1,6 @@
 import { SetMetadata } from '@nestjs/common';
-import type { JobHandlerOptions } from '../interfaces/job-handler-options.interface.js';
-import type { Job } from '../interfaces/job.interface.js';
+import type { BatchOptions, JobHandlerOptions } from '../interfaces/job-handler-options.interface.js';
+import type { BatchJob, Job } from '../interfaces/job.interface.js';
 import { JOB_HANDLER_METADATA } from '../pg-queue.constants.js';
 import { queueNameOf, type QueueDefinition } from '../typed/queue-definition.js';
 
@@ -24,10 +24,21 @@ export type TypedJobHandlerDecorator<TPayload, TResult> = <M extends (job: Job<T
 ) => void;
 
 /**
+ * `@JobHandler(definition, { batch })`: the method must be callable as `(jobs: BatchJob<TPayload>[]) => unknown` (a
+ * batch handler's call; what it returns is not stored: `job.complete(result)` sets a job's result).
+ */
+export type TypedBatchHandlerDecorator<TPayload> = <M extends (jobs: BatchJob<TPayload>[]) => unknown>(
+  target: object,
+  propertyKey: string | symbol,
+  descriptor: TypedPropertyDescriptor<M>,
+) => void;
+
+/**
  * Marks a provider method as the handler of a queue, named by a string or by a `defineQueue` definition (which
  * also checks the method's types). Resolving completes the job (its value is the job's result); throwing (or
  * rejecting) fails the attempt, which is retried with backoff until maxAttempts, then dead-lettered.
  */
+export function JobHandler<TPayload, TResult>(queue: QueueDefinition<TPayload, TResult>, options: JobHandlerOptions & { batch: BatchOptions }): TypedBatchHandlerDecorator<TPayload>;
 export function JobHandler<TPayload, TResult>(queue: QueueDefinition<TPayload, TResult>, options?: JobHandlerOptions): TypedJobHandlerDecorator<TPayload, TResult>;
 export function JobHandler(queue: string, options?: JobHandlerOptions): MethodDecorator;
 export function JobHandler(queue: string | QueueDefinition<unknown, unknown>, options: JobHandlerOptions = {}): MethodDecorator {

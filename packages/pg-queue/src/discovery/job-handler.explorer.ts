@@ -22,7 +22,7 @@ import {
 import type { RecurringJobMetadata } from '../decorators/recurring-job.decorator.js';
 import { RecurringJobRegistry } from '../recurring/recurring-job.registry.js';
 import { resolveSchedule } from '../recurring/resolve-schedule.js';
-import { checkedAtStart } from '../typed/payload-check-at-start.js';
+import { batchCheckedAtStart, checkedAtStart } from '../typed/payload-check-at-start.js';
 import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
 import { assertQueueName, resolveHandlerOptions, type ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { JobHandlerRegistry } from './job-handler.registry.js';
@@ -110,6 +110,13 @@ export class JobHandlerExplorer implements OnModuleInit, OnModuleDestroy {
       const options = resolveHandlerOptions(meta.queue, { ...meta.options, ...this.options.queues[meta.queue] });
       // Refused here, at discovery, before anything of the module has started.
       if (options.transactional && this.options.workers && !this.connection.appDataSource) throw new PgQueueError(TRANSACTIONAL_WITHOUT_DATA_SOURCE(meta.queue, name));
+      if (options.batch) {
+        // A batch handler: the method takes the jobs of one call; a single job (the testing kit's drain) is a call of one.
+        const call = perAttempt ? this.perAttemptHandle(wrapper, methodName) : (jobs: Job[]) => instance[methodName](jobs as never);
+        const handleBatch = batchCheckedAtStart(meta.queue, call as (jobs: Job[]) => unknown);
+        this.registry.add({ queue: meta.queue, name, options, handle: (job) => handleBatch([job]), handleBatch, perAttempt });
+        continue;
+      }
       this.registry.add({
         queue: meta.queue,
         name,

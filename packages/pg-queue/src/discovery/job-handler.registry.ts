@@ -8,6 +8,8 @@ export interface RegisteredHandler {
   name: string;
   options: ResolvedHandlerOptions;
   handle: (job: Job) => unknown;
+  /** A batch handler's method (options.batch), called with the jobs of one call; `handle` then calls it with one job. */
+  handleBatch?: (jobs: Job[]) => unknown;
   /** The method's provider is request-scoped or transient: each attempt resolves it in a DI context of its own. */
   perAttempt?: boolean;
 }

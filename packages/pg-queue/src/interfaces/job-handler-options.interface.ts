@@ -47,6 +47,15 @@ export interface JobHandlerOptions {
    */
   transactional?: boolean;
   /**
+   * A batch handler: the method receives `BatchJob[]`, up to `size` jobs per call, and `concurrency` counts calls
+   * (batches), not jobs. `waitMs`: when the queue had fewer due jobs than a full batch, how long the worker lets
+   * more arrive before it claims (0, the default: whatever is due now). Resolving completes every job of the batch;
+   * throwing fails each (its own attempt, backoff, dead letter); `job.complete(result)`, `job.fail(error)` and
+   * `job.snooze(ms)` settle a job on its own, whatever the batch does. No read-ahead (`prefetch`, `batchSize`) and
+   * not `transactional`. See docs/guides/batch-handlers.md.
+   */
+  batch?: BatchOptions;
+  /**
    * The most jobs one claim takes. Default: with `prefetch: 'auto'`, 500 (each claim takes what the free
    * slots and the read-ahead have room for); with a number, concurrency + prefetch, at most 100.
    */
@@ -63,6 +72,13 @@ export interface JobHandlerOptions {
    * together; 1 runs each key's jobs one at a time, in run_at order. Keys take turns. Default: no limit.
    */
   concurrencyPerKey?: number;
+}
+
+export interface BatchOptions {
+  /** The most jobs per call, 1 to 1000. */
+  size: number;
+  /** How long to let a batch fill when fewer jobs were due than `size`, 0 to 60000 ms. Default 0. */
+  waitMs?: number;
 }
 
 export interface RateLimit {
@@ -84,4 +100,6 @@ export interface ResolvedHandlerOptions {
   rateLimit: RateLimit | undefined;
   concurrencyPerKey: number | undefined;
   transactional: boolean;
+  /** Set for a batch handler. */
+  batch: { size: number; waitMs: number } | undefined;
 }

@@ -55,6 +55,19 @@ export interface Job<TPayload = unknown> {
   sleep(name: string, ms: number): Promise<void>;
 }
 
+/**
+ * A job of a batch handler's call (`batch: { size }`): a Job, plus ways to settle it on its own, whatever the batch's
+ * call does. The last one called before the call ends wins; one called after it ends changes nothing.
+ */
+export interface BatchJob<TPayload = unknown> extends Job<TPayload> {
+  /** Completes this job (with `result` as its result) even if the call throws. */
+  complete(result?: unknown): void;
+  /** Fails this attempt of this job with `error` (retried with backoff, or dead-lettered), even if the call resolves. */
+  fail(error: unknown): void;
+  /** Puts this job back to run again in `ms` without using up an attempt (as a JobSnoozedError would). */
+  snooze(ms: number): void;
+}
+
 /** What a transactional handler (`transactional: true`) receives: a Job with its transaction's EntityManager. */
 export interface TransactionalJob<TPayload = unknown> extends Job<TPayload> {
   /**

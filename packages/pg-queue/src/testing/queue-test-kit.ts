@@ -244,9 +244,11 @@ export class QueueTestKit {
           (_attempt, done) => (committed = done),
         )
       : handler.handle;
+    // A batch handler's job runs as a call of one; what the handler settled it with (job.fail, ...) wins, as in the worker.
+    attempt.inBatch = handler.options.batch !== undefined;
     const ran = await runHandler({ ...handler, handle }, attempt);
-    let error = ran.error;
-    const result = ran.result;
+    let error = attempt.mark ? attempt.mark.error : ran.error;
+    const result = attempt.mark ? attempt.mark.result : attempt.inBatch ? undefined : ran.result;
     let resultJson: string | undefined;
     // As the worker decides (worker/attempt-outcome.ts): a refused payload would be refused again on every retry.
     // A step's result the queue cannot store fails the job for good, as the handler's own result would.

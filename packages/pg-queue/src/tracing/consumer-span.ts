@@ -33,31 +33,75 @@ export function traceHandler(queue: string, workerId: string, handle: Handle): H
       span.end();
       return handle(job);
     }
-    const context = api.trace.setSpan(api.context.active(), span);
-    let result: unknown;
-    try {
-      result = api.context.with(context, handle, undefined, job);
-    } catch (error) {
+    return runInSpan(api, span, handle, job);
+  };
+}
+
+/**
+ * A batch handler's calls traced as traceHandler traces attempts: one consumer span per call (`process <queue>`,
+ * with messaging.batch.message_count), a root span linked to each of its jobs' producer contexts (a call's jobs come
+ * from many traces, so it is the child of none). Each job's own events still carry its id.
+ */
+export function traceBatchHandler(queue: string, workerId: string, handle: (jobs: Job[]) => unknown): (jobs: Job[]) => unknown {
+  const api = otelApi();
+  if (!api) return handle;
+  const name = `process ${queue}`;
+  return (jobs) => {
+    const tracer = queueTracer(api);
+    if (!tracer) return handle(jobs);
+    const links: Link[] = [];
+    for (const job of jobs) {
+      const stored = (job as { traceContext?: unknown }).traceContext;
+      const producer = stored == null ? undefined : spanContextOf(api, stored);
+      if (producer) links.push({ context: producer });
+    }
+    const span = tracer.startSpan(name, {
+      kind: api.SpanKind.CONSUMER,
+      root: true,
+      links,
+      attributes: {
+        [ATTR.system]: MESSAGING_SYSTEM,
+        [ATTR.operationType]: 'process',
+        [ATTR.operationName]: 'process',
+        [ATTR.destination]: queue,
+        [ATTR.clientId]: workerId,
+        [ATTR.batchCount]: jobs.length,
+      },
+    });
+    if (!api.isSpanContextValid(span.spanContext())) {
+      span.end();
+      return handle(jobs);
+    }
+    return runInSpan(api, span, handle, jobs);
+  };
+}
+
+/** Runs `handle(arg)` inside the span's context and ends the span when it returns, throws or settles. */
+function runInSpan<A>(api: OtelApiModule, span: Span, handle: (arg: A) => unknown, arg: A): unknown {
+  const context = api.trace.setSpan(api.context.active(), span);
+  let result: unknown;
+  try {
+    result = api.context.with(context, handle, undefined, arg);
+  } catch (error) {
+    ended(api, span, error);
+    throw error;
+  }
+  // A non-recording span (sampled out) has nothing to end: the handler's promise goes back as it is.
+  if (!span.isRecording()) return result;
+  if (typeof (result as PromiseLike<unknown> | null)?.then !== 'function') {
+    span.end();
+    return result;
+  }
+  return (result as PromiseLike<unknown>).then(
+    (value) => {
+      span.end();
+      return value;
+    },
+    (error: unknown) => {
       ended(api, span, error);
       throw error;
-    }
-    // A non-recording span (sampled out) has nothing to end: the handler's promise goes back as it is.
-    if (!span.isRecording()) return result;
-    if (typeof (result as PromiseLike<unknown> | null)?.then !== 'function') {
-      span.end();
-      return result;
-    }
-    return (result as PromiseLike<unknown>).then(
-      (value) => {
-        span.end();
-        return value;
-      },
-      (error: unknown) => {
-        ended(api, span, error);
-        throw error;
-      },
-    );
-  };
+    },
+  );
 }
 
 function startConsumerSpan(api: OtelApiModule, tracer: Tracer, name: string, queue: string, workerId: string, job: Job): Span {

@@ -70,7 +70,8 @@ const KNOWN_RECURRING_KEYS = new Set(['enabled', 'pollIntervalMs', 'orphanAfterM
 const KNOWN_MAINTENANCE_KEYS = new Set([
   'enabled', 'sweepIntervalMs', 'pruneIntervalMs', 'completedRetentionMs', 'failedRetentionMs', 'pruneBatchSize',
 ]);
-const KNOWN_HANDLER_KEYS = new Set(['concurrency', 'maxAttempts', 'backoff', 'timeoutMs', 'prefetch', 'batchSize', 'globalConcurrency', 'rateLimit', 'concurrencyPerKey', 'transactional']);
+const KNOWN_HANDLER_KEYS = new Set(['concurrency', 'maxAttempts', 'backoff', 'timeoutMs', 'prefetch', 'batchSize', 'globalConcurrency', 'rateLimit', 'concurrencyPerKey', 'transactional', 'batch']);
+const KNOWN_BATCH_KEYS = new Set(['size', 'waitMs']);
 
 /** A transactional handler's default timeoutMs: it holds a connection of the app's pool while it runs. */
 export const TRANSACTIONAL_TIMEOUT_MS = 60_000;
@@ -162,9 +163,12 @@ export function resolveHandlerOptions(queue: string, options: JobHandlerOptions 
   }
   const limits = resolveLimits(where, options);
   // Not set: 'auto', except on a queue with limits, which never reads ahead.
-  const prefetch = options.prefetch ?? (hasLimits(limits) ? 0 : 'auto');
   const transactional = bool(where, 'transactional', options.transactional, false);
+  const batch = resolveBatch(where, options, transactional);
+  // Not set: 'auto', except on a queue with limits, or of batches, which never reads ahead.
+  const prefetch = options.prefetch ?? (hasLimits(limits) || batch ? 0 : 'auto');
   return {
+    batch,
     ...limits,
     concurrency,
     transactional,
@@ -181,6 +185,20 @@ export function resolveHandlerOptions(queue: string, options: JobHandlerOptions 
             jitter: bool(where, 'backoff.jitter', backoff?.jitter, true),
           }),
   };
+}
+
+/** A batch handler's options (README, "Batch handlers"): refused beside read-ahead and transactional. */
+function resolveBatch(where: string, options: JobHandlerOptions, transactional: boolean): ResolvedHandlerOptions['batch'] {
+  const batch = options.batch;
+  if (batch === undefined) return undefined;
+  if (batch === null || typeof batch !== 'object') throw new PgQueueError(INVALID_OPTION(where, 'batch', batch, '{ size, waitMs? }'));
+  refuseUnknownKeys(`${where} batch`, batch, KNOWN_BATCH_KEYS);
+  const size = int(where, 'batch.size', batch.size ?? null, 0, 1, 1_000);
+  const waitMs = int(where, 'batch.waitMs', batch.waitMs, 0, 0, 60_000);
+  for (const [key, set] of [['prefetch', options.prefetch !== undefined && options.prefetch !== 0], ['batchSize', options.batchSize !== undefined], ['transactional', transactional]] as const) {
+    if (set) throw new PgQueueError(`${where}: ${key} cannot be used with batch (a batch handler claims batch.size jobs per free call and reads nothing ahead${key === 'transactional' ? '; a transactional batch is not supported' : ''}).`);
+  }
+  return { size, waitMs };
 }
 
 type Limits = Pick<ResolvedHandlerOptions, 'globalConcurrency' | 'rateLimit' | 'concurrencyPerKey'>;

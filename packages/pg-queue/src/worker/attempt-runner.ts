@@ -1,17 +1,15 @@
-import type { Job } from '../interfaces/job.interface.js';
-
 /** How an attempt ended: `error` set (anything the handler threw or rejected with), or the value it returned. */
 export type AttemptEnd<J> = (job: J, error: unknown, result?: unknown) => void;
 
 /**
- * Calls the handler and reports how it ended, once, always from a later microtask (never from inside this
+ * Calls the handler (with one job, or a batch handler's call) and reports how it ended, once, always from a later microtask (never from inside this
  * call, so the caller is never re-entered while it starts jobs). Whatever the handler does cannot escape:
  * a synchronous throw, a rejection, a returned thenable whose `then` is a throwing getter or throws when
  * called, or calls both callbacks (Promise.resolve adopts it: the first answer wins, a throw is a rejection).
  * A plain promise is not wrapped again (Promise.resolve returns it as it is), so an async handler costs no
  * extra allocation. A rejection with nothing (`reject()`, `throw undefined`) is reported as an Error that says so.
  */
-export function runAttempt<J extends Job>(handle: (job: Job) => unknown, job: J, end: AttemptEnd<J>): void {
+export function runAttempt<J>(handle: (job: J) => unknown, job: J, end: AttemptEnd<J>): void {
   let result: unknown;
   let then: unknown;
   try {

@@ -29,6 +29,12 @@ export interface ClaimLoopConfig {
   bufferLeaseMs: number;
   /** Set for a queue with limits across instances: its claims go through claimLimitedJobs (nothing is read ahead). */
   limits: ClaimLimits | undefined;
+  /**
+   * A batch handler's waitMs: after a claim that came back short (fewer due jobs than the free calls could take),
+   * the next claim waits this long after it is asked for, so that a batch can fill in the table (not in memory: a
+   * job waiting for its batch can still be cancelled, paused or replaced like any queued job).
+   */
+  gatherMs?: number;
 }
 
 /**
@@ -54,6 +60,8 @@ export class ClaimLoop {
   /** performance.now() when the claim in flight was sent (0: none), and whether the loop has ended: for health checks. */
   private sentAt = 0;
   private ended = false;
+  /** The last claim came back short: with gatherMs, the next one lets a batch fill first. */
+  private gatherFirst = false;
 
   constructor(
     private readonly config: ClaimLoopConfig,
@@ -135,6 +143,11 @@ export class ClaimLoop {
         await new Promise<void>((resolve) => (this.wakeUp = resolve));
         continue;
       }
+      if (this.gatherFirst && this.config.gatherMs) {
+        this.gatherFirst = false;
+        this.hold(this.config.gatherMs, false);
+        continue;
+      }
       this.wakeRequested = false;
       const startNow = this.target.reserveSlots(want);
       const sentAt = (this.sentAt = performance.now());
@@ -163,6 +176,7 @@ export class ClaimLoop {
       }
       if (claimed.keyCursor !== undefined) this.keyCursor = claimed.keyCursor;
       this.target.accept(claimed.jobs, sentAt);
+      this.gatherFirst = claimed.jobs.length < want;
       if (claimed.jobs.length === want) this.wakeRequested = true; // more may be waiting
       else if (claimed.rateWaitMs != null) this.hold(claimed.rateWaitMs, false);
       else if (claimed.atCapacity) this.hold(LIMIT_POLL_MS, true);

@@ -30,6 +30,19 @@ const NEXT: Readonly<Record<HeldState, readonly HeldState[]>> = {
   cancelled: [],
 };
 
+/**
+ * One call of a batch handler: its jobs (each a HeldJob, in state running while the call runs), how many of them
+ * still run (a cancelled or lost one leaves early), and the call's timeout timer.
+ */
+export class BatchRun {
+  live: number;
+  timer: NodeJS.Timeout | undefined;
+
+  constructor(readonly jobs: readonly HeldJob[]) {
+    this.live = jobs.length;
+  }
+}
+
 /** A move the table does not allow: a defect of the worker, never of the app. */
 export class IllegalTransitionError extends Error {
   override name = 'IllegalTransitionError';
@@ -66,6 +79,8 @@ export class HeldJob extends JobAttempt {
   resultJson: string | undefined;
   /** Times the database refused this outcome's row (not counting outages). */
   refusals = 0;
+  /** The call of a batch handler this job runs in (undefined: a job run alone). */
+  batch: BatchRun | undefined;
   /** Set when a transactional handler's transaction committed the completion itself: nothing is left to write. */
   committed: CommittedCompletion | undefined;
   /** Due to claimed, by the database clock (the 'active' event carries it). */

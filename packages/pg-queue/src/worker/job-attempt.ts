@@ -1,6 +1,6 @@
 import { inspect } from 'node:util';
 import type { EntityManager } from 'typeorm';
-import { PgQueueError } from '../errors/pg-queue.error.js';
+import { JobSnoozedError, PgQueueError } from '../errors/pg-queue.error.js';
 import type { Job } from '../interfaces/job.interface.js';
 import type { FlowAccess } from '../flows/flow-access.js';
 import type { CompensatedJob, FlowJobSpec, ParentJob } from '../flows/flow.interfaces.js';
@@ -55,6 +55,12 @@ export class JobAttempt<TPayload = unknown> implements Job<TPayload> {
   private readonly flows: FlowAccess | undefined;
   /** A transactional handler's transaction (worker/transactional-attempt.ts); undefined for any other handler. */
   manager: EntityManager | undefined;
+  /**
+   * A job of a batch handler's call: set by whoever runs the batch, so that complete(), fail() and snooze() may mark
+   * it; `mark` is its own outcome (error undefined: completed with `result`), which wins over the call's.
+   */
+  inBatch = false;
+  mark: { error: unknown; result?: unknown } | undefined;
 
   constructor(
     readonly queue: string,
@@ -99,7 +105,7 @@ export class JobAttempt<TPayload = unknown> implements Job<TPayload> {
    * What JSON.stringify(job) and console.log(job) show: the Job's fields as a plain object, since signal and
    * the dates are getters and a worker's bookkeeping (a subclass) is none of the handler's business.
    */
-  toJSON(): Omit<Job<TPayload>, 'signal' | 'progress' | 'parents' | 'parent' | 'compensating' | 'spawn' | 'step' | 'sleep' | 'manager'> {
+  toJSON(): Omit<Job<TPayload>, 'signal' | 'progress' | 'parents' | 'parent' | 'compensating' | 'spawn' | 'step' | 'sleep' | 'manager' | 'complete' | 'fail' | 'snooze'> {
     const { id, queue, payload, attempt, maxAttempts, priority, runAt, createdAt } = this;
     return { id, queue, payload, attempt, maxAttempts, priority, runAt, createdAt };
   }
@@ -150,6 +156,26 @@ export class JobAttempt<TPayload = unknown> implements Job<TPayload> {
   sleep(name: string, ms: number): Promise<void> {
     this.refuseStepsInTransaction('sleep', name);
     return this.stepRunner().sleep(name, ms);
+  }
+
+  complete(result?: unknown): void {
+    this.refuseOutsideBatch('complete');
+    this.mark = { error: undefined, result };
+  }
+
+  fail(error: unknown): void {
+    this.refuseOutsideBatch('fail');
+    this.mark = { error: error ?? new Error(`job.fail() was given ${String(error)}`) };
+  }
+
+  snooze(ms: number): void {
+    this.refuseOutsideBatch('snooze');
+    this.mark = { error: new JobSnoozedError(ms) };
+  }
+
+  /** complete(), fail() and snooze() are a batch handler's: a single job's handler returns or throws. */
+  private refuseOutsideBatch(method: string): void {
+    if (!this.inBatch) throw new PgQueueError(`job ${this.id} (${this.queue}): ${method}() settles one job of a batch handler's call (batch: { size }); a single job's handler returns or throws instead.`);
   }
 
   /** The attempt's abort reason (timeout, cancel, lost lease, shutdown), or undefined while it may still settle. */

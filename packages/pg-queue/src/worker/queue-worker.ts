@@ -12,7 +12,7 @@ import { decideOutcome, type OutcomeRules } from './attempt-outcome.js';
 import { AttemptReport } from './attempt-report.js';
 import { runAttempt } from './attempt-runner.js';
 import { ClaimLoop, type ClaimTarget } from './claim-loop.js';
-import { HeldJob } from './held-job.js';
+import { BatchRun, HeldJob } from './held-job.js';
 import type { JobServices } from './job-attempt.js';
 import { bufferLease, JobBuffer } from './job-buffer.js';
 import type { BeatLoad } from './lease-keeper.js';
@@ -30,6 +30,8 @@ export interface QueueWorkerConfig {
   leaseMs: number;
   options: ResolvedHandlerOptions;
   handle: (job: Job) => unknown;
+  /** A batch handler's method (options.batch set): called with the jobs of one call. */
+  handleBatch?: (jobs: Job[]) => unknown;
   /** The module's maxResultBytes: a larger result fails the attempt for good. */
   maxResultBytes: number;
 }
@@ -69,8 +71,11 @@ export class QueueWorker implements ClaimTarget {
   private readonly buffer: JobBuffer;
   private readonly claims: ClaimLoop;
   private running = 0;
-  /** Slots kept for the jobs of the claim in flight that start at once. */
+  /** Slots kept for the jobs of the claim in flight that start at once (a batch handler's: for its calls). */
   private reserved = 0;
+  /** A batch handler's calls running now (concurrency counts these, not jobs). */
+  private runningBatches = 0;
+  private readonly endBatch = (run: BatchRun, error: unknown) => this.batchEnded(run, error);
   /** 'auto': the read-ahead the claim in flight was sized with (ReadAhead.claimed grows its ceiling from it). */
   private readAheadAtClaim = 0;
   /** Outcomes handed to the writer and not answered yet; their leases are still held. */
@@ -113,6 +118,7 @@ export class QueueWorker implements ClaimTarget {
         leaseMs: config.leaseMs,
         bufferLeaseMs: lease.leaseMs,
         limits: limited ? { globalConcurrency, rateLimit, concurrencyPerKey } : undefined,
+        gatherMs: config.options.batch?.waitMs,
       },
       shared.store,
       this,
@@ -159,7 +165,12 @@ export class QueueWorker implements ClaimTarget {
 
   claimWant(): number {
     if (this.stopping) return 0;
-    const { batchSize, concurrency } = this.config.options;
+    const { batchSize, concurrency, batch: calls } = this.config.options;
+    if (calls) {
+      // A batch handler: a full batch for each free call, none while a turn's outcomes wait to be written.
+      if (this.settling >= concurrency * calls.size) return 0;
+      return Math.max(0, concurrency - this.runningBatches - this.reserved) * calls.size;
+    }
     const turn = concurrency + this.buffer.readAhead; // as many jobs as this worker may hold
     // Back-pressure: while a full turn of outcomes waits to be written, claiming more only grows the pile.
     // Unbounded, a slow database let thousands of finished jobs sit in `processing` until their leases ran
@@ -174,6 +185,11 @@ export class QueueWorker implements ClaimTarget {
   }
 
   reserveSlots(want: number): number {
+    const calls = this.config.options.batch;
+    if (calls) {
+      this.reserved += Math.ceil(want / calls.size);
+      return want; // every job of the claim starts now, in the calls reserved for it
+    }
     const free = this.config.options.concurrency - this.running - this.reserved;
     const startNow = Math.max(0, Math.min(want, free));
     this.reserved += startNow;
@@ -210,6 +226,8 @@ export class QueueWorker implements ClaimTarget {
       }
       this.buffer.auto?.claimed(tookMs, this.readAheadAtClaim);
       const startBy = sentAt + this.bufferLeaseMs - this.startMarginMs;
+      const calls = this.config.options.batch;
+      const batched: HeldJob[] = [];
       for (const claimed of jobs) {
         const job = new HeldJob(this.config.queue, claimed, this.shared.services);
         // An older claim of this job still in our books: this process stalled past its lease (frozen, a blocked
@@ -222,10 +240,13 @@ export class QueueWorker implements ClaimTarget {
           job.to('buffered');
           job.startBy = startBy;
           this.buffer.add(job);
+        } else if (calls) {
+          batched.push(job);
         } else {
           this.startJob(job);
         }
       }
+      if (calls) for (let i = 0; i < batched.length; i += calls.size) this.startBatch(batched.slice(i, i + calls.size));
     });
     this.pump();
   }
@@ -249,6 +270,49 @@ export class QueueWorker implements ClaimTarget {
       }, timeoutMs);
     }
     runAttempt(handle, job, this.end);
+  }
+
+  /**
+   * One call of a batch handler: every job of it running, one call slot taken, one timeout for the call (it aborts
+   * every job's signal and fails the jobs not settled on their own).
+   */
+  private startBatch(jobs: HeldJob[]): void {
+    const { options, handleBatch } = this.config;
+    const run = new BatchRun(jobs);
+    this.runningBatches += 1;
+    const now = performance.now();
+    for (const job of jobs) {
+      job.to('running');
+      job.batch = run;
+      job.inBatch = true;
+      job.startedAt = now;
+      this.running += 1;
+      if (!job.marked) this.shared.leases.markSoon();
+      if (this.shared.events.observed) this.tell.emit('active', job, { claimLatencyMs: job.claimLatencyMs });
+    }
+    if (options.timeoutMs !== undefined) {
+      const timeoutMs = options.timeoutMs;
+      run.timer = setTimeout(() => {
+        const error = new JobTimeoutError(timeoutMs);
+        for (const job of jobs) job.abort(error);
+        this.batchEnded(run, error);
+      }, timeoutMs);
+    }
+    runAttempt((call: BatchRun) => handleBatch!(call.jobs as HeldJob[]), run, this.endBatch);
+  }
+
+  /**
+   * A batch handler's call ended (or timed out): each job still running settles on its own, with its own outcome if
+   * the handler gave it one (complete, fail, snooze), else the call's: completed if it resolved, failed with its
+   * error if it threw. What the call returned is not a job's result (job.complete(result) sets one).
+   */
+  private batchEnded(run: BatchRun, error: unknown): void {
+    clearTimeout(run.timer);
+    for (const job of run.jobs) {
+      if (job.state !== 'running') continue; // cancelled, lost, or settled by the timeout already
+      const mark = job.mark;
+      this.ended(job, mark ? mark.error : error, mark?.result);
+    }
   }
 
   /** The handler ended (or timed out): the outcome goes to the writer, the slot frees, the lease is kept until the write lands. */
@@ -291,6 +355,12 @@ export class QueueWorker implements ClaimTarget {
     job.endedAt = this.lastFreedAt = performance.now();
     clearTimeout(job.timer);
     this.running -= 1;
+    const run = job.batch;
+    if (run && --run.live === 0) {
+      // The call's last job left: its slot frees (its other jobs settled, or were cancelled or lost before).
+      clearTimeout(run.timer);
+      this.runningBatches -= 1;
+    }
     this.buffer.slotFreed();
     // A freed slot is a reason to claim only where nothing else announces the work it makes claimable: a queue
     // with limits, whose queued jobs wait on the slots and keys that finishing jobs free. A plain queue's claim
@@ -387,15 +457,25 @@ export class QueueWorker implements ClaimTarget {
     if (job.state === 'buffered') {
       this.buffer.remove(job);
       job.to('lost');
+    } else if (job.state === 'running' && job.batch) {
+      // A batch handler's call that lost one job's lease settles none of its jobs: the others' leases lapse, and
+      // the sweeper puts them back for another attempt (the call ran them, or part of them).
+      for (const other of job.batch.jobs) if (other.state === 'running') this.loseRunning(other);
     } else if (job.state === 'running') {
-      const reason = new JobAbortedError('lease lost: the job was taken back (swept, cancelled) while running');
-      job.abort(reason);
-      this.shared.logger.warn(`job ${job.id} (${this.config.queue}, attempt ${job.attempt}) lost its lease while running; its outcome will be discarded`);
-      this.freeSlot(job);
-      job.to('lost');
-      this.tell.emit('lease-lost', job, { error: reason });
+      this.loseRunning(job);
     }
     // settling: its outcome is with the writer, which hears from the database that the row is gone.
+  }
+
+  /** A running job is no longer this claim's: its signal aborted, its slot freed, its outcome never written. */
+  private loseRunning(job: HeldJob): void {
+    if (this.held.get(job.id) === job) this.held.delete(job.id);
+    const reason = new JobAbortedError('lease lost: the job was taken back (swept, cancelled) while running');
+    job.abort(reason);
+    this.shared.logger.warn(`job ${job.id} (${this.config.queue}, attempt ${job.attempt}) lost its lease while running; its outcome will be discarded`);
+    this.freeSlot(job);
+    job.to('lost');
+    this.tell.emit('lease-lost', job, { error: reason });
   }
 
   /**

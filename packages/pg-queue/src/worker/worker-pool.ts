@@ -9,7 +9,7 @@ import { JobEvents } from '../events/job-events.js';
 import { PgQueueConnection } from '../connection/pg-queue-connection.js';
 import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
 import { JobStore } from '../store/job.store.js';
-import { traceHandler } from '../tracing/consumer-span.js';
+import { traceBatchHandler, traceHandler } from '../tracing/consumer-span.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { errorLine } from '../utils/error-text.js';
 import { withDeadline } from '../utils/retry-backoff.js';
@@ -97,7 +97,16 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
     const shared = { store: this.store, outcomes: this.outcomes, lane, logger: this.logger, events: this.events, leases, services };
     for (const h of handlers) {
       const handle = h.options.transactional ? this.inTransaction(h) : h.handle;
-      const config = { queue: h.queue, handlerName: h.name, workerId, leaseMs, options: h.options, handle: traceHandler(h.queue, workerId, handle), maxResultBytes: this.options.maxResultBytes };
+      const config = {
+        queue: h.queue,
+        handlerName: h.name,
+        workerId,
+        leaseMs,
+        options: h.options,
+        handle: traceHandler(h.queue, workerId, handle),
+        handleBatch: h.handleBatch && traceBatchHandler(h.queue, workerId, h.handleBatch),
+        maxResultBytes: this.options.maxResultBytes,
+      };
       this.workers.set(h.queue, new QueueWorker(config, shared));
     }
     this.listener = new NotificationListener(
