@@ -28,6 +28,7 @@ import { enqueueScenario } from './scenarios/enqueue.js';
 import { flowsScenario, flowsSupported, flowsVariants } from './scenarios/flows.js';
 import { latencyScenario } from './scenarios/latency.js';
 import { limitsScenario, limitsSupported, limitsVariants } from './scenarios/limits.js';
+import { modesScenario, modesVariants } from './scenarios/modes.js';
 import { processScenario } from './scenarios/process.js';
 import { scaleOutScenario } from './scenarios/scale-out.js';
 import { spreadScenario } from './scenarios/spread.js';
@@ -103,6 +104,12 @@ function steps(options: BenchOptions): Step[] {
         for (const v of flowsVariants(p)) {
           const only = options.systems.filter((id) => flowsSupported(SYSTEMS[id], v.shape));
           out.push({ scenario, label: v.metric, run: (ctx, s) => flowsScenario(ctx, s, v), only });
+        }
+        break;
+      case 'modes':
+        // Batch handlers, durable steps, transactional handlers: each cell for the systems that have its shape.
+        for (const v of modesVariants()) {
+          out.push({ scenario, label: v.metric, run: (ctx, s) => modesScenario(ctx, s, v), only: options.systems.filter((id) => v.systems.includes(id)) });
         }
         break;
     }

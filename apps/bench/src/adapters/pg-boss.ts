@@ -46,6 +46,11 @@ export const pgBossAdapter: Adapter = {
     if (!(await boss.getQueue(QUEUE))) await boss.createQueue(QUEUE, { notify: true });
     if (options.role === 'worker' && flows) {
       await workFlows(boss, options.concurrency, options.onJob, flows);
+    } else if (options.role === 'worker' && options.mode?.batch) {
+      // The modes scenario's batch cell: one loop handed mode.batch jobs per call, completed in one statement.
+      await boss.work<BenchPayload>(QUEUE, { localConcurrency: options.concurrency, batchSize: options.mode.batch, burstWhenBatchFull: true }, async (jobs) => {
+        for (const job of jobs) options.onJob(job.data);
+      });
     } else if (options.role === 'worker') {
       const shape = pgBossShape(options.concurrency);
       await boss.work<BenchPayload>(

@@ -2,6 +2,7 @@ import 'reflect-metadata';
 import { Injectable, Module, type DynamicModule } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { JobHandler, PgQueueModule, QueueService, type Job } from 'nestjs-pg-queue';
+import { DataSource } from 'typeorm';
 import { flowPlan, type FlowPayload, type FlowResult } from './flow-shapes.js';
 import { QUEUE, work, type Adapter, type AdapterOptions, type BenchPayload, type RunningSystem } from './types.js';
 
@@ -18,13 +19,24 @@ let jobMs: number | undefined;
 /** Set in the flows scenario only: the handler then runs flow jobs (runFlowJob). */
 let flowJobEnd: ((payload: FlowPayload, parentsRead: number) => void) | undefined;
 
-/** The no-op handler, found by Nest discovery like any app's handler. Concurrency comes from forRoot's `queues`. */
+/** The modes scenario's steps per job (0: none). */
+let steps = 0;
+
+/**
+ * The no-op handler, found by Nest discovery like any app's handler. Concurrency comes from forRoot's `queues`,
+ * and so does `batch` (the modes scenario): the method then receives the jobs of one call.
+ */
 @Injectable()
 class BenchHandler {
   @JobHandler(QUEUE)
-  async handle(job: Job<BenchPayload>): Promise<FlowResult | void> {
+  async handle(job: Job<BenchPayload> | Job<BenchPayload>[]): Promise<FlowResult | void> {
+    if (Array.isArray(job)) {
+      for (const one of job) report(one.payload);
+      return;
+    }
     report(job.payload);
     if (flowJobEnd) return runFlowJob(job as Job<FlowPayload>, flowJobEnd);
+    for (let s = 0; s < steps; s++) await job.step(`s${s}`, () => s);
     await work(jobMs);
   }
 }
@@ -52,7 +64,10 @@ class BenchAppModule {
         // Library defaults for everything that is not a sizing knob: leases, heartbeats, fencing, the
         // sweeper and the pruner all stay on (the issue: no trading safety for speed).
         PgQueueModule.forRoot({
-          connection: { url: options.url, poolSize: options.poolSize },
+          // A transactional handler runs in a transaction of the app's DataSource (its own pool, as an app's).
+          ...(options.mode?.transactional
+            ? { dataSource: new DataSource({ type: 'postgres', url: options.url, extra: { max: options.poolSize } }), poolSize: options.poolSize }
+            : { connection: { url: options.url, poolSize: options.poolSize } }),
           workers: options.role === 'worker',
           // prefetch: up to IN_HAND jobs claimed ahead of free slots, in claims of up to IN_HAND (the library's
           // option for many short jobs, as graphile-worker's localQueue is for it; the same 500 as its
@@ -67,6 +82,9 @@ class BenchAppModule {
 
 function queueOptions(options: AdapterOptions) {
   if (options.limits) return limitedQueue(options);
+  // The modes scenario: a batch handler (concurrency counts calls), or a transactional one.
+  if (options.mode?.batch) return { concurrency: options.concurrency, batch: { size: options.mode.batch } };
+  if (options.mode?.transactional) return { concurrency: options.concurrency, transactional: true };
   // What a user gets without tuning: a bare @JobHandler with the scenario's concurrency, every sizing knob at its default.
   if (options.librarySettings === 'defaults') return { concurrency: options.concurrency };
   return { concurrency: options.concurrency, prefetch: Math.max(0, IN_HAND - options.concurrency), batchSize: IN_HAND };
@@ -87,6 +105,7 @@ export const pgQueueAdapter: Adapter = {
     report = options.onJob;
     jobMs = options.jobMs;
     flowJobEnd = options.onFlowJobEnd;
+    steps = options.mode?.steps ?? 0;
     const app = await NestFactory.createApplicationContext(BenchAppModule.forRoot(options), { logger: ['error', 'warn'] });
     const queue = app.get(QueueService);
     const keys = options.limits?.keys;

@@ -49,6 +49,19 @@ export interface AdapterOptions {
    * and returns { r: its ref } as its result. A worker started without it runs no flow code at all.
    */
   onFlowJobEnd?: (payload: FlowPayload, parentsRead: number) => void;
+  /** The modes scenario: how the handler takes its jobs (see HandlerMode). */
+  mode?: HandlerMode;
+}
+
+/**
+ * The modes scenario's handler shapes: `batch` jobs per handler call (a batch handler, for the systems that have
+ * one); `steps` durable steps per job (no-op functions returning a number); `transactional` (the handler runs in a
+ * transaction of the app's DataSource, which writes the completion). nestjs-pg-queue has all three; pg-boss batches.
+ */
+export interface HandlerMode {
+  batch?: number;
+  steps?: number;
+  transactional?: boolean;
 }
 
 export interface BenchLimits {

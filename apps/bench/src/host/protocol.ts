@@ -1,9 +1,9 @@
 import type { FlowModel, FlowShape, ShapeSizes } from '../adapters/flow-shapes.js';
-import type { BenchLimits, SystemId } from '../adapters/types.js';
+import type { BenchLimits, HandlerMode, SystemId } from '../adapters/types.js';
 
 /** Parent -> child commands; each gets exactly one reply with the same id. */
 export type Command =
-  | { cmd: 'start'; system: SystemId; url: string; role: 'worker' | 'producer'; concurrency: number; poolSize: number; marks?: number[]; limits?: BenchLimits; jobMs?: number; flows?: boolean }
+  | { cmd: 'start'; system: SystemId; url: string; role: 'worker' | 'producer'; concurrency: number; poolSize: number; marks?: number[]; limits?: BenchLimits; jobMs?: number; flows?: boolean; mode?: HandlerMode }
   /** n jobs, one call at a time. */
   | { cmd: 'enqueue-sequential'; n: number }
   /** n jobs split over `callers` concurrent loops of one-at-a-time calls. */

@@ -1,7 +1,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
-import { BASELINE_ID, type BenchLimits, type SystemId } from '../adapters/types.js';
+import { BASELINE_ID, type BenchLimits, type HandlerMode, type SystemId } from '../adapters/types.js';
 import { withClient } from '../db/sql.js';
 import type { Command, Envelope, FeedResult, FlowReport, HostStats, Reply, TimedResult } from './protocol.js';
 
@@ -33,6 +33,8 @@ export interface StartOptions {
   jobMs?: number;
   /** The flows scenario: the handler runs flow jobs and reports their ends. */
   flows?: boolean;
+  /** The modes scenario: batches, durable steps or transactional handlers. */
+  mode?: HandlerMode;
 }
 
 /** The plain loop runs on nestjs-pg-queue's table: a producer of the library creates it (its migrations) and leaves. */

@@ -2,6 +2,7 @@ import { shapeSupport, type FlowShape } from '../adapters/flow-shapes.js';
 import type { SystemId } from '../adapters/types.js';
 import type { Profile } from '../config.js';
 import { flowCount, flowsVariants, lightFlowCount } from '../scenarios/flows.js';
+import { modesVariants } from '../scenarios/modes.js';
 import { spreadMetric } from '../scenarios/spread.js';
 import { SYSTEMS } from '../systems.js';
 import { sizeLabel } from './format.js';
@@ -97,6 +98,18 @@ export function metricCatalog(profile: Profile): MetricDef[] {
         : []),
       { id: `${v.metric}.enqueue`, label: `  enqueue, 8 callers, one flow per call`, unit: 'flows/s', better: 'higher', digits: 0, chart: false, notes },
     );
+  }
+  const labels: Record<string, string> = {
+    'modes.single.c100': 'one job per call, 100 in flight',
+    'modes.batch100': 'batch handler, 100 jobs per call, one call at a time',
+    'modes.steps0.c10': 'no durable step per job, c10',
+    'modes.steps1.c10': '1 durable step per job, c10',
+    'modes.steps5.c10': '5 durable steps per job, c10',
+    'modes.tx.c10': 'transactional handler (completion in its transaction), c10',
+  };
+  for (const v of modesVariants()) {
+    defs.push(rate(v.metric, `process ${sizeLabel(profile.process.jobs)}: ${labels[v.metric] ?? v.metric}`, false));
+    defs.push({ id: `${v.metric}.cpuUsPerJob`, label: `  machine CPU per job (Node and PostgreSQL)`, unit: 'µs', better: 'lower', digits: 1, chart: false });
   }
   return defs;
 }

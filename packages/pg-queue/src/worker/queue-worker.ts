@@ -167,8 +167,10 @@ export class QueueWorker implements ClaimTarget {
     if (this.stopping) return 0;
     const { batchSize, concurrency, batch: calls } = this.config.options;
     if (calls) {
-      // A batch handler: a full batch for each free call, none while a turn's outcomes wait to be written.
-      if (this.settling >= concurrency * calls.size) return 0;
+      // A batch handler: a full batch for each free call. A call's jobs settle all at once, so the next claim may go
+      // while one turn of outcomes is being written (at one call at a time, waiting for them made every claim wait
+      // for the previous call's write: 30% fewer jobs/s); not while more than a turn waits.
+      if (this.settling > concurrency * calls.size) return 0;
       return Math.max(0, concurrency - this.runningBatches - this.reserved) * calls.size;
     }
     const turn = concurrency + this.buffer.readAhead; // as many jobs as this worker may hold
