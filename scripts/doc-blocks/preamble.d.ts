@@ -65,3 +65,7 @@ declare class Account {
   id: string;
   balanceCents: number;
 }
+// Batch handlers (docs/guides/batch-handlers.md).
+type BatchJob<T = unknown> = import('nestjs-pg-queue').BatchJob<T>;
+declare const defineQueue: typeof import('nestjs-pg-queue').defineQueue;
+declare const search: { bulkIndex(docIds: string[]): Promise<{ items: { error?: string }[] }> };
