@@ -50,7 +50,8 @@ describe('durable steps across processes', () => {
   it('SIGKILL between two steps: another process resumes after the first step; each step function ran once', async () => {
     const queue = producer.get(QueueService);
     const victim = await spawnWorker({ HOLD: '1' });
-    const ids = await Promise.all([1, 2, 3].map((order) => queue.enqueue('sx-order', { order })));
+    // In id order, as the effects are read back (the three enqueues run side by side).
+    const ids = (await Promise.all([1, 2, 3].map((order) => queue.enqueue('sx-order', { order })))).sort((a, b) => Number(a) - Number(b));
     // Every job recorded its charge and stopped between the steps (and, read ahead or not, all started: concurrency 4).
     await waitFor('all between the steps', async () => (await db.query(`SELECT count(*)::int AS n FROM effects WHERE step = 'between'`)).rows[0].n === 3, 30_000);
     const recorded = await db.query(`SELECT id, jsonb_array_length(steps) AS n, attempts, buffered FROM background_jobs WHERE id = ANY($1::int8[]) ORDER BY id`, [ids]);
