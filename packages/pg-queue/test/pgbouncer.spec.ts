@@ -1,8 +1,8 @@
-import { Injectable, type INestApplicationContext } from '@nestjs/common';
+import { Injectable, type INestApplicationContext, type Provider } from '@nestjs/common';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { DataSource } from 'typeorm';
-import { JobHandler, PG_QUEUE_MIGRATIONS, PgQueueError, QueueService, WorkerPool, type Job, type PgQueueModuleOptions } from 'nestjs-pg-queue';
+import { JobHandler, PG_QUEUE_MIGRATIONS, PgQueueError, QueueService, WorkerPool, type BatchJob, type Job, type PgQueueModuleOptions, type TransactionalJob } from 'nestjs-pg-queue';
 import { createTestDatabase, pgBouncerAvailable, startPgBouncer, withDatabaseName, type PgBouncer } from '@internal/pg-harness';
 import { runQueueMigrations } from '../src/connection/run-queue-migrations.js';
 import { WakeSender } from '../src/waking/wake-sender.js';
@@ -25,6 +25,26 @@ class Recorder {
   }
 }
 
+/** Issue 20's handler shapes through the pooler: a durable step, a transactional handler, a batch handler. */
+@Injectable()
+class Shapes {
+  @JobHandler('bounced-steps', { maxAttempts: 2, backoff: { baseMs: 0, jitter: false } })
+  async steps(job: Job) {
+    await job.step('record', () => records.query(`INSERT INTO runs (job_id) VALUES ($1)`, [job.id]).then(() => 1));
+    if (job.attempt === 1) throw new Error('after the step');
+  }
+
+  @JobHandler('bounced-tx', { transactional: true })
+  async tx(job: TransactionalJob) {
+    await job.manager.query(`INSERT INTO runs (job_id) VALUES ($1)`, [job.id]);
+  }
+
+  @JobHandler('bounced-batch', { batch: { size: 20 } })
+  async batch(jobs: BatchJob[]) {
+    await records.query(`INSERT INTO runs (job_id) SELECT unnest($1::int8[])`, [jobs.map((j) => j.id)]);
+  }
+}
+
 describeWithBouncer('through PgBouncer in transaction mode', () => {
   let bouncer: PgBouncer;
   let directUrl: string;
@@ -39,7 +59,7 @@ describeWithBouncer('through PgBouncer in transaction mode', () => {
     return dataSource;
   }
 
-  async function boot(queue: PgQueueModuleOptions, providers = [Recorder]): Promise<INestApplicationContext> {
+  async function boot(queue: PgQueueModuleOptions, providers: Provider[] = [Recorder]): Promise<INestApplicationContext> {
     const app = await startApp(bouncedUrl, { providers, queue });
     apps.push(app);
     return app;
@@ -120,6 +140,23 @@ describeWithBouncer('through PgBouncer in transaction mode', () => {
     await appDataSource.transaction((manager) => queue.enqueue('in-transaction', { rolledBack: false }, { manager }));
     const { rows: kept } = await records.query(`SELECT payload FROM background_jobs WHERE queue_name = 'in-transaction'`);
     expect(kept).toEqual([{ payload: { rolledBack: false } }]);
+  });
+
+  it('durable steps, transactional handlers and batch handlers through the pooler: each job’s write once', async () => {
+    const options = { transactionPooler: true, listenerUrl: directUrl, maintenance: { enabled: false } };
+    const app = await boot({ ...options, dataSource: await bouncedDataSource() }, [Shapes]);
+    await records.query(`CREATE TABLE IF NOT EXISTS runs (job_id bigint NOT NULL)`);
+    const queue = app.get(QueueService);
+    const stepped = await queue.enqueueMany(Array.from({ length: 10 }, () => ({ queue: 'bounced-steps', payload: {} })));
+    const tx = await queue.enqueueMany(Array.from({ length: 10 }, () => ({ queue: 'bounced-tx', payload: {} })));
+    const batched = await queue.enqueueMany(Array.from({ length: 50 }, () => ({ queue: 'bounced-batch', payload: {} })));
+    const all = [...stepped, ...tx, ...batched];
+    await waitFor('all completed', async () => (await records.query(`SELECT count(*)::int AS n FROM background_jobs WHERE id = ANY($1::int8[]) AND status = 'completed'`, [all])).rows[0].n === all.length, 20_000);
+    const { rows } = await records.query(`SELECT job_id::text AS id, count(*)::int AS n FROM runs WHERE job_id = ANY($1::int8[]) GROUP BY job_id`, [all]);
+    expect(rows.length).toBe(all.length);
+    expect(rows.filter((r) => r.n !== 1)).toEqual([]);
+    const { rows: attempts } = await records.query(`SELECT DISTINCT attempts FROM background_jobs WHERE id = ANY($1::int8[])`, [stepped]);
+    expect(attempts).toEqual([{ attempts: 2 }]); // the step ran on attempt 1 and was replayed on attempt 2
   });
 
   it('without it, the named statements fail and the error says what to set', async () => {

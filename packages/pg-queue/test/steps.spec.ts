@@ -168,7 +168,7 @@ describe('durable steps', () => {
   it('refuses bad steps with errors that name them: a repeated name, an empty name, a bad sleep; a result that is not JSON fails the job for good', async () => {
     const queue = t.app.get(QueueService);
     const ids = Object.fromEntries(await Promise.all(['twice', 'bigint', 'no-name', 'bad-sleep'].map(async (kind) => [kind, await queue.enqueue('st-bad', { kind })])));
-    for (const id of Object.values(ids)) await waitFor('failed', async () => (await row(id))?.status === 'failed');
+    for (const id of Object.values(ids) as string[]) await waitFor('failed', async () => (await row(id))?.status === 'failed');
     expect((await row(ids.twice)).last_error).toMatch(/"a" was already used by a step or sleep of this attempt/);
     expect((await row(ids['no-name'])).last_error).toMatch(/a step needs a name of 1 to 200 characters; got 0 characters/);
     expect((await row(ids['bad-sleep'])).last_error).toMatch(/sleep "z" needs a number of ms from 0/);

@@ -79,10 +79,11 @@ export class HeldJob extends JobAttempt {
   resultJson: string | undefined;
   /** Times the database refused this outcome's row (not counting outages). */
   refusals = 0;
-  /** The call of a batch handler this job runs in (undefined: a job run alone). */
-  batch: BatchRun | undefined;
-  /** Set when a transactional handler's transaction committed the completion itself: nothing is left to write. */
-  committed: CommittedCompletion | undefined;
+  /**
+   * The call of a batch handler this job runs in (undefined: a job run alone), or the completion a transactional
+   * handler's own transaction committed (nothing left to write): one field for the two, as only some jobs have either.
+   */
+  private shape: { batch?: BatchRun; committed?: CommittedCompletion } | undefined;
   /** Due to claimed, by the database clock (the 'active' event carries it). */
   readonly claimLatencyMs: number | undefined;
 
@@ -91,6 +92,22 @@ export class HeldJob extends JobAttempt {
     this.claimLatencyMs = job.waitMs;
     this.state = 'claimed';
     this.marked = job.buffered !== true;
+  }
+
+  get batch(): BatchRun | undefined {
+    return this.shape?.batch;
+  }
+
+  set batch(batch: BatchRun | undefined) {
+    (this.shape ??= {}).batch = batch;
+  }
+
+  get committed(): CommittedCompletion | undefined {
+    return this.shape?.committed;
+  }
+
+  set committed(committed: CommittedCompletion | undefined) {
+    (this.shape ??= {}).committed = committed;
   }
 
   /** Moves to `next`, or throws IllegalTransitionError. */

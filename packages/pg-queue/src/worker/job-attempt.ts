@@ -21,6 +21,14 @@ export interface JobServices {
   readonly recordedSteps?: readonly StoredStep[];
 }
 
+/** The parts of an attempt only some handlers use (see JobAttempt.ext). */
+interface AttemptExtras {
+  steps?: JobSteps;
+  manager?: EntityManager;
+  inBatch?: boolean;
+  mark?: { error: unknown; result?: unknown };
+}
+
 /**
  * The Job a handler receives, and the worker's handle on that attempt. Its AbortSignal is made on first
  * use: an AbortController with its EventTarget cost 5.4 µs and several allocations per job, 8.8% of the
@@ -50,17 +58,11 @@ export class JobAttempt<TPayload = unknown> implements Job<TPayload> {
   private spawnSpecs: FlowJobSpec[] | undefined;
   /** This claim's fence token: the steps' records are fenced by it. */
   readonly token: string;
-  /** Made at the first step or sleep. */
-  private stepsOf: JobSteps | undefined;
-  private readonly flows: FlowAccess | undefined;
-  /** A transactional handler's transaction (worker/transactional-attempt.ts); undefined for any other handler. */
-  manager: EntityManager | undefined;
   /**
-   * A job of a batch handler's call: set by whoever runs the batch, so that complete(), fail() and snooze() may mark
-   * it; `mark` is its own outcome (error undefined: completed with `result`), which wins over the call's.
+   * What only some attempts use (steps, a transaction, a batch call), in one field made on first use: every field of
+   * this class is set on every job, and the worker makes one per job (a field each would cost every job).
    */
-  inBatch = false;
-  mark: { error: unknown; result?: unknown } | undefined;
+  private ext: AttemptExtras | undefined;
 
   constructor(
     readonly queue: string,
@@ -68,7 +70,6 @@ export class JobAttempt<TPayload = unknown> implements Job<TPayload> {
     /** Absent where no database stands behind the job (createTestJob): the flow methods then throw, and steps are kept in memory. */
     private readonly services?: JobServices,
   ) {
-    this.flows = services?.flows;
     this.token = job.token;
     this.id = job.id;
     this.payload = job.payload as TPayload;
@@ -158,19 +159,50 @@ export class JobAttempt<TPayload = unknown> implements Job<TPayload> {
     return this.stepRunner().sleep(name, ms);
   }
 
+  /** A transactional handler's transaction (worker/transactional-attempt.ts); undefined for any other handler. */
+  get manager(): EntityManager | undefined {
+    return this.ext?.manager;
+  }
+
+  set manager(manager: EntityManager | undefined) {
+    this.extras().manager = manager;
+  }
+
+  /** A job of a batch handler's call: set by whoever runs the call, so that complete(), fail() and snooze() may mark it. */
+  get inBatch(): boolean {
+    return this.ext?.inBatch === true;
+  }
+
+  set inBatch(inBatch: boolean) {
+    if (inBatch || this.ext) this.extras().inBatch = inBatch;
+  }
+
+  /** A batch job's own outcome (error undefined: completed with `result`), which wins over the call's. */
+  get mark(): { error: unknown; result?: unknown } | undefined {
+    return this.ext?.mark;
+  }
+
+  private extras(): AttemptExtras {
+    return (this.ext ??= {});
+  }
+
+  private get flows(): FlowAccess | undefined {
+    return this.services?.flows;
+  }
+
   complete(result?: unknown): void {
     this.refuseOutsideBatch('complete');
-    this.mark = { error: undefined, result };
+    this.extras().mark = { error: undefined, result };
   }
 
   fail(error: unknown): void {
     this.refuseOutsideBatch('fail');
-    this.mark = { error: error ?? new Error(`job.fail() was given ${String(error)}`) };
+    this.extras().mark = { error: error ?? new Error(`job.fail() was given ${String(error)}`) };
   }
 
   snooze(ms: number): void {
     this.refuseOutsideBatch('snooze');
-    this.mark = { error: new JobSnoozedError(ms) };
+    this.extras().mark = { error: new JobSnoozedError(ms) };
   }
 
   /** complete(), fail() and snooze() are a batch handler's: a single job's handler returns or throws. */
@@ -195,7 +227,7 @@ export class JobAttempt<TPayload = unknown> implements Job<TPayload> {
 
   /** @internal The steps of this attempt (createTestJob reads those kept in memory). */
   stepRunner(): JobSteps {
-    return (this.stepsOf ??= new JobSteps(
+    return (this.extras().steps ??= new JobSteps(
       { id: this.id, queue: this.queue, token: this.token, attempt: this.attempt, abortReason: () => this.abortReason() },
       this.services?.steps,
       this.services?.recordedSteps,
