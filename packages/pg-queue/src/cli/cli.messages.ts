@@ -58,6 +58,7 @@ const MIGRATION_DOWN_DROPS: Record<string, string> = {
     'drops the tables background_flows and background_job_deps (every flow and edge), the columns flow_id, flow_ref, compensate and compensates, ' +
     'and the flow trigger; jobs still blocked end cancelled',
   DurableSteps1764620000000: 'drops the column steps (every recorded step: jobs retried afterwards run their steps again)',
+  AttemptHistory1764630000000: 'drops the table background_job_attempts (every recorded failed attempt)',
 };
 
 export const MIGRATION_DOWN_SUMMARY = (name: string) => `undo the queue migration ${name}: ${MIGRATION_DOWN_DROPS[name] ?? 'runs its down()'}`;

@@ -3,7 +3,7 @@ import type { FlowStatus } from '../flows/flow.interfaces.js';
 import type { JobStatus, QueueStats } from '../interfaces/job.interface.js';
 import { QueueService } from '../queue.service.js';
 import type { JobFilter } from '../store/admin.store.js';
-import { DashboardStore, FLOW_JOB_COUNT_CAP, type DashboardAction, type JobFlowRow, type JobListRow } from '../store/dashboard.store.js';
+import { DashboardStore, FLOW_JOB_COUNT_CAP, type AttemptHistoryRow, type DashboardAction, type JobFlowRow, type JobListRow } from '../store/dashboard.store.js';
 import { ACTION_STATUSES } from './dashboard-actions.js';
 import type { Viewer } from './dashboard-auth.js';
 import { DASHBOARD_OPTIONS } from './dashboard.constants.js';
@@ -96,13 +96,15 @@ export class DashboardService implements OnApplicationShutdown {
   }
 
   /** The job's row and, for a job of a flow, its flow (and what it waits for when blocked). */
-  job(id: string): Promise<{ row: Record<string, unknown>; now: Date; flow: JobFlowRow | null } | null> {
+  job(id: string): Promise<{ row: Record<string, unknown>; now: Date; flow: JobFlowRow | null; attempts: AttemptHistoryRow[] } | null> {
     return this.store.read(async (q) => {
       const found = await q.jobDetail(id);
       if (!found) return null;
       const flowId = found.row.flow_id;
       const flow = flowId === null || flowId === undefined ? null : await q.jobFlow(String(flowId), id);
-      return { ...found, flow };
+      // Only a job that ever failed has attempts recorded (its last_error is set from then on).
+      const attempts = found.row.last_error === null || found.row.last_error === undefined ? [] : await q.jobAttempts(id);
+      return { ...found, flow, attempts };
     });
   }
 

@@ -110,6 +110,27 @@ export interface JobRecord<TPayload = unknown, TResult = unknown> {
   flowRef: string | null;
   /** What job.step() and job.sleep() recorded, in order ([] when none). */
   steps: JobStep[];
+  /**
+   * The attempts that did not complete, oldest first (README: "Attempt history"): each failure and each lease that
+   * expired, with its worker, times and error. [] for a job that never failed; the job's own row is its latest attempt.
+   */
+  history: JobAttemptRecord[];
+}
+
+/** One attempt of a job that did not complete (background_job_attempts). */
+export interface JobAttemptRecord {
+  /** The attempt's number (1: the first run); a retry() starts counting again. */
+  attempt: number;
+  /** The worker id that ran it (the module's workerId). */
+  worker: string | null;
+  /** When it was claimed, and when it ended (database clock). */
+  startedAt: Date | null;
+  finishedAt: Date;
+  durationMs: number | null;
+  /** 'failed': the handler threw (or timed out, or its result could not be stored); 'lease-expired': its worker stopped renewing the lease (crashed, frozen, cut off). */
+  outcome: 'failed' | 'lease-expired';
+  /** The error text, as last_error stores it. */
+  error: string | null;
 }
 
 /** Job counts of one queue by status. */

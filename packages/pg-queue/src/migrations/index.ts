@@ -13,6 +13,7 @@ import { DeferredWakeUps1764590000000 } from './1764590000000-deferred-wake-ups.
 import { BufferedJobs1764600000000 } from './1764600000000-buffered-jobs.js';
 import { Flows1764610000000 } from './1764610000000-flows.js';
 import { DurableSteps1764620000000 } from './1764620000000-durable-steps.js';
+import { AttemptHistory1764630000000 } from './1764630000000-attempt-history.js';
 
 /** The queue's schema migrations, in order: add them to your own DataSource's `migrations`, or let the module run them. */
 export const PG_QUEUE_MIGRATIONS = [
@@ -31,6 +32,7 @@ export const PG_QUEUE_MIGRATIONS = [
   BufferedJobs1764600000000,
   Flows1764610000000,
   DurableSteps1764620000000,
+  AttemptHistory1764630000000,
 ];
 
 export {
@@ -49,4 +51,5 @@ export {
   BufferedJobs1764600000000,
   Flows1764610000000,
   DurableSteps1764620000000,
+  AttemptHistory1764630000000,
 };

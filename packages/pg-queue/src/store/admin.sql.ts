@@ -4,7 +4,7 @@
 // on millions of rows is many short statements, each holding its row locks for one batch only. They are sent
 // unnamed (planned per call), so PostgreSQL folds away the filters that are not given (NULL IS NULL).
 import { JOBS_CHANNEL } from '../pg-queue.constants.js';
-import { CANCEL_CHANNEL, stepFlows } from './job.sql.js';
+import { CANCEL_CHANNEL, forgetAttempts, stepFlows } from './job.sql.js';
 import { shownStatus, shownStatusIn } from './shown-status.sql.js';
 
 const MS = `* interval '1 millisecond'`;
@@ -93,8 +93,8 @@ export const ADMIN_SQL = {
   deleteJobs: `
     WITH ${LOCKED_BATCH}, deleted AS (
       DELETE FROM background_jobs AS j USING batch AS b WHERE j.id = b.id AND b.was <> 'processing'
-      RETURNING j.id, b.was, j.flow_id, j.flow_ref, j.compensates
-    )
+      RETURNING j.id, b.was, j.flow_id, j.flow_ref, j.compensates, j.last_error IS NOT NULL AS had_failed
+    ), ${forgetAttempts('deleted')}
     SELECT (SELECT count(*)::int FROM batch) AS seen, (SELECT max(id)::text FROM batch) AS last_id,
       (SELECT count(*)::int FROM deleted) AS changed,
       -- a deleted job of a flow that could still run is, to its flow, a cancelled one

@@ -106,6 +106,17 @@ export interface FlowEdgeRow {
 }
 
 /** The flow of a job, for the job's page. */
+/** One recorded attempt of a job (background_job_attempts), as the job page shows it. */
+export interface AttemptHistoryRow {
+  attempt: number;
+  worker: string | null;
+  started_at: Date | null;
+  finished_at: Date;
+  outcome: string;
+  error: string | null;
+  duration_ms: number | null;
+}
+
 export interface JobFlowRow {
   id: string;
   name: string | null;
@@ -191,6 +202,16 @@ export class DashboardQueries {
   }
 
   /** The job's row as JSON (every column, those of later migrations too) and the database's now(). */
+  /** A job's recorded attempts, oldest first; [] before the AttemptHistory migration. */
+  async jobAttempts(id: string): Promise<AttemptHistoryRow[]> {
+    try {
+      return await this.run<AttemptHistoryRow>('jobAttempts', [id]);
+    } catch (error) {
+      if ((error as { code?: string }).code === '42P01') return [];
+      throw error;
+    }
+  }
+
   async jobDetail(id: string): Promise<{ row: Record<string, unknown>; now: Date } | null> {
     const [found] = await this.run<{ row: Record<string, unknown>; now: Date }>('jobDetail', [id]);
     return found ?? null;

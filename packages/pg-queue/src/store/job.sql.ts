@@ -60,6 +60,24 @@ function completion(extraSet: string): string {
     SELECT id, true FROM done WHERE flow_id IS NOT NULL`;
 }
 
+/**
+ * The attempt-history rows of the attempts a statement ended without completing (README: "Attempt history"), as a
+ * data-modifying CTE (run whether or not the statement reads it). `cte` returns id, attempts, locked_by, locked_at and
+ * last_error; `where` filters its rows.
+ */
+const recordAttempts = (cte: string, outcome: string, where = 'true') => `history AS (
+      INSERT INTO background_job_attempts (job_id, attempt, worker, started_at, outcome, error)
+      SELECT w.id, w.attempts, w.locked_by, w.locked_at, ${outcome}, w.last_error FROM ${cte} AS w WHERE ${where}
+    )`;
+
+/**
+ * Deletes the attempt history of the rows `cte` deleted, as a CTE: only of those that ever failed (`had_failed`: their
+ * last_error is set, as it stays from a job's first failed attempt on), so deleting jobs that never failed probes nothing.
+ */
+export const forgetAttempts = (cte: string) => `forgotten AS (
+      DELETE FROM background_job_attempts WHERE job_id = ANY(ARRAY(SELECT w.id FROM ${cte} AS w WHERE w.had_failed))
+    )`;
+
 /** The failure of a batch: `dead` says when the row ends failed; see failJobs. */
 function failure(dead: string, extraSet: string): string {
   return `
@@ -72,8 +90,8 @@ function failure(dead: string, extraSet: string): string {
           lease_expires_at = NULL, updated_at = now()${extraSet}
       WHERE j.id = ANY($2::int8[]) AND j.status = 'processing' AND j.locked_by = $1
         AND j.fence_token = ($3::jsonb -> j.id::text ->> 'token')::int8
-      RETURNING j.id, j.status, j.awaited, ${FLOW_COLUMNS}
-    )
+      RETURNING j.id, j.status, j.awaited, ${FLOW_COLUMNS}, j.attempts, j.locked_by, j.locked_at, j.last_error
+    ), ${recordAttempts('failed', `'failed'`)}
     SELECT id, status, flow_id IS NOT NULL AS flow FROM failed
     WHERE ${notifyAwaited('failed', `'failed'`, `w.status = 'failed'`)} AND ${stepFlows('failed', `'processing'`, `'failed'`, `w.status = 'failed'`)}`;
 }
@@ -557,8 +575,8 @@ export const SQL = {
       DELETE FROM background_jobs AS j
       WHERE j.id = ANY($2::int8[]) AND j.status = 'processing' AND j.locked_by = $1
         AND j.fence_token = ($3::jsonb ->> j.id::text)::int8 AND j.flow_id IS NULL
-      RETURNING j.id, j.awaited, j.flow_id, j.flow_ref, j.compensates
-    ), kept AS (
+      RETURNING j.id, j.awaited, j.flow_id, j.flow_ref, j.compensates, j.last_error IS NOT NULL AS had_failed
+    ), ${forgetAttempts('gone')}, kept AS (
       -- Only the ids the delete left (flow jobs, and refused ones): a batch of plain jobs probes no row twice.
       UPDATE background_jobs AS j
       SET status = 'completed', attempts = j.attempts + j.buffered::int, buffered = false, lease_expires_at = NULL, finished_at = now(), updated_at = now()
@@ -566,7 +584,7 @@ export const SQL = {
         AND j.fence_token = ($3::jsonb ->> j.id::text)::int8 AND j.flow_id IS NOT NULL
       RETURNING j.id, j.awaited, ${FLOW_COLUMNS}
     ), done AS (
-      SELECT * FROM gone UNION ALL SELECT * FROM kept
+      SELECT id, awaited, flow_id, flow_ref, compensates FROM gone UNION ALL SELECT * FROM kept
     )
     SELECT id, false AS flow FROM unnest($2::int8[]) AS s(id)
     WHERE id NOT IN (SELECT id FROM done) AND ${notifyAwaited('done', `'completed'`)} AND ${stepFlows('kept', `'processing'`, `'completed'`)}
@@ -629,10 +647,12 @@ export const SQL = {
           finished_at = CASE WHEN NOT buffered AND attempts >= max_attempts THEN now() END,
           last_error = CASE WHEN buffered THEN last_error
             ELSE 'lease expired: worker ' || coalesce(locked_by, '?') || ' stopped renewing it (crashed, frozen or cut off) during attempt ' || attempts END,
+          -- A buffered row never started: it was claimed, not run, so it has no attempt to record (locked_at cleared).
+          locked_at = CASE WHEN buffered THEN NULL ELSE locked_at END,
           buffered = false, run_at = now(), lease_expires_at = NULL, updated_at = now()
       WHERE status = 'processing' AND lease_expires_at < now() AND (SELECT held FROM lock)
-      RETURNING id, queue_name, status, awaited, flow_id, flow_ref, compensates
-    )
+      RETURNING id, queue_name, status, awaited, flow_id, flow_ref, compensates, attempts, locked_by, locked_at, last_error
+    ), ${recordAttempts('rescued', `'lease-expired'`, 'w.locked_at IS NOT NULL')}
     SELECT (SELECT held FROM lock) AS held,
       count(*) FILTER (WHERE status = 'queued')::int AS requeued,
       count(*) FILTER (WHERE status = 'failed')::int AS failed,
@@ -663,11 +683,17 @@ export const SQL = {
           LIMIT $3))
         AND status = ANY($1::background_job_status[]) AND finished_at < now() - least($2::int8, ${RETENTION_CAP_MS}) ${MS}
         AND ${PRUNABLE_FLOW_JOB}
-      RETURNING 1
-    )
+      RETURNING id, last_error IS NOT NULL AS had_failed
+    ), ${forgetAttempts('doomed')}
     SELECT (SELECT held FROM lock) AS held, (SELECT count(*)::int FROM doomed) AS deleted`,
 
   getJob: `SELECT * FROM background_jobs WHERE id = $1`,
+
+  // A job's attempt history (README: "Attempt history"), oldest first, the durations by the database clock.
+  jobAttempts: `
+    SELECT attempt, worker, started_at, finished_at, outcome, error,
+      (extract(epoch FROM finished_at - started_at) * 1000)::float8 AS duration_ms
+    FROM background_job_attempts WHERE job_id = $1 ORDER BY id`,
 
   // waitFor(): marks a job not finished yet as awaited (so the statement that finishes it sends a notice) and
   // reads where it stands, in one round trip. The read is of the statement's snapshot: when a settle committed

@@ -1,6 +1,6 @@
 import type { ClientBase, Pool, PoolClient, QueryConfig, QueryResultRow } from 'pg';
 import type { EntityManager } from 'typeorm';
-import type { JobRecord, JobStatus, QueueStats } from '../interfaces/job.interface.js';
+import type { JobAttemptRecord, JobRecord, JobStatus, QueueStats } from '../interfaces/job.interface.js';
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import { POOL_EXHAUSTED, POOLER_REFUSED_PREPARED_STATEMENT, POOLER_REFUSED_STARTUP_PARAMETER, UNIQUE_HOLDER_UNSEEN, UNIQUE_KEY_RETRY_TAKEN } from '../pg-queue.messages.js';
 import { inTransaction } from './in-transaction.js';
@@ -399,9 +399,32 @@ export class JobStore {
     return new Map(rows.map((r) => [r.id, toOutcome(r)]));
   }
 
+  /** The job's row, with its attempt history when it has one (a job that never failed has none: no second read). */
   async getJob(id: string): Promise<JobRecord | null> {
     const [row] = await this.run<JobRow>('getJob', [id]);
-    return row ? toJobRecord(row) : null;
+    if (!row) return null;
+    const record = toJobRecord(row);
+    if (row.last_error !== null) record.history = await this.jobAttempts(id);
+    return record;
+  }
+
+  /** A job's recorded attempts (README: "Attempt history"), oldest first; [] before the AttemptHistory migration. */
+  async jobAttempts(id: string): Promise<JobAttemptRecord[]> {
+    try {
+      const rows = await this.run<AttemptRow>('jobAttempts', [id]);
+      return rows.map((r) => ({
+        attempt: r.attempt,
+        worker: r.worker,
+        startedAt: r.started_at,
+        finishedAt: r.finished_at,
+        durationMs: r.duration_ms,
+        outcome: r.outcome,
+        error: r.error,
+      }));
+    } catch (error) {
+      if ((error as { code?: string }).code === '42P01') return [];
+      throw error;
+    }
   }
 
   /**
@@ -663,6 +686,16 @@ export interface JobRow {
   steps?: unknown;
 }
 
+interface AttemptRow {
+  attempt: number;
+  worker: string | null;
+  started_at: Date | null;
+  finished_at: Date;
+  outcome: JobAttemptRecord['outcome'];
+  error: string | null;
+  duration_ms: number | null;
+}
+
 interface OutcomeRow {
   id: string;
   status: JobStatus;
@@ -734,6 +767,7 @@ export function toJobRecord(r: JobRow): JobRecord {
     flowId: r.flow_id ?? null,
     flowRef: r.flow_ref ?? null,
     steps: toJobSteps(r.steps),
+    history: [],
   };
 }
 

@@ -29,7 +29,7 @@ export const TEST_KIT_SQL = {
   // Between tests: every job, every uniqueForMs window and every paused flag goes, in one transaction.
   deleteAllJobs: `
     WITH jobs AS (DELETE FROM background_jobs RETURNING 1), keys AS (DELETE FROM background_job_keys RETURNING 1),
-      queues AS (DELETE FROM background_queues RETURNING 1)
+      queues AS (DELETE FROM background_queues RETURNING 1), attempts AS (DELETE FROM background_job_attempts RETURNING 1)
     SELECT (SELECT count(*) FROM jobs)::int AS deleted`,
 
   scheduleNames: `SELECT name FROM background_schedules ORDER BY name`,

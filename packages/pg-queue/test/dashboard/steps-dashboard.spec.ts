@@ -7,8 +7,8 @@ import { createTestDatabase } from '@internal/pg-harness';
 import { startDashboardApp } from './support/dashboard-app.js';
 import { sqlPool } from '../support/test-app.js';
 
-// The job page's Steps block (durable steps), over HTTP against a real database: what it shows is what the steps
-// column holds, hostile names and results escaped, results hidden with hidePayloads.
+// The job page's Steps block (durable steps) and Attempt history, over HTTP against a real database: what they show is
+// what the tables hold, hostile names and results escaped, results and errors hidden with hidePayloads.
 const USERS = [{ name: 'admin', password: 'admin-password', access: 'full' as const }];
 const ADMIN = { authorization: `Basic ${Buffer.from('admin:admin-password').toString('base64')}` };
 const HOSTILE = `<img src=x onerror=alert(1)>`;
@@ -34,7 +34,14 @@ describe('the dashboard: durable steps on the job page', () => {
       { name: HOSTILE, result: HOSTILE, attempt: 2, at: '2026-12-02T10:00:01.000Z' },
       { name: 'wait', attempt: 2, at: '2026-12-02T10:00:02.000Z', until: '2026-12-02T11:00:02.000Z' },
     ];
-    await db.query(`UPDATE background_jobs SET steps = $2 WHERE id = $1`, [id, JSON.stringify(steps)]);
+    await db.query(`UPDATE background_jobs SET steps = $2, last_error = 'Error: second' WHERE id = $1`, [id, JSON.stringify(steps)]);
+    // Two attempts that did not complete, as the failure statement and the sweeper record them.
+    await db.query(
+      `INSERT INTO background_job_attempts (job_id, attempt, worker, started_at, finished_at, outcome, error) VALUES
+         ($1, 1, 'worker-a', '2026-12-02T09:00:00Z', '2026-12-02T09:00:01.5Z', 'failed', $2),
+         ($1, 2, 'worker-b', '2026-12-02T09:10:00Z', '2026-12-02T09:10:30Z', 'lease-expired', 'lease expired: worker worker-b stopped renewing it')`,
+      [id, `Error: card_secret_42 declined\n    at charge()`],
+    );
   });
   afterAll(async () => {
     for (const { app } of apps) await app.close();
@@ -53,6 +60,17 @@ describe('the dashboard: durable steps on the job page', () => {
     expect(table).toMatch(/<td>wait<\/td><td>2<\/td><td>[^<]+<\/td><td><span class="muted">sleep until [^<]+<\/span>/);
     expect(body).not.toMatch(/Other columns[\s\S]*steps/);
     expect(await page(0, plain)).not.toContain('<h2>Steps</h2>');
+  });
+
+  it('lists the attempt history: each attempt that did not complete, its worker, duration, outcome and first error line', async () => {
+    const body = await page(0, id);
+    const table = body.slice(body.indexOf('<h2>Attempt history</h2>'), body.indexOf('</table>', body.indexOf('<h2>Attempt history</h2>')));
+    expect(table).toMatch(/<td>1<\/td><td>worker-a<\/td><td>[^<]+<\/td><td>1\.5 s<\/td><td>failed<\/td><td><span title="Error: card_secret_42 declined\n    at charge\(\)">Error: card_secret_42 declined<\/span>/);
+    expect(table).toMatch(/<td>2<\/td><td>worker-b<\/td><td>[^<]+<\/td><td>30\.0 s<\/td><td>lease-expired<\/td>/);
+    expect(await page(0, plain)).not.toContain('Attempt history');
+    const hidden = await page(1, id);
+    expect(hidden).toContain('<h2>Attempt history</h2>');
+    expect(hidden).not.toContain('card_secret_42');
   });
 
   it('hidePayloads hides the results, not the steps', async () => {

@@ -55,6 +55,7 @@ const MIGRATION_INDEXES: Record<string, readonly string[]> = {
     'background_job_deps_open_idx',
     'background_job_deps_flow_idx',
   ],
+  AttemptHistory1764630000000: ['background_job_attempts_pkey', 'background_job_attempts_job_idx'],
 };
 
 /** What the first migration sets on background_jobs: a queue table turns over fast and needs vacuuming often. */

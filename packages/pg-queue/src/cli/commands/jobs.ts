@@ -91,7 +91,7 @@ export function registerJobs(program: Command, run: Run): Command {
         const job = await connection.jobStore().getJob(jobId(id));
         if (!job) throw new CliError(JOB_NOT_FOUND(id));
         if (options.json) return printJson(job);
-        const { payload, lastError, steps, ...fields } = job;
+        const { payload, lastError, steps, history, ...fields } = job;
         const shown = (value: unknown) => (value instanceof Date ? value.toISOString() : value !== null && typeof value === 'object' ? JSON.stringify(value) : String(value ?? ''));
         for (const [key, value] of Object.entries(fields)) print(`${key.padEnd(15)} ${shown(value)}`);
         print('payload');
@@ -106,6 +106,13 @@ export function registerJobs(program: Command, run: Run): Command {
         if (lastError) {
           print('last error');
           print(lastError);
+        }
+        if (history.length > 0) {
+          print('attempt history (attempts that did not complete, oldest first)');
+          for (const a of history) {
+            const ran = a.durationMs === null ? '' : `  ${Math.round(a.durationMs)} ms`;
+            print(`  ${a.attempt}  ${a.outcome}  ${a.worker ?? '?'}  ${a.startedAt?.toISOString() ?? '?'}${ran}  ${(a.error ?? '').split('\n', 1)[0]}`);
+          }
         }
       }),
     );

@@ -1,4 +1,4 @@
-import type { JobFlowRow } from '../../store/dashboard.store.js';
+import type { AttemptHistoryRow, JobFlowRow } from '../../store/dashboard.store.js';
 import { formatJson, formatTime } from './format.js';
 import { waitingText } from './flow-graph.js';
 import { html, type HtmlValue } from './html.js';
@@ -25,6 +25,29 @@ function lastError(ctx: PageContext, text: string | null): HtmlValue {
 
 /** Values the data may hold and hidePayloads hides (and the last error, above); a flow job's compensation holds a payload. */
 const SENSITIVE = new Set(['payload', 'result', 'progress', 'compensate']);
+
+/**
+ * The attempts that did not complete (README: "Attempt history"), oldest first: number, worker, when it started, how
+ * long it ran, how it ended, and the first line of its error (hidden with hidePayloads, as last_error is).
+ */
+function attemptsBlock(ctx: PageContext, attempts: AttemptHistoryRow[]): HtmlValue {
+  if (attempts.length === 0) return null;
+  const rows = attempts.map((a) => {
+    const error = a.error === null ? html`<span class="muted">none</span>` : ctx.hidePayloads ? html`<span class="muted">hidden (hidePayloads)</span>` : html`<span title="${a.error}">${a.error.split('\n', 1)[0]}</span>`;
+    const duration = a.duration_ms === null ? '—' : formatDuration(a.duration_ms);
+    return html`<tr><td>${String(a.attempt)}</td><td>${a.worker ?? '—'}</td><td>${a.started_at === null ? '—' : formatTime(a.started_at)}</td><td>${duration}</td><td>${a.outcome}</td><td>${error}</td></tr>`;
+  });
+  return html`<h2>Attempt history</h2>
+<p class="muted">Each attempt that did not complete, oldest first; the job's fields above are its latest attempt.</p>
+<table data-field="attempts"><thead><tr><th>attempt</th><th>worker</th><th>started</th><th>ran for</th><th>outcome</th><th>error</th></tr></thead><tbody>${rows}</tbody></table>`;
+}
+
+/** A duration in ms as people read it: 850 ms, 12.4 s, 3 min 5 s. */
+function formatDuration(ms: number): string {
+  if (ms < 1_000) return `${Math.round(ms)} ms`;
+  if (ms < 60_000) return `${(ms / 1_000).toFixed(1)} s`;
+  return `${Math.floor(ms / 60_000)} min ${Math.round((ms % 60_000) / 1_000)} s`;
+}
 
 /**
  * What job.step() and job.sleep() recorded (docs/guides/durable-steps.md), in order: each step, the attempt that
@@ -64,7 +87,7 @@ function flowFields(ctx: PageContext, row: Record<string, unknown>, flow: JobFlo
 ${compensates ? html`<dt>Compensates</dt><dd data-field="compensates"><a href="${ctx.base}/jobs/${compensates}">job ${compensates}</a> (runs because the flow failed after it completed)</dd>` : null}`;
 }
 
-export function jobView(ctx: PageContext, row: Record<string, unknown>, now: Date, flow: JobFlowRow | null = null): string {
+export function jobView(ctx: PageContext, row: Record<string, unknown>, now: Date, flow: JobFlowRow | null = null, attempts: AttemptHistoryRow[] = []): string {
   const id = String(row.id);
   const status = String(row.status);
   const str = (key: string) => (row[key] === null || row[key] === undefined ? null : String(row[key]));
@@ -121,6 +144,7 @@ ${'progress' in row ? block('progress', 'Progress') : null}
 ${stepsBlock(ctx, row.steps)}
 ${row.compensate !== null && row.compensate !== undefined ? block('compensate', 'Compensation (runs if the flow fails after this job completed)') : null}
 <h2>${status === 'failed' ? 'Last error' : 'Previous attempt’s error'}</h2>${lastError(ctx, str('last_error'))}
+${attemptsBlock(ctx, attempts)}
 ${others.length ? html`<h2>Other columns</h2><dl class="fields">${others.map((k) => html`<dt>${k}</dt><dd>${formatJson(row[k])}</dd>`)}</dl>` : null}`;
   return layout(ctx, 'jobs', `Job ${id}`, body);
 }
