@@ -1,12 +1,13 @@
 import type { INestApplicationContext } from '@nestjs/common';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { fork, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { QueueService } from 'nestjs-pg-queue';
 import { createTestDatabase } from '@internal/pg-harness';
 import { buildWorker, type WorkerBuild } from './faults/support/build-worker.js';
+import { forkLoaded, startForked } from './support/serve-start.js';
 import { sqlPool, startApp } from './support/test-app.js';
 
 // Flows run by three worker processes at once, each with a read-ahead buffer: the last parents of a fan-in finish in
@@ -26,15 +27,9 @@ describe('flows across processes', () => {
     await db.query(`CREATE TABLE runs (job_id int8, pid int, started_at timestamptz)`);
     build = await buildWorker([fileURLToPath(new URL('./flows/flow-worker.ts', import.meta.url))]);
     for (let i = 0; i < WORKERS; i++) {
-      const child = fork(build.script, [], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+      const child = await forkLoaded(build.script);
       children.push(child);
-      await new Promise<void>((resolve, reject) => {
-        child.on('message', (m: { type: string }) => {
-          if (m.type === 'loaded') child.send({ type: 'start', url });
-          if (m.type === 'ready') resolve();
-        });
-        child.once('exit', (code) => reject(new Error(`worker exited with ${code} before it was ready`)));
-      });
+      await startForked(child, { url });
     }
   });
   afterAll(async () => {

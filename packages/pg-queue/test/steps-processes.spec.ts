@@ -1,12 +1,13 @@
 import type { INestApplicationContext } from '@nestjs/common';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { fork, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { QueueService } from 'nestjs-pg-queue';
 import { createTestDatabase } from '@internal/pg-harness';
 import { buildWorker, type WorkerBuild } from './faults/support/build-worker.js';
+import { forkLoaded, startForked } from './support/serve-start.js';
 import { sqlPool, startApp, waitFor } from './support/test-app.js';
 
 // Durable steps across a crash: a worker process is SIGKILLed between a job's two steps; another process takes the
@@ -20,16 +21,9 @@ describe('durable steps across processes', () => {
   let url: string;
 
   const spawnWorker = async (env: Record<string, string>): Promise<ChildProcess> => {
-    const child = fork(build.script, [], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], env: { ...process.env, ...env } });
+    const child = await forkLoaded(build.script, env);
     children.push(child);
-    await new Promise<void>((resolve, reject) => {
-      child.on('message', (m: { type: string }) => {
-        if (m.type === 'loaded') child.send({ type: 'start', url });
-        if (m.type === 'ready') resolve();
-      });
-      child.once('exit', (code) => reject(new Error(`worker exited with ${code} before it was ready`)));
-    });
-    return child;
+    return startForked(child, { url });
   };
 
   beforeAll(async () => {

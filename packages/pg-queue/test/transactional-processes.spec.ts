@@ -1,12 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { INestApplicationContext } from '@nestjs/common';
-import { fork, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { QueueService } from 'nestjs-pg-queue';
 import { createTestDatabase } from '@internal/pg-harness';
 import { buildWorker, type WorkerBuild } from './faults/support/build-worker.js';
+import { forkLoaded, startForked } from './support/serve-start.js';
 import { sqlPool, startApp, waitFor } from './support/test-app.js';
 
 // Transactional handlers across processes (steps/tx-worker.ts): a worker frozen past its lease inside its handler's
@@ -20,25 +21,16 @@ describe('transactional handlers across processes', () => {
   let url: string;
   const inTransaction: { id: string; pid: number }[] = [];
 
-  /** Forks a worker and waits until it has loaded its code (booting it is `boot`'s). */
+  /** Forks a worker and waits until it has loaded its code (booting it is `boot`'s); its in-transaction messages are kept. */
   const forkWorker = async (): Promise<ChildProcess> => {
-    const child = fork(build.script, [], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+    const child = await forkLoaded(build.script);
     children.push(child);
     child.on('message', (m: { type: string; id?: string }) => {
       if (m.type === 'in-transaction') inTransaction.push({ id: m.id!, pid: child.pid! });
     });
-    await new Promise<void>((resolve, reject) => {
-      child.on('message', (m: { type: string }) => m.type === 'loaded' && resolve());
-      child.once('exit', (code) => reject(new Error(`worker exited with ${code} before it loaded`)));
-    });
     return child;
   };
-  const boot = async (child: ChildProcess): Promise<ChildProcess> => {
-    const ready = new Promise<void>((resolve) => child.on('message', (m: { type: string }) => m.type === 'ready' && resolve()));
-    child.send({ type: 'start', url });
-    await ready;
-    return child;
-  };
+  const boot = (child: ChildProcess) => startForked(child, { url });
   const alive = (c: ChildProcess) => c.exitCode === null && c.signalCode === null;
 
   beforeAll(async () => {

@@ -1,3 +1,5 @@
+import { fork, type ChildProcess } from 'node:child_process';
+
 /**
  * The forked side of the start protocol every process test's worker speaks: say `loaded`, wait for one
  * `start` message, boot with it, answer `ready` (or print the error and exit 1), and exit when the test's
@@ -19,4 +21,38 @@ export function serveStart<M extends { type: string }>(boot: (message: M) => Pro
   });
   process.on('disconnect', () => process.exit(0));
   process.send?.({ type: 'loaded' });
+}
+
+/** The test's side of the protocol: forks `script` and resolves once it has loaded its code (its boot is startForked's). */
+export async function forkLoaded(script: string, env?: Record<string, string>): Promise<ChildProcess> {
+  const child = fork(script, [], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], env: env && { ...process.env, ...env } });
+  await new Promise<void>((resolve, reject) => {
+    const loaded = (m: { type: string }) => {
+      if (m.type !== 'loaded') return;
+      child.off('message', loaded);
+      child.off('exit', early);
+      resolve();
+    };
+    const early = (code: number | null) => reject(new Error(`worker exited with ${code} before it loaded`));
+    child.on('message', loaded);
+    child.once('exit', early);
+  });
+  return child;
+}
+
+/** Boots a loaded worker with `message` (the `start` message's other fields) and resolves once it is ready. */
+export async function startForked(child: ChildProcess, message: object): Promise<ChildProcess> {
+  await new Promise<void>((resolve, reject) => {
+    const ready = (m: { type: string }) => {
+      if (m.type !== 'ready') return;
+      child.off('message', ready);
+      child.off('exit', early);
+      resolve();
+    };
+    const early = (code: number | null) => reject(new Error(`worker exited with ${code} before it was ready`));
+    child.on('message', ready);
+    child.once('exit', early);
+    child.send({ ...message, type: 'start' });
+  });
+  return child;
 }
