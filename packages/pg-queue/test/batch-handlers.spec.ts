@@ -1,6 +1,9 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, Module } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
 import { describe, expect, it } from '@jest/globals';
-import { JobHandler, PgQueueError, QueueService, type BatchJob, type Job } from 'nestjs-pg-queue';
+import { createTestDatabase } from '@internal/pg-harness';
+import { getQueueTestKit, overrideQueueForTesting } from 'nestjs-pg-queue/testing';
+import { JobHandler, PgQueueError, PgQueueModule, QueueService, type BatchJob, type Job } from 'nestjs-pg-queue';
 import { SQL } from '../src/store/job.sql.js';
 import { startApp, useTestApp, waitFor } from './support/test-app.js';
 
@@ -223,5 +226,37 @@ describe('batch handler options', () => {
 
   it('PgQueueError is what they throw', () => {
     expect(new PgQueueError('x')).toBeInstanceOf(Error);
+  });
+});
+
+const kitCalls: string[][] = [];
+
+@Injectable()
+class KitHandlers {
+  /** Calls of up to 3; the job whose payload says so fails on its own, the rest complete with the call. */
+  @JobHandler('bk-index', { batch: { size: 3 }, maxAttempts: 1 })
+  async index(jobs: BatchJob<{ fail?: boolean }>[]) {
+    kitCalls.push(jobs.map((j) => j.id));
+    for (const job of jobs) if (job.payload.fail) job.fail(new Error(`job ${job.id} refused`));
+  }
+}
+
+describe('batch handlers in the testing kit', () => {
+  it('drain() runs a batch queue in calls of up to batch.size, each job settled on its own', async () => {
+    const url = await createTestDatabase('batch-kit');
+    @Module({ imports: [PgQueueModule.forRoot({ connection: url, maintenance: { enabled: false } })], providers: [KitHandlers] })
+    class AppModule {}
+    const moduleRef = await overrideQueueForTesting(Test.createTestingModule({ imports: [AppModule] }), { mode: 'manual' }).compile();
+    moduleRef.useLogger(['error']);
+    const app = await moduleRef.init();
+    try {
+      const queue = app.get(QueueService);
+      const ids = await queue.enqueueMany(Array.from({ length: 7 }, (_, i) => ({ queue: 'bk-index', payload: { fail: i === 4 } })));
+      const drained = await getQueueTestKit(app).drain({ queue: 'bk-index' });
+      expect(kitCalls.map((c) => c.length)).toEqual([3, 3, 1]);
+      expect(drained.map((d) => [d.id, d.outcome])).toEqual(ids.map((id, i) => [id, i === 4 ? 'failed' : 'completed']));
+    } finally {
+      await app.close();
+    }
   });
 });

@@ -119,17 +119,17 @@ export class QueueTestKit {
     for (;;) {
       if (includeScheduled) await this.kitStore.makeQueuedJobsDue(queues);
       let claimedAny = false;
-      // One job per queue per pass: queues take turns, as they would with workers side by side.
+      // One job (a batch handler: one call) per queue per pass: queues take turns, as they would with workers side by side.
       for (const handler of handlers) {
-        const job = await this.claimOne(handler);
-        if (!job) continue;
+        const jobs = await this.claim(handler, Math.min(handler.options.batch?.size ?? 1, Math.max(1, maxJobs - ran.length)));
+        if (jobs.length === 0) continue;
         if (ran.length >= maxJobs) {
-          // Put back, not run: the row stays as it was for the test to look at.
-          await this.store.releaseJobs(this.options.workerId, [{ id: job.id, token: job.token }]);
+          // Put back, not run: the rows stay as they were for the test to look at.
+          await this.store.releaseJobs(this.options.workerId, jobs.map((job) => ({ id: job.id, token: job.token })));
           throw new Error(DRAIN_LIMIT(maxJobs, queues));
         }
         claimedAny = true;
-        ran.push(await this.track(this.runAttempt(handler, job)));
+        ran.push(...(await this.track(handler.handleBatch ? this.runCall(handler, jobs) : this.runAttempt(handler, jobs[0]).then((one) => [one]))));
       }
       if (!claimedAny) return ran;
     }
@@ -220,15 +220,27 @@ export class QueueTestKit {
     });
   }
 
-  private async claimOne(handler: RegisteredHandler): Promise<ClaimedJob | undefined> {
-    const { jobs } = await this.store.claimJobs(handler.queue, 1, this.options.workerId, this.options.leaseMs);
-    return jobs[0];
+  private async claim(handler: RegisteredHandler, n: number): Promise<ClaimedJob[]> {
+    return (await this.store.claimJobs(handler.queue, n, this.options.workerId, this.options.leaseMs)).jobs;
   }
 
   private track<T>(attempt: Promise<T>): Promise<T> {
     this.inFlight.add(attempt);
     void attempt.finally(() => this.inFlight.delete(attempt)).catch(() => undefined);
     return attempt;
+  }
+
+  /**
+   * One call of a batch handler with the jobs claimed for it, each job then settled on its own as the worker settles
+   * it: its own outcome (job.complete, fail, snooze) or the call's.
+   */
+  private async runCall(handler: RegisteredHandler, jobs: ClaimedJob[]): Promise<DrainedJob[]> {
+    const attempts = jobs.map((job) => new JobAttempt(handler.queue, job, this.services));
+    for (const attempt of attempts) attempt.inBatch = true;
+    const ran = await runHandler(() => handler.handleBatch!(attempts), handler.options.timeoutMs, (error) => attempts.forEach((a) => a.abort(error)));
+    const settled: DrainedJob[] = [];
+    for (const [i, job] of jobs.entries()) settled.push(await this.settle(handler, job, attempts[i], ran, undefined));
+    return settled;
   }
 
   /** One attempt, settled as the worker settles it: the same statements, the same backoff and snooze rules. */
@@ -244,9 +256,12 @@ export class QueueTestKit {
           (_attempt, done) => (committed = done),
         )
       : handler.handle;
-    // A batch handler's job runs as a call of one; what the handler settled it with (job.fail, ...) wins, as in the worker.
-    attempt.inBatch = handler.options.batch !== undefined;
-    const ran = await runHandler({ ...handler, handle }, attempt);
+    const ran = await runHandler(() => handle(attempt), handler.options.timeoutMs, (error) => attempt.abort(error));
+    return this.settle(handler, job, attempt, ran, committed);
+  }
+
+  /** Writes an attempt's outcome: its own (a batch job's complete, fail, snooze), else what its handler or call did. */
+  private async settle(handler: RegisteredHandler, job: ClaimedJob, attempt: JobAttempt, ran: { error?: unknown; result?: unknown }, committed: CommittedCompletion | undefined): Promise<DrainedJob> {
     let error = attempt.mark ? attempt.mark.error : ran.error;
     const result = attempt.mark ? attempt.mark.result : attempt.inBatch ? undefined : ran.result;
     let resultJson: string | undefined;
@@ -293,18 +308,20 @@ export class QueueTestKit {
   }
 }
 
-/** Runs the handler; resolves with what it threw (undefined when it returned) or returned, a JobTimeoutError past timeoutMs. */
-async function runHandler(handler: RegisteredHandler, attempt: JobAttempt): Promise<{ error?: unknown; result?: unknown }> {
-  const { timeoutMs } = handler.options;
+/**
+ * Runs a handler's call; resolves with what it threw (undefined when it returned) or returned, a JobTimeoutError past
+ * timeoutMs (`abort` then aborts the signals of the call's jobs).
+ */
+async function runHandler(call: () => unknown, timeoutMs: number | undefined, abort: (error: Error) => void): Promise<{ error?: unknown; result?: unknown }> {
   let timer: NodeJS.Timeout | undefined;
   try {
-    const run = (async () => handler.handle(attempt))();
+    const run = (async () => call())();
     if (timeoutMs === undefined) return { result: await run };
     else {
       const timedOut = new Promise<never>((_, reject) => {
         timer = setTimeout(() => {
           const error = new JobTimeoutError(timeoutMs);
-          attempt.abort(error);
+          abort(error);
           reject(error);
         }, timeoutMs);
       });
