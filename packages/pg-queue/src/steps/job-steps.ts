@@ -1,8 +1,7 @@
 import { JobAbortedError, JobSnoozedError, PgQueueError } from '../errors/pg-queue.error.js';
-import { STEP_NOT_RECORDED, STEP_RESULT_NOT_JSON, STEP_RESULT_TOO_LARGE } from '../pg-queue.messages.js';
+import { STEP_NOT_RECORDED } from '../pg-queue.messages.js';
 import type { LoadedSteps, StepStore } from '../store/step.store.js';
-import { serializeValue } from '../utils/serialize-payload.js';
-import { ResultRefusedError } from '../worker/stored-result.js';
+import { storedResult } from '../worker/stored-result.js';
 import type { StoredStep } from './step.interfaces.js';
 
 /** Steps one job may record: each record rewrites the job's steps array, so a job of thousands of steps is a flow's work. */
@@ -72,11 +71,9 @@ export class JobSteps {
     const value = await run();
     const entry: { name: string; result?: unknown } = { name };
     if (value !== undefined) {
-      const maxBytes = this.access?.maxResultBytes ?? Infinity;
-      const json = serializeValue(value, 'the result', maxBytes);
-      if (json.problem !== undefined) throw new ResultRefusedError(STEP_RESULT_NOT_JSON(this.owner.queue, this.owner.id, name, json.problem));
-      if (json.bytes > maxBytes) throw new ResultRefusedError(STEP_RESULT_TOO_LARGE(this.owner.queue, this.owner.id, name, json.bytes, maxBytes));
-      entry.result = JSON.parse(json.text);
+      const stored = storedResult(this.owner.queue, this.owner.id, value, this.access?.maxResultBytes ?? Infinity, name);
+      if ('refused' in stored) throw stored.refused;
+      entry.result = JSON.parse(stored.json);
     }
     await this.record(entry, null);
     return entry.result as T;

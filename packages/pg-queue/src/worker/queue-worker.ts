@@ -257,11 +257,7 @@ export class QueueWorker implements ClaimTarget {
 
   private startJob(job: HeldJob): void {
     const { options, handle } = this.config;
-    job.to('running');
-    this.running += 1;
-    job.startedAt = performance.now();
-    if (!job.marked) this.shared.leases.markSoon();
-    if (this.shared.events.observed) this.tell.emit('active', job, { claimLatencyMs: job.claimLatencyMs });
+    this.begin(job, performance.now());
     // Only jobs with a timeout pay for a timer.
     if (options.timeoutMs !== undefined) {
       const timeoutMs = options.timeoutMs;
@@ -274,6 +270,15 @@ export class QueueWorker implements ClaimTarget {
     runAttempt(handle, job, this.end);
   }
 
+  /** A job takes its slot and starts: its row told soon if it came from the buffer, its 'active' event sent. */
+  private begin(job: HeldJob, now: number): void {
+    job.to('running');
+    this.running += 1;
+    job.startedAt = now;
+    if (!job.marked) this.shared.leases.markSoon();
+    if (this.shared.events.observed) this.tell.emit('active', job, { claimLatencyMs: job.claimLatencyMs });
+  }
+
   /**
    * One call of a batch handler: every job of it running, one call slot taken, one timeout for the call (it aborts
    * every job's signal and fails the jobs not settled on their own).
@@ -284,13 +289,9 @@ export class QueueWorker implements ClaimTarget {
     this.runningBatches += 1;
     const now = performance.now();
     for (const job of jobs) {
-      job.to('running');
       job.batch = run;
       job.inBatch = true;
-      job.startedAt = now;
-      this.running += 1;
-      if (!job.marked) this.shared.leases.markSoon();
-      if (this.shared.events.observed) this.tell.emit('active', job, { claimLatencyMs: job.claimLatencyMs });
+      this.begin(job, now);
     }
     if (options.timeoutMs !== undefined) {
       const timeoutMs = options.timeoutMs;

@@ -1,9 +1,8 @@
 import { flowAccess } from '../flows/flow-access.js';
 import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
 import { JobHandlerRegistry, type RegisteredHandler } from '../discovery/job-handler.registry.js';
-import { JobAbortedError, PgQueueError } from '../errors/pg-queue.error.js';
+import { JobAbortedError } from '../errors/pg-queue.error.js';
 import type { Job } from '../interfaces/job.interface.js';
-import { TRANSACTIONAL_WITHOUT_DATA_SOURCE } from '../pg-queue.messages.js';
 import { transactionalHandle } from './transactional-attempt.js';
 import { JobEvents } from '../events/job-events.js';
 import { PgQueueConnection } from '../connection/pg-queue-connection.js';
@@ -47,8 +46,8 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
 
   /** A transactional handler's method, run in a transaction of the app's DataSource (worker/transactional-attempt.ts). */
   private inTransaction(h: RegisteredHandler): (job: Job) => Promise<unknown> {
-    const dataSource = this.connection.appDataSource;
-    if (!dataSource) throw new PgQueueError(TRANSACTIONAL_WITHOUT_DATA_SOURCE(h.queue, h.name));
+    // Present: discovery refuses a transactional handler in a module without one (TRANSACTIONAL_WITHOUT_DATA_SOURCE).
+    const dataSource = this.connection.appDataSource!;
     const deps = { dataSource, store: this.store, workerId: this.options.workerId, maxResultBytes: this.options.maxResultBytes, deleteCompleted: this.options.maintenance.completedRetentionMs === 0 };
     return transactionalHandle(h.handle, deps, (job, committed) => ((job as HeldJob).committed = committed));
   }
