@@ -1,11 +1,11 @@
-import { Injectable, Module } from '@nestjs/common';
-import { Test } from '@nestjs/testing';
+import { Injectable } from '@nestjs/common';
 import { describe, expect, it } from '@jest/globals';
 import { createTestDatabase } from '@internal/pg-harness';
-import { getQueueTestKit, overrideQueueForTesting } from 'nestjs-pg-queue/testing';
+import { getQueueTestKit } from 'nestjs-pg-queue/testing';
 import { JobHandler, PgQueueError, PgQueueModule, QueueService, type BatchJob, type Job } from 'nestjs-pg-queue';
 import { SQL } from '../src/store/job.sql.js';
 import { startApp, useTestApp, waitFor } from './support/test-app.js';
+import { startTestingApp } from './support/testing-app.js';
 
 // Batch handlers (docs/guides/batch-handlers.md): one call takes many jobs. Each call is written to `calls` (queue,
 // call number, job ids), so sizes, concurrency and "ran once" are asserted from the table, and every job's outcome
@@ -244,11 +244,7 @@ class KitHandlers {
 describe('batch handlers in the testing kit', () => {
   it('drain() runs a batch queue in calls of up to batch.size, each job settled on its own', async () => {
     const url = await createTestDatabase('batch-kit');
-    @Module({ imports: [PgQueueModule.forRoot({ connection: url, maintenance: { enabled: false } })], providers: [KitHandlers] })
-    class AppModule {}
-    const moduleRef = await overrideQueueForTesting(Test.createTestingModule({ imports: [AppModule] }), { mode: 'manual' }).compile();
-    moduleRef.useLogger(['error']);
-    const app = await moduleRef.init();
+    const app = await startTestingApp([PgQueueModule.forRoot({ connection: url, maintenance: { enabled: false } })], [KitHandlers]);
     try {
       const queue = app.get(QueueService);
       const ids = await queue.enqueueMany(Array.from({ length: 7 }, (_, i) => ({ queue: 'bk-index', payload: { fail: i === 4 } })));

@@ -1,4 +1,4 @@
-import { Injectable, Module, type INestApplicationContext } from '@nestjs/common';
+import { Injectable, type INestApplicationContext } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
@@ -8,6 +8,7 @@ import { JobHandler, JobSnoozedError, PgQueueModule, QueueService, RecurringJob,
 import { createTestJob, getQueueTestKit, overrideQueueForTesting, QueueAssertionError, type QueueTestKit } from 'nestjs-pg-queue/testing';
 import { createTestDatabase } from '@internal/pg-harness';
 import { sqlPool } from './support/test-app.js';
+import { startTestingApp } from './support/testing-app.js';
 
 // The testing kit (nestjs-pg-queue/testing) on real PostgreSQL: an app module as an app writes it, made
 // testable by overrideQueueForTesting, driven by the kit; every assertion reads the rows.
@@ -72,17 +73,11 @@ class Handlers {
   }
 }
 
-async function bootApp(url: string, mode: 'manual' | 'inline', withTypeOrm = false): Promise<INestApplicationContext> {
-  @Module({
-    imports: withTypeOrm
-      ? [TypeOrmModule.forRoot({ type: 'postgres', url }), PgQueueModule.forRoot({ maintenance: { enabled: false } })]
-      : [PgQueueModule.forRoot({ connection: url, maintenance: { enabled: false } })],
-    providers: [Handlers],
-  })
-  class AppModule {}
-  const moduleRef = await overrideQueueForTesting(Test.createTestingModule({ imports: [AppModule] }), { mode }).compile();
-  moduleRef.useLogger(['error']);
-  return moduleRef.init();
+function bootApp(url: string, mode: 'manual' | 'inline', withTypeOrm = false): Promise<INestApplicationContext> {
+  const imports = withTypeOrm
+    ? [TypeOrmModule.forRoot({ type: 'postgres', url }), PgQueueModule.forRoot({ maintenance: { enabled: false } })]
+    : [PgQueueModule.forRoot({ connection: url, maintenance: { enabled: false } })];
+  return startTestingApp(imports, [Handlers], mode);
 }
 
 describe('testing kit, manual mode', () => {

@@ -6,9 +6,9 @@ import { JobHandler, PgQueueModule, QueueService, type TransactionalJob } from '
 import { SQL } from '../src/store/job.sql.js';
 import { createTestDatabase } from '@internal/pg-harness';
 import { sqlPool, startApp, waitFor } from './support/test-app.js';
-import { Module, type INestApplicationContext } from '@nestjs/common';
-import { Test } from '@nestjs/testing';
-import { getQueueTestKit, overrideQueueForTesting } from 'nestjs-pg-queue/testing';
+import type { INestApplicationContext } from '@nestjs/common';
+import { getQueueTestKit } from 'nestjs-pg-queue/testing';
+import { startTestingApp } from './support/testing-app.js';
 
 // Transactional handlers (docs/guides/transactional-handlers.md): the handler's writes through job.manager and the
 // job's completion commit together, or neither lands. Everything is asserted from the tables: `ledger` holds one row
@@ -178,11 +178,7 @@ describe('transactional handlers in the testing kit', () => {
     const db = sqlPool(url);
     await db.query(`CREATE TABLE ledger (job_id int8, amount int, attempt int)`);
     const dataSource = new DataSource({ type: 'postgres', url });
-    @Module({ imports: [PgQueueModule.forRoot({ dataSource, maintenance: { enabled: false } })], providers: [Handlers] })
-    class AppModule {}
-    const moduleRef = await overrideQueueForTesting(Test.createTestingModule({ imports: [AppModule] }), { mode: 'manual' }).compile();
-    moduleRef.useLogger(['error']);
-    const app = await moduleRef.init();
+    const app = await startTestingApp([PgQueueModule.forRoot({ dataSource, maintenance: { enabled: false } })], [Handlers]);
     try {
       const queue = app.get(QueueService);
       const ok = await queue.enqueue('tx-ledger', { amount: 1 });
