@@ -2,7 +2,7 @@ import eslint from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['**/dist/**', '**/node_modules/**', '**/.data/**', '**/results/**', 'coverage/**'] },
+  { ignores: ['**/dist/**', '**/node_modules/**', '**/.data/**', '**/results/**', 'coverage/**', '**/.prisma/**'] },
   eslint.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -1,5 +1,10 @@
 export { PgQueueModule } from './pg-queue.module.js';
 export { QueueService, type EnqueueOptions, type EnqueueResult, type JobSpec, type JobSpecs } from './queue.service.js';
+export type { TransactionClient } from './transactions/transaction-client.js';
+export type { DrizzleLike } from './transactions/clients/drizzle.js';
+export type { KyselyLike } from './transactions/clients/kysely.js';
+export type { MikroOrmEntityManagerLike } from './transactions/clients/mikro-orm.js';
+export type { PrismaClientLike } from './transactions/clients/prisma.js';
 export { defineQueue, type QueueDefinition, type QueueDefinitionOptions, type PayloadValidator, type PayloadOf, type ResultOf } from './typed/queue-definition.js';
 export type { TraceCarrier } from './tracing/trace-carrier.js';
 export type { UniqueOptions } from './utils/unique-options.js';

@@ -26,6 +26,18 @@ export const HELD_JOBS_NOT_GIVEN_BACK = (queue: string, n: number, error: string
 export const WORKER_DEFECT = (queue: string, what: string, error: string) =>
   `queue "${queue}": a defect of the worker while ${what}: ${error}; the worker goes on (please report it)`;
 
+export const OPTIONAL_PEER_MISSING = (pkg: string, what: string, range: string) =>
+  `${what} needs the package "${pkg}", which is not installed: run \`npm install ${pkg}@"${range}"\` (it is an optional peer dependency of nestjs-pg-queue).`;
+
+export const NOT_A_TRANSACTION = (where: string, value: unknown) =>
+  `${where}: manager (${value !== null && typeof value === 'object' ? `an object of class ${value.constructor?.name || 'Object'}` : describe(value)}) is not a transaction the queue can join; pass a TypeORM EntityManager, a pg Client or PoolClient (after BEGIN), a Prisma interactive transaction's client, a Kysely Transaction, a Drizzle transaction or a MikroORM EntityManager.`;
+
+export const POOL_IS_NOT_A_TRANSACTION = (where: string) =>
+  `${where}: manager is a pg Pool, which runs each statement on whichever connection is free and so holds no transaction; pass the PoolClient on which you ran BEGIN (const client = await pool.connect()).`;
+
+export const AMBIENT_HOST_MISSING = (connectionName: string | undefined) =>
+  `PgQueueModule (option ambientTransactions): no TransactionHost${connectionName === undefined ? '' : ` for connectionName "${connectionName}"`} in this app; register the plugin, e.g. ClsModule.forRoot({ plugins: [new ClsPluginTransactional({${connectionName === undefined ? '' : ` connectionName: '${connectionName}',`} imports: [...], adapter: new TransactionalAdapterTypeOrm({ dataSourceToken: DataSource }) })] }).`;
+
 export const NO_DATA_SOURCE = () =>
   'PgQueueModule needs a database: pass `dataSource` (a TypeORM DataSource), `connection` (a URL or PostgreSQL connection options), or import TypeOrmModule.forRoot() (optionally naming it with `dataSourceName`).';
 

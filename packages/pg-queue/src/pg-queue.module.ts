@@ -10,6 +10,7 @@ import { MaintenanceScheduler } from './maintenance/maintenance.scheduler.js';
 import { TYPEORM_DATA_SOURCE } from './pg-queue.constants.js';
 import { ConfigurableModuleClass, MODULE_OPTIONS_TOKEN, RESOLVED_OPTIONS } from './pg-queue.module-definition.js';
 import { QueueService } from './queue.service.js';
+import { AmbientTransactions } from './transactions/ambient-transactions.js';
 import { RecurringJobRegistry } from './recurring/recurring-job.registry.js';
 import { RecurringScheduler } from './recurring/recurring-scheduler.js';
 import { JobStore } from './store/job.store.js';
@@ -69,6 +70,7 @@ import { WorkerPool } from './worker/worker-pool.js';
     MaintenanceScheduler,
     JobWaiters,
     QueueService,
+    AmbientTransactions,
   ],
   // PgQueueConnection: the dashboard (nestjs-pg-queue/dashboard) opens its own small pool with the same settings.
   exports: [QueueService, JobEvents, PgQueueConnection],

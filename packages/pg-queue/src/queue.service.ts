@@ -1,5 +1,4 @@
 import { Inject, Injectable, Optional } from '@nestjs/common';
-import type { EntityManager } from 'typeorm';
 import { JobHandlerRegistry } from './discovery/job-handler.registry.js';
 import { JobWaitTimeoutError, PgQueueError } from './errors/pg-queue.error.js';
 import type { JobRecord, QueueStats } from './interfaces/job.interface.js';
@@ -27,10 +26,18 @@ import type { QueueDefinition } from './typed/queue-definition.js';
 import { WakeSender } from './waking/wake-sender.js';
 import { WorkerPool } from './worker/worker-pool.js';
 import type { Wake } from './store/job.sql.js';
+import { AmbientTransactions } from './transactions/ambient-transactions.js';
+import type { CallerTransaction } from './transactions/caller-transaction.js';
+import { callerTransaction, type TransactionClient } from './transactions/transaction-client.js';
 
 export interface EnqueueOptions extends UniqueOptions {
-  /** EntityManager of a running transaction: the job commits or rolls back with the caller's writes. */
-  manager?: EntityManager;
+  /**
+   * The caller's transaction: the job commits or rolls back with the caller's writes, and workers are woken at that
+   * commit. A TypeORM EntityManager, a pg PoolClient after BEGIN, a Prisma interactive transaction's client, a
+   * Kysely Transaction, a Drizzle transaction or a MikroORM EntityManager (docs/guides/transactional-enqueue.md).
+   * Default: the surrounding `@Transactional()` call's with the module option ambientTransactions, else none.
+   */
+  manager?: TransactionClient;
   /** Run no earlier than this instant. */
   runAt?: Date;
   /** Run no earlier than this long from now (database clock). Ignored when runAt is given. */
@@ -86,6 +93,8 @@ export class QueueService {
     private readonly wakes?: WakeSender,
     /** This process's workers: a pause made here reaches their buffers at once (other instances hear a NOTIFY). */
     @Optional() private readonly workers?: WorkerPool,
+    /** The surrounding @Transactional() call's transaction (option ambientTransactions); absent in the CLI. */
+    @Optional() private readonly ambient?: AmbientTransactions,
   ) {
     this.maxAttemptsOf = defaultMaxAttemptsOf(options, registry);
     this.flowKit = flowAccess(store.flows, options, registry);
@@ -103,12 +112,12 @@ export class QueueService {
     const row = this.toRow({ ...options, queue, payload });
     const validated = this.validate('enqueue', row.queue, payload);
     if (validated) await validated;
-    const manager = options.manager;
+    const tx = this.transactionOf(options.manager, 'enqueue');
     // A job without a key keeps the plain insert: no other statement, no unique-index entry.
     if (row.uniqueKey == null) {
-      return this.woken(manager, [row], (wake) => traceEnqueue(oneJobCall('enqueue', row.queue), (trace) => this.store.insertJob(row, manager, trace, wake), setJobId));
+      return this.woken(tx, [row], (wake) => traceEnqueue(oneJobCall('enqueue', row.queue), (trace) => this.store.insertJob(row, tx, trace, wake), setJobId));
     }
-    const [result] = await this.woken(manager, [row], (wake) => traceEnqueue(oneJobCall('enqueue', row.queue), (trace) => this.store.insertKeyedJobs([row], manager, trace, wake), setKeyedOutcome), keyed);
+    const [result] = await this.woken(tx, [row], (wake) => traceEnqueue(oneJobCall('enqueue', row.queue), (trace) => this.store.insertKeyedJobs([row], tx, trace, wake), setKeyedOutcome), keyed);
     return result.id;
   }
 
@@ -120,8 +129,8 @@ export class QueueService {
     const row = this.toRow({ ...options, queue, payload });
     if (row.uniqueKey == null) throw new PgQueueError(`enqueueUnique("${row.queue}") needs a uniqueKey; use enqueue() for a job without one.`);
     await this.validate('enqueueUnique', row.queue, payload);
-    const manager = options.manager;
-    const [result] = await this.woken(manager, [row], (wake) => traceEnqueue(oneJobCall('enqueueUnique', row.queue), (trace) => this.store.insertKeyedJobs([row], manager, trace, wake), setKeyedOutcome), keyed);
+    const tx = this.transactionOf(options.manager, 'enqueueUnique');
+    const [result] = await this.woken(tx, [row], (wake) => traceEnqueue(oneJobCall('enqueueUnique', row.queue), (trace) => this.store.insertKeyedJobs([row], tx, trace, wake), setKeyedOutcome), keyed);
     return toResult(result);
   }
 
@@ -129,25 +138,25 @@ export class QueueService {
    * Adds many jobs in one statement (one round trip, one NOTIFY per queue); returns their ids in order. Past
    * 16 MB of payloads it runs one statement per 16 MB in one transaction: all the jobs are added or none.
    */
-  async enqueueMany<const T extends readonly unknown[]>(jobs: JobSpecs<T>, options: { manager?: EntityManager } = {}): Promise<string[]> {
+  async enqueueMany<const T extends readonly unknown[]>(jobs: JobSpecs<T>, options: { manager?: TransactionClient } = {}): Promise<string[]> {
     const rows = await this.batchRows(jobs as unknown as readonly AnyJobSpec[], 'enqueueMany');
     if (rows.length === 0) return [];
-    const manager = options.manager;
+    const tx = this.transactionOf(options.manager, 'enqueueMany');
     if (rows.some((r) => r.uniqueKey != null)) {
-      return (await this.woken(manager, rows, (wake) => traceEnqueue(() => batchCall('enqueueMany', rows), (trace) => this.store.insertKeyedJobs(rows, manager, trace, wake)), keyed)).map((r) => r.id);
+      return (await this.woken(tx, rows, (wake) => traceEnqueue(() => batchCall('enqueueMany', rows), (trace) => this.store.insertKeyedJobs(rows, tx, trace, wake)), keyed)).map((r) => r.id);
     }
-    return this.woken(manager, rows, (wake) => traceEnqueue(() => batchCall('enqueueMany', rows), (trace) => this.store.insertJobs(rows, manager, trace, wake)));
+    return this.woken(tx, rows, (wake) => traceEnqueue(() => batchCall('enqueueMany', rows), (trace) => this.store.insertJobs(rows, tx, trace, wake)));
   }
 
   /**
    * enqueueMany with each job's outcome, in order: for jobs with a `uniqueKey`, whether it was a duplicate
    * (of a job in the database, or of an earlier job of the same call). One statement, as enqueueMany.
    */
-  async enqueueManyUnique<const T extends readonly unknown[]>(jobs: JobSpecs<T>, options: { manager?: EntityManager } = {}): Promise<EnqueueResult[]> {
+  async enqueueManyUnique<const T extends readonly unknown[]>(jobs: JobSpecs<T>, options: { manager?: TransactionClient } = {}): Promise<EnqueueResult[]> {
     const rows = await this.batchRows(jobs as unknown as readonly AnyJobSpec[], 'enqueueManyUnique');
     if (rows.length === 0) return [];
-    const manager = options.manager;
-    return (await this.woken(manager, rows, (wake) => traceEnqueue(() => batchCall('enqueueManyUnique', rows), (trace) => this.store.insertKeyedJobs(rows, manager, trace, wake)), keyed)).map(toResult);
+    const tx = this.transactionOf(options.manager, 'enqueueManyUnique');
+    return (await this.woken(tx, rows, (wake) => traceEnqueue(() => batchCall('enqueueManyUnique', rows), (trace) => this.store.insertKeyedJobs(rows, tx, trace, wake)), keyed)).map(toResult);
   }
 
   /**
@@ -156,9 +165,9 @@ export class QueueService {
    * changed nothing) once the insert committed. An insert in the caller's transaction (manager) always keeps
    * the trigger's: only the caller sees its commit.
    */
-  private async woken<R>(manager: EntityManager | undefined, rows: readonly NewJobRow[], insert: (wake: Wake) => Promise<R>, outcomesOf?: (result: R) => readonly KeyedOutcome[]): Promise<R> {
+  private async woken<R>(tx: CallerTransaction | undefined, rows: readonly NewJobRow[], insert: (wake: Wake) => Promise<R>, outcomesOf?: (result: R) => readonly KeyedOutcome[]): Promise<R> {
     const wakes = this.wakes;
-    if (manager !== undefined || wakes === undefined) return insert('trigger');
+    if (tx !== undefined || wakes === undefined) return insert('trigger');
     const wake = wakes.begin();
     try {
       const result = await insert(wake);
@@ -167,6 +176,19 @@ export class QueueService {
     } finally {
       wakes.end();
     }
+  }
+
+  /**
+   * The client an enqueue joins: its `manager`, else the surrounding @Transactional() call's (option
+   * ambientTransactions), else none (undefined: the enqueue autocommits on the queue's own pool).
+   */
+  protected clientOf(manager: TransactionClient | undefined): TransactionClient | undefined {
+    return manager ?? this.ambient?.current();
+  }
+
+  private transactionOf(manager: TransactionClient | undefined, method: string): CallerTransaction | undefined {
+    const client = this.clientOf(manager);
+    return client === undefined ? undefined : callerTransaction(client, method);
   }
 
   /** Runs the queue's validator, if it has one; a promise only when the validator is async. */
@@ -211,19 +233,20 @@ export class QueueService {
    * checked first (refs, cycles, options, typed payloads), and a refused flow stores nothing. Returns the flow's id
    * and each job's id by ref (docs/guides/flows.md).
    */
-  async enqueueFlow(spec: FlowSpec, options: { manager?: EntityManager } = {}): Promise<EnqueuedFlow> {
+  async enqueueFlow(spec: FlowSpec, options: { manager?: TransactionClient } = {}): Promise<EnqueuedFlow> {
     if (spec === null || typeof spec !== 'object') throw new PgQueueError('enqueueFlow expects { name?, jobs: [{ ref, queue, payload, dependsOn? }] }.');
     const name = spec.name ?? null;
     if (name !== null && (typeof name !== 'string' || name.length === 0 || name.length > 200 || hasLoneSurrogate(name) || name.includes('\0'))) {
       throw new PgQueueError(INVALID_OPTION('enqueueFlow', 'name', name, 'a non-empty string of at most 200 characters'));
     }
     const plan = await this.flowKit.plan('enqueueFlow', spec.jobs);
+    const tx = this.transactionOf(options.manager, 'enqueueFlow');
     // One producer span for the call, whose context every job of the flow carries: the flow is one trace. Woken as
     // enqueueMany is (a deferred NOTIFY without a manager), for the queues of the jobs that can run now.
     const { flowId, ids } = await this.woken(
-      options.manager,
+      tx,
       plan.rows.filter((row) => !row.blocked),
-      (wake) => traceEnqueue(batchCall('enqueueFlow', plan.rows), (trace) => this.store.flows.insertFlow(name, plan, options.manager, trace, wake)),
+      (wake) => traceEnqueue(batchCall('enqueueFlow', plan.rows), (trace) => this.store.flows.insertFlow(name, plan, tx, trace, wake)),
     );
     return { id: flowId, jobs: Object.fromEntries(plan.rows.map((row, i) => [row.ref, ids[i]])) };
   }

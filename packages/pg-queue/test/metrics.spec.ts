@@ -6,7 +6,7 @@ import { Registry } from 'prom-client';
 import { JobEvents, JobHandler, PgQueueModule, QueueService, type Job } from 'nestjs-pg-queue';
 import { PgQueueMetrics, PgQueueMetricsModule, type PgQueueMetricsOptions } from 'nestjs-pg-queue/metrics';
 import { createTestDatabase } from '@internal/pg-harness';
-import { loadPromClient } from '../src/metrics/load-optional-peer.js';
+import { loadPromClient } from '../src/metrics/load-prom-client.js';
 import { MetricsStore } from '../src/store/metrics.store.js';
 import { parsePrometheusText, sampleValue, type Sample } from './support/prometheus-text.js';
 import { sqlPool, waitFor } from './support/test-app.js';

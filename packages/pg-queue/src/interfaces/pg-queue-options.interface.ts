@@ -114,6 +114,14 @@ export interface PgQueueModuleOptions {
    */
   maxResultBytes?: number;
   maintenance?: PgQueueMaintenanceOptions;
+  /**
+   * Enqueues join the transaction of the surrounding `@Transactional()` call of `@nestjs-cls/transactional`
+   * (any of its adapters whose transaction is a client `manager` accepts: TypeORM, Prisma, Drizzle, Kysely, pg)
+   * when they are given no `manager`; outside one they autocommit as always. `true` uses the default
+   * TransactionHost; `{ connectionName }` the one of a named ClsPluginTransactional. Needs @nestjs-cls/transactional
+   * installed and its plugin registered (docs/guides/transactional-enqueue.md). Default false.
+   */
+  ambientTransactions?: boolean | { connectionName: string };
   /** Recurring jobs (@RecurringJob, QueueService.upsertSchedule). */
   recurring?: PgQueueRecurringOptions;
 }

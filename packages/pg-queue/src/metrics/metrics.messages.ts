@@ -1,8 +1,5 @@
 // Error and log texts of the metrics and health entry points, kept beside them (the main entry never loads them).
 
-export const OPTIONAL_PEER_MISSING = (pkg: string, what: string, range: string) =>
-  `${what} needs the package "${pkg}", which is not installed: run \`npm install ${pkg}@"${range}"\` (it is an optional peer dependency of nestjs-pg-queue).`;
-
 export const OTEL_API_MISSING = () =>
   'PgQueueMetricsModule: openTelemetry is on but "@opentelemetry/api" is not installed, so no OpenTelemetry metrics are recorded. Install it (`npm install @opentelemetry/api@^1.9.0`) with an OpenTelemetry SDK, or set openTelemetry: false.';
 

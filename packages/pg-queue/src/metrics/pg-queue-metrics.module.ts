@@ -1,6 +1,6 @@
 import { Module } from '@nestjs/common';
 import { loadOtelApi } from '../tracing/otel-api.js';
-import { loadPromClient } from './load-optional-peer.js';
+import { loadPromClient } from './load-prom-client.js';
 import { METRICS_PEERS, RESOLVED_METRICS_OPTIONS, type MetricsPeers } from './metrics.constants.js';
 import { METRICS_OPTIONS, MetricsConfigurableModuleClass } from './metrics.module-definition.js';
 import { PgQueueMetrics } from './pg-queue-metrics.service.js';

@@ -8,6 +8,7 @@ import { FLOW_SQL } from './flow.sql.js';
 import type { Wake } from './job.sql.js';
 import type { CompletedAttempt } from './job.store.js';
 import { managerQuery } from './manager-query.js';
+import type { CallerTransaction } from '../transactions/caller-transaction.js';
 
 /** The sweeper's safety net works in batches of this many rows per statement. */
 const STRANDED_BATCH = 1_000;
@@ -35,23 +36,12 @@ export class FlowStore {
    * Every job and edge of a flow in one statement. In the caller's transaction, inside a savepoint: a refused flow
    * (a unique key already held) leaves the caller's transaction usable, with nothing of the flow in it.
    */
-  async insertFlow(name: string | null, plan: FlowPlan, manager?: EntityManager, trace?: string, wake: Wake = 'trigger'): Promise<{ flowId: string; ids: string[] }> {
+  async insertFlow(name: string | null, plan: FlowPlan, tx?: CallerTransaction, trace?: string, wake: Wake = 'trigger'): Promise<{ flowId: string; ids: string[] }> {
     const values = [name, ...flowColumns(plan), edgesJson(plan.edges), trace ?? null];
     let rows: { flow_id: string; id: string }[];
     try {
-      if (!manager) rows = await this.run(wake === 'deferred' ? 'insertFlowWakeDeferred' : 'insertFlow', values);
-      else if (!manager.queryRunner?.isTransactionActive) rows = await managerQuery(manager, FLOW_SQL.insertFlow, values);
-      else {
-        await managerQuery(manager, 'SAVEPOINT pg_queue_flow', []);
-        try {
-          rows = await managerQuery(manager, FLOW_SQL.insertFlow, values);
-        } catch (error) {
-          await managerQuery(manager, 'ROLLBACK TO SAVEPOINT pg_queue_flow', []);
-          throw error;
-        } finally {
-          await managerQuery(manager, 'RELEASE SAVEPOINT pg_queue_flow', []).catch(() => undefined);
-        }
-      }
+      if (!tx) rows = await this.run(wake === 'deferred' ? 'insertFlowWakeDeferred' : 'insertFlow', values);
+      else rows = await tx.atomically((inner) => inner.query(FLOW_SQL.insertFlow, values));
     } catch (error) {
       throw explainKeyConflict(error, plan);
     }
@@ -212,10 +202,16 @@ function edgesJson(edges: FlowEdgeRow[]): string {
 /** A flow job's unique key already held: the error names the job's ref; nothing of the flow was stored. */
 function explainKeyConflict(error: unknown, plan: FlowPlan): unknown {
   const e = error as { code?: string; detail?: string };
-  if (e?.code !== '23505' || typeof e.detail !== 'string') return error;
-  const match = /^Key \(queue_name, unique_key\)=\((.*)\) already exists\.$/s.exec(e.detail);
-  if (!match) return error;
-  const row = plan.rows.find((r) => r.uniqueKey != null && `${r.queue}, ${r.uniqueKey}` === match[1]);
-  const which = row ? `job "${row.ref}" (queue "${row.queue}", uniqueKey ${JSON.stringify(row.uniqueKey)})` : `a job (${match[1]})`;
+  if (e?.code !== '23505') return error;
+  // Some clients (Prisma) pass on the SQLSTATE without PostgreSQL's detail, which names the key.
+  const match = typeof e.detail === 'string' ? /^Key \(queue_name, unique_key\)=\((.*)\) already exists\.$/s.exec(e.detail) : null;
+  const keyed = plan.rows.filter((r) => r.uniqueKey != null);
+  if (!match && keyed.length === 0) return error;
+  const row = match ? keyed.find((r) => `${r.queue}, ${r.uniqueKey}` === match[1]) : keyed.length === 1 ? keyed[0] : undefined;
+  const which = row
+    ? `job "${row.ref}" (queue "${row.queue}", uniqueKey ${JSON.stringify(row.uniqueKey)})`
+    : match
+      ? `a job (${match[1]})`
+      : `one of the jobs with a uniqueKey (${keyed.map((r) => `"${r.ref}"`).join(', ')})`;
   return new PgQueueError(`enqueueFlow: ${which}: another job holds the key; nothing of the flow was stored.`, { cause: error });
 }

@@ -8,6 +8,7 @@ import { FlowStore } from './flow.store.js';
 import { StepStore } from './step.store.js';
 import { toJobSteps } from '../steps/step.interfaces.js';
 import { managerQuery } from './manager-query.js';
+import type { CallerTransaction } from '../transactions/caller-transaction.js';
 import { beginWithQueueLock, PLANNED_PER_CALL, SQL, type Wake } from './job.sql.js';
 import { foldKeyedRows, unfoldOutcomes, type KeyedOutcome } from './unique-rows.js';
 
@@ -176,13 +177,13 @@ export class JobStore {
   /**
    * `trace`: the enqueue's trace context as JSON text (tracing/trace-context.ts), written into the row(s); undefined
    * (no span active) keeps the untraced statement. `wake`: who wakes the workers (see Wake); 'deferred' applies
-   * only without a manager (the caller then wakes the queues once this resolves, committed).
+   * only outside a caller's transaction (the caller then wakes the queues once this resolves, committed).
    */
-  async insertJob(row: NewJobRow, manager?: EntityManager, trace?: string, wake: Wake = 'trigger'): Promise<string> {
+  async insertJob(row: NewJobRow, tx?: CallerTransaction, trace?: string, wake: Wake = 'trigger'): Promise<string> {
     const values: unknown[] = [row.queue, row.payloadJson, row.priority, row.maxAttempts, row.runAt, row.delayMs, row.concurrencyKey];
     const statement = trace === undefined ? 'insertJob' : 'insertJobTraced';
     if (trace !== undefined) values.push(trace);
-    const rows = manager ? await managerQuery(manager, SQL[statement], values) : await this.run<{ id: string }>(deferredIf(wake, statement), values);
+    const rows = tx ? await tx.query<{ id: string }>(SQL[statement], values) : await this.run<{ id: string }>(deferredIf(wake, statement), values);
     return rows[0].id;
   }
 
@@ -190,14 +191,14 @@ export class JobStore {
    * One statement when the payloads fit in one jsonb array; else one statement per chunk inside one
    * transaction (the caller's, through a savepoint, or one of its own), so the call stays all-or-nothing.
    */
-  async insertJobs(rows: NewJobRow[], manager?: EntityManager, trace?: string, wake: Wake = 'trigger'): Promise<string[]> {
+  async insertJobs(rows: NewJobRow[], tx?: CallerTransaction, trace?: string, wake: Wake = 'trigger'): Promise<string[]> {
     const chunks = chunkByPayloadSize(rows, INSERT_CHUNK_CHARS);
     if (chunks.length === 1) {
       const { statement, values } = insertJobsStatement(rows, trace);
-      const result = manager ? await managerQuery(manager, SQL[statement], values) : await this.run<{ id: string }>(deferredIf(wake, statement), values);
+      const result = tx ? await tx.query<{ id: string }>(SQL[statement], values) : await this.run<{ id: string }>(deferredIf(wake, statement), values);
       return result.map((r) => r.id);
     }
-    if (manager) return manager.transaction((m) => insertChunks(chunks, (text, values) => managerQuery(m, text, values), trace));
+    if (tx) return tx.atomically((inner) => insertChunks(chunks, (text, values) => inner.query(text, values), trace));
     // Unnamed statements: planning is nothing next to 16 MB of payload, and this rare call pins no prepared statement.
     return inTransaction(this.pool, (client) => insertChunks(chunks, async (text, values) => (await client.query<{ id: string }>({ text, values })).rows, trace, wake));
   }
@@ -207,7 +208,7 @@ export class JobStore {
    * row's outcome in input order. A row whose holder committed after the statement's snapshot comes back
    * without one and is sent again, alone with the others in that case, with a fresh snapshot.
    */
-  async insertKeyedJobs(rows: NewJobRow[], manager?: EntityManager, trace?: string, wake: Wake = 'trigger'): Promise<KeyedOutcome[]> {
+  async insertKeyedJobs(rows: NewJobRow[], tx?: CallerTransaction, trace?: string, wake: Wake = 'trigger'): Promise<KeyedOutcome[]> {
     const { folded, slotOf } = foldKeyedRows(rows);
     const chunks = chunkByPayloadSize(folded, INSERT_CHUNK_CHARS);
     const insertAll = async (query: KeyedQuery) => {
@@ -217,9 +218,9 @@ export class JobStore {
     };
     let outcomes: KeyedOutcome[];
     if (chunks.length === 1) {
-      outcomes = await insertAll(manager ? (name, values) => managerQuery(manager, SQL[name], values) : (name, values) => this.run(deferredIf(wake, name), values));
-    } else if (manager) {
-      outcomes = await manager.transaction((m) => insertAll((name, values) => managerQuery(m, SQL[name], values)));
+      outcomes = await insertAll(tx ? (name, values) => tx.query(SQL[name], values) : (name, values) => this.run(deferredIf(wake, name), values));
+    } else if (tx) {
+      outcomes = await tx.atomically((inner) => insertAll((name, values) => inner.query(SQL[name], values)));
     } else {
       outcomes = await inTransaction(this.pool, (client) => insertAll(async (name, values) => (await client.query({ text: SQL[deferredIf(wake, name)], values })).rows));
     }

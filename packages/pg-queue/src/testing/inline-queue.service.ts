@@ -1,9 +1,11 @@
 import type { BeforeApplicationShutdown } from '@nestjs/common';
-import type { DataSource, EntityManager, EntitySubscriberInterface, QueryRunner } from 'typeorm';
+import type { DataSource, EntitySubscriberInterface, QueryRunner } from 'typeorm';
 import { QueueService, type EnqueueOptions, type EnqueueResult, type JobSpecs } from '../queue.service.js';
 import { queueNameOf, type QueueDefinition } from '../typed/queue-definition.js';
 import type { EnqueuedFlow, FlowSpec } from '../flows/flow.interfaces.js';
 import type { QueueTestKit } from './queue-test-kit.js';
+import type { TransactionClient } from '../transactions/transaction-client.js';
+import { isTypeOrmManager } from '../transactions/clients/typeorm.js';
 
 /**
  * QueueService in inline mode: each enqueue stores its job exactly as in production, then, once the row is
@@ -11,7 +13,9 @@ import type { QueueTestKit } from './queue-test-kit.js';
  * returns. Inside a TypeORM transaction (`manager` with a transaction open) it is when that transaction
  * commits: a subscriber on the manager's DataSource hears TypeORM's afterTransactionCommit of the outermost
  * transaction (a savepoint's release is not the commit) and runs the queues enqueued in it before the
- * caller's `transaction()` call returns. A rollback runs nothing (the rows are gone with it).
+ * caller's `transaction()` call returns. A rollback runs nothing (the rows are gone with it). Other clients'
+ * transactions (pg, Prisma, Kysely, Drizzle, MikroORM) tell nobody of their commit: jobs enqueued in one run at the
+ * kit's next drain() (or the next enqueue outside a transaction).
  */
 export class InlineQueueService extends QueueService implements BeforeApplicationShutdown {
   /** @internal Set by overrideQueueForTesting. */
@@ -44,20 +48,20 @@ export class InlineQueueService extends QueueService implements BeforeApplicatio
     return result;
   }
 
-  override async enqueueMany<const T extends readonly unknown[]>(jobs: JobSpecs<T>, options: { manager?: EntityManager } = {}): Promise<string[]> {
+  override async enqueueMany<const T extends readonly unknown[]>(jobs: JobSpecs<T>, options: { manager?: TransactionClient } = {}): Promise<string[]> {
     const ids = await super.enqueueMany(jobs, options);
     await this.runCommitted(jobs.map((j) => queueNameOf(j.queue)), options.manager);
     return ids;
   }
 
-  override async enqueueManyUnique<const T extends readonly unknown[]>(jobs: JobSpecs<T>, options: { manager?: EntityManager } = {}): Promise<EnqueueResult[]> {
+  override async enqueueManyUnique<const T extends readonly unknown[]>(jobs: JobSpecs<T>, options: { manager?: TransactionClient } = {}): Promise<EnqueueResult[]> {
     const results = await super.enqueueManyUnique(jobs, options);
     await this.runCommitted(jobs.map((j) => queueNameOf(j.queue)), options.manager);
     return results;
   }
 
   /** Runs the whole flow (its dependents as they unblock, its compensations if it fails) once it is committed. */
-  override async enqueueFlow(spec: FlowSpec, options: { manager?: EntityManager } = {}): Promise<EnqueuedFlow> {
+  override async enqueueFlow(spec: FlowSpec, options: { manager?: TransactionClient } = {}): Promise<EnqueuedFlow> {
     const flow = await super.enqueueFlow(spec, options);
     const queues = spec.jobs.flatMap((j) => [queueNameOf(j.queue), ...(j.compensate ? [queueNameOf(j.compensate.queue)] : [])]);
     await this.runCommitted(queues, options.manager);
@@ -73,8 +77,10 @@ export class InlineQueueService extends QueueService implements BeforeApplicatio
     this.hooked.clear();
   }
 
-  private async runCommitted(queues: string[], manager: EntityManager | undefined): Promise<void> {
-    const runner = manager?.queryRunner;
+  private async runCommitted(queues: string[], manager: TransactionClient | undefined): Promise<void> {
+    const client = this.clientOf(manager);
+    if (client === undefined) return this.kit.runInline(queues);
+    const runner = isTypeOrmManager(client) ? client.queryRunner : undefined;
     if (!runner?.isTransactionActive) return this.kit.runInline(queues);
     const dataSource = runner.dataSource;
     if (!this.hooked.has(dataSource)) {

@@ -24,6 +24,8 @@ export interface ResolvedModuleOptions {
   statementTimeoutMs: number;
   connectTimeoutMs: number;
   transactionPooler: boolean;
+  /** false, or the TransactionHost to ask: its connection name (undefined: the default one). */
+  ambientTransactions: false | { connectionName: string | undefined };
   queues: Record<string, JobHandlerOptions>;
   maintenance: {
     enabled: boolean;
@@ -63,7 +65,7 @@ export function assertQueueName(queue: unknown): asserts queue is string {
 const KNOWN_MODULE_KEYS = new Set([
   'dataSource', 'connection', 'listenerUrl', 'migrationsRun', 'workers', 'queues', 'workerId', 'leaseMs',
   'heartbeatMs', 'pollIntervalMs', 'fallbackPollIntervalMs', 'shutdownGraceMs', 'maxPayloadBytes', 'maxResultBytes', 'maintenance',
-  'isGlobal', 'dataSourceName', 'poolSize', 'statementTimeoutMs', 'connectTimeoutMs', 'transactionPooler',
+  'isGlobal', 'dataSourceName', 'ambientTransactions', 'poolSize', 'statementTimeoutMs', 'connectTimeoutMs', 'transactionPooler',
   'recurring',
 ]);
 const KNOWN_RECURRING_KEYS = new Set(['enabled', 'pollIntervalMs', 'orphanAfterMs']);
@@ -130,6 +132,7 @@ export function resolveModuleOptions(options: PgQueueModuleOptions): ResolvedMod
     statementTimeoutMs: int(where, 'statementTimeoutMs', options.statementTimeoutMs, 60_000, 0),
     connectTimeoutMs: int(where, 'connectTimeoutMs', options.connectTimeoutMs, 10_000, 1),
     transactionPooler,
+    ambientTransactions: ambientTransactionsOf(where, options.ambientTransactions),
     queues,
     maintenance: {
       enabled: bool(`${where} maintenance`, 'enabled', m.enabled, true),
@@ -232,3 +235,13 @@ function resolveLimits(where: string, options: JobHandlerOptions): Limits {
 }
 
 const KNOWN_RATE_LIMIT_KEYS = new Set(['max', 'intervalMs']);
+
+function ambientTransactionsOf(where: string, value: PgQueueModuleOptions['ambientTransactions']): ResolvedModuleOptions['ambientTransactions'] {
+  if (value === undefined || value === false) return false;
+  if (value === true) return { connectionName: undefined };
+  const name = (value as { connectionName?: unknown } | null)?.connectionName;
+  if (typeof value !== 'object' || value === null || typeof name !== 'string' || name.length === 0 || Object.keys(value).length !== 1) {
+    throw new PgQueueError(INVALID_OPTION(where, 'ambientTransactions', value, 'true, false or { connectionName: string } (the name given to ClsPluginTransactional)'));
+  }
+  return { connectionName: name };
+}

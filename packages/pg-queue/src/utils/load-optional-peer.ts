@@ -1,6 +1,5 @@
 import { PgQueueError } from '../errors/pg-queue.error.js';
-import { OPTIONAL_PEER_MISSING } from './metrics.messages.js';
-import type { PromClientModule } from './prometheus-metrics.js';
+import { OPTIONAL_PEER_MISSING } from '../pg-queue.messages.js';
 
 /**
  * Optional peer dependencies are imported when an option asks for them, at boot, never at the package's own
@@ -14,10 +13,4 @@ export async function loadOptionalPeer<T>(pkg: string, what: string, range: stri
     if (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') throw new PgQueueError(OPTIONAL_PEER_MISSING(pkg, what, range), { cause: error });
     throw error;
   }
-}
-
-/** prom-client is CommonJS: its exports are the namespace's default (named ones are there too, when Node finds them). */
-export async function loadPromClient(load: () => Promise<unknown> = () => import('prom-client')): Promise<PromClientModule> {
-  const module = (await loadOptionalPeer('prom-client', 'PgQueueMetricsModule (option prometheus)', '^15.0.0', load)) as { default?: PromClientModule } & PromClientModule;
-  return module.default?.Registry ? module.default : module;
 }
