@@ -259,6 +259,21 @@ describe('transactional enqueue through each client', () => {
     },
   );
 
+  it('an app without TypeORM hands the queue its pg Pool as `connection`: the queue dials as that pool does, on a pool of its own', async () => {
+    const appPool = new pg.Pool({ connectionString: url, max: 2, application_name: 'the-app' });
+    const other = await startApp(url, { queue: { connection: appPool, workers: false, maintenance: { enabled: false } } });
+    try {
+      const id = await other.get(QueueService).enqueue('emails', { to: 'pool-settings' });
+      await waitFor('the job completed', async () => (await queue.get(id))?.status === 'completed', 10_000);
+      expect(appPool.totalCount).toBe(0); // the app's pool was never used
+      const names = await db.query<{ name: string }>(`SELECT DISTINCT application_name AS name FROM pg_stat_activity WHERE datname = current_database()`);
+      expect(names.rows.map((r) => r.name)).toContain('nestjs-pg-queue');
+    } finally {
+      await other.close();
+      await appPool.end();
+    }
+  });
+
   it('refuses what is not a transaction, naming it, and stores nothing', async () => {
     await expect(queue.enqueue('emails', { to: 'refused-pool' }, { manager: db as never })).rejects.toThrow(/is a pg Pool.*PoolClient on which you ran BEGIN/);
     await expect(queue.enqueue('emails', { to: 'refused-object' }, { manager: { save() {} } as never })).rejects.toThrow(

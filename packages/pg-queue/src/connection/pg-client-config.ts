@@ -1,4 +1,4 @@
-import type { ClientConfig, PoolConfig } from 'pg';
+import type { ClientConfig, Pool, PoolConfig } from 'pg';
 import { parse } from 'pg-connection-string';
 import type { PostgresDataSourceOptions as PostgresConnectionOptions } from 'typeorm/driver/postgres/PostgresDataSourceOptions.js';
 import type { PgQueueConnectionOptions } from '../interfaces/pg-queue-options.interface.js';
@@ -26,8 +26,20 @@ export function settingsOfDataSource(o: PostgresConnectionOptions): ConnectionSe
   });
 }
 
-/** The settings of the module's own `connection` option. */
+/** A pg Pool's own fields, which say how it manages connections rather than how to reach PostgreSQL. */
+const POOL_ONLY_FIELDS = ['max', 'min', 'idleTimeoutMillis', 'maxUses', 'maxLifetimeSeconds', 'allowExitOnIdle', 'log', 'Promise', 'Client', 'verify', 'onConnect'];
+
+/**
+ * The settings of the module's own `connection` option. Given the app's pg Pool (the one Kysely's PostgresDialect
+ * or Drizzle's node-postgres driver was built on), the queue dials as that pool does, on a pool of its own: the
+ * app's pool is never used, so the queue's statements never wait behind the app's.
+ */
 export function settingsOfConnectionOption(connection: PgQueueConnectionOptions): ConnectionSettings {
+  if (isPgPool(connection)) {
+    const settings: Record<string, unknown> = { ...connection.options };
+    for (const field of POOL_ONLY_FIELDS) delete settings[field];
+    return withoutUndefined(settings as ConnectionSettings);
+  }
   const c = typeof connection === 'string' ? { url: connection } : connection;
   return withoutUndefined({
     connectionString: c.url,
@@ -99,4 +111,9 @@ function fieldsOfUrl(url: string): ConnectionSettings {
 function withoutUndefined<T extends Record<string, unknown>>(o: T): T {
   for (const key of Object.keys(o)) if (o[key] === undefined) delete o[key];
   return o;
+}
+
+function isPgPool(connection: PgQueueConnectionOptions): connection is Pool {
+  const pool = connection as Partial<Pool>;
+  return typeof pool === 'object' && typeof pool.connect === 'function' && typeof pool.options === 'object';
 }

@@ -1,9 +1,14 @@
+import type { Pool } from 'pg';
 import type { DataSource } from 'typeorm';
 import type { JobHandlerOptions } from './job-handler-options.interface.js';
 
-/** A connection of the module's own: a URL, or node-postgres style fields. */
+/**
+ * A connection of the module's own: a URL, node-postgres style fields, or the app's pg Pool (as Kysely and Drizzle
+ * are built on), whose settings it dials with on a pool of its own.
+ */
 export type PgQueueConnectionOptions =
   | string
+  | Pool
   | {
       url?: string;
       host?: string;

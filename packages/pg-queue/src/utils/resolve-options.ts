@@ -106,7 +106,7 @@ export function resolveModuleOptions(options: PgQueueModuleOptions): ResolvedMod
   }
   const transactionPooler = bool(where, 'transactionPooler', options.transactionPooler, false);
   if (transactionPooler && options.listenerUrl === undefined) throw new PgQueueError(POOLER_WITHOUT_LISTENER_URL());
-  const ownPoolSize = typeof options.connection === 'object' && options.connection !== null ? options.connection.poolSize : undefined;
+  const ownPoolSize = typeof options.connection === 'object' && options.connection !== null ? (options.connection as { poolSize?: number }).poolSize : undefined;
   const queues = options.queues ?? {};
   if (typeof queues !== 'object') throw new PgQueueError(INVALID_OPTION(where, 'queues', queues, 'an object of queue name to handler options'));
   for (const [queue, queueOptions] of Object.entries(queues)) {
