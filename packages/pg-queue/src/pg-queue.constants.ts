@@ -40,3 +40,6 @@ export const ON_JOB_EVENT_METADATA = 'pg-queue:on_job_event';
  * batchSize: the README's tuned short-job settings (`prefetch: 500 - concurrency, batchSize: 500`).
  */
 export const AUTO_MAX_IN_HAND = 500;
+
+/** A gone instance's row (it stopped writing it) is deleted by the sweeper this long after it expired. */
+export const FORGET_GONE_INSTANCES_AFTER_MS = 3_600_000;

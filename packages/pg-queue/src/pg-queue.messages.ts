@@ -38,6 +38,9 @@ export const POOL_IS_NOT_A_TRANSACTION = (where: string) =>
 export const AMBIENT_HOST_MISSING = (connectionName: string | undefined) =>
   `PgQueueModule (option ambientTransactions): no TransactionHost${connectionName === undefined ? '' : ` for connectionName "${connectionName}"`} in this app; register the plugin, e.g. ClsModule.forRoot({ plugins: [new ClsPluginTransactional({${connectionName === undefined ? '' : ` connectionName: '${connectionName}',`} imports: [...], adapter: new TransactionalAdapterTypeOrm({ dataSourceToken: DataSource }) })] }).`;
 
+export const INSTANCE_DEREGISTER_FAILED = (id: string, error: string) =>
+  `could not delete this instance's row (${id}) from background_instances at shutdown (${error}); it reads as gone once it expires`;
+
 export const NO_DATA_SOURCE = () =>
   'PgQueueModule needs a database: pass `dataSource` (a TypeORM DataSource), `connection` (a URL or PostgreSQL connection options), or import TypeOrmModule.forRoot() (optionally naming it with `dataSourceName`).';
 

@@ -6,6 +6,7 @@ import { INVALID_OPTION } from './pg-queue.messages.js';
 import { RESOLVED_OPTIONS } from './pg-queue.module-definition.js';
 import { JobStore, type CancelResult, type NewJobRow } from './store/job.store.js';
 import type { KeyedOutcome } from './store/unique-rows.js';
+import type { InstanceRecord } from './store/instance.store.js';
 import { assertQueueName, type ResolvedModuleOptions } from './utils/resolve-options.js';
 import { buildJobRow, defaultMaxAttemptsOf } from './utils/job-row.js';
 import { flowAccess, type FlowAccess } from './flows/flow-access.js';
@@ -249,6 +250,15 @@ export class QueueService {
       (wake) => traceEnqueue(batchCall('enqueueFlow', plan.rows), (trace) => this.store.flows.insertFlow(name, plan, tx, trace, wake)),
     );
     return { id: flowId, jobs: Object.fromEntries(plan.rows.map((row, i) => [row.ref, ids[i]])) };
+  }
+
+  /**
+   * The processes that run workers, as each registered itself (README: "Instances"): id (its workerId, the
+   * `lockedBy` of its jobs), host, pid, queues with their concurrency and running jobs, started, last seen, and
+   * whether it is live (it wrote its row within leaseMs + heartbeatMs). Live ones first; at most 500.
+   */
+  async instances(): Promise<InstanceRecord[]> {
+    return this.store.instances.list();
   }
 
   /** A flow with every job (its status, result, and for a blocked job the parents it waits for) and edge; null when there is none. */

@@ -7,6 +7,7 @@ import { registerBulk } from './commands/bulk.js';
 import { registerDoctor } from './commands/doctor.js';
 import { registerEnqueue } from './commands/enqueue.js';
 import { registerFlows } from './commands/flows.js';
+import { registerInstances } from './commands/instances.js';
 import { registerJobs } from './commands/jobs.js';
 import { registerMigrate } from './commands/migrate.js';
 import { registerPrune } from './commands/prune.js';
@@ -40,6 +41,7 @@ registerPrune(program, run);
 registerDoctor(program, run);
 registerSchedules(program, run);
 registerFlows(program, run);
+registerInstances(program, run);
 
 try {
   await program.parseAsync(process.argv);

@@ -20,6 +20,7 @@ import { jobsView } from './views/jobs.view.js';
 import { bulkQuestion, flowQuestion, jobQuestion, queueQuestion, scheduleQuestion } from './views/confirm-questions.js';
 import { confirmPage, errorPage, layout, type PageContext } from './views/layout.js';
 import { overviewView, STATUSES } from './views/overview.view.js';
+import { instancesView } from './views/instances.view.js';
 import { schedulesView } from './views/schedules.view.js';
 import { html } from './views/html.js';
 
@@ -158,6 +159,11 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
     @Get('schedules')
     schedules(@Req() req: AnyRequest, @Res() res: AnyResponse) {
       return this.page(req, res, '/schedules', async (ctx) => schedulesView(ctx, await this.dashboard.schedules()));
+    }
+
+    @Get('instances')
+    instances(@Req() req: AnyRequest, @Res() res: AnyResponse) {
+      return this.page(req, res, '/instances', async (ctx) => instancesView(ctx, await this.dashboard.instances()));
     }
 
     @Post('jobs/bulk/:action')

@@ -14,6 +14,8 @@ import type { FlowData } from './views/flow.view.js';
 import type { FlowsData } from './views/flows.view.js';
 import type { JobsData } from './views/jobs.view.js';
 import type { OverviewData } from './views/overview.view.js';
+import type { InstancesData } from './views/instances.view.js';
+import { unservedQueues } from '../store/instance.store.js';
 
 /** Rows one action statement changes at most: its row locks last one batch. */
 const ACTION_BATCH = 500;
@@ -43,6 +45,15 @@ export class DashboardService implements OnApplicationShutdown {
     await this.store.close();
   }
 
+  /** The instances registry, and the queues with queued jobs that no live instance serves. */
+  async instances(): Promise<InstancesData> {
+    return this.store.read(async (q) => {
+      const instances = await q.instances();
+      const counts = await q.countByStatus();
+      return { instances, unserved: unservedQueues(Object.keys(counts).filter((n) => counts[n].queued > 0).sort(), instances) };
+    });
+  }
+
   /** The auto-refresh's one query: counts by queue and status (exact below a cap, estimated above). */
   async summary(): Promise<{ counts: QueueStats; at: string }> {
     const counts = await this.store.read((q) => q.countByStatus());
@@ -51,15 +62,17 @@ export class DashboardService implements OnApplicationShutdown {
 
   async overview(): Promise<OverviewData> {
     // The chart (the costlier read) on the pool's second connection, while the first reads the counts.
-    const [{ counts, paused, oldest }, chart] = await Promise.all([
+    const [{ counts, paused, oldest, instances }, chart] = await Promise.all([
       this.store.read(async (q) => {
         const counts = await q.countByStatus();
         const paused = new Set(await q.pausedQueues());
         const oldest = await q.oldestDue(Object.keys(counts).filter((n) => counts[n].queued > 0));
-        return { counts, paused, oldest };
+        const instances = await q.instances();
+        return { counts, paused, oldest, instances };
       }),
       this.store.read((q) => q.finishedPerMinute()),
     ]);
+    const served = new Set(instances.filter((i) => i.live).flatMap((i) => i.queues.map((x) => x.queue)));
     const names = [...new Set([...Object.keys(counts), ...paused, ...chart.minutes.map((m) => m.queue_name)])].sort();
     const minutes = new Map<string, MinuteBucket[]>(names.map((n) => [n, Array.from({ length: 60 }, () => ({ completed: 0, failed: 0 }))]));
     for (const m of chart.minutes) {
@@ -73,6 +86,7 @@ export class DashboardService implements OnApplicationShutdown {
         counts: counts[name] ?? { queued: 0, blocked: 0, processing: 0, completed: 0, failed: 0, cancelled: 0 },
         oldestDueMs: oldest.get(name) ?? null,
         paused: paused.has(name),
+        served: served.has(name),
         minutes: minutes.get(name)!,
       })),
     };

@@ -4,6 +4,7 @@ import { PgQueueError } from '../errors/pg-queue.error.js';
 import { BAD_HEALTH_OPTION } from '../metrics/metrics.messages.js';
 import { findQueueInternals, type QueueInternals } from '../metrics/queue-internals.js';
 import { errorLine } from '../utils/error-text.js';
+import { unservedQueues, type InstanceRecord } from '../store/instance.store.js';
 import type { ClaimLoopsCheckOptions, DatabaseCheckOptions, HealthResult, LagCheckOptions, ReadinessCheckOptions } from './health-check-options.interface.js';
 
 const DEFAULT_DB_TIMEOUT_MS = 2_000;
@@ -89,6 +90,28 @@ export class PgQueueHealthIndicator implements OnModuleInit {
     return result(key, 'down', { lagMs: checked, message: `queue ${over.join(', ')}` });
   }
 
+  /**
+   * Every queue with a due job is served: a live instance (the instances registry, README: "Instances") has a
+   * handler for it. A check of the whole deployment, not of this process: for a monitoring endpoint, not for
+   * liveness or readiness (an instance cannot fix it by restarting). Down names the queues nobody runs. Two reads
+   * under `timeoutMs` (default 2_000).
+   */
+  async checkInstances<K extends string = 'pg-queue-instances'>(key: K = 'pg-queue-instances' as K, options: DatabaseCheckOptions = {}): Promise<HealthResult<K>> {
+    const timeoutMs = positiveInt('checkInstances', 'timeoutMs', options.timeoutMs, DEFAULT_LAG_TIMEOUT_MS);
+    let due: string[];
+    let instances: InstanceRecord[];
+    try {
+      due = Object.keys(await this.internals.store.oldestDue(timeoutMs)).sort();
+      instances = await withTimeout(this.internals.instances.list(), timeoutMs);
+    } catch (error) {
+      return result(key, 'down', { message: `instances unknown, the query failed: ${errorLine(error)}` });
+    }
+    const live = instances.filter((i) => i.live).length;
+    const unserved = unservedQueues(due, instances);
+    if (unserved.length === 0) return result(key, 'up', { liveInstances: live });
+    return result(key, 'down', { liveInstances: live, unserved, message: `nobody runs queue ${unserved.map((q) => `"${q}"`).join(', ')}: due jobs, and no live instance has a handler for it` });
+  }
+
   /** Liveness: the claim loops (checkClaimLoops); nothing that depends on the database. */
   async isAlive<K extends string = 'pg-queue'>(key: K = 'pg-queue' as K, options: ClaimLoopsCheckOptions = {}): Promise<HealthResult<K>> {
     return this.checkClaimLoops(key, options);
@@ -123,4 +146,13 @@ function lagLimits(value: unknown): number | Record<string, number> {
     Object.values(value).every((v) => typeof v === 'number' && Number.isFinite(v) && v >= 0);
   if (!ok) throw new PgQueueError(BAD_HEALTH_OPTION('checkLag', 'maxLagMs', value, 'a number of ms, or { [queue]: ms }'));
   return value as Record<string, number>;
+}
+
+/** `work`, or a rejection once `ms` have passed (the pool's statement timeout may be longer than a health probe's). */
+function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
 }

@@ -1,4 +1,5 @@
 import type { LoggerService } from '@nestjs/common';
+import { FORGET_GONE_INSTANCES_AFTER_MS } from '../pg-queue.constants.js';
 import type { JobStore } from '../store/job.store.js';
 
 export interface SweepResult {
@@ -32,6 +33,9 @@ export class Sweeper {
         this.logger.warn(`sweeper: flows: ${stranded.unblocked} dependent job(s) unblocked, ${stranded.cancelled} job(s) of failed flows cancelled, ${stranded.settled} flow(s) settled that no worker had finished`);
       }
     }
+    // The instances registry's rows of processes that stopped writing an hour ago: a crashed process shows as gone
+    // for that hour (the dashboard, doctor), then leaves no trace. A DELETE of the few expired rows, under the lock.
+    if (held) await this.store.instances.forgetExpired(FORGET_GONE_INSTANCES_AFTER_MS);
     return { ran: held, requeued, failed };
   }
 }

@@ -5,6 +5,7 @@ import { JobHandlerRegistry } from '../discovery/job-handler.registry.js';
 import { JobEvents } from '../events/job-events.js';
 import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
 import { MetricsStore } from '../store/metrics.store.js';
+import { InstanceStore } from '../store/instance.store.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { WorkerPool } from '../worker/worker-pool.js';
 import { NO_PG_QUEUE_MODULE } from './metrics.messages.js';
@@ -15,6 +16,8 @@ export interface QueueInternals {
   workers: WorkerPool;
   options: ResolvedModuleOptions;
   store: MetricsStore;
+  /** The instances registry (checkInstances). */
+  instances: InstanceStore;
   /** The queues this instance processes (its @JobHandler queues; none when workers are off). Complete from onApplicationBootstrap on. */
   workerQueues(): string[];
 }
@@ -34,6 +37,7 @@ export function findQueueInternals(moduleRef: ModuleRef, who: string): QueueInte
       workers: get<WorkerPool>(WorkerPool),
       options,
       store: new MetricsStore(get<PgQueueConnection>(PgQueueConnection).pool),
+      instances: new InstanceStore(get<PgQueueConnection>(PgQueueConnection).pool, { transactionPooler: options.transactionPooler }),
       workerQueues: () => (options.workers ? registry.all().map((h) => h.queue) : []),
     };
   } catch (error) {

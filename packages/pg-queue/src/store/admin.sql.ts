@@ -108,7 +108,8 @@ export const ADMIN_SQL = {
     FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid
     WHERE i.indrelid IN (to_regclass('background_jobs'), to_regclass('background_job_keys'), to_regclass('background_queues'),
                          to_regclass('background_schedules'), to_regclass('background_queue_starts'),
-                         to_regclass('background_flows'), to_regclass('background_job_deps'), to_regclass('background_job_attempts'))
+                         to_regclass('background_flows'), to_regclass('background_job_deps'), to_regclass('background_job_attempts'),
+                         to_regclass('background_instances'))
     ORDER BY c.relname`,
 
   // doctor: the storage parameters of background_jobs (autovacuum_* among them), null when the table is missing.

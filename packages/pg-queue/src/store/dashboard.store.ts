@@ -6,6 +6,7 @@ import { DASHBOARD_SQL } from './dashboard.sql.js';
 import { FlowStore } from './flow.store.js';
 import { inTransaction } from './in-transaction.js';
 import { JobStore } from './job.store.js';
+import type { InstanceRecord } from './instance.store.js';
 
 /** A row of the dashboard's jobs list. */
 export interface JobListRow extends JobSummaryRow {
@@ -163,6 +164,11 @@ export class DashboardQueries {
 
   countByStatus(): Promise<QueueStats> {
     return this.jobs.countByStatus(DASHBOARD_EXACT_LIMIT);
+  }
+
+  /** The instances registry (live ones first). */
+  instances(): Promise<InstanceRecord[]> {
+    return this.jobs.instances.list();
   }
 
   async pausedQueues(): Promise<string[]> {

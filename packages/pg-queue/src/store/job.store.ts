@@ -8,6 +8,7 @@ import { FlowStore } from './flow.store.js';
 import { StepStore } from './step.store.js';
 import { toJobSteps } from '../steps/step.interfaces.js';
 import { managerQuery } from './manager-query.js';
+import { InstanceStore } from './instance.store.js';
 import type { CallerTransaction } from '../transactions/caller-transaction.js';
 import { beginWithQueueLock, PLANNED_PER_CALL, SQL, type Wake } from './job.sql.js';
 import { foldKeyedRows, unfoldOutcomes, type KeyedOutcome } from './unique-rows.js';
@@ -143,6 +144,8 @@ export class JobStore {
   readonly flows: FlowStore;
   /** The statements of durable steps (job.step, job.sleep), on the same pool. */
   readonly steps: StepStore;
+  /** The instances registry's statements (README: "Instances"), on the same pool. */
+  readonly instances: InstanceStore;
 
   constructor(
     private readonly pool: Pool,
@@ -151,6 +154,7 @@ export class JobStore {
     this.named = !options.transactionPooler;
     this.flows = new FlowStore(pool, { transactionPooler: options.transactionPooler });
     this.steps = new StepStore(pool, { transactionPooler: options.transactionPooler });
+    this.instances = new InstanceStore(pool, { transactionPooler: options.transactionPooler });
   }
 
   private statement(name: keyof typeof SQL, values: unknown[]): QueryConfig {

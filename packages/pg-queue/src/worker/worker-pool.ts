@@ -16,6 +16,7 @@ import type { HeldJob } from './held-job.js';
 import { LeaseKeeper, MARK_AFTER_MS, type BeatLoad, type LeaseHolders } from './lease-keeper.js';
 import { NotificationListener } from './notification-listener.js';
 import { OutcomeWriter, type OutcomeSink, type WrittenStatus } from './outcome-writer.js';
+import { InstanceRegistration } from '../instances/instance-registration.js';
 import { putBack } from './put-back.js';
 import { QueueWorker } from './queue-worker.js';
 import { RowLockLane } from './row-lock-lane.js';
@@ -35,6 +36,7 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
   private pollTimer: NodeJS.Timeout | undefined;
   private pollEveryMs = 0;
   private shuttingDown = false;
+  private registration: InstanceRegistration | undefined;
 
   constructor(
     private readonly registry: JobHandlerRegistry,
@@ -126,6 +128,10 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
     leases.start();
     this.listener.start();
     for (const worker of this.workers.values()) worker.start();
+    const concurrency = new Map(handlers.map((h) => [h.queue, h.options.concurrency]));
+    const queues = () => [...this.workers].map(([queue, w]) => ({ queue, concurrency: concurrency.get(queue)!, running: w.activeCount }));
+    this.registration = new InstanceRegistration(this.store.instances, workerId, heartbeatMs, leaseMs + heartbeatMs, queues, this.logger);
+    this.registration.start();
     this.logger.log(`worker ${workerId} processing ${handlers.map((h) => `${h.queue} (x${h.options.concurrency})`).join(', ')}`);
   }
 
@@ -152,6 +158,7 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
     }
     this.leases!.stop();
     await this.listener!.close();
+    await this.registration?.stop();
     this.workers.clear();
   }
 

@@ -85,7 +85,7 @@ describe('the job page', () => {
 
   it('shows a running job’s lease owner, and a dead letter’s error as its last', () => {
     expect(jobView(ctx, { ...row, status: 'processing', locked_by: 'host-1:42', lease_expires_at: '2026-11-30T10:01:00Z' }, new Date())).toContain(
-      '<dt>Lease owner</dt><dd data-field="locked_by">host-1:42 (lease until',
+      '<dt>Lease owner</dt><dd data-field="locked_by"><a href="/q/instances#instance-host-1%3A42">host-1:42</a> (lease until',
     );
     expect(jobView(ctx, { ...row, status: 'failed', locked_by: 'host-1:42' }, new Date())).toContain('<h2>Last error</h2>');
   });

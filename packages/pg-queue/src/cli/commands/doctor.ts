@@ -6,6 +6,7 @@ import { CANNOT_CONNECT } from '../cli.messages.js';
 import { CliError, describeError } from '../errors.js';
 import { print, printJson } from '../output.js';
 import type { Run } from '../run.js';
+import { unservedQueues } from '../../store/instance.store.js';
 
 export type CheckState = 'ok' | 'warn' | 'fail';
 
@@ -56,6 +57,7 @@ const MIGRATION_INDEXES: Record<string, readonly string[]> = {
     'background_job_deps_flow_idx',
   ],
   AttemptHistory1764630000000: ['background_job_attempts_pkey', 'background_job_attempts_job_idx'],
+  Instances1764650000000: ['background_instances_pkey'],
 };
 
 /** What the first migration sets on background_jobs: a queue table turns over fast and needs vacuuming often. */
@@ -67,7 +69,7 @@ const STUCK_COUNT_LIMIT = 1_000;
 export function registerDoctor(program: Command, run: Run): void {
   program
     .command('doctor')
-    .description('check the database: schema version, indexes, autovacuum settings, stuck leases, LISTEN, transaction pooler; exit 1 if a check fails')
+    .description('check the database: schema version, indexes, autovacuum settings, stuck leases, instances, LISTEN, transaction pooler; exit 1 if a check fails')
     .option('--sweep-interval <duration>', "the module's maintenance.sweepIntervalMs, if your app changes it (default 5s)", parseDuration('--sweep-interval'), 5_000)
     .option('--migrations-table <name>', "TypeORM's migrations table, if your DataSource names it (default: migrations)")
     .option('--json', 'as JSON: [{ check, state, detail, hint? }]')
@@ -76,7 +78,7 @@ export function registerDoctor(program: Command, run: Run): void {
         // Every check connects: without this one first, a wrong password or a dead server was reported six times.
         const unreachable = await connects(connection);
         const results: CheckResult[] = unreachable ? [unreachable] : [];
-        const checks = unreachable ? {} : { schema, indexes, autovacuum, leases: stuckLeases, listen, pooler };
+        const checks = unreachable ? {} : { schema, indexes, autovacuum, leases: stuckLeases, instances, listen, pooler };
         for (const [name, check] of Object.entries(checks)) {
           try {
             results.push(await check(connection, options));
@@ -170,6 +172,31 @@ async function stuckLeases(connection: Connection, options: DoctorOptions): Prom
     state: 'warn',
     detail: `${n === STUCK_COUNT_LIMIT ? 'at least ' : ''}${n} ${what} whose lease ended more than ${formatDuration(graceMs)} ago (oldest ${oldest?.toISOString()})`,
     hint: 'no instance runs the sweeper: keep maintenance enabled on at least one instance (maintenance.enabled), or check that instances are up',
+  };
+}
+
+/** The instances registry: who runs workers now, and queues with queued jobs that no live instance serves. */
+async function instances(connection: Connection): Promise<CheckResult> {
+  const store = connection.jobStore();
+  let list;
+  try {
+    list = await store.instances.list();
+  } catch (error) {
+    // A pending migration is the schema check's to report (and fail); here it only means there is nothing to read.
+    if ((error as { code?: unknown }).code !== '42P01') throw error;
+    return { check: 'instances', state: 'warn', detail: 'table background_instances does not exist (its migration is pending)', hint: 'run `pg-queue migrate`' };
+  }
+  const stats = await store.countByStatus();
+  const unserved = unservedQueues(Object.keys(stats).filter((q) => stats[q].queued > 0).sort(), list);
+  const live = list.filter((i) => i.live);
+  const gone = list.length - live.length;
+  const detail = `${live.length} live instance(s) run workers${gone > 0 ? `, ${gone} gone within the last hour (stopped writing their row without a clean stop)` : ''}`;
+  if (unserved.length === 0) return { check: 'instances', state: 'ok', detail };
+  return {
+    check: 'instances',
+    state: 'warn',
+    detail: `${detail}; nobody runs ${unserved.join(', ')} (queued jobs, no live instance with a handler for the queue)`,
+    hint: 'deploy or start an instance whose app has a @JobHandler for the queue (with workers enabled), or check `pg-queue instances`',
   };
 }
 

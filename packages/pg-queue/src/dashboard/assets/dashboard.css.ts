@@ -28,6 +28,8 @@ th.n, td.n { text-align:right; font-variant-numeric:tabular-nums; }
 .status-compensated { background:#fff3dc; color:var(--warn); }
 .status-compensation_failed { background:#fde2e1; color:var(--bad); }
 .paused { color:var(--warn); font-weight:600; }
+.unserved { color:var(--warn); font-weight:600; margin-left:.4rem; }
+tr.gone td, tr.gone th { opacity:.7; }
 .flash { background:#e3f4e4; border:1px solid #b7dfb9; padding:.5rem .8rem; border-radius:4px; }
 .error { background:#fde2e1; border:1px solid #f3b6b3; padding:.5rem .8rem; border-radius:4px; }
 .muted { color:var(--muted); }

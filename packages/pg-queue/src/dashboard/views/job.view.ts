@@ -1,6 +1,7 @@
 import type { AttemptHistoryRow, JobFlowRow } from '../../store/dashboard.store.js';
 import { formatJson, formatTime } from './format.js';
 import { waitingText } from './flow-graph.js';
+import { instanceAnchor } from './instances.view.js';
 import { html, type HtmlValue } from './html.js';
 import { jobQuestion } from './confirm-questions.js';
 import { actionForm, layout, type PageContext } from './layout.js';
@@ -131,7 +132,7 @@ ${flowFields(ctx, row, flow)}
 <dt>Attempts</dt><dd>${String(row.attempts)} of ${String(row.max_attempts)}</dd>
 <dt>Priority</dt><dd>${String(row.priority)}</dd>
 ${status === 'processing'
-    ? html`<dt>Lease owner</dt><dd data-field="locked_by">${str('locked_by') ?? '—'}${str('lease_expires_at') ? ` (${buffered ? 'in its read-ahead buffer, ' : ''}lease until ${formatTime(str('lease_expires_at'))})` : ''}</dd>`
+    ? html`<dt>Lease owner</dt><dd data-field="locked_by">${str('locked_by') ? html`<a href="${ctx.base}/instances#${instanceAnchor(str('locked_by')!)}">${str('locked_by')}</a>` : '—'}${str('lease_expires_at') ? ` (${buffered ? 'in its read-ahead buffer, ' : ''}lease until ${formatTime(str('lease_expires_at'))})` : ''}</dd>`
     : html`<dt>Last run by</dt><dd data-field="locked_by">${str('locked_by') ?? '—'}</dd>`}
 <dt>Unique key</dt><dd>${str('unique_key') ?? '—'}</dd>
 <dt>Concurrency key</dt><dd>${str('concurrency_key') ?? '—'}</dd>

@@ -17,7 +17,7 @@ export interface PageContext {
   flash: string | null;
 }
 
-export type Section = 'overview' | 'jobs' | 'flows' | 'schedules';
+export type Section = 'overview' | 'jobs' | 'flows' | 'schedules' | 'instances';
 
 export function layout(ctx: PageContext, section: Section, title: string, body: SafeHtml, options: { refresh?: boolean } = {}): string {
   const nav = (id: Section, href: string, label: string) => html`<a href="${ctx.base}${href}"${id === section ? html` aria-current="page"` : null}>${label}</a>`;
@@ -34,7 +34,7 @@ export function layout(ctx: PageContext, section: Section, title: string, body: 
 <body${options.refresh && ctx.refreshMs > 0 ? html` data-summary="${ctx.base}/api/summary" data-refresh-ms="${ctx.refreshMs}"` : null}>
 <header>
   <strong class="brand">pg-queue</strong>
-  <nav>${nav('overview', '/', 'Overview')}${nav('jobs', '/jobs', 'Jobs')}${nav('flows', '/flows', 'Flows')}${nav('schedules', '/schedules', 'Recurring')}</nav>
+  <nav>${nav('overview', '/', 'Overview')}${nav('jobs', '/jobs', 'Jobs')}${nav('flows', '/flows', 'Flows')}${nav('schedules', '/schedules', 'Recurring')}${nav('instances', '/instances', 'Instances')}</nav>
   <span class="who">${ctx.user ?? 'anonymous'} · ${ctx.access === 'full' ? 'full access' : 'read-only'}<span class="updated" aria-live="polite"></span></span>
 </header>
 <main>

@@ -12,6 +12,8 @@ export interface QueueOverview {
   /** ms the oldest due job has waited; null when none is due. */
   oldestDueMs: number | null;
   paused: boolean;
+  /** A live instance has a handler for it (the instances registry). */
+  served: boolean;
   /** The last 60 minutes, oldest first. */
   minutes: MinuteBucket[];
 }
@@ -35,7 +37,7 @@ export function overviewView(ctx: PageContext, data: OverviewData): string {
   <th scope="row"><a href="${ctx.base}/jobs?queue=${encodeURIComponent(q.name)}">${q.name}</a></th>
   ${STATUSES.map((s) => count(q, s))}
   <td class="n" data-oldest="${q.name}">${formatDuration(q.oldestDueMs)}</td>
-  <td>${q.paused ? html`<span class="paused">paused</span>` : 'running'}</td>
+  <td>${q.paused ? html`<span class="paused">paused</span>` : 'running'}${!q.served && q.counts.queued > 0 ? html` <a class="unserved" href="${ctx.base}/instances" data-unserved="${q.name}">nobody runs this queue</a>` : null}</td>
   <td>${q.paused
       ? actionForm(ctx, `/queues/${encodeURIComponent(q.name)}/resume`, 'Resume', queueQuestion('resume', q.name))
       : actionForm(ctx, `/queues/${encodeURIComponent(q.name)}/pause`, 'Pause', queueQuestion('pause', q.name))}</td>

@@ -1,0 +1,29 @@
+import type { Command } from 'commander';
+import { unservedQueues } from '../../store/instance.store.js';
+import { formatDuration } from '../duration.js';
+import { note, print, printJson, printTable, time } from '../output.js';
+import type { Run } from '../run.js';
+
+export function registerInstances(program: Command, run: Run): void {
+  program
+    .command('instances')
+    .description('the processes that run workers (live, or gone within the last hour) and the queues with queued jobs that no live one serves')
+    .option('--json', 'as JSON: { instances: [{ id, host, pid, queues, startedAt, lastSeenAt, live, seenMsAgo }], unserved: [queue] }')
+    .action(
+      run(async (connection, _args, options: { json?: boolean }) => {
+        const store = connection.jobStore();
+        const instances = await store.instances.list();
+        const stats = await store.countByStatus();
+        const unserved = unservedQueues(Object.keys(stats).filter((q) => stats[q].queued > 0).sort(), instances);
+        if (options.json) return printJson({ instances, unserved });
+        if (instances.length === 0) note('no process with workers has registered');
+        else {
+          printTable(
+            ['instance', 'host', 'pid', 'queues (running/concurrency)', 'started', 'last seen', 'state'],
+            instances.map((i) => [i.id, i.host, String(i.pid), i.queues.map((q) => `${q.queue} ${q.running}/${q.concurrency}`).join(', '), time(i.startedAt), `${formatDuration(i.seenMsAgo)} ago`, i.live ? 'live' : 'gone']),
+          );
+        }
+        if (unserved.length > 0) print(`nobody runs: ${unserved.join(', ')} (queued jobs, and no live instance has a handler for the queue)`);
+      }),
+    );
+}

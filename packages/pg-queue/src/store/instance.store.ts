@@ -1,0 +1,86 @@
+import type { Pool, QueryConfig, QueryResultRow } from 'pg';
+import { INSTANCE_SQL } from './instance.sql.js';
+
+/** One queue as an instance registers it. */
+export interface InstanceQueue {
+  queue: string;
+  concurrency: number;
+  /** Jobs running in that process when it last wrote its row (read ahead and not started: not counted). */
+  running: number;
+}
+
+/** A process that runs workers, as its row in background_instances says (README: "Instances"). */
+export interface InstanceRecord {
+  /** Its workerId (the `locked_by` of the jobs it runs). */
+  id: string;
+  host: string;
+  pid: number;
+  queues: InstanceQueue[];
+  startedAt: Date;
+  lastSeenAt: Date;
+  /** It wrote its row within its expiry (leaseMs + heartbeatMs); false: it died, froze or lost the database. */
+  live: boolean;
+  /** How long ago it last wrote its row, by the database clock. */
+  seenMsAgo: number;
+}
+
+interface InstanceRow {
+  id: string;
+  host: string;
+  pid: number;
+  queues: InstanceQueue[];
+  started_at: Date;
+  last_seen_at: Date;
+  live: boolean;
+  seen_ms_ago: number;
+}
+
+/** Most instances a list returns (the dashboard's page, `instances()`, the CLI). */
+export const INSTANCE_LIST_CAP = 500;
+
+/** The instances registry's table access, one method per statement of instance.sql.ts, on the queue's own pool. */
+export class InstanceStore {
+  private readonly named: boolean;
+
+  constructor(
+    private readonly pool: Pool,
+    options: { transactionPooler?: boolean } = {},
+  ) {
+    this.named = !options.transactionPooler;
+  }
+
+  private async run<R extends QueryResultRow>(name: keyof typeof INSTANCE_SQL, values: unknown[]): Promise<R[]> {
+    const query: QueryConfig = this.named ? { name: `pgq_instance_${name}`, text: INSTANCE_SQL[name], values } : { text: INSTANCE_SQL[name], values };
+    return (await this.pool.query<R>(query)).rows;
+  }
+
+  async register(id: string, host: string, pid: number, queues: InstanceQueue[], expiresInMs: number): Promise<void> {
+    await this.run('register', [id, host, pid, JSON.stringify(queues), expiresInMs]);
+  }
+
+  async deregister(id: string): Promise<void> {
+    await this.run('deregister', [id]);
+  }
+
+  async list(limit = INSTANCE_LIST_CAP): Promise<InstanceRecord[]> {
+    const rows = await this.run<InstanceRow>('list', [limit]);
+    return rows.map((r) => ({ id: r.id, host: r.host, pid: r.pid, queues: r.queues, startedAt: r.started_at, lastSeenAt: r.last_seen_at, live: r.live, seenMsAgo: Math.max(0, Math.round(r.seen_ms_ago)) }));
+  }
+
+  /** Deletes the rows that expired more than `afterMs` ago; returns how many. */
+  async forgetExpired(afterMs: number): Promise<number> {
+    const result = await this.pool.query(this.named ? { name: 'pgq_instance_forgetExpired', text: INSTANCE_SQL.forgetExpired, values: [afterMs] } : { text: INSTANCE_SQL.forgetExpired, values: [afterMs] });
+    return result.rowCount ?? 0;
+  }
+}
+
+/**
+ * Of the queues `due` (queues with jobs waiting), those that no live instance serves. An empty registry says
+ * nothing: instances of versions before the registry, still running through a rolling upgrade, run unseen, so
+ * none is named until some instance has registered (live, or gone within the hour the sweeper keeps its row).
+ */
+export function unservedQueues(due: readonly string[], instances: readonly InstanceRecord[]): string[] {
+  if (instances.length === 0) return [];
+  const served = new Set(instances.filter((i) => i.live).flatMap((i) => i.queues.map((q) => q.queue)));
+  return due.filter((queue) => !served.has(queue));
+}
