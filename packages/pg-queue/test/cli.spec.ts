@@ -9,8 +9,8 @@ import { spawnSync } from 'node:child_process';
 import net from 'node:net';
 import { CANNOT_CONNECT, CONNECT_TIMEOUT, PASSWORD_IN_URL } from '../src/cli/cli.messages.js';
 
-/** What `migrate down` says undoing the last migration (AttemptHistory) drops. */
-const HISTORY_DOWN = 'drops the table background_job_attempts (every recorded failed attempt)';
+/** What `migrate down` says undoing the last migration (SqlEnqueue) drops. */
+const SQL_ENQUEUE_DOWN = 'drops the SQL functions pg_queue_enqueue, pg_queue_enqueue_unique and pg_queue_enqueue_many (triggers and scripts that call them fail from then on)';
 import { buildCli, runCli, runCliOnTerminal } from './support/run-cli.js';
 
 // The real binary (dist/cli/main.js, built by tsc -b) against a real database: output and exit codes.
@@ -101,15 +101,15 @@ describe('pg-queue command line', () => {
     expect(refused).toEqual({
       code: 2,
       stdout: '',
-      stderr: `pg-queue: undo the queue migration ${names.at(-1)}: ${HISTORY_DOWN}: not confirmed (stdin is not a terminal, so no question can be asked); pass --yes to go ahead\n`,
+      stderr: `pg-queue: undo the queue migration ${names.at(-1)}: ${SQL_ENQUEUE_DOWN}: not confirmed (stdin is not a terminal, so no question can be asked); pass --yes to go ahead\n`,
     });
     expect((await sql.query(`SELECT count(*)::int AS n FROM migrations`)).rows[0].n).toBe(names.length);
     const down = await cli('migrate', 'down', '--yes');
     expect(down.code).toBe(0);
     expect(down.stdout).toBe(`reverted ${names.at(-1)}\n`);
     expect((await sql.query(`SELECT name FROM migrations ORDER BY id`)).rows.map((r) => r.name)).toEqual(names.slice(0, -1));
-    // The last migration (AttemptHistory) is undone: its table is gone.
-    expect((await sql.query(`SELECT to_regclass('background_job_attempts') AS t`)).rows).toEqual([{ t: null }]);
+    // The last migration (SqlEnqueue) is undone: its functions are gone.
+    expect((await sql.query(`SELECT count(*)::int AS n FROM pg_proc WHERE proname LIKE 'pg_queue_enqueue%'`)).rows).toEqual([{ n: 0 }]);
 
     const status = await cli('migrate', 'status');
     expect(status.stdout).toContain(`${names.at(-1)}`);

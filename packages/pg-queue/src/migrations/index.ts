@@ -14,6 +14,7 @@ import { BufferedJobs1764600000000 } from './1764600000000-buffered-jobs.js';
 import { Flows1764610000000 } from './1764610000000-flows.js';
 import { DurableSteps1764620000000 } from './1764620000000-durable-steps.js';
 import { AttemptHistory1764630000000 } from './1764630000000-attempt-history.js';
+import { SqlEnqueue1764640000000 } from './1764640000000-sql-enqueue.js';
 
 /** The queue's schema migrations, in order: add them to your own DataSource's `migrations`, or let the module run them. */
 export const PG_QUEUE_MIGRATIONS = [
@@ -33,6 +34,7 @@ export const PG_QUEUE_MIGRATIONS = [
   Flows1764610000000,
   DurableSteps1764620000000,
   AttemptHistory1764630000000,
+  SqlEnqueue1764640000000,
 ];
 
 export {
@@ -52,4 +54,5 @@ export {
   Flows1764610000000,
   DurableSteps1764620000000,
   AttemptHistory1764630000000,
+  SqlEnqueue1764640000000,
 };
