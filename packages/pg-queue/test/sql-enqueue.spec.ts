@@ -17,6 +17,11 @@ class Handlers {
     ran.push({ queue: 'welcome', payload: job.payload });
   }
 
+  @JobHandler('order-confirmation')
+  async confirm(job: Job) {
+    ran.push({ queue: 'order-confirmation', payload: job.payload });
+  }
+
   @JobHandler('shop-mail')
   async shopMail(job: Job) {
     ran.push({ queue: 'shop-mail', payload: job.payload });
@@ -361,6 +366,18 @@ describe('enqueue from SQL: pg_queue_enqueue, pg_queue_enqueue_unique, pg_queue_
           RETURN NULL;
         END $$;
         CREATE TRIGGER signup_welcome AFTER INSERT ON signups FOR EACH ROW EXECUTE FUNCTION signup_welcome();
+        -- The statement trigger of docs/guides/sql-enqueue.md: every inserted row in one pg_queue_enqueue_many.
+        CREATE TABLE orders (id serial PRIMARY KEY);
+        CREATE FUNCTION orders_confirm() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          PERFORM count(*) FROM pg_queue_enqueue_many(coalesce((
+            SELECT jsonb_agg(jsonb_build_object('queue', 'order-confirmation', 'payload', jsonb_build_object('order', o.id),
+                                                'unique_key', 'order:' || o.id) ORDER BY o.id)
+            FROM new_orders AS o), '[]'));
+          RETURN NULL;
+        END $$;
+        CREATE TRIGGER orders_confirm AFTER INSERT ON orders
+          REFERENCING NEW TABLE AS new_orders FOR EACH STATEMENT EXECUTE FUNCTION orders_confirm();
         -- Another schema's table, whose callers' search_path does not name the queue's schema.
         CREATE SCHEMA shop;
         CREATE TABLE shop.orders (id serial PRIMARY KEY, email text NOT NULL);
@@ -397,6 +414,16 @@ describe('enqueue from SQL: pg_queue_enqueue, pg_queue_enqueue_unique, pg_queue_
       } finally {
         await Promise.all([listener.end(), writer.end()]);
       }
+    });
+
+    it('a statement trigger: every row of a multi-row INSERT in one pg_queue_enqueue_many; an INSERT of no rows enqueues nothing', async () => {
+      await db.query(`INSERT INTO orders SELECT FROM generate_series(1, 3)`);
+      await db.query(`INSERT INTO orders SELECT FROM generate_series(1, 0)`);
+      await waitFor('the three jobs ran', async () => ran.length === 3);
+      expect(ran.map((r) => r.payload)).toEqual(expect.arrayContaining([{ order: 1 }, { order: 2 }, { order: 3 }]));
+      expect(await all(`SELECT unique_key, status::text FROM background_jobs WHERE queue_name = 'order-confirmation' ORDER BY id`)).toEqual(
+        [1, 2, 3].map((id) => ({ unique_key: `order:${id}`, status: 'completed' })),
+      );
     });
 
     it('from a table of another schema, with a search_path that does not name the queue’s', async () => {
