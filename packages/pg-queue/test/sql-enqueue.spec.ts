@@ -57,6 +57,9 @@ describe('enqueue from SQL: pg_queue_enqueue, pg_queue_enqueue_unique, pg_queue_
     );
   const jobsOf = (queueName: string) => all(`SELECT id::text, payload, unique_key FROM background_jobs WHERE queue_name = $1 ORDER BY id`, [queueName]);
   const enqueueSql = async (call: string, values: unknown[] = []) => (await one<{ id: string }>(`SELECT ${call}::text AS id`, values)).id;
+  /** Waits until `n` jobs of the queue are completed (the handler ran, and its completion committed after it). */
+  const completed = (queueName: string, n: number) =>
+    waitFor(`${n} completed job(s) of ${queueName}`, async () => (await one<{ n: number }>(`SELECT count(*)::int AS n FROM background_jobs WHERE queue_name = $1 AND status = 'completed'`, [queueName])).n === n);
   const outcomes = (call: string, values: unknown[] = []) => all<{ id: string; duplicate: boolean; replaced: boolean }>(`SELECT id::text, duplicate, replaced FROM ${call}`, values);
 
   describe('the same jobs as QueueService.enqueue', () => {
@@ -406,7 +409,7 @@ describe('enqueue from SQL: pg_queue_enqueue, pg_queue_enqueue_unique, pg_queue_
         expect(heard).toEqual([]); // nothing before the commit, nothing a worker could not see yet
         await writer.query('COMMIT');
         await waitFor('the wake-up', async () => heard.includes('pg_queue_jobs:welcome'));
-        await waitFor('both jobs ran', async () => ran.length === 2);
+        await completed('welcome', 2);
         expect(ran.map((r) => r.payload)).toEqual(expect.arrayContaining([{ email: 'ada@example.com' }, { email: 'bob@example.com' }]));
         expect(await all(`SELECT unique_key, status::text FROM background_jobs WHERE queue_name = 'welcome' ORDER BY id`)).toEqual(
           rows.map((r) => ({ unique_key: `signup:${r.id}`, status: 'completed' })),
@@ -419,7 +422,7 @@ describe('enqueue from SQL: pg_queue_enqueue, pg_queue_enqueue_unique, pg_queue_
     it('a statement trigger: every row of a multi-row INSERT in one pg_queue_enqueue_many; an INSERT of no rows enqueues nothing', async () => {
       await db.query(`INSERT INTO orders SELECT FROM generate_series(1, 3)`);
       await db.query(`INSERT INTO orders SELECT FROM generate_series(1, 0)`);
-      await waitFor('the three jobs ran', async () => ran.length === 3);
+      await completed('order-confirmation', 3);
       expect(ran.map((r) => r.payload)).toEqual(expect.arrayContaining([{ order: 1 }, { order: 2 }, { order: 3 }]));
       expect(await all(`SELECT unique_key, status::text FROM background_jobs WHERE queue_name = 'order-confirmation' ORDER BY id`)).toEqual(
         [1, 2, 3].map((id) => ({ unique_key: `order:${id}`, status: 'completed' })),
@@ -434,7 +437,7 @@ describe('enqueue from SQL: pg_queue_enqueue, pg_queue_enqueue_unique, pg_queue_
       } finally {
         await writer.end();
       }
-      await waitFor('the job ran', async () => ran.length === 1);
+      await completed('shop-mail', 1);
       expect(ran).toEqual([{ queue: 'shop-mail', payload: { order: 1 } }]);
       expect(await all(`SELECT priority, status::text FROM public.background_jobs WHERE queue_name = 'shop-mail'`)).toEqual([{ priority: 5, status: 'completed' }]);
     });
@@ -481,7 +484,9 @@ describe('enqueue from SQL: pg_queue_enqueue, pg_queue_enqueue_unique, pg_queue_
       [`pg_queue_enqueue('bad', '{}', delay_ms => -1)`, 'Invalid pg_queue_enqueue("bad") option delay_ms=-1: expected a non-negative integer.'],
       [`pg_queue_enqueue('bad', '{}', delay_ms => 31557600000001)`, 'Invalid pg_queue_enqueue("bad") option delay_ms=31557600000001: expected a non-negative integer of at most 31557600000000 (1,000 years).'],
       [`pg_queue_enqueue('bad', '{}', run_at => now(), delay_ms => 5000)`, 'Invalid pg_queue_enqueue("bad") option delay_ms=5000: expected no delay_ms with run_at (give one of them).'],
-      [`pg_queue_enqueue('bad', '{}', run_at => 'infinity')`, 'Invalid pg_queue_enqueue("bad") option run_at="infinity": expected an ISO 8601 date-time with its UTC offset, e.g. "2026-12-01T08:00:00Z".'],
+      [`pg_queue_enqueue('bad', '{}', run_at => 'infinity')`, 'Invalid pg_queue_enqueue("bad") option run_at="infinity": expected a date-time from year 1 to 9999 (in JSON: ISO 8601 with its UTC offset, e.g. "2026-12-01T08:00:00Z").'],
+      [`pg_queue_enqueue_many('[{"queue": "bad", "payload": 1, "run_at": "10000-01-01T00:00:00Z"}]')`, 'pg_queue_enqueue_many: job #0: Invalid pg_queue_enqueue("bad") option run_at="10000-01-01T00:00:00Z": expected a date-time from year 1 to 9999 (in JSON: ISO 8601 with its UTC offset, e.g. "2026-12-01T08:00:00Z").'],
+      [`pg_queue_enqueue_many('[{"queue": "bad", "payload": 1, "run_at": "0001-01-01T00:00:00+01:00"}]')`, 'pg_queue_enqueue_many: job #0: Invalid pg_queue_enqueue("bad") option run_at="0001-01-01T00:00:00+01:00": expected a date-time from year 1 to 9999 (in JSON: ISO 8601 with its UTC offset, e.g. "2026-12-01T08:00:00Z").'],
       [`pg_queue_enqueue('bad', '{}', concurrency_key => '')`, 'Invalid pg_queue_enqueue("bad") option concurrency_key="": expected a non-empty string of at most 512 characters.'],
       [`pg_queue_enqueue('bad', '{}', trace_context => '"00-abc"')`, 'Invalid pg_queue_enqueue("bad") option trace_context="00-abc": expected a JSON object {"traceparent": "00-...", "tracestate"?: "..."}.'],
       [`pg_queue_enqueue('bad', '{}', on_conflict => 'replace')`, 'Invalid pg_queue_enqueue("bad") option on_conflict="replace": expected no on_conflict without a unique_key.'],
@@ -506,8 +511,8 @@ describe('enqueue from SQL: pg_queue_enqueue, pg_queue_enqueue_unique, pg_queue_
       ],
       [`pg_queue_enqueue_many('[{"queue": "bad", "payload": 1, "priority": "3"}]')`, 'pg_queue_enqueue_many: job #0: Invalid pg_queue_enqueue("bad") option priority="3": expected an integer (32-bit).'],
       [`pg_queue_enqueue_many('[{"queue": "bad", "payload": 1, "max_attempts": 2.5}]')`, 'pg_queue_enqueue_many: job #0: Invalid pg_queue_enqueue("bad") option max_attempts=2.5: expected an integer from 1 to 1000.'],
-      [`pg_queue_enqueue_many('[{"queue": "bad", "payload": 1, "run_at": "tomorrow"}]')`, 'pg_queue_enqueue_many: job #0: Invalid pg_queue_enqueue("bad") option run_at="tomorrow": expected an ISO 8601 date-time with its UTC offset, e.g. "2026-12-01T08:00:00Z".'],
-      [`pg_queue_enqueue_many('[{"queue": "bad", "payload": 1, "run_at": "2026-12-01T08:00:00"}]')`, 'pg_queue_enqueue_many: job #0: Invalid pg_queue_enqueue("bad") option run_at="2026-12-01T08:00:00": expected an ISO 8601 date-time with its UTC offset, e.g. "2026-12-01T08:00:00Z".'],
+      [`pg_queue_enqueue_many('[{"queue": "bad", "payload": 1, "run_at": "tomorrow"}]')`, 'pg_queue_enqueue_many: job #0: Invalid pg_queue_enqueue("bad") option run_at="tomorrow": expected a date-time from year 1 to 9999 (in JSON: ISO 8601 with its UTC offset, e.g. "2026-12-01T08:00:00Z").'],
+      [`pg_queue_enqueue_many('[{"queue": "bad", "payload": 1, "run_at": "2026-12-01T08:00:00"}]')`, 'pg_queue_enqueue_many: job #0: Invalid pg_queue_enqueue("bad") option run_at="2026-12-01T08:00:00": expected a date-time from year 1 to 9999 (in JSON: ISO 8601 with its UTC offset, e.g. "2026-12-01T08:00:00Z").'],
       [`pg_queue_enqueue_many('[{"queue": 3, "payload": 1}]')`, 'pg_queue_enqueue_many: job #0: Invalid queue name 3: use 1 to 128 characters from A-Z a-z 0-9 _ . : -'],
     ];
     it.each(cases)('%s', async (sqlCall, message) => {

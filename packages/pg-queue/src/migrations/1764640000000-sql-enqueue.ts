@@ -116,11 +116,11 @@ function functions(schema: string): string[] {
       -- A JSON date-time with its offset (what to_jsonb(timestamptz) writes): read the same whatever the session's TimeZone.
       IF jsonb_typeof(v) <> 'string'
          OR (v #>> '{}') !~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\\.[0-9]+)?)?([Zz]|[+-][0-9]{2}(:?[0-9]{2}(:?[0-9]{2})?)?)$' THEN
-        RETURN format('Invalid %s option run_at=%s: expected an ISO 8601 date-time with its UTC offset, e.g. "2026-12-01T08:00:00Z".', at, v);
+        RETURN format('Invalid %s option run_at=%s: expected a date-time from year 1 to 9999 (in JSON: ISO 8601 with its UTC offset, e.g. "2026-12-01T08:00:00Z").', at, v);
       END IF;
       ra := (v #>> '{}')::timestamptz;
       IF ra < '0001-01-01 00:00:00+00' OR ra > '9999-12-31 23:59:59.999+00' THEN
-        RETURN format('Invalid %s option run_at=%s: expected a date-time from year 1 to 9999.', at, v);
+        RETURN format('Invalid %s option run_at=%s: expected a date-time from year 1 to 9999 (in JSON: ISO 8601 with its UTC offset, e.g. "2026-12-01T08:00:00Z").', at, v);
       END IF;
     END IF;
     v := nullif(spec -> 'delay_ms', 'null');
@@ -224,8 +224,10 @@ function functions(schema: string): string[] {
     -- No job with a key: the plain insert, ids drawn in input order (jobs of one run_at are claimed in id order).
     IF NOT EXISTS (SELECT 1 FROM jsonb_array_elements(jobs) AS x(e) WHERE nullif(x.e -> 'unique_key', 'null') IS NOT NULL) THEN
       RETURN QUERY
-      WITH input AS MATERIALIZED (
-        SELECT x.i, x.e, nextval(pg_get_serial_sequence('background_jobs', 'id')) AS job_id
+      WITH seq AS (
+        SELECT pg_get_serial_sequence('background_jobs', 'id')::regclass AS s
+      ), input AS MATERIALIZED (
+        SELECT x.i, x.e, nextval((SELECT s FROM seq)) AS job_id
         FROM jsonb_array_elements(jobs) WITH ORDINALITY AS x(e, i) ORDER BY x.i
       ), inserted AS (
         INSERT INTO background_jobs (id, queue_name, payload, priority, max_attempts, run_at, concurrency_key, trace_context)
