@@ -360,7 +360,7 @@ describe('pg-queue command line', () => {
     });
   });
 
-  it('enqueue: the service\'s checks (bad JSON, queue name, payload jsonb cannot store: exit 2, nothing stored), options, unique keys', async () => {
+  it('enqueue: through pg_queue_enqueue, whose checks refuse a job (exit 2, nothing stored) as do the payload\'s (bad JSON, what jsonb cannot store, the size); options, unique keys', async () => {
     await sql.query(`DELETE FROM background_jobs`);
     const plain = await cli('enqueue', 'mail', '{"to":"a@example.com"}', '--priority', '3', '--delay', '1h', '--max-attempts', '2');
     expect(plain.code).toBe(0);
@@ -372,19 +372,27 @@ describe('pg-queue command line', () => {
     const dup = await cli('enqueue', 'mail', '{"to":2}', '--unique-key', 'k', '--on-conflict', 'replace');
     expect(dup.stdout).toMatch(/^duplicate: job \d+ holds the key \(its payload replaced\)\n$/);
     expect((await sql.query(`SELECT payload FROM background_jobs WHERE unique_key = 'k'`)).rows).toEqual([{ payload: { to: 2 } }]);
+    const keyed = await cli('enqueue', 'mail', '{"to":3}', '--concurrency-key', 'tenant-7', '--run-at', '2030-01-02T03:04:05Z');
+    const keyedId = /^enqueued job (\d+)\n$/.exec(keyed.stdout)![1];
+    expect((await sql.query(`SELECT concurrency_key, run_at FROM background_jobs WHERE id = $1`, [keyedId])).rows).toEqual([
+      { concurrency_key: 'tenant-7', run_at: new Date('2030-01-02T03:04:05Z') },
+    ]);
 
     for (const [args, message] of [
       [['mail', '{oops'], 'pg-queue: the payload is not JSON: '],
       [['no spaces', '{}'], 'pg-queue: Invalid queue name "no spaces"'],
       [['mail', '"\\u0000"'], 'NUL character'],
       [['mail', '{"a":1}', '--max-payload-bytes', '4'], 'pg-queue: Cannot enqueue to "mail"'],
-      [['mail', '{}', '--on-conflict', 'sometimes', '--unique-key', 'z'], 'onConflict'],
+      [['mail', '{}', '--on-conflict', 'sometimes', '--unique-key', 'z'], `pg-queue: Invalid pg_queue_enqueue_unique("mail") option on_conflict="sometimes": expected one of 'keep', 'replace', 'keep-run-at'.`],
+      [['mail', '{}', '--on-conflict', 'replace'], 'pg-queue: Invalid pg_queue_enqueue_unique("mail") option on_conflict="replace": expected no on_conflict without a unique_key.'],
+      [['mail', '{}', '--delay', '1m', '--run-at', '2030-01-01T00:00:00Z'], 'pg-queue: Invalid pg_queue_enqueue("mail") option delay_ms=60000: expected no delay_ms with run_at (give one of them).'],
+      [['mail', '{}', '--concurrency-key', ''], 'pg-queue: Invalid pg_queue_enqueue("mail") option concurrency_key="": expected a non-empty string of at most 512 characters.'],
     ] as const) {
       const result = await cli('enqueue', ...args);
       expect(result.code).toBe(2);
       expect(result.stderr).toContain(message);
     }
-    expect((await sql.query(`SELECT count(*)::int AS n FROM background_jobs`)).rows[0].n).toBe(2);
+    expect((await sql.query(`SELECT count(*)::int AS n FROM background_jobs`)).rows[0].n).toBe(3);
   });
 
   it('pause and resume a queue; prune runs one pass of the pruner', async () => {

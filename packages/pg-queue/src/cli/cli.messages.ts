@@ -59,6 +59,7 @@ const MIGRATION_DOWN_DROPS: Record<string, string> = {
     'and the flow trigger; jobs still blocked end cancelled',
   DurableSteps1764620000000: 'drops the column steps (every recorded step: jobs retried afterwards run their steps again)',
   AttemptHistory1764630000000: 'drops the table background_job_attempts (every recorded failed attempt)',
+  SqlEnqueue1764640000000: 'drops the SQL functions pg_queue_enqueue, pg_queue_enqueue_unique and pg_queue_enqueue_many (triggers and scripts that call them fail from then on)',
   Instances1764650000000: 'drops the table background_instances (the instances registry; running instances log a failed write until it is back)',
 };
 

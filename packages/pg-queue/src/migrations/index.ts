@@ -14,6 +14,7 @@ import { BufferedJobs1764600000000 } from './1764600000000-buffered-jobs.js';
 import { Flows1764610000000 } from './1764610000000-flows.js';
 import { DurableSteps1764620000000 } from './1764620000000-durable-steps.js';
 import { AttemptHistory1764630000000 } from './1764630000000-attempt-history.js';
+import { SqlEnqueue1764640000000 } from './1764640000000-sql-enqueue.js';
 import { Instances1764650000000 } from './1764650000000-instances.js';
 
 /** The queue's schema migrations, in order: add them to your own DataSource's `migrations`, or let the module run them. */
@@ -34,6 +35,7 @@ export const PG_QUEUE_MIGRATIONS = [
   Flows1764610000000,
   DurableSteps1764620000000,
   AttemptHistory1764630000000,
+  SqlEnqueue1764640000000,
   Instances1764650000000,
 ];
 
@@ -54,5 +56,6 @@ export {
   Flows1764610000000,
   DurableSteps1764620000000,
   AttemptHistory1764630000000,
+  SqlEnqueue1764640000000,
   Instances1764650000000,
 };

@@ -127,6 +127,18 @@ export const ADMIN_SQL = {
       LIMIT $2
     ) AS s`,
 
+  // `pg-queue enqueue`: the SQL functions of migration SqlEnqueue1764640000000 (docs/guides/sql-enqueue.md), which
+  // check the options and insert, so that the command and every SQL producer share one path. Options by name, an
+  // absent one NULL (the functions' default). A job without unique options: pg_queue_enqueue; with: _unique.
+  enqueueJob: `
+    SELECT pg_queue_enqueue(queue => $1::text, payload => $2::jsonb, run_at => $3::timestamptz, delay_ms => $4::int8, priority => $5::int,
+                            max_attempts => $6::int, concurrency_key => $7::text)::text AS id`,
+  enqueueUniqueJob: `
+    SELECT e.id::text AS id, e.duplicate, e.replaced
+    FROM pg_queue_enqueue_unique(queue => $1::text, payload => $2::jsonb, run_at => $3::timestamptz, delay_ms => $4::int8, priority => $5::int,
+                                 max_attempts => $6::int, concurrency_key => $7::text, unique_key => $8::text, on_conflict => $9::text,
+                                 unique_for_ms => $10::int8) AS e`,
+
   // doctor: which server process (backend) answers; two clients answered by one process sit behind a pooler.
   backendPid: `SELECT pg_backend_pid() AS pid`,
   // Which of the ids given to a bulk command exist (at most the few an operator types).

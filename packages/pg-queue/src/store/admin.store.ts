@@ -100,6 +100,20 @@ export class AdminStore {
     return row;
   }
 
+  /**
+   * Adds one job through the SQL function pg_queue_enqueue (pg_queue_enqueue_unique when it has unique options), which
+   * checks it: a refused job fails with SQLSTATE 22023 and a message naming the option, and nothing is stored.
+   */
+  async enqueue(job: SqlEnqueueJob): Promise<{ id: string; duplicate: boolean; replaced: boolean }> {
+    const values: unknown[] = [job.queue, job.payloadJson, job.runAt ?? null, job.delayMs ?? null, job.priority ?? null, job.maxAttempts ?? null, job.concurrencyKey ?? null];
+    if (job.uniqueKey === undefined && job.onConflict === undefined && job.uniqueForMs === undefined) {
+      const [row] = await this.run<{ id: string }>('enqueueJob', values);
+      return { id: row.id, duplicate: false, replaced: false };
+    }
+    const [row] = await this.run<{ id: string; duplicate: boolean; replaced: boolean }>('enqueueUniqueJob', [...values, job.uniqueKey ?? null, job.onConflict ?? null, job.uniqueForMs ?? null]);
+    return row;
+  }
+
   async existingIds(ids: string[]): Promise<Set<string>> {
     return new Set((await this.run<{ id: string }>('existingIds', [ids])).map((r) => r.id));
   }
@@ -108,6 +122,20 @@ export class AdminStore {
     const [row] = await this.run<{ pid: number }>('backendPid');
     return row.pid;
   }
+}
+
+/** One job for the SQL enqueue functions: the payload as JSON text, the options as QueueService.enqueue names them. */
+export interface SqlEnqueueJob {
+  queue: string;
+  payloadJson: string;
+  runAt?: Date;
+  delayMs?: number;
+  priority?: number;
+  maxAttempts?: number;
+  concurrencyKey?: string;
+  uniqueKey?: string;
+  onConflict?: string;
+  uniqueForMs?: number;
 }
 
 /** A job as the CLI's lists and the dashboard's show it. */
