@@ -42,6 +42,7 @@ declare class Mailer {
 declare class AppModule {}
 // The quick start's handler (docs/quick-start.md) and the files of a `nest new` project.
 declare class Greeter {
+  greetLater(name: string): Promise<string>;
   greet(job: Job<{ name: string }>): Promise<string>;
 }
 declare class AppController {}
