@@ -40,6 +40,13 @@ declare class Mailer {
   send(job: Job<{ to: string }>): Promise<void>;
 }
 declare class AppModule {}
+// The quick start's handler (docs/quick-start.md) and the files of a `nest new` project.
+declare class Greeter {
+  greetLater(name: string): Promise<string>;
+  greet(job: Job<{ name: string }>): Promise<string>;
+}
+declare class AppController {}
+declare class AppService {}
 declare const stripe: { charge(orderId: number, amount: number): Promise<string>; refund(chargeId: string): Promise<void> };
 declare const smtp: { send(to: string, options?: { signal?: AbortSignal }): Promise<void> };
 declare const order: Order;
