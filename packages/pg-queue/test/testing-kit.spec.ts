@@ -32,6 +32,7 @@ class Handlers {
   @JobHandler('audit')
   audit(job: Job) {
     runs.push({ queue: 'audit', id: job.id, attempt: job.attempt, payload: job.payload });
+    return { audited: true };
   }
 
   /** Fails as many times as failuresLeft says, then completes; 3 attempts, retries 1 minute apart. */
@@ -128,6 +129,10 @@ describe('testing kit, manual mode', () => {
     expect(drained[2].id).toBe(b);
     expect(await row(a)).toMatchObject({ status: 'completed', attempts: 1 });
     expect(await row(later)).toMatchObject({ status: 'queued', attempts: 0, later: true });
+    // The kit's records are get()'s: the stored result too.
+    const audit = (await kit.jobs()).find((j) => j.queue === 'audit')!;
+    expect(audit).toMatchObject({ status: 'completed', result: { audited: true } });
+    expect(audit).toEqual(await queue.get(audit.id));
     // Nothing left due: a second drain runs nothing.
     expect(await kit.drain()).toEqual([]);
   });

@@ -18,11 +18,10 @@ export const TEST_KIT_SQL = {
     SET run_at = now(), updated_at = now()
     WHERE status = 'queued' AND run_at > now() AND ($1::text[] IS NULL OR queue_name = ANY($1::text[]))`,
 
-  // `buffered`: a job in a worker's read-ahead buffer reads as queued (toJobRecord).
+  // Every column get(id) reads (result, progress, flow, steps...), so the kit's records are get()'s. `buffered`: a job
+  // in a worker's read-ahead buffer reads as queued (toJobRecord).
   listJobs: `
-    SELECT id, queue_name, payload, status, priority, attempts, max_attempts, run_at, last_error, locked_by, locked_at,
-      lease_expires_at, created_at, updated_at, finished_at, unique_key, buffered
-    FROM background_jobs
+    SELECT * FROM background_jobs
     WHERE $1::text[] IS NULL OR queue_name = ANY($1::text[])
     ORDER BY id`,
 
