@@ -152,11 +152,22 @@ describe(`dashboard statements on ${ROWS.toLocaleString('en')} jobs`, () => {
     await db.query(`UPDATE background_jobs SET run_at = now() - interval '3 hours' WHERE id = (SELECT min(id) FROM background_jobs WHERE status = 'queued' AND queue_name = 'sync' AND run_at < now())`);
     // emails: its oldest due job sits in a worker's read-ahead buffer (claimed, not started): it waits too.
     await db.query(`INSERT INTO background_jobs (queue_name, status, buffered, locked_by, lease_expires_at, run_at) VALUES ('emails', 'processing', true, 'worker-2', now() + interval '5 s', now() - interval '5 hours')`);
-    const { rows } = await db.query<{ queue_name: string; age_ms: string | null }>({ text: DASHBOARD_SQL.oldestDue, values: [['emails', 'thumbnails', 'sync', 'none']] });
-    const { rows: truth } = await db.query<{ queue_name: string; age_ms: string | null }>(
-      `SELECT queue_name, CASE WHEN min(run_at) <= now() THEN (extract(epoch FROM now() - min(run_at)) * 1000)::int8 END AS age_ms
-       FROM background_jobs WHERE status = 'queued' OR (status = 'processing' AND buffered) GROUP BY queue_name`,
-    );
+    // Both reads in one transaction, so that now() (the transaction's start) is the same instant for both: ages read
+    // a moment apart could round to different seconds.
+    const client = await db.connect();
+    let rows: { queue_name: string; age_ms: string | null }[];
+    let truth: { queue_name: string; age_ms: string | null }[];
+    try {
+      await client.query('BEGIN');
+      ({ rows } = await client.query<{ queue_name: string; age_ms: string | null }>({ text: DASHBOARD_SQL.oldestDue, values: [['emails', 'thumbnails', 'sync', 'none']] }));
+      ({ rows: truth } = await client.query<{ queue_name: string; age_ms: string | null }>(
+        `SELECT queue_name, CASE WHEN min(run_at) <= now() THEN (extract(epoch FROM now() - min(run_at)) * 1000)::int8 END AS age_ms
+         FROM background_jobs WHERE status = 'queued' OR (status = 'processing' AND buffered) GROUP BY queue_name`,
+      ));
+      await client.query('COMMIT');
+    } finally {
+      client.release();
+    }
     const byQueue = (list: { queue_name: string; age_ms: string | null }[]) => Object.fromEntries(list.map((r) => [r.queue_name, r.age_ms === null ? null : Math.round(Number(r.age_ms) / 1000)]));
     expect(byQueue(rows)).toEqual({ ...byQueue(truth), none: null });
     expect(byQueue(rows).sync).toBeGreaterThanOrEqual(3 * 3600);
