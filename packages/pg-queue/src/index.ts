@@ -2,6 +2,7 @@ export { PgQueueModule } from './pg-queue.module.js';
 export { QueueService, type EnqueueOptions, type EnqueueResult, type JobSpec, type JobSpecs } from './queue.service.js';
 export type { TransactionClient } from './transactions/transaction-client.js';
 export type { InstanceQueue, InstanceRecord } from './store/instance.store.js';
+export type { WaitExplanation, WaitGate, WaitReason } from './waiting/wait-reasons.js';
 export type { DrizzleLike } from './transactions/clients/drizzle.js';
 export type { KyselyLike } from './transactions/clients/kysely.js';
 export type { MikroOrmEntityManagerLike } from './transactions/clients/mikro-orm.js';

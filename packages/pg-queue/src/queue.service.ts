@@ -7,6 +7,8 @@ import { RESOLVED_OPTIONS } from './pg-queue.module-definition.js';
 import { JobStore, type CancelResult, type NewJobRow } from './store/job.store.js';
 import type { KeyedOutcome } from './store/unique-rows.js';
 import type { InstanceRecord } from './store/instance.store.js';
+import type { WaitExplanation } from './waiting/wait-reasons.js';
+import { explainWait } from './waiting/explain-wait.js';
 import { assertQueueName, type ResolvedModuleOptions } from './utils/resolve-options.js';
 import { buildJobRow, defaultMaxAttemptsOf } from './utils/job-row.js';
 import { flowAccess, type FlowAccess } from './flows/flow-access.js';
@@ -259,6 +261,17 @@ export class QueueService {
    */
   async instances(): Promise<InstanceRecord[]> {
     return this.store.instances.list();
+  }
+
+  /**
+   * Why job `id` is not running, in words: every gate that holds it now (README: "Why a job is not running"): due
+   * later (a delay, a retry's backoff, a snooze), its queue paused, no live instance serving its queue, the queue at
+   * its globalConcurrency (how many run, where), its concurrency key busy (which jobs), the rate window full (until
+   * when), its flow's parents not done, read ahead by an instance; or 'ready' with how many due jobs are ahead of it.
+   * A running or finished job says so. Null when there is no such job. Two or three reads, all bounded.
+   */
+  async whyNotRunning(id: string | number | bigint): Promise<WaitExplanation | null> {
+    return explainWait(this.store.waits, this.store.instances, jobId(id, 'job'));
   }
 
   /** A flow with every job (its status, result, and for a blocked job the parents it waits for) and edge; null when there is none. */

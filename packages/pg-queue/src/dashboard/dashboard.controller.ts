@@ -127,7 +127,7 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
         if (!JOB_ID.test(id)) throw new PgQueueError(`Not a job id: ${JSON.stringify(id)}.`);
         const found = isJobId(id) ? await this.dashboard.job(id) : null; // past bigint: no such job
         if (!found) return [404, layout(ctx, 'jobs', `Job ${id}`, html`<p class="muted">No job ${id}: never enqueued, or deleted (the pruner deletes finished jobs after their retention).</p>`)];
-        return jobView(ctx, found.row, found.now, found.flow, found.attempts);
+        return jobView(ctx, found.row, found.now, found.flow, found.attempts, found.why);
       });
     }
 

@@ -16,6 +16,7 @@ import type { JobsData } from './views/jobs.view.js';
 import type { OverviewData } from './views/overview.view.js';
 import type { InstancesData } from './views/instances.view.js';
 import { unservedQueues } from '../store/instance.store.js';
+import type { WaitExplanation } from '../waiting/wait-reasons.js';
 
 /** Rows one action statement changes at most: its row locks last one batch. */
 const ACTION_BATCH = 500;
@@ -110,7 +111,7 @@ export class DashboardService implements OnApplicationShutdown {
   }
 
   /** The job's row and, for a job of a flow, its flow (and what it waits for when blocked). */
-  job(id: string): Promise<{ row: Record<string, unknown>; now: Date; flow: JobFlowRow | null; attempts: AttemptHistoryRow[] } | null> {
+  job(id: string): Promise<{ row: Record<string, unknown>; now: Date; flow: JobFlowRow | null; attempts: AttemptHistoryRow[]; why: WaitExplanation | null } | null> {
     return this.store.read(async (q) => {
       const found = await q.jobDetail(id);
       if (!found) return null;
@@ -118,7 +119,10 @@ export class DashboardService implements OnApplicationShutdown {
       const flow = flowId === null || flowId === undefined ? null : await q.jobFlow(String(flowId), id);
       // Only a job that ever failed has attempts recorded (its last_error is set from then on).
       const attempts = found.row.last_error === null || found.row.last_error === undefined ? [] : await q.jobAttempts(id);
-      return { ...found, flow, attempts };
+      // A job that waits (queued, blocked, read ahead) says why; a running or finished one needs no explaining.
+      const waits = found.row.status === 'queued' || found.row.status === 'blocked' || (found.row.status === 'processing' && found.row.buffered === true);
+      const why = waits ? await q.whyNotRunning(id) : null;
+      return { ...found, flow, attempts, why };
     });
   }
 

@@ -7,6 +7,8 @@ import { FlowStore } from './flow.store.js';
 import { inTransaction } from './in-transaction.js';
 import { JobStore } from './job.store.js';
 import type { InstanceRecord } from './instance.store.js';
+import { explainWait } from '../waiting/explain-wait.js';
+import type { WaitExplanation } from '../waiting/wait-reasons.js';
 
 /** A row of the dashboard's jobs list. */
 export interface JobListRow extends JobSummaryRow {
@@ -169,6 +171,11 @@ export class DashboardQueries {
   /** The instances registry (live ones first). */
   instances(): Promise<InstanceRecord[]> {
     return this.jobs.instances.list();
+  }
+
+  /** Why a job is not running (QueueService.whyNotRunning), on this request's connection and under its timeout. */
+  whyNotRunning(id: string): Promise<WaitExplanation | null> {
+    return explainWait(this.jobs.waits, this.jobs.instances, id);
   }
 
   async pausedQueues(): Promise<string[]> {

@@ -7,6 +7,8 @@ export interface InstanceQueue {
   concurrency: number;
   /** Jobs running in that process when it last wrote its row (read ahead and not started: not counted). */
   running: number;
+  /** The queue's limits across instances, as its handler sets them (absent: none). */
+  limits?: { globalConcurrency?: number; rateLimit?: { max: number; intervalMs: number }; concurrencyPerKey?: number };
 }
 
 /** A process that runs workers, as its row in background_instances says (README: "Instances"). */

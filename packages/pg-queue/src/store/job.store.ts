@@ -9,6 +9,7 @@ import { StepStore } from './step.store.js';
 import { toJobSteps } from '../steps/step.interfaces.js';
 import { managerQuery } from './manager-query.js';
 import { InstanceStore } from './instance.store.js';
+import { WaitStore } from './wait.store.js';
 import type { CallerTransaction } from '../transactions/caller-transaction.js';
 import { beginWithQueueLock, PLANNED_PER_CALL, SQL, type Wake } from './job.sql.js';
 import { foldKeyedRows, unfoldOutcomes, type KeyedOutcome } from './unique-rows.js';
@@ -146,6 +147,8 @@ export class JobStore {
   readonly steps: StepStore;
   /** The instances registry's statements (README: "Instances"), on the same pool. */
   readonly instances: InstanceStore;
+  /** The statements of whyNotRunning (README: "Why a job is not running"), on the same pool. */
+  readonly waits: WaitStore;
 
   constructor(
     private readonly pool: Pool,
@@ -155,6 +158,7 @@ export class JobStore {
     this.flows = new FlowStore(pool, { transactionPooler: options.transactionPooler });
     this.steps = new StepStore(pool, { transactionPooler: options.transactionPooler });
     this.instances = new InstanceStore(pool, { transactionPooler: options.transactionPooler });
+    this.waits = new WaitStore(pool, { transactionPooler: options.transactionPooler });
   }
 
   private statement(name: keyof typeof SQL, values: unknown[]): QueryConfig {

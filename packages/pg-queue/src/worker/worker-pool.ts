@@ -17,6 +17,7 @@ import { LeaseKeeper, MARK_AFTER_MS, type BeatLoad, type LeaseHolders } from './
 import { NotificationListener } from './notification-listener.js';
 import { OutcomeWriter, type OutcomeSink, type WrittenStatus } from './outcome-writer.js';
 import { InstanceRegistration } from '../instances/instance-registration.js';
+import type { InstanceQueue } from '../store/instance.store.js';
 import { putBack } from './put-back.js';
 import { QueueWorker } from './queue-worker.js';
 import { RowLockLane } from './row-lock-lane.js';
@@ -128,8 +129,8 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
     leases.start();
     this.listener.start();
     for (const worker of this.workers.values()) worker.start();
-    const concurrency = new Map(handlers.map((h) => [h.queue, h.options.concurrency]));
-    const queues = () => [...this.workers].map(([queue, w]) => ({ queue, concurrency: concurrency.get(queue)!, running: w.activeCount }));
+    const registered = new Map(handlers.map((h) => [h.queue, registeredQueue(h)]));
+    const queues = () => [...this.workers].map(([queue, w]) => ({ ...registered.get(queue)!, running: w.activeCount }));
     this.registration = new InstanceRegistration(this.store.instances, workerId, heartbeatMs, leaseMs + heartbeatMs, queues, this.logger);
     this.registration.start();
     this.logger.log(`worker ${workerId} processing ${handlers.map((h) => `${h.queue} (x${h.options.concurrency})`).join(', ')}`);
@@ -231,4 +232,15 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
       this.logger.error(`${what}: ${errorLine(error)}`);
     }
   }
+}
+
+/** A queue as this instance registers it: its concurrency, and its limits across instances (whyNotRunning reads them). */
+function registeredQueue(h: RegisteredHandler): Omit<InstanceQueue, 'running'> {
+  const { globalConcurrency, rateLimit, concurrencyPerKey } = h.options;
+  const limits = {
+    ...(globalConcurrency !== undefined && { globalConcurrency }),
+    ...(rateLimit !== undefined && { rateLimit: { max: rateLimit.max, intervalMs: rateLimit.intervalMs } }),
+    ...(concurrencyPerKey !== undefined && { concurrencyPerKey }),
+  };
+  return { queue: h.queue, concurrency: h.options.concurrency, ...(Object.keys(limits).length > 0 && { limits }) };
 }

@@ -7,6 +7,7 @@ import { parseDuration, parseInteger } from '../duration.js';
 import { CliError, UsageError } from '../errors.js';
 import { print, printJson, printTable, time } from '../output.js';
 import type { Run } from '../run.js';
+import { queueServiceOf } from '../queue-service.js';
 
 /** Every status (blocked: a flow job waiting for its parents), as the filters and `stats` take and show them. */
 export const ALL_STATUSES: readonly JobStatus[] = ['queued', 'blocked', 'processing', 'completed', 'failed', 'cancelled'];
@@ -114,6 +115,21 @@ export function registerJobs(program: Command, run: Run): Command {
             print(`  ${a.attempt}  ${a.outcome}  ${a.worker ?? '?'}  ${a.startedAt?.toISOString() ?? '?'}${ran}  ${(a.error ?? '').split('\n', 1)[0]}`);
           }
         }
+      }),
+    );
+  jobs
+    .command('why')
+    .description('why the job is not running: every gate that holds it, in words (due later, paused, nobody serves the queue, a limit, its parents...)')
+    .argument('<id>', 'the job id')
+    .option('--json', 'as JSON: { id, queue, status, reasons: [{ gate, reason }] }')
+    .action(
+      run(async (connection, [id], options: { json?: boolean }) => {
+        const { service } = await queueServiceOf(connection);
+        const why = await service.whyNotRunning(jobId(id));
+        if (!why) throw new CliError(JOB_NOT_FOUND(id));
+        if (options.json) return printJson(why);
+        print(`job ${why.id} (queue ${why.queue}) is ${why.status}`);
+        for (const r of why.reasons) print(`  ${r.gate.padEnd(18)} ${r.reason}`);
       }),
     );
   return jobs;

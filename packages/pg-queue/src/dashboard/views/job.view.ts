@@ -2,6 +2,7 @@ import type { AttemptHistoryRow, JobFlowRow } from '../../store/dashboard.store.
 import { formatJson, formatTime } from './format.js';
 import { waitingText } from './flow-graph.js';
 import { instanceAnchor } from './instances.view.js';
+import type { WaitExplanation } from '../../waiting/wait-reasons.js';
 import { html, type HtmlValue } from './html.js';
 import { jobQuestion } from './confirm-questions.js';
 import { actionForm, layout, type PageContext } from './layout.js';
@@ -88,7 +89,7 @@ function flowFields(ctx: PageContext, row: Record<string, unknown>, flow: JobFlo
 ${compensates ? html`<dt>Compensates</dt><dd data-field="compensates"><a href="${ctx.base}/jobs/${compensates}">job ${compensates}</a> (runs because the flow failed after it completed)</dd>` : null}`;
 }
 
-export function jobView(ctx: PageContext, row: Record<string, unknown>, now: Date, flow: JobFlowRow | null = null, attempts: AttemptHistoryRow[] = []): string {
+export function jobView(ctx: PageContext, row: Record<string, unknown>, now: Date, flow: JobFlowRow | null = null, attempts: AttemptHistoryRow[] = [], why: WaitExplanation | null = null): string {
   const id = String(row.id);
   const status = String(row.status);
   const str = (key: string) => (row[key] === null || row[key] === undefined ? null : String(row[key]));
@@ -137,6 +138,7 @@ ${status === 'processing'
 <dt>Unique key</dt><dd>${str('unique_key') ?? '—'}</dd>
 <dt>Concurrency key</dt><dd>${str('concurrency_key') ?? '—'}</dd>
 </dl>
+${why ? html`<h2>Why it is not running</h2><ul class="why" data-field="why">${why.reasons.map((r) => html`<li data-gate="${r.gate}">${r.reason}</li>`)}</ul>` : null}
 <h2>Timeline</h2>
 <ol class="timeline">${timeline.map((t) => html`<li><strong>${t.label}</strong>: ${formatTime(t.at)}</li>`)}</ol>
 ${block('payload', 'Payload')}
