@@ -7,6 +7,7 @@ import { DASHBOARD_SQL } from '../src/store/dashboard.sql.js';
 import { CHART_ROW_CAP, DASHBOARD_EXACT_LIMIT, FLOW_JOB_COUNT_CAP, LIST_SCAN_WINDOW, WAITING_REFS_SHOWN } from '../src/store/dashboard.store.js';
 import { FLOW_SQL } from '../src/store/flow.sql.js';
 import { SQL } from '../src/store/job.sql.js';
+import { WAIT_SQL } from '../src/store/wait.sql.js';
 import { GRAPH_EDGE_CAP, GRAPH_NODE_CAP } from '../src/dashboard/views/flow-graph.js';
 import { QueueService, type EnqueuedFlow } from 'nestjs-pg-queue';
 import { sqlPool, startApp } from './support/test-app.js';
@@ -99,6 +100,10 @@ describe(`dashboard statements on ${ROWS.toLocaleString('en')} jobs`, () => {
     ['jobs: search by unique key, any queue', DASHBOARD_SQL.findByUniqueKey, ['key-51', null, true]],
     ['jobs: search by unique key in a queue', DASHBOARD_SQL.findByUniqueKey, ['key-51', 'emails', true]],
     ['job detail', DASHBOARD_SQL.jobDetail, [someId]],
+    // Why a queued job is not running (id 50001 is queued: g % 50 = 1): the running jobs, the key holders, the open
+    // parents and the due jobs ahead of it, each through its index.
+    ['job page: why a queued job is not running', WAIT_SQL.jobWaitFacts, ['50001']],
+    ['job page: why a finished job is not running', WAIT_SQL.jobWaitFacts, [someId]],
     ['action: retry one job', ADMIN_SQL.retryJobs, adminFilter('0', [someId], null, ['failed', 'cancelled'])],
     ['action: bulk retry failed of a queue', ADMIN_SQL.retryJobs, adminFilter('0', null, 'emails', ['failed'])],
     ['action: bulk cancel queued', ADMIN_SQL.cancelJobs, adminFilter('0', null, null, ['queued', 'processing'])],
