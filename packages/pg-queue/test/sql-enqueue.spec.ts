@@ -396,13 +396,7 @@ describe('enqueue from SQL: pg_queue_enqueue, pg_queue_enqueue_unique, pg_queue_
     });
 
     it('a row inserted into an app table enqueues a job that a worker runs; the wake-up is sent at commit', async () => {
-      const listener = new pg.Client({ connectionString: url });
-      const writer = new pg.Client({ connectionString: url });
-      await Promise.all([listener.connect(), writer.connect()]);
-      try {
-        const heard: string[] = [];
-        listener.on('notification', (n) => heard.push(`${n.channel}:${n.payload}`));
-        await listener.query('LISTEN pg_queue_jobs');
+      await watchingWakeUps(url, async (writer, heard) => {
         await writer.query('BEGIN');
         const { rows } = await writer.query(`INSERT INTO signups (email) VALUES ('ada@example.com'), ('bob@example.com') RETURNING id`);
         await new Promise((r) => setTimeout(r, 200));
@@ -414,9 +408,7 @@ describe('enqueue from SQL: pg_queue_enqueue, pg_queue_enqueue_unique, pg_queue_
         expect(await all(`SELECT unique_key, status::text FROM background_jobs WHERE queue_name = 'welcome' ORDER BY id`)).toEqual(
           rows.map((r) => ({ unique_key: `signup:${r.id}`, status: 'completed' })),
         );
-      } finally {
-        await Promise.all([listener.end(), writer.end()]);
-      }
+      });
     });
 
     it('a statement trigger: every row of a multi-row INSERT in one pg_queue_enqueue_many; an INSERT of no rows enqueues nothing', async () => {
@@ -443,13 +435,7 @@ describe('enqueue from SQL: pg_queue_enqueue, pg_queue_enqueue_unique, pg_queue_
     });
 
     it('a rolled back transaction leaves no job, no window key and no wake-up', async () => {
-      const listener = new pg.Client({ connectionString: url });
-      const writer = new pg.Client({ connectionString: url });
-      await Promise.all([listener.connect(), writer.connect()]);
-      try {
-        const heard: string[] = [];
-        listener.on('notification', (n) => heard.push(`${n.channel}:${n.payload}`));
-        await listener.query('LISTEN pg_queue_jobs');
+      await watchingWakeUps(url, async (writer, heard) => {
         const before = await one(`SELECT count(*)::int AS n FROM background_jobs WHERE queue_name = 'welcome'`);
         await writer.query('BEGIN');
         await writer.query(`INSERT INTO signups (email) VALUES ('gone@example.com')`);
@@ -465,9 +451,7 @@ describe('enqueue from SQL: pg_queue_enqueue, pg_queue_enqueue_unique, pg_queue_
         expect(await one(`SELECT count(*)::int AS n FROM background_job_keys WHERE queue_name = 'rolled'`)).toEqual({ n: 0 });
         // The window was never taken.
         expect(await outcomes(`pg_queue_enqueue_unique('rolled', '{}', unique_key => 'w', unique_for_ms => 3600000)`)).toEqual([{ id: expect.any(String), duplicate: false, replaced: false }]);
-      } finally {
-        await Promise.all([listener.end(), writer.end()]);
-      }
+      });
     });
   });
 
@@ -530,3 +514,18 @@ describe('enqueue from SQL: pg_queue_enqueue, pg_queue_enqueue_unique, pg_queue_
     });
   });
 });
+
+/** `work` with a connection to write on and the wake-ups (pg_queue_jobs notices) a second one hears, as `channel:queue`. */
+async function watchingWakeUps(url: string, work: (writer: pg.Client, heard: string[]) => Promise<void>): Promise<void> {
+  const listener = new pg.Client({ connectionString: url });
+  const writer = new pg.Client({ connectionString: url });
+  await Promise.all([listener.connect(), writer.connect()]);
+  try {
+    const heard: string[] = [];
+    listener.on('notification', (n) => heard.push(`${n.channel}:${n.payload}`));
+    await listener.query('LISTEN pg_queue_jobs');
+    await work(writer, heard);
+  } finally {
+    await Promise.all([listener.end(), writer.end()]);
+  }
+}

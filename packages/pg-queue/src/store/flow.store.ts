@@ -1,4 +1,5 @@
-import type { Pool, QueryConfig, QueryResultRow } from 'pg';
+import type { Pool, QueryResultRow } from 'pg';
+import { Statements } from './statements.js';
 import type { EntityManager } from 'typeorm';
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import type { CompensatedJob, FinishedFlow, FlowEdge, FlowJobRecord, FlowRecord, FlowStatus, FlowSummary, ParentJob } from '../flows/flow.interfaces.js';
@@ -18,18 +19,17 @@ const STRANDED_BATCH = 1_000;
  * pooler sits in between; an enqueueFlow in the caller's transaction goes through its EntityManager.
  */
 export class FlowStore {
-  private readonly named: boolean;
+  private readonly statements: Statements<typeof FLOW_SQL>;
 
   constructor(
-    private readonly pool: Pool,
+    pool: Pool,
     options: { transactionPooler?: boolean } = {},
   ) {
-    this.named = !options.transactionPooler;
+    this.statements = new Statements(pool, FLOW_SQL, 'pgq_flow_', options);
   }
 
-  private async run<R extends QueryResultRow>(name: keyof typeof FLOW_SQL, values: unknown[]): Promise<R[]> {
-    const query: QueryConfig = this.named ? { name: `pgq_flow_${name}`, text: FLOW_SQL[name], values } : { text: FLOW_SQL[name], values };
-    return (await this.pool.query<R>(query)).rows;
+  private run<R extends QueryResultRow>(name: keyof typeof FLOW_SQL, values: unknown[]): Promise<R[]> {
+    return this.statements.rows<R>(name, values);
   }
 
   /**

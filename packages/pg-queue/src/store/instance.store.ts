@@ -1,4 +1,5 @@
-import type { Pool, QueryConfig, QueryResultRow } from 'pg';
+import type { Pool, QueryResultRow } from 'pg';
+import { Statements } from './statements.js';
 import { INSTANCE_SQL } from './instance.sql.js';
 
 /** One queue as an instance registers it. */
@@ -42,18 +43,17 @@ export const INSTANCE_LIST_CAP = 500;
 
 /** The instances registry's table access, one method per statement of instance.sql.ts, on the queue's own pool. */
 export class InstanceStore {
-  private readonly named: boolean;
+  private readonly statements: Statements<typeof INSTANCE_SQL>;
 
   constructor(
-    private readonly pool: Pool,
+    pool: Pool,
     options: { transactionPooler?: boolean } = {},
   ) {
-    this.named = !options.transactionPooler;
+    this.statements = new Statements(pool, INSTANCE_SQL, 'pgq_instance_', options);
   }
 
-  private async run<R extends QueryResultRow>(name: keyof typeof INSTANCE_SQL, values: unknown[]): Promise<R[]> {
-    const query: QueryConfig = this.named ? { name: `pgq_instance_${name}`, text: INSTANCE_SQL[name], values } : { text: INSTANCE_SQL[name], values };
-    return (await this.pool.query<R>(query)).rows;
+  private run<R extends QueryResultRow>(name: keyof typeof INSTANCE_SQL, values: unknown[]): Promise<R[]> {
+    return this.statements.rows<R>(name, values);
   }
 
   async register(id: string, host: string, pid: number, queues: InstanceQueue[], expiresInMs: number): Promise<void> {
@@ -71,8 +71,7 @@ export class InstanceStore {
 
   /** Deletes the rows that expired more than `afterMs` ago; returns how many. */
   async forgetExpired(afterMs: number): Promise<number> {
-    const result = await this.pool.query(this.named ? { name: 'pgq_instance_forgetExpired', text: INSTANCE_SQL.forgetExpired, values: [afterMs] } : { text: INSTANCE_SQL.forgetExpired, values: [afterMs] });
-    return result.rowCount ?? 0;
+    return (await this.statements.result('forgetExpired', [afterMs])).rowCount ?? 0;
   }
 }
 

@@ -1,4 +1,5 @@
-import type { Pool, QueryConfig, QueryResultRow } from 'pg';
+import type { Pool, QueryResultRow } from 'pg';
+import { Statements } from './statements.js';
 import type { StoredStep } from '../steps/step.interfaces.js';
 import { STEP_SQL } from './step.sql.js';
 
@@ -14,18 +15,17 @@ export interface LoadedSteps {
  * pooler sits in between.
  */
 export class StepStore {
-  private readonly named: boolean;
+  private readonly statements: Statements<typeof STEP_SQL>;
 
   constructor(
-    private readonly pool: Pool,
+    pool: Pool,
     options: { transactionPooler?: boolean } = {},
   ) {
-    this.named = !options.transactionPooler;
+    this.statements = new Statements(pool, STEP_SQL, 'pgq_step_', options);
   }
 
-  private async run<R extends QueryResultRow>(name: keyof typeof STEP_SQL, values: unknown[]): Promise<R[]> {
-    const query: QueryConfig = this.named ? { name: `pgq_step_${name}`, text: STEP_SQL[name], values } : { text: STEP_SQL[name], values };
-    return (await this.pool.query<R>(query)).rows;
+  private run<R extends QueryResultRow>(name: keyof typeof STEP_SQL, values: unknown[]): Promise<R[]> {
+    return this.statements.rows<R>(name, values);
   }
 
   async loadSteps(jobId: string): Promise<LoadedSteps> {

@@ -1,21 +1,21 @@
-import type { Pool, QueryConfig, QueryResultRow } from 'pg';
+import type { Pool, QueryResultRow } from 'pg';
+import { Statements } from './statements.js';
 import type { RateWindow, WaitFacts } from '../waiting/wait-reasons.js';
 import { WAIT_SQL } from './wait.sql.js';
 
 /** "Why is this job not running?": one method per statement of wait.sql.ts, on the queue's own pool. */
 export class WaitStore {
-  private readonly named: boolean;
+  private readonly statements: Statements<typeof WAIT_SQL>;
 
   constructor(
-    private readonly pool: Pool,
+    pool: Pool,
     options: { transactionPooler?: boolean } = {},
   ) {
-    this.named = !options.transactionPooler;
+    this.statements = new Statements(pool, WAIT_SQL, 'pgq_wait_', options);
   }
 
-  private async run<R extends QueryResultRow>(name: keyof typeof WAIT_SQL, values: unknown[]): Promise<R[]> {
-    const query: QueryConfig = this.named ? { name: `pgq_wait_${name}`, text: WAIT_SQL[name], values } : { text: WAIT_SQL[name], values };
-    return (await this.pool.query<R>(query)).rows;
+  private run<R extends QueryResultRow>(name: keyof typeof WAIT_SQL, values: unknown[]): Promise<R[]> {
+    return this.statements.rows<R>(name, values);
   }
 
   /** The facts each gate reads for job `id`, with the database's clock; null when there is no such job. */
