@@ -64,15 +64,21 @@ describe('limits across OS processes', () => {
       const wave = 100;
       const rounds = 2;
       const jobs = wave * (rounds + 1);
-      const enqueueWave = () => s.queue.enqueueMany(Array.from({ length: wave }, (_, i) => ({ queue: 'global', payload: { ms: 20 + (i % 7) * 10 } })));
+      // Each wave's first job runs 3 s: the victim is a process running it, so the kill always cuts a run mid-flight
+      // (a 20-80 ms job could finish between the pick and the kill on a slow machine, and then no run was cut).
+      const LONG_MS = 3_000;
+      const enqueueWave = () => s.queue.enqueueMany(Array.from({ length: wave }, (_, i) => ({ queue: 'global', payload: { ms: i === 0 ? LONG_MS : 20 + (i % 7) * 10 } })));
       await enqueueWave();
       await fleet.start(4);
       // Two processes die holding jobs: their rows stay `processing` (slots taken) until the sweeper puts them back.
       for (let round = 0; round < rounds; round++) {
         if (round > 0) await enqueueWave();
         await waitFor('jobs running', async () => (await completed(s.db, 'global')()) >= wave * round + 20, 60_000);
-        const victim = await waitFor('a process holding a job', async () => {
-          const { rows } = await s.db.query<{ w: string }>(`SELECT locked_by AS w FROM background_jobs WHERE queue_name = 'global' AND status = 'processing'`);
+        const victim = await waitFor('a process running a long job', async () => {
+          const { rows } = await s.db.query<{ w: string }>(
+            `SELECT locked_by AS w FROM background_jobs WHERE queue_name = 'global' AND status = 'processing' AND NOT buffered AND (payload->>'ms')::int = $1`,
+            [LONG_MS],
+          );
           return fleet.live.find((w) => rows.some((r) => r.w === w.workerId));
         }, 60_000, 5);
         await fleet.kill(victim, s.db);
@@ -90,9 +96,8 @@ describe('limits across OS processes', () => {
       expect(overlap).toBeLessThanOrEqual(3);
       expect(mostProcessing).toBeLessThanOrEqual(3);
       expect(overlap).toBe(3); // the limit is used, not just respected
-      // Two processes were killed while holding a job; on a loaded machine a 20-80 ms handler may finish between
-      // the pick and the kill, so at least one run (not always two) is cut mid-flight.
-      expect(runs.killed).toBeGreaterThanOrEqual(1);
+      // Two processes were killed while running a 3 s job: each kill cut a run mid-flight.
+      expect(runs.killed).toBeGreaterThanOrEqual(rounds);
       expect(runs.workers).toBeGreaterThanOrEqual(4);
     } finally {
       await sampler.stop();
