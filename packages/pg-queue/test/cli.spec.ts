@@ -216,6 +216,17 @@ describe('pg-queue command line', () => {
     expect(await ids('--older-than', '1h')).toEqual([a, c, d]);
     expect(await ids('--error', 'smtp timeout')).toEqual([a, d]);
     expect(await ids('--error', 'smtp timeout', '--queue', 'mail', '--older-than', '90m')).toEqual([a]);
+    // Queued jobs as due (run_at come) or scheduled (run_at ahead), as the dashboard shows them apart.
+    const { rows: later } = await sql.query<{ id: string }>(`INSERT INTO background_jobs (queue_name, payload, run_at) VALUES ('mail', '{"to":"e"}', now() + interval '1 hour') RETURNING id`);
+    expect(await ids('--due')).toEqual([c]);
+    expect(await ids('--scheduled')).toEqual([later[0].id]);
+    expect(await ids('--scheduled', '--status', 'queued', '--queue', 'sms')).toEqual([]);
+    expect((await cli('jobs', 'list', '--due', '--scheduled')).stderr).toContain('--due and --scheduled exclude each other');
+    expect((await cli('jobs', 'list', '--due', '--status', 'failed')).stderr).toContain('--due lists queued jobs only');
+    const dryRun = await cli('jobs', 'cancel', '--scheduled', '--dry-run');
+    expect([dryRun.code, dryRun.stdout.trim()]).toEqual([0, 'dry run: would cancel 1 job(s) in status queued, whose run_at is still ahead; nothing changed']);
+    expect((await cli('jobs', 'retry', '--scheduled')).stderr).toContain('queued');
+    await sql.query('DELETE FROM background_jobs WHERE id = $1', [later[0].id]);
     // Keyset pages: --limit, then --after the last id.
     expect(await ids('--limit', '2')).toEqual([a, b]);
     expect(await ids('--limit', '2', '--after', b)).toEqual([c, d]);

@@ -4,7 +4,7 @@ import type pg from 'pg';
 import { createTestDatabase } from '@internal/pg-harness';
 import { ADMIN_SQL } from '../src/store/admin.sql.js';
 import { DASHBOARD_SQL } from '../src/store/dashboard.sql.js';
-import { CHART_ROW_CAP, DASHBOARD_EXACT_LIMIT, FLOW_JOB_COUNT_CAP, LIST_SCAN_WINDOW, WAITING_REFS_SHOWN } from '../src/store/dashboard.store.js';
+import { CHART_ROW_CAP, DASHBOARD_EXACT_LIMIT, FLOW_JOB_COUNT_CAP, LIST_SCAN_WINDOW, SCHEDULED_COUNT_CAP, SEARCH_CHUNK, WAITING_REFS_SHOWN } from '../src/store/dashboard.store.js';
 import { FLOW_SQL } from '../src/store/flow.sql.js';
 import { SQL } from '../src/store/job.sql.js';
 import { WAIT_SQL } from '../src/store/wait.sql.js';
@@ -82,7 +82,7 @@ describe(`dashboard statements on ${ROWS.toLocaleString('en')} jobs`, () => {
 
   const maxId = String(ROWS + 1);
   const from = String(ROWS + 1 - LIST_SCAN_WINDOW);
-  const adminFilter = (afterId: string, ids: string[] | null, queue: string | null, statuses: string[]) => [afterId, ids, queue, statuses, null, null, 500];
+  const adminFilter = (afterId: string, ids: string[] | null, queue: string | null, statuses: string[], when: string | null = null) => [afterId, ids, queue, statuses, null, null, 500, when];
 
   const statements: [string, string, unknown[]][] = [
     ['overview + summary: counts by status', SQL.countByStatus, [DASHBOARD_EXACT_LIMIT]],
@@ -91,12 +91,16 @@ describe(`dashboard statements on ${ROWS.toLocaleString('en')} jobs`, () => {
     ['overview: oldest due job per queue', DASHBOARD_SQL.oldestDue, [['emails', 'thumbnails', 'sync']]],
     ['overview: finished per minute (chart)', DASHBOARD_SQL.finishedPerMinute, [CHART_ROW_CAP]],
     ['jobs: newest id', DASHBOARD_SQL.maxId, []],
-    ['jobs: no filter', DASHBOARD_SQL.listJobs, [maxId, from, null, null, 50, true]],
-    ['jobs: one queue', DASHBOARD_SQL.listJobs, [maxId, from, 'sync', null, 50, true]],
-    ['jobs: failed', DASHBOARD_SQL.listJobs, [maxId, from, null, 'failed', 50, true]],
-    ['jobs: queued of one queue', DASHBOARD_SQL.listJobs, [maxId, from, 'emails', 'queued', 50, true]],
-    ['jobs: running (rare), second page', DASHBOARD_SQL.listJobs, [from, String(Number(from) - LIST_SCAN_WINDOW), null, 'processing', 50, false]],
-    ['jobs: search by id', DASHBOARD_SQL.listJobs, [String(Number(someId) + 1), String(Number(someId) + 1 - LIST_SCAN_WINDOW), null, null, 1, true]],
+    ['jobs: no filter', DASHBOARD_SQL.listJobs, [maxId, from, null, null, 50, true, null, null]],
+    ['jobs: one queue', DASHBOARD_SQL.listJobs, [maxId, from, 'sync', null, 50, true, null, null]],
+    ['jobs: failed', DASHBOARD_SQL.listJobs, [maxId, from, null, 'failed', 50, true, null, null]],
+    ['jobs: queued of one queue', DASHBOARD_SQL.listJobs, [maxId, from, 'emails', 'queued', 50, true, null, null]],
+    ['jobs: due of one queue', DASHBOARD_SQL.listJobs, [maxId, from, 'emails', 'queued', 50, true, 'due', null]],
+    ['jobs: scheduled of every queue', DASHBOARD_SQL.listJobs, [maxId, from, null, 'queued', 50, true, 'scheduled', null]],
+    ['jobs: running (rare), second page', DASHBOARD_SQL.listJobs, [from, String(Number(from) - LIST_SCAN_WINDOW), null, 'processing', 50, false, null, null]],
+    ['jobs: search by id', DASHBOARD_SQL.listJobs, [String(Number(someId) + 1), String(Number(someId) + 1 - LIST_SCAN_WINDOW), null, null, 1, true, null, null]],
+    ['jobs: a chunk of a payload and error search', DASHBOARD_SQL.listJobs, [maxId, String(ROWS + 1 - SEARCH_CHUNK), null, null, 50, true, null, 'boom']],
+    ['overview: scheduled jobs per queue', DASHBOARD_SQL.scheduledCounts, [['emails', 'thumbnails', 'sync'], SCHEDULED_COUNT_CAP]],
     ['jobs: search by unique key, any queue', DASHBOARD_SQL.findByUniqueKey, ['key-51', null, true]],
     ['jobs: search by unique key in a queue', DASHBOARD_SQL.findByUniqueKey, ['key-51', 'emails', true]],
     ['job detail', DASHBOARD_SQL.jobDetail, [someId]],
@@ -109,6 +113,8 @@ describe(`dashboard statements on ${ROWS.toLocaleString('en')} jobs`, () => {
     ['action: bulk cancel queued', ADMIN_SQL.cancelJobs, adminFilter('0', null, null, ['queued', 'processing'])],
     ['action: bulk delete completed of a queue', ADMIN_SQL.deleteJobs, adminFilter('0', null, 'sync', ['completed'])],
     ['action: bulk run now', DASHBOARD_SQL.runJobsNow, adminFilter('0', null, 'emails', ['queued'])],
+    ['action: bulk cancel of the scheduled jobs of a queue', ADMIN_SQL.cancelJobs, adminFilter('0', null, 'emails', ['queued'], 'scheduled')],
+    ['action: retry of ticked jobs', ADMIN_SQL.retryJobs, adminFilter('0', [someId, String(Number(someId) + 1)], null, ['failed', 'cancelled'])],
   ];
 
   it.each(statements)('%s: no sequential scan of background_jobs', async (_name, sql, values) => {
@@ -177,6 +183,17 @@ describe(`dashboard statements on ${ROWS.toLocaleString('en')} jobs`, () => {
     expect(byQueue(rows)).toEqual({ ...byQueue(truth), none: null });
     expect(byQueue(rows).sync).toBeGreaterThanOrEqual(3 * 3600);
     expect(byQueue(rows).emails).toBeGreaterThanOrEqual(5 * 3600);
+  });
+
+  it('the scheduled jobs per queue, counted through the claim index a priority at a time, are the ones the table holds', async () => {
+    const { rows } = await db.query<{ queue_name: string; n: number }>({ text: DASHBOARD_SQL.scheduledCounts, values: [['emails', 'thumbnails', 'sync', 'none'], SCHEDULED_COUNT_CAP] });
+    const { rows: truth } = await db.query<{ queue_name: string; n: number }>(`SELECT queue_name, count(*)::int AS n FROM background_jobs WHERE status = 'queued' AND run_at > now() GROUP BY 1`);
+    const byQueue = (list: { queue_name: string; n: number }[]) => Object.fromEntries(list.map((r) => [r.queue_name, r.n]));
+    expect(byQueue(rows)).toEqual({ ...byQueue(truth), none: 0 });
+    // Several priorities in 'sync' (the oldest-due case above raised ten of them): each one's range is counted.
+    expect(byQueue(rows).sync).toBeGreaterThan(0);
+    // The claim index is read per priority, never the table.
+    expect(await reads(DASHBOARD_SQL.scheduledCounts, [['emails', 'thumbnails', 'sync'], SCHEDULED_COUNT_CAP])).not.toContainEqual(expect.stringMatching(/^Seq Scan/));
   });
 
   it('the check finds a sequential scan where there is one', async () => {

@@ -21,9 +21,12 @@ const ARTIFACTS = fileURLToPath(new URL('./dashboard/artifacts/', import.meta.ur
 const chromiumPath = findChromium();
 const describeInBrowser = chromiumPath ? describe : describe.skip;
 
-/** What the table holds, per queue and status. */
+/** What the table holds, per queue and status; queued jobs as due (run_at reached) and scheduled (run_at ahead). */
 async function tableCounts(db: pg.Pool): Promise<Record<string, Record<string, number>>> {
-  const { rows } = await db.query<{ queue_name: string; status: string; n: number }>('SELECT queue_name, status::text, count(*)::int AS n FROM background_jobs GROUP BY 1, 2');
+  const { rows } = await db.query<{ queue_name: string; status: string; n: number }>(
+    `SELECT queue_name, CASE WHEN status = 'queued' THEN CASE WHEN run_at > now() THEN 'scheduled' ELSE 'due' END ELSE status::text END AS status, count(*)::int AS n
+     FROM background_jobs GROUP BY 1, 2`,
+  );
   const out: Record<string, Record<string, number>> = {};
   for (const r of rows) (out[r.queue_name] ??= {})[r.status] = r.n;
   return out;
@@ -93,7 +96,9 @@ describeInBrowser('the dashboard in headless Chromium', () => {
       if (n > 0) (shown[queue] ??= {})[status] = n;
     }
     expect(shown).toEqual(expected);
-    expect(expected.emails).toEqual({ queued: 7, completed: 40, failed: 3, cancelled: 2 });
+    expect(expected.emails).toEqual({ due: 7, completed: 40, failed: 3, cancelled: 2 });
+    // The delayed reports are scheduled, apart from the one that is due.
+    expect(expected.reports).toEqual({ due: 1, scheduled: 4 });
     await expect(page.locator('tr[data-queue="reports"]').innerText()).resolves.toContain('paused');
     // The chart of the last hour: the 40 completed and 3 failed emails, drawn on the server.
     await expect(page.locator('section.card:has(h3:text-is("emails")) figcaption').innerText()).resolves.toContain('40 completed · 3 failed');
@@ -164,7 +169,7 @@ describeInBrowser('the dashboard in headless Chromium', () => {
     const page = await open(context, `${dash(express.baseUrl)}/jobs?queue=emails&status=failed`);
     await page.getByRole('button', { name: 'Retry all' }).click();
     // The question the browser would ask with JavaScript, as a sentence ("Do this: jobs bulk retry (queue emails)?" before).
-    await expect(page.locator('.confirm-question').innerText()).resolves.toBe('Retry all failed jobs of queue emails (failed and cancelled ones)?');
+    await expect(page.locator('.confirm-question').innerText()).resolves.toBe('Retry every failed job in queue emails, each with a fresh set of attempts?');
     expect((await tableCounts(db)).emails.failed).toBe(3);
     await page.screenshot({ path: `${ARTIFACTS}confirm.png`, fullPage: true });
     const { rows } = await db.query<{ id: string }>(`SELECT id::text FROM background_jobs WHERE queue_name = 'emails' AND status = 'failed' ORDER BY id LIMIT 1`);

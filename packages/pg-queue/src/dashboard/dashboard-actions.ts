@@ -1,5 +1,6 @@
 import type { JobStatus } from '../interfaces/job.interface.js';
 import type { DashboardAction } from '../store/dashboard.store.js';
+import type { ListedStatus } from './views/overview.view.js';
 
 /** Which statuses each action can change; a filter's status narrows them (and the list offers only actions that apply). */
 export const ACTION_STATUSES: Record<DashboardAction, JobStatus[]> = {
@@ -9,3 +10,15 @@ export const ACTION_STATUSES: Record<DashboardAction, JobStatus[]> = {
   delete: ['queued', 'completed', 'failed', 'cancelled'],
   'run-now': ['queued'],
 };
+
+/** The job status a listed status filters on: due and scheduled jobs are queued ones. */
+export function jobStatusOf(status: ListedStatus): JobStatus {
+  return status === 'due' || status === 'scheduled' ? 'queued' : status;
+}
+
+/** The statuses `action` changes among jobs listed as `status` (null: any); [] when it changes none of them. */
+export function actionStatuses(action: DashboardAction, status: ListedStatus | null): JobStatus[] {
+  // Due jobs already run as soon as they can: "run now" has nothing to move.
+  if (action === 'run-now' && status === 'due') return [];
+  return ACTION_STATUSES[action].filter((s) => status === null || s === jobStatusOf(status));
+}

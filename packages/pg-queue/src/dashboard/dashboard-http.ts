@@ -39,6 +39,15 @@ export function field(req: AnyRequest, name: string): string | undefined {
   return typeof value === 'string' ? value : undefined;
 }
 
+/** Every value of a repeated form field (ticked checkboxes of one name): [] when there is none. */
+export function fields(req: AnyRequest, name: string): string[] {
+  const body = req.body;
+  if (body === null || typeof body !== 'object') return [];
+  const value = (body as Record<string, unknown>)[name];
+  if (typeof value === 'string') return [value];
+  return Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : [];
+}
+
 export function isHttps(req: AnyRequest): boolean {
   return req.protocol === 'https' || header(req, 'x-forwarded-proto') === 'https';
 }

@@ -2,13 +2,12 @@ import { Controller, Get, Inject, Logger, Post, Req, Res, UseGuards, type CanAct
 import { HttpAdapterHost } from '@nestjs/core';
 import { createHmac } from 'node:crypto';
 import { PgQueueError } from '../errors/pg-queue.error.js';
-import type { JobStatus } from '../interfaces/job.interface.js';
 import type { DashboardAction } from '../store/dashboard.store.js';
 import { DASHBOARD_JS } from './assets/dashboard.client.js';
 import { DASHBOARD_CSS } from './assets/dashboard.css.js';
 import { authorizeRequest, type Viewer } from './dashboard-auth.js';
 import { DashboardCsrf } from './dashboard-csrf.js';
-import { field, mountBase, requestUrl, type AnyRequest } from './dashboard-http.js';
+import { field, fields, mountBase, requestUrl, type AnyRequest } from './dashboard-http.js';
 import { DASHBOARD_OPTIONS } from './dashboard.constants.js';
 import { DashboardService } from './dashboard.service.js';
 import type { ResolvedDashboardOptions } from './resolve-dashboard-options.js';
@@ -17,9 +16,9 @@ import { flowView } from './views/flow.view.js';
 import { flowsView } from './views/flows.view.js';
 import { jobView } from './views/job.view.js';
 import { jobsView } from './views/jobs.view.js';
-import { bulkQuestion, flowQuestion, jobQuestion, queueQuestion, scheduleQuestion } from './views/confirm-questions.js';
+import { bulkQuestion, flowQuestion, jobQuestion, queueQuestion, scheduleQuestion, selectedQuestion } from './views/confirm-questions.js';
 import { confirmPage, errorPage, layout, type PageContext } from './views/layout.js';
-import { overviewView, STATUSES } from './views/overview.view.js';
+import { LISTED_STATUSES, overviewView, type ListedStatus } from './views/overview.view.js';
 import { instancesView } from './views/instances.view.js';
 import { schedulesView } from './views/schedules.view.js';
 import { html } from './views/html.js';
@@ -41,6 +40,8 @@ const JOB_ACTIONS = new Set<DashboardAction>(['retry', 'cancel', 'delete', 'run-
 const TOGGLES = new Set(['pause', 'resume']);
 const JOB_ID = /^[1-9][0-9]{0,18}$/;
 const INT8_MAX = 9223372036854775807n;
+/** The most jobs one action on a selection takes (a page of the list holds at most 500). */
+const SELECTION_MAX = 500;
 
 /** A job id within bigint's range (19 digits pass JOB_ID up to 9999999999999999999; PostgreSQL then refuses it). */
 function isJobId(text: string): boolean {
@@ -109,14 +110,15 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
       return this.page(req, res, '/jobs', async (ctx) => {
         const params = requestUrl(req).searchParams;
         const queue = params.get('queue')?.trim() || null;
-        const status = params.get('status') || null;
-        if (status !== null && !STATUSES.includes(status as JobStatus)) throw new PgQueueError(`Unknown status ${JSON.stringify(status)}: one of ${STATUSES.join(', ')}.`);
+        const status = listedStatus(params.get('status'));
         const before = params.get('before') || null;
         if (before !== null && !isJobId(before)) throw new PgQueueError(`"before" must be a job id, got ${JSON.stringify(before)}.`);
         const search = params.get('q')?.trim().slice(0, 512) || null;
+        const text = params.get('text')?.trim().slice(0, 512) || null;
         refuseNul('queue filter', queue);
         refuseNul('search', search);
-        return jobsView(ctx, await this.dashboard.jobs(queue, status as JobStatus | null, search, before));
+        refuseNul('text search', text);
+        return jobsView(ctx, await this.dashboard.jobs({ queue, status, search, text }, before));
       });
     }
 
@@ -173,14 +175,34 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
         if (!JOB_ACTIONS.has(action)) throw new PgQueueError(`Unknown action ${JSON.stringify(action)}.`);
         const queue = field(req, 'queue')?.trim() || null;
         refuseNul('queue filter', queue);
-        const status = (field(req, 'status') || null) as JobStatus | null;
-        if (status !== null && !STATUSES.includes(status)) throw new PgQueueError(`Unknown status ${JSON.stringify(status)}.`);
+        const status = listedStatus(field(req, 'status'));
         if (!queue && !status) throw new PgQueueError('A bulk action needs a queue or a status to filter on.');
         return {
           question: bulkQuestion(action, queue, status),
           run: async (viewer) => {
             const { changed, more } = await this.dashboard.act(viewer, action, { queue, status });
             return `${action}: ${changed} job${changed === 1 ? '' : 's'} changed${more ? '; stopped after 5 s, run it again for the rest' : ''}.`;
+          },
+        };
+      });
+    }
+
+    // Before jobs/:id/:action, which would take "selected" for an id.
+    @Post('jobs/selected/:action')
+    async selectedAction(@Req() req: AnyRequest, @Res() res: AnyResponse) {
+      const action = lastSegment(req) as DashboardAction;
+      await this.action(req, res, `/jobs/selected/${action}`, () => {
+        if (!JOB_ACTIONS.has(action)) throw new PgQueueError(`Unknown action ${JSON.stringify(action)}.`);
+        const ids = [...new Set(fields(req, 'id'))];
+        if (ids.length === 0) throw new PgQueueError('No job selected: tick the jobs to act on first.');
+        if (ids.length > SELECTION_MAX) throw new PgQueueError(`At most ${SELECTION_MAX} jobs can be selected at once, got ${ids.length}.`);
+        const bad = ids.find((id) => !isJobId(id));
+        if (bad !== undefined) throw new PgQueueError(`Not a job id: ${JSON.stringify(bad)}.`);
+        return {
+          question: selectedQuestion(action, ids),
+          run: async (viewer) => {
+            const { changed } = await this.dashboard.act(viewer, action, { ids });
+            return `${action}: ${changed} of ${ids.length} selected job${ids.length === 1 ? '' : 's'} changed${changed < ids.length ? ' (the others are in a status it does not change, or gone)' : ''}.`;
           },
         };
       });
@@ -195,7 +217,7 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
         return {
           question: jobQuestion(action, id),
           run: async (viewer) => {
-            const { changed } = await this.dashboard.act(viewer, action, { id });
+            const { changed } = await this.dashboard.act(viewer, action, { ids: [id] });
             return changed ? `Job ${id}: ${action} done.` : `Job ${id}: nothing to ${action} (its status does not allow it, or it is gone).`;
           },
         };
@@ -328,12 +350,14 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
       await this.guarded(res, ctx, async () => {
         const { question, run } = prepare();
         if (field(req, 'confirmed') !== '1') {
-          const fields: Record<string, string> = { return: back };
+          const carried: Record<string, string | string[]> = { return: back };
           for (const key of ['queue', 'status']) {
             const value = field(req, key);
-            if (value) fields[key] = value;
+            if (value) carried[key] = value;
           }
-          this.send(res, 200, 'text/html; charset=utf-8', confirmPage(ctx, suffix, question, fields));
+          const ids = fields(req, 'id');
+          if (ids.length > 0) carried.id = ids;
+          this.send(res, 200, 'text/html; charset=utf-8', confirmPage(ctx, suffix, question, carried));
           return;
         }
         const message = await run(viewer);
@@ -380,6 +404,13 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
     }
   }
   return PgQueueDashboardController;
+}
+
+/** The status filter of the jobs list or of a bulk action: a job status, due or scheduled; null when not given. */
+function listedStatus(value: string | null | undefined): ListedStatus | null {
+  if (!value) return null;
+  if (!LISTED_STATUSES.includes(value as ListedStatus)) throw new PgQueueError(`Unknown status ${JSON.stringify(value)}: one of ${LISTED_STATUSES.join(', ')}.`);
+  return value as ListedStatus;
 }
 
 function lastSegments(req: AnyRequest, n: number): string[] {

@@ -3,8 +3,8 @@ import type { FlowStatus } from '../flows/flow.interfaces.js';
 import type { JobStatus, QueueStats } from '../interfaces/job.interface.js';
 import { QueueService } from '../queue.service.js';
 import type { JobFilter } from '../store/admin.store.js';
-import { DashboardStore, FLOW_JOB_COUNT_CAP, type AttemptHistoryRow, type DashboardAction, type JobFlowRow, type JobListRow } from '../store/dashboard.store.js';
-import { ACTION_STATUSES } from './dashboard-actions.js';
+import { DashboardStore, FLOW_JOB_COUNT_CAP, SCHEDULED_COUNT_CAP, type AttemptHistoryRow, type DashboardAction, type DashboardQueries, type JobFlowRow, type JobListRow } from '../store/dashboard.store.js';
+import { actionStatuses } from './dashboard-actions.js';
 import type { Viewer } from './dashboard-auth.js';
 import { DASHBOARD_OPTIONS } from './dashboard.constants.js';
 import type { ResolvedDashboardOptions } from './resolve-dashboard-options.js';
@@ -13,7 +13,7 @@ import { GRAPH_EDGE_CAP, GRAPH_NODE_CAP } from './views/flow-graph.js';
 import type { FlowData } from './views/flow.view.js';
 import type { FlowsData } from './views/flows.view.js';
 import type { JobsData } from './views/jobs.view.js';
-import type { OverviewData } from './views/overview.view.js';
+import type { DashboardCounts, ListedStatus, OverviewData } from './views/overview.view.js';
 import type { InstancesData } from './views/instances.view.js';
 import { unservedQueues } from '../store/instance.store.js';
 import type { WaitExplanation } from '../waiting/wait-reasons.js';
@@ -55,9 +55,9 @@ export class DashboardService implements OnApplicationShutdown {
     });
   }
 
-  /** The auto-refresh's one query: counts by queue and status (exact below a cap, estimated above). */
-  async summary(): Promise<{ counts: QueueStats; at: string }> {
-    const counts = await this.store.read((q) => q.countByStatus());
+  /** The auto-refresh's read: counts by queue and status (exact below a cap, estimated above), queued split into due and scheduled. */
+  async summary(): Promise<{ counts: Record<string, DashboardCounts>; at: string }> {
+    const counts = await this.store.read(async (q) => splitQueued(q, await q.countByStatus()));
     return { counts, at: new Date().toISOString() };
   }
 
@@ -65,7 +65,7 @@ export class DashboardService implements OnApplicationShutdown {
     // The chart (the costlier read) on the pool's second connection, while the first reads the counts.
     const [{ counts, paused, oldest, instances }, chart] = await Promise.all([
       this.store.read(async (q) => {
-        const counts = await q.countByStatus();
+        const counts = await splitQueued(q, await q.countByStatus());
         const paused = new Set(await q.pausedQueues());
         const oldest = await q.oldestDue(Object.keys(counts).filter((n) => counts[n].queued > 0));
         const instances = await q.instances();
@@ -84,7 +84,7 @@ export class DashboardService implements OnApplicationShutdown {
       chartCapped: chart.capped,
       queues: names.map((name) => ({
         name,
-        counts: counts[name] ?? { queued: 0, blocked: 0, processing: 0, completed: 0, failed: 0, cancelled: 0 },
+        counts: counts[name] ?? { queued: 0, due: 0, scheduled: 0, blocked: 0, processing: 0, completed: 0, failed: 0, cancelled: 0 },
         oldestDueMs: oldest.get(name) ?? null,
         paused: paused.has(name),
         served: served.has(name),
@@ -93,8 +93,13 @@ export class DashboardService implements OnApplicationShutdown {
     };
   }
 
-  /** The jobs list: a search (an id, or a unique key), or a keyset page of the filter, newest first. */
-  async jobs(queue: string | null, status: JobStatus | null, search: string | null, before: string | null): Promise<JobsData> {
+  /**
+   * The jobs list: a lookup (an id, or a unique key), or a keyset page of the filter, newest first; `text` searches
+   * payloads and errors within the page's ids (never with hidePayloads: the search would tell what they hold).
+   */
+  async jobs(filter: { queue: string | null; status: ListedStatus | null; search: string | null; text: string | null }, before: string | null): Promise<JobsData> {
+    const { queue, status, search } = filter;
+    const text = this.options.hidePayloads ? null : filter.text;
     const withPayload = !this.options.hidePayloads;
     return this.store.read(async (q) => {
       if (search) {
@@ -103,10 +108,11 @@ export class DashboardService implements OnApplicationShutdown {
           rows = (await q.listJobs({ queue: null, status: null, before: String(BigInt(search) + 1n), limit: 1, withPayload })).rows.filter((r) => r.id === search);
         }
         if (rows.length === 0) rows = await q.findByUniqueKey(search, queue, withPayload);
-        return { queue, status, search, rows, nextBefore: null, scanned: null, first: true };
+        return { queue, status, search, text: null, rows, nextBefore: null, scanned: null, stoppedEarly: false, first: true };
       }
-      const page = await q.listJobs({ queue, status, before, limit: this.options.pageSize, withPayload });
-      return { queue, status, search: null, rows: page.rows, nextBefore: page.nextBefore, scanned: page.scanned, first: before === null };
+      const when = status === 'due' || status === 'scheduled' ? status : null;
+      const page = await q.listJobs({ queue, status: when ? 'queued' : (status as JobStatus | null), when, text, before, limit: this.options.pageSize, withPayload });
+      return { queue, status, search: null, text, rows: page.rows, nextBefore: page.nextBefore, scanned: page.scanned, stoppedEarly: page.stoppedEarly, first: before === null };
     });
   }
 
@@ -182,9 +188,10 @@ export class DashboardService implements OnApplicationShutdown {
    * An action on one job (`ids`) or on every job of a filter, in batches of ACTION_BATCH rows, each its own
    * short transaction, for at most ACTION_BUDGET_MS; logged with who did it and how many jobs it changed.
    */
-  async act(viewer: Viewer, action: DashboardAction, target: { id?: string; queue?: string | null; status?: JobStatus | null }): Promise<ActionOutcome> {
-    const statuses = ACTION_STATUSES[action].filter((s) => !target.status || s === target.status);
-    const filter: JobFilter = { ids: target.id ? [target.id] : undefined, queue: target.queue ?? undefined, statuses };
+  async act(viewer: Viewer, action: DashboardAction, target: { ids?: string[]; queue?: string | null; status?: ListedStatus | null }): Promise<ActionOutcome> {
+    const when = target.status === 'due' || target.status === 'scheduled' ? target.status : undefined;
+    const statuses = actionStatuses(action, target.status ?? null);
+    const filter: JobFilter = { ids: target.ids, queue: target.queue ?? undefined, statuses, when };
     let changed = 0;
     let more = false;
     if (statuses.length > 0) {
@@ -200,7 +207,7 @@ export class DashboardService implements OnApplicationShutdown {
         }
       }
     }
-    const what = target.id ? `job ${target.id}` : `jobs of ${target.queue ? `queue ${target.queue}` : 'every queue'}${target.status ? ` with status ${target.status}` : ''}`;
+    const what = target.ids ? (target.ids.length === 1 ? `job ${target.ids[0]}` : `jobs ${target.ids.join(', ')}`) : `jobs of ${target.queue ? `queue ${target.queue}` : 'every queue'}${target.status ? ` with status ${target.status}` : ''}`;
     this.logger.log(`${who(viewer)} ${ACTION_VERB[action]} ${changed} job${changed === 1 ? '' : 's'} (${action} on ${what}${more ? '; stopped at the time budget, more may match' : ''})`);
     return { changed, more };
   }
@@ -216,6 +223,22 @@ export class DashboardService implements OnApplicationShutdown {
     this.logger.log(`${who(viewer)} ${action}d schedule ${name}${found ? '' : ' (no such schedule)'}`);
     return found;
   }
+}
+
+/**
+ * Each queue's counts with its queued jobs split into due (run_at reached, and every buffered one) and scheduled
+ * (run_at ahead). Past SCHEDULED_COUNT_CAP the scheduled count is a floor, and both halves are marked estimates.
+ */
+async function splitQueued(q: DashboardQueries, counts: QueueStats): Promise<Record<string, DashboardCounts>> {
+  const scheduled = await q.scheduledCounts(Object.keys(counts).filter((n) => counts[n].queued > 0));
+  const out: Record<string, DashboardCounts> = {};
+  for (const [name, c] of Object.entries(counts)) {
+    const later = Math.min(scheduled.get(name) ?? 0, c.queued);
+    const approximate = new Set<ListedStatus>(c.approximate ?? []);
+    if (approximate.has('queued') || (scheduled.get(name) ?? 0) > SCHEDULED_COUNT_CAP) approximate.add('due').add('scheduled');
+    out[name] = { ...c, due: c.queued - later, scheduled: later, ...(approximate.size ? { approximate: [...approximate] } : {}) };
+  }
+  return out;
 }
 
 function who(viewer: Viewer): string {

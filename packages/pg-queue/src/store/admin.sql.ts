@@ -12,7 +12,8 @@ const MS = `* interval '1 millisecond'`;
 /**
  * The job filter shared by every statement below, on alias j:
  * $1 after id (keyset), $2 ids (null: any), $3 queue (null: any), $4 statuses (`statusTest`), $5 created more
- * than this many ms ago (null: any time), $6 text the last error contains, case-insensitively (null: any).
+ * than this many ms ago (null: any time), $6 text the last error contains, case-insensitively (null: any), $8 'due'
+ * (run_at reached) or 'scheduled' (run_at still ahead) (null: either). $7 is each statement's row limit.
  */
 const jobFilter = (statusTest: string) => `
       j.id > $1::int8
@@ -20,7 +21,8 @@ const jobFilter = (statusTest: string) => `
       AND ($3::text IS NULL OR j.queue_name = $3::text)
       AND ${statusTest}
       AND ($5::int8 IS NULL OR j.created_at < now() - $5::int8 ${MS})
-      AND ($6::text IS NULL OR strpos(lower(j.last_error), lower($6::text)) > 0)`;
+      AND ($6::text IS NULL OR strpos(lower(j.last_error), lower($6::text)) > 0)
+      AND ($8::text IS NULL OR ($8::text = 'scheduled') = (j.run_at > now()))`;
 
 /**
  * The filter of the listing and of the actions (and of the count that announces one): $4 are statuses as reports

@@ -11,6 +11,8 @@ export interface JobFilter {
   olderThanMs?: number;
   /** The last error contains this text (case-insensitive). */
   errorContains?: string;
+  /** Only jobs whose run_at has come ('due') or is still ahead ('scheduled'): the dashboard's split of queued jobs. */
+  when?: 'due' | 'scheduled';
 }
 
 export interface JobSummary {
@@ -51,7 +53,7 @@ export class AdminStore {
   }
 
   async listJobs(filter: JobFilter, afterId: string, limit: number): Promise<JobSummary[]> {
-    const rows = await this.run<JobSummaryRow>('listJobs', [...filterValues(filter, afterId), limit]);
+    const rows = await this.run<JobSummaryRow>('listJobs', filterValues(filter, afterId, limit));
     return rows.map((r) => ({
       id: r.id,
       queue: r.queue_name,
@@ -68,13 +70,13 @@ export class AdminStore {
 
   /** Matching jobs among the next `limit` after `afterId`, and the last id counted. */
   async countJobs(filter: JobFilter, afterId: string, limit: number): Promise<{ n: number; lastId: string | null }> {
-    const [row] = await this.run<{ n: number; last_id: string | null }>('countJobs', [...filterValues(filter, afterId), limit]);
+    const [row] = await this.run<{ n: number; last_id: string | null }>('countJobs', filterValues(filter, afterId, limit));
     return { n: row.n, lastId: row.last_id };
   }
 
   /** One batch of a retry, cancel or delete: up to `limit` matching jobs after `afterId`. */
   async bulkBatch(action: BulkAction, filter: JobFilter, afterId: string, limit: number): Promise<BatchResult> {
-    const [row] = await this.run<{ seen: number; last_id: string | null; changed: number }>(BULK_STATEMENT[action], [...filterValues(filter, afterId), limit]);
+    const [row] = await this.run<{ seen: number; last_id: string | null; changed: number }>(BULK_STATEMENT[action], filterValues(filter, afterId, limit));
     return { seen: row.seen, lastId: row.last_id, changed: row.changed };
   }
 
@@ -152,6 +154,7 @@ export interface JobSummaryRow {
   last_error: string | null;
 }
 
-export function filterValues(f: JobFilter, afterId: string): unknown[] {
-  return [afterId, f.ids ?? null, f.queue ?? null, f.statuses, f.olderThanMs ?? null, f.errorContains ?? null];
+/** The parameters of JOB_FILTER (admin.sql.ts) and of the statement's row limit ($7). */
+export function filterValues(f: JobFilter, afterId: string, limit: number): unknown[] {
+  return [afterId, f.ids ?? null, f.queue ?? null, f.statuses, f.olderThanMs ?? null, f.errorContains ?? null, limit, f.when ?? null];
 }

@@ -13,7 +13,7 @@ import { bufferedHeads, IN_FLIGHT_READ, shownStatus, shownStatusIn } from './sho
  */
 const LIST_COLUMNS = `
       j.id, j.queue_name, ${shownStatus('j')} AS status, j.attempts, j.max_attempts, j.priority, j.run_at, j.created_at, j.finished_at,
-      j.unique_key, left(split_part(j.last_error, E'\\n', 1), 200) AS last_error`;
+      j.locked_at, j.unique_key, left(split_part(j.last_error, E'\\n', 1), 200) AS last_error, now() AS now`;
 
 /**
  * Queues that hold queued or running jobs: a loose index scan of the claim index (one probe per queue) and
@@ -102,14 +102,44 @@ export const DASHBOARD_SQL = {
   // One page of the jobs list, newest first: ids below $1 and at least $2 (the scan window, so a filter that
   // matches few rows reads at most $1 - $2 index entries before the page says "go on"), queue $3 and status $4
   // when given (the status as reports show it: 'queued' includes buffered jobs), $5 rows at most; $6 adds the
-  // start of the payload.
+  // start of the payload; $7 'due' or 'scheduled' keeps the queued jobs whose run_at has come or is ahead; $8 keeps
+  // the jobs whose payload (as JSON text) or last error contains it, case-insensitively (a search: the caller
+  // narrows $1..$2 to a chunk and bounds the time it goes on for).
   listJobs: `
     SELECT ${LIST_COLUMNS}, CASE WHEN $6::boolean THEN left(j.payload::text, 160) END AS payload_preview
     FROM background_jobs AS j
     WHERE j.id < $1::int8 AND j.id >= $2::int8
       AND ($3::text IS NULL OR j.queue_name = $3::text)
       AND ($4::background_job_status IS NULL OR ${shownStatusIn('j', 'ARRAY[$4::background_job_status]')})
+      AND ($7::text IS NULL OR ($7::text = 'scheduled') = (j.run_at > now()))
+      AND ($8::text IS NULL OR strpos(lower(j.payload::text), lower($8::text)) > 0 OR strpos(lower(j.last_error), lower($8::text)) > 0)
     ORDER BY j.id DESC LIMIT $5`,
+
+  // Per queue of $1: how many of its queued jobs wait for a later run_at (scheduled; the rest are due), counted up
+  // to $2 + 1 per priority. The claim index (queue_name, priority DESC, run_at, id) WHERE status = 'queued' holds
+  // each priority's scheduled jobs as one range at its end: a loose index scan finds the queue's priorities (one
+  // probe each, at most 100), and each range is read up to the cap. Filtering a queue's queued entries on run_at
+  // instead reads all of its due backlog to count none.
+  scheduledCounts: `
+    SELECT q.name AS queue_name, coalesce((
+      WITH RECURSIVE prios AS (
+        (SELECT j.priority, 1 AS depth FROM background_jobs AS j
+         WHERE j.status = 'queued' AND j.queue_name = q.name ORDER BY j.priority DESC, j.run_at, j.id LIMIT 1)
+        UNION ALL
+        SELECT n.priority, p.depth + 1 FROM prios AS p
+        CROSS JOIN LATERAL (
+          SELECT j.priority FROM background_jobs AS j
+          WHERE j.status = 'queued' AND j.queue_name = q.name AND j.priority < p.priority
+          ORDER BY j.priority DESC, j.run_at, j.id LIMIT 1
+        ) AS n
+        WHERE p.depth < 100
+      )
+      SELECT sum((SELECT count(*) FROM (
+        SELECT 1 FROM background_jobs AS j
+        WHERE j.status = 'queued' AND j.queue_name = q.name AND j.priority = prios.priority AND j.run_at > now()
+        ORDER BY j.priority DESC, j.run_at, j.id LIMIT $2::int + 1) AS s))
+      FROM prios), 0)::int AS n
+    FROM unnest($1::text[]) AS q(name)`,
 
   // The job that holds unique key $1 (queued or running: finished jobs give their key up), in queue $2 or in
   // any queue that has live jobs, through the unique-key index (queue_name, unique_key).

@@ -12,6 +12,10 @@ import type { WaitExplanation } from '../waiting/wait-reasons.js';
 
 /** A row of the dashboard's jobs list. */
 export interface JobListRow extends JobSummaryRow {
+  /** When the job was last claimed: a running job's start, a finished one's last attempt's start. */
+  locked_at: Date | null;
+  /** The database's clock at the read (relative times and durations are reckoned from it). */
+  now: Date;
   unique_key: string | null;
   /** The start of the payload as JSON text; null when payloads are hidden. */
   payload_preview: string | null;
@@ -23,6 +27,8 @@ export interface JobListPage {
   nextBefore: string | null;
   /** The ids this page looked at: [from, below). */
   scanned: { from: string; below: string };
+  /** A text search ran out of its time (the statement timeout) before it filled the page or reached the first id. */
+  stoppedEarly: boolean;
 }
 
 export interface JobListQuery {
@@ -32,6 +38,10 @@ export interface JobListQuery {
   before: string | null;
   limit: number;
   withPayload: boolean;
+  /** Queued jobs only whose run_at has come ('due') or is still ahead ('scheduled'); null: both. */
+  when?: 'due' | 'scheduled' | null;
+  /** Text the payload (as JSON) or the last error contains, case-insensitively; null: no search. */
+  text?: string | null;
 }
 
 /** Final outcomes per queue, status and minute of the last hour (0 = the current minute). */
@@ -134,6 +144,10 @@ export type DashboardAction = BulkAction | 'run-now';
 
 /** How many ids one page of the jobs list reads at most before it stops and offers to go on. */
 export const LIST_SCAN_WINDOW = 100_000;
+/** A text search reads ids in chunks of this many, each its own statement, until its time is up. */
+export const SEARCH_CHUNK = 10_000;
+/** Scheduled jobs (queued, run_at ahead) are counted exactly up to this many per queue and priority. */
+export const SCHEDULED_COUNT_CAP = 10_000;
 /** A flow's jobs are counted (in the flows list, and by status on its page) up to this many. */
 export const FLOW_JOB_COUNT_CAP = 10_000;
 /** A blocked job lists this many of the refs it waits for (and counts the rest). */
@@ -154,7 +168,11 @@ export class DashboardQueries {
   private readonly admin: AdminStore;
   private readonly flows: FlowStore;
 
-  constructor(private readonly client: PoolClient) {
+  /** `timeoutMs`: the request's statement timeout, which a text search also spends as its whole budget. */
+  constructor(
+    private readonly client: PoolClient,
+    private readonly timeoutMs: number,
+  ) {
     this.jobs = new JobStore(client as unknown as Pool, { transactionPooler: true });
     this.admin = new AdminStore(client);
     this.flows = new FlowStore(client as unknown as Pool, { transactionPooler: true });
@@ -203,11 +221,59 @@ export class DashboardQueries {
 
   async listJobs(q: JobListQuery): Promise<JobListPage> {
     const below = BigInt(q.before ?? BigInt((await this.run<{ id: string }>('maxId'))[0].id) + 1n);
+    if (q.text) return this.searchJobs(q, below);
     const from = below > BigInt(LIST_SCAN_WINDOW) ? below - BigInt(LIST_SCAN_WINDOW) : 1n;
-    const rows = await this.run<JobListRow>('listJobs', [String(below), String(from), q.queue, q.status, q.limit, q.withPayload]);
+    const rows = await this.listRange(q, below, from, q.limit);
     const full = rows.length === q.limit;
     const nextBefore = full ? rows[rows.length - 1].id : from > 1n ? String(from) : null;
-    return { rows, nextBefore, scanned: { from: String(from), below: String(below) } };
+    return { rows, nextBefore, scanned: { from: String(from), below: String(below) }, stoppedEarly: false };
+  }
+
+  private listRange(q: JobListQuery, below: bigint, from: bigint, limit: number): Promise<JobListRow[]> {
+    return this.run<JobListRow>('listJobs', [String(below), String(from), q.queue, q.status, limit, q.withPayload, q.when ?? null, q.text ?? null]);
+  }
+
+  /**
+   * A search of payloads and errors reads every row of the ids it covers, so it goes down from `below` a chunk of
+   * SEARCH_CHUNK ids at a time, and spends at most the request's statement timeout in all: each chunk runs in a
+   * savepoint with the time left as its own timeout, and one cut off ends the search there ("stopped early"), with
+   * the rows found so far and Older going on below the last whole chunk.
+   */
+  private async searchJobs(q: JobListQuery, below: bigint): Promise<JobListPage> {
+    const deadline = Date.now() + this.timeoutMs;
+    const rows: JobListRow[] = [];
+    let top = below;
+    let stoppedEarly = false;
+    while (top > 1n && rows.length < q.limit) {
+      const left = deadline - Date.now();
+      if (left < 1) {
+        stoppedEarly = true;
+        break;
+      }
+      const from = top > BigInt(SEARCH_CHUNK) ? top - BigInt(SEARCH_CHUNK) : 1n;
+      await this.client.query(`SAVEPOINT search_chunk; SET LOCAL statement_timeout = ${Math.ceil(left)}`);
+      try {
+        rows.push(...(await this.listRange(q, top, from, q.limit - rows.length)));
+        await this.client.query('RELEASE SAVEPOINT search_chunk');
+      } catch (error) {
+        if ((error as { code?: string }).code !== '57014') throw error;
+        // ROLLBACK TO undoes the chunk's SET LOCAL too: the request's own timeout holds again.
+        await this.client.query('ROLLBACK TO SAVEPOINT search_chunk');
+        stoppedEarly = true;
+        break;
+      }
+      top = from;
+    }
+    const full = rows.length === q.limit;
+    const nextBefore = full ? rows[rows.length - 1].id : top > 1n ? String(top) : null;
+    return { rows, nextBefore, scanned: { from: String(full ? BigInt(rows[rows.length - 1].id) : top), below: String(below) }, stoppedEarly };
+  }
+
+  /** Per queue: how many of its queued jobs wait for a later run_at, exact up to SCHEDULED_COUNT_CAP. */
+  async scheduledCounts(queues: string[]): Promise<Map<string, number>> {
+    if (queues.length === 0) return new Map();
+    const rows = await this.run<{ queue_name: string; n: number }>('scheduledCounts', [queues, SCHEDULED_COUNT_CAP]);
+    return new Map(rows.map((r) => [r.queue_name, r.n]));
   }
 
   findByUniqueKey(key: string, queue: string | null, withPayload: boolean): Promise<JobListRow[]> {
@@ -270,7 +336,7 @@ export class DashboardQueries {
   /** One batch of an action on up to `limit` jobs matching `filter` after id `afterId`. */
   async actionBatch(action: DashboardAction, filter: JobFilter, afterId: string, limit: number): Promise<BatchResult> {
     if (action !== 'run-now') return this.admin.bulkBatch(action, filter, afterId, limit);
-    const [row] = await this.run<{ seen: number; last_id: string | null; changed: number }>('runJobsNow', [...filterValues(filter, afterId), limit]);
+    const [row] = await this.run<{ seen: number; last_id: string | null; changed: number }>('runJobsNow', filterValues(filter, afterId, limit));
     return { seen: row.seen, lastId: row.last_id, changed: row.changed };
   }
 }
@@ -290,12 +356,12 @@ export class DashboardStore {
 
   /** Reads in a READ ONLY transaction. */
   read<T>(work: (q: DashboardQueries) => Promise<T>): Promise<T> {
-    return inTransaction(this.pool, (client) => work(new DashboardQueries(client)), `BEGIN READ ONLY; SET LOCAL statement_timeout = ${this.statementTimeoutMs}`);
+    return inTransaction(this.pool, (client) => work(new DashboardQueries(client, this.statementTimeoutMs)), `BEGIN READ ONLY; SET LOCAL statement_timeout = ${this.statementTimeoutMs}`);
   }
 
   /** One action batch, committed on its own: its row locks last one batch. */
   write<T>(work: (q: DashboardQueries) => Promise<T>): Promise<T> {
-    return inTransaction(this.pool, (client) => work(new DashboardQueries(client)), `BEGIN; SET LOCAL statement_timeout = ${this.statementTimeoutMs}`);
+    return inTransaction(this.pool, (client) => work(new DashboardQueries(client, this.statementTimeoutMs)), `BEGIN; SET LOCAL statement_timeout = ${this.statementTimeoutMs}`);
   }
 
   close(): Promise<void> {

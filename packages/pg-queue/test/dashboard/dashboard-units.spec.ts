@@ -6,10 +6,12 @@ import { mountBase } from '../../src/dashboard/dashboard-http.js';
 import { resolveDashboardOptions } from '../../src/dashboard/resolve-dashboard-options.js';
 import { html, SafeHtml } from '../../src/dashboard/views/html.js';
 import { throughputChart, type MinuteBucket } from '../../src/dashboard/views/chart.js';
-import { bulkQuestion, flowQuestion, jobQuestion, queueQuestion, scheduleQuestion } from '../../src/dashboard/views/confirm-questions.js';
+import { bulkQuestion, flowQuestion, jobQuestion, queueQuestion, scheduleQuestion, selectedQuestion } from '../../src/dashboard/views/confirm-questions.js';
 import { flowGraph, layersOf, waitingText, type FlowDrawing } from '../../src/dashboard/views/flow-graph.js';
 import { flowView } from '../../src/dashboard/views/flow.view.js';
-import { jobView } from '../../src/dashboard/views/job.view.js';
+import { jobView, progressBar } from '../../src/dashboard/views/job.view.js';
+import { formatRelative, formatSpan } from '../../src/dashboard/views/format.js';
+import { jobsView, listedStatus } from '../../src/dashboard/views/jobs.view.js';
 import type { FlowJobRow } from '../../src/store/dashboard.store.js';
 import type { PageContext } from '../../src/dashboard/views/layout.js';
 
@@ -52,10 +54,62 @@ describe('the throughput chart', () => {
     expect(svg).toContain('peak 4/min');
   });
 
+  it("has axes: jobs per minute up to the scale's top, the failure rate from 0 to 100 %, and the hour from 60 min ago to now", () => {
+    const html = throughputChart('emails', minutes(Array.from({ length: 60 }, (_, i): [number, number] => (i === 59 ? [7, 1] : [0, 0])))).value;
+    const axis = (cls: string) => [...html.matchAll(new RegExp(`<div class="${cls}"[^>]*>(.*?)</div>`, 'g'))].map((m) => [...m[1].matchAll(/<span>([^<]*)<\/span>/g)].map((x) => x[1]));
+    expect(axis('y-axis')).toEqual([['8/min', '0']]);
+    expect(axis('y-axis rate-axis')).toEqual([['100 %', '0 %']]);
+    expect(axis('x-axis')).toEqual([['60 min ago', '30 min ago', 'now']]);
+  });
+
   it('says "no jobs" for a queue without finished jobs, with no rate drawn and no peak of 1', () => {
     const svg = throughputChart('idle', minutes(Array.from({ length: 60 }, (): [number, number] => [0, 0]))).value;
     expect(svg).not.toMatch(/peak|class="rate"/);
     expect(svg).toContain('0 completed · 0 failed · failure rate — · no jobs · 60 min');
+  });
+});
+
+describe('lists: relative times, durations, due and scheduled, progress', () => {
+  const now = '2026-12-03T10:00:00.000Z';
+  it('says a time from the database\'s now in the largest unit that fits', () => {
+    expect(formatRelative('2026-12-03T10:04:30Z', now)).toBe('in 4 min');
+    expect(formatRelative('2026-12-03T09:59:48Z', now)).toBe('12 s ago');
+    expect(formatRelative('2026-11-30T09:00:00Z', now)).toBe('3 d ago');
+    expect(formatRelative('2026-12-03T10:00:00.400Z', now)).toBe('now');
+    expect([formatSpan(850), formatSpan(12_400), formatSpan(185_000), formatSpan(7_500_000), formatSpan(277_200_000), formatSpan(60_000)]).toEqual(['850 ms', '12.4 s', '3 min 5 s', '2 h 5 min', '3 d 5 h', '1 min']);
+  });
+
+  it('a queued job is due once its run_at has come, scheduled before', () => {
+    expect(listedStatus({ status: 'queued', run_at: '2026-12-03T10:00:00Z', now })).toBe('due');
+    expect(listedStatus({ status: 'queued', run_at: '2026-12-03T10:00:01Z', now })).toBe('scheduled');
+    expect(listedStatus({ status: 'failed', run_at: '2026-12-03T11:00:00Z', now })).toBe('failed');
+  });
+
+  it('draws progress as a bar when it is a percentage, { current, total } or { done, of }, and not otherwise', () => {
+    const bar = (v: unknown) => {
+      const out = progressBar(v);
+      return out === null ? null : (out as { value: string }).value.replace(/^.*<progress max="([^"]*)" value="([^"]*)".*<span>([^<]*)<\/span>.*$/s, '$1 $2 $3');
+    };
+    expect(bar(42)).toBe('100 42 42 %');
+    expect(bar({ current: 3, total: 12 })).toBe('12 3 3 of 12 (25 %)');
+    expect(bar({ done: 5, of: 4 })).toBe('4 4 5 of 4 (100 %)');
+    expect([bar('half'), bar({ step: 'upload' }), bar({ current: 1, total: 0 }), bar(null), bar(Number.NaN)]).toEqual([null, null, null, null, null]);
+  });
+
+  it('offers no payload and error search with hidePayloads (its matches would tell what hidden payloads hold), and no selection to a read-only user', () => {
+    const row = { id: '5', queue_name: 'q', status: 'failed' as const, attempts: 1, max_attempts: 1, priority: 0, run_at: new Date(now), created_at: new Date(now), finished_at: new Date(now), locked_at: null, now: new Date(now), unique_key: null, last_error: 'x', payload_preview: null };
+    const data = { queue: 'q', status: null, search: null, text: null, rows: [row], nextBefore: null, scanned: null, stoppedEarly: false, first: true };
+    expect(jobsView(ctx, data)).toContain('name="text"');
+    expect(jobsView({ ...ctx, hidePayloads: true }, data)).not.toContain('name="text"');
+    expect(jobsView(ctx, data)).toContain('form="selected"');
+    expect(jobsView({ ...ctx, canAct: false }, data)).not.toMatch(/form="selected"|type="checkbox"/);
+  });
+
+  it('the job page leaves out the queue\'s own bookkeeping columns and keeps a column it does not know', () => {
+    const page = jobView(ctx, { id: '1', queue_name: 'q', status: 'completed', payload: {}, fence_token: '7', awaited: true, limited: false, tenant_tag: 'acme', attempts: 1, max_attempts: 1, priority: 0 }, new Date());
+    expect(page).not.toMatch(/fence_token|awaited|limited/);
+    expect(page).toContain('Other columns');
+    expect(page).toContain('tenant_tag');
   });
 });
 
@@ -65,8 +119,16 @@ describe('confirmation questions', () => {
     expect(jobQuestion('retry', '186')).toBe('Retry job 186 with a fresh set of attempts?');
     expect(jobQuestion('cancel', '186')).toBe('Cancel job 186?');
     expect(jobQuestion('run-now', '186')).toBe('Run job 186 now instead of at its scheduled time?');
-    expect(bulkQuestion('cancel', 'emails', null)).toBe('Cancel all jobs of queue emails (queued and running ones)?');
-    expect(bulkQuestion('delete', null, 'failed')).toBe('Delete all failed jobs of every queue (except running ones)? This cannot be undone.');
+    expect(bulkQuestion('cancel', 'emails', null)).toBe('Cancel every queued or running job in queue emails? Queued ones never run; running ones are told to stop.');
+    expect(bulkQuestion('delete', null, 'failed')).toBe('Delete every failed job in every queue? Running ones are kept. This cannot be undone.');
+    expect(bulkQuestion('delete', 'emails', null)).toBe('Delete every queued, completed, failed or cancelled job in queue emails? Running ones are kept. This cannot be undone.');
+    expect(bulkQuestion('retry', 'emails', null)).toBe('Retry every failed or cancelled job in queue emails, each with a fresh set of attempts?');
+    expect(bulkQuestion('run-now', 'reports', null)).toBe('Run every scheduled job in queue reports now, instead of at its scheduled time?');
+    expect(bulkQuestion('cancel', null, 'processing')).toBe('Cancel every running job in every queue? Queued ones never run; running ones are told to stop.');
+    expect(bulkQuestion('cancel', 'emails', 'due')).toBe('Cancel every due job in queue emails? Queued ones never run; running ones are told to stop.');
+    expect(selectedQuestion('retry', ['12', '13', '14'])).toBe('Retry jobs 12, 13 and 14, each with a fresh set of attempts? Only failed and cancelled ones change.');
+    expect(selectedQuestion('delete', ['12'])).toBe('Delete job 12? Running ones are kept. This cannot be undone.');
+    expect(selectedQuestion('cancel', null)).toBe('Cancel {jobs}? Queued ones never run; running ones are told to stop; finished ones stay as they are.');
     expect(queueQuestion('pause', 'emails')).toBe('Pause queue emails? Running jobs finish; no new job starts.');
     expect(scheduleQuestion('resume', 'nightly')).toBe('Resume schedule nightly from its next fire?');
     expect(flowQuestion('12', 'checkout')).toBe('Cancel flow 12 (checkout)? Its queued and blocked jobs never run, its running ones are told to abort, and no compensation runs.');

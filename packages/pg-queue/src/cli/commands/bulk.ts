@@ -92,7 +92,8 @@ async function bulk(store: AdminStore, action: BulkAction, ids: string[], option
 function targetOf(action: BulkAction, ids: string[], options: BulkOptions): JobFilter {
   const allowed = ACTIONS[action].statuses;
   for (const status of options.status ?? []) if (!allowed.includes(status)) throw new UsageError(STATUS_NOT_ALLOWED(action, status, allowed));
-  const filtered = options.queue !== undefined || options.status !== undefined || options.olderThan !== undefined || options.error !== undefined;
+  if ((options.due || options.scheduled) && !allowed.includes('queued')) throw new UsageError(STATUS_NOT_ALLOWED(action, 'queued', allowed));
+  const filtered = options.queue !== undefined || options.status !== undefined || options.olderThan !== undefined || options.error !== undefined || options.due === true || options.scheduled === true;
   if (ids.length > 0 && (filtered || options.all)) throw new UsageError(IDS_AND_FILTERS(action));
   if (ids.length === 0 && !filtered && !options.all) throw new UsageError(NO_TARGET(action));
   const filter = toFilter(options, allowed);
@@ -104,5 +105,6 @@ function describe(f: JobFilter): string {
   const parts = [f.ids ? `with id ${f.ids.join(', ')}` : undefined, f.queue !== undefined ? `of queue ${f.queue}` : undefined, `in status ${f.statuses.join(' or ')}`];
   if (f.olderThanMs !== undefined) parts.push(`created over ${formatDuration(f.olderThanMs)} ago`);
   if (f.errorContains !== undefined) parts.push(`whose last error contains ${JSON.stringify(f.errorContains)}`);
+  if (f.when !== undefined) parts.push(f.when === 'due' ? 'whose run_at has come' : 'whose run_at is still ahead');
   return parts.filter(Boolean).join(', ');
 }

@@ -18,6 +18,8 @@ export interface FilterOptions {
   status?: JobStatus[];
   olderThan?: number;
   error?: string;
+  due?: boolean;
+  scheduled?: boolean;
 }
 
 export function addFilterOptions(command: Command): Command {
@@ -25,7 +27,9 @@ export function addFilterOptions(command: Command): Command {
     .option('-q, --queue <queue>', 'jobs of this queue')
     .option('-s, --status <status>', `jobs in this status (${ALL_STATUSES.join(', ')}); repeat for several`, collectStatus)
     .option('--older-than <duration>', 'jobs created more than this long ago (database clock), e.g. 30m, 6h, 7d', parseDuration('--older-than'))
-    .option('--error <text>', 'jobs whose last error contains this text (case-insensitive)');
+    .option('--error <text>', 'jobs whose last error contains this text (case-insensitive)')
+    .option('--due', 'queued jobs whose run_at has come (they run as soon as a worker is free)')
+    .option('--scheduled', 'queued jobs whose run_at is still ahead (delayed, backing off, snoozed)');
 }
 
 function collectStatus(value: string, previous: JobStatus[] | undefined): JobStatus[] {
@@ -35,11 +39,16 @@ function collectStatus(value: string, previous: JobStatus[] | undefined): JobSta
 
 export function toFilter(options: FilterOptions, statuses: readonly JobStatus[] = ALL_STATUSES): JobFilter {
   if (options.queue !== undefined) queueName(options.queue);
+  if (options.due && options.scheduled) throw new UsageError('--due and --scheduled exclude each other: leave both out for every queued job.');
+  const when = options.due ? 'due' : options.scheduled ? 'scheduled' : undefined;
+  // Due and scheduled are kinds of queued jobs: they narrow the statuses to queued (a --status without it matches none).
+  if (when && options.status && !options.status.includes('queued')) throw new UsageError(`--${when} lists queued jobs only: drop --status, or give --status queued.`);
   return {
     queue: options.queue,
-    statuses: options.status ? [...new Set(options.status)] : [...statuses],
+    statuses: when ? ['queued'] : options.status ? [...new Set(options.status)] : [...statuses],
     olderThanMs: options.olderThan,
     errorContains: options.error,
+    when,
   };
 }
 

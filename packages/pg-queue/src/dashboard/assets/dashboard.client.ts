@@ -1,40 +1,109 @@
 // The dashboard's script, served from the package at <path>/assets/dashboard.js. Progressive enhancement
 // only: every page and action works without it. It asks before an action (the server would otherwise
-// answer with a confirmation page) and, on the overview, polls the summary endpoint (one count statement per
-// interval, plus a sample when a count is estimated) to refresh the counts in place; it stops polling while the tab is hidden.
+// answer with a confirmation page), counts and ticks the jobs list's selection, on the overview polls the
+// summary endpoint (one count read per interval) to refresh the counts in place, and on the page of a job
+// that has not finished reloads the page's content in place; it does neither while the tab is hidden.
 export const DASHBOARD_JS = `(function () {
   'use strict';
+  var body = document.body;
+  var stamp = document.querySelector('.updated');
+  // getAttribute, not form.id: the ticked inputs are named "id", and a form's named elements shadow its properties.
+  function pickedBoxes(form) {
+    return document.querySelectorAll('input[type="checkbox"][name="id"][form="' + form.getAttribute('id') + '"]');
+  }
+  function picked(form) {
+    var boxes = pickedBoxes(form);
+    var n = 0;
+    for (var i = 0; i < boxes.length; i++) if (boxes[i].checked) n++;
+    return n;
+  }
   document.addEventListener('submit', function (event) {
     var form = event.target;
-    if (!(form instanceof HTMLFormElement) || !form.hasAttribute('data-confirm')) return;
-    if (!window.confirm(form.getAttribute('data-confirm'))) { event.preventDefault(); return; }
+    if (!(form instanceof HTMLFormElement)) return;
+    var submitter = event.submitter;
+    var question = (submitter && submitter.getAttribute('data-confirm')) || form.getAttribute('data-confirm');
+    if (!question) return;
+    if (form.hasAttribute('data-selection')) {
+      var n = picked(form);
+      if (n === 0) { event.preventDefault(); window.alert('No job selected: tick the jobs to act on first.'); return; }
+      question = question.split('{jobs}').join(n === 1 ? 'the selected job' : 'the ' + n + ' selected jobs');
+    }
+    if (!window.confirm(question)) { event.preventDefault(); return; }
+    if (form.querySelector('input[name="confirmed"]')) return;
     var mark = document.createElement('input');
     mark.type = 'hidden'; mark.name = 'confirmed'; mark.value = '1';
     form.appendChild(mark);
   });
-  var body = document.body;
-  var url = body.getAttribute('data-summary');
-  var every = Number(body.getAttribute('data-refresh-ms'));
-  if (!url || !(every > 0)) return;
-  var stamp = document.querySelector('.updated');
-  function show(data) {
-    var cells = document.querySelectorAll('[data-count]');
-    for (var i = 0; i < cells.length; i++) {
-      var key = cells[i].getAttribute('data-count').split('|');
-      var counts = data.counts[key[0]];
-      var n = counts ? counts[key[1]] : 0;
-      var approx = counts && counts.approximate && counts.approximate.indexOf(key[1]) >= 0;
-      cells[i].textContent = (approx ? '\\u2248' : '') + Number(n || 0).toLocaleString('en');
+  function setUpSelection() {
+    var form = document.querySelector('form[data-selection]');
+    if (!form) return;
+    var all = document.querySelector('input.select-all');
+    var count = form.querySelector('.selected-count');
+    function show() {
+      var n = picked(form);
+      if (count) count.textContent = n === 0 ? 'Tick jobs to act on them:' : n + ' job' + (n === 1 ? '' : 's') + ' selected:';
+      if (all) all.checked = n > 0 && n === pickedBoxes(form).length;
     }
-    if (stamp) stamp.textContent = 'counts at ' + new Date(data.at).toLocaleTimeString();
+    if (all) {
+      all.hidden = false;
+      all.addEventListener('change', function () {
+        var boxes = pickedBoxes(form);
+        for (var i = 0; i < boxes.length; i++) boxes[i].checked = all.checked;
+        show();
+      });
+    }
+    document.addEventListener('change', function (event) {
+      var t = event.target;
+      if (t instanceof HTMLInputElement && t.name === 'id' && t.getAttribute('form') === form.getAttribute('id')) show();
+    });
+    show();
   }
-  function poll() {
-    if (document.hidden) return;
-    fetch(url, { credentials: 'same-origin', headers: { accept: 'application/json' } })
-      .then(function (r) { return r.ok ? r.json() : null; })
-      .then(function (data) { if (data) show(data); })
-      .catch(function () {});
+  setUpSelection();
+  var summaryUrl = body.getAttribute('data-summary');
+  var every = Number(body.getAttribute('data-refresh-ms'));
+  if (summaryUrl && every > 0) {
+    var showCounts = function (data) {
+      var cells = document.querySelectorAll('[data-count]');
+      for (var i = 0; i < cells.length; i++) {
+        var key = cells[i].getAttribute('data-count').split('|');
+        var counts = data.counts[key[0]];
+        var n = counts ? counts[key[1]] : 0;
+        var approx = counts && counts.approximate && counts.approximate.indexOf(key[1]) >= 0;
+        cells[i].textContent = (approx ? '\\u2248' : '') + Number(n || 0).toLocaleString('en');
+      }
+      if (stamp) stamp.textContent = 'counts at ' + new Date(data.at).toLocaleTimeString();
+    };
+    setInterval(function () {
+      if (document.hidden) return;
+      fetch(summaryUrl, { credentials: 'same-origin', headers: { accept: 'application/json' } })
+        .then(function (r) { return r.ok ? r.json() : null; })
+        .then(function (data) { if (data) showCounts(data); })
+        .catch(function () {});
+    }, every);
   }
-  setInterval(poll, every);
+  var liveMs = Number(body.getAttribute('data-live-ms'));
+  if (liveMs > 0) {
+    // The page itself, without the one-time message of the action that led here.
+    var here = new URL(location.href);
+    here.searchParams.delete('flash');
+    here.searchParams.delete('flash_sig');
+    var timer = setInterval(function () {
+      if (document.hidden) return;
+      fetch(here.toString(), { credentials: 'same-origin', headers: { accept: 'text/html' } })
+        .then(function (r) { return r.ok ? r.text() : null; })
+        .then(function (text) {
+          if (!text) return;
+          var page = new DOMParser().parseFromString(text, 'text/html');
+          var fresh = page.querySelector('main');
+          var main = document.querySelector('main');
+          if (!fresh || !main) return;
+          main.innerHTML = fresh.innerHTML;
+          if (stamp) stamp.textContent = 'updated ' + new Date().toLocaleTimeString();
+          // Finished: the new page no longer asks to follow it.
+          if (!page.body.hasAttribute('data-live-ms')) clearInterval(timer);
+        })
+        .catch(function () {});
+    }, liveMs);
+  }
 })();
 `;

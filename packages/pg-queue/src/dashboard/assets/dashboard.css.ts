@@ -15,7 +15,7 @@ h2 { font-size:1.1rem; margin:1.4rem 0 .6rem; }
 a { color:var(--link); }
 table { border-collapse:collapse; width:100%; background:var(--card); border:1px solid var(--line); }
 th, td { text-align:left; padding:.35rem .6rem; border-bottom:1px solid var(--line); vertical-align:top; }
-th { background:#f0f0f1; font-weight:600; font-size:.85rem; }
+th { background:#f0f0f1; font-weight:600; font-size:.85rem; white-space:nowrap; }
 th.n, td.n { text-align:right; font-variant-numeric:tabular-nums; }
 .approx { color:var(--warn); }
 .status { display:inline-block; padding:0 .45rem; border-radius:.6rem; font-size:.8rem; background:#e7e8ea; }
@@ -74,4 +74,37 @@ ul.counts { list-style:none; margin:0; padding:0; display:flex; flex-wrap:wrap; 
 .dag .st-blocked rect { fill:#fff3dc; stroke:var(--warn); }
 .dag .st-cancelled rect { fill:#eee; stroke:#c3c4c7; }
 .legend { font-size:.8rem; }
+.status-due { background:#e7e8ea; }
+.status-scheduled { background:#f3ecfb; color:#5b2c91; }
+.scroll { overflow-x:auto; -webkit-overflow-scrolling:touch; }
+td.when, td.n, time { white-space:nowrap; }
+td.error-cell { max-width:24rem; overflow:hidden; text-overflow:ellipsis; white-space:nowrap; }
+td.wide code { display:inline-block; max-width:22rem; overflow:hidden; text-overflow:ellipsis; white-space:nowrap; vertical-align:bottom; }
+th.pick, td.pick { width:1.6rem; padding-right:0; }
+.selection { margin:.6rem 0; padding:.4rem .7rem; background:var(--card); border:1px solid var(--line); display:flex; flex-wrap:wrap; gap:.4rem; align-items:center; }
+.selection button { margin:0; }
+.warning { background:#fff3dc; border:1px solid #f0d399; padding:.5rem .8rem; border-radius:4px; }
+.progress { display:flex; align-items:center; gap:.6rem; margin:.4rem 0 .8rem; }
+.progress progress { width:min(24rem, 60vw); height:1rem; }
+.chart-grid { display:grid; grid-template-columns:auto 1fr auto; column-gap:.35rem; }
+.y-axis { display:flex; flex-direction:column; justify-content:space-between; height:90px; font-size:.7rem; color:var(--muted); text-align:right; font-variant-numeric:tabular-nums; }
+.rate-axis { text-align:left; color:var(--bad); }
+.x-axis { grid-column:2; display:flex; justify-content:space-between; font-size:.7rem; color:var(--muted); }
+svg .grid { stroke:#e7e8ea; stroke-dasharray:3 3; }
+@media (max-width: 720px) {
+  header { flex-wrap:wrap; gap:.4rem 1rem; padding:.5rem .8rem; }
+  header nav { order:3; width:100%; display:flex; overflow-x:auto; white-space:nowrap; }
+  header a { margin-right:.9rem; }
+  .who { margin-left:auto; font-size:.75rem; }
+  main { padding:.6rem .6rem 2rem; }
+  .cards { grid-template-columns:1fr; }
+  .filters label, .filters input, .filters select { width:100%; }
+  .filters { flex-direction:column; align-items:stretch; }
+  th.wide, td.wide { display:none; }
+  table.queues td { white-space:nowrap; }
+  td.error-cell { max-width:12rem; }
+  dl.fields { grid-template-columns:1fr; }
+  dl.fields dd { margin-bottom:.3rem; }
+  button { padding:.35rem .8rem; }
+}
 `;

@@ -33,12 +33,20 @@ export function throughputChart(queue: string, buckets: MinuteBucket[]): SafeHtm
   // An empty queue has no peak: "peak 1/min" was the scale's floor, not a minute with a job.
   const peakText = peak === 0 ? 'no jobs' : `peak ${peak}/min`;
   const label = `${queue}: ${done} completed and ${failed} failed in the last hour, failure rate ${rate}; ${peak === 0 ? 'no jobs' : `peak ${peak} per minute`}`;
+  // The axes are HTML beside the drawing (the SVG stretches to the card's width: text inside it would stretch too):
+  // jobs per minute on the left (0 to the scale's top), the failure rate on the right (0 to 100 %), time below.
   return html`<figure class="chart">
-  <svg viewBox="0 0 ${W} ${H}" preserveAspectRatio="none" role="img" aria-label="${label}"><title>${label}</title>
-    <line class="axis" x1="${PAD}" y1="${H - PAD}" x2="${W - PAD}" y2="${H - PAD}"></line>
-    ${bars}
-    ${rateLine(buckets, step)}
-  </svg>
+  <div class="chart-grid">
+    <div class="y-axis" aria-hidden="true" title="jobs finished per minute"><span>${String(max)}/min</span><span>0</span></div>
+    <svg viewBox="0 0 ${W} ${H}" preserveAspectRatio="none" role="img" aria-label="${label}"><title>${label}</title>
+      <line class="grid" x1="${PAD}" y1="${PAD}" x2="${W - PAD}" y2="${PAD}"></line>
+      <line class="axis" x1="${PAD}" y1="${H - PAD}" x2="${W - PAD}" y2="${H - PAD}"></line>
+      ${bars}
+      ${rateLine(buckets, step)}
+    </svg>
+    <div class="y-axis rate-axis" aria-hidden="true" title="failure rate: failed / finished in the minute"><span>100 %</span><span>0 %</span></div>
+    <div class="x-axis" aria-hidden="true"><span>60 min ago</span><span>30 min ago</span><span>now</span></div>
+  </div>
   <figcaption>${done} completed · ${failed} failed · failure rate ${rate} · ${peakText} · 60 min</figcaption>
 </figure>`;
 }

@@ -1,15 +1,54 @@
-import type { JobStatus } from '../../interfaces/job.interface.js';
 import type { DashboardAction } from '../../store/dashboard.store.js';
+import { actionStatuses } from '../dashboard-actions.js';
+import type { ListedStatus } from './overview.view.js';
 
 /**
  * What each action asks before it runs, in one place: the browser asks it with confirm(), and a browser without
- * JavaScript gets it on the confirmation page (which once read "Do this: jobs 186 delete?").
+ * JavaScript gets it on the confirmation page (which once read "Do this: jobs 186 delete?"). Each is a sentence
+ * that says which jobs change and what happens to them.
  */
 
-/** The jobs a bulk action covers, as the jobs list's filter says: "failed jobs of queue emails", "jobs of every queue". */
-export function describeJobs(queue: string | null, status: JobStatus | null): string {
-  return `${status ? `${status} ` : ''}jobs${queue ? ` of queue ${queue}` : ' of every queue'}`;
+/** What a status is called in a sentence: "running" for processing. */
+const SAID: Partial<Record<ListedStatus, string>> = { processing: 'running' };
+
+/** "a, b or c" */
+function either(words: string[]): string {
+  return words.length <= 1 ? (words[0] ?? '') : `${words.slice(0, -1).join(', ')} or ${words[words.length - 1]}`;
 }
+
+/** "a, b and c" */
+function both(words: string[]): string {
+  return words.length <= 1 ? (words[0] ?? '') : `${words.slice(0, -1).join(', ')} and ${words[words.length - 1]}`;
+}
+
+/** The jobs a filter covers: "in queue emails", "in every queue". */
+function where(queue: string | null): string {
+  return queue ? `in queue ${queue}` : 'in every queue';
+}
+
+/** The jobs an action on a filter changes, as one noun phrase: "every failed or cancelled job in queue emails". */
+function everyJob(action: DashboardAction, queue: string | null, status: ListedStatus | null): string {
+  const statuses = status === 'due' || status === 'scheduled' ? [status] : action === 'run-now' ? ['scheduled'] : actionStatuses(action, status).map((s) => SAID[s] ?? s);
+  return `every ${either(statuses)} job ${where(queue)}`;
+}
+
+/** What happens to the jobs an action changes, after its verb. */
+const OUTCOME: Record<DashboardAction, string> = {
+  retry: ', each with a fresh set of attempts',
+  'run-now': ' now, instead of at its scheduled time',
+  cancel: '',
+  delete: '',
+};
+
+/** What follows the question, when there is more to know. */
+const AFTER: Record<DashboardAction, string> = {
+  retry: '',
+  'run-now': '',
+  cancel: ' Queued ones never run; running ones are told to stop.',
+  delete: ' Running ones are kept. This cannot be undone.',
+};
+
+const VERB: Record<DashboardAction, string> = { retry: 'Retry', 'run-now': 'Run', cancel: 'Cancel', delete: 'Delete' };
 
 export function jobQuestion(action: DashboardAction, id: string, runAt?: string): string {
   switch (action) {
@@ -24,18 +63,27 @@ export function jobQuestion(action: DashboardAction, id: string, runAt?: string)
   }
 }
 
-export function bulkQuestion(action: DashboardAction, queue: string | null, status: JobStatus | null): string {
-  const jobs = describeJobs(queue, status);
-  switch (action) {
-    case 'retry':
-      return `Retry all ${jobs} (failed and cancelled ones)?`;
-    case 'run-now':
-      return `Run all ${jobs} that wait for a later time now?`;
-    case 'cancel':
-      return `Cancel all ${jobs} (queued and running ones)?`;
-    case 'delete':
-      return `Delete all ${jobs} (except running ones)? This cannot be undone.`;
-  }
+/** An action on every job of the list's filter. */
+export function bulkQuestion(action: DashboardAction, queue: string | null, status: ListedStatus | null): string {
+  return `${VERB[action]} ${everyJob(action, queue, status)}${OUTCOME[action]}?${AFTER[action]}`;
+}
+
+/** What an action on selected jobs changes of them. */
+const SELECTED_CHANGE: Record<DashboardAction, string> = {
+  retry: 'Only failed and cancelled ones change.',
+  'run-now': 'Only queued ones that wait for a later time change.',
+  cancel: 'Queued ones never run; running ones are told to stop; finished ones stay as they are.',
+  delete: 'Running ones are kept. This cannot be undone.',
+};
+
+/**
+ * An action on the jobs ticked in the list. `ids` null: the question the browser asks, where the script puts the
+ * count in for {jobs} ("the 3 selected jobs").
+ */
+export function selectedQuestion(action: DashboardAction, ids: string[] | null): string {
+  const jobs = ids === null ? '{jobs}' : ids.length === 1 ? `job ${ids[0]}` : `jobs ${both(ids)}`;
+  const outcome = action === 'run-now' ? ' now, instead of at their scheduled time' : action === 'retry' ? ', each with a fresh set of attempts' : '';
+  return `${VERB[action]} ${jobs}${outcome}? ${SELECTED_CHANGE[action]}`;
 }
 
 export function queueQuestion(action: 'pause' | 'resume', queue: string): string {

@@ -1,19 +1,40 @@
 import type { AttemptHistoryRow, JobFlowRow } from '../../store/dashboard.store.js';
-import { formatJson, formatTime } from './format.js';
+import { formatJson, formatRelative, formatSpan, formatTime } from './format.js';
 import { waitingText } from './flow-graph.js';
 import { instanceAnchor } from './instances.view.js';
 import type { WaitExplanation } from '../../waiting/wait-reasons.js';
 import { html, type HtmlValue } from './html.js';
 import { jobQuestion } from './confirm-questions.js';
 import { actionForm, layout, type PageContext } from './layout.js';
-import { statusBadge } from './jobs.view.js';
+import { listedStatus, statusBadge } from './jobs.view.js';
 
 /** Columns shown in their own place; any other column (a later migration's) is listed under "Other columns". */
 const PLACED = new Set([
   'id', 'queue_name', 'status', 'payload', 'result', 'progress', 'attempts', 'max_attempts', 'priority', 'run_at', 'last_error',
   'locked_by', 'locked_at', 'lease_expires_at', 'created_at', 'updated_at', 'finished_at', 'unique_key', 'concurrency_key', 'buffered',
-  'flow_id', 'flow_ref', 'compensate', 'compensates', 'steps',
+  'flow_id', 'flow_ref', 'compensate', 'compensates', 'steps', 'trace_context',
 ]);
+/**
+ * The queue's own bookkeeping, which nobody acts on: the claim's fence, the waiters' mark, the limits' mark. Not
+ * shown (the "Other columns" block listed them, to no one's use).
+ */
+const INTERNAL = new Set(['fence_token', 'awaited', 'limited']);
+
+/** A job's progress as a bar, when it is a number (a percentage) or { current, total } / { done, of }; null otherwise. */
+export function progressBar(value: unknown): HtmlValue {
+  const finite = (n: unknown): n is number => typeof n === 'number' && Number.isFinite(n);
+  let current: number;
+  let total: number;
+  if (finite(value)) [current, total] = [value, 100];
+  else if (value !== null && typeof value === 'object' && finite((value as { current?: unknown }).current) && finite((value as { total?: unknown }).total)) [current, total] = [(value as { current: number }).current, (value as { total: number }).total];
+  else if (value !== null && typeof value === 'object' && finite((value as { done?: unknown }).done) && finite((value as { of?: unknown }).of)) [current, total] = [(value as { done: number }).done, (value as { of: number }).of];
+  else return null;
+  if (!(total > 0)) return null;
+  const part = Math.min(Math.max(current, 0), total);
+  const percent = Math.round((100 * part) / total);
+  const text = total === 100 && finite(value) ? `${percent} %` : `${current} of ${total} (${percent} %)`;
+  return html`<div class="progress" data-field="progress-bar"><progress max="${String(total)}" value="${String(part)}" aria-label="progress: ${text}"></progress> <span>${text}</span></div>`;
+}
 /**
  * Handlers often put payload data in their errors: hidePayloads hides the last error too (not whether there is one).
  * last_error is the error of the latest failed attempt, kept through retries: only a failed job's is its last word,
@@ -36,7 +57,7 @@ function attemptsBlock(ctx: PageContext, attempts: AttemptHistoryRow[]): HtmlVal
   if (attempts.length === 0) return null;
   const rows = attempts.map((a) => {
     const error = a.error === null ? html`<span class="muted">none</span>` : ctx.hidePayloads ? html`<span class="muted">hidden (hidePayloads)</span>` : html`<span title="${a.error}">${a.error.split('\n', 1)[0]}</span>`;
-    const duration = a.duration_ms === null ? '—' : formatDuration(a.duration_ms);
+    const duration = a.duration_ms === null ? '—' : formatSpan(a.duration_ms);
     return html`<tr><td>${String(a.attempt)}</td><td>${a.worker ?? '—'}</td><td>${a.started_at === null ? '—' : formatTime(a.started_at)}</td><td>${duration}</td><td>${a.outcome}</td><td>${error}</td></tr>`;
   });
   return html`<h2>Attempt history</h2>
@@ -44,12 +65,6 @@ function attemptsBlock(ctx: PageContext, attempts: AttemptHistoryRow[]): HtmlVal
 <table data-field="attempts"><thead><tr><th>attempt</th><th>worker</th><th>started</th><th>ran for</th><th>outcome</th><th>error</th></tr></thead><tbody>${rows}</tbody></table>`;
 }
 
-/** A duration in ms as people read it: 850 ms, 12.4 s, 3 min 5 s. */
-function formatDuration(ms: number): string {
-  if (ms < 1_000) return `${Math.round(ms)} ms`;
-  if (ms < 60_000) return `${(ms / 1_000).toFixed(1)} s`;
-  return `${Math.floor(ms / 60_000)} min ${Math.round((ms % 60_000) / 1_000)} s`;
-}
 
 /**
  * What job.step() and job.sleep() recorded (docs/guides/durable-steps.md), in order: each step, the attempt that
@@ -125,8 +140,12 @@ export function jobView(ctx: PageContext, row: Record<string, unknown>, now: Dat
     .filter(([, key]) => str(key) !== null)
     .map(([label, key]) => ({ label, at: str(key)! }))
     .sort((a, b) => new Date(a.at).getTime() - new Date(b.at).getTime());
-  const others = Object.keys(row).filter((k) => !PLACED.has(k));
-  const body = html`<p>${statusBadge(buffered ? 'queued' : status)}${readAhead}${waiting} ${actions}</p>
+  const others = Object.keys(row).filter((k) => !PLACED.has(k) && !INTERNAL.has(k));
+  const shown = buffered ? 'due' : listedStatus({ status, run_at: runAt ?? now, now });
+  const traceparent = (row.trace_context as { traceparent?: unknown } | null | undefined)?.traceparent;
+  const bar = 'progress' in row && !ctx.hidePayloads ? progressBar(row.progress) : null;
+  const body = html`<p>${statusBadge(shown)}${readAhead}${waiting} ${actions}</p>
+${bar}
 <dl class="fields">
 ${flowFields(ctx, row, flow)}
 <dt>Queue</dt><dd><a href="${ctx.base}/jobs?queue=${encodeURIComponent(String(row.queue_name))}">${String(row.queue_name)}</a></dd>
@@ -137,17 +156,20 @@ ${status === 'processing'
     : html`<dt>Last run by</dt><dd data-field="locked_by">${str('locked_by') ?? '—'}</dd>`}
 <dt>Unique key</dt><dd>${str('unique_key') ?? '—'}</dd>
 <dt>Concurrency key</dt><dd>${str('concurrency_key') ?? '—'}</dd>
+${typeof traceparent === 'string' ? html`<dt>Trace</dt><dd data-field="traceparent"><code>${traceparent}</code></dd>` : null}
 </dl>
 ${why ? html`<h2>Why it is not running</h2><ul class="why" data-field="why">${why.reasons.map((r) => html`<li data-gate="${r.gate}">${r.reason}</li>`)}</ul>` : null}
 <h2>Timeline</h2>
-<ol class="timeline">${timeline.map((t) => html`<li><strong>${t.label}</strong>: ${formatTime(t.at)}</li>`)}</ol>
+<ol class="timeline">${timeline.map((t) => html`<li><strong>${t.label}</strong>: ${formatTime(t.at)} <span class="muted">(${formatRelative(t.at, now)})</span></li>`)}</ol>
 ${block('payload', 'Payload')}
 ${'result' in row ? block('result', 'Result') : html`<h2>Result</h2><p class="muted">Not recorded by this version of the schema.</p>`}
-${'progress' in row ? block('progress', 'Progress') : null}
+${'progress' in row && !bar ? block('progress', 'Progress') : null}
 ${stepsBlock(ctx, row.steps)}
 ${row.compensate !== null && row.compensate !== undefined ? block('compensate', 'Compensation (runs if the flow fails after this job completed)') : null}
 <h2>${status === 'failed' ? 'Last error' : 'Previous attempt’s error'}</h2>${lastError(ctx, str('last_error'))}
 ${attemptsBlock(ctx, attempts)}
 ${others.length ? html`<h2>Other columns</h2><dl class="fields">${others.map((k) => html`<dt>${k}</dt><dd>${formatJson(row[k])}</dd>`)}</dl>` : null}`;
-  return layout(ctx, 'jobs', `Job ${id}`, body);
+  // Until it finishes, the page follows the job: the script reloads its content every refreshMs.
+  const live = status === 'queued' || status === 'processing' || status === 'blocked';
+  return layout(ctx, 'jobs', `Job ${id}`, body, { live });
 }

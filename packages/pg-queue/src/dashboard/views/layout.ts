@@ -19,7 +19,11 @@ export interface PageContext {
 
 export type Section = 'overview' | 'jobs' | 'flows' | 'schedules' | 'instances';
 
-export function layout(ctx: PageContext, section: Section, title: string, body: SafeHtml, options: { refresh?: boolean } = {}): string {
+/**
+ * `refresh`: the page's counts follow the summary endpoint. `live`: the page reloads its content in place every
+ * refreshMs (a job's page while the job has not finished).
+ */
+export function layout(ctx: PageContext, section: Section, title: string, body: SafeHtml, options: { refresh?: boolean; live?: boolean } = {}): string {
   const nav = (id: Section, href: string, label: string) => html`<a href="${ctx.base}${href}"${id === section ? html` aria-current="page"` : null}>${label}</a>`;
   return html`<!doctype html>
 <html lang="en">
@@ -31,7 +35,7 @@ export function layout(ctx: PageContext, section: Section, title: string, body: 
 <link rel="stylesheet" href="${ctx.base}/assets/dashboard.css?v=${ASSET_VERSION}">
 <script src="${ctx.base}/assets/dashboard.js?v=${ASSET_VERSION}" defer></script>
 </head>
-<body${options.refresh && ctx.refreshMs > 0 ? html` data-summary="${ctx.base}/api/summary" data-refresh-ms="${ctx.refreshMs}"` : null}>
+<body${options.refresh && ctx.refreshMs > 0 ? html` data-summary="${ctx.base}/api/summary" data-refresh-ms="${ctx.refreshMs}"` : null}${options.live && ctx.refreshMs > 0 ? html` data-live-ms="${ctx.refreshMs}"` : null}>
 <header>
   <strong class="brand">pg-queue</strong>
   <nav>${nav('overview', '/', 'Overview')}${nav('jobs', '/jobs', 'Jobs')}${nav('flows', '/flows', 'Flows')}${nav('schedules', '/schedules', 'Recurring')}${nav('instances', '/instances', 'Instances')}</nav>
@@ -59,11 +63,13 @@ export function actionForm(ctx: PageContext, action: string, label: string, conf
 }
 
 /** The page a POST without confirmation gets (no JavaScript): what it will do, and a button that does it. */
-export function confirmPage(ctx: PageContext, action: string, question: string, fields: Record<string, string>): string {
+export function confirmPage(ctx: PageContext, action: string, question: string, fields: Record<string, string | string[]>): string {
+  const hidden = Object.entries(fields).flatMap(([k, v]) => (Array.isArray(v) ? v : [v]).map((one) => html`<input type="hidden" name="${k}" value="${one}">`));
+  const back = typeof fields.return === 'string' && fields.return ? fields.return : ctx.base + '/';
   const body = html`<p class="confirm-question">${question}</p>
 <form method="post" action="${ctx.base}${action}">
-<input type="hidden" name="_csrf" value="${ctx.csrfToken}"><input type="hidden" name="confirmed" value="1">${Object.entries(fields).map(([k, v]) => html`<input type="hidden" name="${k}" value="${v}">`)}
-<button type="submit" class="danger">Yes, do it</button> <a href="${fields.return || ctx.base + '/'}">Cancel</a></form>`;
+<input type="hidden" name="_csrf" value="${ctx.csrfToken}"><input type="hidden" name="confirmed" value="1">${hidden}
+<button type="submit" class="danger">Yes, do it</button> <a href="${back}">Cancel</a></form>`;
   return layout(ctx, 'overview', 'Confirm', body);
 }
 

@@ -16,6 +16,24 @@ export class FlakyHandler {
   }
 }
 
+/**
+ * The 'stepper' queue's handler reports progress 1 of 4, waits until the test releases it, reports 3 of 4, waits
+ * again, and completes: the job page's live reload is watched between the steps.
+ */
+export const stepper = { waiting: [] as (() => void)[] };
+
+@Injectable()
+export class StepperHandler {
+  @JobHandler('stepper', { maxAttempts: 1 })
+  async run(job: Job<Record<string, never>>) {
+    job.progress({ current: 1, total: 4 });
+    await new Promise<void>((resolve) => stepper.waiting.push(resolve));
+    job.progress({ current: 3, total: 4 });
+    await new Promise<void>((resolve) => stepper.waiting.push(resolve));
+    return { steps: 4 };
+  }
+}
+
 export interface DashboardAppOptions {
   adapter: 'express' | 'fastify';
   dashboard: PgQueueDashboardOptions;
@@ -41,7 +59,7 @@ export async function startDashboardApp(url: string, { adapter, dashboard, queue
       return {
         module: DashboardTestModule,
         imports: [PgQueueModule.forRoot({ connection: url, pollIntervalMs: 200, ...queue }), PgQueueDashboardModule.forRoot(dashboard)],
-        providers: handlers ? [FlakyHandler] : [],
+        providers: handlers ? [FlakyHandler, StepperHandler] : [],
       };
     }
   }
