@@ -188,6 +188,12 @@ export class JobStore {
    * only outside a caller's transaction (the caller then wakes the queues once this resolves, committed).
    */
   async insertJob(row: NewJobRow, tx?: CallerTransaction, trace?: string, wake: Wake = 'trigger'): Promise<string> {
+    if (trace === undefined && row.priority === 0 && row.runAt === null && row.delayMs === 0 && row.concurrencyKey === null) {
+      // No option but maxAttempts: the three-parameter insert (the columns' defaults are the options' defaults).
+      const plain = [row.queue, row.payloadJson, row.maxAttempts];
+      const rows = tx ? await tx.query<{ id: string }>(SQL.insertJobPlain, plain) : await this.run<{ id: string }>(deferredIf(wake, 'insertJobPlain'), plain);
+      return rows[0].id;
+    }
     const values: unknown[] = [row.queue, row.payloadJson, row.priority, row.maxAttempts, row.runAt, row.delayMs, row.concurrencyKey];
     const statement = trace === undefined ? 'insertJob' : 'insertJobTraced';
     if (trace !== undefined) values.push(trace);
@@ -579,7 +585,7 @@ function deferredIf<S extends InsertStatement>(wake: Wake, statement: S): S | `$
   return wake === 'deferred' ? `${statement}WakeDeferred` : statement;
 }
 
-type InsertStatement = 'insertJob' | 'insertJobTraced' | ReturnType<typeof insertJobsStatement>['statement'] | Parameters<KeyedQuery>[0];
+type InsertStatement = 'insertJob' | 'insertJobPlain' | 'insertJobTraced' | ReturnType<typeof insertJobsStatement>['statement'] | Parameters<KeyedQuery>[0];
 
 type KeyedQuery = (statement: 'insertKeyedJob' | 'insertKeyedJobs' | 'insertKeyedJobTraced' | 'insertKeyedJobsTraced', values: unknown[]) => Promise<QueryResultRow[]>;
 
