@@ -72,7 +72,7 @@ export const PROFILES: Record<Profile['name'], Profile> = {
   },
 };
 
-export const SCENARIOS = ['enqueue', 'process', 'defaults', 'spread', 'latency', 'backlog', 'steady', 'scaleout', 'limits', 'flows', 'modes'] as const;
+export const SCENARIOS = ['enqueue', 'interleaved', 'process', 'defaults', 'spread', 'latency', 'backlog', 'steady', 'scaleout', 'limits', 'flows', 'modes'] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 
 /** Pool size for a worker of this concurrency, the same for every system (graphile-worker's advice). */

@@ -25,6 +25,7 @@ import { checkTargets, renderTargets } from './report/targets.js';
 import { backlogScenario } from './scenarios/backlog.js';
 import type { Figures, ScenarioContext } from './scenarios/context.js';
 import { enqueueScenario } from './scenarios/enqueue.js';
+import { interleavedEnqueueScenario } from './scenarios/interleaved-enqueue.js';
 import { flowsScenario, flowsSupported, flowsVariants } from './scenarios/flows.js';
 import { latencyScenario } from './scenarios/latency.js';
 import { limitsScenario, limitsSupported, limitsVariants } from './scenarios/limits.js';
@@ -40,7 +41,9 @@ const RESULTS = fileURLToPath(new URL('../results/', import.meta.url));
 interface Step {
   scenario: ScenarioName;
   label: string;
-  run: (ctx: ScenarioContext, system: SystemInfo) => Promise<Figures>;
+  run?: (ctx: ScenarioContext, system: SystemInfo) => Promise<Figures>;
+  /** Instead of run: one call for all the step's systems at once (their figures by system). */
+  runAll?: (ctx: ScenarioContext, systems: SystemInfo[]) => Promise<Map<SystemId, Figures>>;
   /** The systems this step runs for (of those selected); default: all but pg-queue-defaults. */
   only?: SystemId[];
 }
@@ -60,6 +63,9 @@ function steps(options: BenchOptions): Step[] {
     switch (scenario) {
       case 'enqueue':
         out.push({ scenario, label: 'enqueue', run: enqueueScenario });
+        break;
+      case 'interleaved':
+        out.push({ scenario, label: 'enqueue interleaved', runAll: interleavedEnqueueScenario });
         break;
       case 'process':
         for (const c of p.process.concurrencies) out.push({ scenario, label: `process c=${c}`, run: (ctx, s) => processScenario(ctx, s, c) });
@@ -166,22 +172,41 @@ async function main(): Promise<void> {
     }
     if (options.statements) await setStatementTracking(server.url, true);
     const plan = steps(options);
+    const contextOf = (run: number): ScenarioContext => ({
+      serverUrl: server.url,
+      profile: options.profile,
+      run,
+      statements: options.statements,
+      futureJobs: options.futureJobs,
+      log,
+      keepStatements: (system, label, statements, jobs) => statementRecords.push({ run, system, label, jobs, statements: [...statements].sort((a, b) => b.calls - a.calls).slice(0, 25) }),
+    });
     for (let run = 1; run <= options.runs; run++) {
       const order = rotate(options.systems, run - 1);
       for (const step of plan) {
-        for (const id of order.filter((s) => runsFor(step, s))) {
-          const ctx: ScenarioContext = {
-            serverUrl: server.url,
-            profile: options.profile,
-            run,
-            statements: options.statements,
-            futureJobs: options.futureJobs,
-            log,
-            keepStatements: (system, label, statements, jobs) => statementRecords.push({ run, system, label, jobs, statements: [...statements].sort((a, b) => b.calls - a.calls).slice(0, 25) }),
-          };
+        const ids = order.filter((s) => runsFor(step, s));
+        if (step.runAll) {
           const t0 = nowMs();
           try {
-            const figures = await step.run(ctx, SYSTEMS[id]);
+            const bySystem = await step.runAll(contextOf(run), ids.map((id) => SYSTEMS[id]));
+            for (const [id, figures] of bySystem) {
+              for (const [metric, value] of Object.entries(figures)) samples.push({ run, system: id, metric, value });
+              log(`[run ${run}/${options.runs}] ${step.label.padEnd(20)} ${SYSTEMS[id].label.padEnd(16)} ${summary(figures)}`);
+            }
+            log(`[run ${run}/${options.runs}] ${step.label} took ${((nowMs() - t0) / 1000).toFixed(1)} s`);
+          } catch (error) {
+            const text = error instanceof Error ? error.message : String(error);
+            for (const id of ids) failures.push({ run, system: id, step: step.label, error: text });
+            log(`[run ${run}/${options.runs}] ${step.label.padEnd(20)} FAILED: ${text.split('\n')[0]}`);
+            killAllChildren();
+          }
+          continue;
+        }
+        for (const id of ids) {
+          const ctx = contextOf(run);
+          const t0 = nowMs();
+          try {
+            const figures = await step.run!(ctx, SYSTEMS[id]);
             for (const [metric, value] of Object.entries(figures)) samples.push({ run, system: id, metric, value });
             log(`[run ${run}/${options.runs}] ${step.label.padEnd(20)} ${SYSTEMS[id].label.padEnd(16)} ${summary(figures)}  (${((nowMs() - t0) / 1000).toFixed(1)} s)`);
           } catch (error) {

@@ -36,6 +36,10 @@ export function metricCatalog(profile: Profile): MetricDef[] {
     info('enqueue.concurrent.lockObjectMax', `  backends waiting on Lock:object (of ${e.callers}), max`, 'backends', 0),
     rate('enqueue.concurrentNoNotify', `  the same, NOTIFY trigger disabled (reference)`, false),
     ...e.bulkBatches.map((b) => rate(`enqueue.bulk.${sizeLabel(b)}`, `enqueue, bulk with ids (${b.toLocaleString('en-US')} per call)`)),
+    // The same cells with every system's producer alive at once, slices taken in turn (scenarios/interleaved-enqueue.ts).
+    rate('mixed.sequential', 'enqueue interleaved, one call at a time'),
+    rate('mixed.concurrent', `enqueue interleaved, ${e.callers} concurrent callers`),
+    ...e.bulkBatches.map((b) => rate(`mixed.bulk.${sizeLabel(b)}`, `enqueue interleaved, bulk (${b.toLocaleString('en-US')} per call)`)),
   ];
   for (const c of profile.process.concurrencies) {
     defs.push(rate(`process.c${c}`, `process ${sizeLabel(profile.process.jobs)}, concurrency ${c}`));

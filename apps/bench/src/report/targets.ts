@@ -34,6 +34,10 @@ export function checkTargets(aggregates: Aggregates, ratios: RatioAggregates, pr
     addRatio(`enqueue one at a time >= 2x ${peer}`, 'enqueue.sequential', peer, (v) => v >= 2);
     for (const b of profile.enqueue.bulkBatches) addRatio(`bulk enqueue (${sizeLabel(b)} per call) >= 2.5x ${peer}`, `enqueue.bulk.${sizeLabel(b)}`, peer, (v) => v >= 2.5);
   }
+  // Issue 21, item 2: enqueue against the hand-written loop, measured interleaved (scenarios/interleaved-enqueue.ts).
+  addRatio('enqueue one at a time >= 1.0x the plain SQL loop (interleaved)', 'mixed.sequential', 'plain-sql', (v) => v >= 1);
+  addRatio('enqueue, 16 concurrent callers >= 0.9x the plain SQL loop (interleaved)', 'mixed.concurrent', 'plain-sql', (v) => v >= 0.9);
+  for (const b of profile.enqueue.bulkBatches) addRatio(`bulk enqueue (${sizeLabel(b)} per call) >= 0.9x the plain SQL loop (interleaved)`, `mixed.bulk.${sizeLabel(b)}`, 'plain-sql', (v) => v >= 0.9);
   // Item 5: 16 concurrent enqueuers at least 2x "today's" figure; the reference row without the NOTIFY trigger is the ceiling.
   const concurrent = aggregates['enqueue.concurrent']?.['pg-queue']?.median ?? NaN;
   const quiet = aggregates['enqueue.concurrentNoNotify']?.['pg-queue']?.median ?? NaN;
