@@ -153,6 +153,42 @@ describe('limits across OS processes', () => {
     }
   }, 150_000);
 
+  it('globalConcurrency 8 over 3 processes of batch handlers (calls of up to 5): never more than 8 jobs run at once, each once', async () => {
+    const s = await setUp('limbatch');
+    const fleet = new LimitsFleet(build.script, s.url, {
+      leaseMs: 3_000,
+      heartbeatMs: 500,
+      maintenance: MAINTENANCE,
+      // Two calls at once per process, up to 5 jobs a call: 30 jobs could run across the 3 processes without the limit.
+      queues: { globalbatch: { concurrency: 2, globalConcurrency: 8 } },
+    });
+    const sampler = sampleRunning(s.db, 'globalbatch');
+    try {
+      const jobs = 120;
+      await s.queue.enqueueMany(Array.from({ length: jobs }, (_, i) => ({ queue: 'globalbatch', payload: { ms: 30 + (i % 5) * 20 } })));
+      await fleet.start(3);
+      await waitFor(`all ${jobs} jobs completed`, async () => (await completed(s.db, 'globalbatch')()) === jobs, 90_000, 100);
+      const mostProcessing = await sampler.stop();
+      const overlap = (await maxOverlap(s.db, 'globalbatch')).get('globalbatch');
+      const { rows: [runs] } = await s.db.query<{ total: number; jobs: number; workers: number; biggest: number }>(
+        `SELECT count(*)::int AS total, count(DISTINCT job_id)::int AS jobs, count(DISTINCT worker)::int AS workers,
+                (SELECT max(n)::int FROM (SELECT count(*) AS n FROM limit_runs WHERE queue = 'globalbatch' GROUP BY worker, started_at) AS c) AS biggest
+         FROM limit_runs WHERE queue = 'globalbatch'`,
+      );
+      console.log(`batch + globalConcurrency 8: ${runs.total} runs of ${runs.jobs} jobs on ${runs.workers} processes, biggest call ${runs.biggest}, most at once: ${overlap} (most processing rows sampled: ${mostProcessing})`);
+      expect(overlap).toBeLessThanOrEqual(8);
+      expect(mostProcessing).toBeLessThanOrEqual(8);
+      expect(overlap).toBeGreaterThanOrEqual(5); // the limit is used, not just respected
+      expect([runs.total, runs.jobs]).toEqual([jobs, jobs]); // each job ran once
+      // Calls of several jobs (the jobs of a call share their started_at), never past batch.size.
+      expect(runs.biggest).toBeGreaterThanOrEqual(2);
+      expect(runs.biggest).toBeLessThanOrEqual(5);
+    } finally {
+      await sampler.stop();
+      await tearDown(s, fleet);
+    }
+  }, 180_000);
+
   it('rateLimit 10 per 500 ms over 3 processes: no window of 500 ms holds more than 10 starts', async () => {
     const s = await setUp('limrate');
     const fleet = new LimitsFleet(build.script, s.url, {

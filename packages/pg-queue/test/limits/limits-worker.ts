@@ -8,7 +8,7 @@ import 'reflect-metadata';
 import { Injectable, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import pg from 'pg';
-import { JobHandler, PgQueueModule, type Job, type PgQueueModuleOptions } from '../../src/index.js';
+import { JobHandler, PgQueueModule, type BatchJob, type Job, type PgQueueModuleOptions } from '../../src/index.js';
 import { serveStart } from '../support/serve-start.js';
 
 export interface LimitsWorkerConfig {
@@ -34,6 +34,22 @@ async function run(job: Job<{ ms: number }>): Promise<void> {
   await records.query(`UPDATE limit_runs SET ended_at = clock_timestamp() WHERE id = $1`, [rows[0].id]);
 }
 
+/**
+ * A batch handler's call: every job of it recorded as running from the call's start to its end. The jobs of one
+ * call share their started_at (the INSERT's statement_timestamp()), which tells the calls apart.
+ */
+async function runBatch(jobs: BatchJob<{ ms: number }>[]): Promise<void> {
+  const { rows } = await records.query<{ id: string }>(
+    `INSERT INTO limit_runs (job_id, queue, attempt, worker, pid, concurrency_key, claimed_at, started_at)
+     SELECT j.id, j.queue_name, a.attempt, $3, $4, j.concurrency_key, j.locked_at, statement_timestamp()
+     FROM background_jobs AS j JOIN unnest($1::int8[], $2::int[]) AS a(id, attempt) ON a.id = j.id
+     RETURNING id`,
+    [jobs.map((j) => j.id), jobs.map((j) => j.attempt), config.workerId, process.pid],
+  );
+  await sleep(Math.max(...jobs.map((j) => j.payload.ms)));
+  await records.query(`UPDATE limit_runs SET ended_at = clock_timestamp() WHERE id = ANY($1::int8[])`, [rows.map((r) => r.id)]);
+}
+
 // The limits themselves come from the suite through `queues` (module options), per scenario.
 @Injectable()
 class LimitHandlers {
@@ -50,6 +66,12 @@ class LimitHandlers {
   @JobHandler('keyed')
   async keyed(job: Job<{ ms: number }>) {
     await run(job);
+  }
+
+  // A batch handler (batch: { size } from the suite's `queues`): limits count its jobs, not its calls.
+  @JobHandler('globalbatch', { batch: { size: 5 } })
+  async globalBatch(jobs: BatchJob<{ ms: number }>[]) {
+    await runBatch(jobs);
   }
 }
 
