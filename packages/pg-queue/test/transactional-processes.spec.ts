@@ -98,4 +98,44 @@ describe('transactional handlers across processes', () => {
     for (const w of workers) w.kill('SIGKILL');
     (await spare).kill('SIGKILL');
   }, 120_000);
+
+  it.each([
+    ['txp-fixed', 'a fixed prefetch of 40'],
+    ['txp-auto', "'auto'"],
+  ])('SIGKILL with a full read-ahead buffer (%s, %s): the buffered jobs keep their attempts, run once elsewhere, one ledger row each', async (queueName) => {
+    const queue = producer.get(QueueService);
+    const victim = await boot(await forkWorker());
+    const rescuer = forkWorker();
+    const ids = await queue.enqueueMany(Array.from({ length: 600 }, (_, i) => ({ queue: queueName, payload: { amount: i, ms: 2 } })));
+    const bufferedNow = async () =>
+      (await db.query<{ id: string; attempts: number }>(`SELECT j.id::text AS id, j.attempts FROM background_jobs AS j WHERE j.queue_name = $1 AND j.status = 'processing' AND j.buffered ORDER BY j.id`, [queueName])).rows;
+    await waitFor('the victim to hold a buffer of read-ahead jobs', async () => (await bufferedNow()).length >= 5, 30_000, 2);
+    // Frozen first, so that the buffer read below is the one it dies with (a frozen process marks nothing started).
+    victim.kill('SIGSTOP');
+    const held = await bufferedNow();
+    victim.kill('SIGKILL');
+    await once(victim, 'exit');
+    const diedAt = Date.now();
+    const second = await boot(await rescuer);
+    try {
+    await waitFor('all completed', async () => (await db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE id = ANY($1::int8[]) AND status = 'completed'`, [ids])).rows[0].n === ids.length, 60_000, 20);
+    console.log(`${queueName}: ${held.length} jobs in the buffer at SIGKILL; all ${ids.length} completed ${Date.now() - diedAt} ms after the kill`);
+    expect(held.length).toBeGreaterThanOrEqual(5);
+    // Never started, never charged: each buffered job had 0 attempts when the victim died.
+    expect(held.filter((h) => h.attempts !== 0)).toEqual([]);
+    // Every job has exactly one ledger row (a killed transaction's insert rolled back with it).
+    const ledger = (await db.query<{ id: string; n: number }>(`SELECT job_id::text AS id, count(*)::int AS n FROM ledger WHERE job_id = ANY($1::int8[]) GROUP BY 1`, [ids])).rows;
+    expect([ledger.length, ledger.filter((r) => r.n !== 1)]).toEqual([ids.length, []]);
+    // The buffered jobs ran once, elsewhere, as their first attempt, and completed with that one attempt charged.
+    const heldIds = held.map((h) => h.id);
+    const { rows: after } = await db.query<{ id: string; attempts: number; pid: number; attempt: number }>(
+      `SELECT j.id::text, j.attempts, l.pid, l.attempt FROM background_jobs AS j JOIN ledger AS l ON l.job_id = j.id WHERE j.id = ANY($1::int8[]) ORDER BY j.id`,
+      [heldIds],
+    );
+    expect(after).toEqual(heldIds.map((id) => ({ id, attempts: 1, pid: second.pid, attempt: 1 })));
+    } finally {
+      second.kill('SIGKILL');
+      await once(second, 'exit');
+    }
+  }, 120_000);
 });

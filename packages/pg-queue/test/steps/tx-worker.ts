@@ -21,13 +21,33 @@ class TxWorkerHandlers {
   }
 }
 
+/** Fast transactional jobs read ahead: a fixed buffer of 40, and 'auto' (the default). */
+@Injectable()
+class TxBufferedHandlers {
+  @JobHandler('txp-fixed', { transactional: true, concurrency: 2, prefetch: 40, maxAttempts: 25 })
+  async fixed(job: TransactionalJob<{ amount: number; ms: number }>) {
+    return post(job);
+  }
+
+  @JobHandler('txp-auto', { transactional: true, concurrency: 2, maxAttempts: 25 })
+  async auto(job: TransactionalJob<{ amount: number; ms: number }>) {
+    return post(job);
+  }
+}
+
+async function post(job: TransactionalJob<{ amount: number; ms: number }>) {
+  await job.manager.query(`INSERT INTO ledger (job_id, amount, pid, attempt) VALUES ($1, $2, $3, $4)`, [job.id, job.payload.amount, process.pid, job.attempt]);
+  await new Promise((resolve) => setTimeout(resolve, job.payload.ms));
+  return { amount: job.payload.amount };
+}
+
 async function start(url: string): Promise<void> {
-  const dataSource = new DataSource({ type: 'postgres', url, extra: { max: 4 } });
+  const dataSource = new DataSource({ type: 'postgres', url, extra: { max: 8 } });
   @Module({
     imports: [
       PgQueueModule.forRoot({ dataSource, leaseMs: 1_500, heartbeatMs: 300, maintenance: { sweepIntervalMs: 200 }, recurring: { enabled: false } }),
     ],
-    providers: [TxWorkerHandlers],
+    providers: [TxWorkerHandlers, TxBufferedHandlers],
   })
   class TxWorkerModule {}
   const app = await NestFactory.createApplicationContext(TxWorkerModule, { logger: ['error'], abortOnError: false });
