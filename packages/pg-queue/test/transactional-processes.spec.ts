@@ -118,21 +118,21 @@ describe('transactional handlers across processes', () => {
     const diedAt = Date.now();
     const second = await boot(await rescuer);
     try {
-    await waitFor('all completed', async () => (await db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE id = ANY($1::int8[]) AND status = 'completed'`, [ids])).rows[0].n === ids.length, 60_000, 20);
-    console.log(`${queueName}: ${held.length} jobs in the buffer at SIGKILL; all ${ids.length} completed ${Date.now() - diedAt} ms after the kill`);
-    expect(held.length).toBeGreaterThanOrEqual(5);
-    // Never started, never charged: each buffered job had 0 attempts when the victim died.
-    expect(held.filter((h) => h.attempts !== 0)).toEqual([]);
-    // Every job has exactly one ledger row (a killed transaction's insert rolled back with it).
-    const ledger = (await db.query<{ id: string; n: number }>(`SELECT job_id::text AS id, count(*)::int AS n FROM ledger WHERE job_id = ANY($1::int8[]) GROUP BY 1`, [ids])).rows;
-    expect([ledger.length, ledger.filter((r) => r.n !== 1)]).toEqual([ids.length, []]);
-    // The buffered jobs ran once, elsewhere, as their first attempt, and completed with that one attempt charged.
-    const heldIds = held.map((h) => h.id);
-    const { rows: after } = await db.query<{ id: string; attempts: number; pid: number; attempt: number }>(
-      `SELECT j.id::text, j.attempts, l.pid, l.attempt FROM background_jobs AS j JOIN ledger AS l ON l.job_id = j.id WHERE j.id = ANY($1::int8[]) ORDER BY j.id`,
-      [heldIds],
-    );
-    expect(after).toEqual(heldIds.map((id) => ({ id, attempts: 1, pid: second.pid, attempt: 1 })));
+      await waitFor('all completed', async () => (await db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE id = ANY($1::int8[]) AND status = 'completed'`, [ids])).rows[0].n === ids.length, 60_000, 20);
+      console.log(`${queueName}: ${held.length} jobs in the buffer at SIGKILL; all ${ids.length} completed ${Date.now() - diedAt} ms after the kill`);
+      expect(held.length).toBeGreaterThanOrEqual(5);
+      // Never started, never charged: each buffered job had 0 attempts when the victim died.
+      expect(held.filter((h) => h.attempts !== 0)).toEqual([]);
+      // Every job has exactly one ledger row (a killed transaction's insert rolled back with it).
+      const ledger = (await db.query<{ id: string; n: number }>(`SELECT job_id::text AS id, count(*)::int AS n FROM ledger WHERE job_id = ANY($1::int8[]) GROUP BY 1`, [ids])).rows;
+      expect([ledger.length, ledger.filter((r) => r.n !== 1)]).toEqual([ids.length, []]);
+      // The buffered jobs ran once, elsewhere, as their first attempt, and completed with that one attempt charged.
+      const heldIds = held.map((h) => h.id);
+      const { rows: after } = await db.query<{ id: string; attempts: number; pid: number; attempt: number }>(
+        `SELECT j.id::text, j.attempts, l.pid, l.attempt FROM background_jobs AS j JOIN ledger AS l ON l.job_id = j.id WHERE j.id = ANY($1::int8[]) ORDER BY j.id`,
+        [heldIds],
+      );
+      expect(after).toEqual(heldIds.map((id) => ({ id, attempts: 1, pid: second.pid, attempt: 1 })));
     } finally {
       second.kill('SIGKILL');
       await once(second, 'exit');
