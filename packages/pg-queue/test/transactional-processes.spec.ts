@@ -112,6 +112,8 @@ describe('transactional handlers across processes', () => {
     await waitFor('the victim to hold a buffer of read-ahead jobs', async () => (await bufferedNow()).length >= 5, 30_000, 2);
     // Frozen first, so that the buffer read below is the one it dies with (a frozen process marks nothing started).
     victim.kill('SIGSTOP');
+    // A COMMIT the victim sent just before the freeze still lands on the server: let it, then read the buffer.
+    await new Promise((resolve) => setTimeout(resolve, 200));
     const held = await bufferedNow();
     victim.kill('SIGKILL');
     await once(victim, 'exit');
@@ -120,7 +122,9 @@ describe('transactional handlers across processes', () => {
     try {
       await waitFor('all completed', async () => (await db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE id = ANY($1::int8[]) AND status = 'completed'`, [ids])).rows[0].n === ids.length, 60_000, 20);
       console.log(`${queueName}: ${held.length} jobs in the buffer at SIGKILL; all ${ids.length} completed ${Date.now() - diedAt} ms after the kill`);
-      expect(held.length).toBeGreaterThanOrEqual(5);
+      // The freeze came a poll after the buffer held 5: a job or two may have started in between. What is asserted
+      // below is about the jobs it still held.
+      expect(held.length).toBeGreaterThan(0);
       // Never started, never charged: each buffered job had 0 attempts when the victim died.
       expect(held.filter((h) => h.attempts !== 0)).toEqual([]);
       // Every job has exactly one ledger row (a killed transaction's insert rolled back with it).
