@@ -106,10 +106,10 @@ describeInBrowser('the dashboard as operators use it, in headless Chromium', () 
     expect(cells).toContain(formatSpan(done.ms));
     expect(formatSpan(done.ms)).toBe('12.0 s');
     expect(cells.some((c) => /^\d+ min ago$/.test(c))).toBe(true);
-    // One line per job: at 1280x900 the first page shows at least fifteen of them (about seven when absolute times
-    // wrapped onto four lines).
+    // One line per job: at 1280x900 the first page shows 17 of them here, under the filters and both action bars
+    // (about seven when absolute times wrapped onto four lines); at least twelve, whatever the fonts.
     const inView = await page.locator('tr[data-job]').evaluateAll((rows) => rows.filter((r) => r.getBoundingClientRect().bottom <= (globalThis as unknown as { innerHeight: number }).innerHeight).length);
-    expect(inView).toBeGreaterThanOrEqual(15);
+    expect(inView).toBeGreaterThanOrEqual(12);
     await page.screenshot({ path: `${ARTIFACTS}usability-jobs.png` });
     await page.close();
   });
