@@ -274,9 +274,10 @@ describe(`fault injection (${FULL ? 'full' : 'short'} version)`, () => {
     expect(r.cancel.results).toEqual(['cancelled']);
     expect(r.cancel.ends).toEqual({ cancelled: SIZE.bad.cancelled });
     // The NOTIFY on pg_queue_cancel usually tells the worker first; a heartbeat landing just before it finds
-    // the row no longer ours and aborts with "lease lost" instead. Either way the signal is aborted.
-    expect(r.cancel.runResults).toHaveLength(1);
-    expect(r.cancel.runResults[0]).toMatch(/^signal aborted: JobAbortedError: (job was cancelled|lease lost: .*cancelled)/);
+    // the row no longer ours and aborts with "lease lost" instead. Either way the signal is aborted; with several
+    // jobs cancelled at once, some may end one way and some the other (CI saw both in one run).
+    expect(r.cancel.runResults.length).toBeGreaterThan(0);
+    expect(r.cancel.runResults.filter((result) => !/^signal aborted: JobAbortedError: (job was cancelled|lease lost: .*cancelled)/.test(result))).toEqual([]);
     expect(r.cancel.afterwards).toEqual({ cancelled: SIZE.bad.cancelled, completed: SIZE.bad.cancelled * 2 });
     passed++;
   }, SIZE.bad.timeoutMs + 60_000);
