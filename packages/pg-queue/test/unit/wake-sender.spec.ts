@@ -77,7 +77,9 @@ describe('WakeSender', () => {
 
   it('spaces its sends: the first after a quiet spell goes at once, the next waits out the spacing and carries everything since', async () => {
     const connection = new ScriptedConnection();
-    const sender = new WakeSender(connection, new Lines(), undefined, 30);
+    // A spacing far longer than the two ticks below can take on a loaded machine (30 ms did not hold in CI: the
+    // spacing had passed by the time 'b' came, so 'b' went alone at once).
+    const sender = new WakeSender(connection, new Lines(), undefined, 1_000);
     sender.wake(['a']);
     expect(connection.sent).toEqual([['a']]);
     connection.succeed();
