@@ -7,6 +7,7 @@ import type pg from 'pg';
 import { QueueService } from 'nestjs-pg-queue';
 import { createTestDatabase } from '@internal/pg-harness';
 import { buildWorker, type WorkerBuild } from './faults/support/build-worker.js';
+import { tcpPortsOf } from './support/process-sockets.js';
 import { forkLoaded, startForked } from './support/serve-start.js';
 import { sqlPool, startApp, waitFor } from './support/test-app.js';
 
@@ -110,19 +111,21 @@ describe('transactional handlers across processes', () => {
     const bufferedNow = async () =>
       (await db.query<{ id: string; attempts: number }>(`SELECT j.id::text AS id, j.attempts FROM background_jobs AS j WHERE j.queue_name = $1 AND j.status = 'processing' AND j.buffered ORDER BY j.id`, [queueName])).rows;
     await waitFor('the victim to hold a buffer of read-ahead jobs', async () => (await bufferedNow()).length >= 5, 30_000, 2);
-    // Frozen first, so that the buffer read below is the one it dies with (a frozen process marks nothing started).
+    // The buffer it dies with is read once every statement it sent has run: a start it sent just before the kill
+    // still lands on the server (a fixed wait was outlasted on a loaded CI machine), so wait for its sessions to end.
     victim.kill('SIGSTOP');
-    // A COMMIT the victim sent just before the freeze still lands on the server: let it, then read the buffer.
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    const held = await bufferedNow();
+    const ports = tcpPortsOf(victim.pid!);
+    expect(ports.length).toBeGreaterThan(0);
     victim.kill('SIGKILL');
     await once(victim, 'exit');
     const diedAt = Date.now();
+    await waitFor('the victim’s sessions to end', async () => (await db.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE client_port = ANY($1::int[])`, [ports])).rows[0].n === 0, 30_000, 5);
+    const held = await bufferedNow();
     const second = await boot(await rescuer);
     try {
       await waitFor('all completed', async () => (await db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE id = ANY($1::int8[]) AND status = 'completed'`, [ids])).rows[0].n === ids.length, 60_000, 20);
       console.log(`${queueName}: ${held.length} jobs in the buffer at SIGKILL; all ${ids.length} completed ${Date.now() - diedAt} ms after the kill`);
-      // The freeze came a poll after the buffer held 5: a job or two may have started in between. What is asserted
+      // The kill came a poll after the buffer held 5: a job or two may have started in between. What is asserted
       // below is about the jobs it still held.
       expect(held.length).toBeGreaterThan(0);
       // Never started, never charged: each buffered job had 0 attempts when the victim died.
