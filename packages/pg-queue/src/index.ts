@@ -1,4 +1,7 @@
 export { PgQueueModule } from './pg-queue.module.js';
+export type { QueueDatabase, QueueDatabases } from './databases/queue-databases.js';
+export type { DatabaseIdentityRow } from './store/job.store.js';
+export { getJobEventsToken, getQueueConnectionToken, getQueueServiceToken, InjectJobEvents, InjectQueueService } from './databases/database-tokens.js';
 export { QueueService, type EnqueueOptions, type EnqueueResult, type JobSpec, type JobSpecs } from './queue.service.js';
 export type { TransactionClient } from './transactions/transaction-client.js';
 export type { InstanceQueue, InstanceRecord } from './store/instance.store.js';

@@ -26,6 +26,15 @@ export const LIMIT_LOCK_SPACE = 72_635_140;
 /** Queue names reach SQL only as parameters; the pattern keeps them readable in logs and NOTIFY payloads. */
 export const QUEUE_NAME_PATTERN = /^[A-Za-z0-9_.:-]{1,128}$/;
 
+/** The name of a PgQueueModule imported without `name` (docs/guides/several-databases.md). */
+export const DEFAULT_DATABASE = 'default';
+
+/** This module instance's database name (`name` next to the forRoot options; DEFAULT_DATABASE without one). */
+export const DATABASE_NAME = Symbol('pg-queue:database_name');
+
+/** Database names show in injection tokens, log lines, metric labels and dashboard links: the queue-name alphabet, shorter. */
+export const DATABASE_NAME_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
+
 /** Namespaced metadata key for `@RecurringJob`. */
 export const RECURRING_JOB_METADATA = 'pg-queue:recurring_job';
 

@@ -1,4 +1,5 @@
 import { inspect } from 'node:util';
+import { DEFAULT_DATABASE } from './pg-queue.constants.js';
 
 // Error and log texts, as small factories so that tests and code share one wording.
 
@@ -210,3 +211,29 @@ export const STEP_NOT_RECORDED = (queue: string, jobId: string, step: string) =>
 
 export const TRANSACTIONAL_WITHOUT_DATA_SOURCE = (queue: string, handler: string) =>
   `${handler} (queue "${queue}"): transactional: true runs the handler in a transaction of the app's TypeORM DataSource, and this PgQueueModule has none (it was given \`connection\` only): pass \`dataSource\` to PgQueueModule.forRoot, or import TypeOrmModule in the app.`;
+
+// Several databases (databases/queue-databases.ts).
+export const DATABASE_TWICE = (name: string) =>
+  name === DEFAULT_DATABASE
+    ? 'PgQueueModule is imported twice without a name: give every PgQueueModule but one a `name` (its database), next to its options.'
+    : `Two PgQueueModule imports are named "${name}": each database's module needs a name of its own.`;
+
+export const NAMED_WITHOUT_QUEUES = (name: string) =>
+  `PgQueueModule "${name}" lists no queues: a named database owns the queues its \`queues\` option names (e.g. queues: { 'reports.build': {} }), and every other queue belongs to the module without a name.`;
+
+export const QUEUE_IN_TWO_DATABASES = (queue: string, one: string, other: string) =>
+  `Queue "${queue}" is listed by PgQueueModule "${[one, other].sort()[0]}" and by "${[one, other].sort()[1]}": a queue lives in one database; list it in one module's \`queues\`.`;
+
+export const NO_DATABASE_FOR_QUEUE = (queue: string, names: string[]) =>
+  `Queue "${queue}" belongs to no database: it is not listed in the \`queues\` of PgQueueModule ${names.map((n) => `"${n}"`).join(', ')}, and no PgQueueModule without a name takes the other queues.`;
+
+export const UNKNOWN_DATABASE = (name: string, names: string[]) => `No PgQueueModule is named "${name}"; the app's are ${names.map((n) => `"${n}"`).join(', ')}.`;
+
+export const INVALID_DATABASE_NAME = (name: unknown) =>
+  `Invalid PgQueueModule name ${JSON.stringify(name)}: use 1 to 64 characters from A-Z a-z 0-9 _ . -`;
+
+export const MANAGER_OF_ANOTHER_DATABASE = (method: string, queue: string, database: string, managerDb: string, queueDb: string) =>
+  `${method}("${queue}"): the manager's transaction is on database ${managerDb}, but queue "${queue}" lives in PgQueueModule "${database}" (${queueDb}). A job joins a transaction only on its own queue's database: pass a manager of that database, or enqueue after your transaction commits.`;
+
+export const JOBS_OF_SEVERAL_DATABASES = (method: string, owners: ReadonlyMap<string, string>) =>
+  `${method}: its jobs live in ${owners.size} databases (${[...owners].map(([db, queue]) => `"${queue}" in "${db}"`).join(', ')}); one call adds jobs to one database, in one statement: call once per database.`;

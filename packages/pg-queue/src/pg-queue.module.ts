@@ -1,4 +1,4 @@
-import { Logger, Module } from '@nestjs/common';
+import { Logger, Module, type DynamicModule, type Provider } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
 import type { DataSource } from 'typeorm';
 import { PgQueueConnection } from './connection/pg-queue-connection.js';
@@ -7,8 +7,10 @@ import { JobHandlerRegistry } from './discovery/job-handler.registry.js';
 import { JobEvents } from './events/job-events.js';
 import type { PgQueueModuleOptions } from './interfaces/pg-queue-options.interface.js';
 import { MaintenanceScheduler } from './maintenance/maintenance.scheduler.js';
-import { TYPEORM_DATA_SOURCE } from './pg-queue.constants.js';
-import { ConfigurableModuleClass, MODULE_OPTIONS_TOKEN, RESOLVED_OPTIONS } from './pg-queue.module-definition.js';
+import { DATABASE_NAME, DEFAULT_DATABASE, TYPEORM_DATA_SOURCE } from './pg-queue.constants.js';
+import { getJobEventsToken, getQueueConnectionToken, getQueueServiceToken } from './databases/database-tokens.js';
+import { QueueDatabases } from './databases/queue-databases.js';
+import { ASYNC_OPTIONS_TYPE, ConfigurableModuleClass, MODULE_OPTIONS_TOKEN, OPTIONS_TYPE, RESOLVED_OPTIONS } from './pg-queue.module-definition.js';
 import { QueueService } from './queue.service.js';
 import { AmbientTransactions } from './transactions/ambient-transactions.js';
 import { RecurringJobRegistry } from './recurring/recurring-job.registry.js';
@@ -69,10 +71,45 @@ import { WorkerPool } from './worker/worker-pool.js';
     WorkerPool,
     MaintenanceScheduler,
     JobWaiters,
-    QueueService,
     AmbientTransactions,
   ],
-  // PgQueueConnection: the dashboard (nestjs-pg-queue/dashboard) opens its own small pool with the same settings.
-  exports: [QueueService, JobEvents, PgQueueConnection],
 })
-export class PgQueueModule extends ConfigurableModuleClass {}
+export class PgQueueModule extends ConfigurableModuleClass {
+  static forRoot(options: typeof OPTIONS_TYPE): DynamicModule {
+    return forDatabase(super.forRoot(options), options.name);
+  }
+
+  static forRootAsync(options: typeof ASYNC_OPTIONS_TYPE): DynamicModule {
+    return forDatabase(super.forRootAsync(options), options.name);
+  }
+}
+
+/**
+ * What an instance exports: the default database's services by class (QueueService, JobEvents, and PgQueueConnection,
+ * whose settings the dashboard dials with), a named database's by its name only (`@InjectQueueService('reports')`):
+ * two exports of the QueueService class would leave which one an app gets to Nest's resolution order.
+ */
+function forDatabase(module: DynamicModule, name: string | undefined): DynamicModule {
+  const serviceToken = getQueueServiceToken(name);
+  const providers: Provider[] = [
+    // A named database's QueueService has no class token at all, so that `app.get(QueueService)` finds the default one.
+    serviceToken === QueueService ? QueueService : { provide: serviceToken, useClass: QueueService },
+    // This instance in the app's list of databases, before any onModuleInit (discovery asks it who owns a queue).
+    {
+      provide: QueueDatabases.REGISTRATION,
+      useFactory: (databases: QueueDatabases, database: string, service: QueueService, connection: PgQueueConnection, events: JobEvents, options: ResolvedModuleOptions) =>
+        databases.add({ name: database, listed: new Set(database === DEFAULT_DATABASE ? [] : Object.keys(options.queues)), service, connection, events, options }),
+      inject: [QueueDatabases, DATABASE_NAME, serviceToken, PgQueueConnection, JobEvents, RESOLVED_OPTIONS],
+    },
+  ];
+  if (serviceToken === QueueService) return { ...module, providers: [...(module.providers ?? []), ...providers], exports: [...(module.exports ?? []), QueueService, JobEvents, PgQueueConnection] };
+  const named: Provider[] = [
+    { provide: getJobEventsToken(name), useExisting: JobEvents },
+    { provide: getQueueConnectionToken(name), useExisting: PgQueueConnection },
+  ];
+  return {
+    ...module,
+    providers: [...(module.providers ?? []), ...providers, ...named],
+    exports: [...(module.exports ?? []), serviceToken, ...named.map((p) => (p as { provide: string }).provide)],
+  };
+}

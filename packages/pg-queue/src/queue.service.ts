@@ -2,7 +2,7 @@ import { Inject, Injectable, Optional } from '@nestjs/common';
 import { JobHandlerRegistry } from './discovery/job-handler.registry.js';
 import { JobWaitTimeoutError, PgQueueError } from './errors/pg-queue.error.js';
 import type { JobRecord, QueueStats } from './interfaces/job.interface.js';
-import { INVALID_OPTION } from './pg-queue.messages.js';
+import { INVALID_OPTION, JOBS_OF_SEVERAL_DATABASES } from './pg-queue.messages.js';
 import { RESOLVED_OPTIONS } from './pg-queue.module-definition.js';
 import { JobStore, type CancelResult, type NewJobRow } from './store/job.store.js';
 import type { KeyedOutcome } from './store/unique-rows.js';
@@ -14,10 +14,12 @@ import { buildJobRow, defaultMaxAttemptsOf } from './utils/job-row.js';
 import { flowAccess, type FlowAccess } from './flows/flow-access.js';
 import { FINAL_FLOW_STATUSES, type EnqueuedFlow, type FlowRecord, type FlowSpec, type FlowStatus, type FlowSummary } from './flows/flow.interfaces.js';
 import { hasLoneSurrogate } from './utils/serialize-payload.js';
+import { QueueDatabases } from './databases/queue-databases.js';
+import { DatabaseCheck } from './databases/database-check.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { UniqueOptions } from './utils/unique-options.js';
 import type { ScheduleInfo, ScheduleSpec } from './interfaces/recurring-job.interface.js';
-import { QUEUE_NAME_PATTERN } from './pg-queue.constants.js';
+import { DATABASE_NAME, DEFAULT_DATABASE, QUEUE_NAME_PATTERN } from './pg-queue.constants.js';
 import { nextFireAfter } from './recurring/fire-times.js';
 import { RecurringScheduler } from './recurring/recurring-scheduler.js';
 import { resolveSchedule } from './recurring/resolve-schedule.js';
@@ -98,13 +100,62 @@ export class QueueService {
     @Optional() private readonly workers?: WorkerPool,
     /** The surrounding @Transactional() call's transaction (option ambientTransactions); absent in the CLI. */
     @Optional() private readonly ambient?: AmbientTransactions,
+    /** The app's databases (absent in the CLI): with more than one, each enqueue goes to its queue's database. */
+    @Optional() private readonly databases?: QueueDatabases,
+    /** This service's database: the one its calls by id (get, waitFor, cancel, ...) read. */
+    @Optional() @Inject(DATABASE_NAME) readonly databaseName: string = DEFAULT_DATABASE,
   ) {
     this.maxAttemptsOf = defaultMaxAttemptsOf(options, registry);
     this.flowKit = flowAccess(store.flows, options, registry);
   }
 
+  /**
+   * The app has several databases (or this one is named): enqueues are routed, and a manager's database checked. Read
+   * per call: the app's other databases register after this service is made.
+   */
+  private get routed(): boolean {
+    return this.databases !== undefined && (this.databaseName !== DEFAULT_DATABASE || this.databases.several);
+  }
+
+  private checkOfDatabase?: DatabaseCheck;
+  private get databaseCheck(): DatabaseCheck | undefined {
+    if (!this.routed) return undefined;
+    return (this.checkOfDatabase ??= new DatabaseCheck(this.databaseName, () => this.store.databaseIdentity()));
+  }
+
   private readonly maxAttemptsOf: (queue: string) => number;
   private readonly flowKit: FlowAccess;
+
+  /**
+   * The QueueService of the PgQueueModule named `name` (its calls by id read that database); this one for its own
+   * name. Enqueues need none of this: any QueueService sends each job to its queue's database.
+   */
+  database(name: string): QueueService {
+    if (name === this.databaseName) return this;
+    if (!this.databases) throw new PgQueueError(`database("${name}") needs the QueueService of a PgQueueModule app.`);
+    return this.databases.get(name).service;
+  }
+
+  /** The service of the database that owns `queue` when that is another one (the app has several), else undefined. */
+  private elsewhere(queue: string | QueueDefinition<unknown, unknown>): QueueService | undefined {
+    // The common app (one database, no name) skips the lookup; a named one also refuses a queue it does not own.
+    if (!this.routed) return undefined;
+    const name = typeof queue === 'string' ? queue : queue?.name;
+    assertQueueName(name);
+    const owner = this.databases!.ownerOf(name).service;
+    return owner === this ? undefined : owner;
+  }
+
+  /** elsewhere() for the jobs of one call: all of them must live in one database (one statement, one transaction). */
+  private elsewhereMany(method: string, queues: readonly (string | QueueDefinition<unknown, unknown>)[]): QueueService | undefined {
+    if (!this.routed || queues.length === 0) return undefined;
+    const names = queues.map((q) => (typeof q === 'string' ? q : q?.name));
+    for (const name of names) assertQueueName(name);
+    const owners = new Map(names.map((q) => [this.databases!.ownerOf(q).name, q]));
+    if (owners.size > 1) throw new PgQueueError(JOBS_OF_SEVERAL_DATABASES(method, owners));
+    const owner = this.databases!.ownerOf(names[0]).service;
+    return owner === this ? undefined : owner;
+  }
 
   /**
    * Adds one job; returns its id. Pass `manager` to make it part of your transaction. `queue` is the queue's
@@ -112,10 +163,13 @@ export class QueueService {
    * runs first: a refused payload throws InvalidPayloadError and nothing is stored).
    */
   async enqueue<TPayload>(queue: string | QueueDefinition<TPayload, unknown>, payload: NoInfer<TPayload>, options: EnqueueOptions = {}): Promise<string> {
+    const owner = this.elsewhere(queue as QueueDefinition<unknown, unknown>);
+    if (owner) return owner.enqueue(queue, payload, options);
     const row = this.toRow({ ...options, queue, payload });
     const validated = this.validate('enqueue', row.queue, payload);
     if (validated) await validated;
-    const tx = this.transactionOf(options.manager, 'enqueue');
+    let tx = this.joined(options.manager, 'enqueue', row.queue);
+    if (tx instanceof Promise) tx = await tx;
     // A job without a key keeps the plain insert: no other statement, no unique-index entry.
     if (row.uniqueKey == null) {
       return this.woken(tx, [row], (wake) => traceEnqueue(oneJobCall('enqueue', row.queue), (trace) => this.store.insertJob(row, tx, trace, wake), setJobId));
@@ -129,10 +183,12 @@ export class QueueService {
    * call was a duplicate (and whether it replaced the holder's payload), without a second query.
    */
   async enqueueUnique<TPayload>(queue: string | QueueDefinition<TPayload, unknown>, payload: NoInfer<TPayload>, options: EnqueueOptions & { uniqueKey: string }): Promise<EnqueueResult> {
+    const owner = this.elsewhere(queue as QueueDefinition<unknown, unknown>);
+    if (owner) return owner.enqueueUnique(queue, payload, options);
     const row = this.toRow({ ...options, queue, payload });
     if (row.uniqueKey == null) throw new PgQueueError(`enqueueUnique("${row.queue}") needs a uniqueKey; use enqueue() for a job without one.`);
     await this.validate('enqueueUnique', row.queue, payload);
-    const tx = this.transactionOf(options.manager, 'enqueueUnique');
+    const tx = await this.joined(options.manager, 'enqueueUnique', row.queue);
     const [result] = await this.woken(tx, [row], (wake) => traceEnqueue(oneJobCall('enqueueUnique', row.queue), (trace) => this.store.insertKeyedJobs([row], tx, trace, wake), setKeyedOutcome), keyed);
     return toResult(result);
   }
@@ -142,9 +198,12 @@ export class QueueService {
    * 16 MB of payloads it runs one statement per 16 MB in one transaction: all the jobs are added or none.
    */
   async enqueueMany<const T extends readonly unknown[]>(jobs: JobSpecs<T>, options: { manager?: TransactionClient } = {}): Promise<string[]> {
+    const owner = this.elsewhereMany('enqueueMany', queuesOf(jobs));
+    if (owner) return owner.enqueueMany(jobs, options);
     const rows = await this.batchRows(jobs as unknown as readonly AnyJobSpec[], 'enqueueMany');
     if (rows.length === 0) return [];
-    const tx = this.transactionOf(options.manager, 'enqueueMany');
+    let tx = this.joined(options.manager, 'enqueueMany', rows[0].queue);
+    if (tx instanceof Promise) tx = await tx;
     if (rows.some((r) => r.uniqueKey != null)) {
       return (await this.woken(tx, rows, (wake) => traceEnqueue(() => batchCall('enqueueMany', rows), (trace) => this.store.insertKeyedJobs(rows, tx, trace, wake)), keyed)).map((r) => r.id);
     }
@@ -156,9 +215,11 @@ export class QueueService {
    * (of a job in the database, or of an earlier job of the same call). One statement, as enqueueMany.
    */
   async enqueueManyUnique<const T extends readonly unknown[]>(jobs: JobSpecs<T>, options: { manager?: TransactionClient } = {}): Promise<EnqueueResult[]> {
+    const owner = this.elsewhereMany('enqueueManyUnique', queuesOf(jobs));
+    if (owner) return owner.enqueueManyUnique(jobs, options);
     const rows = await this.batchRows(jobs as unknown as readonly AnyJobSpec[], 'enqueueManyUnique');
     if (rows.length === 0) return [];
-    const tx = this.transactionOf(options.manager, 'enqueueManyUnique');
+    const tx = await this.joined(options.manager, 'enqueueManyUnique', rows[0].queue);
     return (await this.woken(tx, rows, (wake) => traceEnqueue(() => batchCall('enqueueManyUnique', rows), (trace) => this.store.insertKeyedJobs(rows, tx, trace, wake)), keyed)).map(toResult);
   }
 
@@ -192,6 +253,16 @@ export class QueueService {
   private transactionOf(manager: TransactionClient | undefined, method: string): CallerTransaction | undefined {
     const client = this.clientOf(manager);
     return client === undefined ? undefined : callerTransaction(client, method);
+  }
+
+  /**
+   * transactionOf, with the caller's transaction checked to be on this database when the app has several
+   * (databases/database-check.ts); a promise only then, so the common enqueue awaits nothing more.
+   */
+  private joined(manager: TransactionClient | undefined, method: string, queue: string): CallerTransaction | undefined | Promise<CallerTransaction | undefined> {
+    const tx = this.transactionOf(manager, method);
+    if (tx === undefined || !this.databaseCheck) return tx;
+    return this.databaseCheck.assertSame(this.clientOf(manager)!, tx, method, queue).then(() => tx);
   }
 
   /** Runs the queue's validator, if it has one; a promise only when the validator is async. */
@@ -238,12 +309,14 @@ export class QueueService {
    */
   async enqueueFlow(spec: FlowSpec, options: { manager?: TransactionClient } = {}): Promise<EnqueuedFlow> {
     if (spec === null || typeof spec !== 'object') throw new PgQueueError('enqueueFlow expects { name?, jobs: [{ ref, queue, payload, dependsOn? }] }.');
+    const owner = this.elsewhereMany('enqueueFlow', Array.isArray(spec.jobs) ? spec.jobs.map((job) => job?.queue) : []);
+    if (owner) return owner.enqueueFlow(spec, options);
     const name = spec.name ?? null;
     if (name !== null && (typeof name !== 'string' || name.length === 0 || name.length > 200 || hasLoneSurrogate(name) || name.includes('\0'))) {
       throw new PgQueueError(INVALID_OPTION('enqueueFlow', 'name', name, 'a non-empty string of at most 200 characters'));
     }
     const plan = await this.flowKit.plan('enqueueFlow', spec.jobs);
-    const tx = this.transactionOf(options.manager, 'enqueueFlow');
+    const tx = await this.joined(options.manager, 'enqueueFlow', plan.rows[0]?.queue ?? '');
     // One producer span for the call, whose context every job of the flow carries: the flow is one trace. Woken as
     // enqueueMany is (a deferred NOTIFY without a manager), for the queues of the jobs that can run now.
     const { flowId, ids } = await this.woken(
@@ -372,6 +445,8 @@ export class QueueService {
    */
   async pause(queue: string): Promise<void> {
     assertQueueName(queue);
+    const owner = this.elsewhere(queue);
+    if (owner) return owner.pause(queue);
     // Before (no job of this process may start from its buffer while the pause is on its way) and after (the
     // check that then answers is sent once the pause has committed).
     this.workers?.checkBuffer(queue);
@@ -382,6 +457,8 @@ export class QueueService {
   /** Lets the queue run again; idle workers wake at once. */
   async resume(queue: string): Promise<void> {
     assertQueueName(queue);
+    const owner = this.elsewhere(queue);
+    if (owner) return owner.resume(queue);
     await this.store.resumeQueue(queue);
   }
 
@@ -404,6 +481,8 @@ export class QueueService {
     const unknown = Object.keys(spec).filter((key) => !SCHEDULE_SPEC_KEYS.has(key));
     if (unknown.length > 0) throw new PgQueueError(`upsertSchedule(${JSON.stringify(spec.name)}): unknown option "${unknown[0]}"; known options: ${[...SCHEDULE_SPEC_KEYS].join(', ')}.`);
     const definition = resolveSchedule(`upsertSchedule(${JSON.stringify(spec.name)})`, spec, this.options.maxPayloadBytes);
+    const owner = this.elsewhere(definition.queue);
+    if (owner) return owner.upsertSchedule(spec);
     const nowMs = await this.scheduleStore.dbNowMs();
     const info = await this.scheduleStore.upsertSchedule(definition, nextFireAfter(definition.cron, definition.timeZone, nowMs));
     this.scheduler.wake();
@@ -454,6 +533,11 @@ export class QueueService {
 }
 
 const keyed = (outcomes: KeyedOutcome[]) => outcomes;
+
+/** The queues an enqueueMany-style call names, for routing (malformed calls are refused by the owner's checks). */
+function queuesOf(jobs: unknown): (string | QueueDefinition<unknown, unknown>)[] {
+  return Array.isArray(jobs) ? jobs.map((job: AnyJobSpec | null) => job?.queue as string) : [];
+}
 
 /** The queues of the rows an insert added or changed (with outcomes: not the duplicates). */
 function wokenQueues(rows: readonly NewJobRow[], outcomes: readonly KeyedOutcome[] | undefined): Set<string> {

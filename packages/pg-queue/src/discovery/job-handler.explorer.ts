@@ -8,7 +8,8 @@ import { JOB_EVENT_NAMES, JobEvents, type JobEvent, type JobEventName } from '..
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import type { Job } from '../interfaces/job.interface.js';
 import { PgQueueConnection } from '../connection/pg-queue-connection.js';
-import { JOB_HANDLER_METADATA, ON_JOB_EVENT_METADATA, RECURRING_JOB_METADATA } from '../pg-queue.constants.js';
+import { DATABASE_NAME, JOB_HANDLER_METADATA, ON_JOB_EVENT_METADATA, RECURRING_JOB_METADATA } from '../pg-queue.constants.js';
+import { QueueDatabases } from '../databases/queue-databases.js';
 import {
   DUPLICATE_HANDLER,
   DUPLICATE_SCHEDULE,
@@ -26,6 +27,11 @@ import { batchCheckedAtStart, checkedAtStart } from '../typed/payload-check-at-s
 import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
 import { assertQueueName, resolveHandlerOptions, type ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { JobHandlerRegistry } from './job-handler.registry.js';
+
+/** The queue a @RecurringJob without @JobHandler fires into (declareSchedule's default: the schedule's name). */
+function scheduleQueue(where: string, recurring: RecurringJobMetadata): string {
+  return recurring.options?.queue ?? recurring.options?.name ?? where;
+}
 
 /** An @OnJobEvent method found at boot, subscribed once every provider is explored. */
 interface FoundListener {
@@ -62,7 +68,17 @@ export class JobHandlerExplorer implements OnModuleInit, OnModuleDestroy {
     private readonly events: JobEvents,
     private readonly moduleRef: ModuleRef,
     @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedModuleOptions,
+    private readonly databases: QueueDatabases,
+    @Inject(DATABASE_NAME) private readonly databaseName: string,
   ) {}
+
+  /**
+   * Whether this instance's database owns `queue`: each PgQueueModule instance explores every provider of the app and
+   * keeps the handlers, schedules and listeners of its own queues (a queue no database owns is refused here, by name).
+   */
+  private owns(queue: string): boolean {
+    return this.databases.ownerOf(queue).name === this.databaseName;
+  }
 
   async onModuleInit(): Promise<void> {
     try {
@@ -77,6 +93,7 @@ export class JobHandlerExplorer implements OnModuleInit, OnModuleDestroy {
       this.logger.warn(`options.queues configures ${unknown.join(', ')}, but no @JobHandler handles them in this app`);
     }
     for (const { where, queue, names, listener } of this.listeners) {
+      if (!this.owns(queue)) continue;
       if (!this.options.workers || !this.registry.get(queue)) this.logger.warn(ON_JOB_EVENT_NO_HANDLER(where, queue, this.options.workers));
       this.unsubscribe.push(this.events.listen(listener, { queue, names }));
     }
@@ -101,6 +118,7 @@ export class JobHandlerExplorer implements OnModuleInit, OnModuleDestroy {
       const name = `${prototype.constructor?.name ?? 'anonymous'}.${methodName}`;
       if (onEvents) this.foundListeners(wrapper, name, methodName, onEvents, perAttempt);
       if (!handlerMeta && !recurring) continue;
+      if (!this.owns(handlerMeta?.queue ?? scheduleQueue(name, recurring!))) continue;
       // A @RecurringJob method is the handler of its schedule's queue (or of its @JobHandler queue).
       const meta = recurring ? this.declareSchedule(name, recurring, handlerMeta) : handlerMeta!;
       assertQueueName(meta.queue);
@@ -168,7 +186,7 @@ export class JobHandlerExplorer implements OnModuleInit, OnModuleDestroy {
     const label = `@RecurringJob on ${where}`;
     if (handlerMeta && queue !== undefined && queue !== handlerMeta.queue) throw new PgQueueError(RECURRING_QUEUE_MISMATCH(where, handlerMeta.queue, queue));
     if (handlerMeta && Object.keys(handlerOptions).length > 0) throw new PgQueueError(RECURRING_HANDLER_OPTIONS_TWICE(where, Object.keys(handlerOptions)));
-    const meta = handlerMeta ?? { queue: queue ?? name, options: handlerOptions };
+    const meta = handlerMeta ?? { queue: scheduleQueue(where, recurring), options: handlerOptions };
     let maxAttempts: number;
     try {
       maxAttempts = resolveHandlerOptions(meta.queue, { ...meta.options, ...this.options.queues[meta.queue] }).maxAttempts;

@@ -137,4 +137,11 @@ export interface PgQueueModuleExtras {
   isGlobal?: boolean;
   /** Reuse the TypeOrmModule DataSource of this name when neither dataSource nor connection is given. */
   dataSourceName?: string;
+  /**
+   * The database's name, when the app's queues live in more than one database: one PgQueueModule per database, all
+   * but one named. A named one owns the queues its `queues` option lists; the one without a name owns every other
+   * queue. Its services are injected by name (`@InjectQueueService('reports')`); any QueueService enqueues into the
+   * database that owns the job's queue (docs/guides/several-databases.md).
+   */
+  name?: string;
 }

@@ -837,6 +837,12 @@ export const SQL = {
 
   pausedQueues: `SELECT queue_name FROM background_queues WHERE paused ORDER BY queue_name`,
 
+  // Which database a connection is on (databases/database-check.ts): its name and its server's start time, which
+  // name one server whatever the route to it (TCP or a Unix socket, PgBouncer or not) and need no privilege; the
+  // address and port only for messages.
+  databaseIdentity: `SELECT current_database() AS database, pg_postmaster_start_time()::text AS started,
+    coalesce(host(inet_server_addr()), 'a Unix socket') AS host, inet_server_port() AS port`,
+
   // Jobs with a unique key, any number of rows, planned per call (see insertKeyedJobs above).
   insertKeyedJobs: insertKeyedJobs(false, 'trigger'),
   // The same statement for one row (enqueue, enqueueUnique): prepared, since a one-row call's plan does not

@@ -513,6 +513,11 @@ export class JobStore {
     await this.run('resumeQueue', [queue]);
   }
 
+  /** Which database the queue's pool is on (databases/database-check.ts). */
+  async databaseIdentity(): Promise<DatabaseIdentityRow> {
+    return (await this.run<DatabaseIdentityRow>('databaseIdentity', []))[0];
+  }
+
   async pausedQueues(): Promise<string[]> {
     return (await this.run<{ queue_name: string }>('pausedQueues', [])).map((r) => r.queue_name);
   }
@@ -817,4 +822,12 @@ function toClaimResult(rows: ClaimRow[]): ClaimResult {
     });
   }
   return { jobs, nextDueMs };
+}
+
+/** What SQL.databaseIdentity reads. */
+export interface DatabaseIdentityRow {
+  database: string;
+  started: string;
+  host: string;
+  port: number | null;
 }

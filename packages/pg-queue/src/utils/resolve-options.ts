@@ -3,8 +3,8 @@ import { randomBytes } from 'node:crypto';
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import type { JobHandlerOptions, ResolvedHandlerOptions } from '../interfaces/job-handler-options.interface.js';
 import type { PgQueueModuleOptions } from '../interfaces/pg-queue-options.interface.js';
-import { INVALID_OPTION, INVALID_QUEUE_NAME, LIMIT_WITH_PREFETCH, POOLER_WITHOUT_LISTENER_URL } from '../pg-queue.messages.js';
-import { AUTO_MAX_IN_HAND, QUEUE_NAME_PATTERN } from '../pg-queue.constants.js';
+import { INVALID_DATABASE_NAME, INVALID_OPTION, INVALID_QUEUE_NAME, LIMIT_WITH_PREFETCH, POOLER_WITHOUT_LISTENER_URL } from '../pg-queue.messages.js';
+import { AUTO_MAX_IN_HAND, DATABASE_NAME_PATTERN, QUEUE_NAME_PATTERN } from '../pg-queue.constants.js';
 import { exponentialBackoff } from './backoff.js';
 
 /** Module options with every default filled in; validated once, at boot. */
@@ -62,10 +62,16 @@ export function assertQueueName(queue: unknown): asserts queue is string {
   if (typeof queue !== 'string' || !QUEUE_NAME_PATTERN.test(queue)) throw new PgQueueError(INVALID_QUEUE_NAME(queue));
 }
 
+/** A PgQueueModule's `name` (its database): checked where the module is declared. */
+export function assertDatabaseName(name: unknown): string {
+  if (typeof name !== 'string' || !DATABASE_NAME_PATTERN.test(name)) throw new PgQueueError(INVALID_DATABASE_NAME(name));
+  return name;
+}
+
 const KNOWN_MODULE_KEYS = new Set([
   'dataSource', 'connection', 'listenerUrl', 'migrationsRun', 'workers', 'queues', 'workerId', 'leaseMs',
   'heartbeatMs', 'pollIntervalMs', 'fallbackPollIntervalMs', 'shutdownGraceMs', 'maxPayloadBytes', 'maxResultBytes', 'maintenance',
-  'isGlobal', 'dataSourceName', 'ambientTransactions', 'poolSize', 'statementTimeoutMs', 'connectTimeoutMs', 'transactionPooler',
+  'isGlobal', 'dataSourceName', 'name', 'ambientTransactions', 'poolSize', 'statementTimeoutMs', 'connectTimeoutMs', 'transactionPooler',
   'recurring',
 ]);
 const KNOWN_RECURRING_KEYS = new Set(['enabled', 'pollIntervalMs', 'orphanAfterMs']);

@@ -1,0 +1,77 @@
+import { Global, Injectable, Module } from '@nestjs/common';
+import type { PgQueueConnection } from '../connection/pg-queue-connection.js';
+import { PgQueueError } from '../errors/pg-queue.error.js';
+import type { JobEvents } from '../events/job-events.js';
+import type { QueueService } from '../queue.service.js';
+import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
+import { DEFAULT_DATABASE } from '../pg-queue.constants.js';
+import { DATABASE_TWICE, NAMED_WITHOUT_QUEUES, NO_DATABASE_FOR_QUEUE, QUEUE_IN_TWO_DATABASES, UNKNOWN_DATABASE } from '../pg-queue.messages.js';
+
+/** One PgQueueModule instance of the app: a database and the queues it owns. */
+export interface QueueDatabase {
+  readonly name: string;
+  /** The queues its options list (`queues`): a named database owns exactly these; the default one owns every other queue too. */
+  readonly listed: ReadonlySet<string>;
+  readonly service: QueueService;
+  readonly connection: PgQueueConnection;
+  readonly events: JobEvents;
+  readonly options: ResolvedModuleOptions;
+}
+
+/**
+ * The app's PgQueueModule instances by database name, and which one owns each queue (docs/guides/several-databases.md).
+ * One per app (PgQueueCoreModule is global and imported by every instance): each instance adds itself as its
+ * QueueService is made, so the registry is complete before any onModuleInit runs (handler discovery asks it who owns a
+ * queue). A queue listed by a named database belongs to it; any other queue to the default database (the instance
+ * without a name); with no default database, an unlisted queue belongs to none and is refused by name.
+ */
+@Injectable()
+export class QueueDatabases {
+  /** The token of each instance's registration provider (PgQueueModule). */
+  static readonly REGISTRATION = Symbol('pg-queue:database_registration');
+  private readonly byName = new Map<string, QueueDatabase>();
+  private readonly listedBy = new Map<string, QueueDatabase>();
+
+  add(database: QueueDatabase): void {
+    if (this.byName.has(database.name)) throw new PgQueueError(DATABASE_TWICE(database.name));
+    if (database.name !== DEFAULT_DATABASE && database.listed.size === 0) throw new PgQueueError(NAMED_WITHOUT_QUEUES(database.name));
+    for (const queue of database.listed) {
+      const other = this.listedBy.get(queue);
+      if (other) throw new PgQueueError(QUEUE_IN_TWO_DATABASES(queue, other.name, database.name));
+    }
+    this.byName.set(database.name, database);
+    for (const queue of database.listed) this.listedBy.set(queue, database);
+  }
+
+  /** More than one database: enqueues are routed, and transactional ones checked against the queue's database. */
+  get several(): boolean {
+    return this.byName.size > 1;
+  }
+
+  /** The database that owns `queue`. */
+  ownerOf(queue: string): QueueDatabase {
+    const owner = this.listedBy.get(queue) ?? this.byName.get(DEFAULT_DATABASE);
+    if (!owner) throw new PgQueueError(NO_DATABASE_FOR_QUEUE(queue, [...this.byName.keys()]));
+    return owner;
+  }
+
+  /** Whether `database` owns `queue` (handler discovery: each instance runs only its own queues' handlers). */
+  owns(database: string, queue: string): boolean {
+    return (this.listedBy.get(queue)?.name ?? DEFAULT_DATABASE) === database;
+  }
+
+  get(name: string): QueueDatabase {
+    const database = this.byName.get(name);
+    if (!database) throw new PgQueueError(UNKNOWN_DATABASE(name, [...this.byName.keys()]));
+    return database;
+  }
+
+  all(): QueueDatabase[] {
+    return [...this.byName.values()];
+  }
+}
+
+/** Holds the app's one QueueDatabases: a static global module, so every PgQueueModule instance imports the same one. */
+@Global()
+@Module({ providers: [QueueDatabases], exports: [QueueDatabases] })
+export class PgQueueCoreModule {}
