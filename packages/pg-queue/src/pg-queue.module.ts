@@ -97,9 +97,17 @@ function forDatabase(module: DynamicModule, name: string | undefined): DynamicMo
     // This instance in the app's list of databases, before any onModuleInit (discovery asks it who owns a queue).
     {
       provide: QueueDatabases.REGISTRATION,
-      useFactory: (databases: QueueDatabases, database: string, service: QueueService, connection: PgQueueConnection, events: JobEvents, options: ResolvedModuleOptions) =>
-        databases.add({ name: database, listed: new Set(database === DEFAULT_DATABASE ? [] : Object.keys(options.queues)), service, connection, events, options }),
-      inject: [QueueDatabases, DATABASE_NAME, serviceToken, PgQueueConnection, JobEvents, RESOLVED_OPTIONS],
+      useFactory: (
+        databases: QueueDatabases,
+        database: string,
+        service: QueueService,
+        connection: PgQueueConnection,
+        events: JobEvents,
+        options: ResolvedModuleOptions,
+        workers: WorkerPool,
+        handlers: JobHandlerRegistry,
+      ) => databases.add({ name: database, listed: new Set(database === DEFAULT_DATABASE ? [] : Object.keys(options.queues)), service, connection, events, options, workers, handlers }),
+      inject: [QueueDatabases, DATABASE_NAME, serviceToken, PgQueueConnection, JobEvents, RESOLVED_OPTIONS, WorkerPool, JobHandlerRegistry],
     },
   ];
   if (serviceToken === QueueService) return { ...module, providers: [...(module.providers ?? []), ...providers], exports: [...(module.exports ?? []), QueueService, JobEvents, PgQueueConnection] };

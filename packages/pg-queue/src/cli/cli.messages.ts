@@ -2,7 +2,11 @@
 
 export const NO_DATABASE_URL = () => 'no database: pass --url postgres://... or set DATABASE_URL';
 
-export const NOT_A_POSTGRES_URL = (source: '--url' | 'DATABASE_URL') => `${source} is not a postgres:// URL`;
+export const NO_NAMED_DATABASE_URL = (name: string, variable: string) => `no database "${name}": set ${variable} to its postgres:// URL`;
+
+export const URL_AND_DATABASE = () => 'give --url or --database, not both';
+
+export const NOT_A_POSTGRES_URL = (source: string) => `${source} is not a postgres:// URL`;
 
 export const PASSWORD_IN_URL = () =>
   'warning: the password in --url can be read by other users of this machine while the command runs (ps, /proc/<pid>/cmdline), and stays in your shell history; ' +

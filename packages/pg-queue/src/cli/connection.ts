@@ -4,7 +4,7 @@ import type { DataSource } from 'typeorm';
 import { JobStore } from '../store/job.store.js';
 import { AdminStore } from '../store/admin.store.js';
 import { FlowStore } from '../store/flow.store.js';
-import { CONNECT_TIMEOUT, NO_DATABASE_URL, NOT_A_POSTGRES_URL, PASSWORD_IN_URL } from './cli.messages.js';
+import { CONNECT_TIMEOUT, NO_DATABASE_URL, NO_NAMED_DATABASE_URL, NOT_A_POSTGRES_URL, PASSWORD_IN_URL, URL_AND_DATABASE } from './cli.messages.js';
 import { formatDuration } from './duration.js';
 import { CliError, UsageError } from './errors.js';
 import { note } from './output.js';
@@ -12,6 +12,8 @@ import { note } from './output.js';
 /** The options every command takes (on the root command). */
 export interface GlobalOptions {
   url?: string;
+  /** --database: the URL is $DATABASE_URL_<NAME> (an app with several queue databases). */
+  database?: string;
   transactionPooler?: boolean;
   verbose?: boolean;
   /** --connect-timeout, in ms. */
@@ -42,10 +44,12 @@ export class Connection {
   }
 
   static fromOptions(options: GlobalOptions): Connection {
-    const url = options.url ?? process.env.DATABASE_URL;
-    if (!url) throw new UsageError(NO_DATABASE_URL());
+    if (options.database !== undefined && options.url !== undefined) throw new UsageError(URL_AND_DATABASE());
+    const variable = options.database === undefined ? 'DATABASE_URL' : databaseUrlVariable(options.database);
+    const url = options.url ?? process.env[variable];
+    if (!url) throw new UsageError(options.database === undefined ? NO_DATABASE_URL() : NO_NAMED_DATABASE_URL(options.database, variable));
     // Checked here: pg reads what it cannot parse as a host name ("not a url" dialled host "base").
-    if (!isPostgresUrl(url)) throw new UsageError(NOT_A_POSTGRES_URL(options.url !== undefined ? '--url' : 'DATABASE_URL'));
+    if (!isPostgresUrl(url)) throw new UsageError(NOT_A_POSTGRES_URL(options.url !== undefined ? '--url' : variable));
     // Anyone on the machine can read a command line while it runs: say so (the password itself is never printed).
     if (options.url !== undefined && passwordOf(url)) note(`pg-queue: ${PASSWORD_IN_URL()}`);
     return new Connection(url, options.transactionPooler === true, options.connectTimeout);
@@ -145,4 +149,9 @@ function isPostgresUrl(url: string): boolean {
   } catch {
     return false;
   }
+}
+
+/** The variable that holds the URL of the queue database named `name` (--database reports: DATABASE_URL_REPORTS). */
+export function databaseUrlVariable(name: string): string {
+  return `DATABASE_URL_${name.toUpperCase().replace(/[^A-Z0-9]/g, '_')}`;
 }

@@ -63,14 +63,21 @@ export interface PgQueueDashboardOptions {
   csrfSecret?: string;
   /** Rows per page of the jobs list. Default 50, at most 500. */
   pageSize?: number;
+  /**
+   * The database whose queues it shows, in an app with several: the `name` of its PgQueueModule (default: the module
+   * without a name). Mount one dashboard per database; each links to the others (docs/guides/several-databases.md).
+   */
+  database?: string;
 }
 
 /** forRootAsync: `path` and a guard are needed when the routes are declared, so they are given up front. */
 export interface PgQueueDashboardAsyncOptions extends Pick<ModuleMetadata, 'imports'> {
   path: string;
+  /** As PgQueueDashboardOptions.database: known when the module is defined, so given up front. */
+  database?: string;
   /** A Nest guard for the dashboard's routes (the factory may then leave `auth` out). */
   guard?: Type<CanActivate>;
   inject?: (InjectionToken | OptionalFactoryDependency)[];
   /** Receives the `inject` providers in order; returns every option but `path`. */
-  useFactory: (...args: never[]) => Omit<PgQueueDashboardOptions, 'path'> | Promise<Omit<PgQueueDashboardOptions, 'path'>>;
+  useFactory: (...args: never[]) => Omit<PgQueueDashboardOptions, 'path' | 'database'> | Promise<Omit<PgQueueDashboardOptions, 'path' | 'database'>>;
 }

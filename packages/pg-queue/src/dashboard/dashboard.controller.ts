@@ -318,6 +318,12 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
         refreshMs: this.options.refreshMs,
         hidePayloads: this.options.hidePayloads,
         flash: this.flashOf(url),
+        databases: this.dashboard.dashboards().map(({ database, path }) => ({
+          name: database,
+          // The other dashboards' bases: this one's with its own configured path swapped for theirs (same prefix).
+          base: `${base.slice(0, base.length - this.options.path.length)}${path}`,
+          current: database === this.options.database,
+        })),
       };
       return { viewer, ctx };
     }

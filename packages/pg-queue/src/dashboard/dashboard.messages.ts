@@ -18,3 +18,8 @@ export const DASHBOARD_BAD_AUTH_ANSWER = (answer: unknown) =>
 
 export const DASHBOARD_BASIC_AUTH_USERS = () =>
   'dashboardBasicAuth: give at least one user as { name, password, access? } (password at least 8 characters, name without ":").';
+
+export const DASHBOARD_UNKNOWN_DATABASE = (database: string) =>
+  database === 'default'
+    ? 'PgQueueDashboardModule: the app has no PgQueueModule without a name; set the dashboard\'s `database` to the name of one of its PgQueueModule imports.'
+    : `PgQueueDashboardModule: no PgQueueModule is named "${database}" (the \`database\` option): give the name of one of the app's PgQueueModule imports, or leave it out for the one without a name.`;

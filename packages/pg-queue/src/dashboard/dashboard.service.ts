@@ -1,3 +1,4 @@
+import { QueueDatabases } from '../databases/queue-databases.js';
 import { Inject, Injectable, Logger, type OnApplicationShutdown } from '@nestjs/common';
 import type { FlowStatus } from '../flows/flow.interfaces.js';
 import type { JobStatus, QueueStats } from '../interfaces/job.interface.js';
@@ -40,7 +41,16 @@ export class DashboardService implements OnApplicationShutdown {
     private readonly store: DashboardStore,
     private readonly queue: QueueService,
     @Inject(DASHBOARD_OPTIONS) private readonly options: ResolvedDashboardOptions,
-  ) {}
+    private readonly databases: QueueDatabases,
+  ) {
+    databases.addDashboard(options.database, options.path);
+  }
+
+  /** The app's dashboards, one per database, when it has more than one (each page links to the others); else none. */
+  dashboards(): { database: string; path: string }[] {
+    const all = this.databases.dashboards();
+    return all.length > 1 ? all : [];
+  }
 
   async onApplicationShutdown(): Promise<void> {
     await this.store.close();

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { PgQueueError } from '../errors/pg-queue.error.js';
+import { DATABASE_NAME_PATTERN, DEFAULT_DATABASE } from '../pg-queue.constants.js';
 import { DASHBOARD_BAD_OPTION, DASHBOARD_NO_AUTH, DASHBOARD_UNKNOWN_OPTION } from './dashboard.messages.js';
 import type { DashboardAuthorize, DashboardGuardAuth, PgQueueDashboardOptions } from './dashboard-options.interface.js';
 
@@ -16,9 +17,18 @@ export interface ResolvedDashboardOptions {
   statementTimeoutMs: number;
   csrfSecret: Buffer;
   pageSize: number;
+  /** The PgQueueModule (database) it shows: DEFAULT_DATABASE for the one without a name. */
+  database: string;
 }
 
-const KNOWN = ['path', 'auth', 'public', 'readOnly', 'hidePayloads', 'refreshMs', 'statementTimeoutMs', 'csrfSecret', 'pageSize'];
+const KNOWN = ['path', 'auth', 'public', 'readOnly', 'hidePayloads', 'refreshMs', 'statementTimeoutMs', 'csrfSecret', 'pageSize', 'database'];
+
+/** The `database` option: a PgQueueModule's name (whether one has it is checked once the app's modules exist). */
+export function dashboardDatabase(database: unknown): string {
+  if (database === undefined) return DEFAULT_DATABASE;
+  if (typeof database !== 'string' || !DATABASE_NAME_PATTERN.test(database)) throw new PgQueueError(DASHBOARD_BAD_OPTION('database', database, "the name of one of the app's PgQueueModule imports"));
+  return database;
+}
 
 /** 'admin/queues', '/admin/queues/' -> 'admin/queues'; letters, digits and - _ . ~ per segment. */
 export function normalizeDashboardPath(path: unknown): string {
@@ -75,5 +85,6 @@ export function resolveDashboardOptions(options: PgQueueDashboardOptions, static
     statementTimeoutMs: int('statementTimeoutMs', 3_000, 100, 600_000),
     csrfSecret: secret === undefined ? randomBytes(32) : Buffer.from(secret, 'utf8'),
     pageSize: int('pageSize', 50, 1, 500),
+    database: dashboardDatabase(options.database),
   };
 }

@@ -2,6 +2,8 @@ import { Global, Injectable, Module } from '@nestjs/common';
 import type { PgQueueConnection } from '../connection/pg-queue-connection.js';
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import type { JobEvents } from '../events/job-events.js';
+import type { JobHandlerRegistry } from '../discovery/job-handler.registry.js';
+import type { WorkerPool } from '../worker/worker-pool.js';
 import type { QueueService } from '../queue.service.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { DEFAULT_DATABASE } from '../pg-queue.constants.js';
@@ -16,6 +18,9 @@ export interface QueueDatabase {
   readonly connection: PgQueueConnection;
   readonly events: JobEvents;
   readonly options: ResolvedModuleOptions;
+  /** Its workers and the handlers they run (metrics and health checks read them). */
+  readonly workers: WorkerPool;
+  readonly handlers: JobHandlerRegistry;
 }
 
 /**
@@ -66,8 +71,23 @@ export class QueueDatabases {
     return database;
   }
 
+  /** Every database: the default one first, then by name (the order instances registered in is Nest's, not the app's). */
   all(): QueueDatabase[] {
-    return [...this.byName.values()];
+    return [...this.byName.values()].sort((a, b) => rank(a.name) - rank(b.name) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+
+  private readonly dashboardPaths = new Map<string, string>();
+
+  /** A dashboard mounted at `path` (as configured, under the app's global prefix) shows `database`. */
+  addDashboard(database: string, path: string): void {
+    this.dashboardPaths.set(database, path);
+  }
+
+  /** The app's dashboards by database, in all()'s order: each dashboard links to the others. */
+  dashboards(): { database: string; path: string }[] {
+    return this.all()
+      .filter((d) => this.dashboardPaths.has(d.name))
+      .map(({ name }) => ({ database: name, path: this.dashboardPaths.get(name)! }));
   }
 }
 
@@ -75,3 +95,5 @@ export class QueueDatabases {
 @Global()
 @Module({ providers: [QueueDatabases], exports: [QueueDatabases] })
 export class PgQueueCoreModule {}
+
+const rank = (name: string) => (name === DEFAULT_DATABASE ? 0 : 1);

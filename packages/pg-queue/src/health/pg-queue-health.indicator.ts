@@ -18,7 +18,8 @@ const DEFAULT_LAG_TIMEOUT_MS = 2_000;
  */
 @Injectable()
 export class PgQueueHealthIndicator implements OnModuleInit {
-  private internals!: QueueInternals;
+  /** One per database (PgQueueModule instance) of the app. */
+  private internals!: QueueInternals[];
 
   constructor(private readonly moduleRef: ModuleRef) {}
 
@@ -28,14 +29,16 @@ export class PgQueueHealthIndicator implements OnModuleInit {
 
   /** The database answers a `SELECT 1` on the queue's own pool within `timeoutMs` (default 2_000). */
   async checkDatabase<K extends string = 'pg-queue-database'>(key: K = 'pg-queue-database' as K, options: DatabaseCheckOptions = {}): Promise<HealthResult<K>> {
-    const timeoutMs = positiveInt('checkDatabase', 'timeoutMs', options.timeoutMs, DEFAULT_DB_TIMEOUT_MS);
-    const started = performance.now();
-    try {
-      await this.internals.store.ping(timeoutMs);
-    } catch (error) {
-      return result(key, 'down', { message: `database unreachable: ${errorLine(error)}` });
-    }
-    return result(key, 'up', { responseTimeMs: Math.round(performance.now() - started) });
+    return this.across(key, async (internals) => {
+      const timeoutMs = positiveInt('checkDatabase', 'timeoutMs', options.timeoutMs, DEFAULT_DB_TIMEOUT_MS);
+      const started = performance.now();
+      try {
+        await internals.store.ping(timeoutMs);
+      } catch (error) {
+        return detail('down', { message: `database unreachable: ${errorLine(error)}` });
+      }
+      return detail('up', { responseTimeMs: Math.round(performance.now() - started) });
+    });
   }
 
   /**
@@ -43,9 +46,11 @@ export class PgQueueHealthIndicator implements OnModuleInit {
    * fallbackPollIntervalMs and cancel notices are missed). Up when this instance runs no workers.
    */
   async checkListener<K extends string = 'pg-queue-listener'>(key: K = 'pg-queue-listener' as K): Promise<HealthResult<K>> {
-    const { workers, options } = this.internals;
-    if (!options.workers || workers.claimLoops().length === 0) return result(key, 'up', { workers: false });
-    return workers.listening ? result(key, 'up', { listening: true }) : result(key, 'down', { listening: false, message: 'the LISTEN connection is down (reconnecting; workers poll meanwhile)' });
+    return this.across(key, async (internals) => {
+      const { workers, options } = internals;
+      if (!options.workers || workers.claimLoops().length === 0) return detail('up', { workers: false });
+      return workers.listening ? detail('up', { listening: true }) : detail('down', { listening: false, message: 'the LISTEN connection is down (reconnecting; workers poll meanwhile)' });
+    });
   }
 
   /**
@@ -54,14 +59,16 @@ export class PgQueueHealthIndicator implements OnModuleInit {
    * would have ended any claim, so only a wedged process gets there).
    */
   async checkClaimLoops<K extends string = 'pg-queue-claim-loops'>(key: K = 'pg-queue-claim-loops' as K, options: ClaimLoopsCheckOptions = {}): Promise<HealthResult<K>> {
-    const { connectTimeoutMs, statementTimeoutMs } = this.internals.options;
-    const fallback = connectTimeoutMs + (statementTimeoutMs > 0 ? statementTimeoutMs : 300_000) + 10_000;
-    const stuckAfterMs = positiveInt('checkClaimLoops', 'stuckAfterMs', options.stuckAfterMs, fallback);
-    const loops = this.internals.workers.claimLoops();
-    const bad = loops.filter((l) => l.ended || l.claimingForMs > stuckAfterMs);
-    if (bad.length === 0) return result(key, 'up', { loops: loops.length });
-    const what = bad.map((l) => (l.ended ? `"${l.queue}" has ended` : `"${l.queue}" has waited ${Math.round(l.claimingForMs)} ms on one claim`));
-    return result(key, 'down', { loops: loops.length, message: `claim loop ${what.join(', ')} (stuckAfterMs ${stuckAfterMs})` });
+    return this.across(key, async (internals) => {
+      const { connectTimeoutMs, statementTimeoutMs } = internals.options;
+      const fallback = connectTimeoutMs + (statementTimeoutMs > 0 ? statementTimeoutMs : 300_000) + 10_000;
+      const stuckAfterMs = positiveInt('checkClaimLoops', 'stuckAfterMs', options.stuckAfterMs, fallback);
+      const loops = internals.workers.claimLoops();
+      const bad = loops.filter((l) => l.ended || l.claimingForMs > stuckAfterMs);
+      if (bad.length === 0) return detail('up', { loops: loops.length });
+      const what = bad.map((l) => (l.ended ? `"${l.queue}" has ended` : `"${l.queue}" has waited ${Math.round(l.claimingForMs)} ms on one claim`));
+      return detail('down', { loops: loops.length, message: `claim loop ${what.join(', ')} (stuckAfterMs ${stuckAfterMs})` });
+    });
   }
 
   /**
@@ -70,24 +77,26 @@ export class PgQueueHealthIndicator implements OnModuleInit {
    * checked). One read of a few index pages per queue and priority, under `timeoutMs` (default 2_000).
    */
   async checkLag<K extends string = 'pg-queue-lag'>(key: K = 'pg-queue-lag' as K, options: LagCheckOptions): Promise<HealthResult<K>> {
-    const limits = lagLimits(options?.maxLagMs);
-    const timeoutMs = positiveInt('checkLag', 'timeoutMs', options?.timeoutMs, DEFAULT_LAG_TIMEOUT_MS);
-    let lags: Record<string, number>;
-    try {
-      lags = await this.internals.store.oldestDue(timeoutMs);
-    } catch (error) {
-      return result(key, 'down', { message: `lag unknown, the query failed: ${errorLine(error)}` });
-    }
-    const checked: Record<string, number> = {};
-    const over: string[] = [];
-    for (const [queue, lagMs] of Object.entries(lags)) {
-      const max = typeof limits === 'number' ? limits : limits[queue];
-      if (max === undefined) continue;
-      checked[queue] = Math.round(lagMs);
-      if (lagMs > max) over.push(`"${queue}" lags ${Math.round(lagMs)} ms (max ${max})`);
-    }
-    if (over.length === 0) return result(key, 'up', { lagMs: checked });
-    return result(key, 'down', { lagMs: checked, message: `queue ${over.join(', ')}` });
+    return this.across(key, async (internals) => {
+      const limits = lagLimits(options?.maxLagMs);
+      const timeoutMs = positiveInt('checkLag', 'timeoutMs', options?.timeoutMs, DEFAULT_LAG_TIMEOUT_MS);
+      let lags: Record<string, number>;
+      try {
+        lags = await internals.store.oldestDue(timeoutMs);
+      } catch (error) {
+        return detail('down', { message: `lag unknown, the query failed: ${errorLine(error)}` });
+      }
+      const checked: Record<string, number> = {};
+      const over: string[] = [];
+      for (const [queue, lagMs] of Object.entries(lags)) {
+        const max = typeof limits === 'number' ? limits : limits[queue];
+        if (max === undefined) continue;
+        checked[queue] = Math.round(lagMs);
+        if (lagMs > max) over.push(`"${queue}" lags ${Math.round(lagMs)} ms (max ${max})`);
+      }
+      if (over.length === 0) return detail('up', { lagMs: checked });
+      return detail('down', { lagMs: checked, message: `queue ${over.join(', ')}` });
+    });
   }
 
   /**
@@ -97,19 +106,33 @@ export class PgQueueHealthIndicator implements OnModuleInit {
    * under `timeoutMs` (default 2_000).
    */
   async checkInstances<K extends string = 'pg-queue-instances'>(key: K = 'pg-queue-instances' as K, options: DatabaseCheckOptions = {}): Promise<HealthResult<K>> {
-    const timeoutMs = positiveInt('checkInstances', 'timeoutMs', options.timeoutMs, DEFAULT_LAG_TIMEOUT_MS);
-    let due: string[];
-    let instances: InstanceRecord[];
-    try {
-      due = Object.keys(await this.internals.store.oldestDue(timeoutMs)).sort();
-      instances = await withTimeout(this.internals.instances.list(), timeoutMs);
-    } catch (error) {
-      return result(key, 'down', { message: `instances unknown, the query failed: ${errorLine(error)}` });
-    }
-    const live = instances.filter((i) => i.live).length;
-    const unserved = unservedQueues(due, instances);
-    if (unserved.length === 0) return result(key, 'up', { liveInstances: live });
-    return result(key, 'down', { liveInstances: live, unserved, message: `nobody runs queue ${unserved.map((q) => `"${q}"`).join(', ')}: due jobs, and no live instance has a handler for it` });
+    return this.across(key, async (internals) => {
+      const timeoutMs = positiveInt('checkInstances', 'timeoutMs', options.timeoutMs, DEFAULT_LAG_TIMEOUT_MS);
+      let due: string[];
+      let instances: InstanceRecord[];
+      try {
+        due = Object.keys(await internals.store.oldestDue(timeoutMs)).sort();
+        instances = await withTimeout(internals.instances.list(), timeoutMs);
+      } catch (error) {
+        return detail('down', { message: `instances unknown, the query failed: ${errorLine(error)}` });
+      }
+      const live = instances.filter((i) => i.live).length;
+      const unserved = unservedQueues(due, instances);
+      if (unserved.length === 0) return detail('up', { liveInstances: live });
+      return detail('down', { liveInstances: live, unserved, message: `nobody runs queue ${unserved.map((q) => `"${q}"`).join(', ')}: due jobs, and no live instance has a handler for it` });
+    });
+  }
+
+  /**
+   * A check of every database of the app: one database's result as it is; several (docs/guides/several-databases.md)
+   * as `{ databases: { [name]: result } }`, down when any is, its message naming each database that is down.
+   */
+  private async across<K extends string>(key: K, check: (internals: QueueInternals) => Promise<Detail>): Promise<HealthResult<K>> {
+    if (this.internals.length === 1) return { [key]: await check(this.internals[0]) } as HealthResult<K>;
+    const results = await Promise.all(this.internals.map(check));
+    const databases = Object.fromEntries(this.internals.map((internals, i) => [internals.database, results[i]]));
+    const down = this.internals.filter((_, i) => results[i].status === 'down').map((internals) => `${internals.database}: ${databases[internals.database].message}`);
+    return down.length === 0 ? result(key, 'up', { databases }) : result(key, 'down', { databases, message: down.join('; ') });
   }
 
   /** Liveness: the claim loops (checkClaimLoops); nothing that depends on the database. */
@@ -124,6 +147,12 @@ export class PgQueueHealthIndicator implements OnModuleInit {
     const details = { database: database.database.status, listener: listener.listener.status };
     return down.length === 0 ? result(key, 'up', details) : result(key, 'down', { ...details, message: down.join('; ') });
   }
+}
+
+type Detail = { status: 'up' | 'down'; message?: string; [detail: string]: unknown };
+
+function detail(status: 'up' | 'down', details: Record<string, unknown>): Detail {
+  return { status, ...details };
 }
 
 function result<K extends string>(key: K, status: 'up' | 'down', details: Record<string, unknown>): HealthResult<K> {

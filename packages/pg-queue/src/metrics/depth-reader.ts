@@ -1,4 +1,4 @@
-import type { DepthSnapshot, MetricsStore } from '../store/metrics.store.js';
+import type { DepthSnapshot, DepthSource } from '../store/metrics.store.js';
 import { DEPTH_SAMPLE_PAGES } from './resolve-metrics-options.js';
 
 export interface DepthReaderOptions {
@@ -20,7 +20,7 @@ export class DepthReader {
   private last: { at: number; snapshot: DepthSnapshot } | undefined;
 
   constructor(
-    private readonly store: MetricsStore,
+    private readonly store: DepthSource,
     private readonly options: DepthReaderOptions,
   ) {}
 

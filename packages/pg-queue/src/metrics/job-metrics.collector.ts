@@ -10,17 +10,18 @@ const MEASURED: readonly JobEventName[] = ['active', 'completed', 'failed', 'dea
  * listens and the workers build no events at all.
  */
 export class JobMetricsCollector {
-  private unlisten: (() => void) | undefined;
+  private unlisten: (() => void)[] | undefined;
 
   constructor(private readonly sinks: readonly JobMetricsSink[]) {}
 
-  start(events: JobEvents): void {
+  /** Listens to the events of each database's workers (one JobEvents per PgQueueModule). */
+  start(sources: readonly JobEvents[]): void {
     if (this.sinks.length === 0 || this.unlisten) return;
-    this.unlisten = events.listen((event) => this.measure(event), { names: MEASURED });
+    this.unlisten = sources.map((events) => events.listen((event) => this.measure(event), { names: MEASURED }));
   }
 
   stop(): void {
-    this.unlisten?.();
+    for (const unlisten of this.unlisten ?? []) unlisten();
     this.unlisten = undefined;
   }
 

@@ -7,6 +7,7 @@ import { OTEL_API_MISSING, PROMETHEUS_OFF } from './metrics.messages.js';
 import { OtelMetrics } from './otel-metrics.js';
 import { PrometheusMetrics } from './prometheus-metrics.js';
 import { findQueueInternals, type QueueInternals } from './queue-internals.js';
+import { depthOfAll } from '../store/metrics.store.js';
 import type { ResolvedMetricsOptions } from './resolve-metrics-options.js';
 
 /**
@@ -19,7 +20,7 @@ export class PgQueueMetrics implements OnModuleInit, OnApplicationBootstrap, OnM
   private readonly logger = new Logger('PgQueue');
   private prometheus: PrometheusMetrics | undefined;
   private collector: JobMetricsCollector | undefined;
-  private internals: QueueInternals | undefined;
+  private internals: QueueInternals[] | undefined;
 
   constructor(
     private readonly moduleRef: ModuleRef,
@@ -28,11 +29,12 @@ export class PgQueueMetrics implements OnModuleInit, OnApplicationBootstrap, OnM
   ) {}
 
   onModuleInit(): void {
+    // Every database of the app (one PgQueueModule each): a queue's series come from the database that runs it.
     const internals = (this.internals = findQueueInternals(this.moduleRef, 'PgQueueMetricsModule'));
     const sinks: JobMetricsSink[] = [];
     const { promClient, otelApi } = this.peers;
     if (promClient) {
-      this.prometheus = new PrometheusMetrics(promClient, this.options, this.options.depth ? internals.store : undefined, this.logger);
+      this.prometheus = new PrometheusMetrics(promClient, this.options, this.options.depth ? depthOfAll(internals.map((i) => i.store)) : undefined, this.logger);
       this.prometheus.registerAll();
       sinks.push(this.prometheus);
     }
@@ -45,12 +47,12 @@ export class PgQueueMetrics implements OnModuleInit, OnApplicationBootstrap, OnM
       }
     }
     this.collector = new JobMetricsCollector(sinks);
-    this.collector.start(internals.events);
+    this.collector.start(internals.map((i) => i.events));
   }
 
   /** Every handler is known by now: their queues' series start at 0, so rate() sees a queue's first job. */
   onApplicationBootstrap(): void {
-    if (this.prometheus && this.internals) this.prometheus.addQueues(this.internals.workerQueues());
+    if (this.prometheus && this.internals) this.prometheus.addQueues(this.internals.flatMap((i) => i.workerQueues()));
   }
 
   onModuleDestroy(): void {

@@ -2,7 +2,7 @@ import type { LoggerService } from '@nestjs/common';
 import type * as PromClient from 'prom-client';
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import type { JobStatus } from '../interfaces/job.interface.js';
-import { emptyDepth, type DepthSnapshot, type MetricsStore, type QueueDepth } from '../store/metrics.store.js';
+import { emptyDepth, type DepthSnapshot, type DepthSource, type QueueDepth } from '../store/metrics.store.js';
 import { errorLine } from '../utils/error-text.js';
 import { DepthReader } from './depth-reader.js';
 import type { JobMetricsSink } from './job-metrics-sink.interface.js';
@@ -48,7 +48,7 @@ export class PrometheusMetrics implements JobMetricsSink {
   constructor(
     client: PromClientModule,
     options: ResolvedMetricsOptions,
-    store: MetricsStore | undefined,
+    store: DepthSource | undefined,
     private readonly logger: LoggerService,
   ) {
     this.register = options.register ?? client.register;

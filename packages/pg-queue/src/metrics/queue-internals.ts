@@ -1,17 +1,17 @@
 import type { ModuleRef } from '@nestjs/core';
-import { PgQueueConnection } from '../connection/pg-queue-connection.js';
 import { PgQueueError } from '../errors/pg-queue.error.js';
-import { JobHandlerRegistry } from '../discovery/job-handler.registry.js';
-import { JobEvents } from '../events/job-events.js';
-import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
+import type { JobEvents } from '../events/job-events.js';
+import { QueueDatabases, type QueueDatabase } from '../databases/queue-databases.js';
 import { MetricsStore } from '../store/metrics.store.js';
 import { InstanceStore } from '../store/instance.store.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
-import { WorkerPool } from '../worker/worker-pool.js';
+import type { WorkerPool } from '../worker/worker-pool.js';
 import { NO_PG_QUEUE_MODULE } from './metrics.messages.js';
 
-/** What metrics and health checks read of the app's PgQueueModule. */
+/** What metrics and health checks read of one of the app's PgQueueModule instances (one per database). */
 export interface QueueInternals {
+  /** The database's name ('default' for the module without a name). */
+  database: string;
   events: JobEvents;
   workers: WorkerPool;
   options: ResolvedModuleOptions;
@@ -23,24 +23,30 @@ export interface QueueInternals {
 }
 
 /**
- * Finds the app's PgQueueModule providers wherever the module was imported (`strict: false`), so the metrics and
- * health modules work whether or not PgQueueModule is global, and PgQueueModule exports none of its internals.
- * Called from onModuleInit, once every provider of the app exists.
+ * Finds the app's PgQueueModule instances, one per database, wherever they were imported (`strict: false`), so the
+ * metrics and health modules work whether or not PgQueueModule is global, and cover every database of an app that has
+ * several (docs/guides/several-databases.md). Called from onModuleInit, once every provider of the app exists.
  */
-export function findQueueInternals(moduleRef: ModuleRef, who: string): QueueInternals {
+export function findQueueInternals(moduleRef: ModuleRef, who: string): QueueInternals[] {
+  let databases: QueueDatabase[];
   try {
-    const get = <T>(token: unknown) => moduleRef.get<T>(token as string, { strict: false });
-    const options = get<ResolvedModuleOptions>(RESOLVED_OPTIONS);
-    const registry = get<JobHandlerRegistry>(JobHandlerRegistry);
-    return {
-      events: get<JobEvents>(JobEvents),
-      workers: get<WorkerPool>(WorkerPool),
-      options,
-      store: new MetricsStore(get<PgQueueConnection>(PgQueueConnection).pool),
-      instances: new InstanceStore(get<PgQueueConnection>(PgQueueConnection).pool, { transactionPooler: options.transactionPooler }),
-      workerQueues: () => (options.workers ? registry.all().map((h) => h.queue) : []),
-    };
+    databases = moduleRef.get(QueueDatabases, { strict: false }).all();
   } catch (error) {
     throw new PgQueueError(NO_PG_QUEUE_MODULE(who), { cause: error });
   }
+  if (databases.length === 0) throw new PgQueueError(NO_PG_QUEUE_MODULE(who));
+  return databases.map(internalsOf);
+}
+
+function internalsOf(database: QueueDatabase): QueueInternals {
+  const { options, handlers, connection } = database;
+  return {
+    database: database.name,
+    events: database.events,
+    workers: database.workers,
+    options,
+    store: new MetricsStore(connection.pool),
+    instances: new InstanceStore(connection.pool, { transactionPooler: options.transactionPooler }),
+    workerQueues: () => (options.workers ? handlers.all().map((h) => h.queue) : []),
+  };
 }

@@ -73,3 +73,34 @@ export class MetricsStore {
     await withTimeout(this.pool.query(METRICS_SQL.ping), timeoutMs, 'SELECT 1 on the queue\'s pool');
   }
 }
+
+/** The depth reads metrics make, of one database or of several as one (depthOfAll). */
+export type DepthSource = Pick<MetricsStore, 'depthSnapshot'>;
+
+/**
+ * The depth of every database of an app that has several (docs/guides/several-databases.md), read in parallel: a
+ * queue lives in one database, so its series come from it; a queue found in two (rows left behind by a move) is
+ * added up, its lag the larger. One database's read failing fails the snapshot (a scrape then has no depth gauges).
+ */
+export function depthOfAll(stores: readonly MetricsStore[]): DepthSource {
+  if (stores.length === 1) return stores[0];
+  return {
+    async depthSnapshot(exactLimit, samplePages, timeoutMs) {
+      const snapshots = await Promise.all(stores.map((s) => s.depthSnapshot(exactLimit, samplePages, timeoutMs)));
+      const queues: Record<string, QueueDepth> = {};
+      for (const snapshot of snapshots) {
+        for (const [queue, d] of Object.entries(snapshot.queues)) {
+          const into = queues[queue];
+          if (!into) {
+            queues[queue] = d;
+            continue;
+          }
+          for (const status of STATUSES) into.counts[status] += d.counts[status];
+          for (const status of d.approximate) if (!into.approximate.includes(status)) into.approximate.push(status);
+          into.oldestDueMs = Math.max(into.oldestDueMs, d.oldestDueMs);
+        }
+      }
+      return { queues };
+    },
+  };
+}

@@ -18,7 +18,7 @@ import type { PageContext } from '../../src/dashboard/views/layout.js';
 // The dashboard's pure parts: escaping, CSRF tokens, basic auth, options. Everything that touches SQL or
 // HTTP is in ../dashboard.spec.ts (a real browser, a real database).
 
-const ctx: PageContext = { base: '/q', here: '/q/jobs/1', canAct: true, user: 'ops', access: 'full', csrfToken: 'tok', refreshMs: 0, hidePayloads: false, flash: null };
+const ctx: PageContext = { base: '/q', here: '/q/jobs/1', canAct: true, user: 'ops', access: 'full', csrfToken: 'tok', refreshMs: 0, hidePayloads: false, flash: null, databases: [] };
 const req = (headers: Record<string, string>, body?: Record<string, string>, url = '/q/') => ({ headers, body, url });
 
 describe('views escape what the data holds', () => {

@@ -7,6 +7,8 @@ header { display:flex; gap:1.5rem; align-items:center; padding:.6rem 1.2rem; bac
 header a { color:#dbe6ff; text-decoration:none; margin-right:1rem; }
 header a[aria-current] { color:#fff; font-weight:600; border-bottom:2px solid #fff; }
 .brand { font-size:1.05rem; }
+.databases { padding-left:1rem; border-left:1px solid #50575e; }
+.databases::before { content:"Database"; color:#c3c4c7; font-size:.8rem; margin-right:.8rem; }
 .who { margin-left:auto; color:#c3c4c7; font-size:.85rem; }
 .updated:not(:empty)::before { content:" · "; }
 main { padding:1rem 1.2rem 3rem; max-width:1200px; }
@@ -94,6 +96,7 @@ svg .grid { stroke:#e7e8ea; stroke-dasharray:3 3; }
 @media (max-width: 720px) {
   header { flex-wrap:wrap; gap:.4rem 1rem; padding:.5rem .8rem; }
   header nav { order:3; width:100%; display:flex; overflow-x:auto; white-space:nowrap; }
+  header nav.databases { order:4; border-left:0; padding-left:0; }
   header a { margin-right:.9rem; }
   .who { margin-left:auto; font-size:.75rem; }
   main { padding:.6rem .6rem 2rem; }

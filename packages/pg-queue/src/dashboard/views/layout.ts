@@ -15,6 +15,8 @@ export interface PageContext {
   hidePayloads: boolean;
   /** A message of the last action (from the redirect's query), shown once. */
   flash: string | null;
+  /** The app's dashboards, one per database, when it has several (README: several databases); else empty. */
+  databases: { name: string; base: string; current: boolean }[];
 }
 
 export type Section = 'overview' | 'jobs' | 'flows' | 'schedules' | 'instances';
@@ -39,6 +41,7 @@ export function layout(ctx: PageContext, section: Section, title: string, body: 
 <header>
   <strong class="brand">pg-queue</strong>
   <nav>${nav('overview', '/', 'Overview')}${nav('jobs', '/jobs', 'Jobs')}${nav('flows', '/flows', 'Flows')}${nav('schedules', '/schedules', 'Recurring')}${nav('instances', '/instances', 'Instances')}</nav>
+  ${ctx.databases.length > 1 ? html`<nav class="databases" aria-label="Databases">${ctx.databases.map((d) => html`<a href="${d.base}/"${d.current ? html` aria-current="page"` : null}>${d.name}</a>`)}</nav>` : null}
   <span class="who">${ctx.user ?? 'anonymous'} · ${ctx.access === 'full' ? 'full access' : 'read-only'}<span class="updated" aria-live="polite"></span></span>
 </header>
 <main>
