@@ -101,7 +101,7 @@ export class QueueService {
     /** The surrounding @Transactional() call's transaction (option ambientTransactions); absent in the CLI. */
     @Optional() private readonly ambient?: AmbientTransactions,
     /** The app's databases (absent in the CLI): with more than one, each enqueue goes to its queue's database. */
-    @Optional() private readonly databases?: QueueDatabases,
+    @Optional() protected readonly databases?: QueueDatabases,
     /** This service's database: the one its calls by id (get, waitFor, cancel, ...) read. */
     @Optional() @Inject(DATABASE_NAME) readonly databaseName: string = DEFAULT_DATABASE,
   ) {

@@ -1,5 +1,6 @@
 import { Injectable, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+import { Test } from '@nestjs/testing';
 import { getDataSourceToken, TypeOrmModule } from '@nestjs/typeorm';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { INestApplicationContext, Type } from '@nestjs/common';
@@ -19,6 +20,7 @@ import {
   type Job,
   type JobEvent,
 } from 'nestjs-pg-queue';
+import { getQueueTestKit, overrideQueueForTesting } from 'nestjs-pg-queue/testing';
 import { createTestDatabase } from '@internal/pg-harness';
 import { sqlPool, waitFor } from './support/test-app.js';
 
@@ -47,6 +49,11 @@ class Handlers {
   @RecurringJob('0 3 * * *', { name: 'reports.nightly', queue: 'reports.nightly' })
   async nightly() {
     return null;
+  }
+
+  @RecurringJob('* * * * * *', { name: 'reports.tick', queue: 'reports.tick' })
+  async tick() {
+    return 'tick';
   }
 
   @OnJobEvent('reports.build', 'completed')
@@ -81,7 +88,7 @@ describe('several databases in one app', () => {
         TypeOrmModule.forRoot({ type: 'postgres', url: mainUrl }),
         TypeOrmModule.forRoot({ name: 'reports', type: 'postgres', url: reportsUrl }),
         PgQueueModule.forRoot({}),
-        PgQueueModule.forRoot({ name: 'reports', dataSourceName: 'reports', queues: { 'reports.build': {}, 'reports.nightly': {} } }),
+        PgQueueModule.forRoot({ name: 'reports', dataSourceName: 'reports', queues: { 'reports.build': {}, 'reports.nightly': {}, 'reports.tick': {} } }),
       ],
       [Handlers],
     );
@@ -98,7 +105,7 @@ describe('several databases in one app', () => {
     const reportId = await queue.enqueue('reports.build', { n: 2 });
     const many = await queue.enqueueMany([1, 2, 3].map((n) => ({ queue: 'reports.build', payload: { n } })));
     await waitFor('all five completed', async () =>
-      (await count(main, `status = 'completed'`)) === 1 && (await count(reportsDb, `status = 'completed'`)) === 4);
+      (await count(main, `status = 'completed'`)) === 1 && (await count(reportsDb, `queue_name = 'reports.build' AND status = 'completed'`)) === 4);
     expect((await main.query(`SELECT id::text, queue_name, result FROM background_jobs`)).rows).toEqual([{ id: mailId, queue_name: 'mail.send', result: { sent: 1 } }]);
     expect((await reportsDb.query(`SELECT id::text FROM background_jobs WHERE queue_name = 'reports.build' ORDER BY id`)).rows.map((r) => r.id)).toEqual([reportId, ...many]);
     // Ids are per database: get() and waitFor() read their service's database.
@@ -116,8 +123,14 @@ describe('several databases in one app', () => {
   });
 
   it('keeps schedules and pauses in the queue’s database', async () => {
-    const { rows } = await reportsDb.query(`SELECT name, queue_name FROM background_schedules`);
-    expect(rows).toEqual([{ name: 'reports.nightly', queue_name: 'reports.nightly' }]);
+    const { rows } = await reportsDb.query(`SELECT name, queue_name FROM background_schedules ORDER BY name`);
+    expect(rows).toEqual([
+      { name: 'reports.nightly', queue_name: 'reports.nightly' },
+      { name: 'reports.tick', queue_name: 'reports.tick' },
+    ]);
+    // The every-second schedule fires into the reports database, and its jobs run there.
+    await waitFor('a tick ran', async () => (await count(reportsDb, `queue_name = 'reports.tick' AND status = 'completed'`)) > 0, 10_000, 100);
+    expect(await count(main, `queue_name = 'reports.tick'`)).toBe(0);
     expect((await main.query(`SELECT count(*)::int AS n FROM background_schedules`)).rows[0].n).toBe(0);
     const queue = app.get(QueueService);
     await queue.upsertSchedule({ name: 'reports.weekly', cron: '0 4 * * 1', queue: 'reports.build' });
@@ -131,12 +144,12 @@ describe('several databases in one app', () => {
 
   it('refuses one call with jobs of two databases, storing nothing', async () => {
     const queue = app.get(QueueService);
-    const before = [await count(main), await count(reportsDb)];
+    const before = [await count(main), await count(reportsDb, `queue_name <> 'reports.tick'`)];
     await expect(queue.enqueueMany([{ queue: 'mail.send', payload: {} }, { queue: 'reports.build', payload: {} }])).rejects.toThrow(
       /enqueueMany: its jobs live in 2 databases \("mail.send" in "default", "reports.build" in "reports"\)/,
     );
     await expect(queue.enqueueFlow({ jobs: [{ ref: 'a', queue: 'mail.send', payload: {} }, { ref: 'b', queue: 'reports.build', payload: {}, dependsOn: ['a'] }] })).rejects.toThrow(/enqueueFlow: its jobs live in 2 databases/);
-    expect([await count(main), await count(reportsDb)]).toEqual(before);
+    expect([await count(main), await count(reportsDb, `queue_name <> 'reports.tick'`)]).toEqual(before);
   });
 
   it('joins a transaction on the queue’s database, and refuses a manager of another one (nothing stored)', async () => {
@@ -152,7 +165,7 @@ describe('several databases in one app', () => {
     })).rejects.toThrow('rolled back');
     expect(await count(reportsDb, `payload = '{"n": 6}'`)).toBe(0);
     // A manager of the main database for a reports queue: refused before anything is written, in either database.
-    const before = [await count(main), await count(reportsDb)];
+    const before = [await count(main), await count(reportsDb, `queue_name <> 'reports.tick'`)];
     await expect(mainSource.transaction((manager) => queue.enqueue('reports.build', { n: 7 }, { manager }))).rejects.toThrow(
       /enqueue\("reports.build"\): the manager's transaction is on database "t_several_main[^"]*" at 127.0.0.1:\d+, but queue "reports.build" lives in PgQueueModule "reports" \("t_several_reports/,
     );
@@ -166,7 +179,7 @@ describe('several databases in one app', () => {
     } finally {
       client.release();
     }
-    expect([await count(main), await count(reportsDb)]).toEqual(before);
+    expect([await count(main), await count(reportsDb, `queue_name <> 'reports.tick'`)]).toEqual(before);
   });
 });
 
@@ -202,5 +215,68 @@ describe('several databases: mistakes refused at boot, by name', () => {
     await expect(boot([PgQueueModule.forRoot({ name: 'a', connection: url, queues: { q: {} } })], [Orphan])).rejects.toThrow(
       /Queue "nobody.owns" belongs to no database: it is not listed in the `queues` of PgQueueModule "a"/,
     );
+  });
+});
+
+describe('several databases under the testing kit', () => {
+  const ran: string[] = [];
+  @Injectable()
+  class KitHandlers {
+    @JobHandler('kit.main')
+    async main(job: Job) {
+      ran.push(`main:${job.id}`);
+    }
+
+    @JobHandler('kit.reports')
+    async reports(job: Job) {
+      ran.push(`reports:${job.id}`);
+    }
+  }
+  let urls: string[];
+  let pools: pg.Pool[];
+  beforeAll(async () => {
+    urls = await Promise.all([createTestDatabase('several-kit-main'), createTestDatabase('several-kit-reports')]);
+    pools = urls.map(sqlPool);
+  });
+  afterAll(async () => {
+    for (const pool of pools ?? []) await pool.end();
+  });
+  const build = async (mode: 'manual' | 'inline') => {
+    const builder = Test.createTestingModule({
+      imports: [PgQueueModule.forRoot({ connection: urls[0] }), PgQueueModule.forRoot({ name: 'reports', connection: urls[1], queues: { 'kit.reports': {} } })],
+      providers: [KitHandlers],
+    });
+    const moduleRef = await overrideQueueForTesting(builder, { mode }).compile();
+    return moduleRef.createNestApplication({ logger: ['error'] }).init();
+  };
+  const statusOf = async (db: pg.Pool, id: string) => (await db.query(`SELECT status::text FROM background_jobs WHERE id = $1`, [id])).rows[0]?.status;
+
+  it("manual: each database's kit drains its own queues", async () => {
+    const app = await build('manual');
+    try {
+      const queue = app.get(QueueService);
+      const [mainId, reportId] = [await queue.enqueue('kit.main', {}), await queue.enqueue('kit.reports', {})];
+      await getQueueTestKit(app, 'reports').drain();
+      expect([await statusOf(pools[0], mainId), await statusOf(pools[1], reportId)]).toEqual(['queued', 'completed']);
+      await getQueueTestKit(app).drain();
+      expect(await statusOf(pools[0], mainId)).toBe('completed');
+      expect(() => getQueueTestKit(app, 'billing')).toThrow(/No PgQueueModule is named "billing"; the app's are "default", "reports"/);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('inline: an enqueue runs its job in its own database before it returns', async () => {
+    const app = await build('inline');
+    try {
+      ran.length = 0;
+      const queue = app.get(QueueService);
+      const reportId = await queue.enqueue('kit.reports', {});
+      const mainId = await queue.enqueue('kit.main', {});
+      expect(ran).toEqual([`reports:${reportId}`, `main:${mainId}`]);
+      expect([await statusOf(pools[0], mainId), await statusOf(pools[1], reportId)]).toEqual(['completed', 'completed']);
+    } finally {
+      await app.close();
+    }
   });
 });

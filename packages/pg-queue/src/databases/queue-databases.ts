@@ -56,7 +56,7 @@ export class QueueDatabases {
   /** The database that owns `queue`. */
   ownerOf(queue: string): QueueDatabase {
     const owner = this.listedBy.get(queue) ?? this.byName.get(DEFAULT_DATABASE);
-    if (!owner) throw new PgQueueError(NO_DATABASE_FOR_QUEUE(queue, [...this.byName.keys()]));
+    if (!owner) throw new PgQueueError(NO_DATABASE_FOR_QUEUE(queue, this.all().map((d) => d.name)));
     return owner;
   }
 
@@ -67,7 +67,7 @@ export class QueueDatabases {
 
   get(name: string): QueueDatabase {
     const database = this.byName.get(name);
-    if (!database) throw new PgQueueError(UNKNOWN_DATABASE(name, [...this.byName.keys()]));
+    if (!database) throw new PgQueueError(UNKNOWN_DATABASE(name, this.all().map((d) => d.name)));
     return database;
   }
 

@@ -6,6 +6,7 @@ import type { EnqueuedFlow, FlowSpec } from '../flows/flow.interfaces.js';
 import type { QueueTestKit } from './queue-test-kit.js';
 import type { TransactionClient } from '../transactions/transaction-client.js';
 import { isTypeOrmManager } from '../transactions/clients/typeorm.js';
+import { TestingWorkerPool } from './testing-worker-pool.js';
 
 /**
  * QueueService in inline mode: each enqueue stores its job exactly as in production, then, once the row is
@@ -29,7 +30,7 @@ export class InlineQueueService extends QueueService implements BeforeApplicatio
       const queues = this.pending.get(queryRunner);
       if (!queues) return;
       this.pending.delete(queryRunner);
-      await this.kit.runInline([...queues]);
+      await this.runInline([...queues]);
     },
     afterTransactionRollback: ({ queryRunner }) => {
       if (!queryRunner.isTransactionActive) this.pending.delete(queryRunner);
@@ -77,11 +78,23 @@ export class InlineQueueService extends QueueService implements BeforeApplicatio
     this.hooked.clear();
   }
 
+  /** Runs the queues' due jobs, each with the kit of its queue's database (an app with several has one kit per database). */
+  private async runInline(queues: string[]): Promise<void> {
+    if (!this.databases?.several) return this.kit.runInline(queues);
+    const byKit = new Map<QueueTestKit, string[]>();
+    for (const queue of queues) {
+      const { workers } = this.databases.ownerOf(queue);
+      const kit = workers instanceof TestingWorkerPool ? workers.kit : this.kit;
+      byKit.set(kit, [...(byKit.get(kit) ?? []), queue]);
+    }
+    for (const [kit, owned] of byKit) await kit.runInline(owned);
+  }
+
   private async runCommitted(queues: string[], manager: TransactionClient | undefined): Promise<void> {
     const client = this.clientOf(manager);
-    if (client === undefined) return this.kit.runInline(queues);
+    if (client === undefined) return this.runInline(queues);
     const runner = isTypeOrmManager(client) ? client.queryRunner : undefined;
-    if (!runner?.isTransactionActive) return this.kit.runInline(queues);
+    if (!runner?.isTransactionActive) return this.runInline(queues);
     const dataSource = runner.dataSource;
     if (!this.hooked.has(dataSource)) {
       dataSource.subscribers.push(this.subscriber);

@@ -16,6 +16,8 @@ import { BAD_TESTING_MODE, NOT_A_TESTING_APP } from './testing.messages.js';
 import { TestingWorkerPool } from './testing-worker-pool.js';
 import { TestingRecurringScheduler } from './testing-recurring-scheduler.js';
 import { RecurringJobRegistry } from '../recurring/recurring-job.registry.js';
+import { QueueDatabases } from '../databases/queue-databases.js';
+import { DEFAULT_DATABASE } from '../pg-queue.constants.js';
 
 export interface QueueTestingOptions {
   /**
@@ -71,23 +73,28 @@ export function overrideQueueForTesting<B extends OverridableModuleBuilder>(buil
         scheduler: RecurringScheduler,
         pool: WorkerPool,
         waiters: JobWaiters,
+        databases: QueueDatabases,
       ) => {
-        const service = new InlineQueueService(store, registry, resolved, scheduleStore, scheduler, waiters);
+        // The default database's service (a named database's keeps its own QueueService, whose jobs wait for its kit's
+        // drain()); it still sends a named database's queues there.
+        const service = new InlineQueueService(store, registry, resolved, scheduleStore, scheduler, waiters, undefined, undefined, undefined, databases);
         service.kit = (pool as TestingWorkerPool).kit;
         return service;
       },
-      inject: [JobStore, JobHandlerRegistry, RESOLVED_OPTIONS, ScheduleStore, RecurringScheduler, WorkerPool, JobWaiters],
+      inject: [JobStore, JobHandlerRegistry, RESOLVED_OPTIONS, ScheduleStore, RecurringScheduler, WorkerPool, JobWaiters, QueueDatabases],
     });
   }
   return result as B;
 }
 
 /** The kit of an app (or testing module) built with overrideQueueForTesting. */
-export function getQueueTestKit(app: Pick<INestApplicationContext, 'get'>): QueueTestKit {
+export function getQueueTestKit(app: Pick<INestApplicationContext, 'get'>, database: string = DEFAULT_DATABASE): QueueTestKit {
   let pool: unknown;
   try {
-    pool = app.get(WorkerPool, { strict: false });
-  } catch {
+    // The kit of the named database's PgQueueModule (several databases), else the app's one.
+    pool = app.get(QueueDatabases, { strict: false }).get(database).workers;
+  } catch (error) {
+    if (database !== DEFAULT_DATABASE) throw error;
     pool = undefined;
   }
   if (!(pool instanceof TestingWorkerPool)) throw new Error(NOT_A_TESTING_APP());
