@@ -66,7 +66,9 @@ Scenarios: enqueue (one at a time; 16 concurrent callers with pg_stat_activity w
 the NOTIFY trigger; bulk with ids at each batch size), process (no-op jobs at c10/c50), defaults (nestjs-pg-queue
 tuned vs a bare @JobHandler's settings, no-op jobs), spread (4 processes, 50 ms and 2 s jobs, each process's
 share), latency, backlog, steady, scaleout, limits, flows (jobs that depend on jobs: chains of 10, a fan-out of
-1,000 then fan-in, diamonds; nestjs-pg-queue, pg-boss and BullMQ only). docs/performance.md describes each.
+1,000 then fan-in, diamonds; nestjs-pg-queue, pg-boss and BullMQ only), modes, memory (a worker's RSS and heap
+after boot and after 200k jobs, 1M with --full, each after a full GC; nestjs-pg-queue's split into Node, Nest,
+TypeORM and the queue's own). docs/performance.md describes each.
 
 Environment: BENCH_CHILD_ARGS (node flags for the system processes, e.g. --cpu-prof), BENCH_PLAIN_SHAPE and
 BENCH_PGBOSS_SHAPE ("<loops>x<batch>", to re-tune the plain loop or pg-boss).`;

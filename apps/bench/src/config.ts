@@ -24,6 +24,8 @@ export interface Profile {
    * fan-ins, `diamonds` diamonds, each shape its own cell, one worker process at each concurrency.
    */
   flows: { chains: number; chainLength: number; fans: number; fanWidth: number; diamonds: number; concurrencies: number[] };
+  /** Memory: one worker process's RSS and V8 heap after boot and after `jobs` no-op jobs through (enqueued by itself). */
+  memory: { jobs: number; concurrency: number };
 }
 
 export const PROFILES: Record<Profile['name'], Profile> = {
@@ -40,6 +42,7 @@ export const PROFILES: Record<Profile['name'], Profile> = {
     scaleOut: { processes: [1, 2], jobs: 5_000, concurrency: 10 },
     limits: { jobs: 5_000, processes: 2, concurrency: 10, global: [20, 5], keys: 1_000 },
     flows: { chains: 50, chainLength: 10, fans: 2, fanWidth: 1_000, diamonds: 100, concurrencies: [10] },
+    memory: { jobs: 20_000, concurrency: 50 },
   },
   default: {
     name: 'default',
@@ -55,6 +58,7 @@ export const PROFILES: Record<Profile['name'], Profile> = {
     scaleOut: { processes: [1, 2, 4], jobs: 10_000, concurrency: 10 },
     limits: { jobs: 10_000, processes: 2, concurrency: 10, global: [20, 5], keys: 1_000 },
     flows: { chains: 200, chainLength: 10, fans: 4, fanWidth: 1_000, diamonds: 500, concurrencies: [10, 50] },
+    memory: { jobs: 200_000, concurrency: 50 },
   },
   full: {
     name: 'full',
@@ -69,10 +73,11 @@ export const PROFILES: Record<Profile['name'], Profile> = {
     scaleOut: { processes: [1, 2, 4], jobs: 20_000, concurrency: 10 },
     limits: { jobs: 20_000, processes: 2, concurrency: 10, global: [20, 5], keys: 1_000 },
     flows: { chains: 200, chainLength: 10, fans: 4, fanWidth: 1_000, diamonds: 500, concurrencies: [10, 50] },
+    memory: { jobs: 1_000_000, concurrency: 50 },
   },
 };
 
-export const SCENARIOS = ['enqueue', 'interleaved', 'process', 'defaults', 'spread', 'latency', 'backlog', 'steady', 'scaleout', 'limits', 'flows', 'modes'] as const;
+export const SCENARIOS = ['enqueue', 'interleaved', 'process', 'defaults', 'spread', 'latency', 'backlog', 'steady', 'scaleout', 'limits', 'flows', 'modes', 'memory'] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 
 /** Pool size for a worker of this concurrency, the same for every system (graphile-worker's advice). */

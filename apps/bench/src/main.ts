@@ -34,6 +34,7 @@ import { processScenario } from './scenarios/process.js';
 import { scaleOutScenario } from './scenarios/scale-out.js';
 import { spreadScenario } from './scenarios/spread.js';
 import { steadyStateScenario } from './scenarios/steady-state.js';
+import { memoryScenario } from './scenarios/memory.js';
 import { installedVersion, SYSTEMS, type SystemInfo } from './systems.js';
 
 const RESULTS = fileURLToPath(new URL('../results/', import.meta.url));
@@ -93,6 +94,9 @@ function steps(options: BenchOptions): Step[] {
         break;
       case 'steady':
         out.push({ scenario, label: 'steady state', run: steadyStateScenario });
+        break;
+      case 'memory':
+        out.push({ scenario, label: 'memory', run: memoryScenario });
         break;
       case 'scaleout':
         for (const n of p.scaleOut.processes) out.push({ scenario, label: `scale-out x${n}`, run: (ctx, s) => scaleOutScenario(ctx, s, n) });

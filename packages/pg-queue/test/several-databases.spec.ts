@@ -202,6 +202,19 @@ describe('several databases: mistakes refused at boot, by name', () => {
     await expect(boot(imports() as ReturnType<typeof PgQueueModule.forRoot>[])).rejects.toThrow(message);
   });
 
+  it('forRootAsync takes the name next to useFactory', async () => {
+    const app = await boot([
+      PgQueueModule.forRoot({ connection: url, workers: false }),
+      PgQueueModule.forRootAsync({ name: 'reports', useFactory: () => ({ connection: other, workers: false, queues: { 'async.q': {} } }) }),
+    ]);
+    try {
+      const id = await app.get(QueueService).enqueue('async.q', {});
+      expect((await app.get<QueueService>(getQueueServiceToken('reports')).get(id))?.queue).toBe('async.q');
+    } finally {
+      await app.close();
+    }
+  });
+
   it('a bad name, where the module is declared', () => {
     expect(() => PgQueueModule.forRoot({ name: 'no spaces', connection: url, queues: { q: {} } })).toThrow(/Invalid PgQueueModule name "no spaces": use 1 to 64 characters/);
   });

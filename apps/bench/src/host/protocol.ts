@@ -19,6 +19,8 @@ export type Command =
   /** What the flow handlers of flows `from`.. recorded: starts, ends, parents' results read, and job-to-dependent latencies. */
   | { cmd: 'flow-report'; shape: FlowShape; sizes: ShapeSizes; model: FlowModel; from: number; flows: number }
   | { cmd: 'stats' }
+  // Memory after two full garbage collections (the child runs with --expose-gc): what the process keeps, not what it has not collected yet.
+  | { cmd: 'memory' }
   | { cmd: 'stop' };
 
 export type Envelope = Command & { id: number };
@@ -36,6 +38,17 @@ export interface HostStats {
   /** V8's heap: what it holds (live objects and garbage not yet collected) and what it has reserved. */
   heapUsedBytes: number;
   heapTotalBytes: number;
+}
+
+/** memoryUsage() after two full GCs (without --expose-gc: as it is, gc false). */
+export interface MemoryStats {
+  gc: boolean;
+  rssBytes: number;
+  heapUsedBytes: number;
+  heapTotalBytes: number;
+  /** C++ objects bound to JS (Buffers among them), and of those the ArrayBuffers. */
+  externalBytes: number;
+  arrayBuffersBytes: number;
 }
 
 export interface TimedResult {
@@ -56,4 +69,20 @@ export interface FlowReport {
   parentsRead: number;
   /** Per dependent: its handler's start minus the latest end of its parents' handlers (ms), in one process's clock. */
   latencies: number[];
+}
+
+/** The steps of nestjs-pg-queue's boot the memory scenario measures the heap after (host/memory-parts.ts). */
+export const MEMORY_STEPS = [
+  'Node',
+  '@nestjs/core and @nestjs/common loaded',
+  'typeorm and pg loaded',
+  'nestjs-pg-queue loaded (with what it imports beyond those)',
+  'an empty Nest application context',
+  'a TypeORM DataSource, initialized',
+  'PgQueueModule with workers, booted',
+] as const;
+
+export interface MemoryPart {
+  step: (typeof MEMORY_STEPS)[number];
+  after: MemoryStats;
 }

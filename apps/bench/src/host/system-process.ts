@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { BASELINE_ID, type BenchLimits, type HandlerMode, type SystemId } from '../adapters/types.js';
 import { withClient } from '../db/sql.js';
-import type { Command, Envelope, FeedResult, FlowReport, HostStats, Reply, TimedResult } from './protocol.js';
+import type { Command, Envelope, FeedResult, FlowReport, HostStats, MemoryStats, Reply, TimedResult } from './protocol.js';
 
 const HOST = fileURLToPath(new URL('./worker-host.js', import.meta.url));
 
@@ -35,6 +35,8 @@ export interface StartOptions {
   flows?: boolean;
   /** The modes scenario: batches, durable steps or transactional handlers. */
   mode?: HandlerMode;
+  /** Node flags of the child besides BENCH_CHILD_ARGS (the memory scenario: --expose-gc). Not sent to the child's start. */
+  execArgv?: string[];
 }
 
 /** The plain loop runs on nestjs-pg-queue's table: a producer of the library creates it (its migrations) and leaves. */
@@ -74,11 +76,13 @@ export class SystemProcess {
   static async start(options: StartOptions): Promise<SystemProcess> {
     await prepareSchema(options);
     // BENCH_CHILD_ARGS: node flags for the system processes, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof" to profile one.
-    const child = fork(hostOf(options.system), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: process.env.BENCH_CHILD_ARGS ? process.env.BENCH_CHILD_ARGS.split(' ') : undefined });
+    const { execArgv = [], ...start } = options;
+    const flags = [...(process.env.BENCH_CHILD_ARGS ? process.env.BENCH_CHILD_ARGS.split(' ') : []), ...execArgv];
+    const child = fork(hostOf(options.system), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: flags.length > 0 ? flags : undefined });
     live.add(child);
     const proc = new SystemProcess(child, options.system);
     try {
-      await proc.send({ cmd: 'start', ...options, system: options.system === BASELINE_ID ? 'pg-queue' : options.system });
+      await proc.send({ cmd: 'start', ...start, system: options.system === BASELINE_ID ? 'pg-queue' : options.system });
     } catch (error) {
       child.kill('SIGKILL');
       throw error;
@@ -96,6 +100,7 @@ export class SystemProcess {
   send(command: Extract<Command, { cmd: 'latency' }>): Promise<number[]>;
   send(command: Extract<Command, { cmd: 'feed' }>): Promise<FeedResult>;
   send(command: Extract<Command, { cmd: 'stats' | 'stop' }>): Promise<HostStats>;
+  send(command: Extract<Command, { cmd: 'memory' }>): Promise<MemoryStats>;
   send(command: Command): Promise<unknown> {
     if (this.exited) return Promise.reject(new Error(`${this.system} child is gone`));
     const id = this.nextId++;

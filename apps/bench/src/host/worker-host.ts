@@ -7,6 +7,7 @@ import { loadAdapter } from '../adapters/load-adapter.js';
 import { DEFAULTS_ID, type BenchPayload, type RunningSystem } from '../adapters/types.js';
 import { nowMs, sleep } from './clock.js';
 import type { Command, Envelope, FeedResult, Reply, TimedResult } from './protocol.js';
+import { memoryAfterGc } from './memory.js';
 import { Tracker } from './tracker.js';
 
 let system: RunningSystem | undefined;
@@ -108,6 +109,8 @@ async function handle(command: Command): Promise<unknown> {
       return tracker.flowReport(command);
     case 'stats':
       return tracker.stats();
+    case 'memory':
+      return memoryAfterGc();
     case 'stop': {
       await system?.stop();
       system = undefined;

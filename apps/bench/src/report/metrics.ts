@@ -4,6 +4,7 @@ import type { Profile } from '../config.js';
 import { flowCount, flowsVariants, lightFlowCount } from '../scenarios/flows.js';
 import { modesVariants } from '../scenarios/modes.js';
 import { spreadMetric } from '../scenarios/spread.js';
+import { MEMORY_STEPS } from '../host/protocol.js';
 import { SYSTEMS } from '../systems.js';
 import { sizeLabel } from './format.js';
 
@@ -76,6 +77,19 @@ export function metricCatalog(profile: Profile): MetricDef[] {
     { id: 'steady.idleHeapUsedMB', label: '  V8 heap in use, idle after', unit: 'MB', better: 'info', digits: 1, chart: false },
     { id: 'steady.idleHeapTotalMB', label: '  V8 heap reserved, idle after', unit: 'MB', better: 'info', digits: 1, chart: false },
     { id: 'steady.idleStatementsPerSec', label: 'statements/s while idle', unit: '1/s', better: 'lower', digits: 2, chart: true },
+  );
+  // Memory (scenarios/memory.ts): every figure after two full GCs, so the heap is what the process keeps.
+  const mem = (id: string, label: string, better: MetricDef['better'] = 'lower', chart = false): MetricDef => ({ id, label, unit: 'MB', better, digits: 1, chart });
+  const m = sizeLabel(profile.memory.jobs);
+  defs.push(
+    mem('memory.boot.rssMB', 'worker RSS after boot, before any job (after GC)', 'lower', true),
+    mem('memory.boot.heapMB', '  V8 heap in use after boot (after GC)'),
+    mem('memory.after.rssMB', `worker RSS after ${m} jobs through (after GC)`, 'lower', true),
+    mem('memory.after.heapMB', `  V8 heap in use after ${m} jobs (after GC)`),
+    mem('memory.heapGrowthMB', `  heap growth over the ${m} jobs`, 'info'),
+    mem('memory.after.externalMB', `  external (Buffers, C++) after ${m} jobs`, 'info'),
+    mem('memory.peakRssMB', `worker RSS, peak during the ${m} jobs`),
+    ...MEMORY_STEPS.map((step, i) => mem(`memory.parts.${i}`, i === 0 ? `  nestjs-pg-queue's boot heap, step by step: ${step}` : `    + ${step}`, 'info')),
   );
   for (const p of profile.scaleOut.processes) defs.push(rate(`scaleout.p${p}`, `scale-out, ${p} process${p > 1 ? 'es' : ''} x c${profile.scaleOut.concurrency}`));
   const l = profile.limits;
