@@ -139,22 +139,25 @@ export class QueueService {
   /** The service of the database that owns `queue` when that is another one (the app has several), else undefined. */
   private elsewhere(queue: string | QueueDefinition<unknown, unknown>): QueueService | undefined {
     // The common app (one database, no name) skips the lookup; a named one also refuses a queue it does not own.
-    if (!this.routed) return undefined;
-    const name = typeof queue === 'string' ? queue : queue?.name;
-    assertQueueName(name);
-    const owner = this.databases!.ownerOf(name).service;
-    return owner === this ? undefined : owner;
+    return this.routed ? this.ownerElsewhere('enqueue', [queue]) : undefined;
   }
 
   /** elsewhere() for the jobs of one call: all of them must live in one database (one statement, one transaction). */
   private elsewhereMany(method: string, queues: readonly (string | QueueDefinition<unknown, unknown>)[]): QueueService | undefined {
-    if (!this.routed || queues.length === 0) return undefined;
-    const names = queues.map((q) => (typeof q === 'string' ? q : q?.name));
-    for (const name of names) assertQueueName(name);
-    const owners = new Map(names.map((q) => [this.databases!.ownerOf(q).name, q]));
-    if (owners.size > 1) throw new PgQueueError(JOBS_OF_SEVERAL_DATABASES(method, owners));
-    const owner = this.databases!.ownerOf(names[0]).service;
-    return owner === this ? undefined : owner;
+    return this.routed && queues.length > 0 ? this.ownerElsewhere(method, queues) : undefined;
+  }
+
+  private ownerElsewhere(method: string, queues: readonly (string | QueueDefinition<unknown, unknown>)[]): QueueService | undefined {
+    const owners = new Map<string, { queue: string; service: QueueService }>();
+    for (const q of queues) {
+      const name = typeof q === 'string' ? q : q?.name;
+      assertQueueName(name);
+      const owner = this.databases!.ownerOf(name);
+      if (!owners.has(owner.name)) owners.set(owner.name, { queue: name, service: owner.service });
+    }
+    if (owners.size > 1) throw new PgQueueError(JOBS_OF_SEVERAL_DATABASES(method, new Map([...owners].map(([db, o]) => [db, o.queue]))));
+    const [{ service }] = owners.values();
+    return service === this ? undefined : service;
   }
 
   /**
@@ -250,19 +253,16 @@ export class QueueService {
     return manager ?? this.ambient?.current();
   }
 
-  private transactionOf(manager: TransactionClient | undefined, method: string): CallerTransaction | undefined {
-    const client = this.clientOf(manager);
-    return client === undefined ? undefined : callerTransaction(client, method);
-  }
-
   /**
-   * transactionOf, with the caller's transaction checked to be on this database when the app has several
+   * The caller's transaction an enqueue joins (clientOf), checked to be on this database when the app has several
    * (databases/database-check.ts); a promise only then, so the common enqueue awaits nothing more.
    */
   private joined(manager: TransactionClient | undefined, method: string, queue: string): CallerTransaction | undefined | Promise<CallerTransaction | undefined> {
-    const tx = this.transactionOf(manager, method);
-    if (tx === undefined || !this.databaseCheck) return tx;
-    return this.databaseCheck.assertSame(this.clientOf(manager)!, tx, method, queue).then(() => tx);
+    const client = this.clientOf(manager);
+    if (client === undefined) return undefined;
+    const tx = callerTransaction(client, method);
+    const check = this.databaseCheck;
+    return check ? check.assertSame(client, tx, method, queue).then(() => tx) : tx;
   }
 
   /** Runs the queue's validator, if it has one; a promise only when the validator is async. */

@@ -1,4 +1,5 @@
 // Error texts of the dashboard, kept beside it (the main entry never loads them).
+import { DEFAULT_DATABASE } from '../pg-queue.constants.js';
 
 export const DASHBOARD_NO_AUTH = (path: string) =>
   `PgQueueDashboardModule at "/${path}": no authorisation. Pass auth: (request) => 'full' | 'read-only' | 'denied' ` +
@@ -20,6 +21,6 @@ export const DASHBOARD_BASIC_AUTH_USERS = () =>
   'dashboardBasicAuth: give at least one user as { name, password, access? } (password at least 8 characters, name without ":").';
 
 export const DASHBOARD_UNKNOWN_DATABASE = (database: string) =>
-  database === 'default'
+  database === DEFAULT_DATABASE
     ? 'PgQueueDashboardModule: the app has no PgQueueModule without a name; set the dashboard\'s `database` to the name of one of its PgQueueModule imports.'
     : `PgQueueDashboardModule: no PgQueueModule is named "${database}" (the \`database\` option): give the name of one of the app's PgQueueModule imports, or leave it out for the one without a name.`;

@@ -60,11 +60,6 @@ export class QueueDatabases {
     return owner;
   }
 
-  /** Whether `database` owns `queue` (handler discovery: each instance runs only its own queues' handlers). */
-  owns(database: string, queue: string): boolean {
-    return (this.listedBy.get(queue)?.name ?? DEFAULT_DATABASE) === database;
-  }
-
   get(name: string): QueueDatabase {
     const database = this.byName.get(name);
     if (!database) throw new PgQueueError(UNKNOWN_DATABASE(name, this.all().map((d) => d.name)));

@@ -29,8 +29,8 @@ export class PgQueueHealthIndicator implements OnModuleInit {
 
   /** The database answers a `SELECT 1` on the queue's own pool within `timeoutMs` (default 2_000). */
   async checkDatabase<K extends string = 'pg-queue-database'>(key: K = 'pg-queue-database' as K, options: DatabaseCheckOptions = {}): Promise<HealthResult<K>> {
+    const timeoutMs = positiveInt('checkDatabase', 'timeoutMs', options.timeoutMs, DEFAULT_DB_TIMEOUT_MS);
     return this.across(key, async (internals) => {
-      const timeoutMs = positiveInt('checkDatabase', 'timeoutMs', options.timeoutMs, DEFAULT_DB_TIMEOUT_MS);
       const started = performance.now();
       try {
         await internals.store.ping(timeoutMs);
@@ -77,9 +77,9 @@ export class PgQueueHealthIndicator implements OnModuleInit {
    * checked). One read of a few index pages per queue and priority, under `timeoutMs` (default 2_000).
    */
   async checkLag<K extends string = 'pg-queue-lag'>(key: K = 'pg-queue-lag' as K, options: LagCheckOptions): Promise<HealthResult<K>> {
+    const limits = lagLimits(options?.maxLagMs);
+    const timeoutMs = positiveInt('checkLag', 'timeoutMs', options?.timeoutMs, DEFAULT_LAG_TIMEOUT_MS);
     return this.across(key, async (internals) => {
-      const limits = lagLimits(options?.maxLagMs);
-      const timeoutMs = positiveInt('checkLag', 'timeoutMs', options?.timeoutMs, DEFAULT_LAG_TIMEOUT_MS);
       let lags: Record<string, number>;
       try {
         lags = await internals.store.oldestDue(timeoutMs);
@@ -106,8 +106,8 @@ export class PgQueueHealthIndicator implements OnModuleInit {
    * under `timeoutMs` (default 2_000).
    */
   async checkInstances<K extends string = 'pg-queue-instances'>(key: K = 'pg-queue-instances' as K, options: DatabaseCheckOptions = {}): Promise<HealthResult<K>> {
+    const timeoutMs = positiveInt('checkInstances', 'timeoutMs', options.timeoutMs, DEFAULT_LAG_TIMEOUT_MS);
     return this.across(key, async (internals) => {
-      const timeoutMs = positiveInt('checkInstances', 'timeoutMs', options.timeoutMs, DEFAULT_LAG_TIMEOUT_MS);
       let due: string[];
       let instances: InstanceRecord[];
       try {
