@@ -18,6 +18,7 @@ export const ADVISORY_LOCK = {
   migrate: 7_263_514_001,
   sweep: 7_263_514_002,
   prune: 7_263_514_003,
+  history: 7_263_514_004,
 } as const;
 
 /** First key of pg_advisory_xact_lock(int4, int4) for a limited queue's claim; the second is a hash of the queue name. */

@@ -124,7 +124,7 @@ describe('pruner', () => {
                     SELECT 'p', 'processing', 'w', now() + interval '1 minute', now() - interval '30 days' FROM generate_series(1, 5)`);
 
     const result = await app.get(MaintenanceScheduler).pruner.runOnce();
-    expect(result).toEqual({ ran: true, completed: 10, failed: 10 });
+    expect(result).toEqual({ ran: true, completed: 10, failed: 10, partitions: 0 });
     const { rows } = await db.query<{ status: string; age: string; n: number }>(`
       SELECT status::text, coalesce(date_trunc('minute', now() - finished_at)::text, '-') AS age, count(*)::int AS n
       FROM background_jobs GROUP BY 1, 2 ORDER BY 1, 2`);
@@ -147,10 +147,10 @@ describe('pruner', () => {
     const other = await db.connect();
     await other.query('BEGIN');
     await other.query('SELECT pg_advisory_xact_lock(7263514003)');
-    expect(await app.get(MaintenanceScheduler).pruner.runOnce()).toEqual({ ran: false, completed: 0, failed: 0 });
+    expect(await app.get(MaintenanceScheduler).pruner.runOnce()).toEqual({ ran: false, completed: 0, failed: 0, partitions: 0 });
     await other.query('COMMIT');
     other.release();
-    expect(await app.get(MaintenanceScheduler).pruner.runOnce()).toEqual({ ran: true, completed: 1, failed: 0 });
+    expect(await app.get(MaintenanceScheduler).pruner.runOnce()).toEqual({ ran: true, completed: 1, failed: 0, partitions: 0 });
     const left = await db.query(`SELECT status::text FROM background_jobs`);
     expect(left.rows).toEqual([{ status: 'failed' }]);
     await app.close();

@@ -45,7 +45,7 @@ describe('pruner against concurrent retry (issue 13 item 6)', () => {
     const pass = app.get(MaintenanceScheduler).pruner.runOnce();
     await prunerBlocked(db);
     await a.query('COMMIT');
-    expect(await pass).toEqual({ ran: true, completed: 0, failed: 0 });
+    expect(await pass).toEqual({ ran: true, completed: 0, failed: 0, partitions: 0 });
   }
 
   it('does not delete a job that retry() put back while the pruner waited on its row', async () => {
@@ -89,7 +89,7 @@ describe('pruner with the largest retention accepted (issue 13 item 12)', () => 
     });
     try {
       await db.query(`INSERT INTO background_jobs (queue_name, status, finished_at) VALUES ('p', 'completed', now() - interval '10 years'), ('p', 'failed', now() - interval '10 years')`);
-      expect(await app.get(MaintenanceScheduler).pruner.runOnce()).toEqual({ ran: true, completed: 0, failed: 0 });
+      expect(await app.get(MaintenanceScheduler).pruner.runOnce()).toEqual({ ran: true, completed: 0, failed: 0, partitions: 0 });
       const { rows } = await db.query(`SELECT count(*)::int AS n FROM background_jobs`);
       expect(rows[0].n).toBe(2);
     } finally {

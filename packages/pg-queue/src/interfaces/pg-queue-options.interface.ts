@@ -40,6 +40,28 @@ export interface PgQueueMaintenanceOptions {
    * (a few seconds on a busy table) stays well under statementTimeoutMs; lower it with a small timeout. Default 5_000.
    */
   pruneBatchSize?: number;
+  /**
+   * Partitioned history (README: "Long retention: partitioned history"): finished jobs leave background_jobs for
+   * background_jobs_history, partitioned by kind (completed; failed and cancelled) and finish time, and retention
+   * drops whole partitions instead of deleting rows. `true` takes the defaults. Off by default. Reads (get, waitFor,
+   * the dashboard, the CLI, stats, metrics, the testing kit) see both tables either way.
+   */
+  history?: boolean | PgQueueHistoryOptions;
+}
+
+export interface PgQueueHistoryOptions {
+  /**
+   * The finish time one partition covers, by UTC: 'hour', 'day', 'week' or 'month'. A partition is dropped once
+   * its newest possible row is past retention, so a job is kept up to its retention plus one width. At most the
+   * shorter retention (a width longer than it would keep jobs a width too long). Default 'day'.
+   */
+  partitionWidth?: 'hour' | 'day' | 'week' | 'month';
+  /** A finished job moves once it finished this long ago. Default 0: at the mover's next pass. */
+  moveAfterMs?: number;
+  /** How often the mover runs; each pass moves batches until none is left, up to 100 batches. Default 1_000. */
+  moveIntervalMs?: number;
+  /** Rows moved per statement (each a short transaction that locks only the rows it moves). Default 5_000. */
+  moveBatchSize?: number;
 }
 
 export interface PgQueueRecurringOptions {

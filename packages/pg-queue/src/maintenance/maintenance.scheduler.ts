@@ -6,6 +6,7 @@ import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
 import { JobStore } from '../store/job.store.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { RetryBackoff } from '../utils/retry-backoff.js';
+import { HistoryMover } from './history-mover.js';
 import { Pruner } from './pruner.js';
 import { Sweeper } from './sweeper.js';
 import { scheduledMethods } from './unscheduled-methods.js';
@@ -21,9 +22,12 @@ import { scheduledMethods } from './unscheduled-methods.js';
 export class MaintenanceScheduler implements OnApplicationBootstrap, BeforeApplicationShutdown {
   static readonly SWEEP = 'pg-queue:sweeper';
   static readonly PRUNE = 'pg-queue:pruner';
+  static readonly MOVE = 'pg-queue:history-mover';
   private readonly logger = new Logger('PgQueue');
   readonly sweeper: Sweeper;
   readonly pruner: Pruner;
+  /** Present when maintenance.history is on. */
+  readonly historyMover: HistoryMover | undefined;
   private readonly registered: string[] = [];
   private readonly schedulerRegistry: SchedulerRegistry;
   private readonly ownRegistry: boolean;
@@ -48,7 +52,11 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, BeforeAppli
       store,
       { completedRetentionMs: m.completedRetentionMs, failedRetentionMs: m.failedRetentionMs, batchSize: m.pruneBatchSize, maxBatchesPerPass: 100 },
       this.logger,
+      store.history,
     );
+    this.historyMover = m.history
+      ? new HistoryMover(store.history, { partitionWidth: m.history.partitionWidth, moveAfterMs: m.history.moveAfterMs, batchSize: m.history.moveBatchSize, maxBatchesPerPass: 100 }, this.logger)
+      : undefined;
   }
 
   onApplicationBootstrap(): void {
@@ -61,6 +69,8 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, BeforeAppli
     if (!m.enabled) return;
     this.schedule(MaintenanceScheduler.SWEEP, m.sweepIntervalMs, () => this.sweeper.runOnce(), 'sweeper');
     this.schedule(MaintenanceScheduler.PRUNE, m.pruneIntervalMs, () => this.pruner.runOnce(this.stopping.signal), 'pruner');
+    const mover = this.historyMover;
+    if (mover && m.history) this.schedule(MaintenanceScheduler.MOVE, m.history.moveIntervalMs, () => mover.runOnce(this.stopping.signal), 'history mover');
   }
 
   async beforeApplicationShutdown(): Promise<void> {

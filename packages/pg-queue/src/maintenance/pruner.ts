@@ -1,4 +1,5 @@
 import type { LoggerService } from '@nestjs/common';
+import type { HistoryStore } from '../store/history.store.js';
 import type { JobStore } from '../store/job.store.js';
 
 export interface PrunerConfig {
@@ -16,14 +17,21 @@ export interface PruneResult {
   ran: boolean;
   completed: number;
   failed: number;
+  /** History partitions dropped whole (README: "Long retention: partitioned history"). */
+  partitions: number;
 }
 
-/** Deletes finished jobs past their retention, in short batches, on one instance at a time. */
+/**
+ * Deletes finished jobs past their retention: in background_jobs in short batches, on one instance at a time; in the
+ * partitioned history by dropping whole partitions (whether or not history is on: with it turned off, what it holds
+ * ages out so).
+ */
 export class Pruner {
   constructor(
     private readonly store: JobStore,
     private readonly config: PrunerConfig,
     private readonly logger: LoggerService,
+    private readonly history?: HistoryStore,
   ) {}
 
   /** `stop` (aborted at shutdown) ends the pass between batches. */
@@ -34,9 +42,28 @@ export class Pruner {
       this.logger.log(`pruner: deleted ${completed.deleted} completed and ${failed.deleted} failed/cancelled job(s) past retention`);
     }
     // On the instance that holds the pruner's turn only; two at once would be correct, just redundant.
+    const partitions = completed.ran && !stop?.aborted ? await this.dropExpiredPartitions(stop) : 0;
     if (completed.ran && !stop?.aborted) await this.pruneExpiredKeys();
     if (completed.ran && !stop?.aborted) await this.pruneFinishedFlows();
-    return { ran: completed.ran && failed.ran, completed: completed.deleted, failed: failed.deleted };
+    return { ran: completed.ran && failed.ran, completed: completed.deleted, failed: failed.deleted, partitions };
+  }
+
+  /**
+   * History partitions whose every row is past its kind's retention: dropped whole (DETACH CONCURRENTLY, DROP), so
+   * retention leaves no dead rows behind. A partition's upper bound is its newest possible finish time.
+   */
+  async dropExpiredPartitions(stop?: AbortSignal): Promise<number> {
+    if (!this.history) return 0;
+    let dropped = 0;
+    for (const partition of await this.history.partitions()) {
+      if (stop?.aborted) break;
+      const retentionMs = partition.kind === 'completed' ? this.config.completedRetentionMs : this.config.failedRetentionMs;
+      if (retentionMs === null || partition.upper.getTime() > partition.now.getTime() - retentionMs) continue;
+      await this.history.drop(partition);
+      dropped++;
+      this.logger.log(`pruner: dropped history partition ${partition.name} (${partition.kind} jobs that finished before ${partition.upper.toISOString()})`);
+    }
+    return dropped;
   }
 
   /** uniqueForMs windows that ended: their rows are no longer needed (a new enqueue would take them anyway). */

@@ -16,6 +16,7 @@ import { DurableSteps1764620000000 } from './1764620000000-durable-steps.js';
 import { AttemptHistory1764630000000 } from './1764630000000-attempt-history.js';
 import { SqlEnqueue1764640000000 } from './1764640000000-sql-enqueue.js';
 import { Instances1764650000000 } from './1764650000000-instances.js';
+import { JobHistory1764660000000 } from './1764660000000-job-history.js';
 
 /** The queue's schema migrations, in order: add them to your own DataSource's `migrations`, or let the module run them. */
 export const PG_QUEUE_MIGRATIONS = [
@@ -37,6 +38,7 @@ export const PG_QUEUE_MIGRATIONS = [
   AttemptHistory1764630000000,
   SqlEnqueue1764640000000,
   Instances1764650000000,
+  JobHistory1764660000000,
 ];
 
 export {
@@ -58,4 +60,5 @@ export {
   AttemptHistory1764630000000,
   SqlEnqueue1764640000000,
   Instances1764650000000,
+  JobHistory1764660000000,
 };

@@ -49,14 +49,14 @@ export const ADMIN_SQL = {
   listJobs: `
     SELECT j.id, j.queue_name, ${shownStatus('j')} AS status, j.attempts, j.max_attempts, j.priority, j.run_at, j.created_at, j.finished_at,
       left(split_part(j.last_error, E'\\n', 1), 200) AS last_error
-    FROM background_jobs AS j
+    FROM background_jobs_all AS j
     WHERE ${LIST_FILTER}
     ORDER BY j.id LIMIT $7`,
 
   // Counts matching rows one page at a time ($7 rows at most per statement); the caller goes on from last_id.
   countJobs: `
     SELECT count(*)::int AS n, max(s.id)::text AS last_id
-    FROM (SELECT j.id FROM background_jobs AS j WHERE ${JOB_FILTER} ORDER BY j.id LIMIT $7) AS s`,
+    FROM (SELECT j.id FROM background_jobs_all AS j WHERE ${JOB_FILTER} ORDER BY j.id LIMIT $7) AS s`,
 
   // As retryJob (job.sql.ts), for a batch (the lease owner cleared, last_error kept). A failed job's unique key may have been taken by another job since:
   // such a job is skipped (so are all but the first of the batch's jobs that share a key), not retried into
@@ -91,6 +91,37 @@ export const ADMIN_SQL = {
       (SELECT count(*)::int FROM cancelled) AS changed, ${stepFlows('cancelled', 'w.was::text', `'cancelled'`)} AS flows_stepped,
       (SELECT count(pg_notify('${CANCEL_CHANNEL}', c.id || ':' || c.fence_token)) FROM cancelled AS c WHERE c.was = 'processing') AS notified`,
 
+  // Partitioned history (README: "Long retention: partitioned history"): the failed and cancelled jobs of one batch
+  // that history holds go back to background_jobs as they are, in the caller's transaction, where retryJobs then
+  // takes them like any other (history.sql.ts's bringBack, for a filter).
+  bringBackJobs: `
+    WITH target AS (
+      SELECT j.id, j.flow_id FROM background_jobs_history AS j
+      WHERE ${JOB_FILTER} AND j.status IN ('failed', 'cancelled')
+      ORDER BY j.id LIMIT $7
+    ), back AS (
+      DELETE FROM background_jobs_history AS h
+      WHERE h.id IN (SELECT id FROM target) OR h.flow_id IN (SELECT flow_id FROM target WHERE flow_id IS NOT NULL)
+      RETURNING h.*
+    ), returned AS (
+      INSERT INTO background_jobs SELECT * FROM back RETURNING id
+    )
+    SELECT count(*)::int AS n FROM returned`,
+
+  // The finished jobs of one batch that history holds, deleted with their attempt history; $9 bounds the ids (the last
+  // id of a full batch of deleteJobs, so both tables' batches end at the same id). A job of a flow is in history only
+  // once its flow has finished: nothing to tell the flow.
+  deleteHistoryJobs: `
+    WITH deleted AS (
+      DELETE FROM background_jobs_history AS h
+      WHERE h.id IN (
+        SELECT j.id FROM background_jobs_history AS j
+        WHERE ${JOB_FILTER} AND ($9::int8 IS NULL OR j.id <= $9::int8)
+        ORDER BY j.id LIMIT $7)
+      RETURNING h.id, h.last_error IS NOT NULL AS had_failed
+    ), ${forgetAttempts('deleted')}
+    SELECT count(*)::int AS changed, max(id)::text AS last_id FROM deleted`,
+
   // Running jobs are never deleted (the caller leaves 'processing' out of $4): cancel them first.
   deleteJobs: `
     WITH ${LOCKED_BATCH}, deleted AS (
@@ -111,7 +142,7 @@ export const ADMIN_SQL = {
     WHERE i.indrelid IN (to_regclass('background_jobs'), to_regclass('background_job_keys'), to_regclass('background_queues'),
                          to_regclass('background_schedules'), to_regclass('background_queue_starts'),
                          to_regclass('background_flows'), to_regclass('background_job_deps'), to_regclass('background_job_attempts'),
-                         to_regclass('background_instances'))
+                         to_regclass('background_instances'), to_regclass('background_jobs_history'))
     ORDER BY c.relname`,
 
   // doctor: the storage parameters of background_jobs (autovacuum_* among them), null when the table is missing.
@@ -144,7 +175,7 @@ export const ADMIN_SQL = {
   // doctor: which server process (backend) answers; two clients answered by one process sit behind a pooler.
   backendPid: `SELECT pg_backend_pid() AS pid`,
   // Which of the ids given to a bulk command exist (at most the few an operator types).
-  existingIds: `SELECT id::text FROM background_jobs WHERE id = ANY($1::int8[])`,
+  existingIds: `SELECT id::text FROM background_jobs_all WHERE id = ANY($1::int8[])`,
   // What `pg-queue prune` would delete (its --dry-run and its question), counted up to $3 per kind: the pruner's own
   // conditions ($1 completed, $2 failed and cancelled retention in ms, NULL: kept for ever), through the
   // finished-jobs index.

@@ -74,10 +74,46 @@ export class AdminStore {
     return { n: row.n, lastId: row.last_id };
   }
 
-  /** One batch of a retry, cancel or delete: up to `limit` matching jobs after `afterId`. */
+  /**
+   * One batch of a retry, cancel or delete: up to `limit` matching jobs after `afterId`. Retry and delete reach the
+   * jobs partitioned history holds too (README: "Long retention: partitioned history"): a retry brings them back
+   * first, in the same transaction (so the mover cannot take them away again before they are queued); a delete
+   * deletes there as far as the batch of background_jobs reached.
+   */
   async bulkBatch(action: BulkAction, filter: JobFilter, afterId: string, limit: number): Promise<BatchResult> {
-    const [row] = await this.run<{ seen: number; last_id: string | null; changed: number }>(BULK_STATEMENT[action], filterValues(filter, afterId, limit));
-    return { seen: row.seen, lastId: row.last_id, changed: row.changed };
+    const values = filterValues(filter, afterId, limit);
+    if (action === 'retry' && filter.statuses.some((s) => s === 'failed' || s === 'cancelled')) {
+      return this.inTransaction(async (client) => {
+        await client.query({ text: ADMIN_SQL.bringBackJobs, values });
+        return batchResult((await client.query<BatchRow>({ text: ADMIN_SQL.retryJobs, values })).rows[0]);
+      });
+    }
+    const batch = batchResult((await this.run<BatchRow>(BULK_STATEMENT[action], values))[0]);
+    if (action !== 'delete') return batch;
+    const full = batch.seen >= limit;
+    const [history] = await this.run<{ changed: number; last_id: string | null }>('deleteHistoryJobs', [...values, full ? batch.lastId : null]);
+    const historyFull = !full && history.changed >= limit;
+    return {
+      seen: batch.seen + history.changed,
+      // Both batches end at the same id when the first is full; else background_jobs has no match left past its last.
+      lastId: full ? batch.lastId : historyFull ? history.last_id : maxId(batch.lastId, history.last_id),
+      changed: batch.changed + history.changed,
+    };
+  }
+
+  private async inTransaction<T>(work: (client: Pool | PoolClient) => Promise<T>): Promise<T> {
+    const client = 'release' in this.pool ? this.pool : await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      const result = await work(client);
+      await client.query('COMMIT');
+      return result;
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw error;
+    } finally {
+      if (client !== this.pool) (client as PoolClient).release();
+    }
   }
 
   async queueIndexes(): Promise<{ name: string; valid: boolean }[]> {
@@ -155,6 +191,22 @@ export interface JobSummaryRow {
 }
 
 /** The parameters of JOB_FILTER (admin.sql.ts) and of the statement's row limit ($7). */
+interface BatchRow {
+  seen: number;
+  last_id: string | null;
+  changed: number;
+}
+
+function batchResult(row: BatchRow): BatchResult {
+  return { seen: row.seen, lastId: row.last_id, changed: row.changed };
+}
+
+function maxId(a: string | null, b: string | null): string | null {
+  if (a === null) return b;
+  if (b === null) return a;
+  return BigInt(a) >= BigInt(b) ? a : b;
+}
+
 export function filterValues(f: JobFilter, afterId: string, limit: number): unknown[] {
   return [afterId, f.ids ?? null, f.queue ?? null, f.statuses, f.olderThanMs ?? null, f.errorContains ?? null, limit, f.when ?? null];
 }

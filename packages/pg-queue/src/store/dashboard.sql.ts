@@ -86,18 +86,18 @@ export const DASHBOARD_SQL = {
   finishedPerMinute: `
     SELECT f.queue_name, f.status::text AS status, date_trunc('minute', f.finished_at) AS minute, now() AS now, count(*)::int AS n
     FROM (
-      (SELECT queue_name, status, finished_at FROM background_jobs
+      (SELECT queue_name, status, finished_at FROM background_jobs_all
        WHERE status = 'completed' AND finished_at IS NOT NULL AND finished_at >= date_trunc('minute', now()) - interval '59 minutes'
        ORDER BY finished_at DESC LIMIT $1)
       UNION ALL
-      (SELECT queue_name, status, finished_at FROM background_jobs
+      (SELECT queue_name, status, finished_at FROM background_jobs_all
        WHERE status = 'failed' AND finished_at IS NOT NULL AND finished_at >= date_trunc('minute', now()) - interval '59 minutes'
        ORDER BY finished_at DESC LIMIT $1)
     ) AS f
     GROUP BY 1, 2, 3`,
 
   // The newest id, read from the end of the primary key: where the first page of the jobs list starts.
-  maxId: `SELECT coalesce(max(id), 0)::text AS id FROM background_jobs`,
+  maxId: `SELECT coalesce(max(id), 0)::text AS id FROM background_jobs_all`,
 
   // One page of the jobs list, newest first: ids below $1 and at least $2 (the scan window, so a filter that
   // matches few rows reads at most $1 - $2 index entries before the page says "go on"), queue $3 and status $4
@@ -107,7 +107,7 @@ export const DASHBOARD_SQL = {
   // narrows $1..$2 to a chunk and bounds the time it goes on for).
   listJobs: `
     SELECT ${LIST_COLUMNS}, CASE WHEN $6::boolean THEN left(j.payload::text, 160) END AS payload_preview
-    FROM background_jobs AS j
+    FROM background_jobs_all AS j
     WHERE j.id < $1::int8 AND j.id >= $2::int8
       AND ($3::text IS NULL OR j.queue_name = $3::text)
       AND ($4::background_job_status IS NULL OR ${shownStatusIn('j', 'ARRAY[$4::background_job_status]')})
@@ -151,7 +151,7 @@ export const DASHBOARD_SQL = {
     ORDER BY j.id DESC LIMIT 50`,
 
   // The whole row as JSON, so columns added by later migrations (result, progress) show without a change here.
-  jobDetail: `SELECT to_jsonb(j) AS row, now() AS now FROM background_jobs AS j WHERE j.id = $1::int8`,
+  jobDetail: `SELECT to_jsonb(j) AS row, now() AS now FROM background_jobs_all AS j WHERE j.id = $1::int8`,
 
   // The job page's attempt history: the same read as QueueService.get's (job.sql.ts).
   jobAttempts: SQL.jobAttempts,
@@ -164,7 +164,7 @@ export const DASHBOARD_SQL = {
   // status)), so a page of big flows reads at most $4 * ($5 + 1) index entries.
   listFlows: `
     SELECT f.id::text AS id, f.name, f.status, f.reason, f.created_at, f.finished_at,
-      (SELECT count(*)::int FROM (SELECT 1 FROM background_jobs AS j WHERE j.flow_id = f.id LIMIT $5 + 1) AS s) AS jobs
+      (SELECT count(*)::int FROM (SELECT 1 FROM background_jobs_all AS j WHERE j.flow_id = f.id LIMIT $5 + 1) AS s) AS jobs
     FROM background_flows AS f
     WHERE f.id < $1::int8 AND f.id >= $2::int8 AND ($3::text IS NULL OR f.status = $3::text)
     ORDER BY f.id DESC LIMIT $4`,
@@ -175,7 +175,7 @@ export const DASHBOARD_SQL = {
     SELECT f.id::text AS id, f.name, f.status, f.reason, f.failed_job_id::text AS failed_job_id, f.created_at, f.updated_at, f.finished_at,
       (SELECT coalesce(json_object_agg(c.status, c.n), '{}') FROM (
          SELECT s.status, count(*)::int AS n FROM (
-           SELECT ${shownStatus('j')}::text AS status FROM background_jobs AS j WHERE j.flow_id = f.id LIMIT $2) AS s
+           SELECT ${shownStatus('j')}::text AS status FROM background_jobs_all AS j WHERE j.flow_id = f.id LIMIT $2) AS s
          GROUP BY s.status) AS c) AS counts
     FROM background_flows AS f WHERE f.id = $1::int8`,
 
@@ -189,7 +189,7 @@ export const DASHBOARD_SQL = {
     SELECT j.id::text AS id, j.flow_ref AS ref, j.queue_name, ${shownStatus('j')}::text AS status, j.attempts, j.max_attempts,
       j.compensates::text AS compensates, j.run_at, j.finished_at, left(split_part(j.last_error, E'\\n', 1), 200) AS last_error,
       ${waitingFor('j', '$4')}
-    FROM background_jobs AS j
+    FROM background_jobs_all AS j
     WHERE j.flow_id = $1::int8 AND j.id + 0 > $2::int8
     ORDER BY j.id + 0 LIMIT $3`,
 
@@ -205,7 +205,7 @@ export const DASHBOARD_SQL = {
   // first $3 refs, and how many).
   jobFlow: `
     SELECT f.id::text AS id, f.name, f.status, j.flow_ref AS ref, ${waitingFor('j', '$3')}
-    FROM background_flows AS f, background_jobs AS j
+    FROM background_flows AS f, background_jobs_all AS j
     WHERE f.id = $1::int8 AND j.id = $2::int8`,
 
   // Run now: queued jobs of a batch (the admin filter and batch of admin.sql.ts) that wait for a later run_at

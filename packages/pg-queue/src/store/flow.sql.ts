@@ -342,7 +342,7 @@ export const FLOW_SQL = {
       (SELECT coalesce(json_agg(j ORDER BY j.n), '[]') FROM (
          SELECT id AS n, id::text AS id, flow_ref AS ref, queue_name AS queue, status, attempts, max_attempts AS "maxAttempts",
            last_error AS "lastError", result, compensates::text AS compensates, locked_by AS "lockedBy", buffered, run_at AS "runAt", finished_at AS "finishedAt"
-         FROM background_jobs WHERE flow_id = f.id) AS j) AS jobs,
+         FROM background_jobs_all WHERE flow_id = f.id) AS j) AS jobs,
       (SELECT coalesce(json_agg(d), '[]') FROM (
          SELECT parent_id::text AS parent, child_id::text AS child, on_failure AS "onFailure", done FROM background_job_deps WHERE flow_id = f.id) AS d) AS edges
     FROM background_flows AS f WHERE f.id = $1`,
@@ -402,7 +402,7 @@ export const FLOW_SQL = {
   // Flows for the CLI and the dashboard: newest first, optionally by status.
   listFlows: `
     SELECT f.id::text AS id, f.name, f.status, f.reason, f.created_at, f.finished_at,
-      (SELECT count(*)::int FROM background_jobs AS j WHERE j.flow_id = f.id) AS jobs
+      (SELECT count(*)::int FROM background_jobs_all AS j WHERE j.flow_id = f.id) AS jobs
     FROM background_flows AS f
     WHERE ($1::text IS NULL OR f.status = $1)
     ORDER BY f.id DESC
@@ -414,7 +414,7 @@ export const FLOW_SQL = {
     WITH doomed AS (
       SELECT f.id FROM background_flows AS f
       WHERE f.finished_at < now() - least($1::int8, ${RETENTION_CAP_MS}) ${MS}
-        AND NOT EXISTS (SELECT 1 FROM background_jobs AS j WHERE j.flow_id = f.id)
+        AND NOT EXISTS (SELECT 1 FROM background_jobs_all AS j WHERE j.flow_id = f.id)
       ORDER BY f.finished_at
       LIMIT $2
     ), edges AS (

@@ -706,7 +706,7 @@ export const SQL = {
     ), ${forgetAttempts('doomed')}
     SELECT (SELECT held FROM lock) AS held, (SELECT count(*)::int FROM doomed) AS deleted`,
 
-  getJob: `SELECT * FROM background_jobs WHERE id = $1`,
+  getJob: `SELECT * FROM background_jobs_all WHERE id = $1`,
 
   // A job's attempt history (README: "Attempt history"), oldest first, the durations by the database clock.
   jobAttempts: `
@@ -730,10 +730,10 @@ export const SQL = {
     )
     SELECT id, status, result, last_error, EXISTS (SELECT 1 FROM marked) AS marked,
       (SELECT count(pg_notify('${JOBS_CHANNEL}', m.queue_name)) FROM marked AS m WHERE m.status = 'queued' AND m.run_at <= now()) AS woken
-    FROM background_jobs WHERE id = $1`,
+    FROM background_jobs_all WHERE id = $1`,
 
   // The waiters' poll (and what a finish notice triggers): where the awaited jobs stand.
-  jobOutcomes: `SELECT id, status, result, last_error FROM background_jobs WHERE id = ANY($1::int8[])`,
+  jobOutcomes: `SELECT id, status, result, last_error FROM background_jobs_all WHERE id = ANY($1::int8[])`,
 
   // stats(), exact up to $1 jobs per queue and status, read through the partial indexes with a LIMIT so the
   // cost grows with neither retention nor backlog: the queues that have queued jobs, one claim-index probe
@@ -763,25 +763,35 @@ export const SQL = {
     FROM (SELECT queue_name FROM background_jobs WHERE status = 'blocked' AND flow_id IS NOT NULL ORDER BY status, id LIMIT $1 + 1) AS b GROUP BY 1
     UNION ALL
     SELECT f.queue_name, 'completed', count(*)::int
-    FROM (SELECT queue_name FROM background_jobs WHERE status = 'completed' AND finished_at IS NOT NULL ORDER BY finished_at LIMIT $1 + 1) AS f
+    FROM (SELECT queue_name FROM background_jobs_all WHERE status = 'completed' AND finished_at IS NOT NULL ORDER BY finished_at LIMIT $1 + 1) AS f
     GROUP BY f.queue_name
     UNION ALL
     SELECT f.queue_name, 'failed', count(*)::int
-    FROM (SELECT queue_name FROM background_jobs WHERE status = 'failed' AND finished_at IS NOT NULL ORDER BY finished_at LIMIT $1 + 1) AS f
+    FROM (SELECT queue_name FROM background_jobs_all WHERE status = 'failed' AND finished_at IS NOT NULL ORDER BY finished_at LIMIT $1 + 1) AS f
     GROUP BY f.queue_name
     UNION ALL
     SELECT f.queue_name, 'cancelled', count(*)::int
-    FROM (SELECT queue_name FROM background_jobs WHERE status = 'cancelled' AND finished_at IS NOT NULL ORDER BY finished_at LIMIT $1 + 1) AS f
+    FROM (SELECT queue_name FROM background_jobs_all WHERE status = 'cancelled' AND finished_at IS NOT NULL ORDER BY finished_at LIMIT $1 + 1) AS f
     GROUP BY f.queue_name
     UNION ALL
-    SELECT NULL, 'pages', (pg_relation_size('background_jobs') / current_setting('block_size')::int)::int`,
+    SELECT NULL, 'pages', (pg_relation_size('background_jobs') / current_setting('block_size')::int)::int
+    UNION ALL
+    SELECT NULL, 'history_pages', (coalesce((SELECT sum(pg_relation_size(i.inhrelid)) FROM pg_inherits AS i
+      WHERE i.inhparent IN (to_regclass('background_jobs_history_completed'), to_regclass('background_jobs_history_failed'))), 0)
+      / current_setting('block_size')::int)::int`,
 
   // stats() above its exact cap: counts per queue and status from a sample of about $1 percent of the
-  // table's pages (TABLESAMPLE SYSTEM reads whole random pages), scaled up; buffered jobs as 'buffered'.
+  // table's pages (TABLESAMPLE SYSTEM reads whole random pages), scaled up; buffered jobs as 'buffered'. Partitioned
+  // history's finished jobs from a sample of $2 percent of its pages, added.
   countSample: `
-    SELECT queue_name, CASE WHEN status = 'processing' AND buffered THEN 'buffered' ELSE status::text END AS status,
-      round(count(*) * 100 / $1::float8)::int8 AS n
-    FROM background_jobs TABLESAMPLE SYSTEM ($1::float8) GROUP BY 1, 2`,
+    SELECT s.queue_name, s.status, sum(s.n)::int8 AS n FROM (
+      SELECT queue_name, CASE WHEN status = 'processing' AND buffered THEN 'buffered' ELSE status::text END AS status,
+        round(count(*) * 100 / $1::float8)::int8 AS n
+      FROM background_jobs TABLESAMPLE SYSTEM ($1::float8) GROUP BY 1, 2
+      UNION ALL
+      SELECT queue_name, status::text, round(count(*) * 100 / $2::float8)::int8
+      FROM background_jobs_history TABLESAMPLE SYSTEM ($2::float8) GROUP BY 1, 2
+    ) AS s GROUP BY 1, 2`,
 
   // A queued job is cancelled outright; a running one is marked cancelled (which fences out its outcome)
   // and its worker is told through NOTIFY ("id:fence_token") to abort that claim's signal, and no later one's.
@@ -800,7 +810,10 @@ export const SQL = {
       (SELECT count(pg_notify('${DONE_CHANNEL}', c.id || ':cancelled')) FROM cancelled AS c WHERE c.awaited) AS waiters_told,
       ${stepFlows('cancelled', 'w.was::text', `'cancelled'`)} AS flows_stepped,
       EXISTS (SELECT 1 FROM cancelled) AS cancelled
-    FROM target AS t`,
+    FROM (SELECT was FROM target
+          UNION ALL
+          -- a finished job that partitioned history holds (README: "Long retention: partitioned history")
+          SELECT h.status FROM background_jobs_history AS h WHERE h.id = $1 AND NOT EXISTS (SELECT 1 FROM target)) AS t`,
 
   // attempts starts over; fence_token is left alone, so an outcome of an attempt before the retry stays fenced. The
   // last lease's owner goes (a queued job has none: the dashboard showed the dead worker as the retried job's owner);

@@ -9,6 +9,8 @@ import { StepStore } from './step.store.js';
 import { toJobSteps } from '../steps/step.interfaces.js';
 import { managerQuery } from './manager-query.js';
 import { InstanceStore } from './instance.store.js';
+import { HISTORY_SQL } from './history.sql.js';
+import { HistoryStore } from './history.store.js';
 import { WaitStore } from './wait.store.js';
 import type { CallerTransaction } from '../transactions/caller-transaction.js';
 import { beginWithQueueLock, PLANNED_PER_CALL, SQL, type Wake } from './job.sql.js';
@@ -149,6 +151,8 @@ export class JobStore {
   readonly instances: InstanceStore;
   /** The statements of whyNotRunning (README: "Why a job is not running"), on the same pool. */
   readonly waits: WaitStore;
+  /** Partitioned history's statements (README: "Long retention: partitioned history"), on the same pool. */
+  readonly history: HistoryStore;
 
   constructor(
     private readonly pool: Pool,
@@ -159,6 +163,7 @@ export class JobStore {
     this.steps = new StepStore(pool, { transactionPooler: options.transactionPooler });
     this.instances = new InstanceStore(pool, { transactionPooler: options.transactionPooler });
     this.waits = new WaitStore(pool, { transactionPooler: options.transactionPooler });
+    this.history = new HistoryStore(pool, { transactionPooler: options.transactionPooler });
   }
 
   private statement(name: keyof typeof SQL, values: unknown[]): QueryConfig {
@@ -450,16 +455,21 @@ export class JobStore {
    * `exactLimit`: another cap (the dashboard counts exactly up to a lower one, to answer sooner).
    */
   async countByStatus(exactLimit = STATS_EXACT_LIMIT): Promise<QueueStats> {
-    const rows = await this.run<{ queue_name: string | null; status: Counted | 'pages'; n: number }>('countByStatus', [exactLimit]);
+    const rows = await this.run<{ queue_name: string | null; status: Counted | 'pages' | 'history_pages'; n: number }>('countByStatus', [exactLimit]);
     const counted: Record<string, Record<Counted, number>> = {};
     const estimated: Record<string, Set<Counted>> = {};
     const entry = (queue: string) => (counted[queue] ??= { queued: 0, blocked: 0, buffered: 0, processing: 0, completed: 0, failed: 0, cancelled: 0 });
     const totals = new Map<Counted, number>();
     const over: { queue: string | null; status: Counted }[] = [];
     let pages = 0;
+    let historyPages = 0;
     for (const r of rows) {
       if (r.status === 'pages') {
         pages = r.n;
+        continue;
+      }
+      if (r.status === 'history_pages') {
+        historyPages = r.n;
         continue;
       }
       entry(r.queue_name!)[r.status] = r.n;
@@ -472,7 +482,8 @@ export class JobStore {
 
     if (over.length > 0) {
       const percent = Math.min(100, (100 * STATS_SAMPLE_PAGES) / Math.max(pages, 1));
-      const sample = await this.run<{ queue_name: string; status: Counted; n: string }>('countSample', [percent]);
+      const historyPercent = Math.min(100, (100 * STATS_SAMPLE_PAGES) / Math.max(historyPages, 1));
+      const sample = await this.run<{ queue_name: string; status: Counted; n: string }>('countSample', [percent, historyPercent]);
       for (const { queue, status } of over) {
         // A status over the limit in all is re-estimated for every queue: the exact rows read cover only some.
         if (queue === null) for (const counts of Object.values(counted)) counts[status] = 0;
@@ -525,12 +536,34 @@ export class JobStore {
   async retryJob(id: string, resetSteps = false): Promise<boolean> {
     try {
       const [row] = await this.run<{ retried: boolean }>('retryJob', [id, resetSteps]);
-      return row.retried;
+      if (row.retried) return true;
+      return await this.retryFromHistory(id, resetSteps);
     } catch (error) {
       // The job's unique key was freed when it failed, and another job took it since.
       const e = error as { code?: string; constraint?: string };
       if (e.code === '23505' && e.constraint === 'background_jobs_unique_key_idx') throw new PgQueueError(UNIQUE_KEY_RETRY_TAKEN(id), { cause: error });
       throw error;
+    }
+  }
+
+  /**
+   * retry() of a job partitioned history holds (README: "Long retention: partitioned history"): it comes back to
+   * background_jobs (with its flow's jobs) and is retried there, in one transaction, so that the mover cannot take it
+   * away again in between. False when history holds no failed or cancelled job of that id either.
+   */
+  private async retryFromHistory(id: string, resetSteps: boolean): Promise<boolean> {
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      const [back] = (await client.query<{ n: number }>({ text: HISTORY_SQL.bringBack, values: [[id]] })).rows;
+      const retried = back.n > 0 && (await client.query<{ retried: boolean }>({ text: SQL.retryJob, values: [id, resetSteps] })).rows[0].retried;
+      await client.query(retried ? 'COMMIT' : 'ROLLBACK');
+      return retried;
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw error;
+    } finally {
+      client.release();
     }
   }
 }

@@ -76,11 +76,11 @@ export const METRICS_SQL = {
       GROUP BY 1, 2
       UNION ALL
       SELECT f.queue_name, f.status::text, count(*) FROM (
-        (SELECT queue_name, status FROM background_jobs WHERE status = 'completed' AND finished_at IS NOT NULL ORDER BY finished_at LIMIT $1 + 1)
+        (SELECT queue_name, status FROM background_jobs_all WHERE status = 'completed' AND finished_at IS NOT NULL ORDER BY finished_at LIMIT $1 + 1)
         UNION ALL
-        (SELECT queue_name, status FROM background_jobs WHERE status = 'failed' AND finished_at IS NOT NULL ORDER BY finished_at LIMIT $1 + 1)
+        (SELECT queue_name, status FROM background_jobs_all WHERE status = 'failed' AND finished_at IS NOT NULL ORDER BY finished_at LIMIT $1 + 1)
         UNION ALL
-        (SELECT queue_name, status FROM background_jobs WHERE status = 'cancelled' AND finished_at IS NOT NULL ORDER BY finished_at LIMIT $1 + 1)
+        (SELECT queue_name, status FROM background_jobs_all WHERE status = 'cancelled' AND finished_at IS NOT NULL ORDER BY finished_at LIMIT $1 + 1)
         UNION ALL
         -- flow jobs waiting for their parents, through the flow jobs' status index
         (SELECT queue_name, status FROM background_jobs WHERE status = 'blocked' AND flow_id IS NOT NULL ORDER BY status, id LIMIT $1 + 1)
@@ -92,11 +92,22 @@ export const METRICS_SQL = {
       UNION ALL
       SELECT NULL, f.state FROM (VALUES ('processing'), ('buffered')) AS f(state) WHERE (SELECT count(*) FROM in_flight) > $1
     ), sample AS MATERIALIZED (
-      SELECT s.queue_name, s.state, count(*) * 100 / min(s.pct) AS n
-      FROM (SELECT least(100, 100.0 * $2 / greatest(1, pg_relation_size('background_jobs') / current_setting('block_size')::int))::float8 AS pct) AS c,
-        LATERAL (SELECT queue_name, CASE WHEN status = 'processing' AND buffered THEN 'buffered' ELSE status::text END AS state, c.pct
-                 FROM background_jobs TABLESAMPLE SYSTEM (c.pct)) AS s
-      GROUP BY s.queue_name, s.state
+      -- background_jobs and partitioned history (README: "Long retention: partitioned history"), each sampled on about $2
+      -- of its own pages
+      SELECT t.queue_name, t.state, sum(t.n) AS n FROM (
+        SELECT s.queue_name, s.state, count(*) * 100 / min(s.pct) AS n
+        FROM (SELECT least(100, 100.0 * $2 / greatest(1, pg_relation_size('background_jobs') / current_setting('block_size')::int))::float8 AS pct) AS c,
+          LATERAL (SELECT queue_name, CASE WHEN status = 'processing' AND buffered THEN 'buffered' ELSE status::text END AS state, c.pct
+                   FROM background_jobs TABLESAMPLE SYSTEM (c.pct)) AS s
+        GROUP BY s.queue_name, s.state
+        UNION ALL
+        SELECT s.queue_name, s.state, count(*) * 100 / min(s.pct)
+        FROM (SELECT least(100, 100.0 * $2 / greatest(1, coalesce((SELECT sum(pg_relation_size(i.inhrelid)) FROM pg_inherits AS i
+                WHERE i.inhparent IN (to_regclass('background_jobs_history_completed'), to_regclass('background_jobs_history_failed'))), 0)
+                / current_setting('block_size')::int))::float8 AS pct) AS c,
+          LATERAL (SELECT queue_name, status::text AS state, c.pct FROM background_jobs_history TABLESAMPLE SYSTEM (c.pct)) AS s
+        GROUP BY s.queue_name, s.state
+      ) AS t GROUP BY t.queue_name, t.state
     )
     SELECT e.queue_name, e.state, e.n::float8 AS n, false AS approximate FROM exact AS e
     WHERE NOT EXISTS (SELECT 1 FROM over AS o WHERE o.state = e.state AND (o.queue_name IS NULL OR o.queue_name = e.queue_name))

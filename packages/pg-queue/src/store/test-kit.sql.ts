@@ -21,15 +21,15 @@ export const TEST_KIT_SQL = {
   // Every column get(id) reads (result, progress, flow, steps...), so the kit's records are get()'s. `buffered`: a job
   // in a worker's read-ahead buffer reads as queued (toJobRecord).
   listJobs: `
-    SELECT * FROM background_jobs
+    SELECT * FROM background_jobs_all
     WHERE $1::text[] IS NULL OR queue_name = ANY($1::text[])
     ORDER BY id`,
 
   // Between tests: every job, every uniqueForMs window and every paused flag goes, in one transaction.
   deleteAllJobs: `
-    WITH jobs AS (DELETE FROM background_jobs RETURNING 1), keys AS (DELETE FROM background_job_keys RETURNING 1),
+    WITH jobs AS (DELETE FROM background_jobs RETURNING 1), moved AS (DELETE FROM background_jobs_history RETURNING 1), keys AS (DELETE FROM background_job_keys RETURNING 1),
       queues AS (DELETE FROM background_queues RETURNING 1), attempts AS (DELETE FROM background_job_attempts RETURNING 1)
-    SELECT (SELECT count(*) FROM jobs)::int AS deleted`,
+    SELECT ((SELECT count(*) FROM jobs) + (SELECT count(*) FROM moved))::int AS deleted`,
 
   scheduleNames: `SELECT name FROM background_schedules ORDER BY name`,
 } as const;

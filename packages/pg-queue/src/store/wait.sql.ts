@@ -35,7 +35,7 @@ export const WAIT_SQL = {
          WHERE a.queue_name = j.queue_name AND a.status = 'queued' AND a.run_at <= now() AND a.id <> j.id
            AND (a.priority > j.priority OR (a.priority = j.priority AND (a.run_at, a.id) < (j.run_at, j.id)))
          LIMIT ${AHEAD_CAP}) AS a) AS ahead
-    FROM background_jobs AS j WHERE j.id = $1::int8`,
+    FROM background_jobs_all AS j WHERE j.id = $1::int8`,
 
   // The rate limit's window of queue $1 ($2 its intervalMs), as the limited claim reads it: how many started in it,
   // and in how many ms its oldest claim leaves it (a start frees up then).

@@ -2,7 +2,8 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import type { JobHandlerOptions, ResolvedHandlerOptions } from '../interfaces/job-handler-options.interface.js';
-import type { PgQueueModuleOptions } from '../interfaces/pg-queue-options.interface.js';
+import type { PgQueueMaintenanceOptions, PgQueueModuleOptions } from '../interfaces/pg-queue-options.interface.js';
+import { HISTORY_PARTITION_WIDTHS, type HistoryPartitionWidth } from '../store/history.sql.js';
 import { INVALID_DATABASE_NAME, INVALID_OPTION, INVALID_QUEUE_NAME, LIMIT_WITH_PREFETCH, POOLER_WITHOUT_LISTENER_URL } from '../pg-queue.messages.js';
 import { AUTO_MAX_IN_HAND, DATABASE_NAME_PATTERN, QUEUE_NAME_PATTERN } from '../pg-queue.constants.js';
 import { exponentialBackoff } from './backoff.js';
@@ -34,6 +35,8 @@ export interface ResolvedModuleOptions {
     completedRetentionMs: number;
     failedRetentionMs: number | null;
     pruneBatchSize: number;
+    /** null: partitioned history is off. */
+    history: { partitionWidth: HistoryPartitionWidth; moveAfterMs: number; moveIntervalMs: number; moveBatchSize: number } | null;
   };
   recurring: {
     enabled: boolean;
@@ -76,8 +79,10 @@ const KNOWN_MODULE_KEYS = new Set([
 ]);
 const KNOWN_RECURRING_KEYS = new Set(['enabled', 'pollIntervalMs', 'orphanAfterMs']);
 const KNOWN_MAINTENANCE_KEYS = new Set([
-  'enabled', 'sweepIntervalMs', 'pruneIntervalMs', 'completedRetentionMs', 'failedRetentionMs', 'pruneBatchSize',
+  'enabled', 'sweepIntervalMs', 'pruneIntervalMs', 'completedRetentionMs', 'failedRetentionMs', 'pruneBatchSize', 'history',
 ]);
+const KNOWN_HISTORY_KEYS = new Set(['partitionWidth', 'moveAfterMs', 'moveIntervalMs', 'moveBatchSize']);
+const WIDTH_MS: Record<HistoryPartitionWidth, number> = { hour: 3_600_000, day: 86_400_000, week: 7 * 86_400_000, month: 31 * 86_400_000 };
 const KNOWN_HANDLER_KEYS = new Set(['concurrency', 'maxAttempts', 'backoff', 'timeoutMs', 'prefetch', 'batchSize', 'globalConcurrency', 'rateLimit', 'concurrencyPerKey', 'transactional', 'batch']);
 const KNOWN_BATCH_KEYS = new Set(['size', 'waitMs']);
 
@@ -104,6 +109,8 @@ export function resolveModuleOptions(options: PgQueueModuleOptions): ResolvedMod
   refuseUnknownKeys(`${where} maintenance`, m, KNOWN_MAINTENANCE_KEYS);
   const failedRetentionMs =
     m.failedRetentionMs === null ? null : int(`${where} maintenance`, 'failedRetentionMs', m.failedRetentionMs, 7 * 86_400_000, 0, Number.MAX_SAFE_INTEGER);
+  const completedRetentionMs = int(`${where} maintenance`, 'completedRetentionMs', m.completedRetentionMs, 86_400_000, 0, Number.MAX_SAFE_INTEGER);
+  const history = resolveHistory(`${where} maintenance`, m.history, completedRetentionMs, failedRetentionMs);
   if (options.workerId !== undefined && (typeof options.workerId !== 'string' || options.workerId.length === 0 || options.workerId.length > 200)) {
     throw new PgQueueError(INVALID_OPTION(where, 'workerId', options.workerId, 'a non-empty string of at most 200 characters'));
   }
@@ -144,16 +151,51 @@ export function resolveModuleOptions(options: PgQueueModuleOptions): ResolvedMod
       enabled: bool(`${where} maintenance`, 'enabled', m.enabled, true),
       sweepIntervalMs: int(`${where} maintenance`, 'sweepIntervalMs', m.sweepIntervalMs, 5_000, 10),
       pruneIntervalMs: int(`${where} maintenance`, 'pruneIntervalMs', m.pruneIntervalMs, 60_000, 10),
-      completedRetentionMs: int(`${where} maintenance`, 'completedRetentionMs', m.completedRetentionMs, 86_400_000, 0, Number.MAX_SAFE_INTEGER),
+      completedRetentionMs,
       failedRetentionMs,
       // Capped so one DELETE batch stays seconds long, far under the default statementTimeoutMs of 60 s.
       pruneBatchSize: int(`${where} maintenance`, 'pruneBatchSize', m.pruneBatchSize, 5_000, 1, 50_000),
+      history,
     },
     recurring: {
       enabled: bool(`${where} recurring`, 'enabled', r.enabled, true),
       pollIntervalMs: int(`${where} recurring`, 'pollIntervalMs', r.pollIntervalMs, 10_000, 10, 60_000),
       orphanAfterMs: int(`${where} recurring`, 'orphanAfterMs', r.orphanAfterMs, 300_000, 3_000),
     },
+  };
+}
+
+/**
+ * maintenance.history: off (false, absent), the defaults (true), or its options. A width longer than a retention
+ * that is not 0 is refused: the kind's jobs would be kept up to a width past it (0 deletes completed jobs at
+ * completion, so nothing of that kind moves).
+ */
+function resolveHistory(
+  where: string,
+  value: PgQueueMaintenanceOptions['history'],
+  completedRetentionMs: number,
+  failedRetentionMs: number | null,
+): ResolvedModuleOptions['maintenance']['history'] {
+  if (value === undefined || value === false) return null;
+  const h = value === true ? {} : value;
+  if (h === null || typeof h !== 'object') throw new PgQueueError(INVALID_OPTION(where, 'history', h, 'true, false or { partitionWidth, moveAfterMs, moveIntervalMs, moveBatchSize }'));
+  refuseUnknownKeys(`${where} history`, h, KNOWN_HISTORY_KEYS);
+  const partitionWidth = h.partitionWidth ?? 'day';
+  if (!HISTORY_PARTITION_WIDTHS.includes(partitionWidth)) {
+    throw new PgQueueError(INVALID_OPTION(`${where} history`, 'partitionWidth', partitionWidth, `one of ${HISTORY_PARTITION_WIDTHS.map((w) => `'${w}'`).join(', ')}`));
+  }
+  for (const [name, retention] of [['completedRetentionMs', completedRetentionMs], ['failedRetentionMs', failedRetentionMs]] as const) {
+    if (retention !== null && retention > 0 && retention < WIDTH_MS[partitionWidth]) {
+      throw new PgQueueError(
+        INVALID_OPTION(`${where} history`, 'partitionWidth', partitionWidth, `at most ${name} (${retention} ms): a partition is dropped whole, so its jobs would be kept up to a ${partitionWidth} past their retention; choose a shorter width`),
+      );
+    }
+  }
+  return {
+    partitionWidth,
+    moveAfterMs: int(`${where} history`, 'moveAfterMs', h.moveAfterMs, 0, 0, Number.MAX_SAFE_INTEGER),
+    moveIntervalMs: int(`${where} history`, 'moveIntervalMs', h.moveIntervalMs, 1_000, 10),
+    moveBatchSize: int(`${where} history`, 'moveBatchSize', h.moveBatchSize, 5_000, 1, 50_000),
   };
 }
 

@@ -7,7 +7,7 @@ describe('resolveModuleOptions', () => {
     expect(o).toMatchObject({ leaseMs: 30_000, heartbeatMs: 10_000, workers: true, migrationsRun: true, pollIntervalMs: 30_000 });
     expect(o.maintenance).toEqual({
       enabled: true, sweepIntervalMs: 5_000, pruneIntervalMs: 60_000, completedRetentionMs: 86_400_000,
-      failedRetentionMs: 604_800_000, pruneBatchSize: 5_000,
+      failedRetentionMs: 604_800_000, pruneBatchSize: 5_000, history: null,
     });
     expect(o.workerId).toMatch(/:\d+:[0-9a-f]{6}$/);
     expect(o).toMatchObject({ poolSize: 5, statementTimeoutMs: 60_000, connectTimeoutMs: 10_000, transactionPooler: false });

@@ -34,9 +34,15 @@ export function registerPrune(program: Command, run: Run): void {
         const failedMs = options.failedRetention === 'never' ? null : options.failedRetention;
         const counted = await connection.adminStore().countPrunable(options.completedRetention, failedMs, COUNT_UP_TO);
         const n = (k: number) => (k >= COUNT_UP_TO ? `at least ${count(k)}` : count(k));
+        // Partitioned history's partitions past retention, each dropped whole (README: "Long retention: partitioned history").
+        const expired = (await connection.jobStore().history.partitions()).filter((p) => {
+          const retention = p.kind === 'completed' ? options.completedRetention : failedMs;
+          return retention !== null && p.upper.getTime() <= p.now.getTime() - retention;
+        });
         const summary =
           `delete ${n(counted.completed)} completed job(s) finished over ${formatDuration(options.completedRetention)} ago` +
-          (failedMs === null ? ' (failed and cancelled jobs are kept)' : ` and ${n(counted.failed)} failed/cancelled job(s) finished over ${formatDuration(failedMs)} ago`);
+          (failedMs === null ? ' (failed and cancelled jobs are kept)' : ` and ${n(counted.failed)} failed/cancelled job(s) finished over ${formatDuration(failedMs)} ago`) +
+          (expired.length > 0 ? `, and drop ${expired.length} history partition(s) past retention (${expired.map((p) => p.name).join(', ')})` : '');
         if (options.dryRun) {
           print(`would ${summary} (dry run: nothing deleted)`);
           return;
@@ -51,10 +57,11 @@ export function registerPrune(program: Command, run: Run): void {
             maxBatchesPerPass: 100,
           },
           silent,
+          connection.jobStore().history,
         );
         const result = await pruner.runOnce();
         if (!result.ran) note('another instance holds the pruner lock (it is pruning right now): this pass stopped there');
-        print(`deleted ${count(result.completed)} completed and ${count(result.failed)} failed/cancelled job(s) past retention`);
+        print(`deleted ${count(result.completed)} completed and ${count(result.failed)} failed/cancelled job(s) past retention` + (result.partitions > 0 ? `; dropped ${result.partitions} history partition(s)` : ''));
       }),
     );
 }

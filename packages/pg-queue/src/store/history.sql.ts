@@ -1,0 +1,148 @@
+// Statements of partitioned history (README: "Long retention: partitioned history"; migration JobHistory1764660000000):
+// the mover that takes finished jobs out of background_jobs, the partitions it writes into, and the pruner's drop of
+// partitions past retention. Nothing here runs in a worker: the hot path's statements are in job.sql.ts.
+import { ADVISORY_LOCK } from '../pg-queue.constants.js';
+
+const MS = `* interval '1 millisecond'`;
+
+/** The width of one history partition: rows are kept up to retention plus one width. */
+export type HistoryPartitionWidth = 'hour' | 'day' | 'week' | 'month';
+export const HISTORY_PARTITION_WIDTHS: readonly HistoryPartitionWidth[] = ['hour', 'day', 'week', 'month'];
+
+/** The two kinds of history: completed jobs, and failed or cancelled ones (each kind has its own retention). */
+export type HistoryKind = 'completed' | 'failed';
+export const HISTORY_PARENT: Record<HistoryKind, string> = {
+  completed: 'background_jobs_history_completed',
+  failed: 'background_jobs_history_failed',
+};
+
+/**
+ * A finished job of a flow moves only once its flow has finished: until then its dependents and the flow's
+ * statements (flow.sql.ts) read it in background_jobs.
+ */
+const MOVABLE_FLOW_JOB = `(j.flow_id IS NULL OR EXISTS (SELECT 1 FROM background_flows AS f WHERE f.id = j.flow_id AND f.finished_at IS NOT NULL))`;
+
+/** One status's finished rows past $1 ms, oldest first through the finished-jobs index (status, finished_at). */
+const finishedBefore = (status: string) => `
+      (SELECT j.id, j.status, j.finished_at FROM background_jobs AS j
+       WHERE j.status = '${status}' AND j.finished_at < now() - $1::int8 ${MS} AND ${MOVABLE_FLOW_JOB}
+       ORDER BY j.finished_at LIMIT $2)`;
+
+// The partition a row goes to: its kind, and the start of its width ($3) of finish time, by UTC, named by that start.
+const LOWER = `date_trunc($3::text, c.finished_at, 'UTC')`;
+
+export const HISTORY_SQL = {
+  // Up to $2 rows the mover may take (finished more than $1 ms ago), each with its partition ($3 the width): the
+  // caller makes the partitions that are missing, then moves the rows with moveJobs. finished_at as text, so
+  // that moveJobs can check that the row is still the one read here (a job retried and finished again since has
+  // a new finish time, and maybe another partition).
+  moveCandidates: `
+    SELECT c.id::text AS id, c.finished_at::text AS finished_at,
+      CASE WHEN c.status = 'completed' THEN 'completed' ELSE 'failed' END AS kind,
+      to_char(${LOWER} AT TIME ZONE 'UTC', CASE $3::text WHEN 'hour' THEN 'YYYYMMDD"_"HH24' WHEN 'month' THEN 'YYYYMM' ELSE 'YYYYMMDD' END) AS suffix,
+      to_char(${LOWER} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS lower,
+      to_char(${LOWER} AT TIME ZONE 'UTC' + ('1 ' || $3::text)::interval, 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS upper
+    FROM (
+      SELECT * FROM (${finishedBefore('completed')}
+      UNION ALL ${finishedBefore('failed')}
+      UNION ALL ${finishedBefore('cancelled')}) AS u
+      ORDER BY u.finished_at LIMIT $2
+    ) AS c`,
+
+  // Moves the rows of $1 (ids) whose finish time is still $2 (as moveCandidates read it) into history, in one
+  // statement: the DELETE's rows are the INSERT's. Rows another transaction holds are skipped (a retry, a bulk
+  // action), and the next pass takes them. On one instance at a time (the history lock; the other passes find it
+  // held and wait for their next turn).
+  moveJobs: `
+    WITH lock AS (SELECT pg_try_advisory_xact_lock(${ADVISORY_LOCK.history}) AS held),
+    moved AS (
+      DELETE FROM background_jobs AS j
+      WHERE j.id = ANY(ARRAY(
+          SELECT l.id FROM background_jobs AS l
+          JOIN unnest($1::int8[], $2::text[]) AS c(id, finished_at) ON l.id = c.id AND l.finished_at = c.finished_at::timestamptz
+          WHERE (SELECT held FROM lock)
+          FOR UPDATE OF l SKIP LOCKED))
+        AND j.status IN ('completed', 'failed', 'cancelled') AND ${MOVABLE_FLOW_JOB}
+      RETURNING j.*
+    ), kept AS (
+      INSERT INTO background_jobs_history SELECT * FROM moved RETURNING 1
+    )
+    SELECT (SELECT held FROM lock) AS held, (SELECT count(*)::int FROM kept) AS moved`,
+
+  // The partitions of both kinds, with their bounds (as text in UTC) and whether a DETACH ... CONCURRENTLY of
+  // theirs was interrupted (PostgreSQL 14+: it must be finished with FINALIZE before anything else).
+  partitions: `
+    SELECT c.relname AS name, CASE WHEN p.relname = 'background_jobs_history_completed' THEN 'completed' ELSE 'failed' END AS kind,
+      coalesce((to_jsonb(i) ->> 'inhdetachpending')::boolean, false) AS detach_pending,
+      substring(pg_get_expr(c.relpartbound, c.oid) FROM $$TO \\('([^']+)'\\)$$)::timestamptz AS upper,
+      now() AS now
+    FROM pg_inherits AS i
+    JOIN pg_class AS c ON c.oid = i.inhrelid
+    JOIN pg_class AS p ON p.oid = i.inhparent
+    WHERE p.oid IN (to_regclass('background_jobs_history_completed'), to_regclass('background_jobs_history_failed'))
+    ORDER BY 4`,
+
+  // PostgreSQL 14 brought DETACH PARTITION ... CONCURRENTLY.
+  serverVersion: `SELECT current_setting('server_version_num')::int AS version`,
+
+  // Before a partition goes: the attempt history of its jobs (background_job_attempts is not partitioned).
+  forgetPartitionAttempts: (partition: string) => `DELETE FROM background_job_attempts AS a USING ${partition} AS h WHERE a.job_id = h.id`,
+
+  // retry() of a failed or cancelled job that history holds: it goes back to background_jobs as it is, with the
+  // rest of its flow (a retried flow job brings back what failed because of it, which flow.sql.ts reads there),
+  // then the usual retry runs on it. The insert fires the NOTIFY trigger: a spurious wake-up, not a claimable job.
+  bringBack: `
+    WITH target AS (
+      SELECT h.id, h.flow_id FROM background_jobs_history AS h WHERE h.id = ANY($1::int8[]) AND h.status IN ('failed', 'cancelled')
+    ), back AS (
+      DELETE FROM background_jobs_history AS h
+      WHERE h.id IN (SELECT id FROM target)
+         OR h.flow_id IN (SELECT flow_id FROM target WHERE flow_id IS NOT NULL)
+      RETURNING h.*
+    ), returned AS (
+      INSERT INTO background_jobs SELECT * FROM back RETURNING id
+    )
+    SELECT count(*)::int AS n FROM returned`,
+} as const;
+
+/** A partition's table name: only these characters ever reach the DDL below. */
+const PARTITION_NAME = /^background_jobs_history_(completed|failed)_p[0-9_]{6,11}$/;
+const BOUND = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/;
+
+export function partitionName(kind: HistoryKind, suffix: string): string {
+  const name = `${HISTORY_PARENT[kind]}_p${suffix}`;
+  if (!PARTITION_NAME.test(name)) throw new Error(`history: not a partition name: ${name}`);
+  return name;
+}
+
+/**
+ * Makes partition `name` of `kind` for [lower, upper): a table of its own first, then attached, which takes only a
+ * SHARE UPDATE EXCLUSIVE lock on the parent (CREATE TABLE ... PARTITION OF would take an ACCESS EXCLUSIVE one, and
+ * wait behind, then stop, every read of history). Its indexes come with the attach. Under a short lock_timeout, so
+ * that a long read of history makes the mover try again later rather than queue everyone else behind it.
+ */
+export function createPartition(kind: HistoryKind, name: string, lower: string, upper: string): string {
+  if (!PARTITION_NAME.test(name) || !BOUND.test(lower) || !BOUND.test(upper)) throw new Error(`history: bad partition ${name} [${lower}, ${upper})`);
+  return `
+    SET LOCAL lock_timeout = '2s';
+    CREATE TABLE IF NOT EXISTS ${name} (LIKE ${HISTORY_PARENT[kind]});
+    ALTER TABLE ${HISTORY_PARENT[kind]} ATTACH PARTITION ${name} FOR VALUES FROM ('${lower}') TO ('${upper}')`;
+}
+
+/**
+ * Takes partition `name` out of its parent. PostgreSQL 14+: CONCURRENTLY, which never blocks reads or writes of
+ * history (it waits for the transactions that may see the partition instead), must run outside a transaction, and
+ * needs no default partition (history has none). `finalize` ends one that was interrupted. PostgreSQL 13: a plain
+ * DETACH, which takes an ACCESS EXCLUSIVE lock on the parent for an instant, under a short lock_timeout.
+ */
+export function detachPartition(kind: HistoryKind, name: string, how: 'concurrently' | 'finalize' | 'locked'): string {
+  if (!PARTITION_NAME.test(name)) throw new Error(`history: not a partition name: ${name}`);
+  const parent = HISTORY_PARENT[kind];
+  if (how === 'locked') return `SET LOCAL lock_timeout = '2s'; ALTER TABLE ${parent} DETACH PARTITION ${name}`;
+  return `ALTER TABLE ${parent} DETACH PARTITION ${name} ${how === 'concurrently' ? 'CONCURRENTLY' : 'FINALIZE'}`;
+}
+
+export function dropPartition(name: string): string {
+  if (!PARTITION_NAME.test(name)) throw new Error(`history: not a partition name: ${name}`);
+  return `DROP TABLE IF EXISTS ${name}`;
+}

@@ -1,0 +1,272 @@
+import { Injectable, type INestApplicationContext } from '@nestjs/common';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type pg from 'pg';
+import { JobHandler, MaintenanceScheduler, QueueService, type Job } from 'nestjs-pg-queue';
+import { createTestDatabase } from '@internal/pg-harness';
+import { sqlPool, startApp, waitFor } from './support/test-app.js';
+import { TrafficProbe } from './support/traffic-probe.js';
+import { buildCli, runCli } from './support/run-cli.js';
+
+// Partitioned history (README: "Long retention: partitioned history"): finished jobs leave background_jobs for
+// background_jobs_history, and retention drops whole partitions. Every assertion reads the tables.
+
+const HOUR = 3_600_000;
+let db: pg.Pool;
+
+@Injectable()
+class Handlers {
+  @JobHandler('work', { concurrency: 8 })
+  async work(job: Job<{ n: number }>) {
+    // The ledger: one row per run, so a job run twice shows twice.
+    await db.query(`INSERT INTO runs (job_id) VALUES ($1)`, [job.id]);
+    return { n: job.payload.n };
+  }
+
+  @JobHandler('dead', { maxAttempts: 1 })
+  async dead(job: Job<{ fail: boolean }>) {
+    if (job.payload.fail) throw new Error('boom');
+    return 'ok';
+  }
+}
+
+const history = (options: object = {}) => ({
+  completedRetentionMs: 2 * HOUR,
+  failedRetentionMs: 2 * HOUR,
+  history: { partitionWidth: 'hour' as const, moveIntervalMs: 20, ...options },
+});
+
+const where = async (ids: string[]) => {
+  const { rows } = await db.query<{ hot: string[]; moved: string[] }>(
+    `SELECT ARRAY(SELECT id::text FROM background_jobs WHERE id = ANY($1::int8[]) ORDER BY id) AS hot,
+            ARRAY(SELECT id::text FROM background_jobs_history WHERE id = ANY($1::int8[]) ORDER BY id) AS moved`,
+    [ids],
+  );
+  return rows[0];
+};
+const partitions = async () =>
+  (await db.query<{ name: string }>(
+    `SELECT c.relname AS name FROM pg_inherits AS i JOIN pg_class AS c ON c.oid = i.inhrelid
+     WHERE i.inhparent IN ('background_jobs_history_completed'::regclass, 'background_jobs_history_failed'::regclass) ORDER BY 1`,
+  )).rows.map((r) => r.name);
+
+describe('partitioned history', () => {
+  let url: string;
+  let app: INestApplicationContext;
+  let queue: QueueService;
+
+  beforeAll(async () => {
+    url = await createTestDatabase('history');
+    db = sqlPool(url);
+    await db.query(`CREATE TABLE runs (job_id bigint NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())`);
+    app = await startApp(url, { providers: [Handlers], queue: { maintenance: history(), leaseMs: 5_000 } });
+    queue = app.get(QueueService);
+  });
+  afterAll(async () => {
+    await app?.close();
+    await db?.end();
+  });
+
+  it('moves completed, failed and cancelled jobs into their partitions; get, waitFor, stats and the lists read them there', async () => {
+    const done = await queue.enqueue('dead', { fail: false });
+    const failed = await queue.enqueue('dead', { fail: true });
+    const cancelled = await queue.enqueue('idle', {}, { delayMs: 60_000 });
+    await queue.cancel(cancelled);
+    const waiting = await queue.enqueue('idle', {}, { delayMs: 60_000 });
+    expect(await queue.waitFor(done, { timeoutMs: 10_000 })).toBe('ok');
+    await waitFor('the three finished jobs moved', async () => (await where([done, failed, cancelled])).moved.length === 3);
+    expect(await where([done, failed, cancelled, waiting])).toEqual({ hot: [waiting], moved: [done, failed, cancelled] });
+    // Each kind in its own partition of the hour it finished in (by UTC).
+    const { rows } = await db.query(`SELECT id::text, status, tableoid::regclass::text AS part FROM background_jobs_history WHERE id = ANY($1::int8[]) ORDER BY id`, [[done, failed, cancelled]]);
+    expect(rows.map((r) => [r.status, r.part.replace(/_p\d{8}_\d{2}$/, '')])).toEqual([
+      ['completed', 'background_jobs_history_completed'],
+      ['failed', 'background_jobs_history_failed'],
+      ['cancelled', 'background_jobs_history_failed'],
+    ]);
+    // Read as if nothing moved.
+    expect(await queue.get(done)).toMatchObject({ id: done, status: 'completed', result: 'ok' });
+    expect(await queue.get(failed)).toMatchObject({ status: 'failed', lastError: expect.stringContaining('boom') });
+    expect((await queue.get(failed))!.history).toHaveLength(1);
+    await expect(queue.waitFor(failed, { timeoutMs: 2_000 })).rejects.toThrow(/boom/);
+    expect(await queue.cancel(done)).toBe('completed');
+    const stats = await queue.stats();
+    expect(stats.dead).toMatchObject({ completed: 1, failed: 1 });
+    expect(stats.idle).toMatchObject({ queued: 1, cancelled: 1 });
+  });
+
+  it('retry() of a dead letter that history holds brings it back and runs it', async () => {
+    const failed = await queue.enqueue('dead', { fail: true });
+    await waitFor('the dead letter moved', async () => (await where([failed])).moved.length === 1);
+    await db.query(`UPDATE background_jobs_history SET payload = '{"fail": false}' WHERE id = $1`, [failed]);
+    expect(await queue.retry(failed)).toBe(true);
+    expect(await queue.waitFor(failed, { timeoutMs: 10_000 })).toBe('ok');
+    expect(await queue.get(failed)).toMatchObject({ status: 'completed', attempts: 1 });
+    await waitFor('moved again', async () => (await where([failed])).moved.length === 1);
+    expect(await where([failed])).toEqual({ hot: [], moved: [failed] });
+    expect(await queue.retry('999999999')).toBe(false);
+  });
+
+  it('the jobs of an open flow stay in background_jobs until the flow finishes', async () => {
+    const flow = await queue.enqueueFlow({
+      jobs: [
+        { ref: 'a', queue: 'dead', payload: { fail: false } },
+        { ref: 'b', queue: 'idle', payload: {}, dependsOn: ['a'] },
+      ],
+    });
+    const a = flow.jobs.a;
+    await waitFor('a completed', async () => (await queue.get(a))?.status === 'completed');
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await where([a])).toEqual({ hot: [a], moved: [] });
+    await queue.cancelFlow(flow.id);
+    await waitFor('the finished flow moved', async () => (await where(Object.values(flow.jobs))).moved.length === 2);
+    expect((await queue.getFlow(flow.id))!.jobs).toHaveLength(2);
+  });
+
+  it('the CLI lists, retries and deletes the jobs history holds', async () => {
+    await buildCli();
+    const failed = await queue.enqueue('dead', { fail: true });
+    await waitFor('moved', async () => (await where([failed])).moved.length === 1);
+    const cli = (...args: string[]) => runCli(args, { DATABASE_URL: url });
+    const list = await cli('jobs', 'list', '--queue', 'dead', '--status', 'failed', '--json');
+    expect(list.code).toBe(0);
+    expect(list.stdout.trim().split('\n').map((line) => (JSON.parse(line) as { id: string }).id)).toContain(failed);
+    await db.query(`UPDATE background_jobs_history SET payload = '{"fail": false}' WHERE id = $1`, [failed]);
+    expect((await cli('jobs', 'retry', failed, '--yes')).code).toBe(0);
+    expect(await queue.waitFor(failed, { timeoutMs: 10_000 })).toBe('ok');
+    await waitFor('moved again', async () => (await where([failed])).moved.length === 1);
+    expect((await cli('jobs', 'delete', '--queue', 'dead', '--status', 'completed', '--yes')).code).toBe(0);
+    expect(await where([failed])).toEqual({ hot: [], moved: [] });
+  }, 60_000);
+});
+
+describe('partitioned history: partitions rotate while workers run', () => {
+  let app: INestApplicationContext;
+  let queue: QueueService;
+
+  beforeAll(async () => {
+    const url = await createTestDatabase('history_rotation');
+    db = sqlPool(url);
+    await db.query(`CREATE TABLE runs (job_id bigint NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp())`);
+    // moveAfterMs: the test ages half the finished jobs before the mover may take them.
+    app = await startApp(url, { providers: [Handlers], queue: { maintenance: { ...history({ moveAfterMs: 500 }), enabled: true }, leaseMs: 5_000 } });
+    queue = app.get(QueueService);
+  });
+  afterAll(async () => {
+    await app?.close();
+    await db?.end();
+  });
+
+  it('jobs move and partitions are dropped while workers run: nothing lost, no job run twice, get(id) finds every job through the move', async () => {
+    const ids: string[] = [];
+    const misses: string[] = [];
+    const odd: string[] = [];
+    let stop = false;
+    // Half the finished jobs are made 5 hours old before the mover takes them: their hourly partitions are past the
+    // 2 h retention, and the pruner drops them while the rest keep moving.
+    const ager = (async () => {
+      while (!stop) {
+        await db.query(`UPDATE background_jobs SET finished_at = finished_at - interval '5 hours'
+                        WHERE queue_name = 'work' AND status = 'completed' AND id % 2 = 0 AND finished_at > now() - interval '1 hour'`);
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    })();
+    const pruner = (async () => {
+      while (!stop) {
+        await app.get(MaintenanceScheduler).pruner.runOnce();
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    })();
+    // get(id) of odd (kept) jobs all along: never missing, whichever table holds it.
+    const reader = (async () => {
+      while (!stop) {
+        const sample = ids.filter((id) => BigInt(id) % 2n === 1n).slice(-50);
+        for (const id of sample) if ((await queue.get(id)) === null) misses.push(id);
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    })();
+    try {
+    for (let round = 0; round < 20; round++) {
+      ids.push(...(await queue.enqueueMany(Array.from({ length: 100 }, (_, n) => ({ queue: 'work', payload: { n } })))));
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await waitFor('every job ran', async () => (await db.query(`SELECT count(DISTINCT job_id)::int AS n FROM runs`)).rows[0].n === ids.length, 60_000);
+      odd.push(...ids.filter((id) => BigInt(id) % 2n === 1n));
+    await waitFor('every kept job moved', async () => (await where(odd)).moved.length === odd.length, 30_000);
+    } finally {
+      stop = true;
+      await Promise.all([ager, pruner, reader]);
+    }
+    await app.get(MaintenanceScheduler).pruner.runOnce();
+
+    expect(misses).toEqual([]);
+    const { rows: [ledger] } = await db.query(`SELECT count(*)::int AS runs, count(DISTINCT job_id)::int AS jobs FROM runs`);
+    expect(ledger).toEqual({ runs: ids.length, jobs: ids.length });
+    // Kept jobs: each once, in history, completed with its result; none left behind or in both tables.
+    const { rows: [kept] } = await db.query(
+      `SELECT (SELECT count(*)::int FROM background_jobs_history WHERE id = ANY($1::int8[]) AND status = 'completed' AND result IS NOT NULL) AS moved,
+              (SELECT count(*)::int FROM background_jobs WHERE id = ANY($1::int8[])) AS hot,
+              (SELECT count(*)::int FROM background_jobs AS j JOIN background_jobs_history AS h ON h.id = j.id) AS twice`,
+      [odd],
+    );
+    expect(kept).toEqual({ moved: odd.length, hot: 0, twice: 0 });
+    // Aged jobs: gone with their dropped partitions, and no partition past retention is left.
+    const even = ids.filter((id) => BigInt(id) % 2n === 0n);
+    expect(await where(even)).toEqual({ hot: [], moved: [] });
+    expect((await partitions()).filter((p) => p.includes('completed'))).toHaveLength(await db.query(
+      `SELECT count(DISTINCT date_trunc('hour', finished_at, 'UTC'))::int AS n FROM background_jobs_history WHERE status = 'completed'`,
+    ).then((r) => r.rows[0].n));
+    // Dropping whole partitions leaves no dead rows in history.
+    const { rows: [dead] } = await db.query(`SELECT coalesce(sum(n_dead_tup), 0)::int AS n FROM pg_stat_user_tables WHERE relname LIKE 'background_jobs_history%'`);
+    expect(dead.n).toBe(0);
+  }, 120_000);
+
+});
+
+describe('partitioned history: the online migration of an existing table', () => {
+  it('moves 200k finished rows in batches while enqueues and claims go on, none of them waiting on a lock', async () => {
+    const url = await createTestDatabase('history_migration');
+    const pool = sqlPool(url);
+    // The schema, then a table that has been running without history: 200k finished jobs over the last 30 hours.
+    let app = await startApp(url, { queue: { workers: false, maintenance: { enabled: false } } });
+    await app.close();
+    await pool.query(`
+      INSERT INTO background_jobs (queue_name, payload, status, finished_at, created_at, updated_at, result)
+      SELECT 'old', jsonb_build_object('n', g), CASE WHEN g % 10 = 0 THEN 'failed' ELSE 'completed' END::background_job_status,
+             now() - (g % 108000) * interval '1 second', now() - interval '31 hours', now(), '{"ok": true}'
+      FROM generate_series(1, 200000) AS g`);
+    await pool.query(`ANALYZE background_jobs`);
+    const probe = await TrafficProbe.start(url, [
+      `INSERT INTO background_jobs (queue_name, payload) VALUES ('probe', '{}')`,
+      `UPDATE background_jobs SET status = 'processing', locked_by = 'probe', locked_at = now(), lease_expires_at = now() + interval '30 seconds'
+       WHERE id = (SELECT id FROM background_jobs WHERE queue_name = 'probe' AND status = 'queued' ORDER BY priority DESC, run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)`,
+      `SELECT * FROM background_jobs_all WHERE id = 1`,
+    ]);
+    app = await startApp(url, { queue: { workers: false, maintenance: { ...history({ moveBatchSize: 5_000 }), completedRetentionMs: 48 * HOUR, failedRetentionMs: 48 * HOUR } } });
+    try {
+      await waitFor('every old row moved', async () => (await pool.query(`SELECT count(*)::int AS n FROM background_jobs_history`)).rows[0].n === 200_000, 120_000, 200);
+    } finally {
+      await app.close();
+    }
+    const report = await probe.stop();
+    const { rows: [after] } = await pool.query(`
+      SELECT (SELECT count(*)::int FROM background_jobs WHERE queue_name = 'old') AS hot,
+             (SELECT count(*)::int FROM background_jobs_history WHERE queue_name = 'old' AND result IS NOT NULL) AS moved,
+             (SELECT count(*)::int FROM background_jobs_history WHERE status = 'failed') AS failed`);
+    expect(after).toEqual({ hot: 0, moved: 200_000, failed: 20_000 });
+    // The probe ran throughout; no statement of it waited behind the move (a lock on the table would show as seconds).
+    expect(report.statements).toBeGreaterThan(100);
+    expect(report.maxMs).toBeLessThan(1_000);
+    await pool.end();
+  }, 180_000);
+});
+
+describe('partitioned history: options', () => {
+  it('refuses a partition width longer than a retention, and an unknown width, at boot', async () => {
+    const url = await createTestDatabase('history_options');
+    await expect(startApp(url, { queue: { workers: false, maintenance: { completedRetentionMs: HOUR, history: true } } })).rejects.toThrow(
+      /partitionWidth="day": expected at most completedRetentionMs \(3600000 ms\)/,
+    );
+    await expect(startApp(url, { queue: { workers: false, maintenance: { history: { partitionWidth: 'year' as 'day' } } } })).rejects.toThrow(
+      /partitionWidth="year": expected one of 'hour', 'day', 'week', 'month'/,
+    );
+  });
+});
