@@ -8,8 +8,11 @@ import { CHART_ROW_CAP, DASHBOARD_EXACT_LIMIT, FLOW_JOB_COUNT_CAP, LIST_SCAN_WIN
 import { FLOW_SQL } from '../src/store/flow.sql.js';
 import { SQL } from '../src/store/job.sql.js';
 import { WAIT_SQL } from '../src/store/wait.sql.js';
+import { INSTANCE_SQL } from '../src/store/instance.sql.js';
+import { INSTANCE_LIST_CAP } from '../src/store/instance.store.js';
 import { GRAPH_EDGE_CAP, GRAPH_NODE_CAP } from '../src/dashboard/views/flow-graph.js';
 import { QueueService, type EnqueuedFlow } from 'nestjs-pg-queue';
+import { explainBothModes } from './support/plans.js';
 import { sqlPool, startApp } from './support/test-app.js';
 
 interface PlanNode {
@@ -72,12 +75,13 @@ describe(`dashboard statements on ${ROWS.toLocaleString('en')} jobs`, () => {
     await db?.end();
   });
 
+  /** The sequential scans of `relations` among a plan's nodes, as "Seq Scan on <relation>". */
+  const seqScansOf = (all: PlanNode[], relations: readonly string[]) =>
+    all.filter((n) => n['Node Type'] === 'Seq Scan' && relations.includes(n['Relation Name'] ?? '')).map((n) => `Seq Scan on ${n['Relation Name']}`);
+
   async function seqScans(sql: string, values: unknown[]): Promise<string[]> {
     const { rows } = await db.query({ text: `EXPLAIN (FORMAT JSON) ${sql}`, values });
-    const plan = rows[0]['QUERY PLAN'][0].Plan as PlanNode;
-    return nodes(plan)
-      .filter((n) => n['Node Type'] === 'Seq Scan' && n['Relation Name'] === 'background_jobs')
-      .map(() => 'Seq Scan on background_jobs');
+    return seqScansOf(nodes(rows[0]['QUERY PLAN'][0].Plan as PlanNode), ['background_jobs']);
   }
 
   const maxId = String(ROWS + 1);
@@ -204,5 +208,105 @@ describe(`dashboard statements on ${ROWS.toLocaleString('en')} jobs`, () => {
     const { rows } = await db.query<{ n: string; keyed: number }>(`SELECT reltuples::int8::text AS n, (SELECT count(*)::int FROM background_jobs WHERE unique_key = 'key-51' AND queue_name = 'emails') AS keyed FROM pg_class WHERE relname = 'background_jobs'`);
     expect(Number(rows[0].n)).toBeGreaterThan(ROWS * 0.9);
     expect(rows[0].keyed).toBe(1);
+  });
+
+  /**
+   * Issue 23: the side tables the job page and the Instances page read, filled as a busy system fills them: the job
+   * page's attempt history (background_job_attempts), the instances registry (background_instances: the Instances
+   * page, the overview's "nobody runs this queue", "why", `pg-queue instances`, doctor and the health check) and the
+   * rate window "why" reads for a rate-limited queue (background_queue_starts). The app runs each as a named
+   * statement, which switches to a generic plan after five runs: both plans are checked (support/plans.ts).
+   */
+  describe('the side tables of the job and Instances pages', () => {
+    const SIDE_TABLES = ['background_jobs', 'background_job_attempts', 'background_instances', 'background_queue_starts'];
+    const ATTEMPTS = 100_000;
+    const INSTANCES = 300;
+    const STARTS = 100_000;
+
+    beforeAll(async () => {
+      // Ten attempts for each failed job (ids 100, 200, ... 1,000,000), oldest first: the 10,000 dead letters.
+      await db.query(
+        `INSERT INTO background_job_attempts (job_id, attempt, worker, started_at, finished_at, outcome, error)
+         SELECT 100 * (1 + g % 10000), 1 + g / 10000, 'worker-' || g % 7, now() - interval '1 day' + (g || ' ms')::interval,
+                now() - interval '1 day' + (g + 50 || ' ms')::interval, 'failed', 'Error: boom ' || g || E'\n    at the stack'
+         FROM generate_series(0, $1 - 1) AS g`,
+        [ATTEMPTS],
+      );
+      // Three hundred instances: two thirds live, the rest gone (not yet forgotten by the sweeper).
+      await db.query(
+        `INSERT INTO background_instances (id, host, pid, queues, started_at, last_seen_at, expires_at)
+         SELECT 'instance-' || g, 'host-' || g % 20, 1000 + g,
+                jsonb_build_array(jsonb_build_object('queue', (ARRAY['emails', 'thumbnails', 'sync'])[1 + g % 3], 'concurrency', 10, 'running', g % 10)),
+                now() - (g || ' minutes')::interval, now() - interval '1 second',
+                CASE WHEN g % 3 = 0 THEN now() - interval '10 minutes' ELSE now() + interval '10 seconds' END
+         FROM generate_series(1, $1) AS g`,
+        [INSTANCES],
+      );
+      // A thousand rate-limited queues (one per tenant), each with a hundred claims over the last hour.
+      await db.query(
+        `INSERT INTO background_queue_starts (queue_name, started_at, n)
+         SELECT 'rated-' || g % 1000, now() - ((g / 1000) * 36 || ' seconds')::interval, 1 + g % 5
+         FROM generate_series(0, $1 - 1) AS g`,
+        [STARTS],
+      );
+      for (const table of ['background_job_attempts', 'background_instances', 'background_queue_starts']) await db.query(`VACUUM ANALYZE ${table}`);
+    }, 120_000);
+
+    const indexed: [string, string, string, string, string][] = [
+      ['job page: its attempt history', DASHBOARD_SQL.jobAttempts, 'int8', `'${someId}'`, 'background_job_attempts_job_idx'],
+      ['job page: why, the rate window of a rate-limited queue', WAIT_SQL.rateWindow, 'text, int8', `'rated-7', 60000`, 'background_queue_starts_idx'],
+    ];
+
+    it.each(indexed)('%s: no sequential scan, through its index, in the custom and the generic plan', async (_name, sql, types, args, index) => {
+      const modes = await explainBothModes(db, sql, types, args);
+      for (const [mode, { all }] of Object.entries(modes)) {
+        expect({ mode, seqScans: seqScansOf(all, SIDE_TABLES), index: all.some((n) => n['Index Name'] === index) }).toEqual({ mode, seqScans: [], index: true });
+      }
+    });
+
+    it('instances: the small registry read once (its own rows, by design) under a Limit of the list cap, never background_jobs, in the custom and the generic plan', async () => {
+      // The registry holds a row per process (deleted at a clean stop, forgotten an hour after it expires), and its
+      // order (live ones first, by the database clock) comes from no index: reading the small table once and sorting
+      // it is the plan. What must not happen: a read of the jobs, or a read of the table per row.
+      const modes = await explainBothModes(db, INSTANCE_SQL.list, 'int8', String(INSTANCE_LIST_CAP));
+      const { rows } = await db.query<{ pages: number }>(`SELECT relpages AS pages FROM pg_class WHERE relname = 'background_instances'`);
+      for (const [mode, { all, pages }] of Object.entries(modes)) {
+        const reads = all.filter((n) => n['Relation Name'] !== undefined).map((n) => `${n['Node Type']} ${n['Relation Name']}`);
+        expect({ mode, top: all[0]['Node Type'], reads, loops: all.filter((n) => n['Relation Name']).map((n) => n['Actual Loops']) }).toEqual({
+          mode,
+          top: 'Limit',
+          reads: [expect.stringMatching(/ background_instances$/)],
+          loops: [1],
+        });
+        expect([mode, seqScansOf(all, ['background_jobs', 'background_job_attempts', 'background_queue_starts'])]).toEqual([mode, []]);
+        // The registry's own pages, no more.
+        expect([mode, pages <= rows[0].pages + 2]).toEqual([mode, true]);
+      }
+    });
+
+    it('the side statements return what the tables hold: a job\'s attempts in order, the live instances first, the window\'s starts', async () => {
+      const attempts = (await db.query<{ attempt: number; error: string }>({ text: DASHBOARD_SQL.jobAttempts, values: [someId] })).rows;
+      expect(attempts.map((a) => a.attempt)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+      const listed = (await db.query<{ id: string; live: boolean }>({ text: INSTANCE_SQL.list, values: [INSTANCE_LIST_CAP] })).rows;
+      expect(listed).toHaveLength(INSTANCES);
+      expect(listed.findIndex((r) => !r.live)).toBe(listed.filter((r) => r.live).length);
+      const window = (await db.query<{ started: number }>({ text: WAIT_SQL.rateWindow, values: ['rated-7', 60_000] })).rows[0];
+      const truth = (await db.query<{ n: number }>(`SELECT coalesce(sum(n), 0)::int AS n FROM background_queue_starts WHERE queue_name = 'rated-7' AND started_at > now() - interval '1 minute'`)).rows[0];
+      expect(window.started).toBe(truth.n);
+      expect(window.started).toBeGreaterThan(0);
+    });
+
+    it('the check finds a sequential scan of a side table where there is one', async () => {
+      const { force_custom_plan } = await explainBothModes(db, `SELECT count(*) FROM background_job_attempts WHERE error LIKE $1`, 'text', `'%boom 5%'`);
+      expect(seqScansOf(force_custom_plan.all, SIDE_TABLES)).toEqual(['Seq Scan on background_job_attempts']);
+    });
+
+    it('the side tables are filled as stated (the plans are not of empty tables)', async () => {
+      const { rows } = await db.query<{ attempts: number; instances: number; starts: number }>(
+        `SELECT (SELECT count(*)::int FROM background_job_attempts) AS attempts, (SELECT count(*)::int FROM background_instances) AS instances,
+                (SELECT count(*)::int FROM background_queue_starts) AS starts`,
+      );
+      expect(rows[0]).toEqual({ attempts: ATTEMPTS, instances: INSTANCES, starts: STARTS });
+    });
   });
 });

@@ -2,7 +2,7 @@
 // finished jobs costs the claim with and without history, what pruning a day of them costs, what history costs in
 // WAL per job, and how big the hot table stays. One durable server per run (the embedded 18, or --pg-bin for 15):
 //
-//   npm run history --workspace apps/bench -- [--pg-bin /usr/lib/postgresql/15/bin] [--retained 10000000] [--through 1000000]
+//   npm run history --workspace apps/bench -- [--pg-bin /usr/lib/postgresql/15/bin] [--retained 10000000] [--through 1000000] [--rounds 3]
 //
 // Each cell is a fresh database, filled with SQL (INSERT ... SELECT, the fastest way to have 10M finished rows), then
 // driven through the library as an app drives it: a Nest application context with PgQueueModule.
@@ -22,18 +22,21 @@ const BIN = arg('--pg-bin', '');
 const RETAINED = Number(arg('--retained', '10000000'));
 const THROUGH = Number(arg('--through', '1000000'));
 const CLAIM_JOBS = 100_000;
+const ROUNDS = Number(arg('--rounds', '3'));
+const SETTLE_JOBS = 200_000;
 const DAY = 86_400_000;
 
 let started = 0;
 let latencies: number[] = [];
-const enqueuedAt = new Map<string, number>();
+/** When each latency probe was enqueued, by its payload's tag (a job may start before enqueue() has returned its id). */
+const enqueuedAt = new Map<number, number>();
 
 @Injectable()
 class Handlers {
   @JobHandler('bench', { concurrency: 10 })
-  async bench(job: { id: string }) {
+  async bench(job: { payload: { n: number; t?: number } }) {
     started++;
-    const at = enqueuedAt.get(job.id);
+    const at = job.payload.t === undefined ? undefined : enqueuedAt.get(job.payload.t);
     if (at !== undefined) latencies.push(performance.now() - at);
   }
 }
@@ -91,6 +94,7 @@ async function retain(url: string, n: number, where: 'hot' | 'history', days = 1
       FROM (SELECT now() - (g::float8 / ${n}) * ${days} * interval '1 day' AS t FROM generate_series(${from + 1}, ${Math.min(n, from + chunk)}) AS g) AS s`);
   }
   await sql(url, `VACUUM ANALYZE ${table}`);
+  await sql(url, 'CHECKPOINT');
 }
 
 /** Claim throughput (100k no-op jobs, concurrency 10) and start latency (500 single enqueues, 4 ms apart). */
@@ -102,16 +106,17 @@ async function claimCell(url: string, history: boolean) {
   }
   await app.close();
   started = 0;
-  const worker = await boot(url, { maintenance: { enabled: false, history } });
+  // Maintenance on, as in an app (with history, the mover moves the jobs as they finish); a retention longer than the
+  // retained jobs' ten days, so that the pruner deletes none of them meanwhile.
+  const worker = await boot(url, { maintenance: { completedRetentionMs: 30 * DAY, history } });
   const t0 = performance.now();
   await waitUntil(() => started >= CLAIM_JOBS);
   const jobsPerSecond = CLAIM_JOBS / ((performance.now() - t0) / 1000);
   latencies = [];
   const q = worker.get(QueueService);
   for (let i = 0; i < 500; i++) {
-    const at = performance.now();
-    const id = await q.enqueue('bench', { n: 1 });
-    enqueuedAt.set(id, at);
+    enqueuedAt.set(i, performance.now());
+    await q.enqueue('bench', { n: 1, t: i });
     await new Promise((r) => setTimeout(r, 4));
   }
   await waitUntil(() => latencies.length >= 500);
@@ -184,9 +189,56 @@ async function throughCell(url: string, n: number, history: boolean) {
   return { jobsPerSecond: n / seconds, walPerJob: walBytes / n, hotMb: Number(size.hot) / 1_048_576, historyMb: Number(size.history) / 1_048_576 };
 }
 
+/**
+ * The two ways to move a finished job, compared where they differ (the settle statement and what follows it), in SQL
+ * on `n` running jobs settled in batches of 100 as the outcome writer does: the settle UPDATE the library runs (then,
+ * with history on, the mover's batches), against a settle that deletes the row and inserts it into history in one
+ * statement. WAL bytes per job and the time of the statements.
+ */
+async function settleCell(url: string, n: number, how: 'update' | 'update+mover' | 'move-at-settle') {
+  await sql(url, `TRUNCATE background_jobs`);
+  await sql(url, `
+    INSERT INTO background_jobs (queue_name, payload, status, attempts, locked_by, locked_at, lease_expires_at, fence_token, buffered)
+    SELECT 'bench', '{"n": 1}', 'processing', 1, 'w', now(), now() + interval '30 seconds', 1, false FROM generate_series(1, ${n})`);
+  await sql(url, `VACUUM ANALYZE background_jobs`);
+  await sql(url, 'CHECKPOINT');
+  const ids = (await sql<{ id: string }>(url, `SELECT id::text FROM background_jobs ORDER BY id`)).map((r) => r.id);
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  // The settle-move's SELECT list: the row as the settle UPDATE would leave it, in background_jobs' column order.
+  const settled: Record<string, string> = {
+    status: `'completed'::background_job_status`, attempts: 'attempts + buffered::int', buffered: 'false', lease_expires_at: 'NULL', finished_at: 'now()', updated_at: 'now()',
+  };
+  const columns = (await sql<{ name: string }>(url, `SELECT column_name AS name FROM information_schema.columns WHERE table_name = 'background_jobs' AND table_schema = current_schema() ORDER BY ordinal_position`))
+    .map((c) => settled[c.name] ?? c.name)
+    .join(', ');
+  const set = `status = 'completed', attempts = j.attempts + j.buffered::int, buffered = false, lease_expires_at = NULL, finished_at = now(), updated_at = now()`;
+  const before = await wal(url);
+  const t0 = performance.now();
+  for (let i = 0; i < ids.length; i += 100) {
+    const batch = ids.slice(i, i + 100);
+    if (how === 'move-at-settle') {
+      await client.query(`
+        WITH d AS (DELETE FROM background_jobs AS j WHERE j.id = ANY($1::int8[]) AND j.status = 'processing' AND j.locked_by = 'w' RETURNING j.*)
+        INSERT INTO background_jobs_history SELECT ${columns} FROM d`, [batch]);
+    } else {
+      await client.query(`UPDATE background_jobs AS j SET ${set} WHERE j.id = ANY($1::int8[]) AND j.status = 'processing' AND j.locked_by = 'w'`, [batch]);
+    }
+  }
+  await client.end();
+  if (how === 'update+mover') {
+    const app = await boot(url, { workers: false, maintenance: { enabled: false, history: true } });
+    const mover = app.get(MaintenanceScheduler).historyMover!;
+    while ((await mover.runOnce()).moved > 0);
+    await app.close();
+  }
+  const ms = performance.now() - t0;
+  return { walPerJob: Number((await wal(url)) - before) / n, usPerJob: (ms * 1000) / n };
+}
+
 async function main() {
   const server = await startPostgres({ url: null, containers: false, durable: true, binDir: BIN || undefined, log: () => undefined });
-  const [{ version }] = await sql<{ version: string }>(server.url, `SHOW server_version`);
+  const [{ version }] = await sql<{ version: string }>(server.url, `SELECT current_setting('server_version') AS version`);
   const out = (line: string) => process.stdout.write(`${line}\n`);
   out(`# Partitioned history on PostgreSQL ${version} (durable: fsync and synchronous_commit on), ${new Date().toISOString()}`);
   let n = 0;
@@ -197,18 +249,36 @@ async function main() {
     return url;
   };
   try {
-    out(`\n## Claim with ${f(RETAINED)} finished jobs retained (${f(CLAIM_JOBS)} no-op jobs at concurrency 10; start latency of 500 single enqueues)`);
-    out(`| retained | where | jobs/s | vs none | latency p50 (ms) | p99 (ms) |`);
+    out(`\n## Claim with ${f(RETAINED)} finished jobs retained (${f(CLAIM_JOBS)} no-op jobs at concurrency 10, then the start latency of 500 single enqueues; median of ${ROUNDS} interleaved rounds)`);
+    out(`| finished jobs retained | history | jobs/s | vs none retained (same setting) | latency p50 (ms) | p99 (ms) |`);
     out(`|---|---|---|---|---|---|`);
-    const none = await claimCell(await fresh(), false);
-    out(`| 0 | - | ${f(none.jobsPerSecond)} | 1.00x | ${f(none.p50, 1)} | ${f(none.p99, 1)} |`);
-    for (const where of ['history', 'hot'] as const) {
+    const cells = [
+      { retained: 0, where: 'hot' as const, history: false },
+      { retained: 0, where: 'history' as const, history: true },
+      { retained: RETAINED, where: 'history' as const, history: true },
+      { retained: RETAINED, where: 'hot' as const, history: false },
+    ];
+    const urls: string[] = [];
+    for (const cell of cells) {
       const url = await fresh();
       const t0 = performance.now();
-      await retain(url, RETAINED, where);
-      process.stderr.write(`filled ${where} in ${f((performance.now() - t0) / 1000)} s\n`);
-      const cell = await claimCell(url, where === 'history');
-      out(`| ${f(RETAINED)} | ${where === 'history' ? 'background_jobs_history (history on)' : 'background_jobs (history off)'} | ${f(cell.jobsPerSecond)} | ${f(cell.jobsPerSecond / none.jobsPerSecond, 2)}x | ${f(cell.p50, 1)} | ${f(cell.p99, 1)} |`);
+      await retain(url, cell.retained, cell.where);
+      if (cell.retained > 0) process.stderr.write(`filled ${cell.where} in ${f((performance.now() - t0) / 1000)} s\n`);
+      urls.push(url);
+    }
+    const runs: { jobsPerSecond: number; p50: number; p99: number }[][] = cells.map(() => []);
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const [i, cell] of cells.entries()) {
+        await sql(urls[i], 'CHECKPOINT');
+        runs[i].push(await claimCell(urls[i], cell.history));
+      }
+    }
+    const median = (values: number[]) => pct(values, 50);
+    const rows = runs.map((r) => ({ jobsPerSecond: median(r.map((x) => x.jobsPerSecond)), p50: median(r.map((x) => x.p50)), p99: median(r.map((x) => x.p99)) }));
+    for (const [i, cell] of cells.entries()) {
+      const base = rows[cells.findIndex((c) => c.retained === 0 && c.history === cell.history)];
+      const where = cell.retained === 0 ? 'none' : cell.where === 'history' ? `${f(cell.retained)} in background_jobs_history` : `${f(cell.retained)} in background_jobs`;
+      out(`| ${where} | ${cell.history ? 'on' : 'off'} | ${f(rows[i].jobsPerSecond)} (${runs[i].map((x) => f(x.jobsPerSecond)).join(' / ')}) | ${f(rows[i].jobsPerSecond / base.jobsPerSecond, 2)}x | ${f(rows[i].p50, 1)} | ${f(rows[i].p99, 1)} |`);
     }
 
     out(`\n## Pruning a day of 1,000,000 completed jobs past retention`);
@@ -225,6 +295,16 @@ async function main() {
     for (const history of [false, true]) {
       const cell = await throughCell(await fresh(), THROUGH, history);
       out(`| ${history ? 'on (mover every 1 s)' : 'off'} | ${f(cell.jobsPerSecond)} | ${f(cell.walPerJob)} | ${f(cell.hotMb, 1)} | ${f(cell.historyMb, 1)} |`);
+    }
+
+    out(`\n## Moving at settle or in batches (${f(SETTLE_JOBS)} running jobs settled in batches of 100, SQL only, WAL per job)`);
+    out(`| how | WAL per job (bytes) | statement time per job (µs) |`);
+    out(`|---|---|---|`);
+    const settleUrl = await fresh();
+    // In this order: the mover of the second row makes today's partition, which the third row's statement writes into.
+    for (const how of ['update', 'update+mover', 'move-at-settle'] as const) {
+      const cell = await settleCell(settleUrl, SETTLE_JOBS, how);
+      out(`| ${how === 'update' ? 'settle UPDATE (history off: what every job pays today)' : how === 'update+mover' ? 'settle UPDATE, then the mover (history on, as built)' : 'DELETE ... INSERT into history in the settle statement (not built)'} | ${f(cell.walPerJob)} | ${f(cell.usPerJob, 1)} |`);
     }
   } finally {
     await server.stop();

@@ -10,6 +10,9 @@ export interface HistoryMoverConfig {
   batchSize: number;
   /** Upper bound of statements per pass; the next pass goes on. */
   maxBatchesPerPass: number;
+  /** The pruner's retentions: a job already past its kind's is left where it is, for the pruner to delete. */
+  completedRetentionMs: number;
+  failedRetentionMs: number | null;
 }
 
 /**
@@ -28,7 +31,10 @@ export class HistoryMover {
   async runOnce(stop?: AbortSignal): Promise<{ ran: boolean; moved: number }> {
     let moved = 0;
     for (let i = 0; i < this.config.maxBatchesPerPass && !stop?.aborted; i++) {
-      const batch = await this.store.moveBatch(this.config.partitionWidth, this.config.moveAfterMs, this.config.batchSize);
+      const batch = await this.store.moveBatch(this.config.partitionWidth, this.config.moveAfterMs, this.config.batchSize, {
+        completedMs: this.config.completedRetentionMs,
+        failedMs: this.config.failedRetentionMs,
+      });
       if (!batch.held) return { ran: false, moved };
       moved += batch.moved;
       // A short batch was the last; a full one that moved nothing was all held by other transactions: next pass.

@@ -55,7 +55,18 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, BeforeAppli
       store.history,
     );
     this.historyMover = m.history
-      ? new HistoryMover(store.history, { partitionWidth: m.history.partitionWidth, moveAfterMs: m.history.moveAfterMs, batchSize: m.history.moveBatchSize, maxBatchesPerPass: 100 }, this.logger)
+      ? new HistoryMover(
+          store.history,
+          {
+            partitionWidth: m.history.partitionWidth,
+            moveAfterMs: m.history.moveAfterMs,
+            batchSize: m.history.moveBatchSize,
+            maxBatchesPerPass: 100,
+            completedRetentionMs: m.completedRetentionMs,
+            failedRetentionMs: m.failedRetentionMs,
+          },
+          this.logger,
+        )
       : undefined;
   }
 

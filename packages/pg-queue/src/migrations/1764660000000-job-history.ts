@@ -28,7 +28,8 @@ export class JobHistory1764660000000 implements MigrationInterface {
       FOR VALUES IN ('failed', 'cancelled') PARTITION BY RANGE (finished_at)`);
     // get(id), waits and the lists by id; the finished-jobs counts and chart by time; a flow's jobs.
     await q.query(`CREATE INDEX IF NOT EXISTS background_jobs_history_id_idx ON background_jobs_history (id)`);
-    await q.query(`CREATE INDEX IF NOT EXISTS background_jobs_history_finished_idx ON background_jobs_history (finished_at)`);
+    // (status, finished_at): the failed partitions hold cancelled jobs too, and 'the newest cancelled' must not read the failed ones.
+    await q.query(`CREATE INDEX IF NOT EXISTS background_jobs_history_finished_idx ON background_jobs_history (status, finished_at)`);
     await q.query(`CREATE INDEX IF NOT EXISTS background_jobs_history_flow_idx ON background_jobs_history (flow_id) WHERE flow_id IS NOT NULL`);
     await q.query(`CREATE OR REPLACE VIEW background_jobs_all AS SELECT * FROM background_jobs UNION ALL SELECT * FROM background_jobs_history`);
   }

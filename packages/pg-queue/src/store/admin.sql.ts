@@ -4,6 +4,7 @@
 // on millions of rows is many short statements, each holding its row locks for one batch only. They are sent
 // unnamed (planned per call), so PostgreSQL folds away the filters that are not given (NULL IS NULL).
 import { JOBS_CHANNEL } from '../pg-queue.constants.js';
+import { WITH_THEIR_FLOWS } from './history.sql.js';
 import { CANCEL_CHANNEL, forgetAttempts, stepFlows } from './job.sql.js';
 import { shownStatus, shownStatusIn } from './shown-status.sql.js';
 
@@ -101,7 +102,7 @@ export const ADMIN_SQL = {
       ORDER BY j.id LIMIT $7
     ), back AS (
       DELETE FROM background_jobs_history AS h
-      WHERE h.id IN (SELECT id FROM target) OR h.flow_id IN (SELECT flow_id FROM target WHERE flow_id IS NOT NULL)
+      WHERE h.id = ANY(${WITH_THEIR_FLOWS})
       RETURNING h.*
     ), returned AS (
       INSERT INTO background_jobs SELECT * FROM back RETURNING id
@@ -114,10 +115,10 @@ export const ADMIN_SQL = {
   deleteHistoryJobs: `
     WITH deleted AS (
       DELETE FROM background_jobs_history AS h
-      WHERE h.id IN (
+      WHERE h.id = ANY(ARRAY(
         SELECT j.id FROM background_jobs_history AS j
         WHERE ${JOB_FILTER} AND ($9::int8 IS NULL OR j.id <= $9::int8)
-        ORDER BY j.id LIMIT $7)
+        ORDER BY j.id LIMIT $7))
       RETURNING h.id, h.last_error IS NOT NULL AS had_failed
     ), ${forgetAttempts('deleted')}
     SELECT count(*)::int AS changed, max(id)::text AS last_id FROM deleted`,

@@ -2,6 +2,7 @@
 // the mover that takes finished jobs out of background_jobs, the partitions it writes into, and the pruner's drop of
 // partitions past retention. Nothing here runs in a worker: the hot path's statements are in job.sql.ts.
 import { ADVISORY_LOCK } from '../pg-queue.constants.js';
+import { RETENTION_CAP_MS } from './job.sql.js';
 
 const MS = `* interval '1 millisecond'`;
 
@@ -22,17 +23,32 @@ export const HISTORY_PARENT: Record<HistoryKind, string> = {
  */
 const MOVABLE_FLOW_JOB = `(j.flow_id IS NULL OR EXISTS (SELECT 1 FROM background_flows AS f WHERE f.id = j.flow_id AND f.finished_at IS NOT NULL))`;
 
-/** One status's finished rows past $1 ms, oldest first through the finished-jobs index (status, finished_at). */
-const finishedBefore = (status: string) => `
+/**
+ * One status's finished rows past $1 ms, oldest first through the finished-jobs index (status, finished_at), and not
+ * yet past `retention` (ms, NULL: kept for ever): those the pruner deletes where they are, rather than the mover
+ * moving them into a partition the pruner is about to drop.
+ */
+const finishedBefore = (status: string, retention: string) => `
       (SELECT j.id, j.status, j.finished_at FROM background_jobs AS j
-       WHERE j.status = '${status}' AND j.finished_at < now() - $1::int8 ${MS} AND ${MOVABLE_FLOW_JOB}
+       WHERE j.status = '${status}' AND j.finished_at < now() - $1::int8 ${MS}
+         AND (${retention}::int8 IS NULL OR j.finished_at >= now() - least(${retention}::int8, ${RETENTION_CAP_MS}) ${MS})
+         AND ${MOVABLE_FLOW_JOB}
        ORDER BY j.finished_at LIMIT $2)`;
+
+/**
+ * The ids of \`target\` (id, flow_id) and of the other jobs of their flows, as an array computed once: each partition is
+ * then probed through its id index (an OR of the two conditions, or an IN over a subquery, read every partition
+ * whole: test/history-plans.spec.ts).
+ */
+export const WITH_THEIR_FLOWS = `ARRAY(SELECT id FROM target
+        UNION SELECT f.id FROM background_jobs_history AS f WHERE f.flow_id = ANY(ARRAY(SELECT flow_id FROM target WHERE flow_id IS NOT NULL)))`;
 
 // The partition a row goes to: its kind, and the start of its width ($3) of finish time, by UTC, named by that start.
 const LOWER = `date_trunc($3::text, c.finished_at, 'UTC')`;
 
 export const HISTORY_SQL = {
-  // Up to $2 rows the mover may take (finished more than $1 ms ago), each with its partition ($3 the width): the
+  // Up to $2 rows the mover may take (finished more than $1 ms ago, and less than their kind's retention ago: $4
+  // completed, $5 failed and cancelled), each with its partition ($3 the width): the
   // caller makes the partitions that are missing, then moves the rows with moveJobs. finished_at as text, so
   // that moveJobs can check that the row is still the one read here (a job retried and finished again since has
   // a new finish time, and maybe another partition).
@@ -43,9 +59,9 @@ export const HISTORY_SQL = {
       to_char(${LOWER} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS lower,
       to_char(${LOWER} AT TIME ZONE 'UTC' + ('1 ' || $3::text)::interval, 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS upper
     FROM (
-      SELECT * FROM (${finishedBefore('completed')}
-      UNION ALL ${finishedBefore('failed')}
-      UNION ALL ${finishedBefore('cancelled')}) AS u
+      SELECT * FROM (${finishedBefore('completed', '$4')}
+      UNION ALL ${finishedBefore('failed', '$5')}
+      UNION ALL ${finishedBefore('cancelled', '$5')}) AS u
       ORDER BY u.finished_at LIMIT $2
     ) AS c`,
 
@@ -96,8 +112,7 @@ export const HISTORY_SQL = {
       SELECT h.id, h.flow_id FROM background_jobs_history AS h WHERE h.id = ANY($1::int8[]) AND h.status IN ('failed', 'cancelled')
     ), back AS (
       DELETE FROM background_jobs_history AS h
-      WHERE h.id IN (SELECT id FROM target)
-         OR h.flow_id IN (SELECT flow_id FROM target WHERE flow_id IS NOT NULL)
+      WHERE h.id = ANY(${WITH_THEIR_FLOWS})
       RETURNING h.*
     ), returned AS (
       INSERT INTO background_jobs SELECT * FROM back RETURNING id

@@ -45,8 +45,13 @@ export class HistoryStore {
    * One batch of the mover: up to `limit` jobs that finished more than `afterMs` ago leave background_jobs for
    * history, their partitions made first when missing. `held` false: another instance's mover holds the turn.
    */
-  async moveBatch(width: HistoryPartitionWidth, afterMs: number, limit: number): Promise<{ held: boolean; moved: number; read: number }> {
-    const candidates = await this.statements.rows<CandidateRow>('moveCandidates', [afterMs, limit, width]);
+  async moveBatch(
+    width: HistoryPartitionWidth,
+    afterMs: number,
+    limit: number,
+    retention: { completedMs: number; failedMs: number | null },
+  ): Promise<{ held: boolean; moved: number; read: number }> {
+    const candidates = await this.statements.rows<CandidateRow>('moveCandidates', [afterMs, limit, width, retention.completedMs, retention.failedMs]);
     if (candidates.length === 0) return { held: true, moved: 0, read: 0 };
     const wanted = new Map<string, CandidateRow>();
     for (const c of candidates) wanted.set(partitionName(c.kind, c.suffix), c);
@@ -54,7 +59,7 @@ export class HistoryStore {
     for (const [name, c] of wanted) {
       if (this.known.has(name)) continue;
       try {
-        await this.pool.query(`BEGIN; ${createPartition(c.kind, name, c.lower, c.upper)}; COMMIT`);
+        await this.inTransaction(createPartition(c.kind, name, c.lower, c.upper));
       } catch (error) {
         // Another instance's mover made it meanwhile (its attach won): nothing to do.
         await this.refreshKnown();
@@ -62,7 +67,16 @@ export class HistoryStore {
       }
       this.known.add(name);
     }
-    const [row] = await this.statements.rows<{ held: boolean; moved: number }>('moveJobs', [candidates.map((c) => c.id), candidates.map((c) => c.finished_at)]);
+    const values = [candidates.map((c) => c.id), candidates.map((c) => c.finished_at)];
+    let row: { held: boolean; moved: number };
+    try {
+      [row] = await this.statements.rows<{ held: boolean; moved: number }>('moveJobs', values);
+    } catch (error) {
+      // 23514: a partition this instance knew of was dropped meanwhile (the pruner, here or elsewhere, at the moment
+      // its jobs passed retention). The statement moved nothing; the next pass reads the partitions again.
+      if ((error as { code?: string }).code === '23514') this.known.clear();
+      throw error;
+    }
     return { held: row.held, moved: row.moved, read: candidates.length };
   }
 
@@ -83,9 +97,26 @@ export class HistoryStore {
     if (version >= 140000) {
       await this.pool.query(detachPartition(partition.kind, partition.name, partition.detachPending ? 'finalize' : 'concurrently'));
     } else {
-      await this.pool.query(`BEGIN; ${detachPartition(partition.kind, partition.name, 'locked')}; COMMIT`);
+      await this.inTransaction(detachPartition(partition.kind, partition.name, 'locked'));
     }
     await this.pool.query(dropPartition(partition.name));
+  }
+
+  /**
+   * Runs `statements` (several, separated by semicolons) in one transaction on a client of its own: a failed one
+   * (a lock_timeout) must end in a ROLLBACK on that client, or the pool would hand out a session in an aborted
+   * transaction.
+   */
+  private async inTransaction(statements: string): Promise<void> {
+    const client = await this.pool.connect();
+    try {
+      await client.query(`BEGIN; ${statements}; COMMIT`);
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw error;
+    } finally {
+      client.release();
+    }
   }
 
   private async refreshKnown(): Promise<void> {
