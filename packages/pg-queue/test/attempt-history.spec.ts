@@ -1,12 +1,17 @@
 import { Injectable } from '@nestjs/common';
 import { describe, expect, it } from '@jest/globals';
 import { JobHandler, JobStore, QueueService, type Job } from 'nestjs-pg-queue';
+import { AdminStore } from '../src/store/admin.store.js';
 import { SQL } from '../src/store/job.sql.js';
 import { useTestApp, waitFor } from './support/test-app.js';
 
 // Attempt history (README: "Attempt history"): one row per attempt that did not complete, written by the statement
 // that records the failure or the lapsed lease; none for a job that completes at once. Asserted from the tables and
 // from QueueService.get.
+/** The 'ah-gated' handler's third attempt waits for this; `openGate()` lets it complete. */
+let openGate: () => void = () => undefined;
+let gate = new Promise<void>((resolve) => (openGate = resolve));
+
 @Injectable()
 class Handlers {
   /** Fails its first two attempts (50 ms each), then completes. */
@@ -18,6 +23,13 @@ class Handlers {
 
   @JobHandler('ah-fine')
   async fine() {}
+
+  /** Fails its first two attempts, then waits for the test to let the third complete. */
+  @JobHandler('ah-gated', { maxAttempts: 5, backoff: { baseMs: 0, jitter: false } })
+  async gated(job: Job) {
+    if (job.attempt <= 2) throw new Error(`gated failure ${job.attempt}`);
+    await gate;
+  }
 
   @JobHandler('ah-dead', { maxAttempts: 2, backoff: { baseMs: 0, jitter: false } })
   async dead(job: Job) {
@@ -99,5 +111,34 @@ describe('attempt history', () => {
     expect(deleted).toBeGreaterThanOrEqual(1);
     expect(await historyRows(old)).toEqual([]);
     expect((await historyRows(kept)).length).toBe(2);
+  });
+
+  it('a bulk delete (the CLI and the dashboard) deletes the history of the jobs it deletes, and only theirs', async () => {
+    const queue = t.app.get(QueueService);
+    const doomed = await queue.enqueue('ah-dead', { bulk: true });
+    const kept = await queue.enqueue('ah-dead', {});
+    await waitFor('both dead', async () => (await queue.get(doomed))?.status === 'failed' && (await queue.get(kept))?.status === 'failed');
+    expect((await historyRows(doomed)).length).toBe(2);
+    const batch = await new AdminStore(t.db).bulkBatch('delete', { ids: [doomed], statuses: ['failed'] }, '0', 100);
+    expect(batch.changed).toBe(1);
+    expect(await historyRows(doomed)).toEqual([]);
+    expect((await historyRows(kept)).length).toBe(2);
+  });
+});
+
+describe('attempt history, with completedRetentionMs: 0', () => {
+  const t = useTestApp('attempt-history-zero', { providers: [Handlers], queue: { maintenance: { enabled: false, completedRetentionMs: 0 } } });
+
+  it('the completion that deletes its job deletes the job\'s history too', async () => {
+    gate = new Promise<void>((resolve) => (openGate = resolve));
+    const queue = t.app.get(QueueService);
+    const id = await queue.enqueue('ah-gated', {});
+    const rows = async () => (await t.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM background_job_attempts WHERE job_id = $1`, [id])).rows[0].n;
+    // Two failed attempts recorded while the third runs...
+    await waitFor('two failures recorded', async () => (await rows()) === 2);
+    openGate();
+    // ...and gone with the row when the third completes.
+    await waitFor('completed and deleted', async () => (await t.db.query(`SELECT 1 FROM background_jobs WHERE id = $1`, [id])).rowCount === 0);
+    expect(await rows()).toBe(0);
   });
 });

@@ -253,6 +253,26 @@ describe('pg-queue command line', () => {
     expect(stepped.stdout).toContain('progress        {"done":2}\n');
     expect(stepped.stdout).toContain('\n  charge  attempt 1  2026-12-02T10:00:00.000Z  {"id":"ch_1"}\n  nap  attempt 1  2026-12-02T10:00:01.000Z  sleep until 2026-12-02T11:00:01.000Z\n');
 
+    // The attempt history (README: "Attempt history"): each attempt that did not complete, oldest first, its error's
+    // first line; in --json as `history`.
+    await sql.query(
+      `INSERT INTO background_job_attempts (job_id, attempt, worker, started_at, finished_at, outcome, error)
+       VALUES ($1, 1, 'w-1', '2026-12-02T10:00:00Z', '2026-12-02T10:00:00.250Z', 'failed', 'Error: upstream timed out
+    at call()'),
+              ($1, 2, 'w-2', '2026-12-02T10:01:00Z', '2026-12-02T10:01:30Z', 'lease-expired', 'lease expired')`,
+      [a],
+    );
+    const attempted = await cli('jobs', 'show', a);
+    expect(attempted.stdout).toContain(
+      'attempt history (attempts that did not complete, oldest first)\n' +
+        '  1  failed  w-1  2026-12-02T10:00:00.000Z  250 ms  Error: upstream timed out\n' +
+        '  2  lease-expired  w-2  2026-12-02T10:01:00.000Z  30000 ms  lease expired\n',
+    );
+    expect(JSON.parse((await cli('jobs', 'show', a, '--json')).stdout).history).toMatchObject([
+      { attempt: 1, worker: 'w-1', outcome: 'failed', durationMs: 250, error: 'Error: upstream timed out\n    at call()' },
+      { attempt: 2, worker: 'w-2', outcome: 'lease-expired', durationMs: 30_000 },
+    ]);
+
     const missing = await cli('jobs', 'show', '999999');
     expect(missing).toEqual({ code: 1, stdout: '', stderr: 'pg-queue: job 999999 not found\n' });
     expect((await cli('jobs', 'show', 'abc')).code).toBe(2);
