@@ -4,7 +4,7 @@
 // on millions of rows is many short statements, each holding its row locks for one batch only. They are sent
 // unnamed (planned per call), so PostgreSQL folds away the filters that are not given (NULL IS NULL).
 import { JOBS_CHANNEL } from '../pg-queue.constants.js';
-import { WITH_THEIR_FLOWS } from './history.sql.js';
+import { BRING_BACK } from './history.sql.js';
 import { CANCEL_CHANNEL, forgetAttempts, stepFlows } from './job.sql.js';
 import { shownStatus, shownStatusIn } from './shown-status.sql.js';
 
@@ -100,13 +100,7 @@ export const ADMIN_SQL = {
       SELECT j.id, j.flow_id FROM background_jobs_history AS j
       WHERE ${JOB_FILTER} AND j.status IN ('failed', 'cancelled')
       ORDER BY j.id LIMIT $7
-    ), back AS (
-      DELETE FROM background_jobs_history AS h
-      WHERE h.id = ANY(${WITH_THEIR_FLOWS})
-      RETURNING h.*
-    ), returned AS (
-      INSERT INTO background_jobs SELECT * FROM back RETURNING id
-    )
+    ), ${BRING_BACK}
     SELECT count(*)::int AS n FROM returned`,
 
   // The finished jobs of one batch that history holds, deleted with their attempt history; $9 bounds the ids (the last

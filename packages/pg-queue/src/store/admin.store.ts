@@ -1,6 +1,7 @@
 import type { Pool, PoolClient, QueryResultRow } from 'pg';
 import type { JobStatus } from '../interfaces/job.interface.js';
 import { ADMIN_SQL } from './admin.sql.js';
+import { inTransaction } from './in-transaction.js';
 
 /** Which jobs an admin statement applies to; absent fields match any job. */
 export interface JobFilter {
@@ -101,19 +102,12 @@ export class AdminStore {
     };
   }
 
-  private async inTransaction<T>(work: (client: Pool | PoolClient) => Promise<T>): Promise<T> {
-    const client = 'release' in this.pool ? this.pool : await this.pool.connect();
-    try {
-      await client.query('BEGIN');
-      const result = await work(client);
-      await client.query('COMMIT');
-      return result;
-    } catch (error) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw error;
-    } finally {
-      if (client !== this.pool) (client as PoolClient).release();
-    }
+  /**
+   * `work` in one transaction: on a pool, one of its own (store/in-transaction.ts); on a client, the transaction the
+   * caller holds it in (the dashboard's request), which a BEGIN and COMMIT here would end early.
+   */
+  private inTransaction<T>(work: (client: Pool | PoolClient) => Promise<T>): Promise<T> {
+    return 'release' in this.pool ? work(this.pool) : inTransaction(this.pool, work);
   }
 
   async queueIndexes(): Promise<{ name: string; valid: boolean }[]> {

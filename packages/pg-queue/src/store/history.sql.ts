@@ -40,8 +40,20 @@ const finishedBefore = (status: string, retention: string) => `
  * then probed through its id index (an OR of the two conditions, or an IN over a subquery, read every partition
  * whole: test/history-plans.spec.ts).
  */
-export const WITH_THEIR_FLOWS = `ARRAY(SELECT id FROM target
+const WITH_THEIR_FLOWS = `ARRAY(SELECT id FROM target
         UNION SELECT f.id FROM background_jobs_history AS f WHERE f.flow_id = ANY(ARRAY(SELECT flow_id FROM target WHERE flow_id IS NOT NULL)))`;
+
+/**
+ * The CTEs that bring the failed and cancelled jobs of CTE \`target\` (id, flow_id) back from history to background_jobs
+ * as they are, with the rest of their flows; \`returned\` holds their ids. Shared by retry() and the bulk retry.
+ */
+export const BRING_BACK = `back AS (
+      DELETE FROM background_jobs_history AS h
+      WHERE h.id = ANY(${WITH_THEIR_FLOWS})
+      RETURNING h.*
+    ), returned AS (
+      INSERT INTO background_jobs SELECT * FROM back RETURNING id
+    )`;
 
 // The partition a row goes to: its kind, and the start of its width ($3) of finish time, by UTC, named by that start.
 const LOWER = `date_trunc($3::text, c.finished_at, 'UTC')`;
@@ -110,13 +122,7 @@ export const HISTORY_SQL = {
   bringBack: `
     WITH target AS (
       SELECT h.id, h.flow_id FROM background_jobs_history AS h WHERE h.id = ANY($1::int8[]) AND h.status IN ('failed', 'cancelled')
-    ), back AS (
-      DELETE FROM background_jobs_history AS h
-      WHERE h.id = ANY(${WITH_THEIR_FLOWS})
-      RETURNING h.*
-    ), returned AS (
-      INSERT INTO background_jobs SELECT * FROM back RETURNING id
-    )
+    ), ${BRING_BACK}
     SELECT count(*)::int AS n FROM returned`,
 } as const;
 

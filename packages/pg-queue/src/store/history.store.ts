@@ -1,4 +1,5 @@
 import type { Pool } from 'pg';
+import { inTransaction } from './in-transaction.js';
 import { Statements } from './statements.js';
 import {
   createPartition, detachPartition, dropPartition, HISTORY_SQL, partitionName,
@@ -102,21 +103,9 @@ export class HistoryStore {
     await this.pool.query(dropPartition(partition.name));
   }
 
-  /**
-   * Runs `statements` (several, separated by semicolons) in one transaction on a client of its own: a failed one
-   * (a lock_timeout) must end in a ROLLBACK on that client, or the pool would hand out a session in an aborted
-   * transaction.
-   */
+  /** `statements` (several, separated by semicolons: their SET LOCAL holds for the rest) in one transaction. */
   private async inTransaction(statements: string): Promise<void> {
-    const client = await this.pool.connect();
-    try {
-      await client.query(`BEGIN; ${statements}; COMMIT`);
-    } catch (error) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw error;
-    } finally {
-      client.release();
-    }
+    await inTransaction(this.pool, (client) => client.query(statements));
   }
 
   private async refreshKnown(): Promise<void> {

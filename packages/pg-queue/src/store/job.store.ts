@@ -551,20 +551,11 @@ export class JobStore {
    * background_jobs (with its flow's jobs) and is retried there, in one transaction, so that the mover cannot take it
    * away again in between. False when history holds no failed or cancelled job of that id either.
    */
-  private async retryFromHistory(id: string, resetSteps: boolean): Promise<boolean> {
-    const client = await this.pool.connect();
-    try {
-      await client.query('BEGIN');
+  private retryFromHistory(id: string, resetSteps: boolean): Promise<boolean> {
+    return inTransaction(this.pool, async (client) => {
       const [back] = (await client.query<{ n: number }>({ text: HISTORY_SQL.bringBack, values: [[id]] })).rows;
-      const retried = back.n > 0 && (await client.query<{ retried: boolean }>({ text: SQL.retryJob, values: [id, resetSteps] })).rows[0].retried;
-      await client.query(retried ? 'COMMIT' : 'ROLLBACK');
-      return retried;
-    } catch (error) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw error;
-    } finally {
-      client.release();
-    }
+      return back.n > 0 && (await client.query<{ retried: boolean }>({ text: SQL.retryJob, values: [id, resetSteps] })).rows[0].retried;
+    });
   }
 }
 
