@@ -172,7 +172,7 @@ describe('limits across OS processes', () => {
       const overlap = (await maxOverlap(s.db, 'globalbatch')).get('globalbatch');
       const { rows: [runs] } = await s.db.query<{ total: number; jobs: number; workers: number; biggest: number }>(
         `SELECT count(*)::int AS total, count(DISTINCT job_id)::int AS jobs, count(DISTINCT worker)::int AS workers,
-                (SELECT max(n)::int FROM (SELECT count(*) AS n FROM limit_runs WHERE queue = 'globalbatch' GROUP BY worker, started_at) AS c) AS biggest
+                (SELECT max(n)::int FROM (SELECT count(*) AS n FROM limit_runs WHERE queue = 'globalbatch' GROUP BY worker, call_no) AS c) AS biggest
          FROM limit_runs WHERE queue = 'globalbatch'`,
       );
       console.log(`batch + globalConcurrency 8: ${runs.total} runs of ${runs.jobs} jobs on ${runs.workers} processes, biggest call ${runs.biggest}, most at once: ${overlap} (most processing rows sampled: ${mostProcessing})`);
@@ -180,7 +180,7 @@ describe('limits across OS processes', () => {
       expect(mostProcessing).toBeLessThanOrEqual(8);
       expect(overlap).toBeGreaterThanOrEqual(5); // the limit is used, not just respected
       expect([runs.total, runs.jobs]).toEqual([jobs, jobs]); // each job ran once
-      // Calls of several jobs (the jobs of a call share their started_at), never past batch.size.
+      // Calls of several jobs (the jobs of a call share their call_no), never past batch.size.
       expect(runs.biggest).toBeGreaterThanOrEqual(2);
       expect(runs.biggest).toBeLessThanOrEqual(5);
     } finally {

@@ -34,17 +34,21 @@ async function run(job: Job<{ ms: number }>): Promise<void> {
   await records.query(`UPDATE limit_runs SET ended_at = clock_timestamp() WHERE id = $1`, [rows[0].id]);
 }
 
+let calls = 0;
+
 /**
- * A batch handler's call: every job of it recorded as running from the call's start to its end. The jobs of one
- * call share their started_at (the INSERT's statement_timestamp()), which tells the calls apart.
+ * A batch handler's call: every job of it recorded as running from the call's start to its end, under the call's
+ * number in this process (call_no), which tells the calls apart. (Their start times do not: two calls that start
+ * together on two connections can read the same microsecond.)
  */
 async function runBatch(jobs: BatchJob<{ ms: number }>[]): Promise<void> {
+  const call = ++calls;
   const { rows } = await records.query<{ id: string }>(
-    `INSERT INTO limit_runs (job_id, queue, attempt, worker, pid, concurrency_key, claimed_at, started_at)
-     SELECT j.id, j.queue_name, a.attempt, $3, $4, j.concurrency_key, j.locked_at, statement_timestamp()
+    `INSERT INTO limit_runs (job_id, queue, attempt, worker, pid, concurrency_key, claimed_at, started_at, call_no)
+     SELECT j.id, j.queue_name, a.attempt, $3, $4, j.concurrency_key, j.locked_at, statement_timestamp(), $5
      FROM background_jobs AS j JOIN unnest($1::int8[], $2::int[]) AS a(id, attempt) ON a.id = j.id
      RETURNING id`,
-    [jobs.map((j) => j.id), jobs.map((j) => j.attempt), config.workerId, process.pid],
+    [jobs.map((j) => j.id), jobs.map((j) => j.attempt), config.workerId, process.pid, call],
   );
   await sleep(Math.max(...jobs.map((j) => j.payload.ms)));
   await records.query(`UPDATE limit_runs SET ended_at = clock_timestamp() WHERE id = ANY($1::int8[])`, [rows.map((r) => r.id)]);
