@@ -26,6 +26,8 @@ export interface BenchOptions {
   statements: boolean;
   /** Jobs scheduled for tomorrow present during the backlog scenario (--future N): claims must not slow down with them. */
   futureJobs: number;
+  /** PostgreSQL on one half of the cores, the Node processes on the other (host/pin-cpus.ts). */
+  pin: boolean;
   /** A complete run (every scenario and system, default or full profile, 3+ runs) writes results/latest-pg<major>.*; others write results/tmp/. */
   complete: boolean;
 }
@@ -59,6 +61,8 @@ writes apps/bench/results/latest-pg<major>.{txt,json,svg}; any other run writes 
                        ratios swing by 10-30% from run to run; 100,000 makes cells of several seconds)
   --flows-concurrency LIST
                        worker concurrencies of the flows scenario (default 10,50; --quick 10), e.g. 50
+  --pin                PostgreSQL on one half of the cores, the benchmark's Node processes on the other (taskset):
+                       steadier cells for a before/after; its figures compare only with other pinned runs
   --baseline DIR       also run nestjs-pg-queue as built in the checkout DIR (before/after in one run)
   -h, --help           this text
 
@@ -86,6 +90,7 @@ export function parseCli(argv: string[]): BenchOptions {
       'pg-bin': { type: 'string' },
       statements: { type: 'boolean', default: false },
       'spread-peers': { type: 'boolean', default: false },
+      pin: { type: 'boolean', default: false },
       baseline: { type: 'string' },
       future: { type: 'string' },
       'process-jobs': { type: 'string' },
@@ -126,8 +131,8 @@ export function parseCli(argv: string[]): BenchOptions {
   }
   const pg = pgChoice(values.pg, values['pg-bin'], usage);
   const everySystem = ([...SYSTEM_IDS, DEFAULTS_ID] as SystemId[]).every((s) => systems.includes(s));
-  const complete = profile.name !== 'quick' && futureJobs === 0 && values['process-jobs'] === undefined && values['flows-concurrency'] === undefined && runs >= 3 && scenarios.length === SCENARIOS.length && everySystem;
-  return { profile, runs, scenarios, systems, pg, spreadPeers: values['spread-peers'] ?? false, statements: values.statements ?? false, futureJobs, complete };
+  const complete = profile.name !== 'quick' && futureJobs === 0 && values['process-jobs'] === undefined && values['flows-concurrency'] === undefined && runs >= 3 && scenarios.length === SCENARIOS.length && everySystem && !values.pin;
+  return { profile, runs, scenarios, systems, pg, pin: values.pin ?? false, spreadPeers: values['spread-peers'] ?? false, statements: values.statements ?? false, futureJobs, complete };
 }
 
 /** --pg-bin DIR, else --pg MAJOR, else PG_QUEUE_TEST_PG_BIN, else the embedded npm build. */

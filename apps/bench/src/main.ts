@@ -10,6 +10,7 @@ import { DEFAULTS_ID, type SystemId } from './adapters/types.js';
 import { parseCli, type BenchOptions } from './cli.js';
 import { type ScenarioName } from './config.js';
 import { serverInfo, startBenchServer, type ServerInfo } from './db/server.js';
+import { pinSelf, pinServer, planPinning } from './host/pin-cpus.js';
 import { setStatementTracking } from './db/statements.js';
 import { nowMs } from './host/clock.js';
 import { killAllChildren } from './host/system-process.js';
@@ -153,6 +154,12 @@ async function main(): Promise<void> {
   log(`machine: ${machine.cpu}, ${machine.cores} cores, ${machine.memoryGB} GB, ${machine.os}, Node ${machine.node}, commit ${machine.gitCommit}`);
   log(`PostgreSQL: ${options.pg.source}`);
   const server = await startBenchServer(log, options.pg);
+  if (options.pin) {
+    const pinning = planPinning();
+    const pids = pinServer(server.dataDir!, pinning.server);
+    pinSelf(pinning.node);
+    log(`pinned: PostgreSQL (${pids.length} processes, and its later backends) on CPU ${pinning.server}; the benchmark's Node processes on CPU ${pinning.node}`);
+  }
   const stopServer = async () => {
     killAllChildren();
     await server.stop().catch(() => undefined);
@@ -276,7 +283,7 @@ function describe(
   return [
     `nestjs-pg-queue benchmark on PostgreSQL ${info.major}`,
     `${options.runs} run(s), profile ${options.profile.name}, ${minutes.toFixed(1)} min; ${machine.cpu} x${machine.cores}, ${machine.memoryGB} GB RAM, ${machine.os}, Node ${machine.node}`,
-    `${info.version.split(' on ')[0]} (${options.pg.source}), fsync=${s.fsync}, synchronous_commit=${s.synchronous_commit}, full_page_writes=${s.full_page_writes}, shared_buffers=${s.shared_buffers}, max_wal_size=${s.max_wal_size}; PostgreSQL and Node share the same cores`,
+    `${info.version.split(' on ')[0]} (${options.pg.source}), fsync=${s.fsync}, synchronous_commit=${s.synchronous_commit}, full_page_writes=${s.full_page_writes}, shared_buffers=${s.shared_buffers}, max_wal_size=${s.max_wal_size}; ${options.pin ? `pinned (--pin): PostgreSQL on CPU ${planPinning().server}, Node on CPU ${planPinning().node}` : 'PostgreSQL and Node share the same cores'}`,
     options.systems.map((id) => `${SYSTEMS[id].label} ${versions[id]}`).join(', '),
     `commit ${machine.gitCommit}, build ${build}; 1-min load average ${machine.loadAtStart} at start, ${loadavg()[0].toFixed(2)} at end (${machine.cores} cores: more means other work competed for CPU)`,
   ];
