@@ -75,7 +75,8 @@ after boot and after 200k jobs, 1M with --full, each after a full GC; nestjs-pg-
 TypeORM and the queue's own). docs/performance.md describes each.
 
 Environment: BENCH_CHILD_ARGS (node flags for the system processes, e.g. --cpu-prof), BENCH_PLAIN_SHAPE and
-BENCH_PGBOSS_SHAPE ("<loops>x<batch>", to re-tune the plain loop or pg-boss).`;
+BENCH_PGBOSS_SHAPE ("<loops>x<batch>", to re-tune the plain loop or pg-boss), BENCH_PGQUEUE_COMPLETED=delete
+(nestjs-pg-queue deletes completed jobs at completion, as graphile-worker does).`;
 
 export function parseCli(argv: string[]): BenchOptions {
   const { values } = parseArgs({

@@ -73,11 +73,24 @@ class BenchAppModule {
           // option for many short jobs, as graphile-worker's localQueue is for it; the same 500 as its
           // localQueue here). Leases of prefetched jobs are held and renewed like running ones.
           queues: { [QUEUE]: queueOptions(options) },
+          ...completedJobs(),
         }),
       ],
       providers: [BenchHandler],
     };
   }
+}
+
+/**
+ * BENCH_PGQUEUE_COMPLETED=delete: completed jobs are deleted at completion (`completedRetentionMs: 0`), as
+ * graphile-worker and the plain loop do with theirs; a like-for-like cell for the processing ratio. Default: kept
+ * for the default retention, as an app that reads results and the dashboard would.
+ */
+function completedJobs(): { maintenance?: { completedRetentionMs: number } } {
+  const mode = process.env.BENCH_PGQUEUE_COMPLETED;
+  if (mode === undefined || mode === '' || mode === 'keep') return {};
+  if (mode !== 'delete') throw new Error(`BENCH_PGQUEUE_COMPLETED must be "delete" or "keep"; got "${mode}"`);
+  return { maintenance: { completedRetentionMs: 0 } };
 }
 
 function queueOptions(options: AdapterOptions) {

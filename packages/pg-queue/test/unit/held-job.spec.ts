@@ -73,6 +73,21 @@ describe('JobBuffer', () => {
     b.slotFreed();
     expect(b.readAhead).toBe(10);
   });
+
+  it("'auto' gives back its surplus after a job ends: the last claimed first, and nothing while it has no estimate", () => {
+    const b = new JobBuffer(1, 'auto');
+    for (const id of ['a', 'b', 'c', 'd']) b.add(job(id));
+    expect(b.takeSurplus()).toBeUndefined(); // no duration known yet: no estimate, no surplus
+    b.auto!.claimed(600, 0); // claims take 600 ms
+    b.auto!.jobFinished(1_000); // jobs 1 s: one job covers the claim's round trips, so the read-ahead is 1
+    expect(b.auto!.size).toBe(1);
+    expect(b.takeSurplus()?.map((j) => j.id)).toEqual(['b', 'c', 'd']); // 4 s of work held: 3 go back
+    expect([...b.values()].map((j) => j.id)).toEqual(['a']);
+    expect(b.takeSurplus()).toBeUndefined();
+    const fixed = new JobBuffer(1, 10);
+    fixed.add(job('e'));
+    expect(fixed.takeSurplus()).toBeUndefined(); // a fixed prefetch has no estimate to exceed
+  });
 });
 
 describe('runAttempt: nothing a handler returns or throws escapes', () => {
