@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
 import { JobHandler, JobStore, QueueService, type Job } from 'nestjs-pg-queue';
 import { Pruner } from '../src/maintenance/pruner.js';
+import { HistoryStore } from '../src/store/history.store.js';
 import { createTestDatabase } from '@internal/pg-harness';
 import { sqlPool, startApp, waitFor } from './support/test-app.js';
 import { TrafficProbe } from './support/traffic-probe.js';
@@ -227,6 +228,65 @@ describe('partitioned history: partitions rotate while workers run', () => {
     ).then((r) => r.rows[0].n));
   }, 120_000);
 
+});
+
+describe('partitioned history: several movers at once', () => {
+  it('three instances move the same backlog into partitions none of them has made yet: each job once, each partition once, no error', async () => {
+    const url = await createTestDatabase('history_movers');
+    db = sqlPool(url);
+    // The schema only: no app runs a mover of its own here; the three movers below are three instances' HistoryStores,
+    // each on its own pool with its own cache of the partitions it knows.
+    const schema = await startApp(url, { queue: { workers: false } });
+    await schema.close();
+    // 6,000 finished jobs over the last 4 hours: 5 hourly partitions of each kind to make, none made yet.
+    await db.query(`
+      INSERT INTO background_jobs (queue_name, payload, status, attempts, finished_at, last_error)
+      SELECT 'work', jsonb_build_object('n', g), s.status::background_job_status, 1,
+             now() - interval '5 minutes' - (g % 240) * interval '1 minute', CASE WHEN s.status <> 'completed' THEN 'boom' END
+      FROM generate_series(1, 6000) AS g
+      CROSS JOIN LATERAL (SELECT (ARRAY['completed', 'completed', 'failed', 'cancelled'])[1 + g % 4] AS status) AS s`);
+    const pools = [sqlPool(url), sqlPool(url), sqlPool(url)];
+    const stores = pools.map((pool) => new HistoryStore(pool));
+    const errors: string[] = [];
+    let turnsRefused = 0;
+    let moved = 0;
+    const left = async () => (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM background_jobs`)).rows[0].n;
+    try {
+      await Promise.all(
+        stores.map(async (store) => {
+          while ((await left()) > 0) {
+            try {
+              const batch = await store.moveBatch('hour', 0, 500, { completedMs: 5 * HOUR, failedMs: 5 * HOUR });
+              if (!batch.held) turnsRefused += 1;
+              moved += batch.moved;
+            } catch (error) {
+              errors.push((error as Error).message);
+            }
+          }
+        }),
+      );
+    } finally {
+      await Promise.all(pools.map((pool) => pool.end()));
+    }
+    expect(errors).toEqual([]);
+    expect(moved).toBe(6_000);
+    console.log(`three movers: 6000 jobs moved, ${turnsRefused} batch(es) found another mover's turn held`);
+    const { rows: [counts] } = await db.query(
+      `SELECT (SELECT count(*)::int FROM background_jobs_history) AS rows, (SELECT count(DISTINCT id)::int FROM background_jobs_history) AS jobs,
+              (SELECT count(*)::int FROM background_jobs_history_completed) AS completed, (SELECT count(*)::int FROM background_jobs_history_failed) AS failed`,
+    );
+    expect(counts).toEqual({ rows: 6_000, jobs: 6_000, completed: 3_000, failed: 3_000 });
+    // One partition per kind and UTC hour that holds jobs, no more (a lost race left no empty or duplicate partition).
+    const { rows: [hours] } = await db.query<{ completed: number; failed: number }>(
+      `SELECT count(DISTINCT date_trunc('hour', finished_at, 'UTC')) FILTER (WHERE status = 'completed')::int AS completed,
+              count(DISTINCT date_trunc('hour', finished_at, 'UTC')) FILTER (WHERE status <> 'completed')::int AS failed
+       FROM background_jobs_history`,
+    );
+    const names = await partitions();
+    expect(names.filter((n) => n.includes('_completed_'))).toHaveLength(hours.completed);
+    expect(names.filter((n) => n.includes('_failed_'))).toHaveLength(hours.failed);
+    await db.end();
+  }, 60_000);
 });
 
 describe('partitioned history: the online migration of an existing table', () => {
