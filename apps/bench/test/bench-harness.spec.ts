@@ -1,11 +1,15 @@
-import { existsSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { createTestDatabase } from '@internal/pg-harness';
 import { plainSqlAdapter } from '../src/adapters/plain-sql.js';
 import { pgQueueAdapter } from '../src/adapters/pg-queue.js';
 import type { BenchPayload, RunningSystem } from '../src/adapters/types.js';
-import { pgChoice } from '../src/cli.js';
+import { parseCli, pgChoice } from '../src/cli.js';
+import { pinServer, planPinning } from '../src/host/pin-cpus.js';
 import { sampleWaits, setNotifyTriggers } from '../src/db/wait-events.js';
 import { runRatios, type Sample } from '../src/report/aggregate.js';
 
@@ -160,5 +164,35 @@ describe('choosing the PostgreSQL binaries', () => {
       expect(pgChoice('18', '/usr/lib/postgresql/15/bin').binDir).toBe('/usr/lib/postgresql/15/bin');
     }
     if (!existsSync('/usr/lib/postgresql/11/bin/postgres')) expect(() => pgChoice('11', undefined)).toThrow(/install the postgresql-11 package/);
+  });
+});
+
+describe('--pin: the server on one half of the cores, the Node processes on the other', () => {
+  const twoCores = cpus().length >= 2 ? it : it.skip;
+
+  twoCores('pins a postmaster and the processes it has forked, read from its data folder', async () => {
+    const plan = planPinning();
+    expect(plan).toEqual({ server: cpus().length === 2 ? '0' : `0-${Math.floor(cpus().length / 2) - 1}`, node: expect.any(String) });
+    // A stand-in for a server: a process with a child, named by a postmaster.pid in a folder of its own.
+    const dir = mkdtempSync(join(tmpdir(), 'pin-'));
+    const parent = spawn('sh', ['-c', 'sleep 30 & wait'], { stdio: 'ignore' });
+    try {
+      writeFileSync(join(dir, 'postmaster.pid'), `${parent.pid}\n${dir}\n`);
+      await new Promise((r) => setTimeout(r, 200)); // the shell has forked its sleep
+      const pinned = pinServer(dir, plan.server);
+      expect(pinned).toHaveLength(2);
+      expect(pinned[0]).toBe(parent.pid);
+      for (const pid of pinned) expect(execFileSync('taskset', ['-c', '-p', String(pid)], { encoding: 'utf8' })).toMatch(new RegExp(`list: ${plan.server}\\s*$`));
+      expect(() => pinServer(join(dir, 'none'), plan.server)).toThrow(/no .*postmaster\.pid; pinning needs the server the benchmark starts itself/);
+    } finally {
+      parent.kill('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a pinned run is never a complete run (its figures compare only with pinned ones)', () => {
+    const all = ['--runs', '3'];
+    expect(parseCli(all).complete).toBe(true);
+    expect(parseCli([...all, '--pin'])).toMatchObject({ pin: true, complete: false });
   });
 });
