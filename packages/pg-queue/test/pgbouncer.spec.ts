@@ -1,10 +1,11 @@
-import { Injectable, type INestApplicationContext, type Provider } from '@nestjs/common';
+import { Injectable, Logger, type INestApplicationContext, type Provider } from '@nestjs/common';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { DataSource } from 'typeorm';
-import { JobHandler, PG_QUEUE_MIGRATIONS, PgQueueError, QueueService, WorkerPool, type BatchJob, type Job, type PgQueueModuleOptions, type TransactionalJob } from 'nestjs-pg-queue';
+import { JobHandler, JobStore, PG_QUEUE_MIGRATIONS, PgQueueError, QueueService, WorkerPool, type BatchJob, type Job, type PgQueueModuleOptions, type TransactionalJob } from 'nestjs-pg-queue';
 import { createTestDatabase, pgBouncerAvailable, startPgBouncer, withDatabaseName, type PgBouncer } from '@internal/pg-harness';
 import { runQueueMigrations } from '../src/connection/run-queue-migrations.js';
+import { Pruner } from '../src/maintenance/pruner.js';
 import { WakeSender } from '../src/waking/wake-sender.js';
 import { CreateSlowRows1900000000001, SlowIndex1900000000002 } from './support/slow-index-migrations.js';
 import { sqlPool, startApp, statusCounts, waitFor } from './support/test-app.js';
@@ -42,6 +43,15 @@ class Shapes {
   @JobHandler('bounced-batch', { batch: { size: 20 } })
   async batch(jobs: BatchJob[]) {
     await records.query(`INSERT INTO runs (job_id) SELECT unnest($1::int8[])`, [jobs.map((j) => j.id)]);
+  }
+}
+
+/** Partitioned history through the pooler: jobs that only complete. */
+@Injectable()
+class Finisher {
+  @JobHandler('bounced-history', { concurrency: 5 })
+  async finish(job: Job<{ i: number }>) {
+    return { i: job.payload.i };
   }
 }
 
@@ -200,6 +210,57 @@ describeWithBouncer('through PgBouncer in transaction mode', () => {
     expect(recorded).toEqual([{ n: 1 }]);
     expect(index).toEqual([{ valid: true }]);
     await db.end();
+  });
+
+  it('partitioned history through the pooler: the mover makes partitions and moves jobs, get() reads them there, the pruner detaches and drops a partition', async () => {
+    const url = await createTestDatabase('bouncerhistory');
+    const bounced = withDatabaseName(bouncer.url, new URL(url).pathname.slice(1));
+    const db = sqlPool(url);
+    try {
+      const hour = 3_600_000;
+      const app = await startApp(bounced, {
+        providers: [Finisher],
+        queue: {
+          transactionPooler: true,
+          listenerUrl: url,
+          maintenance: { completedRetentionMs: 2 * hour, failedRetentionMs: 2 * hour, history: { partitionWidth: 'hour', moveIntervalMs: 20 } },
+        },
+      });
+      apps.push(app);
+      const queue = app.get(QueueService);
+      const ids = await queue.enqueueMany(Array.from({ length: 50 }, (_, i) => ({ queue: 'bounced-history', payload: { i } })));
+      // 20 jobs that finished 90 minutes ago: within the app's retention (the mover takes them), in an hourly
+      // partition whose upper bound is at least half an hour old, which the test's pruner below drops.
+      const { rows: old } = await db.query<{ id: string }>(
+        `INSERT INTO background_jobs (queue_name, payload, status, attempts, finished_at)
+         SELECT 'bounced-old', '{}', 'completed', 1, now() - interval '90 minutes' FROM generate_series(1, 20) RETURNING id::text AS id`,
+      );
+      await waitFor('all 70 jobs in history', async () => (await db.query(`SELECT count(*)::int AS n FROM background_jobs_history`)).rows[0].n === 70, 20_000);
+      expect((await db.query(`SELECT count(*)::int AS n FROM background_jobs`)).rows[0].n).toBe(0);
+      expect(await queue.get(ids[7])).toMatchObject({ status: 'completed', result: { i: 7 } });
+      const partitionsOf = async () =>
+        (await db.query<{ name: string }>(`SELECT c.relname AS name FROM pg_inherits AS i JOIN pg_class AS c ON c.oid = i.inhrelid
+           WHERE i.inhparent = 'background_jobs_history_completed'::regclass ORDER BY 1`)).rows.map((r) => r.name);
+      const before = await partitionsOf();
+      expect(before.length).toBeGreaterThanOrEqual(2);
+
+      // A pruner with a 10-minute retention, on the app's pool through the pooler: DETACH ... CONCURRENTLY cannot
+      // run in a transaction block, so each of its statements must reach the server alone.
+      const store = app.get(JobStore);
+      const pruner = new Pruner(store, { completedRetentionMs: 10 * 60_000, failedRetentionMs: 10 * 60_000, batchSize: 1_000, maxBatchesPerPass: 10 }, new Logger('test pruner'), store.history);
+      expect(await pruner.runOnce()).toMatchObject({ ran: true, partitions: 1 });
+      const after = await partitionsOf();
+      expect(after).toHaveLength(before.length - 1);
+      const dropped = before.filter((name) => !after.includes(name));
+      const { rows: [gone] } = await db.query(
+        `SELECT to_regclass($1) IS NULL AS table_gone, (SELECT count(*)::int FROM background_jobs_all WHERE id = ANY($2::int8[])) AS old_left,
+                (SELECT count(*)::int FROM background_jobs_all WHERE id = ANY($3::int8[])) AS new_kept`,
+        [dropped[0], old.map((r) => r.id), ids],
+      );
+      expect(gone).toEqual({ table_gone: true, old_left: 0, new_kept: 50 });
+    } finally {
+      await db.end();
+    }
   });
 
   it('without it, the statement_timeout startup parameter is refused, and the error says what to set', async () => {
