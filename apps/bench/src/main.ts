@@ -280,10 +280,11 @@ function describe(
   build: string,
 ): string[] {
   const s = info.settings;
+  const pinning = options.pin ? planPinning() : undefined;
   return [
     `nestjs-pg-queue benchmark on PostgreSQL ${info.major}`,
     `${options.runs} run(s), profile ${options.profile.name}, ${minutes.toFixed(1)} min; ${machine.cpu} x${machine.cores}, ${machine.memoryGB} GB RAM, ${machine.os}, Node ${machine.node}`,
-    `${info.version.split(' on ')[0]} (${options.pg.source}), fsync=${s.fsync}, synchronous_commit=${s.synchronous_commit}, full_page_writes=${s.full_page_writes}, shared_buffers=${s.shared_buffers}, max_wal_size=${s.max_wal_size}; ${options.pin ? `pinned (--pin): PostgreSQL on CPU ${planPinning().server}, Node on CPU ${planPinning().node}` : 'PostgreSQL and Node share the same cores'}`,
+    `${info.version.split(' on ')[0]} (${options.pg.source}), fsync=${s.fsync}, synchronous_commit=${s.synchronous_commit}, full_page_writes=${s.full_page_writes}, shared_buffers=${s.shared_buffers}, max_wal_size=${s.max_wal_size}; ${pinning ? `pinned (--pin): PostgreSQL on CPU ${pinning.server}, Node on CPU ${pinning.node}` : 'PostgreSQL and Node share the same cores'}`,
     options.systems.map((id) => `${SYSTEMS[id].label} ${versions[id]}`).join(', '),
     `commit ${machine.gitCommit}, build ${build}; 1-min load average ${machine.loadAtStart} at start, ${loadavg()[0].toFixed(2)} at end (${machine.cores} cores: more means other work competed for CPU)`,
   ];

@@ -107,8 +107,8 @@ export class JobBuffer {
   /**
    * With `'auto'`: takes out the jobs its estimate no longer wants (the last claimed first); undefined when there
    * are none. Checked after every job that ends, so it costs a few comparisons when there is no surplus: it does
-   * not look for jobs past their start deadline (pump() and the periodic review do). Scanning the whole buffer
-   * there, up to AUTO_MAX_IN_HAND jobs after every job, was most of the worker's cost per no-op job at c10.
+   * not look for jobs past their start deadline (pump() and the periodic review do). Before, the whole review ran
+   * there: a walk of the buffer, up to AUTO_MAX_IN_HAND jobs, after every job that ended.
    */
   takeSurplus(): HeldJob[] | undefined {
     const surplus = this.auto && this.jobs.size > 0 ? this.auto.surplus(this.jobs.size) : 0;
