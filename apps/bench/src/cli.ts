@@ -76,7 +76,8 @@ TypeORM and the queue's own). docs/performance.md describes each.
 
 Environment: BENCH_CHILD_ARGS (node flags for the system processes, e.g. --cpu-prof), BENCH_PLAIN_SHAPE and
 BENCH_PGBOSS_SHAPE ("<loops>x<batch>", to re-tune the plain loop or pg-boss), BENCH_PGQUEUE_COMPLETED=delete
-(nestjs-pg-queue deletes completed jobs at completion, as graphile-worker does).`;
+(nestjs-pg-queue deletes completed jobs at completion, as graphile-worker does), BENCH_PLAIN_RETURNING=1 (the
+plain loop's one-at-a-time INSERT returns the id, as an enqueue API does).`;
 
 export function parseCli(argv: string[]): BenchOptions {
   const { values } = parseArgs({

@@ -6,8 +6,12 @@
 export interface Profile {
   name: 'quick' | 'default' | 'full';
   runs: number;
-  /** `bulk` jobs per size in `bulkBatches` (jobs per call, ids returned); `concurrent` jobs from `callers` callers, one job per transaction. */
-  enqueue: { sequential: number; concurrent: number; callers: number; bulk: number; bulkBatches: number[] };
+  /**
+   * `bulk` jobs per size in `bulkBatches` (jobs per call, ids returned); `concurrent` jobs from `callers` callers, one job
+   * per transaction. `warmMs`: the interleaved scenario's one-at-a-time calls, untimed, between its fresh-process cell and
+   * its warm one.
+   */
+  enqueue: { sequential: number; concurrent: number; callers: number; bulk: number; bulkBatches: number[]; warmMs: number };
   process: { jobs: number; concurrencies: number[] };
   /** nestjs-pg-queue with a bare handler's settings next to the tuned ones: no-op jobs at each concurrency. */
   defaults: { jobs: number; concurrencies: number[] };
@@ -32,7 +36,7 @@ export const PROFILES: Record<Profile['name'], Profile> = {
   quick: {
     name: 'quick',
     runs: 1,
-    enqueue: { sequential: 300, concurrent: 1_600, callers: 16, bulk: 10_000, bulkBatches: [1_000, 10_000] },
+    enqueue: { sequential: 300, concurrent: 1_600, callers: 16, bulk: 10_000, bulkBatches: [1_000, 10_000], warmMs: 1_000 },
     process: { jobs: 5_000, concurrencies: [10, 50] },
     defaults: { jobs: 5_000, concurrencies: [10, 50] },
     spread: { processes: 4, concurrency: 10, durations: [{ jobMs: 50, jobs: 2_000 }, { jobMs: 2_000, jobs: 80 }] },
@@ -47,7 +51,7 @@ export const PROFILES: Record<Profile['name'], Profile> = {
   default: {
     name: 'default',
     runs: 5,
-    enqueue: { sequential: 1_000, concurrent: 4_000, callers: 16, bulk: 40_000, bulkBatches: [1_000, 10_000] },
+    enqueue: { sequential: 1_000, concurrent: 4_000, callers: 16, bulk: 40_000, bulkBatches: [1_000, 10_000], warmMs: 8_000 },
     process: { jobs: 20_000, concurrencies: [10, 50] },
     defaults: { jobs: 20_000, concurrencies: [10, 50] },
     // 4 x 10 slots turn over 800 jobs/s of 50 ms, 20 jobs/s of 2 s: about 20 s each when spread evenly, longer when not.
@@ -63,7 +67,7 @@ export const PROFILES: Record<Profile['name'], Profile> = {
   full: {
     name: 'full',
     runs: 3,
-    enqueue: { sequential: 1_000, concurrent: 4_000, callers: 16, bulk: 40_000, bulkBatches: [1_000, 10_000] },
+    enqueue: { sequential: 1_000, concurrent: 4_000, callers: 16, bulk: 40_000, bulkBatches: [1_000, 10_000], warmMs: 8_000 },
     process: { jobs: 20_000, concurrencies: [10, 50] },
     defaults: { jobs: 20_000, concurrencies: [10, 50] },
     spread: { processes: 4, concurrency: 10, durations: [{ jobMs: 50, jobs: 16_000 }, { jobMs: 2_000, jobs: 400 }] },

@@ -29,6 +29,16 @@ const CLAIM = `
 /** One statement completes a whole batch; finished_at as the library writes it (its finished-jobs index covers it). */
 const COMPLETE = `UPDATE background_jobs SET status = 'completed', finished_at = now(), updated_at = now() WHERE id = ANY($1::int8[])`;
 const INSERT_ONE = `INSERT INTO background_jobs (queue_name, payload) VALUES ($1, $2::jsonb)`;
+/**
+ * BENCH_PLAIN_RETURNING=1: the loop's one-at-a-time INSERT also returns the new id, as an enqueue API must (ours
+ * does). A reference for re-measuring only: it tells the cost of the answer from the cost of the library.
+ */
+function insertOne(): string {
+  const mode = process.env.BENCH_PLAIN_RETURNING;
+  if (mode === undefined || mode === '' || mode === '0') return INSERT_ONE;
+  if (mode !== '1') throw new Error(`BENCH_PLAIN_RETURNING must be "1" or "0"; got "${mode}"`);
+  return `${INSERT_ONE} RETURNING id`;
+}
 const INSERT_MANY = `INSERT INTO background_jobs (queue_name, payload) SELECT $1, p FROM unnest($2::jsonb[]) AS p RETURNING id`;
 /** The library's NOTIFY trigger sends the queue name on this channel once per inserting statement. */
 const CHANNEL = 'pg_queue_jobs';
@@ -58,6 +68,7 @@ export const plainSqlAdapter: Adapter = {
   async start(options: AdapterOptions): Promise<RunningSystem> {
     const pool = new pg.Pool({ connectionString: options.url, max: options.poolSize, application_name: `bench plain-sql ${options.role}` });
     pool.on('error', (error) => console.error(`[plain-sql pool] ${error.message}`));
+    const insertOneText = insertOne();
     await requireSchema(pool).catch(async (error: unknown) => {
       await pool.end();
       throw error;
@@ -103,7 +114,7 @@ export const plainSqlAdapter: Adapter = {
       for (let i = 0; i < count; i++) loops.push(loop());
     }
     return {
-      enqueue: async (payload) => void (await pool.query({ name: 'insert_one', text: INSERT_ONE, values: [QUEUE, JSON.stringify(payload)] })),
+      enqueue: async (payload) => void (await pool.query({ name: 'insert_one', text: insertOneText, values: [QUEUE, JSON.stringify(payload)] })),
       enqueueMany: async (payloads) =>
         (await pool.query({ name: 'insert_many', text: INSERT_MANY, values: [QUEUE, payloads.map((p) => JSON.stringify(p))] })).rowCount ?? 0,
       stop: async () => {

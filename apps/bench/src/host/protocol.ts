@@ -4,8 +4,8 @@ import type { BenchLimits, HandlerMode, SystemId } from '../adapters/types.js';
 /** Parent -> child commands; each gets exactly one reply with the same id. */
 export type Command =
   | { cmd: 'start'; system: SystemId; url: string; role: 'worker' | 'producer'; concurrency: number; poolSize: number; marks?: number[]; limits?: BenchLimits; jobMs?: number; flows?: boolean; mode?: HandlerMode }
-  /** n jobs, one call at a time. */
-  | { cmd: 'enqueue-sequential'; n: number }
+  /** n jobs, one call at a time; with `forMs`, as many of them as fit in that time (the reply says how many). */
+  | { cmd: 'enqueue-sequential'; n: number; forMs?: number }
   /** n jobs split over `callers` concurrent loops of one-at-a-time calls. */
   | { cmd: 'enqueue-concurrent'; n: number; callers: number }
   /** n jobs through the bulk API, `batch` per call, calls one after another; every call must return `batch` ids. */

@@ -37,10 +37,14 @@ async function handle(command: Command): Promise<unknown> {
       });
       return tracker.stats();
     }
-    case 'enqueue-sequential':
-      return timed(command.n, async () => {
-        for (let i = 0; i < command.n; i++) await running().enqueue({ i: nextIndex++ });
+    case 'enqueue-sequential': {
+      const until = command.forMs === undefined ? Infinity : nowMs() + command.forMs;
+      let n = 0;
+      const result = await timed(0, async () => {
+        for (; n < command.n && nowMs() < until; n++) await running().enqueue({ i: nextIndex++ });
       });
+      return { ...result, n };
+    }
     case 'enqueue-concurrent': {
       const per = Math.ceil(command.n / command.callers);
       return timed(per * command.callers, async () => {

@@ -38,7 +38,8 @@ export function metricCatalog(profile: Profile): MetricDef[] {
     rate('enqueue.concurrentNoNotify', `  the same, NOTIFY trigger disabled (reference)`, false),
     ...e.bulkBatches.map((b) => rate(`enqueue.bulk.${sizeLabel(b)}`, `enqueue, bulk with ids (${b.toLocaleString('en-US')} per call)`)),
     // The same cells with every system's producer alive at once, slices taken in turn (scenarios/interleaved-enqueue.ts).
-    rate('mixed.sequential', 'enqueue interleaved, one call at a time'),
+    rate('mixed.sequential.fresh', `enqueue interleaved, one call at a time, fresh process (its first ${e.sequential.toLocaleString('en-US')})`),
+    rate('mixed.sequential', `enqueue interleaved, one call at a time, after ${e.warmMs / 1000} s of calls`),
     rate('mixed.concurrent', `enqueue interleaved, ${e.callers} concurrent callers`),
     ...e.bulkBatches.map((b) => rate(`mixed.bulk.${sizeLabel(b)}`, `enqueue interleaved, bulk (${b.toLocaleString('en-US')} per call)`)),
   ];

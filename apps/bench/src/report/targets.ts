@@ -35,7 +35,7 @@ export function checkTargets(aggregates: Aggregates, ratios: RatioAggregates, pr
     for (const b of profile.enqueue.bulkBatches) addRatio(`bulk enqueue (${sizeLabel(b)} per call) >= 2.5x ${peer}`, `enqueue.bulk.${sizeLabel(b)}`, peer, (v) => v >= 2.5);
   }
   // Issue 21, item 2: enqueue against the hand-written loop, measured interleaved (scenarios/interleaved-enqueue.ts).
-  addRatio('enqueue one at a time >= 1.0x the plain SQL loop (interleaved)', 'mixed.sequential', 'plain-sql', (v) => v >= 1);
+  addRatio('enqueue one at a time >= 1.0x the plain SQL loop (interleaved, warm)', 'mixed.sequential', 'plain-sql', (v) => v >= 1);
   addRatio('enqueue, 16 concurrent callers >= 0.9x the plain SQL loop (interleaved)', 'mixed.concurrent', 'plain-sql', (v) => v >= 0.9);
   for (const b of profile.enqueue.bulkBatches) addRatio(`bulk enqueue (${sizeLabel(b)} per call) >= 0.9x the plain SQL loop (interleaved)`, `mixed.bulk.${sizeLabel(b)}`, 'plain-sql', (v) => v >= 0.9);
   // Item 5: 16 concurrent enqueuers at least 2x "today's" figure; the reference row without the NOTIFY trigger is the ceiling.

@@ -15,14 +15,14 @@ const CONCURRENT_SLICE_PER_CALLER = 5;
 
 /**
  * The enqueue cells again, every system's producer alive at once (each on its own fresh database of the same
- * server) and the work cut into small slices taken in a fresh random order each round: one-at-a-time calls,
- * 16 concurrent callers, bulk calls of each batch size. A commit's latency here is the disk's, and it drifts by
+ * server) and the work cut into small slices taken in a fresh random order each round: one-at-a-time calls (in a
+ * fresh process, then after a warm-up), 16 concurrent callers, bulk calls of each batch size. A commit's latency here is the disk's, and it drifts by
  * tens of percent over seconds (the `enqueue` scenario, one system after another, swings ±25% per cell); slices
  * a few milliseconds long, interleaved, put every system through the same drift, so their ratio holds still.
  * Each figure is the system's jobs over the time its own slices took.
  */
 export async function interleavedEnqueueScenario(ctx: ScenarioContext, systems: SystemInfo[]): Promise<Map<SystemId, Figures>> {
-  const { sequential, concurrent, callers, bulk, bulkBatches } = ctx.profile.enqueue;
+  const { sequential, concurrent, callers, bulk, bulkBatches, warmMs } = ctx.profile.enqueue;
   const names = new Map(systems.map((s) => [s.id, databaseName('enqmix', s.id, ctx.run)]));
   const producers = new Map<SystemId, SystemProcess>();
   const urls = new Map<SystemId, string>();
@@ -55,6 +55,12 @@ export async function interleavedEnqueueScenario(ctx: ScenarioContext, systems: 
         }
       }
     };
+    // One at a time, twice. First the process's first calls, as a producer that has just started makes them: the
+    // code on the path still runs unoptimised, and a library's runs longer than the loop's one pool.query. Then,
+    // after warmMs of untimed calls each (the same time for every system, not the same count), what a producer
+    // that has been up for a while gets: the cell the issue's bar is checked on.
+    await phase('mixed.sequential.fresh', Math.ceil(sequential / SEQUENTIAL_SLICE), { cmd: 'enqueue-sequential', n: SEQUENTIAL_SLICE });
+    for (const id of producers.keys()) await send(id, { cmd: 'enqueue-sequential', n: Number.MAX_SAFE_INTEGER, forMs: warmMs });
     await phase('mixed.sequential', Math.ceil(sequential / SEQUENTIAL_SLICE), { cmd: 'enqueue-sequential', n: SEQUENTIAL_SLICE });
     await phase('mixed.concurrent', Math.ceil(concurrent / (callers * CONCURRENT_SLICE_PER_CALLER)), { cmd: 'enqueue-concurrent', n: callers * CONCURRENT_SLICE_PER_CALLER, callers });
     for (const batch of bulkBatches) await phase(`mixed.bulk.${sizeLabel(batch)}`, Math.max(1, Math.ceil(bulk / batch)), { cmd: 'enqueue-bulk', n: batch, batch });
