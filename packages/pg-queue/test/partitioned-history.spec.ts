@@ -289,6 +289,105 @@ describe('partitioned history: several movers at once', () => {
   }, 60_000);
 });
 
+describe('partitioned history: a drop interrupted in DETACH ... CONCURRENTLY', () => {
+  it('a pruner that dies while its detach waits leaves the partition pending; moves and reads go on, and the next pass finishes the detach (and drops it when past retention)', async () => {
+    const url = await createTestDatabase('history_detach_pending');
+    db = sqlPool(url);
+    // The app moves jobs (history on, retention 5 h, so its own pruner drops none of the partitions below); the test's
+    // pruners, with 2 h, drop the old ones.
+    const app = await startApp(url, { queue: { workers: false, maintenance: { ...history(), completedRetentionMs: 5 * HOUR, failedRetentionMs: 5 * HOUR } } });
+    const queue = app.get(QueueService);
+    const store = app.get(JobStore);
+    const pruner = (retentionMs: number, name: string, history: HistoryStore) =>
+      new Pruner(store, { completedRetentionMs: retentionMs, failedRetentionMs: retentionMs, batchSize: 1_000, maxBatchesPerPass: 10 }, new Logger(name), history);
+    const finished = async (n: number, ago: string) =>
+      (await db.query<{ id: string }>(
+        `INSERT INTO background_jobs (queue_name, payload, status, attempts, finished_at, result)
+         SELECT 'work', jsonb_build_object('n', g), 'completed', 1, now() - $2::interval, '{"ok": true}'
+         FROM generate_series(1, $1::int) AS g RETURNING id::text`,
+        [n, ago],
+      )).rows.map((r) => r.id);
+    const partitionOf = async (id: string) =>
+      (await db.query<{ name: string }>(`SELECT tableoid::regclass::text AS name FROM background_jobs_history WHERE id = $1::int8`, [id])).rows[0].name;
+    const pendingDetaches = async () =>
+      (await db.query<{ name: string }>(`SELECT inhrelid::regclass::text AS name FROM pg_inherits WHERE inhdetachpending`)).rows.map((r) => r.name);
+    const rowsOf = async (table: string) => (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table}`)).rows[0].n;
+
+    // A long read of history holds a snapshot that can see the oldest partition, so a pruner's DETACH ... CONCURRENTLY
+    // waits in its second step; the pruner's process dies there: its backend is ended, as a kill or a lost connection
+    // ends it.
+    const interruptedDrop = async () => {
+      const reader = await db.connect();
+      const pool = sqlPool(url);
+      // The ended backend's client reports its end on the pool: the dying process would not be there to hear it.
+      pool.on('error', () => undefined);
+      try {
+        await reader.query(`BEGIN ISOLATION LEVEL REPEATABLE READ`);
+        await reader.query(`SELECT count(*) FROM background_jobs_history`);
+        const pass = pruner(2 * HOUR, 'dying pruner', new HistoryStore(pool)).dropExpiredPartitions().then(
+          () => 'finished',
+          (error: Error) => error.message,
+        );
+        const detach = await waitFor('a DETACH waiting for the reader', async () => {
+          const { rows } = await db.query<{ pid: number }>(
+            `SELECT pid FROM pg_stat_activity WHERE query LIKE '%DETACH PARTITION%CONCURRENTLY%' AND state = 'active' AND wait_event_type = 'Lock'`,
+          );
+          return rows[0]?.pid;
+        });
+        await db.query(`SELECT pg_terminate_backend($1)`, [detach]);
+        expect(await pass).toMatch(/terminat/i);
+      } finally {
+        await reader.query(`COMMIT`).catch(() => undefined);
+        reader.release();
+        await pool.end();
+      }
+    };
+
+    const older = await finished(300, '4 hours 30 minutes');
+    const old = await finished(300, '3 hours 30 minutes');
+    const recent = await finished(300, '10 minutes');
+    await waitFor('the jobs moved', async () => (await where([...older, ...old, ...recent])).moved.length === 900, 30_000);
+    const olderPartition = await partitionOf(older[0]);
+    const oldPartition = await partitionOf(old[0]);
+    expect(olderPartition).not.toBe(oldPartition);
+
+    // 1. The oldest partition's detach is interrupted. While it is pending its jobs are out of every new read of history;
+    // the other partitions read and take moves as before, and a new partition is made and filled.
+    await interruptedDrop();
+    expect(await pendingDetaches()).toEqual([olderPartition]);
+    expect((await where(older)).moved).toEqual([]);
+    expect((await queue.get(recent[0]))?.status).toBe('completed');
+    const later = await finished(100, '70 minutes');
+    const current = await finished(100, '1 minute');
+    await waitFor('jobs moved while the detach is pending', async () => (await where([...later, ...current])).moved.length === 200, 30_000);
+
+    // A pruner whose retention (5 h) does not reach the partition finishes the detach and keeps the table, whole.
+    expect(await pruner(5 * HOUR, 'keeping pruner', store.history).dropExpiredPartitions()).toBe(0);
+    expect(await pendingDetaches()).toEqual([]);
+    expect(await partitions()).not.toContain(olderPartition);
+    expect(await rowsOf(olderPartition)).toBe(300);
+
+    // 2. The next oldest's detach is interrupted too: it could not have begun while the first was pending.
+    await interruptedDrop();
+    expect(await pendingDetaches()).toEqual([oldPartition]);
+    // A pruner whose retention reaches it finishes the detach and drops the table.
+    expect(await pruner(2 * HOUR, 'next pruner', store.history).dropExpiredPartitions()).toBe(1);
+    expect((await db.query(`SELECT to_regclass($1) AS t`, [oldPartition])).rows[0].t).toBeNull();
+    expect(await partitions()).not.toContain(oldPartition);
+    const { rows: [left] } = await db.query(
+      `SELECT (SELECT count(*)::int FROM background_jobs_history WHERE id = ANY($1::int8[])) AS kept,
+              (SELECT count(*)::int FROM background_jobs_history WHERE id = ANY($2::int8[])) AS gone,
+              (SELECT count(*)::int FROM background_jobs WHERE queue_name = 'work') AS hot`,
+      [[...recent, ...later, ...current], [...old, ...older]],
+    );
+    expect(left).toEqual({ kept: 500, gone: 0, hot: 0 });
+    // A further pass has nothing left to do, and no error.
+    expect(await pruner(2 * HOUR, 'last pruner', store.history).dropExpiredPartitions()).toBe(0);
+    await app.close();
+    await db.end();
+  }, 90_000);
+});
+
 describe('partitioned history: the online migration of an existing table', () => {
   it('moves 200k finished rows in batches while enqueues and claims go on, none of them waiting on a lock', async () => {
     const url = await createTestDatabase('history_migration');

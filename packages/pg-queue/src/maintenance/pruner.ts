@@ -51,6 +51,12 @@ export class Pruner {
   /**
    * History partitions whose every row is past its kind's retention: dropped whole (DETACH CONCURRENTLY, DROP), so
    * retention leaves no dead rows behind. A partition's upper bound is its newest possible finish time.
+   *
+   * A partition whose DETACH ... CONCURRENTLY was interrupted (its pruner died or lost its connection while the
+   * detach waited for older transactions) must be finished before any other partition of its kind can be detached
+   * (PostgreSQL allows one pending detach per table); its rows have been out of every new read of history since. Past
+   * retention, it is finished and dropped like any other. Not past it (the retention was raised since, or an operator
+   * began the detach), the detach is finished and the table kept, with a warning: nothing is deleted early.
    */
   async dropExpiredPartitions(stop?: AbortSignal): Promise<number> {
     if (!this.history) return 0;
@@ -58,7 +64,15 @@ export class Pruner {
     for (const partition of await this.history.partitions()) {
       if (stop?.aborted) break;
       const retentionMs = partition.kind === 'completed' ? this.config.completedRetentionMs : this.config.failedRetentionMs;
-      if (retentionMs === null || partition.upper.getTime() > partition.now.getTime() - retentionMs) continue;
+      const expired = retentionMs !== null && partition.upper.getTime() <= partition.now.getTime() - retentionMs;
+      if (!expired && partition.detachPending) {
+        await this.history.finishDetach(partition);
+        this.logger.warn(
+          `pruner: finished the interrupted detach of history partition ${partition.name}; its jobs are not past retention, so its table is kept, no longer part of history: attach it back or drop it`,
+        );
+        continue;
+      }
+      if (!expired) continue;
       await this.history.drop(partition);
       dropped++;
       this.logger.log(`pruner: dropped history partition ${partition.name} (${partition.kind} jobs that finished before ${partition.upper.toISOString()})`);

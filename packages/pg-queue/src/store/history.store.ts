@@ -103,6 +103,12 @@ export class HistoryStore {
     await this.pool.query(dropPartition(partition.name));
   }
 
+  /** Finishes a DETACH ... CONCURRENTLY that was interrupted (PostgreSQL 14+), keeping the table. */
+  async finishDetach(partition: HistoryPartition): Promise<void> {
+    this.known.delete(partition.name);
+    await this.pool.query(detachPartition(partition.kind, partition.name, 'finalize'));
+  }
+
   /** `statements` (several, separated by semicolons: their SET LOCAL holds for the rest) in one transaction. */
   private async inTransaction(statements: string): Promise<void> {
     await inTransaction(this.pool, (client) => client.query(statements));
