@@ -1,8 +1,9 @@
-import { Injectable, Logger, type INestApplicationContext, type Provider } from '@nestjs/common';
+import { Injectable, Logger, Module, type INestApplicationContext, type Provider } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { DataSource } from 'typeorm';
-import { JobHandler, JobStore, PG_QUEUE_MIGRATIONS, PgQueueError, QueueService, WorkerPool, type BatchJob, type Job, type PgQueueModuleOptions, type TransactionalJob } from 'nestjs-pg-queue';
+import { JobHandler, JobStore, PG_QUEUE_MIGRATIONS, PgQueueError, PgQueueModule, QueueService, WorkerPool, type BatchJob, type Job, type PgQueueModuleOptions, type TransactionalJob } from 'nestjs-pg-queue';
 import { createTestDatabase, pgBouncerAvailable, startPgBouncer, withDatabaseName, type PgBouncer } from '@internal/pg-harness';
 import { runQueueMigrations } from '../src/connection/run-queue-migrations.js';
 import { Pruner } from '../src/maintenance/pruner.js';
@@ -43,6 +44,20 @@ class Shapes {
   @JobHandler('bounced-batch', { batch: { size: 20 } })
   async batch(jobs: BatchJob[]) {
     await records.query(`INSERT INTO runs (job_id) SELECT unnest($1::int8[])`, [jobs.map((j) => j.id)]);
+  }
+}
+
+/** Several databases through the pooler: one queue in the default module's database, one in a named module's. */
+@Injectable()
+class TwoDatabases {
+  @JobHandler('bounced-main', { concurrency: 5 })
+  async main(job: Job<{ i: number }>) {
+    return { main: job.payload.i };
+  }
+
+  @JobHandler('bounced-reports', { concurrency: 5 })
+  async reports(job: Job<{ i: number }>) {
+    return { reports: job.payload.i };
   }
 }
 
@@ -260,6 +275,57 @@ describeWithBouncer('through PgBouncer in transaction mode', () => {
       expect(gone).toEqual({ table_gone: true, old_left: 0, new_kept: 50 });
     } finally {
       await db.end();
+    }
+  });
+
+  it('several databases through the pooler: each enqueue lands in its queue’s database, each database’s NOTIFY wakes its own workers, pauses stay apart', async () => {
+    const [mainUrl, reportsUrl] = await Promise.all([createTestDatabase('bouncermain'), createTestDatabase('bouncerreports')]);
+    const bounced = (url: string) => withDatabaseName(bouncer.url, new URL(url).pathname.slice(1));
+    const [main, reports] = [sqlPool(mainUrl), sqlPool(reportsUrl)];
+    // Polling off (a minute): only each database's NOTIFY, heard on its own direct LISTEN connection, wakes its workers.
+    const pooled = { transactionPooler: true, pollIntervalMs: 60_000, fallbackPollIntervalMs: 60_000 } as const;
+    @Module({
+      imports: [
+        PgQueueModule.forRoot({ ...pooled, connection: bounced(mainUrl), listenerUrl: mainUrl }),
+        PgQueueModule.forRoot({ ...pooled, name: 'reports', connection: bounced(reportsUrl), listenerUrl: reportsUrl, queues: { 'bounced-reports': {} } }),
+      ],
+      providers: [TwoDatabases],
+    })
+    class TwoDatabasesApp {}
+    const app = await NestFactory.createApplicationContext(TwoDatabasesApp, { logger: ['error'], abortOnError: false });
+    apps.push(app);
+    try {
+      await app.init();
+      const queue = app.get(QueueService);
+      const [toMain, toReports] = await Promise.all([
+        Promise.all(Array.from({ length: 60 }, (_, i) => queue.enqueue('bounced-main', { i }))),
+        Promise.all(Array.from({ length: 60 }, (_, i) => queue.enqueue('bounced-reports', { i }))),
+      ]);
+      await waitFor('60 completed in each database', async () =>
+        (await statusCounts(main, 'bounced-main')).completed === 60 && (await statusCounts(reports, 'bounced-reports')).completed === 60, 20_000);
+      // Each database holds its own queue's jobs only, each completed once with its handler's result.
+      const held = async (db: pg.Pool) =>
+        (await db.query<{ queue: string; jobs: number; results: number }>(
+          `SELECT queue_name AS queue, count(*)::int AS jobs, count(DISTINCT result)::int AS results FROM background_jobs GROUP BY 1`,
+        )).rows;
+      expect(await held(main)).toEqual([{ queue: 'bounced-main', jobs: 60, results: 60 }]);
+      expect(await held(reports)).toEqual([{ queue: 'bounced-reports', jobs: 60, results: 60 }]);
+      expect((await queue.database('reports').get(toReports[3]))?.result).toEqual({ reports: 3 });
+      expect((await queue.get(toMain[3]))?.result).toEqual({ main: 3 });
+
+      // A pause is stored in its queue's database and holds only that queue.
+      await queue.pause('bounced-reports');
+      expect((await reports.query(`SELECT queue_name FROM background_queues WHERE paused`)).rows).toEqual([{ queue_name: 'bounced-reports' }]);
+      expect((await main.query(`SELECT count(*)::int AS n FROM background_queues WHERE paused`)).rows[0].n).toBe(0);
+      await Promise.all([queue.enqueue('bounced-reports', { i: 100 }), queue.enqueue('bounced-main', { i: 100 })]);
+      await waitFor('the main job ran', async () => (await statusCounts(main, 'bounced-main')).completed === 61, 10_000);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(await statusCounts(reports, 'bounced-reports')).toEqual({ completed: 60, queued: 1 });
+      await queue.resume('bounced-reports');
+      await waitFor('the paused reports job ran', async () => (await statusCounts(reports, 'bounced-reports')).completed === 61, 10_000);
+    } finally {
+      await main.end();
+      await reports.end();
     }
   });
 
