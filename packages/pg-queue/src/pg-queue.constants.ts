@@ -33,6 +33,12 @@ export const DEFAULT_DATABASE = 'default';
 /** This module instance's database name (`name` next to the forRoot options; DEFAULT_DATABASE without one). */
 export const DATABASE_NAME = Symbol('pg-queue:database_name');
 
+/**
+ * This module instance's QueueService, whatever its public token (the class for the default database, a string for a
+ * named one): one token in every instance, so that the testing kit's inline mode replaces every database's service.
+ */
+export const DATABASE_QUEUE_SERVICE = Symbol('pg-queue:database_queue_service');
+
 /** Database names show in injection tokens, log lines, metric labels and dashboard links: the queue-name alphabet, shorter. */
 export const DATABASE_NAME_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
 

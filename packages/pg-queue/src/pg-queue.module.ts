@@ -7,7 +7,7 @@ import { JobHandlerRegistry } from './discovery/job-handler.registry.js';
 import { JobEvents } from './events/job-events.js';
 import type { PgQueueModuleOptions } from './interfaces/pg-queue-options.interface.js';
 import { MaintenanceScheduler } from './maintenance/maintenance.scheduler.js';
-import { DATABASE_NAME, DEFAULT_DATABASE, TYPEORM_DATA_SOURCE } from './pg-queue.constants.js';
+import { DATABASE_NAME, DATABASE_QUEUE_SERVICE, DEFAULT_DATABASE, TYPEORM_DATA_SOURCE } from './pg-queue.constants.js';
 import { getJobEventsToken, getQueueConnectionToken, getQueueServiceToken } from './databases/database-tokens.js';
 import { QueueDatabases } from './databases/queue-databases.js';
 import { ASYNC_OPTIONS_TYPE, ConfigurableModuleClass, MODULE_OPTIONS_TOKEN, OPTIONS_TYPE, RESOLVED_OPTIONS } from './pg-queue.module-definition.js';
@@ -92,8 +92,9 @@ export class PgQueueModule extends ConfigurableModuleClass {
 function forDatabase(module: DynamicModule, name: string | undefined): DynamicModule {
   const serviceToken = getQueueServiceToken(name);
   const providers: Provider[] = [
+    { provide: DATABASE_QUEUE_SERVICE, useClass: QueueService },
     // A named database's QueueService has no class token at all, so that `app.get(QueueService)` finds the default one.
-    serviceToken === QueueService ? QueueService : { provide: serviceToken, useClass: QueueService },
+    { provide: serviceToken, useExisting: DATABASE_QUEUE_SERVICE },
     // This instance in the app's list of databases, before any onModuleInit (discovery asks it who owns a queue).
     {
       provide: QueueDatabases.REGISTRATION,

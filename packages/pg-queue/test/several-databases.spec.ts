@@ -288,6 +288,12 @@ describe('several databases under the testing kit', () => {
       const mainId = await queue.enqueue('kit.main', {});
       expect(ran).toEqual([`reports:${reportId}`, `main:${mainId}`]);
       expect([await statusOf(pools[0], mainId), await statusOf(pools[1], reportId)]).toEqual(['completed', 'completed']);
+      // The same through the named database's own service, injected by name, alone and in bulk.
+      const reports = app.get<QueueService>(getQueueServiceToken('reports'));
+      const direct = await reports.enqueue('kit.reports', {});
+      const bulk = await reports.enqueueMany([{ queue: 'kit.reports', payload: {} }, { queue: 'kit.reports', payload: {} }]);
+      expect(ran.slice(2)).toEqual([direct, ...bulk].map((id) => `reports:${id}`));
+      expect(await Promise.all([direct, ...bulk].map((id) => statusOf(pools[1], id)))).toEqual(['completed', 'completed', 'completed']);
     } finally {
       await app.close();
     }

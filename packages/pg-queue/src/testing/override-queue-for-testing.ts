@@ -2,7 +2,6 @@ import type { INestApplicationContext } from '@nestjs/common';
 import { PgQueueConnection } from '../connection/pg-queue-connection.js';
 import { JobHandlerRegistry } from '../discovery/job-handler.registry.js';
 import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
-import { QueueService } from '../queue.service.js';
 import { JobWaiters } from '../waiting/job-waiters.js';
 import { RecurringScheduler } from '../recurring/recurring-scheduler.js';
 import { JobStore } from '../store/job.store.js';
@@ -17,7 +16,7 @@ import { TestingWorkerPool } from './testing-worker-pool.js';
 import { TestingRecurringScheduler } from './testing-recurring-scheduler.js';
 import { RecurringJobRegistry } from '../recurring/recurring-job.registry.js';
 import { QueueDatabases } from '../databases/queue-databases.js';
-import { DEFAULT_DATABASE } from '../pg-queue.constants.js';
+import { DATABASE_NAME, DATABASE_QUEUE_SERVICE, DEFAULT_DATABASE } from '../pg-queue.constants.js';
 
 export interface QueueTestingOptions {
   /**
@@ -64,7 +63,9 @@ export function overrideQueueForTesting<B extends OverridableModuleBuilder>(buil
       inject: [JobHandlerRegistry, JobStore, PgQueueConnection, JobEvents, RESOLVED_OPTIONS, RecurringScheduler],
     });
   if (mode === 'inline') {
-    result = result.overrideProvider(QueueService).useFactory({
+    // Every database's service (one token in every PgQueueModule instance, whatever its public one): an enqueue through
+    // any of them runs its jobs, each with the kit of its queue's database.
+    result = result.overrideProvider(DATABASE_QUEUE_SERVICE).useFactory({
       factory: (
         store: JobStore,
         registry: JobHandlerRegistry,
@@ -74,14 +75,13 @@ export function overrideQueueForTesting<B extends OverridableModuleBuilder>(buil
         pool: WorkerPool,
         waiters: JobWaiters,
         databases: QueueDatabases,
+        databaseName: string,
       ) => {
-        // The default database's service (a named database's keeps its own QueueService, whose jobs wait for its kit's
-        // drain()); it still sends a named database's queues there.
-        const service = new InlineQueueService(store, registry, resolved, scheduleStore, scheduler, waiters, undefined, undefined, undefined, databases);
+        const service = new InlineQueueService(store, registry, resolved, scheduleStore, scheduler, waiters, undefined, undefined, undefined, databases, databaseName);
         service.kit = (pool as TestingWorkerPool).kit;
         return service;
       },
-      inject: [JobStore, JobHandlerRegistry, RESOLVED_OPTIONS, ScheduleStore, RecurringScheduler, WorkerPool, JobWaiters, QueueDatabases],
+      inject: [JobStore, JobHandlerRegistry, RESOLVED_OPTIONS, ScheduleStore, RecurringScheduler, WorkerPool, JobWaiters, QueueDatabases, DATABASE_NAME],
     });
   }
   return result as B;
