@@ -93,7 +93,8 @@ function forDatabase(module: DynamicModule, name: string | undefined): DynamicMo
   const serviceToken = getQueueServiceToken(name);
   const providers: Provider[] = [
     { provide: DATABASE_QUEUE_SERVICE, useClass: QueueService },
-    // A named database's QueueService has no class token at all, so that `app.get(QueueService)` finds the default one.
+    // Its public token: the class for the default database; for a named one a string only (no class token at all, so
+    // that `app.get(QueueService)` finds the default one).
     { provide: serviceToken, useExisting: DATABASE_QUEUE_SERVICE },
     // This instance in the app's list of databases, before any onModuleInit (discovery asks it who owns a queue).
     {

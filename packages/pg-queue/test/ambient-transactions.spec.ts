@@ -61,10 +61,10 @@ describe('ambient transactions (@nestjs-cls/transactional)', () => {
     await db?.end();
   });
 
-  async function boot(adapter: Adapter): Promise<ChildProcess> {
+  async function boot(adapter: Adapter, testing?: 'inline'): Promise<ChildProcess> {
     const child = await forkLoaded(build.script, { PG_QUEUE_PRISMA_CLIENT: prismaClient });
     children.push(child);
-    return startForked(child, { url, adapter });
+    return startForked(child, { url, adapter, testing });
   }
 
   const count = async (sql: string, values: unknown[]) => (await db.query<{ n: number }>(sql, values)).rows[0].n;
@@ -109,6 +109,20 @@ describe('ambient transactions (@nestjs-cls/transactional)', () => {
       expect(alone.visibleOutside).toBe(true);
       await waitFor('the job completed', async () => (await statusOf(alone.id)) === 'completed', 10_000);
     });
+  });
+
+  it('under the testing kit, inline: an enqueue in a @Transactional() call joins it, runs at its commit, and goes with its rollback', async () => {
+    const inline = caller(await boot('typeorm', 'inline'));
+    const email = 'inline-commit';
+    const placed = await inline<{ id: string; visibleOutside: boolean }>('placeOrder', email);
+    expect(placed.visibleOutside).toBe(false);
+    // Run by the kit when the transaction committed, before the call returned: no worker loop runs here.
+    expect(await statusOf(placed.id)).toBe('completed');
+    expect(await ordersOf(email)).toBe(1);
+    await expect(inline('placeOrder', 'inline-rollback', true)).rejects.toThrow('payment declined');
+    await expect(inline('placeBig', 'inline-rollback-big', true)).rejects.toThrow('payment declined');
+    expect(await jobsTo('inline-rollback')).toBe(0);
+    expect(await ordersOf('inline-rollback')).toBe(0);
   });
 
   it('without the plugin registered the app does not start, and says what to register', async () => {

@@ -17,6 +17,7 @@ import { TestingRecurringScheduler } from './testing-recurring-scheduler.js';
 import { RecurringJobRegistry } from '../recurring/recurring-job.registry.js';
 import { QueueDatabases } from '../databases/queue-databases.js';
 import { DATABASE_NAME, DATABASE_QUEUE_SERVICE, DEFAULT_DATABASE } from '../pg-queue.constants.js';
+import { AmbientTransactions } from '../transactions/ambient-transactions.js';
 
 export interface QueueTestingOptions {
   /**
@@ -76,12 +77,26 @@ export function overrideQueueForTesting<B extends OverridableModuleBuilder>(buil
         waiters: JobWaiters,
         databases: QueueDatabases,
         databaseName: string,
+        ambient: AmbientTransactions | undefined,
       ) => {
-        const service = new InlineQueueService(store, registry, resolved, scheduleStore, scheduler, waiters, undefined, undefined, undefined, databases, databaseName);
+        // No wake sender (no worker loops to wake) and no workers to tell of a pause; the surrounding @Transactional()
+        // call's transaction (option ambientTransactions) is joined as in production, and its jobs run at its commit.
+        const service = new InlineQueueService(store, registry, resolved, scheduleStore, scheduler, waiters, undefined, undefined, ambient, databases, databaseName);
         service.kit = (pool as TestingWorkerPool).kit;
         return service;
       },
-      inject: [JobStore, JobHandlerRegistry, RESOLVED_OPTIONS, ScheduleStore, RecurringScheduler, WorkerPool, JobWaiters, QueueDatabases, DATABASE_NAME],
+      inject: [
+        JobStore,
+        JobHandlerRegistry,
+        RESOLVED_OPTIONS,
+        ScheduleStore,
+        RecurringScheduler,
+        WorkerPool,
+        JobWaiters,
+        QueueDatabases,
+        DATABASE_NAME,
+        { token: AmbientTransactions, optional: true },
+      ],
     });
   }
   return result as B;

@@ -3,11 +3,13 @@
 // not run this file: buildWorker compiles it (and the generated Prisma client) next to a build of the library and
 // the spec forks it. Protocol (IPC): { type: 'loaded' }, then { type: 'start', url, adapter } boots an app whose
 // enqueues join the surrounding @Transactional() call (adapter 'typeorm' or 'prisma'; 'none' boots without the
-// plugin) and answers { type: 'ready' }, or { type: 'boot-error', message } before it exits; then each
+// plugin; `testing: 'inline'` builds it under the testing kit's inline mode) and answers { type: 'ready' }, or
+// { type: 'boot-error', message } before it exits; then each
 // { type: 'call', id, method, email } answers { type: 'answer', id, value } or { type: 'answer', id, error }.
 import 'reflect-metadata';
-import { Inject, Injectable, Module, type DynamicModule, type Type } from '@nestjs/common';
+import { Inject, Injectable, Module, type DynamicModule, type INestApplicationContext, type Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { ClsModule } from 'nestjs-cls';
 import { ClsPluginTransactional, getTransactionHostToken, Transactional, TransactionHost } from '@nestjs-cls/transactional';
@@ -17,6 +19,7 @@ import { PrismaPg } from '@prisma/adapter-pg';
 import pg from 'pg';
 import { DataSource } from 'typeorm';
 import { JobHandler, PgQueueModule, QueueService } from '../../src/index.js';
+import { overrideQueueForTesting } from '../../src/testing/index.js';
 import { serveStart } from '../support/serve-start.js';
 
 type Adapter = 'typeorm' | 'prisma' | 'none';
@@ -93,7 +96,7 @@ async function prismaModule(url: string): Promise<{ module: DynamicModule; token
   return { module: { module: PrismaModule }, token: PrismaService };
 }
 
-async function start(url: string, adapter: Adapter): Promise<void> {
+async function start(url: string, adapter: Adapter, testing?: 'inline'): Promise<void> {
   const plugins = [];
   if (adapter === 'typeorm') {
     plugins.push(new ClsPluginTransactional({ imports: [TypeOrmModule], adapter: new TransactionalAdapterTypeOrm({ dataSourceToken: DataSource }) }));
@@ -119,10 +122,17 @@ async function start(url: string, adapter: Adapter): Promise<void> {
     providers: adapter === 'none' ? [Mailer] : [Mailer, Checkout],
   })
   class AmbientAppModule {}
-  let app;
+  let app: INestApplicationContext;
   try {
-    app = await NestFactory.createApplicationContext(AmbientAppModule, { logger: false, abortOnError: false });
-    await app.init();
+    if (testing === 'inline') {
+      // The same app under the testing kit, inline: no worker loops, each committed enqueue runs its jobs at once.
+      const moduleRef = await overrideQueueForTesting(Test.createTestingModule({ imports: [AmbientAppModule] }), { mode: 'inline' }).compile();
+      moduleRef.useLogger(false);
+      app = await moduleRef.init();
+    } else {
+      app = await NestFactory.createApplicationContext(AmbientAppModule, { logger: false, abortOnError: false });
+      await app.init();
+    }
   } catch (error) {
     process.send?.({ type: 'boot-error', message: error instanceof Error ? error.message : String(error) });
     throw error;
@@ -138,4 +148,4 @@ async function start(url: string, adapter: Adapter): Promise<void> {
   process.once('SIGTERM', () => void app.close().finally(() => process.exit(0)));
 }
 
-serveStart<{ type: string; url: string; adapter: Adapter }>((message) => start(message.url, message.adapter));
+serveStart<{ type: string; url: string; adapter: Adapter; testing?: 'inline' }>((message) => start(message.url, message.adapter, message.testing));
