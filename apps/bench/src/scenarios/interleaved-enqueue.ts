@@ -16,9 +16,10 @@ const CONCURRENT_SLICE_PER_CALLER = 5;
 /**
  * The enqueue cells again, every system's producer alive at once (each on its own fresh database of the same
  * server) and the work cut into small slices taken in a fresh random order each round: one-at-a-time calls (in a
- * fresh process, then after a warm-up), 16 concurrent callers, bulk calls of each batch size. A commit's latency here is the disk's, and it drifts by
- * tens of percent over seconds (the `enqueue` scenario, one system after another, swings ±25% per cell); slices
- * a few milliseconds long, interleaved, put every system through the same drift, so their ratio holds still.
+ * fresh process, then after a warm-up), 16 concurrent callers, bulk calls of each batch size. A commit's latency
+ * here is the disk's, and it drifts by tens of percent over seconds (the `enqueue` scenario, one system after
+ * another, swings ±25% per cell); slices a few milliseconds long, interleaved, put every system through the same
+ * drift, so their ratio holds still.
  * Each figure is the system's jobs over the time its own slices took.
  */
 export async function interleavedEnqueueScenario(ctx: ScenarioContext, systems: SystemInfo[]): Promise<Map<SystemId, Figures>> {
