@@ -38,26 +38,29 @@ describe(`statements that read history, on ${HISTORY_ROWS.toLocaleString('en')} 
     const url = await createTestDatabase('historyplans');
     db = sqlPool(url);
     app = await startApp(url, { queue: { workers: false, maintenance: { enabled: false } } });
+    // Ten partitions of a whole day each, ending at `end`, not at midnight: a partition of today was as full as the time
+    // of day, and before noon UTC the planner rightly read its few rows whole (and the oldest rows had no partition).
+    const end = ((await db.query(`SELECT now()::text AS t`)).rows[0] as { t: string }).t;
     for (const kind of ['completed', 'failed']) {
       for (let d = 0; d < 10; d++) {
         await db.query(`
-          DO $$ DECLARE lo timestamptz := date_trunc('day', now() - ${d} * interval '1 day', 'UTC'); BEGIN
+          DO $$ DECLARE lo timestamptz := '${end}'::timestamptz - ${d + 1} * interval '1 day'; BEGIN
             EXECUTE format('CREATE TABLE background_jobs_history_${kind}_p%s (LIKE background_jobs_history_${kind})', to_char(lo AT TIME ZONE 'UTC', 'YYYYMMDD'));
             EXECUTE format('ALTER TABLE background_jobs_history_${kind} ATTACH PARTITION background_jobs_history_${kind}_p%s FOR VALUES FROM (%L) TO (%L)',
                            to_char(lo AT TIME ZONE 'UTC', 'YYYYMMDD'), lo, lo + interval '1 day');
           END $$`);
       }
     }
-    // History: ids 1..1M, finished over the last 9.5 days, 10 % failed (more per partition than the counts' cap of
-    // 10,000, so that reading one status's newest rows through the index is the plan to beat), every 1000th of a finished flow.
+    // History: ids 1..1M, finished over the 9.5 days before `end`, 10 % failed (more per partition than the counts' cap
+    // of 10,000, so that reading one status's newest rows through the index is the plan to beat), every 1000th of a finished flow.
     await db.query(
       `INSERT INTO background_jobs_history (id, queue_name, payload, status, priority, run_at, attempts, max_attempts, fence_token, created_at, updated_at,
                                             finished_at, last_error, result, buffered, flow_id)
        SELECT g, (ARRAY['emails', 'thumbnails', 'sync'])[1 + g % 3], jsonb_build_object('n', g),
               CASE WHEN g % 10 = 0 THEN 'failed' ELSE 'completed' END::background_job_status, 0, t, 1, 3, 1, t, t, t,
               CASE WHEN g % 10 = 0 THEN 'Error: boom' END, '{"ok": true}', false, CASE WHEN g % 1000 = 1 THEN 1 END
-       FROM (SELECT g, now() - (g::float8 / $1) * interval '9.5 days' AS t FROM generate_series(1, $1) AS g) AS s`,
-      [HISTORY_ROWS],
+       FROM (SELECT g, $2::timestamptz - (g::float8 / $1) * interval '9.5 days' AS t FROM generate_series(1, $1) AS g) AS s`,
+      [HISTORY_ROWS, end],
     );
     await db.query(`SELECT setval(pg_get_serial_sequence('background_jobs', 'id'), $1)`, [HISTORY_ROWS]);
     // background_jobs: queued, running and just-finished jobs after them.
