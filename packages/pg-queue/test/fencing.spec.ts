@@ -114,6 +114,45 @@ describe('fencing by a token that only grows', () => {
     expect(await queue.get(put)).toBeNull();
   });
 
+  // A batch whose jobs all carry one token is fenced by that token alone; one with several looks each up (BATCH_FENCE).
+  it.each([
+    ['kept', false],
+    ['deleted', true],
+  ])('a batch settles each job against its own claim, with one token or several (completed rows %s)', async (_, deleteRows) => {
+    const store = t.app.get(JobStore);
+    const queue = t.app.get(QueueService);
+    const name = `manual-batch-${deleteRows}`;
+    const statusOf = async (id: string) => (await t.db.query('SELECT status, result FROM background_jobs_all WHERE id = $1', [id])).rows[0];
+    const claimOne = async () => ((await store.claimJobs(name, 1, 'w1', 60_000)).jobs as Claim[])[0];
+    const again = async (ref: Claim) => {
+      expect(await store.releaseJobs('w1', [ref])).toBe(1);
+      return claimOne();
+    };
+
+    // One token: a, b and c on their first claim; b was put back and claimed again since.
+    const [a, b, c] = [await queue.enqueue(name, {}), await queue.enqueue(name, {}), await queue.enqueue(name, {})];
+    const first = (await store.claimJobs(name, 3, 'w1', 60_000)).jobs as Claim[];
+    expect(new Set(first.map((j) => j.token))).toEqual(new Set(['1']));
+    const b2 = await again(first.find((j) => j.id === b)!);
+    expect(b2.token).toBe('2');
+    expect(await store.completeJobs('w1', first.map((j) => ({ ...j, resultJson: j.id === a ? '{"n":1}' : undefined })), deleteRows)).toEqual(new Set([b]));
+    expect(await statusOf(b)).toMatchObject({ status: 'processing' });
+    expect(await statusOf(a)).toEqual(deleteRows ? undefined : { status: 'completed', result: { n: 1 } });
+    expect(await statusOf(c)).toEqual(deleteRows ? undefined : { status: 'completed', result: null });
+
+    // Several tokens: b's current claim (2) beside d's first (1), and e's earlier claim (1), stale since e was claimed again.
+    const d = await queue.enqueue(name, {});
+    const d1 = await claimOne();
+    const e = await queue.enqueue(name, {});
+    const e1 = await claimOne();
+    await again(e1);
+    expect([b2.token, d1.token, e1.token]).toEqual(['2', '1', '1']);
+    expect(await store.completeJobs('w1', [b2, { ...d1, resultJson: '"d"' }, e1], deleteRows)).toEqual(new Set([e]));
+    expect(await statusOf(b)).toEqual(deleteRows ? undefined : { status: 'completed', result: null });
+    expect(await statusOf(d)).toEqual(deleteRows ? undefined : { status: 'completed', result: 'd' });
+    expect(await statusOf(e)).toMatchObject({ status: 'processing' });
+  });
+
   it('a cancel notice of an earlier claim does not abort a later claim of the same job', async () => {
     const queue = t.app.get(QueueService);
     const listener = await t.db.connect();

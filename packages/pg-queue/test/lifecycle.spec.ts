@@ -36,6 +36,18 @@ describe('core lifecycle', () => {
     expect(inspected).not.toMatch(/worker|settled|timer/);
   });
 
+  // The claim sends created_at only when it differs from run_at (CREATED_AT_MS in job.sql.ts): a delayed job shows both.
+  it('a delayed job shows its handler the row\'s created_at and run_at, which differ', async () => {
+    const queue = t.app.get(QueueService);
+    const id = await queue.enqueue('echo', { n: 9 }, { delayMs: 300 });
+    await waitFor('completion', async () => (await queue.get(id))?.status === 'completed');
+    const row = (await t.db.query(`SELECT to_json(created_at) #>> '{}' AS created, to_json(run_at) #>> '{}' AS run FROM background_jobs_all WHERE id = $1`, [id])).rows[0];
+    const json = shown[seen.findIndex((s) => s.id === id)].json as { createdAt: string; runAt: string };
+    expect(new Date(json.createdAt).getTime()).toBe(Math.floor(Date.parse(row.created)));
+    expect(new Date(json.runAt).getTime()).toBe(Math.floor(Date.parse(row.run)));
+    expect(new Date(json.runAt).getTime() - new Date(json.createdAt).getTime()).toBeGreaterThanOrEqual(299);
+  });
+
   it('pause stops every instance from claiming; resume wakes the workers at once', async () => {
     const queue = t.app.get(QueueService);
     await queue.pause('echo');

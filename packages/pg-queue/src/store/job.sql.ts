@@ -33,12 +33,27 @@ export const stepFlows = (cte: string, oldStatus: string, newStatus: string, whe
   `(SELECT count(pg_queue_flow_step(w.id, w.flow_id, w.flow_ref, w.compensates, ${oldStatus}, ${newStatus}))
        FROM (SELECT * FROM ${cte} AS w WHERE w.flow_id IS NOT NULL AND ${where} ORDER BY w.id) AS w) >= 0`;
 
+/**
+ * A claimed row's created_at as epoch milliseconds, or NULL when it equals run_at (a job enqueued to run at once:
+ * the worker takes run_at_ms). Most rows skip the second conversion: 2% of the claim's server time.
+ */
+const CREATED_AT_MS = `CASE WHEN j.created_at <> j.run_at THEN date_part('epoch', j.created_at) * 1000 END AS created_at_ms`;
+
 /** The columns a CTE returns for stepFlows. */
 const FLOW_COLUMNS = `j.flow_id, j.flow_ref, j.compensates`;
 
 /**
+ * The fence of a batch settle (see completeJobs below): each row's fence_token must be the one its holder claimed.
+ * $4 is that token when every job of the batch carries the same one (the common case: all on their first claim),
+ * else NULL and $3 holds {"id": token} to look up per row. COALESCE evaluates the lookup only when $4 is NULL: the
+ * lookup (id to text, a search of the JSON object, text to int8) was 0.3-0.5 µs of the 4.5-5.8 µs a completed row
+ * cost the server, against a comparison with one parameter.
+ */
+const BATCH_FENCE = `j.fence_token = coalesce($4::int8, ($3::jsonb ->> j.id::text)::int8)`;
+
+/**
  * The completion of a batch, in two variants: plain, and with the handlers' results and last progress
- * ($4: {"id": {"r": result, "p": progress}}, only the ids that have either). A batch of jobs that returned
+ * ($5: {"id": {"r": result, "p": progress}}, only the ids that have either). A batch of jobs that returned
  * nothing keeps the plain statement, so results cost nothing where they are not used.
  *
  * Every settle charges the attempt of a job started from a worker's buffer whose row still says `buffered` (a
@@ -50,8 +65,7 @@ function completion(extraSet: string): string {
       UPDATE background_jobs AS j
       SET status = 'completed', attempts = j.attempts + j.buffered::int, buffered = false, lease_expires_at = NULL,
           finished_at = now(), updated_at = now()${extraSet}
-      WHERE j.id = ANY($2::int8[]) AND j.status = 'processing' AND j.locked_by = $1
-        AND j.fence_token = ($3::jsonb ->> j.id::text)::int8
+      WHERE j.id = ANY($2::int8[]) AND j.status = 'processing' AND j.locked_by = $1 AND ${BATCH_FENCE}
       RETURNING j.id, j.awaited, ${FLOW_COLUMNS}
     )
     SELECT id, false AS flow FROM unnest($2::int8[]) AS s(id)
@@ -269,7 +283,7 @@ ${candidates}    ), claimed AS (
           limited = ${limited}, buffered = false
       WHERE j.id = ANY(ARRAY(SELECT id FROM candidates)) AND j.status = 'queued'
       RETURNING j.id, j.payload, j.attempts, j.fence_token, j.max_attempts, j.priority, date_part('epoch', now() - j.run_at) * 1000 AS wait_ms,
-        date_part('epoch', j.run_at) * 1000 AS run_at_ms, date_part('epoch', j.created_at) * 1000 AS created_at_ms, j.concurrency_key,
+        date_part('epoch', j.run_at) * 1000 AS run_at_ms, ${CREATED_AT_MS}, j.concurrency_key,
         j.trace_context
     ), logged AS (
       INSERT INTO background_queue_starts (queue_name, started_at, n)
@@ -443,7 +457,7 @@ function plainClaim(observed: boolean): string {
       -- not extract: extract returns numeric since PostgreSQL 14 (0.2 µs more per value, three values per job).
       -- attempts: the attempt this claim runs, charged or not.
       RETURNING j.id, j.payload, j.attempts${buffered ? ' + 1' : ''} AS attempts, j.fence_token, j.max_attempts, j.priority, ${buffered} AS buffered,
-        date_part('epoch', j.run_at) * 1000 AS run_at_ms, date_part('epoch', j.created_at) * 1000 AS created_at_ms${
+        date_part('epoch', j.run_at) * 1000 AS run_at_ms, ${CREATED_AT_MS}${
           observed ? `,
         date_part('epoch', now() - j.run_at) * 1000 AS wait_ms, j.trace_context` : ''
         }`;
@@ -578,11 +592,12 @@ export const SQL = {
   // nothing. The token of each id comes in a JSON object ($3: {"id": token}), looked up per row, not joined:
   // joined to unnest(), the planner estimated one in-flight row and nested-looped over the whole array for
   // each row (300 ids: 90,000 comparisons, 175 ms, which made completions the bottleneck of a 1M-job steady
-  // state). Returns only the ids refused (normally none): sending back every completed id cost the worker a
-  // row object, a string and a set entry per job, to learn what it already knew.
+  // state). A batch whose jobs all carry one token sends that token alone ($4, BATCH_FENCE). Returns only the
+  // ids refused (normally none): sending back every completed id cost the worker a row object, a string and a
+  // set entry per job, to learn what it already knew.
   completeJobs: completion(''),
   completeJobsWithResults: completion(`,
-          result = $4::jsonb -> j.id::text -> 'r', progress = coalesce($4::jsonb -> j.id::text -> 'p', j.progress)`),
+          result = $5::jsonb -> j.id::text -> 'r', progress = coalesce($5::jsonb -> j.id::text -> 'p', j.progress)`),
 
   // completedRetentionMs: 0. Deleting at completion skips writing a completed row version (and its index
   // entries) that the pruner would delete later anyway; same fence and result as completeJobs. No result
@@ -593,14 +608,14 @@ export const SQL = {
     WITH gone AS (
       DELETE FROM background_jobs AS j
       WHERE j.id = ANY($2::int8[]) AND j.status = 'processing' AND j.locked_by = $1
-        AND j.fence_token = ($3::jsonb ->> j.id::text)::int8 AND j.flow_id IS NULL
+        AND ${BATCH_FENCE} AND j.flow_id IS NULL
       RETURNING j.id, j.awaited, j.flow_id, j.flow_ref, j.compensates, j.last_error IS NOT NULL AS had_failed
     ), ${forgetAttempts('gone')}, kept AS (
       -- Only the ids the delete left (flow jobs, and refused ones): a batch of plain jobs probes no row twice.
       UPDATE background_jobs AS j
       SET status = 'completed', attempts = j.attempts + j.buffered::int, buffered = false, lease_expires_at = NULL, finished_at = now(), updated_at = now()
       WHERE j.id = ANY(ARRAY(SELECT unnest($2::int8[]) EXCEPT SELECT id FROM gone)) AND j.status = 'processing' AND j.locked_by = $1
-        AND j.fence_token = ($3::jsonb ->> j.id::text)::int8 AND j.flow_id IS NOT NULL
+        AND ${BATCH_FENCE} AND j.flow_id IS NOT NULL
       RETURNING j.id, j.awaited, ${FLOW_COLUMNS}
     ), done AS (
       SELECT id, awaited, flow_id, flow_ref, compensates FROM gone UNION ALL SELECT * FROM kept

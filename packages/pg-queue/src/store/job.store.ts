@@ -677,6 +677,16 @@ function insertJobsStatement(rows: NewJobRow[], trace?: string): { statement: 'i
   return { statement: uniform ? 'insertUniformJobsTraced' : 'insertJobsTraced', values };
 }
 
+/**
+ * $3 and $4 of a batch settle (BATCH_FENCE in job.sql.ts): the one token every job of the batch carries, the common
+ * case (all on their first claim), as $4; else {"id": token} as $3, looked up per row.
+ */
+function batchFence(jobs: JobRef[]): [tokens: string | null, token: string | null] {
+  const token = jobs.length > 0 ? jobs[0].token : null;
+  for (let i = 1; i < jobs.length; i++) if (jobs[i].token !== token) return [tokensById(jobs), null];
+  return [null, token];
+}
+
 /** {"id": token} as JSON, for the fenced statements' per-row token lookup. */
 function tokensById(jobs: JobRef[]): string {
   // Written as text: both are int8 values as the database printed them (digits, a minus at most), so neither needs
@@ -696,7 +706,7 @@ interface ClaimRow {
   max_attempts: number;
   priority: number;
   run_at_ms: number;
-  created_at_ms: number;
+  created_at_ms: number | null;
   wait_ms?: number;
   trace_context?: unknown;
   buffered?: boolean;
@@ -756,7 +766,7 @@ function toOutcome(r: OutcomeRow): JobOutcome {
 
 /** The completion statement for a batch (see completion() in job.sql.ts) and its values. */
 function completionStatement(workerId: string, jobs: CompletedAttempt[], deleteRows: boolean): { statement: 'completeJobs' | 'completeJobsWithResults' | 'deleteCompletedJobs'; values: unknown[] } {
-  const values: unknown[] = [workerId, jobs.map((j) => j.id), tokensById(jobs)];
+  const values: unknown[] = [workerId, jobs.map((j) => j.id), ...batchFence(jobs)];
   if (deleteRows) return { statement: 'deleteCompletedJobs', values };
   const extras = resultsById(jobs);
   if (extras === undefined) return { statement: 'completeJobs', values };
@@ -776,7 +786,7 @@ function refusedCompletions(rows: { id: string; flow: boolean }[]): SettledBatch
 }
 
 /**
- * The completion variant's $4, {"id": {"r": result, "p": progress}}, built from JSON texts already checked
+ * The completion variant's $5, {"id": {"r": result, "p": progress}}, built from JSON texts already checked
  * (no parse and stringify again); undefined when no job of the batch has either.
  */
 function resultsById(jobs: CompletedAttempt[]): string | undefined {
@@ -842,7 +852,7 @@ function toClaimResult(rows: ClaimRow[]): ClaimResult {
       maxAttempts: r.max_attempts,
       priority: r.priority,
       runAtMs: r.run_at_ms,
-      createdAtMs: r.created_at_ms,
+      createdAtMs: r.created_at_ms ?? r.run_at_ms, // NULL when equal (CREATED_AT_MS in job.sql.ts)
       waitMs: r.wait_ms,
       traceContext: r.trace_context,
       buffered: r.buffered === true,
