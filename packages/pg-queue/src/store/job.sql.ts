@@ -43,6 +43,16 @@ const CREATED_AT_MS = `CASE WHEN j.created_at <> j.run_at THEN date_part('epoch'
 const FLOW_COLUMNS = `j.flow_id, j.flow_ref, j.compensates`;
 
 /**
+ * The ids of a batch settle ($2) that `cte` did not settle (fenced out: normally none), as rows (id, false). When the
+ * CTE holds as many rows as $2 has ids, every id was settled (the CTE's ids are distinct and all in $2), and the
+ * count, a one-time filter, skips the anti-join: building and probing its hash was 0.25 µs of the 4.4 µs a completed
+ * row cost the server in batches of 300. The statement's side effects (notifyAwaited, stepFlows) ride the other
+ * branch of its UNION ALL, whose one-time filter is always true, so they run whether this gate opens or not.
+ */
+const REFUSED = (cte: string) => `SELECT id, false AS flow FROM unnest($2::int8[]) AS s(id)
+    WHERE (SELECT count(*) FROM ${cte}) < cardinality($2::int8[]) AND id NOT IN (SELECT id FROM ${cte})`;
+
+/**
  * The fence of a batch settle (see completeJobs below): each row's fence_token must be the one its holder claimed.
  * $4 is that token when every job of the batch carries the same one (the common case: all on their first claim),
  * else NULL and $3 holds {"id": token} to look up per row. COALESCE evaluates the lookup only when $4 is NULL: the
@@ -68,10 +78,9 @@ function completion(extraSet: string): string {
       WHERE j.id = ANY($2::int8[]) AND j.status = 'processing' AND j.locked_by = $1 AND ${BATCH_FENCE}
       RETURNING j.id, j.awaited, ${FLOW_COLUMNS}
     )
-    SELECT id, false AS flow FROM unnest($2::int8[]) AS s(id)
-    WHERE id NOT IN (SELECT id FROM done) AND ${notifyAwaited('done', `'completed'`)} AND ${stepFlows('done', `'processing'`, `'completed'`)}
+    ${REFUSED('done')}
     UNION ALL
-    SELECT id, true FROM done WHERE flow_id IS NOT NULL`;
+    SELECT id, true FROM done WHERE flow_id IS NOT NULL AND ${notifyAwaited('done', `'completed'`)} AND ${stepFlows('done', `'processing'`, `'completed'`)}`;
 }
 
 /**
@@ -620,10 +629,9 @@ export const SQL = {
     ), done AS (
       SELECT id, awaited, flow_id, flow_ref, compensates FROM gone UNION ALL SELECT * FROM kept
     )
-    SELECT id, false AS flow FROM unnest($2::int8[]) AS s(id)
-    WHERE id NOT IN (SELECT id FROM done) AND ${notifyAwaited('done', `'completed'`)} AND ${stepFlows('kept', `'processing'`, `'completed'`)}
+    ${REFUSED('done')}
     UNION ALL
-    SELECT id, true FROM kept`,
+    SELECT id, true FROM kept WHERE ${notifyAwaited('done', `'completed'`)} AND ${stepFlows('kept', `'processing'`, `'completed'`)}`,
 
   // Each failed attempt's fence and outcome come in a JSON object ($3: {"id": {token, error, delayMs}}), looked
   // up per row like completeJobs' attempts, for the same reason: no join to nest-loop over. The variant also
