@@ -98,8 +98,8 @@ describe('settle plans: a batch reads its own rows, not the worker history', () 
 
   it.each(SETTLES)('$name probes the batch by id, not the worker history (EXPLAIN ANALYZE, rolled back)', async (settle) => {
     const read = await reads(SQL[settle.name], settle.values(held.ids, held.tokens));
-    // Every read of the jobs table is keyed by the batch's ids (the primary key here; PostgreSQL 17 and later also
-    // probe the in-flight index with both its keys), never a scan by worker or status alone.
+    // Every read of the jobs table is keyed by the batch's ids (the primary key here; before HELD_BY_WORKER,
+    // PostgreSQL 18 probed the in-flight index with both its keys, 15 by locked_by alone), never a scan by worker or status alone.
     expect(read.length).toBeGreaterThan(0);
     for (const r of read) expect(r).toEqual({ index: r.index, cond: expect.stringMatching(/\bid = ANY \(/), rows: r.rows });
     // Each probe returns at most the batch (with the worker's history in the scan: 12,300 entries here).
