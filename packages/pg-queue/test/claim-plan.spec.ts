@@ -4,19 +4,8 @@ import { QueueService } from 'nestjs-pg-queue';
 import type { INestApplicationContext } from '@nestjs/common';
 import { createTestDatabase } from '@internal/pg-harness';
 import { SQL } from '../src/store/job.sql.js';
+import { nodes, type PlanNode } from './support/plans.js';
 import { sqlPool, startApp } from './support/test-app.js';
-
-interface PlanNode {
-  'Node Type': string;
-  'Index Name'?: string;
-  'Shared Hit Blocks'?: number;
-  'Shared Read Blocks'?: number;
-  Plans?: PlanNode[];
-}
-
-function nodes(plan: PlanNode): PlanNode[] {
-  return [plan, ...(plan.Plans ?? []).flatMap(nodes)];
-}
 
 describe('claim query plan', () => {
   let app: INestApplicationContext;

@@ -5,21 +5,8 @@ import type { INestApplicationContext } from '@nestjs/common';
 import { createTestDatabase } from '@internal/pg-harness';
 import { SQL } from '../src/store/job.sql.js';
 import { STEP_SQL } from '../src/store/step.sql.js';
+import { explainBothModes, nodes, type PlanNode } from './support/plans.js';
 import { sqlPool, startApp } from './support/test-app.js';
-
-interface PlanNode {
-  'Node Type': string;
-  'Relation Name'?: string;
-  'Index Name'?: string;
-  'Index Cond'?: string;
-  'Actual Rows'?: number;
-  'Actual Loops'?: number;
-  Plans?: PlanNode[];
-}
-
-function nodes(plan: PlanNode): PlanNode[] {
-  return [plan, ...(plan.Plans ?? []).flatMap(nodes)];
-}
 
 const WORKER = 'settle-plans-worker';
 const BATCH = 300;
@@ -43,10 +30,26 @@ const SETTLES: Array<{ name: keyof typeof SQL; values: (ids: string[], tokens: R
   { name: 'heartbeat', values: (ids, t) => [WORKER, 30_000, ids, JSON.stringify(t), null, [], '{}'] },
   { name: 'releaseJobs', values: (ids, t) => [WORKER, ids, JSON.stringify(t)] },
 ];
-/** One job's write (a durable step's record, job.step()): its id is a key of whichever index it probes. */
-const SINGLE: Array<{ name: string; text: string; values: (id: string, token: string) => unknown[] }> = [
-  { name: 'recordStep', text: STEP_SQL.recordStep, values: (id, token) => [id, WORKER, token, JSON.stringify({ name: 's', result: 1 }), null] },
+/**
+ * One job's write (a durable step's record, job.step()): its id is a key of whichever index it probes. A named
+ * statement, so checked prepared, with a custom and a generic plan (explainBothModes).
+ */
+const SINGLE: Array<{ name: string; text: string; types: string; args: (id: string, token: string) => string }> = [
+  { name: 'recordStep', text: STEP_SQL.recordStep, types: 'int8, text, int8, jsonb, int8', args: (id, token) => `${id}, '${WORKER}', ${token}, '{"name": "s", "result": 1}', NULL` },
 ];
+
+interface TableRead {
+  index: string;
+  cond: string | undefined;
+  rows: number;
+}
+
+/** The index and sequential scans of background_jobs among a plan's nodes, with the rows each returned. */
+function tableReads(all: PlanNode[]): TableRead[] {
+  return all
+    .filter((n) => n['Index Name']?.startsWith('background_jobs_') || (n['Node Type'] === 'Seq Scan' && n['Relation Name'] === 'background_jobs'))
+    .map((n) => ({ index: n['Index Name'] ?? 'Seq Scan', cond: n['Index Cond'], rows: (n['Actual Rows'] ?? 0) * (n['Actual Loops'] ?? 1) }));
+}
 
 describe('settle plans: a batch reads its own rows, not the worker history', () => {
   let app: INestApplicationContext;
@@ -80,17 +83,17 @@ describe('settle plans: a batch reads its own rows, not the worker history', () 
     await db?.end();
   });
 
-  /** The statement's reads of the jobs table, from EXPLAIN ANALYZE in a transaction rolled back. */
-  async function reads(text: string, values: unknown[]): Promise<Array<{ index: string; cond: string | undefined; rows: number }>> {
+  /**
+   * A batch statement's reads of the jobs table, from EXPLAIN ANALYZE in a transaction rolled back. These statements
+   * are sent unnamed (PLANNED_PER_CALL), so each call is planned with its real arrays, as here.
+   */
+  async function reads(text: string, values: unknown[]): Promise<TableRead[]> {
     const client = await db.connect();
     try {
       await client.query('BEGIN');
       const { rows } = await client.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${text}`, values);
       await client.query('ROLLBACK');
-      const all = nodes(rows[0]['QUERY PLAN'][0].Plan as PlanNode);
-      return all
-        .filter((n) => n['Index Name']?.startsWith('background_jobs_') || (n['Node Type'] === 'Seq Scan' && n['Relation Name'] === 'background_jobs'))
-        .map((n) => ({ index: n['Index Name'] ?? 'Seq Scan', cond: n['Index Cond'], rows: (n['Actual Rows'] ?? 0) * (n['Actual Loops'] ?? 1) }));
+      return tableReads(nodes(rows[0]['QUERY PLAN'][0].Plan as PlanNode));
     } finally {
       client.release();
     }
@@ -106,9 +109,12 @@ describe('settle plans: a batch reads its own rows, not the worker history', () 
     expect(read.filter((r) => r.rows > BATCH)).toEqual([]);
   });
 
-  it.each(SINGLE)('$name probes its job by id', async (single) => {
-    const read = await reads(single.text, single.values(held.ids[0], held.tokens[held.ids[0]]));
-    expect(read.length).toBeGreaterThan(0);
-    for (const r of read) expect(r).toEqual({ index: r.index, cond: expect.stringMatching(/\bid = '\d+'::bigint/), rows: 1 });
+  it.each(SINGLE)('$name probes its job by id, with a custom and a generic plan', async (single) => {
+    const plans = await explainBothModes(db, single.text, single.types, single.args(held.ids[0], held.tokens[held.ids[0]]));
+    for (const [mode, { all }] of Object.entries(plans)) {
+      const read = tableReads(all);
+      expect([mode, read.length > 0]).toEqual([mode, true]);
+      for (const r of read) expect([mode, r]).toEqual([mode, { index: r.index, cond: expect.stringMatching(/\bid = /), rows: 1 }]);
+    }
   });
 });

@@ -4,7 +4,9 @@ import type pg from 'pg';
 export interface PlanNode {
   'Node Type': string;
   'Index Name'?: string;
+  'Index Cond'?: string;
   'Relation Name'?: string;
+  'Actual Rows'?: number;
   'Actual Loops'?: number;
   'Shared Hit Blocks'?: number;
   'Shared Read Blocks'?: number;
