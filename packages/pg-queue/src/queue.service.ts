@@ -175,6 +175,10 @@ export class QueueService {
     if (tx instanceof Promise) tx = await tx;
     // A job without a key keeps the plain insert: no other statement, no unique-index entry.
     if (row.uniqueKey == null) {
+      // Due now, autocommit, and this process's worker of the queue has a free slot: inserted already claimed by it
+      // (docs/concepts.md, Eager start). The slot is checked and kept in one synchronous step: traceEnqueue calls the insert at once.
+      const eager = tx === undefined && row.runAt === null && row.delayMs === 0 && row.concurrencyKey === null ? this.workers?.eagerWorker(row.queue) : undefined;
+      if (eager) return traceEnqueue(oneJobCall('enqueue', row.queue), (trace) => eager.startEagerly((claim) => this.store.insertEagerJob(row, claim, trace)), setJobId);
       return this.woken(tx, [row], (wake) => traceEnqueue(oneJobCall('enqueue', row.queue), (trace) => this.store.insertJob(row, tx, trace, wake), setJobId));
     }
     const [result] = await this.woken(tx, [row], (wake) => traceEnqueue(oneJobCall('enqueue', row.queue), (trace) => this.store.insertKeyedJobs([row], tx, trace, wake), setKeyedOutcome), keyed);

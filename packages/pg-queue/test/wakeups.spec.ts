@@ -11,8 +11,14 @@ const started = new Map<string, number>();
 
 @Injectable()
 class Handlers {
-  @JobHandler('instant')
+  // eagerStart off: these tests are about the wake-up an enqueue sends to a worker (an eager start sends none).
+  @JobHandler('instant', { eagerStart: false })
   async instant(job: Job) {
+    started.set(job.id, performance.now());
+  }
+
+  @JobHandler('instant-eager')
+  async instantEager(job: Job) {
     started.set(job.id, performance.now());
   }
 
@@ -77,25 +83,38 @@ describe('wake-ups with polling set to a minute', () => {
     }
   });
 
-  // A finished job used to rouse a claim whatever the last claim had found: at one job at a time that was a
-  // second, empty claim per job, and a job enqueued while it was in flight waited for it.
-  it('one job at a time costs one claim per job, not two', async () => {
-    const queue = app.get(QueueService);
+  /** Enqueues 20 jobs of `queue`, each after the previous one completed; returns how many claims the worker sent. */
+  async function claimsForOneAtATime(queue: string): Promise<number> {
     const store = app.get(JobStore);
     let claims = 0;
     const claimJobs = store.claimJobs.bind(store);
     store.claimJobs = (...args) => ((claims += 1), claimJobs(...args));
     try {
       for (let i = 0; i < 20; i++) {
-        const id = await queue.enqueue('instant', { i });
+        const id = await app.get(QueueService).enqueue(queue, { i });
         await waitFor('start', async () => started.has(id), 5_000, 1);
         await waitFor('completed', async () => (await db.query(`SELECT status FROM background_jobs WHERE id = $1`, [id])).rows[0].status === 'completed', 5_000, 5);
       }
     } finally {
       store.claimJobs = claimJobs;
     }
+    return claims;
+  }
+
+  // A finished job used to rouse a claim whatever the last claim had found: at one job at a time that was a
+  // second, empty claim per job, and a job enqueued while it was in flight waited for it.
+  it('one job at a time costs one claim per job, not two', async () => {
+    const claims = await claimsForOneAtATime('instant');
     expect(claims).toBeGreaterThanOrEqual(20);
     expect(claims).toBeLessThanOrEqual(22); // one per job (a NOTIFY may land while a claim is in flight: one more)
+  });
+
+  // Eager start (the default): the same jobs, enqueued in the worker's process with a slot free, start from their
+  // insert; no NOTIFY wakes a claim.
+  it('with eager start, one job at a time costs no claim at all', async () => {
+    expect(await claimsForOneAtATime('instant-eager')).toBe(0);
+    const { rows } = await db.query<{ attempts: number; fence_token: string }>(`SELECT DISTINCT attempts, fence_token FROM background_jobs WHERE queue_name = 'instant-eager'`);
+    expect(rows).toEqual([{ attempts: 1, fence_token: '1' }]);
   });
 
   it('jobs enqueued while every slot is busy start as slots free, without a poll', async () => {

@@ -12,6 +12,10 @@ export type Command =
   | { cmd: 'enqueue-bulk'; n: number; batch: number }
   /** n jobs, one every intervalMs, each stamped with its enqueue time; resolves once all have started. */
   | { cmd: 'latency'; n: number; intervalMs: number; timeoutMs: number }
+  /** The same stamped jobs from a producer, without waiting for their starts (another process records them). */
+  | { cmd: 'enqueue-stamped'; n: number; intervalMs: number }
+  /** On a worker: `begin` starts recording start latencies (of jobs stamped elsewhere); else waits for n of them and returns them. */
+  | { cmd: 'latency-samples'; begin?: boolean; n: number; timeoutMs: number }
   /** Keeps between `wave` and 2 x `wave` jobs queued (bulk calls of `chunk`) until `total` have run. */
   | { cmd: 'feed'; total: number; wave: number; chunk: number; timeoutMs: number }
   /** Flows number `from` to `from + flows - 1` of a shape, one flow API call each, from `callers` concurrent loops. */

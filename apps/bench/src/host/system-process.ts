@@ -97,7 +97,8 @@ export class SystemProcess {
   send(command: Extract<Command, { cmd: 'start' }>): Promise<HostStats>;
   send(command: Extract<Command, { cmd: 'enqueue-sequential' | 'enqueue-concurrent' | 'enqueue-bulk' | 'enqueue-flows' }>): Promise<TimedResult>;
   send(command: Extract<Command, { cmd: 'flow-report' }>): Promise<FlowReport>;
-  send(command: Extract<Command, { cmd: 'latency' }>): Promise<number[]>;
+  send(command: Extract<Command, { cmd: 'latency' | 'latency-samples' }>): Promise<number[]>;
+  send(command: Extract<Command, { cmd: 'enqueue-stamped' }>): Promise<number>;
   send(command: Extract<Command, { cmd: 'feed' }>): Promise<FeedResult>;
   send(command: Extract<Command, { cmd: 'stats' | 'stop' }>): Promise<HostStats>;
   send(command: Extract<Command, { cmd: 'memory' }>): Promise<MemoryStats>;

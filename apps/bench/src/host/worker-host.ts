@@ -13,6 +13,8 @@ import { Tracker } from './tracker.js';
 let system: RunningSystem | undefined;
 let tracker = new Tracker();
 let nextIndex = 0;
+/** Start latencies being recorded for jobs another process stamps (latency-samples). */
+let latencySamples: number[] | undefined;
 
 function payloads(n: number): BenchPayload[] {
   return Array.from({ length: n }, () => ({ i: nextIndex++ }));
@@ -74,6 +76,26 @@ async function handle(command: Command): Promise<unknown> {
       }
       const deadline = nowMs() + command.timeoutMs;
       while (tracker.handled - before < command.n && nowMs() < deadline) await sleep(5);
+      return samples.slice();
+    }
+    case 'enqueue-stamped': {
+      const t0 = nowMs();
+      for (let i = 0; i < command.n; i++) {
+        const wait = t0 + i * command.intervalMs - nowMs();
+        if (wait > 0) await sleep(wait);
+        await running().enqueue({ i: nextIndex++, t: nowMs() });
+      }
+      return command.n;
+    }
+    case 'latency-samples': {
+      if (command.begin) {
+        latencySamples = tracker.recordLatencies();
+        return [];
+      }
+      const samples = latencySamples ?? [];
+      const deadline = nowMs() + command.timeoutMs;
+      while (samples.length < command.n && nowMs() < deadline) await sleep(5);
+      latencySamples = undefined;
       return samples.slice();
     }
     case 'feed': {

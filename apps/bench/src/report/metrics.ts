@@ -61,6 +61,12 @@ export function metricCatalog(profile: Profile): MetricDef[] {
     );
   }
   defs.push(ms('latency.p50', 'start latency p50'), ms('latency.p95', 'start latency p95', false), ms('latency.p99', 'start latency p99'), ms('latency.max', 'start latency max', false));
+  defs.push(
+    ms('latencyRemote.p50', 'start latency p50, enqueued from another process', false),
+    ms('latencyRemote.p95', 'start latency p95, enqueued from another process', false),
+    ms('latencyRemote.p99', 'start latency p99, enqueued from another process', false),
+    ms('latencyRemote.max', 'start latency max, enqueued from another process', false),
+  );
   for (const size of profile.backlog.sizes) {
     defs.push(rate(`backlog.${sizeLabel(size)}.shared`, `claim rate, ${sizeLabel(size)} queued, one run_at`));
     defs.push(rate(`backlog.${sizeLabel(size)}.spread`, `claim rate, ${sizeLabel(size)} queued, spread run_at`));

@@ -72,6 +72,17 @@ export interface JobHandlerOptions {
    * together; 1 runs each key's jobs one at a time, in run_at order. Keys take turns. Default: no limit.
    */
   concurrencyPerKey?: number;
+  /**
+   * A job enqueued in this process (`enqueue()` without a `manager` or ambient transaction, due now, without
+   * `uniqueKey` or `concurrencyKey`) while this queue's worker here has a free slot and nothing read ahead is
+   * inserted already claimed by it, and starts as soon as its insert commits: one statement and one WAL flush
+   * instead of the insert, its NOTIFY and a claim of its own (about half the start latency of the app and the
+   * worker in one process; docs/performance.md). The insert claims it only where a claim would have: the queue
+   * not paused, and no due job of its priority or higher waiting before it; otherwise it is queued as usual. The
+   * job is then an ordinary claimed job (lease, heartbeat, cancel, retries, fencing). Never on a queue with
+   * limits across instances or of batches. Default true.
+   */
+  eagerStart?: boolean;
 }
 
 export interface BatchOptions {
@@ -102,4 +113,6 @@ export interface ResolvedHandlerOptions {
   transactional: boolean;
   /** Set for a batch handler. */
   batch: { size: number; waitMs: number } | undefined;
+  /** Off on queues with limits and batch handlers, whatever was asked. */
+  eagerStart: boolean;
 }

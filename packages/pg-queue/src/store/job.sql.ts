@@ -424,6 +424,47 @@ function insertJobPlain(wake: Wake): string {
     RETURNING id`;
 }
 
+/**
+ * Eager start (QueueService.enqueue, worker/queue-worker.ts reserveEager): one job inserted already claimed by a
+ * worker of this process that has a free slot, so that it starts when the insert returns: one statement, one WAL
+ * flush and no NOTIFY, where the usual path takes the insert, the NOTIFY and the claim's own round trip and flush.
+ * The row is what the claim would have made of it (processing, attempt 1 charged, fence token 1, this worker's
+ * full lease). The statement claims it only when the claim itself would have taken it: the queue is not paused,
+ * and no due queued job of its priority or higher waits before it (the claim index walked one priority at a time,
+ * as dueCandidates does, one probe each; rows locked by other claims count as waiting). Otherwise the job goes in
+ * `queued` as any other and the trigger sends its NOTIFY; a claimed one sets WAKE_SETTING so that the trigger
+ * wakes nobody for a job already taken. Parameters: queue, payload, priority, max_attempts, worker id, lease ms
+ * (and the trace context).
+ */
+function insertEagerJob(traced: boolean): string {
+  return `
+    WITH RECURSIVE priorities AS (
+      (SELECT priority FROM background_jobs WHERE queue_name = $1 AND status = 'queued' AND priority >= $3 ORDER BY priority DESC LIMIT 1)
+      UNION ALL
+      SELECT (SELECT b.priority FROM background_jobs AS b
+              WHERE b.queue_name = $1 AND b.status = 'queued' AND b.priority < p.priority AND b.priority >= $3 ORDER BY b.priority DESC LIMIT 1)
+      FROM priorities AS p WHERE p.priority IS NOT NULL
+    ), eager AS (
+      SELECT NOT EXISTS (SELECT 1 FROM background_queues WHERE queue_name = $1 AND paused)
+        AND NOT EXISTS (
+          SELECT 1 FROM priorities AS p
+          WHERE (SELECT j.run_at FROM background_jobs AS j
+                 WHERE j.queue_name = $1 AND j.status = 'queued' AND j.priority = p.priority ORDER BY j.run_at, j.id LIMIT 1) <= now()
+        ) AS claimed
+    )
+    INSERT INTO background_jobs AS j (queue_name, payload, priority, max_attempts, status, attempts, fence_token, locked_by, locked_at, lease_expires_at${traced ? TRACED.column : ''})
+    SELECT $1::text, $2::jsonb, $3::int, $4::int,
+      CASE WHEN e.claimed THEN 'processing' ELSE 'queued' END::background_job_status, e.claimed::int, e.claimed::int,
+      CASE WHEN e.claimed THEN $5::text END, CASE WHEN e.claimed THEN now() END, CASE WHEN e.claimed THEN now() + $6::int ${MS} END${traced ? TRACED.value(7) : ''}
+    FROM eager AS e
+    -- An InitPlan, run once before the first row and so before the AFTER STATEMENT trigger reads it (see DEFER_WAKE).
+    WHERE (SELECT set_config('${WAKE_SETTING}', CASE WHEN claimed THEN 'deferred' ELSE '' END, true) FROM eager) IS NOT NULL
+    -- The claim's columns (ClaimRow): created_at equals run_at, and the job waited 0 ms from due to claimed.
+    RETURNING j.id, j.status = 'processing' AS claimed, CASE WHEN j.status = 'processing' THEN j.payload END AS payload, j.attempts, j.fence_token,
+      j.max_attempts, j.priority, false AS buffered, date_part('epoch', j.run_at) * 1000 AS run_at_ms, NULL::float8 AS created_at_ms,
+      0::float8 AS wait_ms, j.trace_context`;
+}
+
 // One statement for any number of jobs: arrays in, one round trip and one NOTIFY per queue. The payloads
 // travel as one JSON array ($2), not a jsonb[] literal: no array escaping of every payload in Node and no
 // array parsing in PostgreSQL (5-10% more rows/s for calls of 1,000). ROWS FROM zips the columns in order.
@@ -515,6 +556,9 @@ export const SQL = {
   insertJobTracedWakeDeferred: insertJob(true, 'deferred'),
   insertJobsTracedWakeDeferred: insertJobs(true, 'deferred'),
   insertUniformJobsTracedWakeDeferred: insertUniformJobs(true, 'deferred'),
+  // Eager start: see insertEagerJob.
+  insertEagerJob: insertEagerJob(false),
+  insertEagerJobTraced: insertEagerJob(true),
   // The deferred wake-up itself (WakeSender), one statement for every queue enqueued since the last one. A
   // transaction that wrote nothing else commits without waiting for a WAL flush (PostgreSQL flushes at commit
   // only when the transaction wrote WAL before its commit record), so it holds the NOTIFY commit lock for

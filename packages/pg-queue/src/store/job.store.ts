@@ -207,6 +207,19 @@ export class JobStore {
   }
 
   /**
+   * Eager start (insertEagerJob in job.sql.ts): inserts one due job (no runAt, delay, key) already claimed by
+   * `claim.workerId` when the queue is not paused and no due job of its priority or higher waits; `job` is that
+   * claim (absent: the job went in queued, and the trigger woke the workers). Autocommit, never in a caller's
+   * transaction: the job may start only once its row is committed.
+   */
+  async insertEagerJob(row: NewJobRow, claim: { workerId: string; leaseMs: number }, trace?: string): Promise<{ id: string; job?: ClaimedJob }> {
+    const values: unknown[] = [row.queue, row.payloadJson, row.priority, row.maxAttempts, claim.workerId, claim.leaseMs];
+    if (trace !== undefined) values.push(trace);
+    const [r] = await this.run<ClaimRow & { id: string; claimed: boolean }>(trace === undefined ? 'insertEagerJob' : 'insertEagerJobTraced', values);
+    return r.claimed ? { id: r.id, job: toClaimedJob(r) } : { id: r.id };
+  }
+
+  /**
    * One statement when the payloads fit in one jsonb array; else one statement per chunk inside one
    * transaction (the caller's, through a savepoint, or one of its own), so the call stays all-or-nothing.
    */
@@ -844,21 +857,26 @@ function toClaimResult(rows: ClaimRow[]): ClaimResult {
       nextDueMs = r.next_due_ms;
       continue;
     }
-    jobs.push({
-      id: r.id,
-      payload: r.payload,
-      attempt: r.attempts,
-      token: r.fence_token,
-      maxAttempts: r.max_attempts,
-      priority: r.priority,
-      runAtMs: r.run_at_ms,
-      createdAtMs: r.created_at_ms ?? r.run_at_ms, // NULL when equal (CREATED_AT_MS in job.sql.ts)
-      waitMs: r.wait_ms,
-      traceContext: r.trace_context,
-      buffered: r.buffered === true,
-    });
+    jobs.push(toClaimedJob(r as ClaimRow & { id: string }));
   }
   return { jobs, nextDueMs };
+}
+
+/** A claimed row as the worker takes it (a claim's, or an eager start's insert). */
+function toClaimedJob(r: ClaimRow & { id: string }): ClaimedJob {
+  return {
+    id: r.id,
+    payload: r.payload,
+    attempt: r.attempts,
+    token: r.fence_token,
+    maxAttempts: r.max_attempts,
+    priority: r.priority,
+    runAtMs: r.run_at_ms,
+    createdAtMs: r.created_at_ms ?? r.run_at_ms, // NULL when equal (CREATED_AT_MS in job.sql.ts)
+    waitMs: r.wait_ms,
+    traceContext: r.trace_context,
+    buffered: r.buffered === true,
+  };
 }
 
 /** What SQL.databaseIdentity reads. */

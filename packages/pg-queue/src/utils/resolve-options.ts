@@ -83,7 +83,7 @@ const KNOWN_MAINTENANCE_KEYS = new Set([
 ]);
 const KNOWN_HISTORY_KEYS = new Set(['partitionWidth', 'moveAfterMs', 'moveIntervalMs', 'moveBatchSize']);
 const WIDTH_MS: Record<HistoryPartitionWidth, number> = { hour: 3_600_000, day: 86_400_000, week: 7 * 86_400_000, month: 31 * 86_400_000 };
-const KNOWN_HANDLER_KEYS = new Set(['concurrency', 'maxAttempts', 'backoff', 'timeoutMs', 'prefetch', 'batchSize', 'globalConcurrency', 'rateLimit', 'concurrencyPerKey', 'transactional', 'batch']);
+const KNOWN_HANDLER_KEYS = new Set(['concurrency', 'maxAttempts', 'backoff', 'timeoutMs', 'prefetch', 'batchSize', 'globalConcurrency', 'rateLimit', 'concurrencyPerKey', 'transactional', 'batch', 'eagerStart']);
 const KNOWN_BATCH_KEYS = new Set(['size', 'waitMs']);
 
 /** A transactional handler's default timeoutMs: it holds a connection of the app's pool while it runs. */
@@ -218,7 +218,12 @@ export function resolveHandlerOptions(queue: string, options: JobHandlerOptions 
   const batch = resolveBatch(where, options, transactional);
   // Not set: 'auto', except on a queue with limits, or of batches, which never reads ahead.
   const prefetch = options.prefetch ?? (hasLimits(limits) || batch ? 0 : 'auto');
+  const eagerStart = bool(where, 'eagerStart', options.eagerStart, true);
+  if (options.eagerStart === true && (hasLimits(limits) || batch)) {
+    throw new PgQueueError(`${where}: eagerStart cannot be used with ${batch ? 'batch' : 'globalConcurrency, rateLimit or concurrencyPerKey'} (an eagerly claimed job would bypass the claim that ${batch ? 'gathers a batch' : 'enforces the limits'}).`);
+  }
   return {
+    eagerStart: eagerStart && !hasLimits(limits) && !batch,
     batch,
     ...limits,
     concurrency,

@@ -8,7 +8,8 @@ import type { CommittedCompletion } from './transactional-attempt.js';
  * so a second answer for the same job (a late handler result after a loss, a cancel notice after the outcome)
  * finds a state that does not take it, and changes nothing.
  *
- * - claimed: just back from the claim; it starts at once (the claim marked it started) or waits in the buffer.
+ * - claimed: just back from the claim (or from an eager start's insert, which is its claim); it starts at once (the
+ *   claim marked it started) or waits in the buffer.
  * - buffered: claimed ahead of a free slot, not started; its row says `buffered`, uncharged, on a short lease.
  * - running: its handler was called; the slot is taken.
  * - settling: the handler ended; the outcome waits for the outcome writer; the lease is still renewed.

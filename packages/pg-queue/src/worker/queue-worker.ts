@@ -73,6 +73,10 @@ export class QueueWorker implements ClaimTarget {
   private running = 0;
   /** Slots kept for the jobs of the claim in flight that start at once (a batch handler's: for its calls). */
   private reserved = 0;
+  /** Slots kept for eager starts in flight: jobs of this process's enqueues inserted already claimed (startEagerly). */
+  private eager = 0;
+  /** The eager inserts in flight, which stopClaiming waits for (their jobs go back if they come back claimed). */
+  private readonly eagerInFlight = new Set<Promise<unknown>>();
   /** A batch handler's calls running now (concurrency counts these, not jobs). */
   private runningBatches = 0;
   private readonly endBatch = (run: BatchRun, error: unknown) => this.batchEnded(run, error);
@@ -182,7 +186,7 @@ export class QueueWorker implements ClaimTarget {
     // concurrency 10 were bound by one claim round trip per 10 jobs); the buffer is topped up only when half a
     // batch fits. With 'auto', the read-ahead and so the batch follow the measured durations (ReadAhead).
     const batch = this.buffer.auto ? Math.min(batchSize, turn) : batchSize;
-    const want = Math.min(batch, turn - this.running - this.reserved - this.buffer.size);
+    const want = Math.min(batch, turn - this.running - this.reserved - this.eager - this.buffer.size);
     return want > 0 && (this.buffer.size === 0 || want >= Math.ceil(batch / 2)) ? want : 0;
   }
 
@@ -192,7 +196,7 @@ export class QueueWorker implements ClaimTarget {
       this.reserved += Math.ceil(want / calls.size);
       return want; // every job of the claim starts now, in the calls reserved for it
     }
-    const free = this.config.options.concurrency - this.running - this.reserved;
+    const free = this.config.options.concurrency - this.running - this.reserved - this.eager;
     const startNow = Math.max(0, Math.min(want, free));
     this.reserved += startNow;
     this.readAheadAtClaim = this.buffer.readAhead;
@@ -251,6 +255,65 @@ export class QueueWorker implements ClaimTarget {
       if (calls) for (let i = 0; i < batched.length; i += calls.size) this.startBatch(batched.slice(i, i + calls.size));
     });
     this.pump();
+  }
+
+  // ---- Eager start: a job of this process's enqueue, inserted already claimed ----
+
+  /**
+   * Whether an enqueue of this process may insert its job already claimed by this worker (QueueService.enqueue):
+   * a slot is free now and nothing waits in the buffer (buffered jobs go first), the queue has no limits across
+   * instances (their claims take turns under a lock) and is not a batch handler's, and the worker is not
+   * stopping. The statement still decides whether it claims (insertEagerJob: not paused, nothing due before it).
+   */
+  get eagerSlotFree(): boolean {
+    const { eagerStart, concurrency } = this.config.options;
+    return eagerStart && !this.stopping && this.buffer.size === 0 && this.running + this.reserved + this.eager < concurrency && this.settling < concurrency + this.buffer.readAhead;
+  }
+
+  /**
+   * Runs the insert of an eager start in a slot kept for it (check eagerSlotFree first): a job it comes back
+   * claimed with starts at once, as a claimed job would; one that went in queued leaves the slot to the claim
+   * loop (the trigger's NOTIFY wakes it). Returns the job's id; an insert that fails frees the slot and throws.
+   */
+  startEagerly(insert: (claim: { workerId: string; leaseMs: number }) => Promise<{ id: string; job?: ClaimedJob }>): Promise<string> {
+    this.eager += 1;
+    const run = this.runEager(insert);
+    this.eagerInFlight.add(run);
+    const forget = () => void this.eagerInFlight.delete(run);
+    run.then(forget, forget);
+    return run;
+  }
+
+  private async runEager(insert: (claim: { workerId: string; leaseMs: number }) => Promise<{ id: string; job?: ClaimedJob }>): Promise<string> {
+    const sentAt = performance.now();
+    let result: { id: string; job?: ClaimedJob };
+    try {
+      result = await insert({ workerId: this.config.workerId, leaseMs: this.config.leaseMs });
+    } finally {
+      this.eager -= 1;
+    }
+    if (result.job) await this.acceptEager(result.job, sentAt);
+    else this.pump();
+    return result.id;
+  }
+
+  /** The eager insert came back claimed: the job starts, unless the worker is stopping or stalled meanwhile (then it goes back). */
+  private acceptEager(claimed: ClaimedJob, sentAt: number): Promise<void> | undefined {
+    let givenBack: Promise<void> | undefined;
+    this.guarded('starting an eagerly claimed job', () => {
+      const job = new HeldJob(this.config.queue, claimed, this.shared.services);
+      const tookMs = performance.now() - sentAt;
+      // As for a claim (accept): shutting down, or stalled past half the lease while the insert was in flight.
+      if (this.stopping || tookMs > this.config.leaseMs / 2) {
+        if (!this.stopping) this.shared.logger.warn(STALE_CLAIM(this.config.queue, 1, Math.round(tookMs), this.config.leaseMs));
+        givenBack = this.giveBack([job], this.stopping ? 'claimed at enqueue while shutting down' : 'claimed at enqueue before this process stalled');
+        return;
+      }
+      this.held.set(job.id, job);
+      this.startJob(job);
+    });
+    this.pump();
+    return givenBack;
   }
 
   // ---- Running an attempt ----
@@ -550,7 +613,7 @@ export class QueueWorker implements ClaimTarget {
     const concurrency = this.config.options.concurrency;
     const now = performance.now();
     const expired: HeldJob[] = [];
-    while (this.running + this.reserved < concurrency) {
+    while (this.running + this.reserved + this.eager < concurrency) {
       const job = this.buffer.next(now, expired);
       if (!job) break;
       this.startJob(job);
@@ -600,6 +663,8 @@ export class QueueWorker implements ClaimTarget {
     this.stopping = true;
     clearInterval(this.reviewTimer);
     await this.claims.stop();
+    // An eager insert in flight comes back to a stopping worker: its job goes back at once (acceptEager).
+    await Promise.allSettled(this.eagerInFlight);
     const buffered = this.buffer.takeAll();
     if (buffered.length) await this.giveBack(buffered, 'shutting down');
   }

@@ -69,6 +69,12 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
     return [...this.workers].map(([queue, w]) => ({ queue, ...w.claimLoopState }));
   }
 
+  /** The queue's worker here, if it may take a job of this process's enqueue at once (QueueWorker.eagerSlotFree). */
+  eagerWorker(queue: string): QueueWorker | undefined {
+    const worker = this.workers.get(queue);
+    return worker !== undefined && !this.shuttingDown && worker.eagerSlotFree ? worker : undefined;
+  }
+
   /** Jobs running in this process, per queue (jobs read ahead and not started are not counted). */
   activeCounts(): Record<string, number> {
     return Object.fromEntries([...this.workers].map(([queue, w]) => [queue, w.activeCount]));

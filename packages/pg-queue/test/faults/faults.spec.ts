@@ -92,11 +92,12 @@ describe(`fault injection (${FULL ? 'full' : 'short'} version)`, () => {
   /** Scenario 1 (SIGKILL, or SIGSTOP past the lease with `fault: 'freeze'`), with its checks. */
   async function killScenario(label: string, size: KillWorkersSize, minFaults: number): Promise<void> {
     const freeze = size.fault === 'freeze';
+    const fed = size.producer === 'workers';
     const r = await scenario(createTestDatabase(`faults_${freeze ? 'freeze' : 'kill'}_${rows.length}`), (s) => killWorkers(s, size));
     rows.push({
       scenario: label,
       jobs: r.audit.jobs,
-      faults: `${r.kills} ${freeze ? `SIGSTOP (${(size.freezeMs ?? 6_000) / 1_000} s)` : 'SIGKILL'}, ${r.inFlightAtKills} jobs in flight (started) at a fault${size.flows ? `; ${size.flows} flows in the mix` : ''}`,
+      faults: `${r.kills} ${freeze ? `SIGSTOP (${(size.freezeMs ?? 6_000) / 1_000} s)` : 'SIGKILL'}, ${r.inFlightAtKills} jobs in flight (started) at a fault${size.flows ? `; ${size.flows} flows in the mix` : ''}${fed ? `; ${r.eager} jobs started eagerly` : ''}`,
       lost: r.audit.lost,
       ranTwice: r.audit.ranTwice,
       finalStates: formatStates(r.states),
@@ -105,7 +106,12 @@ describe(`fault injection (${FULL ? 'full' : 'short'} version)`, () => {
     expect(r.kills).toBeGreaterThanOrEqual(minFaults);
     expect(r.inFlightAtKills).toBeGreaterThan(0);
     expect(r.audit.lost).toBe(0);
-    expect(r.states).toEqual({ completed: size.jobs });
+    // Fed by the workers, a feed redone after a fault enqueues its jobs again: more jobs, all completed.
+    expect(r.states).toEqual({ completed: fed ? r.audit.jobs : size.jobs });
+    if (fed) {
+      expect(r.audit.jobs).toBeGreaterThanOrEqual(size.jobs);
+      expect(r.eager).toBeGreaterThan(0);
+    }
     // Every completion was recorded by a run of that attempt on that worker...
     expect(r.audit.completedWithoutRun).toBe(0);
     // ...every job that ran twice had started on a worker that held it when the fault hit, and ended with its final attempt.
@@ -133,6 +139,19 @@ describe(`fault injection (${FULL ? 'full' : 'short'} version)`, () => {
     }
   }
 
+  // Eager start under faults: the workers enqueue their own jobs one call at a time, so that most start from their
+  // insert in the process that enqueued them; SIGKILL (and, in the full version, SIGSTOP past the lease) hits them.
+  const FED = { ...SIZE.kill, jobs: FULL ? 4_000 : 1_000, producer: 'workers' as const, feedGapMs: 10, flows: 0 };
+  it(`1. (jobs enqueued by the workers, started eagerly) SIGKILL a random worker every second: no job lost, only started jobs run twice`, async () => {
+    await killScenario(`1. SIGKILL a random worker every ${FED.killEveryMs / 1_000} s, jobs enqueued by the workers one call at a time (${FED.workers} processes)`, FED, FULL ? 3 : 2);
+  }, FED.timeoutMs + 60_000);
+  if (FULL) {
+    it(`1. (jobs enqueued by the workers, started eagerly) SIGSTOP a worker past its lease, then SIGCONT: no job lost, only started jobs run twice`, async () => {
+      const size = { ...FED, fault: 'freeze' as const, freezeMs: FREEZE_SIZE.freezeMs, maxKills: Infinity };
+      await killScenario(`1. SIGSTOP a worker ${size.freezeMs / 1_000} s, jobs enqueued by the workers one call at a time (${size.workers} processes)`, size, 1);
+    }, FED.timeoutMs + 60_000);
+  }
+
   it(`1. (prefetch 490) SIGSTOP a worker with a full buffer past its lease, then SIGCONT: no job lost, only started jobs run twice`, async () => {
     const size = { ...FREEZE_SIZE, fault: 'freeze' as const, prefetch: 490 };
     await killScenario(`1. SIGSTOP a worker ${size.freezeMs / 1_000} s with a full buffer, prefetch 490 (${size.workers} processes)`, size, 1);
@@ -153,14 +172,19 @@ describe(`fault injection (${FULL ? 'full' : 'short'} version)`, () => {
     rows.push({
       scenario: `2. restart PostgreSQL (down ${(r.outageMs / 1_000).toFixed(1)} s) mid-run${label} (${size.workers} processes)`,
       jobs: r.audit.jobs,
-      faults: `1 restart at ${r.completedBeforeRestart} done; LISTEN back ${Math.round(r.listenersBackMs)} ms and backlog resumed ${Math.round(r.workResumedMs)} ms after; new job started in ${p50.toFixed(0)} ms (median of ${r.probeMs.length})`,
+      faults: `1 restart at ${r.completedBeforeRestart} done; LISTEN back ${Math.round(r.listenersBackMs)} ms and backlog resumed ${Math.round(r.workResumedMs)} ms after; new job started in ${p50.toFixed(0)} ms (median of ${r.probeMs.length})${size.producer === 'workers' ? `; ${r.eager} jobs started eagerly` : ''}`,
       lost: r.audit.lost,
       ranTwice: r.audit.ranTwice,
       finalStates: formatStates(r.states),
       seconds: r.seconds,
     });
     expect(r.audit.lost).toBe(0);
-    expect(r.states).toEqual({ completed: size.jobs });
+    const fed = size.producer === 'workers';
+    expect(r.states).toEqual({ completed: fed ? r.audit.jobs : size.jobs });
+    if (fed) {
+      expect(r.audit.jobs).toBeGreaterThanOrEqual(size.jobs);
+      expect(r.eager).toBeGreaterThan(0);
+    }
     expect(r.audit.completedWithoutRun).toBe(0);
     // A run may be redone here (an outcome that could not be written, its lease expired meanwhile), but only
     // a run started before the server was back, and the outcome is always the final attempt's.
@@ -182,6 +206,9 @@ describe(`fault injection (${FULL ? 'full' : 'short'} version)`, () => {
         await restartScenario({ ...SIZE.restart, jobMs: v.jobMs, prefetch: v.prefetch }, `, ${v.label}`);
       }, SIZE.restart.timeoutMs + 60_000);
     }
+    it('2. (jobs enqueued by the workers, started eagerly) restart PostgreSQL mid-run: every job completes, only started jobs run twice', async () => {
+      await restartScenario({ ...SIZE.restart, jobs: 2_000, producer: 'workers' }, ', jobs enqueued by the workers one call at a time');
+    }, SIZE.restart.timeoutMs + 60_000);
   }
 
   it('3. freeze a worker past its lease: the job moves to another worker, the frozen one’s late outcomes are rejected', async () => {

@@ -21,6 +21,14 @@ export interface KillWorkersSize {
   freezeMs?: number;
   /** Flows enqueued with the plain jobs (scenarios/flows-mix.ts), so that the faults hit them mid-flow. */
   flows?: number;
+  /**
+   * 'suite' (default): the suite enqueues every job up front. 'workers': the worker processes enqueue them
+   * themselves, one call at a time, `feedGapMs` apart (in 'feed' jobs of FEED_SIZE each), so that jobs start eagerly in the
+   * process that enqueued them, and the faults hit eager starts, enqueues and handlers together. A feed cut
+   * by a fault runs again from the start: the jobs then number more than `jobs`, and all must complete.
+   */
+  producer?: 'suite' | 'workers';
+  feedGapMs?: number;
 }
 
 export interface KillWorkersResult {
@@ -32,6 +40,21 @@ export interface KillWorkersResult {
   seconds: number;
   /** With `flows`: how they ended, read back from the tables. */
   flows?: FlowsAudit;
+  /** Work jobs inserted already claimed (eager starts). */
+  eager: number;
+}
+
+/** Jobs per feed job (producer: 'workers'). */
+const FEED_SIZE = 25;
+
+/**
+ * The 'feed' jobs that have the worker processes enqueue `jobs` work jobs themselves (producer: 'workers'), in feeds
+ * of FEED_SIZE (a fraction of a second each): a feed cut by a fault is redone whole, so feeds as long as a worker's
+ * share would be cut again and again by kills a second apart, and never end.
+ */
+export async function enqueueFeeds(s: Scenario, jobs: number, jobMs: [number, number], gapMs = 10): Promise<void> {
+  const payload = { n: FEED_SIZE, ms: jobMs, gapMs };
+  await s.queue.enqueueMany(Array.from({ length: Math.ceil(jobs / FEED_SIZE) }, () => ({ queue: 'feed', payload, maxAttempts: 25 })));
 }
 
 /**
@@ -47,9 +70,11 @@ export async function killWorkers(s: Scenario, size: KillWorkersSize): Promise<K
   await Promise.all(slots.map((slot) => fleet.start(slot)));
 
   const [lo, hi] = size.jobMs;
+  const fed = size.producer === 'workers';
+  if (fed) await enqueueFeeds(s, size.jobs, size.jobMs, size.feedGapMs);
   // maxAttempts 25, set at enqueue (this instance has no @JobHandler to take it from): a job caught in five
   // kills would otherwise be dead-lettered, right by the rules but not what this scenario counts.
-  for (let i = 0; i < size.jobs; i += 5_000) {
+  for (let i = 0; i < (fed ? 0 : size.jobs); i += 5_000) {
     const n = Math.min(5_000, size.jobs - i);
     await s.queue.enqueueMany(Array.from({ length: n }, () => ({ queue: 'work', payload: { ms: lo + Math.floor(Math.random() * (hi - lo + 1)) }, maxAttempts: 25 })));
   }
@@ -58,14 +83,26 @@ export async function killWorkers(s: Scenario, size: KillWorkersSize): Promise<K
 
   const deadline = Date.now() + size.timeoutMs;
   const completed = () => countWhere(s.db, `SELECT 1 FROM background_jobs WHERE queue_name = 'work' AND status = 'completed'`);
+  // Fed by the workers: done when every feed has run to its end and every job it enqueued completed.
+  const outstanding = fed
+    ? () => countWhere(s.db, `SELECT 1 FROM background_jobs WHERE queue_name IN ('feed', 'work') AND status <> 'completed'`)
+    : async () => size.jobs - (await completed());
   let kills = 0;
   let inFlightAtKills = 0;
   const restarts: Promise<unknown>[] = [];
-  while ((await completed()) < size.jobs) {
+  // A feed frozen past its lease and resumed runs on until its next heartbeat aborts its signal, enqueueing as it
+  // goes: fed, the scenario ends only when nothing is outstanding twice, a heartbeat and more apart.
+  const finished = async () => {
+    if ((await outstanding()) > 0) return false;
+    if (!fed) return true;
+    await sleep(1_500);
+    return (await outstanding()) === 0;
+  };
+  while (!(await finished())) {
     if (Date.now() > deadline) throw new Error(`scenario 1: jobs still not completed after ${size.timeoutMs} ms: ${JSON.stringify(await statusCounts(s.db, 'work'))}`);
     await sleep(size.killEveryMs);
     const candidates = fleet.ready();
-    if (kills >= size.maxKills || candidates.length === 0 || (await completed()) >= size.jobs) continue;
+    if (kills >= size.maxKills || candidates.length === 0 || (await outstanding()) === 0) continue;
     let victim = candidates[Math.floor(Math.random() * candidates.length)];
     if (freeze) {
       // The worker holding the most jobs: a random one may have run out of work already (the other read it all ahead).
@@ -91,5 +128,6 @@ export async function killWorkers(s: Scenario, size: KillWorkersSize): Promise<K
   if (mix) await flowsEnded(s.db, mix.ids, deadline);
   const seconds = (performance.now() - t0) / 1_000;
   const flows = mix ? await auditFlows(s.db, mix.ids, mix.failing) : undefined;
-  return { audit: await auditRuns(s.db, 'work'), kills, states: await statusCounts(s.db, 'work'), inFlightAtKills, seconds, flows };
+  const eager = await countWhere(s.db, `SELECT 1 FROM fault_eager e JOIN background_jobs j ON j.id = e.job_id WHERE j.queue_name = 'work'`);
+  return { audit: await auditRuns(s.db, 'work'), kills, states: await statusCounts(s.db, 'work'), inFlightAtKills, seconds, flows, eager };
 }

@@ -2,6 +2,7 @@ import type { PostgresServer } from '@internal/pg-harness';
 import { waitFor } from '../../support/test-app.js';
 import { auditRuns, countWhere, statusCounts, type RunAudit } from '../support/fault-db.js';
 import { FAULT_TIMINGS, sleep, type Scenario } from '../support/scenario.js';
+import { enqueueFeeds } from './kill-workers.js';
 
 export interface RestartPostgresSize {
   workers: number;
@@ -14,6 +15,8 @@ export interface RestartPostgresSize {
   timeoutMs: number;
   /** The work queue's read-ahead (default: the handler's, 'auto'). */
   prefetch?: number | 'auto';
+  /** 'workers': the worker processes enqueue the jobs themselves, one call at a time (see KillWorkersSize.producer). */
+  producer?: 'suite' | 'workers';
 }
 
 export interface RestartPostgresResult {
@@ -29,6 +32,8 @@ export interface RestartPostgresResult {
   /** Enqueue (commit) to handler start, database clock, one job at a time, after recovery. */
   probeMs: number[];
   seconds: number;
+  /** Work jobs inserted already claimed (eager starts). */
+  eager: number;
 }
 
 /**
@@ -47,7 +52,9 @@ export async function restartPostgres(s: Scenario, server: PostgresServer, size:
   });
   await Promise.all(Array.from({ length: size.workers }, (_, i) => fleet.start(`restart-w${i + 1}`)));
   const [lo, hi] = size.jobMs;
-  await s.queue.enqueueMany(Array.from({ length: size.jobs }, () => ({ queue: 'work', payload: { ms: lo + Math.floor(Math.random() * (hi - lo + 1)) }, maxAttempts: 25 })));
+  const fed = size.producer === 'workers';
+  if (fed) await enqueueFeeds(s, size.jobs, size.jobMs);
+  else await s.queue.enqueueMany(Array.from({ length: size.jobs }, () => ({ queue: 'work', payload: { ms: lo + Math.floor(Math.random() * (hi - lo + 1)) }, maxAttempts: 25 })));
   const completed = () => countWhere(s.db, `SELECT 1 FROM background_jobs WHERE queue_name = 'work' AND status = 'completed'`);
   const completedBeforeRestart = await waitFor('a third of the jobs done', async () => {
     const n = await completed();
@@ -91,7 +98,11 @@ export async function restartPostgres(s: Scenario, server: PostgresServer, size:
     `SELECT (extract(epoch FROM min(started_at) - $1) * 1000)::float8 AS ms FROM fault_runs WHERE queue = 'work' AND started_at > $1`,
     [backAtDb],
   );
-  await waitFor('all jobs completed', async () => (await completed()) === size.jobs, size.timeoutMs, 100).catch(async (error: Error) => {
+  // Fed by the workers, a feed that failed in the outage is redone (its jobs enqueued again): every job the table holds.
+  const done = fed
+    ? async () => (await countWhere(s.db, `SELECT 1 FROM background_jobs WHERE queue_name IN ('feed', 'work') AND status <> 'completed'`)) === 0
+    : async () => (await completed()) === size.jobs;
+  await waitFor('all jobs completed', done, size.timeoutMs, 100).catch(async (error: Error) => {
     throw new Error(`${error.message}: ${JSON.stringify(await statusCounts(s.db, 'work'))}`);
   });
   return {
@@ -103,5 +114,6 @@ export async function restartPostgres(s: Scenario, server: PostgresServer, size:
     workResumedMs: resumed.ms,
     probeMs,
     seconds: (performance.now() - t0) / 1_000,
+    eager: await countWhere(s.db, `SELECT 1 FROM fault_eager e JOIN background_jobs j ON j.id = e.job_id WHERE j.queue_name = 'work'`),
   };
 }

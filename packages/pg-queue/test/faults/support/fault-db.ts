@@ -28,6 +28,8 @@ export async function createFaultTables(db: pg.Pool): Promise<void> {
       job_id  bigint NOT NULL,
       attempt int NOT NULL
     );
+    -- The jobs inserted already claimed (eager start: enqueued in the process of a worker with a free slot).
+    CREATE TABLE fault_eager (job_id bigint NOT NULL, worker text NOT NULL);
     -- What reached a worker process's uncaughtException / unhandledRejection (the process then exits, as it
     -- would without a listener): nothing a handler does may get there.
     CREATE TABLE fault_crashes (
@@ -36,7 +38,14 @@ export async function createFaultTables(db: pg.Pool): Promise<void> {
       event  text NOT NULL,
       error  text NOT NULL,
       at     timestamptz NOT NULL DEFAULT clock_timestamp()
-    )`);
+    );
+    CREATE FUNCTION fault_eager_record() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      INSERT INTO fault_eager (job_id, worker) SELECT id, locked_by FROM new_jobs WHERE status = 'processing';
+      RETURN NULL;
+    END $$;
+    CREATE TRIGGER fault_eager_record AFTER INSERT ON background_jobs REFERENCING NEW TABLE AS new_jobs
+      FOR EACH STATEMENT EXECUTE FUNCTION fault_eager_record()`);
 }
 
 export async function statusCounts(db: pg.Pool, queue: string): Promise<Record<string, number>> {

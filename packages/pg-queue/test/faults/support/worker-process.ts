@@ -11,7 +11,7 @@ import { Injectable, Module, type LogLevel } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { openSync, writeSync } from 'node:fs';
 import pg from 'pg';
-import { JobHandler, PgQueueModule, type Job, type PgQueueModuleOptions } from '../../../src/index.js';
+import { JobHandler, PgQueueModule, QueueService, type Job, type PgQueueModuleOptions } from '../../../src/index.js';
 import { errorText } from '../../../src/utils/error-text.js';
 import { FAULTS_MAX_ATTEMPTS, FAULTS_TIMEOUT_MS, type FaultKind } from './fault-kinds.js';
 import { serveStart } from '../../support/serve-start.js';
@@ -63,6 +63,8 @@ function recordFinish(runId: string, result: string): void {
 
 @Injectable()
 class FaultHandlers {
+  constructor(private readonly queue: QueueService) {}
+
   // Scenarios 1 and 2: plain work of a given length.
   @JobHandler('work', { concurrency: 8, maxAttempts: 25, backoff: { baseMs: 50, maxMs: 1_000 } })
   async work(job: Job<{ ms: number }>) {
@@ -71,6 +73,22 @@ class FaultHandlers {
   }
 
   // Scenario 1 with flows in the mix (scenarios/flows-mix.ts): the steps of flows, and a step that always fails.
+  /**
+   * This process enqueues `n` work jobs, one call at a time, `gapMs` apart (the kill scenario's `producer:
+   * 'workers'`): with slots free, each starts eagerly in this process, from its insert. A run cut by a fault
+   * is redone from the start (its jobs enqueued again): the scenario counts the jobs the table holds. It stops
+   * when its signal aborts (its lease lost while this process was frozen).
+   */
+  @JobHandler('feed', { concurrency: 1, prefetch: 0, maxAttempts: 25, backoff: { baseMs: 50, maxMs: 1_000 } })
+  async feed(job: Job<{ n: number; ms: [number, number]; gapMs: number }>) {
+    await recordStart(job);
+    const [lo, hi] = job.payload.ms;
+    for (let i = 0; i < job.payload.n && !job.signal.aborted; i++) {
+      await this.queue.enqueue('work', { ms: lo + Math.floor(Math.random() * (hi - lo + 1)) });
+      await sleep(job.payload.gapMs);
+    }
+  }
+
   @JobHandler('flow-step', { concurrency: 6, maxAttempts: 25, backoff: { baseMs: 50, maxMs: 1_000 } })
   async flowStep(job: Job<{ ms: number }>) {
     await recordStart(job);
