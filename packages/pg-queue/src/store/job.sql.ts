@@ -348,13 +348,23 @@ const KEY_CURSOR = `coalesce((SELECT coalesce(max(concurrency_key) FILTER (WHERE
  * time (see claimJobs), at most `limit` rows, skipping rows other claimers hold. A paused queue claims nothing;
  * the check is uncorrelated, so Postgres runs it once per statement.
  */
-function dueCandidates(limit: string): string {
-  return `priorities AS (
-      (SELECT priority FROM background_jobs WHERE queue_name = $1 AND status = 'queued' ORDER BY priority DESC LIMIT 1)
+/**
+ * The distinct priorities of the queue's ($1) queued jobs, highest first, as a recursive CTE body: one probe of the
+ * claim index per priority (a skip scan PostgreSQL 15 does not do by itself), then a NULL row that ends the walk.
+ * `atLeast`: only priorities at or above this expression.
+ */
+function queuedPriorities(atLeast?: string): string {
+  const floor = (column: string) => (atLeast === undefined ? '' : ` AND ${column} >= ${atLeast}`);
+  return `(SELECT priority FROM background_jobs WHERE queue_name = $1 AND status = 'queued'${floor('priority')} ORDER BY priority DESC LIMIT 1)
       UNION ALL
       SELECT (SELECT b.priority FROM background_jobs AS b
-              WHERE b.queue_name = $1 AND b.status = 'queued' AND b.priority < p.priority ORDER BY b.priority DESC LIMIT 1)
-      FROM priorities AS p WHERE p.priority IS NOT NULL
+              WHERE b.queue_name = $1 AND b.status = 'queued' AND b.priority < p.priority${floor('b.priority')} ORDER BY b.priority DESC LIMIT 1)
+      FROM priorities AS p WHERE p.priority IS NOT NULL`;
+}
+
+function dueCandidates(limit: string): string {
+  return `priorities AS (
+      ${queuedPriorities()}
     ), candidates AS (
       SELECT c.id FROM priorities AS p CROSS JOIN LATERAL (
         SELECT id FROM background_jobs AS j
@@ -425,7 +435,7 @@ function insertJobPlain(wake: Wake): string {
 }
 
 /**
- * Eager start (QueueService.enqueue, worker/queue-worker.ts reserveEager): one job inserted already claimed by a
+ * Eager start (QueueService.enqueue, QueueWorker.eagerSlotFree and startEagerly): one job inserted already claimed by a
  * worker of this process that has a free slot, so that it starts when the insert returns: one statement, one WAL
  * flush and no NOTIFY, where the usual path takes the insert, the NOTIFY and the claim's own round trip and flush.
  * The row is what the claim would have made of it (processing, attempt 1 charged, fence token 1, this worker's
@@ -439,11 +449,7 @@ function insertJobPlain(wake: Wake): string {
 function insertEagerJob(traced: boolean): string {
   return `
     WITH RECURSIVE priorities AS (
-      (SELECT priority FROM background_jobs WHERE queue_name = $1 AND status = 'queued' AND priority >= $3 ORDER BY priority DESC LIMIT 1)
-      UNION ALL
-      SELECT (SELECT b.priority FROM background_jobs AS b
-              WHERE b.queue_name = $1 AND b.status = 'queued' AND b.priority < p.priority AND b.priority >= $3 ORDER BY b.priority DESC LIMIT 1)
-      FROM priorities AS p WHERE p.priority IS NOT NULL
+      ${queuedPriorities('$3')}
     ), eager AS (
       SELECT NOT EXISTS (SELECT 1 FROM background_queues WHERE queue_name = $1 AND paused)
         AND NOT EXISTS (

@@ -20,6 +20,9 @@ import type { OutcomeWriter, WrittenStatus } from './outcome-writer.js';
 import { PUT_BACK_DEADLINE_MS } from './put-back.js';
 import type { RowLockLane } from './row-lock-lane.js';
 
+/** An eager start's insert (JobStore.insertEagerJob), given the claim it makes: the job's id, and the job if it claimed it. */
+type EagerInsert = (claim: { workerId: string; leaseMs: number }) => Promise<{ id: string; job?: ClaimedJob }>;
+
 /** How often a worker reviews its buffer (jobs past their start deadline, 'auto' surplus) while it holds any. */
 const BUFFER_REVIEW_MS = 250;
 
@@ -275,7 +278,7 @@ export class QueueWorker implements ClaimTarget {
    * claimed with starts at once, as a claimed job would; one that went in queued leaves the slot to the claim
    * loop (the trigger's NOTIFY wakes it). Returns the job's id; an insert that fails frees the slot and throws.
    */
-  startEagerly(insert: (claim: { workerId: string; leaseMs: number }) => Promise<{ id: string; job?: ClaimedJob }>): Promise<string> {
+  startEagerly(insert: EagerInsert): Promise<string> {
     this.eager += 1;
     const run = this.runEager(insert);
     this.eagerInFlight.add(run);
@@ -284,7 +287,7 @@ export class QueueWorker implements ClaimTarget {
     return run;
   }
 
-  private async runEager(insert: (claim: { workerId: string; leaseMs: number }) => Promise<{ id: string; job?: ClaimedJob }>): Promise<string> {
+  private async runEager(insert: EagerInsert): Promise<string> {
     const sentAt = performance.now();
     let result: { id: string; job?: ClaimedJob };
     try {
