@@ -66,7 +66,10 @@ export class HeldJob extends JobAttempt {
   state: HeldState;
   /** The row knows the job started (buffered = false in the database): set by the claim, or by a heartbeat. */
   marked: boolean;
-  /** performance.now() after which a buffered job may no longer start: its short lease may be about to lapse. */
+  /**
+   * performance.now() after which the job may no longer start (it goes back instead): half its lease after the
+   * claim was sent, the buffer's short lease for a buffered job, so that its row has the other half to learn it started.
+   */
   startBy = Infinity;
   /** performance.now() when the handler was called, and when it ended or was given up on. */
   startedAt = 0;

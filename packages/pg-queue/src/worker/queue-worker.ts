@@ -235,8 +235,10 @@ export class QueueWorker implements ClaimTarget {
       }
       this.buffer.auto?.claimed(tookMs, this.readAheadAtClaim);
       const startBy = sentAt + this.bufferLeaseMs - this.startMarginMs;
+      const runBy = sentAt + this.config.leaseMs / 2;
       const calls = this.config.options.batch;
       const batched: HeldJob[] = [];
+      const late: HeldJob[] = [];
       for (const claimed of jobs) {
         const job = new HeldJob(this.config.queue, claimed, this.shared.services);
         // An older claim of this job still in our books: this process stalled past its lease (frozen, a blocked
@@ -249,13 +251,21 @@ export class QueueWorker implements ClaimTarget {
           job.to('buffered');
           job.startBy = startBy;
           this.buffer.add(job);
-        } else if (calls) {
-          batched.push(job);
         } else {
-          this.startJob(job);
+          job.startBy = runBy;
+          if (calls) batched.push(job);
+          else if (!this.startJob(job)) late.push(job);
         }
       }
-      if (calls) for (let i = 0; i < batched.length; i += calls.size) this.startBatch(batched.slice(i, i + calls.size));
+      for (let i = 0; calls && i < batched.length; i += calls.size) {
+        const call = batched.slice(i, i + calls.size);
+        if (!this.startBatch(call)) late.push(...call);
+      }
+      if (late.length) {
+        // A handler's synchronous part (or a stall) between two starts of this claim took the rest past half the lease.
+        this.shared.logger.warn(STALE_CLAIM(this.config.queue, late.length, Math.round(performance.now() - sentAt), this.config.leaseMs));
+        void this.giveBack(late, 'not started in time: this process stalled while starting the jobs of its claim');
+      }
     });
     this.pump();
   }
@@ -305,15 +315,14 @@ export class QueueWorker implements ClaimTarget {
     let givenBack: Promise<void> | undefined;
     this.guarded('starting an eagerly claimed job', () => {
       const job = new HeldJob(this.config.queue, claimed, this.shared.services);
-      const tookMs = performance.now() - sentAt;
-      // As for a claim (accept): shutting down, or stalled past half the lease while the insert was in flight.
-      if (this.stopping || tookMs > this.config.leaseMs / 2) {
-        if (!this.stopping) this.shared.logger.warn(STALE_CLAIM(this.config.queue, 1, Math.round(tookMs), this.config.leaseMs));
-        givenBack = this.giveBack([job], this.stopping ? 'claimed at enqueue while shutting down' : 'claimed at enqueue before this process stalled');
-        return;
+      // As for a claim (accept): not after half the lease (this process stalled while the insert was in flight).
+      job.startBy = sentAt + this.config.leaseMs / 2;
+      if (!this.stopping) {
+        this.held.set(job.id, job);
+        if (this.startJob(job)) return;
+        this.shared.logger.warn(STALE_CLAIM(this.config.queue, 1, Math.round(performance.now() - sentAt), this.config.leaseMs));
       }
-      this.held.set(job.id, job);
-      this.startJob(job);
+      givenBack = this.giveBack([job], this.stopping ? 'claimed at enqueue while shutting down' : 'claimed at enqueue before this process stalled');
     });
     this.pump();
     return givenBack;
@@ -321,9 +330,17 @@ export class QueueWorker implements ClaimTarget {
 
   // ---- Running an attempt ----
 
-  private startJob(job: HeldJob): void {
+  /**
+   * Calls the handler, unless the job is past its start deadline (then false: the caller gives it back). The
+   * clock is read here, right before the call, for every job: the starts of one claim or one refill run handlers'
+   * synchronous parts one after another, and a handler that blocks (or this process stopped between two starts)
+   * must not let the next job start on an earlier reading, when its lease may have lapsed and the job run elsewhere.
+   */
+  private startJob(job: HeldJob): boolean {
+    const now = performance.now();
+    if (now >= job.startBy) return false;
     const { options, handle } = this.config;
-    this.begin(job, performance.now());
+    this.begin(job, now);
     // Only jobs with a timeout pay for a timer.
     if (options.timeoutMs !== undefined) {
       const timeoutMs = options.timeoutMs;
@@ -334,6 +351,7 @@ export class QueueWorker implements ClaimTarget {
       }, timeoutMs);
     }
     runAttempt(handle, job, this.end);
+    return true;
   }
 
   /** A job takes its slot and starts: its row told soon if it came from the buffer, its 'active' event sent. */
@@ -349,11 +367,12 @@ export class QueueWorker implements ClaimTarget {
    * One call of a batch handler: every job of it running, one call slot taken, one timeout for the call (it aborts
    * every job's signal and fails the jobs not settled on their own).
    */
-  private startBatch(jobs: HeldJob[]): void {
+  private startBatch(jobs: HeldJob[]): boolean {
+    const now = performance.now();
+    if (now >= jobs[0].startBy) return false; // as startJob: the jobs of one claim share their deadline
     const { options, handleBatch } = this.config;
     const run = new BatchRun(jobs);
     this.runningBatches += 1;
-    const now = performance.now();
     for (const job of jobs) {
       job.batch = run;
       job.inBatch = true;
@@ -368,6 +387,7 @@ export class QueueWorker implements ClaimTarget {
       }, timeoutMs);
     }
     runAttempt((call: BatchRun) => handleBatch!(call.jobs as HeldJob[]), run, this.endBatch);
+    return true;
   }
 
   /**
@@ -614,12 +634,14 @@ export class QueueWorker implements ClaimTarget {
 
   private startFromBuffer(): void {
     const concurrency = this.config.options.concurrency;
-    const now = performance.now();
     const expired: HeldJob[] = [];
     while (this.running + this.reserved + this.eager < concurrency) {
-      const job = this.buffer.next(now, expired);
+      // The clock is read again for each job: each start runs a handler's synchronous part, and a handler that
+      // blocks (or this process stopped between two starts) must not let the next job start on a reading taken
+      // before, past its start deadline, when its short lease may already have lapsed and the job run elsewhere.
+      const job = this.buffer.next(performance.now(), expired);
       if (!job) break;
-      this.startJob(job);
+      if (!this.startJob(job)) expired.push(job);
     }
     if (expired.length) void this.giveBack(expired, 'past their start deadline');
   }

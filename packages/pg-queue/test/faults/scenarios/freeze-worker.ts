@@ -54,8 +54,8 @@ export async function freezeWorker(s: Scenario): Promise<FreezeWorkerResult> {
   const rescuer = await fleet.start('freeze-w2');
   await waitFor('both jobs completed by the second worker', async () => (await statusCounts(s.db, 'freeze')).completed === 2, 30_000);
   await sleep(Math.max(0, SPIN_MS - (performance.now() - frozenAt))); // the frozen handlers' deadline has passed: they settle on resume
-  fleet.resume(frozen);
   const frozenMs = performance.now() - frozenAt;
+  await fleet.resume(frozen);
   await waitFor('the late outcomes', async () => (await runsOf()).filter((r) => r.attempt === 1 && r.finished_at).length === 2, 30_000);
   await sleep(FAULT_TIMINGS.heartbeatMs * 3); // room for any late write to land, and for a heartbeat to notice the lost lease
 

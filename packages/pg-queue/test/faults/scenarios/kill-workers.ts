@@ -113,7 +113,7 @@ export async function killWorkers(s: Scenario, size: KillWorkersSize): Promise<K
       inFlightAtKills += await fleet.freeze(victim);
       kills += 1;
       await sleep(size.freezeMs ?? 6_000);
-      fleet.resume(victim);
+      await fleet.resume(victim);
       continue;
     }
     inFlightAtKills += await fleet.kill(victim);

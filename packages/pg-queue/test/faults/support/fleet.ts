@@ -14,6 +14,8 @@ export interface WorkerHandle {
   stopped: boolean;
   loaded: Promise<void>;
   exited: Promise<void>;
+  /** While frozen: what the SIGSTOP found (see WorkerFleet.resume). */
+  frozenWith?: { claimed: Set<string>; started: Set<string>; startsLines: number };
 }
 
 /**
@@ -153,9 +155,27 @@ export class WorkerFleet {
     return this.inject(worker, 'SIGSTOP', async () => void worker.child.kill('SIGSTOP'));
   }
 
-  resume(worker: WorkerHandle): void {
+  /**
+   * SIGCONT, then one more job may count as held and started at the freeze: the one whose start the signal cut
+   * in two. The worker checks a job's start deadline right before it calls the handler, and the handler's first
+   * act writes the start; a SIGSTOP between the two leaves a job claimed and decided on but not yet in the starts
+   * file, and it starts on SIGCONT. So the first start written after the resume counts when its job was held at
+   * the freeze. Only that one: any other job held at the freeze that starts after it was started on a decision
+   * taken before the freeze (a deadline compared with a stale clock), a defect the audit must see.
+   */
+  async resume(worker: WorkerHandle): Promise<void> {
     worker.child.kill('SIGCONT');
     worker.stopped = false;
+    const frozen = worker.frozenWith;
+    worker.frozenWith = undefined;
+    if (!frozen) return;
+    await new Promise((resolve) => setTimeout(resolve, 200)); // the cut start, if any, is written on the process's first turn
+    const [first] = readStartLines(worker).slice(frozen.startsLines);
+    if (!first) return;
+    const [id, attempt] = first;
+    if (frozen.claimed.has(id) && !frozen.started.has(id)) {
+      await this.options.db.query(`INSERT INTO fault_held (worker, job_id, attempt) VALUES ($1, $2, $3)`, [worker.workerId, id, attempt]);
+    }
   }
 
   async killAll(): Promise<void> {
@@ -194,8 +214,11 @@ export class WorkerFleet {
     await send();
     if (signal === 'SIGSTOP') await new Promise((resolve) => setTimeout(resolve, 20)); // the signal is delivered
     const after = await this.claimed(worker.workerId);
-    const starts = readStarts(worker);
-    const jobs = [...new Set([...before, ...after])].filter((id) => starts.has(id)).map((id) => ({ id, attempt: starts.get(id)! }));
+    const lines = readStartLines(worker);
+    const starts = new Map(lines);
+    const claimed = new Set([...before, ...after]);
+    const jobs = [...claimed].filter((id) => starts.has(id)).map((id) => ({ id, attempt: starts.get(id)! }));
+    if (signal === 'SIGSTOP') worker.frozenWith = { claimed, started: new Set(jobs.map((j) => j.id)), startsLines: lines.length };
     await this.options.db.query(
       `WITH fault AS (INSERT INTO fault_faults (worker, pid, signal) VALUES ($1, $2, $3))
        INSERT INTO fault_held (worker, job_id, attempt) SELECT $1, * FROM unnest($4::int8[], $5::int[])`,
@@ -211,7 +234,7 @@ export class WorkerFleet {
    */
   async recordOutage(): Promise<void> {
     for (const worker of this.live.values()) {
-      const starts = [...readStarts(worker, true)];
+      const starts = readStartLines(worker);
       await this.options.db.query(
         `WITH fault AS (INSERT INTO fault_faults (worker, pid, signal) VALUES ($1, $2, 'RESTART'))
          INSERT INTO fault_held (worker, job_id, attempt) SELECT $1, * FROM unnest($3::int8[], $4::int[])`,
@@ -225,25 +248,21 @@ function startsFile(worker: WorkerHandle): string {
   return `${worker.logFile}.starts`;
 }
 
-/** What a worker process started: job id -> the last attempt started (`all`: every job/attempt pair, as [id, attempt]). */
-function readStarts(worker: WorkerHandle): Map<string, number>;
-function readStarts(worker: WorkerHandle, all: true): Set<[string, number]>;
-function readStarts(worker: WorkerHandle, all = false): Map<string, number> | Set<[string, number]> {
+/** What a worker process started, in the order it started them: [job id, attempt] pairs. */
+function readStartLines(worker: WorkerHandle): [string, number][] {
   let text = '';
   try {
     text = readFileSync(startsFile(worker), 'utf8');
   } catch {
     // no start yet
   }
-  const pairs = text
+  return text
     .split('\n')
     .filter(Boolean)
     .map((line) => {
       const [id, attempt] = line.split('/');
-      return [id, Number(attempt)] as [string, number];
+      return [id, Number(attempt)];
     });
-  if (all) return new Set(pairs);
-  return new Map(pairs);
 }
 
 function killNow(w: WorkerHandle): void {
