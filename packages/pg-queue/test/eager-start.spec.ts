@@ -303,17 +303,25 @@ describe('eager start: a job enqueued beside its worker starts from its insert',
   });
 
   it('many concurrent enqueues: at most `concurrency` start eagerly at once, every job runs once', async () => {
+    // The two slots free (the previous test's outcomes written, no claim in flight), so that the burst's first two
+    // calls keep them; those two at a higher priority, so that none of the burst's jobs queued before their
+    // inserts run outranks them (an eager insert claims only where a claim would have). Both once happened on a
+    // loaded machine, and no job of the burst started eagerly.
+    // The probe reads no table: from its last check to the burst's first calls only microtasks run, no claim can start.
+    const pool = ctx.app.get(WorkerPool);
+    await waitFor('both slots free for eager starts', async () => pool.activeCounts().eager === 0 && pool.eagerWorker('eager') !== undefined && pool.claimLoops().every((l) => l.claimingForMs === 0), 10_000, 2);
     const tags = Array.from({ length: 60 }, (_, i) => `burst-${i}`);
-    const ids = await Promise.all(tags.map((tag) => queue.enqueue<Payload>('eager', { tag })));
+    const ids = await Promise.all(tags.map((tag, i) => queue.enqueue<Payload>('eager', { tag }, { priority: i < 2 ? 1 : 0 })));
     for (const id of ids) await finished(id);
-    const { rows } = await db.query<{ runs: number; eager: boolean }>(
-      `SELECT (SELECT count(*)::int FROM eager_runs r WHERE r.job_id = j.id) AS runs,
+    const { rows } = await db.query<{ id: string; runs: number; eager: boolean }>(
+      `SELECT j.id::text, (SELECT count(*)::int FROM eager_runs r WHERE r.job_id = j.id) AS runs,
               EXISTS (SELECT 1 FROM eager_log l WHERE l.job_id = j.id AND l.what = 'insert' AND l.status = 'processing') AS eager
        FROM background_jobs j WHERE j.id = ANY($1::int8[])`,
       [ids],
     );
     expect(rows.every((r) => r.runs === 1)).toBe(true);
-    expect(rows.some((r) => r.eager)).toBe(true);
+    const eager = new Map(rows.map((r) => [r.id, r.eager]));
+    expect([eager.get(ids[0]), eager.get(ids[1])]).toEqual([true, true]);
     // Never more running at once than the queue's concurrency (2), eager starts and claims together.
     expect(peak.get('eager')).toBe(2);
   });
