@@ -3,6 +3,7 @@ import type { EntityManager } from 'typeorm';
 import type { JobAttemptRecord, JobRecord, JobStatus, QueueStats } from '../interfaces/job.interface.js';
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import { POOL_EXHAUSTED, POOLER_REFUSED_PREPARED_STATEMENT, POOLER_REFUSED_STARTUP_PARAMETER, UNIQUE_HOLDER_UNSEEN, UNIQUE_KEY_RETRY_TAKEN } from '../pg-queue.messages.js';
+import { autocommitQuery } from './autocommit-query.js';
 import { inTransaction } from './in-transaction.js';
 import { FlowStore } from './flow.store.js';
 import { StepStore } from './step.store.js';
@@ -173,7 +174,7 @@ export class JobStore {
   private async run<R extends QueryResultRow>(name: keyof typeof SQL, values: unknown[]): Promise<R[]> {
     const query = this.statement(name, values);
     try {
-      return (await this.pool.query<R>(query)).rows;
+      return (await autocommitQuery<R>(this.pool, query)).rows;
     } catch (error) {
       throw this.explainPoolError(error);
     }

@@ -1,4 +1,5 @@
 import type { Pool, QueryConfig, QueryResult, QueryResultRow } from 'pg';
+import { autocommitQuery } from './autocommit-query.js';
 
 /**
  * The statements of one SQL file (FLOW_SQL, STEP_SQL, ...) on the queue's own pool, each by its key: named (prepared
@@ -20,7 +21,7 @@ export class Statements<S extends Record<string, string>> {
   /** Runs statement `name`; its whole result (rowCount for a DELETE). */
   result<R extends QueryResultRow>(name: keyof S & string, values: unknown[]): Promise<QueryResult<R>> {
     const query: QueryConfig = this.named ? { name: `${this.prefix}${name}`, text: this.sql[name], values } : { text: this.sql[name], values };
-    return this.pool.query<R>(query);
+    return autocommitQuery<R>(this.pool, query);
   }
 
   /** Runs statement `name`; its rows. */

@@ -1,0 +1,22 @@
+import type { Pool, QueryConfig, QueryResult, QueryResultRow } from 'pg';
+
+/** How many times one statement runs at most while PostgreSQL keeps picking it as a deadlock's victim. */
+const DEADLOCK_TRIES = 3;
+
+/**
+ * Runs one statement on the pool, in a transaction of its own (autocommit), and runs it again when PostgreSQL aborted
+ * it as the victim of a deadlock (SQLSTATE 40P01): it was rolled back whole, so the second run is the first that
+ * counts (PostgreSQL's documented remedy). Seen with `get(id)` while the pruner dropped a history partition: a
+ * reader's cached plan of the history view locks every partition, and it was picked when its locks crossed the
+ * DETACH and DROP of one (partitioned-history.spec.ts, once in CI). Never for a statement inside a caller's
+ * transaction: there the whole transaction is lost, and only the caller can run it again.
+ */
+export async function autocommitQuery<R extends QueryResultRow>(pool: Pool, query: QueryConfig): Promise<QueryResult<R>> {
+  for (let tries = 1; ; tries++) {
+    try {
+      return await pool.query<R>(query);
+    } catch (error) {
+      if (tries >= DEADLOCK_TRIES || (error as { code?: unknown } | null)?.code !== '40P01') throw error;
+    }
+  }
+}
