@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import type pg from 'pg';
+import pg from 'pg';
 import { createTestDatabase } from '@internal/pg-harness';
 import { autocommitQuery } from '../src/store/autocommit-query.js';
 import { sqlPool, waitFor } from './support/test-app.js';
@@ -7,7 +7,8 @@ import { sqlPool, waitFor } from './support/test-app.js';
 // The store's statements run autocommit (autocommit-query.ts): one that PostgreSQL aborts as a deadlock's victim
 // was rolled back whole and runs again. Here a real deadlock: the statement holds table b and waits for table a,
 // which a transaction holds while it then asks for b. The statement waited first, so its deadlock check runs first
-// and PostgreSQL aborts it (deadlock_timeout); the transaction then gets b, commits, and the second run returns.
+// (deadlock_timeout: 200 ms for it, 20 s for the transaction) and PostgreSQL aborts it; the transaction then gets b,
+// commits, and the second run returns.
 describe('a statement picked as a deadlock victim runs again', () => {
   let url: string;
   let db: pg.Pool;
@@ -25,8 +26,11 @@ describe('a statement picked as a deadlock victim runs again', () => {
     const deadlocks = async () => (await db.query<{ n: number }>(`SELECT deadlocks::int AS n FROM pg_stat_database WHERE datname = current_database()`)).rows[0].n;
     const before = await deadlocks();
     const holder = await db.connect();
-    const statements = sqlPool(url);
+    const statements = new pg.Pool({ connectionString: url, max: 1, options: '-c deadlock_timeout=200' });
     try {
+      // Only the statement looks for the deadlock in time (the backend whose deadlock_timeout runs out first checks,
+      // and aborts itself): under load the holder's check once ran first, and the holder was the one aborted.
+      await holder.query(`SET deadlock_timeout = '20s'`);
       await holder.query('BEGIN');
       await holder.query('LOCK TABLE a IN ACCESS EXCLUSIVE MODE');
       // b first (parse analysis opens the relations in the order they are written), then a: waits for the holder.
