@@ -21,6 +21,9 @@ export const HELD_JOBS_GIVEN_BACK = (queue: string, n: number, why: string) =>
 export const STALE_CLAIM = (queue: string, n: number, tookMs: number, leaseMs: number) =>
   `queue "${queue}": a claim came back ${tookMs} ms after it was sent (this process stalled: frozen, or its event loop blocked), more than half the ${leaseMs} ms lease; its ${n} job(s) go back to the queue unstarted, since another instance may have taken them meanwhile`;
 
+export const LATE_STARTS = (queue: string, n: number, sinceClaimMs: number, leaseMs: number) =>
+  `queue "${queue}": ${n} job(s) of a claim were still unstarted ${sinceClaimMs} ms after it was sent (this process stalled while starting them: a handler's synchronous work, frozen, or its event loop blocked), more than half the ${leaseMs} ms lease; they go back to the queue unstarted, since another instance may have taken them meanwhile`;
+
 export const HELD_JOBS_NOT_GIVEN_BACK = (queue: string, n: number, error: string) =>
   `queue "${queue}": could not put back ${n} job(s) read ahead and not started (${error}); they return to the queue, uncharged, when their short leases lapse`;
 

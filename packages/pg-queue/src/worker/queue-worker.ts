@@ -3,7 +3,7 @@ import { JobAbortedError, JobTimeoutError } from '../errors/pg-queue.error.js';
 import type { JobEvents } from '../events/job-events.js';
 import type { Job } from '../interfaces/job.interface.js';
 import type { ResolvedHandlerOptions } from '../interfaces/job-handler-options.interface.js';
-import { HELD_JOBS_GIVEN_BACK, HELD_JOBS_NOT_GIVEN_BACK, STALE_CLAIM, WORKER_DEFECT } from '../pg-queue.messages.js';
+import { HELD_JOBS_GIVEN_BACK, HELD_JOBS_NOT_GIVEN_BACK, LATE_STARTS, STALE_CLAIM, WORKER_DEFECT } from '../pg-queue.messages.js';
 import type { ClaimedJob, JobRef, JobStore } from '../store/job.store.js';
 import { errorLine } from '../utils/error-text.js';
 import { hasLimits } from '../utils/resolve-options.js';
@@ -262,8 +262,7 @@ export class QueueWorker implements ClaimTarget {
         if (!this.startBatch(call)) late.push(...call);
       }
       if (late.length) {
-        // A handler's synchronous part (or a stall) between two starts of this claim took the rest past half the lease.
-        this.shared.logger.warn(STALE_CLAIM(this.config.queue, late.length, Math.round(performance.now() - sentAt), this.config.leaseMs));
+        this.shared.logger.warn(LATE_STARTS(this.config.queue, late.length, Math.round(performance.now() - sentAt), this.config.leaseMs));
         void this.giveBack(late, 'not started in time: this process stalled while starting the jobs of its claim');
       }
     });
@@ -634,14 +633,12 @@ export class QueueWorker implements ClaimTarget {
 
   private startFromBuffer(): void {
     const concurrency = this.config.options.concurrency;
+    const now = performance.now();
     const expired: HeldJob[] = [];
     while (this.running + this.reserved + this.eager < concurrency) {
-      // The clock is read again for each job: each start runs a handler's synchronous part, and a handler that
-      // blocks (or this process stopped between two starts) must not let the next job start on a reading taken
-      // before, past its start deadline, when its short lease may already have lapsed and the job run elsewhere.
-      const job = this.buffer.next(performance.now(), expired);
+      const job = this.buffer.next(now, expired);
       if (!job) break;
-      if (!this.startJob(job)) expired.push(job);
+      if (!this.startJob(job)) expired.push(job); // past its deadline by the time its turn came (startJob reads the clock)
     }
     if (expired.length) void this.giveBack(expired, 'past their start deadline');
   }
