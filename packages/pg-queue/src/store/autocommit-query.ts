@@ -1,4 +1,5 @@
 import type { Pool, QueryConfig, QueryResult, QueryResultRow } from 'pg';
+import { queryIds } from './ids-query.js';
 
 /** How many times one statement runs at most while PostgreSQL keeps picking it as a deadlock's victim. */
 const DEADLOCK_TRIES = 3;
@@ -11,10 +12,19 @@ const DEADLOCK_TRIES = 3;
  * DETACH and DROP of one (partitioned-history.spec.ts, once in CI). Never for a statement inside a caller's
  * transaction: there the whole transaction is lost, and only the caller can run it again.
  */
-export async function autocommitQuery<R extends QueryResultRow>(pool: Pool, query: QueryConfig): Promise<QueryResult<R>> {
+export function autocommitQuery<R extends QueryResultRow>(pool: Pool, query: QueryConfig): Promise<QueryResult<R>> {
+  return retryDeadlockVictim(() => pool.query<R>(query));
+}
+
+/** autocommitQuery for a statement that returns one column of ids (the inserts): their values, through queryIds. */
+export function autocommitIds(pool: Pool, query: QueryConfig): Promise<string[]> {
+  return retryDeadlockVictim(() => queryIds(pool, query));
+}
+
+async function retryDeadlockVictim<T>(run: () => Promise<T>): Promise<T> {
   for (let tries = 1; ; tries++) {
     try {
-      return await pool.query<R>(query);
+      return await run();
     } catch (error) {
       if (tries >= DEADLOCK_TRIES || (error as { code?: unknown } | null)?.code !== '40P01') throw error;
     }

@@ -3,7 +3,7 @@ import type { EntityManager } from 'typeorm';
 import type { JobAttemptRecord, JobRecord, JobStatus, QueueStats } from '../interfaces/job.interface.js';
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import { POOL_EXHAUSTED, POOLER_REFUSED_PREPARED_STATEMENT, POOLER_REFUSED_STARTUP_PARAMETER, UNIQUE_HOLDER_UNSEEN, UNIQUE_KEY_RETRY_TAKEN } from '../pg-queue.messages.js';
-import { autocommitQuery } from './autocommit-query.js';
+import { autocommitIds, autocommitQuery } from './autocommit-query.js';
 import { inTransaction } from './in-transaction.js';
 import { FlowStore } from './flow.store.js';
 import { StepStore } from './step.store.js';
@@ -180,6 +180,15 @@ export class JobStore {
     }
   }
 
+  /** run, for a statement that returns one column of ids (the inserts): their values, without a row object each (ids-query.ts). */
+  private async runIds(name: keyof typeof SQL, values: unknown[]): Promise<string[]> {
+    try {
+      return await autocommitIds(this.pool, this.statement(name, values));
+    } catch (error) {
+      throw this.explainPoolError(error);
+    }
+  }
+
   private explainPoolError(error: unknown): unknown {
     // pg-pool's own wording when the wait for a free (or new) connection passes connectionTimeoutMillis.
     if (error instanceof Error && /^(timeout exceeded when trying to connect|Connection terminated due to connection timeout)$/.test(error.message)) {
@@ -197,14 +206,12 @@ export class JobStore {
     if (trace === undefined && row.priority === 0 && row.runAt === null && row.delayMs === 0 && row.concurrencyKey === null) {
       // No option but maxAttempts: the three-parameter insert (the columns' defaults are the options' defaults).
       const plain = [row.queue, row.payloadJson, row.maxAttempts];
-      const rows = tx ? await tx.query<{ id: string }>(SQL.insertJobPlain, plain) : await this.run<{ id: string }>(deferredIf(wake, 'insertJobPlain'), plain);
-      return rows[0].id;
+      return tx ? (await tx.query<{ id: string }>(SQL.insertJobPlain, plain))[0].id : (await this.runIds(deferredIf(wake, 'insertJobPlain'), plain))[0];
     }
     const values: unknown[] = [row.queue, row.payloadJson, row.priority, row.maxAttempts, row.runAt, row.delayMs, row.concurrencyKey];
     const statement = trace === undefined ? 'insertJob' : 'insertJobTraced';
     if (trace !== undefined) values.push(trace);
-    const rows = tx ? await tx.query<{ id: string }>(SQL[statement], values) : await this.run<{ id: string }>(deferredIf(wake, statement), values);
-    return rows[0].id;
+    return tx ? (await tx.query<{ id: string }>(SQL[statement], values))[0].id : (await this.runIds(deferredIf(wake, statement), values))[0];
   }
 
   /**
@@ -228,8 +235,7 @@ export class JobStore {
     const chunks = chunkByPayloadSize(rows, INSERT_CHUNK_CHARS);
     if (chunks.length === 1) {
       const { statement, values } = insertJobsStatement(rows, trace);
-      const result = tx ? await tx.query<{ id: string }>(SQL[statement], values) : await this.run<{ id: string }>(deferredIf(wake, statement), values);
-      return result.map((r) => r.id);
+      return tx ? (await tx.query<{ id: string }>(SQL[statement], values)).map((r) => r.id) : this.runIds(deferredIf(wake, statement), values);
     }
     if (tx) return tx.atomically((inner) => insertChunks(chunks, (text, values) => inner.query(text, values), trace));
     // Unnamed statements: planning is nothing next to 16 MB of payload, and this rare call pins no prepared statement.
