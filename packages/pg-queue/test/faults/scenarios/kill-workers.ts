@@ -1,4 +1,5 @@
 import { auditRuns, countWhere, statusCounts, type RunAudit } from '../support/fault-db.js';
+import type { Stall } from '../support/stall-watch.js';
 import { FAULT_TIMINGS, sleep, type Scenario } from '../support/scenario.js';
 import { auditFlows, enqueueFlowsMix, flowsEnded, type FlowsAudit } from './flows-mix.js';
 
@@ -42,6 +43,8 @@ export interface KillWorkersResult {
   flows?: FlowsAudit;
   /** Work jobs inserted already claimed (eager starts). */
   eager: number;
+  /** Stalls of the whole machine past half the lease, each recorded as a fault (support/stall-watch.ts). */
+  stalls: readonly Stall[];
 }
 
 /** Jobs per feed job (producer: 'workers'). */
@@ -129,5 +132,5 @@ export async function killWorkers(s: Scenario, size: KillWorkersSize): Promise<K
   const seconds = (performance.now() - t0) / 1_000;
   const flows = mix ? await auditFlows(s.db, mix.ids, mix.failing) : undefined;
   const eager = await countWhere(s.db, `SELECT 1 FROM fault_eager e JOIN background_jobs j ON j.id = e.job_id WHERE j.queue_name = 'work'`);
-  return { audit: await auditRuns(s.db, 'work'), kills, states: await statusCounts(s.db, 'work'), inFlightAtKills, seconds, flows, eager };
+  return { audit: await auditRuns(s.db, 'work'), kills, states: await statusCounts(s.db, 'work'), inFlightAtKills, seconds, flows, eager, stalls: fleet.stalls };
 }

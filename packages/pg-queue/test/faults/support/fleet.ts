@@ -2,6 +2,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type pg from 'pg';
+import { StallWatch, type Stall } from './stall-watch.js';
 import type { WorkerProcessConfig } from './worker-process.js';
 
 /** A forked worker-process.js: loading its code at first, then (once started) a worker. */
@@ -99,11 +100,29 @@ export interface FleetOptions {
 export class WorkerFleet {
   readonly live = new Map<string, WorkerHandle>();
   private generation = 0;
+  /** Records a stall of the whole machine as a fault (stall-watch.ts); runs from the first start to killAll. */
+  private readonly watch: StallWatch;
+  private watching = false;
 
-  constructor(private readonly options: FleetOptions) {}
+  constructor(private readonly options: FleetOptions) {
+    this.watch = new StallWatch({
+      db: options.db,
+      leaseMs: options.queue.leaseMs ?? 30_000,
+      starts: () => new Map([...this.live.values()].map((w) => [w.workerId, readStartLines(w)])),
+    });
+  }
+
+  /** The stalls of the whole machine seen while this fleet ran, each recorded as a fault. */
+  get stalls(): readonly Stall[] {
+    return this.watch.stalls;
+  }
 
   /** Starts a worker `<slot>.<n>` and resolves once its Nest app has booted. */
   async start(slot: string): Promise<WorkerHandle> {
+    if (!this.watching) {
+      this.watching = true;
+      this.watch.start();
+    }
     const handle = this.options.processes.take();
     handle.workerId = `${slot}.${++this.generation}`;
     this.live.set(handle.workerId, handle);
@@ -179,6 +198,7 @@ export class WorkerFleet {
   }
 
   async killAll(): Promise<void> {
+    await this.watch.stop();
     const all = [...this.live.values()];
     this.live.clear();
     for (const w of all) killNow(w);
