@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import pg from 'pg';
 import { createTestDatabase } from '@internal/pg-harness';
 import { queryIds } from '../src/store/ids-query.js';
@@ -7,8 +9,18 @@ import { sqlPool, waitFor } from './support/test-app.js';
 // The enqueue inserts return their ids through queryIds (store/ids-query.ts): node-postgres's wire messages without
 // Describe, so PostgreSQL sends no RowDescription. It must behave as pool.query does in everything else: named
 // statements prepared once per connection, every failure a rejection that leaves the pool usable, the client's
-// query_timeout honoured, and nothing thrown into the process.
-describe('queryIds: ids without a result description', () => {
+// query_timeout honoured, and nothing thrown into the process. With the repository's pg, and with the lowest of the
+// peer range (pg 8.11, devDependency "pg-8.11"), whose connection has no map of statements submitted but not yet
+// parsed (it came in 8.23).
+const require = createRequire(import.meta.url);
+const lowest = require('pg-8.11') as typeof pg;
+const version = (name: string) => (JSON.parse(readFileSync(require.resolve(`${name}/package.json`), 'utf8')) as { version: string }).version;
+const DRIVERS: [string, typeof pg][] = [
+  [`pg ${version('pg')}`, pg],
+  [`pg ${version('pg-8.11')}`, lowest],
+];
+
+describe.each(DRIVERS)('queryIds: ids without a result description (%s)', (_, driver) => {
   let url: string;
   let db: pg.Pool;
   const uncaught: unknown[] = [];
@@ -26,7 +38,7 @@ describe('queryIds: ids without a result description', () => {
   });
 
   /** One connection, so that every call of a test meets the same session. */
-  const onePool = (options: pg.PoolConfig = {}) => new pg.Pool({ connectionString: url, max: 1, ...options });
+  const onePool = (options: pg.PoolConfig = {}) => new driver.Pool({ connectionString: url, max: 1, ...options });
   const INSERT = { name: 'ids_insert', text: `INSERT INTO t (v, at) SELECT v, $2 FROM unnest($1::int[]) WITH ORDINALITY AS u(v, ord) ORDER BY ord RETURNING id` };
 
   it('returns each inserted row\'s id, as a string, in the order returned, and prepares a named statement once per connection', async () => {
@@ -47,6 +59,20 @@ describe('queryIds: ids without a result description', () => {
       const unnamed = await queryIds(pool, { text: INSERT.text, values: [[9, 10], null] });
       expect(unnamed).toHaveLength(2);
       expect((await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_prepared_statements`)).rows[0].n).toBe(1);
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it('works on a pool in pg\'s pipeline mode (8.23 on), which refuses Submittables: through pg\'s own Query there', async () => {
+    const pool = onePool({ pipeline: true } as pg.PoolConfig);
+    try {
+      const ids = await queryIds(pool, { ...INSERT, values: [[20, 21], null] });
+      expect(ids).toHaveLength(2);
+      const { rows } = await db.query<{ v: number }>(`SELECT v FROM t WHERE id = ANY($1::int8[]) ORDER BY id`, [ids]);
+      expect(rows.map((r) => r.v)).toEqual([20, 21]);
+      await expect(queryIds(pool, { ...INSERT, values: [[-1], null] })).rejects.toMatchObject({ code: '23514' });
+      expect(await queryIds(pool, { ...INSERT, values: [[22], null] })).toHaveLength(1);
     } finally {
       await pool.end();
     }
