@@ -14,11 +14,18 @@ const swc = [
   },
 ];
 
+// PG_QUEUE_TEST_PG_DRIVER=lowest: the library and the tests on the lowest pg of the peer range (devDependency
+// "pg-8.11", an npm alias), as an app pinned to it has; CI runs the enqueue and worker specs so (.ci/run).
+const driver = process.env.PG_QUEUE_TEST_PG_DRIVER;
+if (driver !== undefined && driver !== '' && driver !== 'lowest') throw new Error(`PG_QUEUE_TEST_PG_DRIVER must be "lowest" or unset; got "${driver}"`);
+const lowestPg: Record<string, string> = driver === 'lowest' ? { '^pg$': '<rootDir>/node_modules/pg-8.11/lib/index.js' } : {};
+
 const config: Config = {
   testEnvironment: 'node',
   extensionsToTreatAsEsm: ['.ts'],
   transform: { '^.+\\.ts$': swc as never },
   moduleNameMapper: {
+    ...lowestPg,
     '^nestjs-pg-queue$': '<rootDir>/packages/pg-queue/src/index.ts',
     '^nestjs-pg-queue/testing$': '<rootDir>/packages/pg-queue/src/testing/index.ts',
     '^nestjs-pg-queue/dashboard$': '<rootDir>/packages/pg-queue/src/dashboard/index.ts',

@@ -16,7 +16,8 @@ const require = createRequire(import.meta.url);
 const lowest = require('pg-8.11') as typeof pg;
 const version = (name: string) => (JSON.parse(readFileSync(require.resolve(`${name}/package.json`), 'utf8')) as { version: string }).version;
 const DRIVERS: [string, typeof pg][] = [
-  [`pg ${version('pg')}`, pg],
+  // With PG_QUEUE_TEST_PG_DRIVER=lowest (jest.config.ts), the tests' own pg is 8.11 too.
+  [`pg ${process.env.PG_QUEUE_TEST_PG_DRIVER === 'lowest' ? version('pg-8.11') : version('pg')}`, pg],
   [`pg ${version('pg-8.11')}`, lowest],
 ];
 
