@@ -1,3 +1,4 @@
+import { AsyncResource } from 'node:async_hooks';
 import { flowAccess } from '../flows/flow-access.js';
 import type { JobHandlerRegistry, RegisteredHandler } from '../discovery/job-handler.registry.js';
 import { JobSnoozedError, JobTimeoutError } from '../errors/pg-queue.error.js';
@@ -101,6 +102,11 @@ export class QueueTestKit {
   }
 
   private readonly services: JobServices;
+  /**
+   * The async context the kit's handlers run in, as a worker's (QueueWorker.scope): made with the kit, so that a job
+   * run inline by an enqueue inside a request (a CLS store, a `@nestjs-cls/transactional` transaction) does not see it.
+   */
+  private readonly scope = new AsyncResource('PgQueueTestKit');
 
   /**
    * Runs the due jobs of the queues (all handled queues by default), one at a time, until none is due, and
@@ -237,7 +243,7 @@ export class QueueTestKit {
   private async runCall(handler: RegisteredHandler, jobs: ClaimedJob[]): Promise<DrainedJob[]> {
     const attempts = jobs.map((job) => new JobAttempt(handler.queue, job, this.services));
     for (const attempt of attempts) attempt.inBatch = true;
-    const ran = await runHandler(() => handler.handleBatch!(attempts), handler.options.timeoutMs, (error) => attempts.forEach((a) => a.abort(error)));
+    const ran = await runHandler(() => this.scope.runInAsyncScope(handler.handleBatch!, undefined, attempts), handler.options.timeoutMs, (error) => attempts.forEach((a) => a.abort(error)));
     const settled: DrainedJob[] = [];
     for (const [i, job] of jobs.entries()) settled.push(await this.settle(handler, job, attempts[i], ran, undefined));
     return settled;
@@ -256,7 +262,7 @@ export class QueueTestKit {
           (_attempt, done) => (committed = done),
         )
       : handler.handle;
-    const ran = await runHandler(() => handle(attempt), handler.options.timeoutMs, (error) => attempt.abort(error));
+    const ran = await runHandler(() => this.scope.runInAsyncScope(handle, undefined, attempt), handler.options.timeoutMs, (error) => attempt.abort(error));
     return this.settle(handler, job, attempt, ran, committed);
   }
 

@@ -1,3 +1,4 @@
+import { AsyncResource } from 'node:async_hooks';
 import type { LoggerService } from '@nestjs/common';
 import { JobAbortedError, JobTimeoutError } from '../errors/pg-queue.error.js';
 import type { JobEvents } from '../events/job-events.js';
@@ -104,6 +105,14 @@ export class QueueWorker implements ClaimTarget {
   private readonly end = (job: HeldJob, error: unknown, result?: unknown) => this.ended(job, error, result);
   private readonly tell: AttemptReport;
   private readonly rules: OutcomeRules;
+  /**
+   * The async context every handler of this worker runs in (startJob, startBatch): the one this worker was made in,
+   * at the module's bootstrap, whatever path starts the job. An eager start begins in the enqueuer's call, a claim
+   * may be sent from inside another caller's call (a wake-up), a timer from wherever it was set: without this, a
+   * handler saw (and could change) the caller's AsyncLocalStorage stores (a request's CLS store, its
+   * `@nestjs-cls/transactional` transaction, its active OpenTelemetry context). One runInAsyncScope per start.
+   */
+  private readonly scope = new AsyncResource('PgQueueWorker');
 
   constructor(
     private readonly config: QueueWorkerConfig,
@@ -338,6 +347,12 @@ export class QueueWorker implements ClaimTarget {
   private startJob(job: HeldJob): boolean {
     const now = performance.now();
     if (now >= job.startBy) return false;
+    this.scope.runInAsyncScope(this.launch, this, job, now);
+    return true;
+  }
+
+  /** startJob's start, in the worker's async context: the slot, the 'active' event, the timeout's timer, the handler's call. */
+  private launch(job: HeldJob, now: number): void {
     const { options, handle } = this.config;
     this.begin(job, now);
     // Only jobs with a timeout pay for a timer.
@@ -350,7 +365,6 @@ export class QueueWorker implements ClaimTarget {
       }, timeoutMs);
     }
     runAttempt(handle, job, this.end);
-    return true;
   }
 
   /** A job takes its slot and starts: its row told soon if it came from the buffer, its 'active' event sent. */
@@ -369,6 +383,12 @@ export class QueueWorker implements ClaimTarget {
   private startBatch(jobs: HeldJob[]): boolean {
     const now = performance.now();
     if (now >= jobs[0].startBy) return false; // as startJob: the jobs of one claim share their deadline
+    this.scope.runInAsyncScope(this.launchBatch, this, jobs, now);
+    return true;
+  }
+
+  /** startBatch's start, in the worker's async context (as launch). */
+  private launchBatch(jobs: HeldJob[], now: number): void {
     const { options, handleBatch } = this.config;
     const run = new BatchRun(jobs);
     this.runningBatches += 1;
@@ -386,7 +406,6 @@ export class QueueWorker implements ClaimTarget {
       }, timeoutMs);
     }
     runAttempt((call: BatchRun) => handleBatch!(call.jobs as HeldJob[]), run, this.endBatch);
-    return true;
   }
 
   /**
