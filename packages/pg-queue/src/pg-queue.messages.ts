@@ -212,8 +212,10 @@ export const STEP_RESULT_TOO_LARGE = (queue: string, jobId: string, step: string
 export const STEP_NOT_RECORDED = (queue: string, jobId: string, step: string) =>
   `job ${jobId} (${queue}): step "${step}" ran but was not recorded: this attempt no longer holds the job (its lease was lost, or it was cancelled or swept); the attempt's outcome will be discarded and the attempt that holds the job now runs the step again`;
 
-export const TRANSACTIONAL_WITHOUT_DATA_SOURCE = (queue: string, handler: string) =>
-  `${handler} (queue "${queue}"): transactional: true runs the handler in a transaction of the app's TypeORM DataSource, and this PgQueueModule has none (it was given \`connection\` only): pass \`dataSource\` to PgQueueModule.forRoot, or import TypeOrmModule in the app.`;
+export const TRANSACTIONAL_WITHOUT_DATA_SOURCE = (queue: string, handler: string, database: string) => {
+  const module = database === DEFAULT_DATABASE ? 'PgQueueModule' : `PgQueueModule "${database}"`;
+  return `${handler} (queue "${queue}" of ${module}): transactional: true runs the handler and the job's completion in one transaction of a TypeORM DataSource on the queue's own database, and this module has none: it was given \`connection\` only. The app's TypeORM DataSource is not used in its place: it may be another database, where the completion would never land (or would complete another database's job). In ${module}'s forRoot options, replace \`connection\` with \`dataSource\` (a TypeORM DataSource on this database) or \`dataSourceName\` (the name of TypeOrmModule's DataSource on it), or make the handler non-transactional.`;
+};
 
 // Several databases (databases/queue-databases.ts).
 export const DATABASE_TWICE = (name: string) =>

@@ -23,7 +23,7 @@ export class PgQueueConnection implements OnApplicationShutdown {
   private constructor(
     readonly pool: Pool,
     readonly listenerConfig: ClientConfig,
-    /** The app's TypeORM DataSource (the `dataSource` option, or the app's own), if it has one: transactional handlers run in its transactions. */
+    /** The TypeORM DataSource this module's database was taken from (`dataSource`, or the app's own when neither it nor `connection` is given; none with `connection` alone): transactional handlers run in its transactions. */
     readonly appDataSource: DataSource | undefined,
   ) {}
 
@@ -64,7 +64,9 @@ export class PgQueueConnection implements OnApplicationShutdown {
     const pool = new pg.Pool(queuePoolConfig(settings, resolved));
     // An idle client that loses its server emits here; without a listener that would crash the host.
     pool.on('error', (error) => logger.warn(`an idle connection of the queue's pool failed: ${error.message}`));
-    return new PgQueueConnection(pool, listenerConfig, options.dataSource ?? appDataSource);
+    // Transactional handlers run in the DataSource the pool was dialled from, never in the app's TypeORM DataSource
+    // beside a `connection` (it may be another database: completions landed there, on another database's job).
+    return new PgQueueConnection(pool, listenerConfig, migrationSource);
   }
 
   async onApplicationShutdown(): Promise<void> {

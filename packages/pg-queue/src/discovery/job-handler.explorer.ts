@@ -127,7 +127,7 @@ export class JobHandlerExplorer implements OnModuleInit, OnModuleDestroy {
       const instance = wrapper.instance as Record<string, (job: Job) => unknown>;
       const options = resolveHandlerOptions(meta.queue, { ...meta.options, ...this.options.queues[meta.queue] });
       // Refused here, at discovery, before anything of the module has started.
-      if (options.transactional && this.options.workers && !this.connection.appDataSource) throw new PgQueueError(TRANSACTIONAL_WITHOUT_DATA_SOURCE(meta.queue, name));
+      if (options.transactional && this.options.workers && !this.connection.appDataSource) throw new PgQueueError(TRANSACTIONAL_WITHOUT_DATA_SOURCE(meta.queue, name, this.databaseName));
       if (options.batch) {
         // A batch handler: the method takes the jobs of one call; a single job (the testing kit's drain) is a call of one.
         const call = perAttempt ? this.perAttemptHandle(wrapper, methodName) : (jobs: Job[]) => instance[methodName](jobs as never);
