@@ -1,10 +1,15 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { Injectable } from '@nestjs/common';
-import { beforeAll, describe, expect, it } from '@jest/globals';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type { INestApplicationContext } from '@nestjs/common';
+import { PgQueueModule } from 'nestjs-pg-queue';
+import { getQueueTestKit } from 'nestjs-pg-queue/testing';
+import { createTestDatabase } from '@internal/pg-harness';
+import { startTestingApp } from './support/testing-app.js';
 import { context, createContextKey } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { JobHandler, QueueService, type Job } from 'nestjs-pg-queue';
-import { useTestApp, waitFor } from './support/test-app.js';
+import { sqlPool, useTestApp, waitFor } from './support/test-app.js';
 
 // Issue 39 item 6: a handler never runs in the caller's async context. An eager start (QueueWorker.startEagerly)
 // begins inside the enqueue's call; the handler used to run there and saw (and could change) the caller's
@@ -115,6 +120,43 @@ describe('a handler runs in the worker’s async context, never the enqueuer’s
     await waitFor('the abort listener recorded', async () => (await runsOf(id)).length === 1);
     expect(await insertedAs(id)).toBe('processing');
     expect((await runsOf(id)).map((r) => [r.saw.store, r.saw.otel])).toEqual([[null, null]]);
+    expect(store.user).toBe('alice');
+  });
+});
+
+describe('the testing kit runs handlers in a context of its own too', () => {
+  let app: INestApplicationContext;
+  let db: ReturnType<typeof sqlPool>;
+  let kitRuns: { id: string; saw: object }[];
+
+  beforeAll(async () => {
+    const url = await createTestDatabase('eager-context-kit');
+    db = sqlPool(url);
+    kitRuns = [];
+    record = async (job, saw) => void kitRuns.push({ id: job.id, saw });
+    app = await startTestingApp([PgQueueModule.forRoot({ connection: url, maintenance: { enabled: false } })], [Handlers], 'inline');
+  }, 60_000);
+  afterAll(async () => {
+    await app?.close();
+    await db?.end();
+  });
+
+  it('inline: an enqueue inside als.run runs its job before it returns, in the kit’s context, not the request’s', async () => {
+    const queue = app.get(QueueService);
+    const store = { request: 'kit-inline', user: 'alice' };
+    const id = await requests.run(store, () => context.with(context.active().setValue(KEY, 'kit span'), () => queue.enqueue('ctx-eager', {})));
+    expect(kitRuns).toEqual([{ id, saw: { store: null, otel: null, attempt: 1 } }]);
+    expect(store.user).toBe('alice');
+    expect((await db.query(`SELECT status FROM background_jobs WHERE id = $1`, [id])).rows[0].status).toBe('completed');
+  });
+
+  it('drain() called inside als.run runs the job in the kit’s context', async () => {
+    const queue = app.get(QueueService);
+    const id = await queue.enqueue('ctx-eager', {}, { delayMs: 60_000 }); // not due: not run inline
+    const store = { request: 'kit-drain', user: 'alice' };
+    const drained = await requests.run(store, () => getQueueTestKit(app).drain({ includeScheduled: true }));
+    expect(drained.map((d) => [d.id, d.outcome])).toEqual([[id, 'completed']]);
+    expect(kitRuns.find((r) => r.id === id)).toEqual({ id, saw: { store: null, otel: null, attempt: 1 } });
     expect(store.user).toBe('alice');
   });
 });
