@@ -5,7 +5,11 @@ import type { JobStore } from '../store/job.store.js';
 import type { JobAttempt } from './job-attempt.js';
 import { storedResult } from './stored-result.js';
 
-/** What a transactional handler's attempt needs: the app's DataSource, the queue's store, and the settle's settings. */
+/**
+ * What a transactional handler's attempt needs: the module's DataSource (PgQueueConnection.appDataSource, the one its
+ * pool was dialled from: the job's own database, since the completion's fence, id + workerId + fence token, cannot
+ * tell two databases apart), the queue's store, and the settle's settings.
+ */
 export interface TransactionalDeps {
   dataSource: DataSource;
   store: JobStore;
