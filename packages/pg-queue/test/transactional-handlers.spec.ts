@@ -163,7 +163,7 @@ describe('transactional handlers', () => {
 
   it('a transactional handler in a module without a DataSource fails the boot, naming the fix', async () => {
     await expect(startApp(url, { providers: [Handlers], queue: { workers: true } })).rejects.toThrow(
-      /Handlers\.post \(queue "tx-ledger"\): transactional: true runs the handler in a transaction of the app's TypeORM DataSource, and this PgQueueModule has none/,
+      /Handlers\.post \(queue "tx-ledger" of PgQueueModule\): transactional: true runs the handler and the job's completion in one transaction of a TypeORM DataSource on the queue's own database, and this module has none: it was given `connection` only\..*replace `connection` with `dataSource`/,
     );
   });
 
