@@ -121,6 +121,8 @@ describe('migrations', () => {
     const app = await startApp(url, { queue: { dataSource, workers: false } });
     await app.get(QueueService).enqueue('q', {});
     await app.close();
+    await dataSource.undoLastMigration(); // a run_at that does not exist: the function as SqlEnqueue made it (22008 again)
+    await expect(dataSource.query(`SELECT * FROM pg_queue_enqueue_many('[{"queue": "q", "payload": 1, "run_at": "2026-02-30T08:00:00Z"}]')`)).rejects.toMatchObject({ code: '22008' });
     await dataSource.undoLastMigration(); // partitioned history: its table and view
     expect(await dataSource.query(`SELECT to_regclass('background_jobs_history') AS t, to_regclass('background_jobs_all') AS v`)).toEqual([{ t: null, v: null }]);
     await dataSource.undoLastMigration(); // instances: its table
