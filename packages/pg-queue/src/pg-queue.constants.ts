@@ -19,6 +19,8 @@ export const ADVISORY_LOCK = {
   sweep: 7_263_514_002,
   prune: 7_263_514_003,
   history: 7_263_514_004,
+  /** Making a history partition: its bounds are chosen from the partitions there, so one mover at a time. */
+  historyPartitions: 7_263_514_005,
 } as const;
 
 /** First key of pg_advisory_xact_lock(int4, int4) for a limited queue's claim; the second is a hash of the queue name. */

@@ -1,4 +1,4 @@
-import { Logger, Module, type DynamicModule, type Provider } from '@nestjs/common';
+import { Module, type DynamicModule, type Provider } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
 import type { DataSource } from 'typeorm';
 import { PgQueueConnection } from './connection/pg-queue-connection.js';
@@ -23,6 +23,7 @@ import { JobWaiters } from './waiting/job-waiters.js';
 import { WakeConnection } from './waking/wake-connection.js';
 import { WakeSender } from './waking/wake-sender.js';
 import { WorkerPool } from './worker/worker-pool.js';
+import { PgQueueLogger } from './utils/terminal-text.js';
 
 /**
  * Wiring only. `PgQueueModule.forRoot(options)` or `.forRootAsync({ imports, inject, useFactory })`;
@@ -56,7 +57,7 @@ import { WorkerPool } from './worker/worker-pool.js';
     {
       provide: WakeSender,
       useFactory: (connection: PgQueueConnection, store: JobStore) => {
-        const logger = new Logger('PgQueue');
+        const logger = new PgQueueLogger('PgQueue');
         return new WakeSender(new WakeConnection(connection.pool.options, store, logger), logger);
       },
       inject: [PgQueueConnection, JobStore],

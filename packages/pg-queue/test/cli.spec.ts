@@ -9,8 +9,8 @@ import { spawnSync } from 'node:child_process';
 import net from 'node:net';
 import { CANNOT_CONNECT, CONNECT_TIMEOUT, PASSWORD_IN_URL } from '../src/cli/cli.messages.js';
 
-/** What `migrate down` says undoing the last migration (JobHistory) drops. */
-const LAST_DOWN = 'drops the view background_jobs_all and the table background_jobs_history with its partitions (every finished job moved there)';
+/** What `migrate down` says undoing the last migration (SqlEnqueueRunAt) does. */
+const LAST_DOWN = 'puts the SQL enqueue functions back as SqlEnqueue1764640000000 made them (a run_at that does not exist raises 22008 again instead of 22023)';
 import { buildCli, runCli, runCliOnTerminal } from './support/run-cli.js';
 
 // The real binary (dist/cli/main.js, built by tsc -b) against a real database: output and exit codes.
@@ -108,8 +108,8 @@ describe('pg-queue command line', () => {
     expect(down.code).toBe(0);
     expect(down.stdout).toBe(`reverted ${names.at(-1)}\n`);
     expect((await sql.query(`SELECT name FROM migrations ORDER BY id`)).rows.map((r) => r.name)).toEqual(names.slice(0, -1));
-    // The last migration (JobHistory) is undone: its table and view are gone.
-    expect((await sql.query(`SELECT to_regclass('background_jobs_history') AS t, to_regclass('background_jobs_all') AS v`)).rows).toEqual([{ t: null, v: null }]);
+    // The last migration (SqlEnqueueRunAt) is undone: the SQL function is SqlEnqueue's again (February 30: 22008).
+    await expect(sql.query(`SELECT * FROM pg_queue_enqueue_many('[{"queue": "q", "payload": 1, "run_at": "2026-02-30T08:00:00Z"}]')`)).rejects.toMatchObject({ code: '22008' });
 
     const status = await cli('migrate', 'status');
     expect(status.stdout).toContain(`${names.at(-1)}`);

@@ -26,6 +26,12 @@ export const BAD_DURATION = (option: string, value: string) =>
 
 export const BAD_NUMBER = (option: string, value: string, expected: string) => `${option} ${JSON.stringify(value)} is not ${expected}`;
 
+export const BAD_INSTANT = (option: string, value: string) =>
+  `${option} ${JSON.stringify(value)} is not a date-time: use ISO 8601, e.g. 2026-12-01T08:00:00Z (without an offset: this machine's time zone)`;
+
+export const NO_SUCH_INSTANT = (option: string, value: string, why: string) =>
+  `${option} ${JSON.stringify(value)} is not a date-time that exists (${why}): nothing was enqueued`;
+
 export const BAD_JSON = (detail: string) => `the payload is not JSON: ${detail}`;
 
 export const BAD_JOB_ID = (id: string) => `${JSON.stringify(id)} is not a job id (a positive integer)`;
@@ -66,6 +72,7 @@ const MIGRATION_DOWN_DROPS: Record<string, string> = {
   SqlEnqueue1764640000000: 'drops the SQL functions pg_queue_enqueue, pg_queue_enqueue_unique and pg_queue_enqueue_many (triggers and scripts that call them fail from then on)',
   Instances1764650000000: 'drops the table background_instances (the instances registry; running instances log a failed write until it is back)',
   JobHistory1764660000000: 'drops the view background_jobs_all and the table background_jobs_history with its partitions (every finished job moved there)',
+  SqlEnqueueRunAt1764672000000: 'puts the SQL enqueue functions back as SqlEnqueue1764640000000 made them (a run_at that does not exist raises 22008 again instead of 22023)',
 };
 
 export const MIGRATION_DOWN_SUMMARY = (name: string) => `undo the queue migration ${name}: ${MIGRATION_DOWN_DROPS[name] ?? 'runs its down()'}`;

@@ -17,6 +17,7 @@ import { registerStats } from './commands/stats.js';
 import { parseDuration } from './duration.js';
 import { describeError, EXIT, UsageError } from './errors.js';
 import { current, run } from './run.js';
+import { terminalText } from '../utils/terminal-text.js';
 
 // The package's version; a copy of the sources compiled elsewhere (the test suite's swc build) has a package.json without one.
 const { version = 'unknown' } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string };
@@ -31,7 +32,7 @@ const program = new Command('pg-queue')
   .option('--verbose', 'print the stack of an error')
   .showHelpAfterError('(run with --help for usage)')
   .exitOverride()
-  .configureOutput({ outputError: (text, write) => write(text) });
+  .configureOutput({ outputError: (text, write) => write(terminalText(text)) });
 
 registerMigrate(program, run);
 registerStats(program, run);
@@ -61,6 +62,6 @@ function report(error: unknown): number {
   const verbose = program.opts<{ verbose?: boolean }>().verbose === true;
   const explained = current ? current.explain(error) : error;
   const text = verbose && error instanceof Error && error.stack ? error.stack : describeError(explained);
-  process.stderr.write(`pg-queue: ${mask(text)}\n`);
+  process.stderr.write(`pg-queue: ${terminalText(mask(text))}\n`);
   return error instanceof UsageError ? EXIT.usage : EXIT.error;
 }

@@ -1,10 +1,21 @@
+import { terminalLine, terminalText } from '../utils/terminal-text.js';
+
+// Everything the command writes goes through terminalText (utils/terminal-text.ts): what the database holds (queue,
+// flow and step names, payloads, errors, unique keys) is user-controlled, and its control sequences are shown as
+// escapes (\u001b) instead of acting on the terminal. JSON stays valid (\u001b is a JSON escape).
+
 /** Writes to stdout; the command's result (tables, JSON). Notes and progress go to stderr. */
 export function print(line = ''): void {
-  process.stdout.write(`${line}\n`);
+  process.stdout.write(`${terminalText(line)}\n`);
 }
 
 export function note(line: string): void {
-  process.stderr.write(`${line}\n`);
+  process.stderr.write(`${terminalText(line)}\n`);
+}
+
+/** A value shown on one line (a field, a table cell): line feeds and tabs escaped too. */
+export function oneLine(text: string): string {
+  return terminalLine(text);
 }
 
 export function printJson(value: unknown): void {
@@ -12,7 +23,8 @@ export function printJson(value: unknown): void {
 }
 
 /** Columns padded to their widest cell; numbers (right-aligned) where every cell but the header is numeric. */
-export function printTable(header: string[], rows: string[][]): void {
+export function printTable(header: string[], cells: string[][]): void {
+  const rows = cells.map((row) => row.map(terminalLine));
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
   const numeric = header.map((_, i) => rows.length > 0 && rows.every((r) => /^~?[\d,]+$/.test(r[i])));
   const line = (cells: string[]) =>

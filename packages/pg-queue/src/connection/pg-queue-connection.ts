@@ -9,6 +9,7 @@ import { PG_QUEUE_MIGRATIONS } from '../migrations/index.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { listenerClientConfig, queuePoolConfig, settingsOfConnectionOption, settingsOfDataSource, type ConnectionSettings } from './pg-client-config.js';
 import { runQueueMigrations } from './run-queue-migrations.js';
+import { PgQueueLogger } from '../utils/terminal-text.js';
 
 /**
  * The database side of the module: the queue's own small pg Pool (every statement of the queue except an
@@ -17,7 +18,7 @@ import { runQueueMigrations } from './run-queue-migrations.js';
  * dedicated LISTEN connection.
  */
 export class PgQueueConnection implements OnApplicationShutdown {
-  private readonly logger = new Logger('PgQueue');
+  private readonly logger: Logger = new PgQueueLogger('PgQueue');
   private closing: Promise<void> | undefined;
 
   private constructor(
@@ -60,7 +61,7 @@ export class PgQueueConnection implements OnApplicationShutdown {
         }
       }
     }
-    const logger = new Logger('PgQueue');
+    const logger: Logger = new PgQueueLogger('PgQueue');
     const pool = new pg.Pool(queuePoolConfig(settings, resolved));
     // An idle client that loses its server emits here; without a listener that would crash the host.
     pool.on('error', (error) => logger.warn(`an idle connection of the queue's pool failed: ${error.message}`));

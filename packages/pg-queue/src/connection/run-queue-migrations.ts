@@ -3,6 +3,7 @@ import { DataSource, Migration, MigrationExecutor, type MigrationInterface, type
 import { PG_QUEUE_MIGRATIONS } from '../migrations/index.js';
 import { MIGRATION_LOCK_WAIT } from '../pg-queue.messages.js';
 import { MIGRATION_LOCK_TIMEOUT_MS, SQL } from '../store/job.sql.js';
+import { PgQueueLogger } from '../utils/terminal-text.js';
 
 /**
  * Runs the queue's own migrations (and only those) at start-up, on one connection of the given DataSource.
@@ -27,7 +28,7 @@ export async function runQueueMigrations(
   migrations: MigrationClass[] = PG_QUEUE_MIGRATIONS,
   options: RunQueueMigrationsOptions = {},
 ): Promise<string[]> {
-  const logger = new Logger('PgQueue');
+  const logger = new PgQueueLogger('PgQueue');
   const queryRunner = dataSource.createQueryRunner('master');
   const table = new MigrationsTable(dataSource, queryRunner);
   const applied: string[] = [];

@@ -1,4 +1,4 @@
-import { Controller, Get, Inject, Logger, Post, Req, Res, UseGuards, type CanActivate, type Type } from '@nestjs/common';
+import { Controller, Get, Inject, Post, Req, Res, UseGuards, type CanActivate, type Type } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { createHmac } from 'node:crypto';
 import { PgQueueError } from '../errors/pg-queue.error.js';
@@ -22,6 +22,7 @@ import { LISTED_STATUSES, overviewView, type ListedStatus } from './views/overvi
 import { instancesView } from './views/instances.view.js';
 import { schedulesView } from './views/schedules.view.js';
 import { html } from './views/html.js';
+import { PgQueueLogger } from '../utils/terminal-text.js';
 
 type AnyResponse = object;
 
@@ -73,7 +74,7 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
   @Controller(path)
   @UseGuards(...(guard ? [guard] : []))
   class PgQueueDashboardController {
-    private readonly logger = new Logger('PgQueueDashboard');
+    private readonly logger = new PgQueueLogger('PgQueueDashboard');
     private readonly csrf: DashboardCsrf;
 
     constructor(

@@ -1,4 +1,4 @@
-import { Logger, Module, type DynamicModule, type Provider } from '@nestjs/common';
+import { Module, type DynamicModule, type Provider } from '@nestjs/common';
 import pg from 'pg';
 import type { PgQueueConnection } from '../connection/pg-queue-connection.js';
 import { getQueueConnectionToken, getQueueServiceToken } from '../databases/database-tokens.js';
@@ -12,10 +12,11 @@ import { DASHBOARD_BAD_OPTION, DASHBOARD_UNKNOWN_DATABASE } from './dashboard.me
 import type { PgQueueDashboardAsyncOptions, PgQueueDashboardOptions } from './dashboard-options.interface.js';
 import { DashboardService } from './dashboard.service.js';
 import { dashboardDatabase, normalizeDashboardPath, resolveDashboardOptions, type ResolvedDashboardOptions } from './resolve-dashboard-options.js';
+import { PgQueueLogger } from '../utils/terminal-text.js';
 
 /** Connections of the dashboard's own pool: pages never take one the workers need. */
 const DASHBOARD_POOL_SIZE = 2;
-const logger = new Logger('PgQueueDashboard');
+const logger = new PgQueueLogger('PgQueueDashboard');
 
 /**
  * The embedded dashboard, mounted at `path` of the app's HTTP server (Express or Fastify). Needs

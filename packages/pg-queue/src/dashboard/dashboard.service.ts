@@ -1,5 +1,5 @@
 import { QueueDatabases } from '../databases/queue-databases.js';
-import { Inject, Injectable, Logger, type OnApplicationShutdown } from '@nestjs/common';
+import { Inject, Injectable, type OnApplicationShutdown } from '@nestjs/common';
 import type { FlowStatus } from '../flows/flow.interfaces.js';
 import type { JobStatus, QueueStats } from '../interfaces/job.interface.js';
 import { QueueService } from '../queue.service.js';
@@ -18,6 +18,10 @@ import type { DashboardCounts, ListedStatus, OverviewData } from './views/overvi
 import type { InstancesData } from './views/instances.view.js';
 import { unservedQueues } from '../store/instance.store.js';
 import type { WaitExplanation } from '../waiting/wait-reasons.js';
+import { PgQueueLogger } from '../utils/terminal-text.js';
+
+/** The largest job id PostgreSQL's int8 holds. */
+const INT8_MAX = 9_223_372_036_854_775_807n;
 
 /** Rows one action statement changes at most: its row locks last one batch. */
 const ACTION_BATCH = 500;
@@ -35,7 +39,7 @@ export interface ActionOutcome {
 /** What the pages show and what the actions do; HTTP, access and rendering stay in the controller. */
 @Injectable()
 export class DashboardService implements OnApplicationShutdown {
-  private readonly logger = new Logger('PgQueueDashboard');
+  private readonly logger = new PgQueueLogger('PgQueueDashboard');
 
   constructor(
     private readonly store: DashboardStore,
@@ -114,8 +118,11 @@ export class DashboardService implements OnApplicationShutdown {
     return this.store.read(async (q) => {
       if (search) {
         let rows: JobListRow[] = [];
-        if (/^[1-9][0-9]{0,18}$/.test(search)) {
-          rows = (await q.listJobs({ queue: null, status: null, before: String(BigInt(search) + 1n), limit: 1, withPayload })).rows.filter((r) => r.id === search);
+        // An id: the page before id + 1, which is the job itself if it exists. Past int8 no job has it; at the largest
+        // int8 the newest job is the only one it can be (id + 1 would overflow: a 500 once).
+        if (/^[1-9][0-9]{0,18}$/.test(search) && BigInt(search) <= INT8_MAX) {
+          const before = BigInt(search) < INT8_MAX ? String(BigInt(search) + 1n) : null;
+          rows = (await q.listJobs({ queue: null, status: null, before, limit: 1, withPayload })).rows.filter((r) => r.id === search);
         }
         if (rows.length === 0) rows = await q.findByUniqueKey(search, queue, withPayload);
         return { queue, status, search, text: null, rows, nextBefore: null, scanned: null, stoppedEarly: false, first: true };

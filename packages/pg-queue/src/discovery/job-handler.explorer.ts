@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { ContextIdFactory, DiscoveryService, MetadataScanner, ModuleRef, Reflector } from '@nestjs/core';
 import { Injector } from '@nestjs/core/injector/injector.js';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper.js';
@@ -27,6 +27,7 @@ import { batchCheckedAtStart, checkedAtStart } from '../typed/payload-check-at-s
 import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
 import { assertQueueName, resolveHandlerOptions, type ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { JobHandlerRegistry } from './job-handler.registry.js';
+import { PgQueueLogger } from '../utils/terminal-text.js';
 
 /** The queue a @RecurringJob without @JobHandler fires into (declareSchedule's default: the schedule's name). */
 function scheduleQueue(where: string, recurring: RecurringJobMetadata): string {
@@ -53,7 +54,7 @@ interface FoundListener {
  */
 @Injectable()
 export class JobHandlerExplorer implements OnModuleInit, OnModuleDestroy {
-  private readonly logger = new Logger('PgQueue');
+  private readonly logger = new PgQueueLogger('PgQueue');
   private readonly injector = new Injector();
   private readonly listeners: FoundListener[] = [];
   private unsubscribe: (() => void)[] = [];

@@ -1,7 +1,8 @@
-import { Injectable, Logger } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 import type { FinishedFlow } from '../flows/flow.interfaces.js';
 import type { Job } from '../interfaces/job.interface.js';
 import { errorLine } from '../utils/error-text.js';
+import { PgQueueLogger } from '../utils/terminal-text.js';
 
 /**
  * What happens to an attempt in this process's workers, in order:
@@ -50,7 +51,7 @@ export type JobEventListener = (event: JobEvent) => void;
  */
 @Injectable()
 export class JobEvents {
-  private readonly logger = new Logger('PgQueue');
+  private readonly logger = new PgQueueLogger('PgQueue');
   private listeners: { queue: string | undefined; names: ReadonlySet<JobEventName> | undefined; listener: JobEventListener }[] = [];
 
   /** True when someone listens: workers skip building events otherwise. */

@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger, Optional, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
+import { Inject, Injectable, Optional, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { UNSCHEDULED_APP_METHODS } from '../pg-queue.messages.js';
@@ -10,6 +10,7 @@ import { HistoryMover } from './history-mover.js';
 import { Pruner } from './pruner.js';
 import { Sweeper } from './sweeper.js';
 import { scheduledMethods } from './unscheduled-methods.js';
+import { PgQueueLogger } from '../utils/terminal-text.js';
 
 /**
  * Registers the sweeper and the pruner as @nestjs/schedule intervals, named from the options at runtime
@@ -23,7 +24,7 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, BeforeAppli
   static readonly SWEEP = 'pg-queue:sweeper';
   static readonly PRUNE = 'pg-queue:pruner';
   static readonly MOVE = 'pg-queue:history-mover';
-  private readonly logger = new Logger('PgQueue');
+  private readonly logger = new PgQueueLogger('PgQueue');
   readonly sweeper: Sweeper;
   readonly pruner: Pruner;
   /** Present when maintenance.history is on. */

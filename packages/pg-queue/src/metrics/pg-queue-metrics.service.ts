@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger, NotFoundException, type OnApplicationBootstrap, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, NotFoundException, type OnApplicationBootstrap, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import { JobMetricsCollector } from './job-metrics.collector.js';
 import type { JobMetricsSink } from './job-metrics-sink.interface.js';
@@ -9,6 +9,7 @@ import { PrometheusMetrics } from './prometheus-metrics.js';
 import { findQueueInternals, type QueueInternals } from './queue-internals.js';
 import { depthOfAll } from '../store/metrics.store.js';
 import type { ResolvedMetricsOptions } from './resolve-metrics-options.js';
+import { PgQueueLogger } from '../utils/terminal-text.js';
 
 /**
  * Wires the metrics of PgQueueMetricsModule once the app's providers exist: the sinks the options turn on
@@ -17,7 +18,7 @@ import type { ResolvedMetricsOptions } from './resolve-metrics-options.js';
  */
 @Injectable()
 export class PgQueueMetrics implements OnModuleInit, OnApplicationBootstrap, OnModuleDestroy {
-  private readonly logger = new Logger('PgQueue');
+  private readonly logger = new PgQueueLogger('PgQueue');
   private prometheus: PrometheusMetrics | undefined;
   private collector: JobMetricsCollector | undefined;
   private internals: QueueInternals[] | undefined;

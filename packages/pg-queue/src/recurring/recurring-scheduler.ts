@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
+import { Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
 import { JobHandlerRegistry } from '../discovery/job-handler.registry.js';
 import { MISSED_FIRES_SKIPPED } from '../pg-queue.messages.js';
 import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
@@ -10,6 +10,7 @@ import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { RetryBackoff } from '../utils/retry-backoff.js';
 import { nextFireAfter, planFires } from './fire-times.js';
 import { RecurringJobRegistry } from './recurring-job.registry.js';
+import { PgQueueLogger } from '../utils/terminal-text.js';
 
 /** Due schedules read per scan; a full scan is followed by the next page at once. */
 const SCAN_LIMIT = 100;
@@ -33,7 +34,7 @@ export interface TickResult {
  */
 @Injectable()
 export class RecurringScheduler implements OnApplicationBootstrap, BeforeApplicationShutdown {
-  private readonly logger = new Logger('PgQueue');
+  private readonly logger = new PgQueueLogger('PgQueue');
   private readonly backoff: RetryBackoff;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;

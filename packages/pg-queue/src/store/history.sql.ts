@@ -55,19 +55,20 @@ export const BRING_BACK = `back AS (
       INSERT INTO background_jobs SELECT * FROM back RETURNING id
     )`;
 
-// The partition a row goes to: its kind, and the start of its width ($3) of finish time, by UTC, named by that start.
+// The width ($3) of finish time a row's partition would span, by UTC: the row goes into whichever partition holds its
+// finish time, whatever width made it; a new one spans this range clipped to the partitions around it (history.store.ts).
 const LOWER = `date_trunc($3::text, c.finished_at, 'UTC')`;
 
 export const HISTORY_SQL = {
   // Up to $2 rows the mover may take (finished more than $1 ms ago, and less than their kind's retention ago: $4
-  // completed, $5 failed and cancelled), each with its partition ($3 the width): the
-  // caller makes the partitions that are missing, then moves the rows with moveJobs. finished_at as text, so
-  // that moveJobs can check that the row is still the one read here (a job retried and finished again since has
+  // completed, $5 failed and cancelled), each with its finish time as ms since the epoch and the range of its width
+  // ($3): the caller makes the partitions that are missing, then moves the rows with moveJobs. finished_at as text,
+  // so that moveJobs can check that the row is still the one read here (a job retried and finished again since has
   // a new finish time, and maybe another partition).
   moveCandidates: `
     SELECT c.id::text AS id, c.finished_at::text AS finished_at,
       CASE WHEN c.status = 'completed' THEN 'completed' ELSE 'failed' END AS kind,
-      to_char(${LOWER} AT TIME ZONE 'UTC', CASE $3::text WHEN 'hour' THEN 'YYYYMMDD"_"HH24' WHEN 'month' THEN 'YYYYMM' ELSE 'YYYYMMDD' END) AS suffix,
+      extract(epoch FROM c.finished_at)::float8 * 1000 AS at_ms,
       to_char(${LOWER} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS lower,
       to_char(${LOWER} AT TIME ZONE 'UTC' + ('1 ' || $3::text)::interval, 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS upper
     FROM (
@@ -102,13 +103,14 @@ export const HISTORY_SQL = {
   partitions: `
     SELECT c.relname AS name, CASE WHEN p.relname = 'background_jobs_history_completed' THEN 'completed' ELSE 'failed' END AS kind,
       coalesce((to_jsonb(i) ->> 'inhdetachpending')::boolean, false) AS detach_pending,
+      substring(pg_get_expr(c.relpartbound, c.oid) FROM $$FROM \\('([^']+)'\\)$$)::timestamptz AS lower,
       substring(pg_get_expr(c.relpartbound, c.oid) FROM $$TO \\('([^']+)'\\)$$)::timestamptz AS upper,
       now() AS now
     FROM pg_inherits AS i
     JOIN pg_class AS c ON c.oid = i.inhrelid
     JOIN pg_class AS p ON p.oid = i.inhparent
     WHERE p.oid IN (to_regclass('background_jobs_history_completed'), to_regclass('background_jobs_history_failed'))
-    ORDER BY 4`,
+    ORDER BY 5`,
 
   // PostgreSQL 14 brought DETACH PARTITION ... CONCURRENTLY.
   serverVersion: `SELECT current_setting('server_version_num')::int AS version`,
@@ -125,6 +127,55 @@ export const HISTORY_SQL = {
     ), ${BRING_BACK}
     SELECT count(*)::int AS n FROM returned`,
 } as const;
+
+/** A partition's range of finish times, as ms since the epoch: [lower, upper). */
+export interface PartitionRange {
+  lower: number;
+  upper: number;
+}
+
+/**
+ * Where a new partition for a row finished at `at` goes, given the kind's `existing` partitions (none of which holds
+ * `at`): the range of the width the mover runs with (`widthLower`, `widthUpper`), clipped to the partitions around
+ * it. Partitions made with another width (before `partitionWidth` changed, or by an instance of a rolling deploy that
+ * runs the other one) are never overlapped: a day partition next to hourly ones spans the hours they leave free, and
+ * an hour inside an existing day partition needs no new one (its rows go there).
+ */
+export function newPartitionRange(at: number, widthLower: number, widthUpper: number, existing: readonly PartitionRange[]): PartitionRange {
+  let lower = widthLower;
+  let upper = widthUpper;
+  for (const p of existing) {
+    if (p.upper <= at) lower = Math.max(lower, p.upper);
+    else if (p.lower > at) upper = Math.min(upper, p.lower);
+    else throw new Error(`history: a partition [${iso(p.lower)}, ${iso(p.upper)}) already holds ${iso(at)}`);
+  }
+  return { lower, upper };
+}
+
+/**
+ * The suffix of a partition starting at `lower` (ms): YYYYMM at the start of a month of a 'month' width, YYYYMMDD at a
+ * UTC midnight of a 'day' or 'week' one, else YYYYMMDD_HH. Partitions never overlap, so two of them never start at
+ * the same instant, and each form names one instant: names never collide, whatever widths made them.
+ */
+export function partitionSuffix(width: HistoryPartitionWidth, lower: number): string {
+  const d = new Date(lower);
+  if (d.getUTCMinutes() !== 0 || d.getUTCSeconds() !== 0 || d.getUTCMilliseconds() !== 0) {
+    throw new Error(`history: a partition bound off the hour: ${iso(lower)}`);
+  }
+  const [y, m, day, h] = [d.getUTCFullYear(), d.getUTCMonth() + 1, d.getUTCDate(), d.getUTCHours()].map((n, i) => String(n).padStart(i === 0 ? 4 : 2, '0'));
+  if (width === 'month' && day === '01' && h === '00') return `${y}${m}`;
+  if ((width === 'day' || width === 'week') && h === '00') return `${y}${m}${day}`;
+  return `${y}${m}${day}_${h}`;
+}
+
+/** A bound as the DDL writes it: 2026-12-06T10:00:00Z. */
+export function partitionBound(ms: number): string {
+  return iso(ms).replace(/\.\d{3}Z$/, 'Z');
+}
+
+function iso(ms: number): string {
+  return new Date(ms).toISOString();
+}
 
 /** A partition's table name: only these characters ever reach the DDL below. */
 const PARTITION_NAME = /^background_jobs_history_(completed|failed)_p[0-9_]{6,11}$/;

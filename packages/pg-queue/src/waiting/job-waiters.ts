@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger, type BeforeApplicationShutdown } from '@nestjs/common';
+import { Inject, Injectable, type BeforeApplicationShutdown } from '@nestjs/common';
 import { PgQueueConnection } from '../connection/pg-queue-connection.js';
 import { JobFailedError, JobWaitTimeoutError, PgQueueError } from '../errors/pg-queue.error.js';
 import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
@@ -8,6 +8,7 @@ import { JobStore, type JobOutcome } from '../store/job.store.js';
 import { errorLine } from '../utils/error-text.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { NotificationListener } from '../worker/notification-listener.js';
+import { PgQueueLogger } from '../utils/terminal-text.js';
 
 export interface WaitOptions {
   /** Reject with JobWaitTimeoutError after this long. Default: no limit. */
@@ -34,7 +35,7 @@ interface Waiter {
  */
 @Injectable()
 export class JobWaiters implements BeforeApplicationShutdown {
-  private readonly logger = new Logger('PgQueue');
+  private readonly logger = new PgQueueLogger('PgQueue');
   private readonly waiting = new Map<string, Set<Waiter>>();
   /** waitForFlow's pauses, by flow id (see flowNotice). */
   private readonly flowNotices = new Map<string, Set<() => void>>();

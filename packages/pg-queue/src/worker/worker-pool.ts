@@ -21,6 +21,7 @@ import type { InstanceQueue } from '../store/instance.store.js';
 import { putBack } from './put-back.js';
 import { QueueWorker } from './queue-worker.js';
 import { RowLockLane } from './row-lock-lane.js';
+import { PgQueueLogger } from '../utils/terminal-text.js';
 
 /**
  * Orchestration: mounts one QueueWorker per discovered handler at bootstrap, shares one LISTEN connection, one
@@ -29,7 +30,7 @@ import { RowLockLane } from './row-lock-lane.js';
  */
 @Injectable()
 export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShutdown, LeaseHolders, OutcomeSink<HeldJob> {
-  private readonly logger = new Logger('PgQueue');
+  private readonly logger: Logger = new PgQueueLogger('PgQueue');
   private readonly workers = new Map<string, QueueWorker>();
   private listener: NotificationListener | undefined;
   private leases: LeaseKeeper | undefined;

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { PgQueueError } from '../../errors/pg-queue.error.js';
 import { BAD_JSON } from '../cli.messages.js';
-import { parseDuration, parseInteger } from '../duration.js';
+import { parseDuration, parseInstant, parseInteger } from '../duration.js';
 import { UsageError } from '../errors.js';
 import { print } from '../output.js';
 import { serializePayload } from '../../utils/serialize-payload.js';
@@ -49,11 +49,7 @@ export function registerEnqueue(program: Command, run: Run): void {
         } catch (error) {
           throw new UsageError(BAD_JSON((error as Error).message));
         }
-        let runAt: Date | undefined;
-        if (options.runAt !== undefined) {
-          runAt = new Date(options.runAt);
-          if (Number.isNaN(runAt.getTime())) throw new UsageError(`--run-at ${JSON.stringify(options.runAt)} is not a date (use ISO 8601, e.g. 2026-12-01T08:00:00Z)`);
-        }
+        const runAt = options.runAt === undefined ? undefined : parseInstant('--run-at', options.runAt);
         queueName(queue);
         // The payload's own checks (what jsonb cannot store, the size), which the database cannot make: the size
         // limit is the app's option. Every other check is the SQL function's, as for any SQL producer.

@@ -4,7 +4,7 @@ import { BAD_FLOW_ID, BAD_STATUS, FLOW_NOT_FOUND } from '../cli.messages.js';
 import { confirm } from '../confirm.js';
 import { parseInteger } from '../duration.js';
 import { CliError, UsageError } from '../errors.js';
-import { count, print, printJson, printTable, time } from '../output.js';
+import { count, oneLine, print, printJson, printTable, time } from '../output.js';
 import type { Run } from '../run.js';
 
 /**
@@ -107,7 +107,7 @@ function printFlow(flow: FlowRecord): void {
     ['updated at', time(flow.updatedAt)],
     ['finished at', time(flow.finishedAt)],
   ];
-  for (const [key, value] of fields) print(`${key.padEnd(12)} ${value}`);
+  for (const [key, value] of fields) print(`${key.padEnd(12)} ${oneLine(value)}`);
   print();
   if (flow.jobs.length === 0) print('no jobs left (the pruner deletes a finished flow\'s jobs after their retention)');
   else

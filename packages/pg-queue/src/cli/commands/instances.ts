@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { unservedQueues } from '../../store/instance.store.js';
 import { formatDuration } from '../duration.js';
-import { note, print, printJson, printTable, time } from '../output.js';
+import { note, oneLine, print, printJson, printTable, time } from '../output.js';
 import type { Run } from '../run.js';
 
 export function registerInstances(program: Command, run: Run): void {
@@ -23,7 +23,7 @@ export function registerInstances(program: Command, run: Run): void {
             instances.map((i) => [i.id, i.host, String(i.pid), i.queues.map((q) => `${q.queue} ${q.running}/${q.concurrency}`).join(', '), time(i.startedAt), `${formatDuration(i.seenMsAgo)} ago`, i.live ? 'live' : 'gone']),
           );
         }
-        if (unserved.length > 0) print(`nobody runs: ${unserved.join(', ')} (queued jobs, and no live instance has a handler for the queue)`);
+        if (unserved.length > 0) print(`nobody runs: ${unserved.map(oneLine).join(', ')} (queued jobs, and no live instance has a handler for the queue)`);
       }),
     );
 }

@@ -5,7 +5,7 @@ import { assertQueueName } from '../../utils/resolve-options.js';
 import { BAD_JOB_ID, BAD_STATUS, JOB_NOT_FOUND } from '../cli.messages.js';
 import { parseDuration, parseInteger } from '../duration.js';
 import { CliError, UsageError } from '../errors.js';
-import { print, printJson, printTable, time } from '../output.js';
+import { oneLine, print, printJson, printTable, time } from '../output.js';
 import type { Run } from '../run.js';
 import { queueServiceOf } from '../queue-service.js';
 
@@ -103,14 +103,14 @@ export function registerJobs(program: Command, run: Run): Command {
         if (options.json) return printJson(job);
         const { payload, lastError, steps, history, ...fields } = job;
         const shown = (value: unknown) => (value instanceof Date ? value.toISOString() : value !== null && typeof value === 'object' ? JSON.stringify(value) : String(value ?? ''));
-        for (const [key, value] of Object.entries(fields)) print(`${key.padEnd(15)} ${shown(value)}`);
+        for (const [key, value] of Object.entries(fields)) print(`${key.padEnd(15)} ${oneLine(shown(value))}`);
         print('payload');
         print(JSON.stringify(payload, null, 2));
         if (steps.length > 0) {
           print('steps (job.step / job.sleep: a later attempt returns these without running them again)');
           for (const step of steps) {
             const what = step.kind === 'sleep' ? `sleep until ${step.until!.toISOString()}` : 'result' in step ? JSON.stringify(step.result) : '(no result)';
-            print(`  ${step.name}  attempt ${step.attempt}  ${step.at.toISOString()}  ${what}`);
+            print(`  ${oneLine(step.name)}  attempt ${step.attempt}  ${step.at.toISOString()}  ${oneLine(what)}`);
           }
         }
         if (lastError) {
@@ -121,7 +121,7 @@ export function registerJobs(program: Command, run: Run): Command {
           print('attempt history (attempts that did not complete, oldest first)');
           for (const a of history) {
             const ran = a.durationMs === null ? '' : `  ${Math.round(a.durationMs)} ms`;
-            print(`  ${a.attempt}  ${a.outcome}  ${a.worker ?? '?'}  ${a.startedAt?.toISOString() ?? '?'}${ran}  ${(a.error ?? '').split('\n', 1)[0]}`);
+            print(`  ${a.attempt}  ${a.outcome}  ${oneLine(a.worker ?? '?')}  ${a.startedAt?.toISOString() ?? '?'}${ran}  ${oneLine((a.error ?? '').split('\n', 1)[0])}`);
           }
         }
       }),
@@ -137,8 +137,8 @@ export function registerJobs(program: Command, run: Run): Command {
         const why = await service.whyNotRunning(jobId(id));
         if (!why) throw new CliError(JOB_NOT_FOUND(id));
         if (options.json) return printJson(why);
-        print(`job ${why.id} (queue ${why.queue}) is ${why.status}`);
-        for (const r of why.reasons) print(`  ${r.gate.padEnd(18)} ${r.reason}`);
+        print(`job ${why.id} (queue ${oneLine(why.queue)}) is ${why.status}`);
+        for (const r of why.reasons) print(`  ${r.gate.padEnd(18)} ${oneLine(r.reason)}`);
       }),
     );
   return jobs;
