@@ -31,8 +31,10 @@ class Handlers {
 
   /** A parent whose commit the test holds (its row in commit_gate takes the gate's lock at COMMIT). */
   @JobHandler('m-tx-parent', { transactional: true })
-  async parent(job: TransactionalJob) {
+  async parent(job: TransactionalJob<{ spawn?: boolean }>) {
     await job.manager.query(`INSERT INTO commit_gate (job_id) VALUES ($1)`, [job.id]);
+    // Its completion is then completeSpawning's, in the same transaction.
+    if (job.payload.spawn) await job.spawn([{ ref: 'extra', queue: 'm-child', payload: {} }]);
   }
 
   @JobHandler('m-child')
@@ -97,13 +99,16 @@ describe('transactional handlers: an aborted attempt, and the second look after 
     expect(await db.query(`SELECT attempt FROM ledger WHERE job_id = $1`, [id]).then((r) => r.rows)).toEqual([{ attempt: 2 }]);
   });
 
-  it('the last parent to commit, from a transactional handler, unblocks the child itself (no sweeper runs)', async () => {
+  it.each([
+    ['completes', false],
+    ['completes and spawns', true],
+  ])('the last parent to commit, from a transactional handler that %s, unblocks the child itself (no sweeper runs)', async (_, spawn) => {
     const gate = await db.connect();
     try {
       await gate.query(`SELECT pg_advisory_lock($1)`, [COMMIT_GATE]);
       const flow = await queue.enqueueFlow({
         jobs: [
-          { ref: 'p1', queue: 'm-tx-parent', payload: {} },
+          { ref: 'p1', queue: 'm-tx-parent', payload: { spawn } },
           { ref: 'p2', queue: 'm-nobody', payload: {} },
           { ref: 'c', queue: 'm-child', payload: {}, dependsOn: ['p1', 'p2'] },
         ],
