@@ -65,6 +65,8 @@ class FlowHandlers {
     }
     if (job.payload.fail) throw new Error(`${job.payload.tag} refused`);
     const parents = await job.parents();
+    // A held run's last act before it returns: the tests wait for this row, not for a while.
+    if (job.payload.holdMs) await t.db.query(`UPDATE runs SET detail = jsonb_build_object('returned', true) WHERE job_id = $1`, [job.id]);
     return { tag: job.payload.tag, parents: parents.map((p) => ({ ref: p.ref, status: p.status, result: p.result })) };
   }
 
@@ -98,6 +100,37 @@ const flowDone = (id: string) => queue().waitForFlow(id, { timeoutMs: 20_000 });
 const runsOf = async (tags: string[]) => (await t.db.query(`SELECT tag, count(*)::int AS n FROM runs WHERE tag = ANY($1) GROUP BY tag`, [tags])).rows;
 const jobRows = async (flowId: string) =>
   (await t.db.query(`SELECT id::text, flow_ref AS ref, status::text, attempts, last_error, locked_at, finished_at, result FROM background_jobs WHERE flow_id = $1 ORDER BY id`, [flowId])).rows;
+
+/**
+ * A barrier instead of a sleep: a job of `queueName` enqueued now has completed. The worker writes outcomes in the
+ * order its jobs end, so an outcome of that queue's worker from before (a late completion that should be fenced out)
+ * has been written or refused by then.
+ */
+async function laterJobCompleted(queueName: string, tag: string): Promise<void> {
+  const id = await queue().enqueue(queueName, { tag });
+  await queue().waitFor(id, { timeoutMs: 20_000 });
+}
+
+/**
+ * A barrier for a queue that takes nothing (paused): a claim of `queueName` sent from now on (woken by a NOTIFY) has
+ * come back. Whatever that queue's worker could have claimed when it was sent, it would have claimed.
+ */
+async function claimReturned(queueName: string): Promise<void> {
+  const store = t.app.get(JobStore);
+  const claimJobs = store.claimJobs;
+  let returned = false;
+  store.claimJobs = async (...args) => {
+    const answer = await claimJobs.apply(store, args);
+    if (args[0] === queueName) returned = true;
+    return answer;
+  };
+  try {
+    await t.db.query(`SELECT pg_notify('pg_queue_jobs', $1)`, [queueName]);
+    await waitFor(`a claim of ${queueName} sent now to come back`, async () => returned, 10_000, 5);
+  } finally {
+    store.claimJobs = claimJobs;
+  }
+}
 
 /** Every job ran at most once, and none was claimed before each of its parents had finished (from the tables). */
 async function assertOrder(flowId: string) {
@@ -241,7 +274,10 @@ describe('flows', () => {
     const done = await flowDone(flow.id);
     expect(done.status).toBe('cancelled');
     expect(done.jobs.map((j) => j.status)).toEqual(['cancelled', 'cancelled', 'cancelled']);
-    await new Promise((r) => setTimeout(r, 300));
+    // The signalled handler has returned, and a job of its worker enqueued since has completed: its outcome was dropped.
+    await waitFor('the long job’s handler returned', async () =>
+      (await t.db.query(`SELECT 1 FROM runs WHERE job_id = $1 AND detail ->> 'returned' = 'true'`, [flow.jobs.long])).rowCount === 1);
+    await laterJobCompleted('fl-step', 'cx-barrier');
     expect((await jobRows(flow.id)).map((j) => j.status)).toEqual(['cancelled', 'cancelled', 'cancelled']);
     expect(await runsOf(['cx-after', 'cx-later'])).toEqual([]);
   });
@@ -374,8 +410,9 @@ describe('flows with the rest of the library', () => {
       const flow = await queue().enqueueFlow({ jobs: [{ ref: 'a', queue: 'fl-undo', payload: { undo: 'pause-parent' } }, { ref: 'b', queue: 'fl-step', payload: { tag: 'pause-child' }, dependsOn: ['a'] }] });
       await waitFor('the parent to complete', async () => (await queue().get(flow.jobs.a))?.status === 'completed');
       expect((await queue().get(flow.jobs.b))?.status).toBe('queued');
-      await new Promise((r) => setTimeout(r, 300));
+      await claimReturned('fl-step'); // a claim sent with b queued came back without it
       expect(await runsOf(['pause-child'])).toEqual([]);
+      expect((await queue().get(flow.jobs.b))?.status).toBe('queued');
       await queue().resume('fl-step');
       expect((await flowDone(flow.id)).status).toBe('completed');
     } finally {
@@ -391,8 +428,8 @@ describe('flows with the rest of the library', () => {
     await t.db.query(`UPDATE background_jobs SET status = 'queued', lease_expires_at = NULL WHERE id = $1`, [flow.jobs.a]);
     const second = await store.claimJobs('fl-fence', 1, 'w-live', 60_000);
     expect(second.jobs.map((j) => j.id)).toEqual([flow.jobs.a]);
+    // Refused: the statement changed nothing, so nothing follows it (no flow step ran, no second look is taken).
     expect(await store.completeJobs('w-stale', first.jobs)).toEqual(new Set([flow.jobs.a]));
-    await new Promise((r) => setTimeout(r, 200));
     expect((await queue().get(flow.jobs.b))?.status).toBe('blocked');
     expect(await store.completeJobs('w-live', second.jobs)).toEqual(new Set());
     expect((await flowDone(flow.id)).status).toBe('completed');
@@ -431,7 +468,8 @@ describe('flows with the rest of the library', () => {
     // What the race leaves: the parent completed and its edge resolved, the child still blocked (raw SQL runs no flow step).
     await t.db.query(`UPDATE background_jobs SET status = 'completed', finished_at = now() WHERE id = $1`, [flow.jobs.a]);
     await t.db.query(`UPDATE background_job_deps SET done = true WHERE parent_id = $1`, [flow.jobs.a]);
-    await new Promise((r) => setTimeout(r, 200));
+    // No worker settled anything, so no second look is coming: b stays blocked until the sweeper's pass.
+    await claimReturned('fl-step');
     expect((await queue().get(flow.jobs.b))?.status).toBe('blocked');
     await t.app.get(MaintenanceScheduler).sweeper.runOnce();
     expect((await flowDone(flow.id)).status).toBe('completed');
@@ -469,9 +507,14 @@ describe('flows with the rest of the library', () => {
       expect((await flowDone(ok.id)).status).toBe('completed');
       expect((await flowDone(bad.id)).status).toBe('compensated');
       await waitFor('both events', async () => events.length >= 2);
-      await new Promise((r) => setTimeout(r, 200));
-      const seen = events.map((e) => ({ flow: e.flow, job: e.job.id }));
+      // A third flow settled by the same worker afterwards: once its event is here, any other look at the first two
+      // (second looks run one after another, in order) has been taken.
+      const marker = await queue().enqueueFlow({ name: 'ev-marker', jobs: [{ ref: 'm', queue: 'fl-step', payload: { tag: 'ev-m' } }] });
+      expect((await flowDone(marker.id)).status).toBe('completed');
+      await waitFor('the marker flow’s event', async () => events.some((e) => e.flow?.id === marker.id));
+      const seen = events.filter((e) => e.flow?.id !== marker.id).map((e) => ({ flow: e.flow, job: e.job.id }));
       expect(seen).toHaveLength(2);
+      expect(events).toHaveLength(3);
       expect(seen.map((e) => e.flow)).toEqual(
         expect.arrayContaining([
           { id: ok.id, name: 'ev-ok', status: 'completed', reason: null },

@@ -399,8 +399,8 @@ describe('enqueue from SQL: pg_queue_enqueue, pg_queue_enqueue_unique, pg_queue_
       await watchingWakeUps(url, async (writer, heard) => {
         await writer.query('BEGIN');
         const { rows } = await writer.query(`INSERT INTO signups (email) VALUES ('ada@example.com'), ('bob@example.com') RETURNING id`);
-        await new Promise((r) => setTimeout(r, 200));
-        expect(heard).toEqual([]); // nothing before the commit, nothing a worker could not see yet
+        // Nothing before the commit, nothing a worker could not see yet: a notice committed since has arrived alone.
+        expect(await heardBefore(db, heard)).toEqual([]);
         await writer.query('COMMIT');
         await waitFor('the wake-up', async () => heard.includes('pg_queue_jobs:welcome'));
         await completed('welcome', 2);
@@ -444,8 +444,7 @@ describe('enqueue from SQL: pg_queue_enqueue, pg_queue_enqueue_unique, pg_queue_
         await writer.query(`SELECT * FROM pg_queue_enqueue_many('[{"queue": "rolled", "payload": 1}, {"queue": "rolled", "payload": 2, "unique_key": "k"}]')`);
         expect((await writer.query(`SELECT count(*)::int AS n FROM background_jobs WHERE queue_name = 'rolled'`)).rows[0].n).toBe(4); // its own writes
         await writer.query('ROLLBACK');
-        await new Promise((r) => setTimeout(r, 200));
-        expect(heard).toEqual([]);
+        expect(await heardBefore(db, heard)).toEqual([]);
         expect(await one(`SELECT count(*)::int AS n FROM background_jobs WHERE queue_name = 'rolled'`)).toEqual({ n: 0 });
         expect(await one(`SELECT count(*)::int AS n FROM background_jobs WHERE queue_name = 'welcome'`)).toEqual(before);
         expect(await one(`SELECT count(*)::int AS n FROM background_job_keys WHERE queue_name = 'rolled'`)).toEqual({ n: 0 });
@@ -516,6 +515,18 @@ describe('enqueue from SQL: pg_queue_enqueue, pg_queue_enqueue_unique, pg_queue_
 });
 
 /** `work` with a connection to write on and the wake-ups (pg_queue_jobs notices) a second one hears, as `channel:queue`. */
+/**
+ * What the listener heard before a marker notice sent now, on its own connection, has arrived. Notices are delivered
+ * in commit order: one committed before the marker arrives before it, so once the marker is here nothing earlier is
+ * still on its way.
+ */
+async function heardBefore(db: pg.Pool, heard: string[]): Promise<string[]> {
+  const marker = `pg_queue_jobs:marker-${Date.now()}-${Math.random()}`;
+  await db.query(`SELECT pg_notify('pg_queue_jobs', $1)`, [marker.slice('pg_queue_jobs:'.length)]);
+  await waitFor('the marker notice', async () => heard.includes(marker), 10_000, 5);
+  return heard.slice(0, heard.indexOf(marker));
+}
+
 async function watchingWakeUps(url: string, work: (writer: pg.Client, heard: string[]) => Promise<void>): Promise<void> {
   const listener = new pg.Client({ connectionString: url });
   const writer = new pg.Client({ connectionString: url });

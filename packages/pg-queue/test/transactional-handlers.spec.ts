@@ -15,6 +15,8 @@ import { startTestingApp } from './support/testing-app.js';
 // per handler write that committed. The app's DataSource has a pool of 2 connections, fewer than the handlers that
 // want one, so the starvation set-up runs in every test.
 const gates = new Map<string, () => void>();
+/** Each attempt's transaction, `id:attempt` -> its backend and start (now() in it is pg_stat_activity's xact_start). */
+const transactions = new Map<string, { pid: number; xact: string }>();
 const APP_POOL = 2;
 
 type Entry = { amount: number; hold?: boolean; failFirst?: boolean; bigint?: boolean; slowFirst?: boolean; step?: boolean; spawn?: boolean };
@@ -23,6 +25,8 @@ type Entry = { amount: number; hold?: boolean; failFirst?: boolean; bigint?: boo
 class Handlers {
   @JobHandler('tx-ledger', { transactional: true, concurrency: 4, maxAttempts: 3, backoff: { baseMs: 0, jitter: false }, timeoutMs: 1_500 })
   async post(job: TransactionalJob<Entry>) {
+    const [tx] = await job.manager.query(`SELECT pg_backend_pid() AS pid, now()::text AS xact`);
+    transactions.set(`${job.id}:${job.attempt}`, tx);
     await job.manager.query(`INSERT INTO ledger (job_id, amount, attempt) VALUES ($1, $2, $3)`, [job.id, job.payload.amount, job.attempt]);
     if (job.payload.hold && job.attempt === 1) await new Promise<void>((resolve) => gates.set(job.id, resolve));
     if (job.payload.slowFirst && job.attempt === 1) await new Promise((resolve) => setTimeout(resolve, 2_500)); // past timeoutMs
@@ -51,6 +55,12 @@ describe('transactional handlers', () => {
   let app: INestApplicationContext;
   const ledger = async (id: string) => (await db.query(`SELECT amount, attempt FROM ledger WHERE job_id = $1 ORDER BY attempt`, [id])).rows;
   const row = async (id: string) => (await db.query(`SELECT status, attempts, last_error, result FROM background_jobs WHERE id = $1`, [id])).rows[0];
+  /** The transaction of attempt `attempt` of job `id` has ended (committed or rolled back): its backend runs no transaction begun then. */
+  const transactionEnded = (id: string, attempt: number) =>
+    waitFor(`the transaction of job ${id}'s attempt ${attempt} to end`, async () => {
+      const tx = transactions.get(`${id}:${attempt}`);
+      return tx !== undefined && (await db.query(`SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND xact_start = $2::timestamptz`, [tx.pid, tx.xact])).rowCount === 0;
+    }, 10_000, 10);
 
   beforeAll(async () => {
     url = await createTestDatabase('tx-handlers');
@@ -97,7 +107,7 @@ describe('transactional handlers', () => {
     const queue = app.get(QueueService);
     const id = await queue.enqueue('tx-ledger', { amount: 3, slowFirst: true });
     await queue.waitFor(id, { timeoutMs: 15_000 });
-    await new Promise((resolve) => setTimeout(resolve, 1_500)); // the first attempt's handler has returned by now
+    await transactionEnded(id, 1); // the first attempt's handler returned late, and its transaction is over
     expect(await ledger(id)).toEqual([{ amount: 3, attempt: 2 }]);
     expect(await row(id)).toMatchObject({ status: 'completed', attempts: 2, last_error: expect.stringContaining('timed out') });
   });
@@ -118,7 +128,7 @@ describe('transactional handlers', () => {
     }
     expect(await queue.waitFor(id, { timeoutMs: 10_000 })).toEqual({ posted: 9 });
     gates.get(id)!(); // the first attempt's handler returns now, its lease long gone
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    await transactionEnded(id, 1);
     expect(await ledger(id)).toEqual([{ amount: 9, attempt: 2 }]);
     expect(await row(id)).toMatchObject({ status: 'completed', attempts: 2 });
   });

@@ -20,14 +20,14 @@ describe('transactional handlers across processes', () => {
   let producer: INestApplicationContext;
   let db: pg.Pool;
   let url: string;
-  const inTransaction: { id: string; pid: number }[] = [];
+  const inTransaction: { id: string; pid: number; backend: number; xact: string }[] = [];
 
   /** Forks a worker and waits until it has loaded its code (booting it is `boot`'s); its in-transaction messages are kept. */
   const forkWorker = async (): Promise<ChildProcess> => {
     const child = await forkLoaded(build.script);
     children.push(child);
-    child.on('message', (m: { type: string; id?: string }) => {
-      if (m.type === 'in-transaction') inTransaction.push({ id: m.id!, pid: child.pid! });
+    child.on('message', (m: { type: string; id?: string; backend?: number; xact?: string }) => {
+      if (m.type === 'in-transaction') inTransaction.push({ id: m.id!, pid: child.pid!, backend: m.backend!, xact: m.xact! });
     });
     return child;
   };
@@ -63,8 +63,11 @@ describe('transactional handlers across processes', () => {
     const second = await boot(await spare);
     expect(await queue.waitFor(id, { timeoutMs: 20_000 })).toEqual({ amount: 11 });
     first.kill('SIGCONT');
-    // The first handler's wait ends, then its completion is fenced out (or its abort seen first): rolled back either way.
-    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    // The first handler's wait ends, then its completion is fenced out (or its abort seen first): rolled back either
+    // way. Its transaction is over once its backend runs no transaction begun when it did.
+    const tx = inTransaction.find((t) => t.id === id && t.pid === first.pid)!;
+    await waitFor('the first process’s transaction to end', async () =>
+      (await db.query(`SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND xact_start = $2::timestamptz`, [tx.backend, tx.xact])).rowCount === 0, 20_000, 20);
     const rows = (await db.query(`SELECT pid, attempt FROM ledger WHERE job_id = $1`, [id])).rows;
     expect(rows).toEqual([{ pid: second.pid, attempt: 2 }]);
     expect((await db.query(`SELECT status, attempts FROM background_jobs WHERE id = $1`, [id])).rows).toEqual([{ status: 'completed', attempts: 2 }]);

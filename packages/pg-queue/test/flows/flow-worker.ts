@@ -1,4 +1,4 @@
-// The worker of flows-processes.spec.ts, as its own OS process: a Nest application context whose handlers record
+// The worker of flows-processes.spec.ts (and mutations/flows-processes.spec.ts), as its own OS process: a Nest application context whose handlers record
 // each run in the `runs` table (job id, process, database time) and return their pid. Jest does not run this file:
 // buildWorker compiles it next to a build of the library and the spec forks it. Protocol (IPC): { type: 'loaded' },
 // then { type: 'start', url } boots the app and answers { type: 'ready' }; SIGTERM closes it.
@@ -17,6 +17,20 @@ class FlowWorkerHandlers {
   async part(job: Job<{ n: number }>) {
     await db.query(`INSERT INTO runs (job_id, pid, started_at) VALUES ($1, $2, clock_timestamp())`, [job.id, process.pid]);
     return { n: job.payload.n, pid: process.pid };
+  }
+
+  /** A step of a failing flow: fails for good when its payload says so, else completes (and is compensated later). */
+  @JobHandler('fx-step', { concurrency: 10, prefetch: 20 })
+  async step(job: Job<{ n: number; fail?: boolean }>) {
+    await db.query(`INSERT INTO runs (job_id, pid, started_at) VALUES ($1, $2, clock_timestamp())`, [job.id, process.pid]);
+    if (job.payload.fail) throw new Error(`step ${job.payload.n} refused`);
+    return { n: job.payload.n };
+  }
+
+  /** The compensation of a completed fx-step. */
+  @JobHandler('fx-undo', { concurrency: 10, prefetch: 20 })
+  async undo(job: Job) {
+    await db.query(`INSERT INTO runs (job_id, pid, started_at) VALUES ($1, $2, clock_timestamp())`, [job.id, process.pid]);
   }
 
   @JobHandler('fx-sink', { concurrency: 5 })

@@ -1,5 +1,5 @@
 // The worker of transactional-processes.spec.ts, as its own OS process: a transactional handler that writes one
-// ledger row per run through job.manager and tells the parent (IPC) that it is inside its transaction, then waits
+// ledger row per run through job.manager and tells the parent (IPC) that it is inside its transaction (which), then waits
 // `ms`. Its app DataSource is the handlers'; the queue has its own pool. Jest does not run this file: buildWorker
 // compiles it and the spec forks it. Protocol (IPC): { type: 'loaded' }, then { type: 'start', url } boots the app
 // and answers { type: 'ready' }.
@@ -15,7 +15,9 @@ class TxWorkerHandlers {
   @JobHandler('txp-ledger', { transactional: true, concurrency: 4, maxAttempts: 25, backoff: { baseMs: 20, maxMs: 200 } })
   async post(job: TransactionalJob<{ amount: number; ms: number }>) {
     await job.manager.query(`INSERT INTO ledger (job_id, amount, pid, attempt) VALUES ($1, $2, $3, $4)`, [job.id, job.payload.amount, process.pid, job.attempt]);
-    process.send?.({ type: 'in-transaction', id: job.id, attempt: job.attempt });
+    // The transaction's backend and start (now() in it is pg_stat_activity's xact_start): the spec waits for it to end.
+    const [tx] = await job.manager.query(`SELECT pg_backend_pid() AS backend, now()::text AS xact`);
+    process.send?.({ type: 'in-transaction', id: job.id, attempt: job.attempt, backend: tx.backend, xact: tx.xact });
     await new Promise((resolve) => setTimeout(resolve, job.payload.ms));
     return { amount: job.payload.amount };
   }
