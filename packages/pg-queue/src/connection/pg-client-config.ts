@@ -58,7 +58,7 @@ export function settingsOfConnectionOption(connection: PgQueueConnectionOptions)
  * item 5: enqueues waiting on an app transaction's unique key filled the one pool, the heartbeat could not run,
  * the lease lapsed and another instance ran the job again):
  * - `api`: the statements of the app's calls (enqueue without a manager, waitFor, get, cancel, retry, pause,
- *   stats, schedules, flows, metrics and health reads) and what handlers ask through their Job (steps, spawn);
+ *   stats, schedules, flows, metrics and health reads) and what handlers ask through their Job (steps, flow reads);
  *   these may wait on locks the app's transactions hold;
  * - `leases`: heartbeats (renewals, start marks), outcome writes, put-backs, claims, the instance registration:
  *   none waits on a lock an app transaction can hold (claims skip locked rows);

@@ -48,7 +48,7 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
 
   constructor(
     private readonly registry: JobHandlerRegistry,
-    /** The store on the API pool: what handlers ask through their Job (steps, flow reads and spawns). */
+    /** The store on the API pool: what handlers ask through their Job (steps, flow reads; a spawn's children are written with its completion, on the leases pool). */
     private readonly apiStore: JobStore,
     private readonly connection: PgQueueConnection,
     private readonly events: JobEvents,
