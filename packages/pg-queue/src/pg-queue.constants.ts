@@ -61,3 +61,15 @@ export const AUTO_MAX_IN_HAND = 500;
 
 /** A gone instance's row (it stopped writing it) is deleted by the sweeper this long after it expired. */
 export const FORGET_GONE_INSTANCES_AFTER_MS = 3_600_000;
+
+/**
+ * The JobStore on the leases pool (connection/pg-client-config.ts, PoolRole): the workers' heartbeats, outcome
+ * writes, put-backs and claims. The JobStore class token is the API pool's store (the app's calls).
+ */
+export const LEASE_JOB_STORE = Symbol('pg-queue:lease_job_store');
+
+/** The JobStore on the maintenance pool: sweeper, pruner, history mover, the recurring tick's fires. */
+export const MAINTENANCE_JOB_STORE = Symbol('pg-queue:maintenance_job_store');
+
+/** The ScheduleStore on the maintenance pool (the recurring tick); the ScheduleStore class token is the API pool's. */
+export const MAINTENANCE_SCHEDULE_STORE = Symbol('pg-queue:maintenance_schedule_store');

@@ -60,8 +60,10 @@ export const POOLER_REFUSED_STARTUP_PARAMETER = (detail: string) =>
 export const POOLER_WITHOUT_LISTENER_URL = () =>
   'Invalid PgQueueModule options: transactionPooler is true but listenerUrl is not set. Set listenerUrl to a direct (session) PostgreSQL URL: LISTEN through a transaction pooler connects but hears nothing, and migrations that run outside a transaction (CREATE INDEX CONCURRENTLY) hold a session advisory lock there.';
 
-export const POOL_EXHAUSTED = (poolSize: number, connectTimeoutMs: number) =>
-  `No connection of the queue's pool came free within connectTimeoutMs (${connectTimeoutMs} ms); all poolSize (${poolSize}) connections were busy, or the database did not answer. Raise poolSize or connectTimeoutMs, or look for long-running queue statements.`;
+export const POOL_EXHAUSTED = (poolSize: number, connectTimeoutMs: number, option = 'poolSize') =>
+  `No connection of the queue's ${POOL_OF_OPTION[option] ?? ''}pool came free within connectTimeoutMs (${connectTimeoutMs} ms); all ${option} (${poolSize}) connections were busy, or the database did not answer. Raise ${option} or connectTimeoutMs, or look for long-running queue statements${option === 'poolSize' ? ' (or for enqueues waiting on a uniqueKey your transactions hold)' : ''}.`;
+
+const POOL_OF_OPTION: Record<string, string> = { poolSize: 'API ', leasePoolSize: 'leases ', maintenancePoolSize: 'maintenance ' };
 
 export const UNSCHEDULED_APP_METHODS = (methods: string[]) =>
   `${methods.join(', ')} ${methods.length === 1 ? 'has' : 'have'} @Cron/@Interval/@Timeout metadata, but the app imports no ScheduleModule.forRoot(), so ${methods.length === 1 ? 'it does' : 'they do'} not run (PgQueueModule no longer imports it for the app). Import ScheduleModule.forRoot() in the app module.`;

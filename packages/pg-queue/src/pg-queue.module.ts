@@ -2,12 +2,13 @@ import { Module, type DynamicModule, type Provider } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
 import type { DataSource } from 'typeorm';
 import { PgQueueConnection } from './connection/pg-queue-connection.js';
+import { POOL_SIZE_OPTION, type PoolRole } from './connection/pg-client-config.js';
 import { JobHandlerExplorer } from './discovery/job-handler.explorer.js';
 import { JobHandlerRegistry } from './discovery/job-handler.registry.js';
 import { JobEvents } from './events/job-events.js';
 import type { PgQueueModuleOptions } from './interfaces/pg-queue-options.interface.js';
 import { MaintenanceScheduler } from './maintenance/maintenance.scheduler.js';
-import { DATABASE_NAME, DATABASE_QUEUE_SERVICE, DEFAULT_DATABASE, TYPEORM_DATA_SOURCE } from './pg-queue.constants.js';
+import { DATABASE_NAME, DATABASE_QUEUE_SERVICE, DEFAULT_DATABASE, LEASE_JOB_STORE, MAINTENANCE_JOB_STORE, MAINTENANCE_SCHEDULE_STORE, TYPEORM_DATA_SOURCE } from './pg-queue.constants.js';
 import { getJobEventsToken, getQueueConnectionToken, getQueueServiceToken } from './databases/database-tokens.js';
 import { QueueDatabases } from './databases/queue-databases.js';
 import { ASYNC_OPTIONS_TYPE, ConfigurableModuleClass, MODULE_OPTIONS_TOKEN, OPTIONS_TYPE, RESOLVED_OPTIONS } from './pg-queue.module-definition.js';
@@ -41,19 +42,38 @@ import { PgQueueLogger } from './utils/terminal-text.js';
         PgQueueConnection.open(options, resolved, appDataSource),
       inject: [MODULE_OPTIONS_TOKEN, RESOLVED_OPTIONS, TYPEORM_DATA_SOURCE],
     },
+    // One store per pool (PoolRole): the class tokens are the API pool's (QueueService, waitFor, the dashboard's
+    // actions, the testing kit); the workers and maintenance take theirs by token, so that their statements never
+    // wait for a connection behind the app's calls.
     {
       provide: JobStore,
-      useFactory: (connection: PgQueueConnection, resolved: ResolvedModuleOptions) =>
-        new JobStore(connection.pool, { transactionPooler: resolved.transactionPooler, poolSize: resolved.poolSize, connectTimeoutMs: resolved.connectTimeoutMs }),
+      useFactory: (connection: PgQueueConnection, resolved: ResolvedModuleOptions) => jobStoreOn(connection, resolved, 'api'),
+      inject: [PgQueueConnection, RESOLVED_OPTIONS],
+    },
+    {
+      provide: LEASE_JOB_STORE,
+      useFactory: (connection: PgQueueConnection, resolved: ResolvedModuleOptions) => jobStoreOn(connection, resolved, 'leases'),
+      inject: [PgQueueConnection, RESOLVED_OPTIONS],
+    },
+    {
+      provide: MAINTENANCE_JOB_STORE,
+      useFactory: (connection: PgQueueConnection, resolved: ResolvedModuleOptions) => jobStoreOn(connection, resolved, 'maintenance'),
       inject: [PgQueueConnection, RESOLVED_OPTIONS],
     },
     {
       provide: ScheduleStore,
       useFactory: (connection: PgQueueConnection, resolved: ResolvedModuleOptions) =>
-        new ScheduleStore(connection.pool, { transactionPooler: resolved.transactionPooler }),
+        new ScheduleStore(connection.pools.api, { transactionPooler: resolved.transactionPooler }),
       inject: [PgQueueConnection, RESOLVED_OPTIONS],
     },
-    // Dialled as the queue's pool dials (pg-pool hands its options to each pg.Client it makes).
+    {
+      provide: MAINTENANCE_SCHEDULE_STORE,
+      useFactory: (connection: PgQueueConnection, resolved: ResolvedModuleOptions) =>
+        new ScheduleStore(connection.pools.maintenance, { transactionPooler: resolved.transactionPooler }),
+      inject: [PgQueueConnection, RESOLVED_OPTIONS],
+    },
+    // Dialled as the queue's API pool dials (pg-pool hands its options to each pg.Client it makes); while it is down,
+    // wake-ups go out on the API pool (they follow the app's enqueues).
     {
       provide: WakeSender,
       useFactory: (connection: PgQueueConnection, store: JobStore) => {
@@ -123,4 +143,10 @@ function forDatabase(module: DynamicModule, name: string | undefined): DynamicMo
     providers: [...(module.providers ?? []), ...providers, ...named],
     exports: [...(module.exports ?? []), serviceToken, ...named.map((p) => (p as { provide: string }).provide)],
   };
+}
+
+/** A JobStore on one of the instance's pools; a full pool's error names the option that sizes it. */
+function jobStoreOn(connection: PgQueueConnection, resolved: ResolvedModuleOptions, role: PoolRole): JobStore {
+  const poolSizeOption = POOL_SIZE_OPTION[role];
+  return new JobStore(connection.pools[role], { transactionPooler: resolved.transactionPooler, poolSize: resolved[poolSizeOption], poolSizeOption, connectTimeoutMs: resolved.connectTimeoutMs });
 }

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { DataSource } from 'typeorm';
+import pg from 'pg';
 import { JobHandler, PgQueueError, QueueService, WorkerPool, type Job } from 'nestjs-pg-queue';
 import { createTestDatabase } from '@internal/pg-harness';
 import { sqlPool, startApp, statusCounts, waitFor } from './support/test-app.js';
@@ -22,6 +23,45 @@ class SlowQueryHandler {
 class QuickHandler {
   @JobHandler('quick', { concurrency: 1 })
   async handle() {}
+}
+
+@Injectable()
+class BusyHandlers {
+  @JobHandler('busy-a', { concurrency: 8 })
+  async a(job: Job<{ ms: number }>) {
+    await new Promise((resolve) => setTimeout(resolve, job.payload.ms));
+  }
+
+  @JobHandler('busy-b', { concurrency: 8 })
+  async b(job: Job<{ ms: number }>) {
+    await new Promise((resolve) => setTimeout(resolve, job.payload.ms));
+  }
+}
+
+/** The most connections of each of the queue's application_names seen at once while `work` runs (sampled every 10 ms). */
+async function peakConnections(url: string, work: () => Promise<void>): Promise<Record<string, number>> {
+  const sampler = new pg.Client({ connectionString: url, application_name: 'budget sampler' });
+  await sampler.connect();
+  const peak: Record<string, number> = {};
+  let stop = false;
+  const sampling = (async () => {
+    while (!stop) {
+      const { rows } = await sampler.query<{ name: string; n: number }>(
+        `SELECT application_name AS name, count(*)::int AS n FROM pg_stat_activity
+         WHERE datname = current_database() AND application_name LIKE 'nestjs-pg-queue%' GROUP BY 1`,
+      );
+      for (const { name, n } of rows) peak[name] = Math.max(peak[name] ?? 0, n);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  })();
+  try {
+    await work();
+  } finally {
+    stop = true;
+    await sampling;
+    await sampler.end();
+  }
+  return peak;
 }
 
 async function bootWithin<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
@@ -145,5 +185,103 @@ describe('the queue has a connection budget of its own', () => {
     expect(await statusCounts(db, 'q')).toEqual({ queued: 1 }); // nothing half-stored from the failed ones
     await app.close();
     await db.end();
+  });
+
+  // The connection budget of one instance with the defaults (README: "Connection budget per instance"):
+  // API pool 5 (poolSize) + leases pool 2 (leasePoolSize) + maintenance pool 1 (maintenancePoolSize) + 1 LISTEN
+  // (workers) + 1 LISTEN (waitFor) + 1 wake-up connection = 11.
+  it('the connection budget with the defaults: each role within its own pool, 11 in all under load', async () => {
+    const url = await createTestDatabase('budgetcount');
+    const db = sqlPool(url);
+    const app = await startApp(url, { providers: [BusyHandlers], queue: { maintenance: { sweepIntervalMs: 50, pruneIntervalMs: 100 }, recurring: { pollIntervalMs: 50 } } });
+    const queue = app.get(QueueService);
+    await queue.upsertSchedule({ name: 'every-second', cron: '* * * * * *', queue: 'busy-a', payload: { ms: 1 } });
+    const peak = await peakConnections(url, async () => {
+      // Bursts of single enqueues (more at once than the API pool holds), jobs of both queues, and waits on some.
+      for (let round = 0; round < 5; round++) {
+        const ids = await Promise.all(Array.from({ length: 60 }, (_, i) => queue.enqueue(i % 2 ? 'busy-a' : 'busy-b', { ms: 5 + (i % 3) * 20 })));
+        await Promise.all(ids.slice(0, 10).map((id) => queue.waitFor(id, { timeoutMs: 15_000 })));
+      }
+      await waitFor('every job done', async () => (await db.query(`SELECT 1 FROM background_jobs WHERE status <> 'completed'`)).rowCount === 0, 20_000);
+      await new Promise((resolve) => setTimeout(resolve, 1_100)); // a recurring fire, a sweep and a prune pass at least
+    });
+    expect(peak).toEqual({
+      'nestjs-pg-queue api': expect.any(Number),
+      'nestjs-pg-queue leases': expect.any(Number),
+      'nestjs-pg-queue maintenance': 1,
+      'nestjs-pg-queue listener': 2,
+      'nestjs-pg-queue wake-ups': 1,
+    });
+    expect(peak['nestjs-pg-queue api']).toBeLessThanOrEqual(5);
+    expect(peak['nestjs-pg-queue leases']).toBeLessThanOrEqual(2);
+    expect(Object.values(peak).reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(11);
+    await app.close();
+    await db.end();
+  });
+
+  it('an enqueue-only instance without maintenance and recurring jobs opens its API pool and its wake-up connection only', async () => {
+    const url = await createTestDatabase('budgetapi');
+    const db = sqlPool(url);
+    const app = await startApp(url, { queue: { workers: false, maintenance: { enabled: false }, recurring: { enabled: false }, poolSize: 3 } });
+    const queue = app.get(QueueService);
+    const peak = await peakConnections(url, async () => {
+      await Promise.all(Array.from({ length: 30 }, (_, i) => queue.enqueue('q', { i })));
+      await queue.get('1');
+      await new Promise((resolve) => setTimeout(resolve, 300));
+    });
+    expect(peak).toEqual({ 'nestjs-pg-queue api': expect.any(Number), 'nestjs-pg-queue wake-ups': 1 });
+    expect(peak['nestjs-pg-queue api']).toBeLessThanOrEqual(3);
+    await app.close();
+    await db.end();
+  });
+
+  // Issue 39 item 5, in one process: while every connection of the API pool holds an enqueue that waits on a key the
+  // app's transaction holds, the workers claim, run and complete jobs, the sweeper puts back an expired lease and the
+  // recurring tick fires: none of them waits for a connection of the API pool.
+  it('every other role keeps working while the API pool is full of enqueues waiting on the app’s lock', async () => {
+    const url = await createTestDatabase('budgetroles');
+    const db = sqlPool(url);
+    const app = await startApp(url, {
+      providers: [BusyHandlers],
+      queue: { poolSize: 2, leaseMs: 2_000, maintenance: { sweepIntervalMs: 100 }, recurring: { pollIntervalMs: 100 } },
+    });
+    const queue = app.get(QueueService);
+    const holder = await db.connect();
+    try {
+      // Due once the API pool is full: only a claim (leases pool) can start them.
+      const later = await queue.enqueueMany(Array.from({ length: 20 }, () => ({ queue: 'busy-b', payload: { ms: 5 }, delayMs: 1_500 })));
+      // A job whose holder died long ago: only the sweeper (maintenance pool) puts it back.
+      const { rows: [orphan] } = await db.query<{ id: string }>(
+        `INSERT INTO background_jobs (queue_name, status, attempts, locked_by, locked_at, lease_expires_at, fence_token)
+         VALUES ('orphans', 'processing', 1, 'gone', now() - interval '1 minute', now() - interval '30 seconds', 1) RETURNING id`,
+      );
+      await holder.query('BEGIN');
+      await queue.enqueue('keyed', {}, { uniqueKey: 'K', manager: holder });
+      const enqueues = [queue.enqueue('keyed', { i: 1 }, { uniqueKey: 'K' }), queue.enqueue('keyed', { i: 2 }, { uniqueKey: 'K' })];
+      await waitFor('the API pool full of enqueues waiting on the lock', async () => {
+        const { rows } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name LIKE 'nestjs-pg-queue%' AND wait_event_type = 'Lock'`);
+        return rows[0].n === 2;
+      });
+      // The recurring tick (maintenance pool) picks up a schedule written straight to the table.
+      await db.query(
+        `INSERT INTO background_schedules (name, cron, queue_name, payload, next_fire_at, source) VALUES ('roles-tick', '* * * * * *', 'busy-a', '{"ms": 1}', now(), 'runtime')`,
+      );
+      await waitFor('the delayed jobs claimed, run and completed', async () => {
+        const { rows } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM background_jobs WHERE id = ANY($1::int8[]) AND status = 'completed'`, [later]);
+        return rows[0].n === later.length;
+      }, 10_000);
+      await waitFor('the expired lease swept', async () => (await db.query(`SELECT 1 FROM background_jobs WHERE id = $1 AND status = 'queued'`, [orphan.id])).rowCount === 1, 10_000);
+      await waitFor('a recurring fire run', async () => (await db.query(`SELECT 1 FROM background_jobs WHERE payload->'_schedule'->>'name' = 'roles-tick' AND status = 'completed'`)).rowCount! > 0, 10_000);
+      // Still blocked: everything above ran while the API pool could not give a connection.
+      const { rows } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name LIKE 'nestjs-pg-queue%' AND wait_event_type = 'Lock'`);
+      expect(rows[0].n).toBe(2);
+      await holder.query('COMMIT');
+      expect(await Promise.all(enqueues)).toHaveLength(2);
+    } finally {
+      await holder.query('ROLLBACK').catch(() => undefined);
+      holder.release();
+      await app.close();
+      await db.end();
+    }
   });
 });

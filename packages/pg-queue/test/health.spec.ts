@@ -130,8 +130,7 @@ describe('PgQueueHealthIndicator through @nestjs/terminus', () => {
     await admin(async (client) => {
       await allowConnections(client, false);
       try {
-        await terminate(client, 'nestjs-pg-queue');
-        await terminate(client, 'nestjs-pg-queue listener');
+        for (const role of ['api', 'leases', 'maintenance', 'listener']) await terminate(client, `nestjs-pg-queue ${role}`);
         await waitFor('readiness down', async () => {
           const r = await get(base, '/health/ready');
           return r.status === 503 && r.body.error?.['pg-queue']?.database === 'down' && r.body.error?.['pg-queue']?.listener === 'down';

@@ -295,8 +295,8 @@ describe('boot sync of code schedules', () => {
       let killed = 0;
       for (let i = 0; i < 60; i++) {
         await new Promise((r) => setTimeout(r, 50));
-        // Every connection of the queue's pool, maybe inside a claim's transaction.
-        const { rowCount } = await db.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'nestjs-pg-queue'`);
+        // Every connection of the maintenance pool (the tick's), maybe inside a fire's transaction.
+        const { rowCount } = await db.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'nestjs-pg-queue maintenance'`);
         killed += rowCount ?? 0;
       }
       expect(killed).toBeGreaterThanOrEqual(3);

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
 import { JobHandler, QueueService, WorkerPool, type Job } from 'nestjs-pg-queue';
 import { createTestDatabase } from '@internal/pg-harness';
+import { LEASE_JOB_STORE } from '../src/pg-queue.constants.js';
 import { JobStore } from '../src/store/job.store.js';
 import { sqlPool, startApp, waitFor } from './support/test-app.js';
 
@@ -50,7 +51,7 @@ describe('a claim answered after the process stalled', () => {
   });
 
   it('starts none of its jobs: each job runs once, on the instance that claimed it again', async () => {
-    const store = a.get(JobStore);
+    const store = a.get<JobStore>(LEASE_JOB_STORE); // the workers' claims run on the leases pool's store
     const claimJobs = store.claimJobs.bind(store);
     let release: () => void = () => {};
     const released = new Promise<void>((resolve) => (release = resolve));

@@ -267,7 +267,7 @@ describe('transactional enqueue through each client', () => {
       await waitFor('the job completed', async () => (await queue.get(id))?.status === 'completed', 10_000);
       expect(appPool.totalCount).toBe(0); // the app's pool was never used
       const names = await db.query<{ name: string }>(`SELECT DISTINCT application_name AS name FROM pg_stat_activity WHERE datname = current_database()`);
-      expect(names.rows.map((r) => r.name)).toContain('nestjs-pg-queue');
+      expect(names.rows.map((r) => r.name)).toContain('nestjs-pg-queue api');
     } finally {
       await other.close();
       await appPool.end();

@@ -2,7 +2,8 @@ import { Injectable, type INestApplicationContext } from '@nestjs/common';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
 import { JobHandler, QueueService, WorkerPool, type Job } from 'nestjs-pg-queue';
-import { JobStore } from '../src/store/job.store.js';
+import { LEASE_JOB_STORE } from '../src/pg-queue.constants.js';
+import type { JobStore } from '../src/store/job.store.js';
 import { createTestDatabase } from '@internal/pg-harness';
 import { sqlPool, startApp, waitFor } from './support/test-app.js';
 
@@ -85,7 +86,7 @@ describe('wake-ups with polling set to a minute', () => {
 
   /** Enqueues 20 jobs of `queue`, each after the previous one completed; returns how many claims the worker sent. */
   async function claimsForOneAtATime(queue: string): Promise<number> {
-    const store = app.get(JobStore);
+    const store = app.get<JobStore>(LEASE_JOB_STORE); // the workers' claims run on the leases pool's store
     let claims = 0;
     const claimJobs = store.claimJobs.bind(store);
     store.claimJobs = (...args) => ((claims += 1), claimJobs(...args));

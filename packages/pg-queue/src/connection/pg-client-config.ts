@@ -53,13 +53,39 @@ export function settingsOfConnectionOption(connection: PgQueueConnectionOptions)
   });
 }
 
-/** The queue's own pool: small, bounded waits, and statements that cannot run forever. */
-export function queuePoolConfig(settings: ConnectionSettings, options: ResolvedModuleOptions): PoolConfig {
+/**
+ * The queue's pools, one per role, so that no role waits for a connection behind another's statements (issue 39
+ * item 5: enqueues waiting on an app transaction's unique key filled the one pool, the heartbeat could not run,
+ * the lease lapsed and another instance ran the job again):
+ * - `api`: the statements of the app's calls (enqueue without a manager, waitFor, get, cancel, retry, pause,
+ *   stats, schedules, flows, metrics and health reads) and what handlers ask through their Job (steps, flow reads);
+ *   these may wait on locks the app's transactions hold;
+ * - `leases`: heartbeats (renewals, start marks), outcome writes, put-backs, claims, the instance registration:
+ *   none waits on a lock an app transaction can hold (claims skip locked rows);
+ * - `maintenance`: sweeper, pruner, history mover, the recurring tick.
+ * The LISTEN connections and the wake-up connection are single clients of their own.
+ */
+export type PoolRole = 'api' | 'leases' | 'maintenance';
+
+export const POOL_ROLES: readonly PoolRole[] = ['api', 'leases', 'maintenance'];
+
+/** The option that sizes each pool (named in POOL_EXHAUSTED). */
+export const POOL_SIZE_OPTION: Record<PoolRole, 'poolSize' | 'leasePoolSize' | 'maintenancePoolSize'> = {
+  api: 'poolSize',
+  leases: 'leasePoolSize',
+  maintenance: 'maintenancePoolSize',
+};
+
+/** `application_name` of a pool's connections: pg_stat_activity tells the roles apart. */
+export const poolApplicationName = (role: PoolRole) => `nestjs-pg-queue ${role}`;
+
+/** One of the queue's pools: small, bounded waits, and statements that cannot run forever. */
+export function queuePoolConfig(settings: ConnectionSettings, options: ResolvedModuleOptions, role: PoolRole = 'api'): PoolConfig {
   const config: PoolConfig = {
     keepAlive: true,
     ...settings,
-    application_name: 'nestjs-pg-queue',
-    max: options.poolSize,
+    application_name: poolApplicationName(role),
+    max: options[POOL_SIZE_OPTION[role]],
     connectionTimeoutMillis: options.connectTimeoutMs,
   };
   delete config.statement_timeout;

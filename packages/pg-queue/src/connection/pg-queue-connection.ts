@@ -7,26 +7,34 @@ import type { PgQueueModuleOptions } from '../interfaces/pg-queue-options.interf
 import { NO_DATA_SOURCE, NOT_POSTGRES } from '../pg-queue.messages.js';
 import { PG_QUEUE_MIGRATIONS } from '../migrations/index.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
-import { listenerClientConfig, queuePoolConfig, settingsOfConnectionOption, settingsOfDataSource, type ConnectionSettings } from './pg-client-config.js';
+import { listenerClientConfig, POOL_ROLES, queuePoolConfig, settingsOfConnectionOption, settingsOfDataSource, type ConnectionSettings, type PoolRole } from './pg-client-config.js';
 import { runQueueMigrations } from './run-queue-migrations.js';
 import { PgQueueLogger } from '../utils/terminal-text.js';
 
 /**
- * The database side of the module: the queue's own small pg Pool (every statement of the queue except an
- * enqueue in the caller's transaction), dialled with the same settings as the DataSource it works with,
- * so that handlers busy on the app's pool never delay a heartbeat or an outcome; and the settings of the
- * dedicated LISTEN connection.
+ * The database side of the module: the queue's own pg Pools, one per role (connection/pg-client-config.ts,
+ * PoolRole: the API statements, the workers' lease and outcome writes and claims, maintenance), dialled with the
+ * same settings as the DataSource it works with, so that handlers busy on the app's pool never delay a heartbeat
+ * or an outcome, and neither do the app's own calls waiting on its locks; and the settings of the dedicated
+ * LISTEN connection. Every pool opens its connections on demand: an instance without workers never dials the
+ * leases pool, one without maintenance and recurring jobs never dials the maintenance pool.
  */
 export class PgQueueConnection implements OnApplicationShutdown {
   private readonly logger: Logger = new PgQueueLogger('PgQueue');
   private closing: Promise<void> | undefined;
 
   private constructor(
-    readonly pool: Pool,
+    /** The pools by role. */
+    readonly pools: Readonly<Record<PoolRole, Pool>>,
     readonly listenerConfig: ClientConfig,
     /** The TypeORM DataSource this module's database was taken from (`dataSource`, or the app's own when neither it nor `connection` is given; none with `connection` alone): transactional handlers run in its transactions. */
     readonly appDataSource: DataSource | undefined,
   ) {}
+
+  /** The API pool (the statements of the app's calls; its settings are what the dashboard and the wake-up connection dial with). */
+  get pool(): Pool {
+    return this.pools.api;
+  }
 
   static async open(options: PgQueueModuleOptions, resolved: ResolvedModuleOptions, appDataSource: DataSource | undefined): Promise<PgQueueConnection> {
     let settings: ConnectionSettings;
@@ -62,12 +70,17 @@ export class PgQueueConnection implements OnApplicationShutdown {
       }
     }
     const logger: Logger = new PgQueueLogger('PgQueue');
-    const pool = new pg.Pool(queuePoolConfig(settings, resolved));
-    // An idle client that loses its server emits here; without a listener that would crash the host.
-    pool.on('error', (error) => logger.warn(`an idle connection of the queue's pool failed: ${error.message}`));
-    // Transactional handlers run in the DataSource the pool was dialled from, never in the app's TypeORM DataSource
+    const pools = Object.fromEntries(
+      POOL_ROLES.map((role) => {
+        const pool = new pg.Pool(queuePoolConfig(settings, resolved, role));
+        // An idle client that loses its server emits here; without a listener that would crash the host.
+        pool.on('error', (error) => logger.warn(`an idle connection of the queue's ${role} pool failed: ${error.message}`));
+        return [role, pool];
+      }),
+    ) as Record<PoolRole, Pool>;
+    // Transactional handlers run in the DataSource the pools were dialled from, never in the app's TypeORM DataSource
     // beside a `connection` (it may be another database: completions landed there, on another database's job).
-    return new PgQueueConnection(pool, listenerConfig, migrationSource);
+    return new PgQueueConnection(pools, listenerConfig, migrationSource);
   }
 
   async onApplicationShutdown(): Promise<void> {
@@ -75,9 +88,11 @@ export class PgQueueConnection implements OnApplicationShutdown {
     await this.close();
   }
 
-  /** Closes the queue's pool (never the app's DataSource). Also used when the boot fails after opening it. */
+  /** Closes the queue's pools (never the app's DataSource). Also used when the boot fails after opening them. */
   close(): Promise<void> {
-    this.closing ??= this.pool.end().catch((e: unknown) => this.logger.warn(`closing the queue's connection pool failed: ${String(e)}`));
+    this.closing ??= Promise.all(
+      POOL_ROLES.map((role) => this.pools[role].end().catch((e: unknown) => this.logger.warn(`closing the queue's ${role} connection pool failed: ${String(e)}`))),
+    ).then(() => undefined);
     return this.closing;
   }
 }

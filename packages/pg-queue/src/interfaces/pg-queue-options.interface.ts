@@ -18,7 +18,7 @@ export type PgQueueConnectionOptions =
       password?: string | (() => string | Promise<string>);
       database?: string;
       ssl?: boolean | Record<string, unknown>;
-      /** Extra node-postgres client settings (as TypeORM's `extra`); `max` is ignored: see `poolSize`. */
+      /** Extra node-postgres client settings (as TypeORM's `extra`); `max` is ignored: see `poolSize`, `leasePoolSize` and `maintenancePoolSize`. */
       extra?: Record<string, unknown>;
       /** Same as the module option `poolSize` (kept for existing configs). */
       poolSize?: number;
@@ -91,17 +91,35 @@ export interface PgQueueModuleOptions {
    */
   listenerUrl?: string;
   /**
-   * Connections of the queue's own pool (claims, heartbeats, outcomes, maintenance, and enqueue without a
-   * `manager`), opened with the DataSource's connection settings; handlers use the app's pool, so they
-   * never delay a heartbeat. Roughly: one per queue with workers, plus 3. Default 5.
+   * Connections of the queue's API pool (`application_name` `nestjs-pg-queue api`): the statements the app's
+   * calls make (enqueue without a `manager`, `waitFor`, `get`, `cancel`, `retry`, `pause`, `stats`, schedules,
+   * flows, metrics and health reads) and what a handler asks through its `Job` (steps, spawned children, flow
+   * reads). Opened with the DataSource's connection settings, on demand. An enqueue that waits on your
+   * transaction's lock (a held `uniqueKey`) holds one of these while it waits; the workers' heartbeats, outcomes
+   * and claims and the maintenance passes have pools of their own (`leasePoolSize`, `maintenancePoolSize`), so
+   * they never wait behind it. Size it for the enqueues your app makes at once. Default 5.
    */
   poolSize?: number;
+  /**
+   * Connections of the workers' pool (`application_name` `nestjs-pg-queue leases`): heartbeats (lease renewals
+   * and start marks), outcome writes, put-backs, claims and the instance's registration. None of its statements
+   * waits on a lock your app's transactions can hold (claims skip locked rows), and heartbeats, outcome batches
+   * and put-backs take turns, so 2 is enough for a few queues: one for the turn-taking writes, one for claims.
+   * Add one for every few busy queues. Opened only in an instance with workers. Default 2.
+   */
+  leasePoolSize?: number;
+  /**
+   * Connections of the maintenance pool (`application_name` `nestjs-pg-queue maintenance`): the sweeper, the
+   * pruner, the history mover and the recurring-job scheduler's tick (each pass runs alone, one statement at
+   * a time). Opened only when maintenance or recurring jobs run in this instance. Default 1.
+   */
+  maintenancePoolSize?: number;
   /**
    * A queue statement that runs longer than this is cancelled (server-side `statement_timeout`, plus a
    * client-side timeout slightly above it that also covers a dead network). 0 sets none. Default 60_000.
    */
   statementTimeoutMs?: number;
-  /** Waiting for a connection (to open, or for a free one in the queue's pool) fails after this long. Default 10_000. */
+  /** Waiting for a connection (to open, or for a free one in one of the queue's pools) fails after this long. Default 10_000. */
   connectTimeoutMs?: number;
   /**
    * Set when the DataSource (or `connection`) goes through a transaction pooler such as PgBouncer in

@@ -2,6 +2,7 @@ import { Inject, Injectable, Optional, type BeforeApplicationShutdown, type OnAp
 import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { UNSCHEDULED_APP_METHODS } from '../pg-queue.messages.js';
+import { MAINTENANCE_JOB_STORE } from '../pg-queue.constants.js';
 import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
 import { JobStore } from '../store/job.store.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
@@ -38,7 +39,8 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, BeforeAppli
   private readonly running = new Set<Promise<void>>();
 
   constructor(
-    store: JobStore,
+    /** The store on the maintenance pool: a pass never waits for a connection behind the app's calls or the workers. */
+    @Inject(MAINTENANCE_JOB_STORE) store: JobStore,
     @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedModuleOptions,
     private readonly discovery: DiscoveryService,
     private readonly scanner: MetadataScanner,

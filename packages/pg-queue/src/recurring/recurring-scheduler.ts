@@ -1,6 +1,7 @@
-import { Inject, Injectable, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
+import { Inject, Injectable, Optional, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
 import { JobHandlerRegistry } from '../discovery/job-handler.registry.js';
 import { MISSED_FIRES_SKIPPED } from '../pg-queue.messages.js';
+import { MAINTENANCE_JOB_STORE, MAINTENANCE_SCHEDULE_STORE } from '../pg-queue.constants.js';
 import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
 import type { NewJobRow } from '../store/job.store.js';
 import { JobStore } from '../store/job.store.js';
@@ -47,14 +48,23 @@ export class RecurringScheduler implements OnApplicationBootstrap, BeforeApplica
   /** Schedules whose last claim failed (logged once, until one succeeds). */
   private readonly failing = new Set<string>();
 
+  /** The stores of the tick (boot sync, scans, fires, declarations): the maintenance pool's when the module gives them. */
+  private readonly tickSchedules: ScheduleStore;
+  private readonly tickJobs: JobStore;
+
   constructor(
+    /** The API pool's stores: fireNow, called by QueueService (an app's call). */
     private readonly schedules: ScheduleStore,
     private readonly jobs: JobStore,
     private readonly declared: RecurringJobRegistry,
     private readonly handlers: JobHandlerRegistry,
     @Inject(RESOLVED_OPTIONS) protected readonly options: ResolvedModuleOptions,
+    @Optional() @Inject(MAINTENANCE_SCHEDULE_STORE) tickSchedules?: ScheduleStore,
+    @Optional() @Inject(MAINTENANCE_JOB_STORE) tickJobs?: JobStore,
   ) {
     this.backoff = new RetryBackoff('recurring-job scheduler', this.logger, 500, 30_000);
+    this.tickSchedules = tickSchedules ?? schedules;
+    this.tickJobs = tickJobs ?? jobs;
   }
 
   async onApplicationBootstrap(): Promise<void> {
@@ -89,9 +99,9 @@ export class RecurringScheduler implements OnApplicationBootstrap, BeforeApplica
   async sync(): Promise<void> {
     const declared = this.declared.all().map((d) => d.definition);
     if (declared.length > 0) {
-      const nowMs = await this.schedules.dbNowMs();
+      const nowMs = await this.tickSchedules.dbNowMs();
       const next = new Map(declared.map((d) => [d.name, nextFireAfter(d.cron, d.timeZone, nowMs)]));
-      const inserted = await this.schedules.syncCodeSchedules(declared, next);
+      const inserted = await this.tickSchedules.syncCodeSchedules(declared, next);
       this.logger.log(`recurring jobs: ${declared.length} schedule(s) declared in code, ${inserted} new`);
     }
     this.synced = true;
@@ -109,7 +119,7 @@ export class RecurringScheduler implements OnApplicationBootstrap, BeforeApplica
     // that started again from the top would read it again for ever, firing nothing else. The next tick retries it.
     let after: DueKey | undefined;
     for (;;) {
-      const scan = await this.schedules.dueSchedules(this.options.recurring.orphanAfterMs, SCAN_LIMIT, after);
+      const scan = await this.tickSchedules.dueSchedules(this.options.recurring.orphanAfterMs, SCAN_LIMIT, after);
       let next = earliest(result.nextInMs, scan.nextInMs);
       for (const due of scan.due) {
         if (this.closing) break;
@@ -145,8 +155,8 @@ export class RecurringScheduler implements OnApplicationBootstrap, BeforeApplica
     try {
       const plan = planFires(due.cron, due.timeZone, due.missed, due.nextFireMs, nowMs);
       const rows = plan.fires.map((fireMs) => this.jobRow(due, fireMs));
-      const won = await this.schedules.claimFire(due, plan.nextFireAtMs, plan.fires.at(-1) ?? null, (client) =>
-        rows.length > 0 ? this.jobs.insertJobsOn(client, rows) : Promise.resolve(),
+      const won = await this.tickSchedules.claimFire(due, plan.nextFireAtMs, plan.fires.at(-1) ?? null, (client) =>
+        rows.length > 0 ? this.tickJobs.insertJobsOn(client, rows) : Promise.resolve(),
       );
       if (this.failing.delete(due.name)) this.logger.log(`recurring jobs: schedule "${due.name}" fires again`);
       if (!won) return { won: false, jobs: 0, nextFireAtMs: plan.nextFireAtMs };
@@ -197,7 +207,7 @@ export class RecurringScheduler implements OnApplicationBootstrap, BeforeApplica
       const declareEvery = Math.min(DECLARE_EVERY_MS, Math.floor(this.options.recurring.orphanAfterMs / 3));
       if (Date.now() - this.lastDeclaredAt >= declareEvery) {
         const names = this.declared.all().map((d) => d.definition.name);
-        if (names.length > 0) await this.schedules.touchDeclared(names);
+        if (names.length > 0) await this.tickSchedules.touchDeclared(names);
         this.lastDeclaredAt = Date.now();
       }
       const { nextInMs } = await this.runOnce();

@@ -134,6 +134,8 @@ export interface JobStoreOptions {
   /** The pool's size and connect timeout, named in the error when no connection comes free in time. */
   poolSize?: number;
   connectTimeoutMs?: number;
+  /** The option that sizes the pool, named in that error. Default 'poolSize'. */
+  poolSizeOption?: string;
 }
 
 /**
@@ -192,7 +194,7 @@ export class JobStore {
   private explainPoolError(error: unknown): unknown {
     // pg-pool's own wording when the wait for a free (or new) connection passes connectionTimeoutMillis.
     if (error instanceof Error && /^(timeout exceeded when trying to connect|Connection terminated due to connection timeout)$/.test(error.message)) {
-      return new PgQueueError(POOL_EXHAUSTED(this.options.poolSize ?? this.pool.options.max, this.options.connectTimeoutMs ?? this.pool.options.connectionTimeoutMillis ?? 0), { cause: error });
+      return new PgQueueError(POOL_EXHAUSTED(this.options.poolSize ?? this.pool.options.max, this.options.connectTimeoutMs ?? this.pool.options.connectionTimeoutMillis ?? 0, this.options.poolSizeOption), { cause: error });
     }
     return explainPoolerError(error);
   }

@@ -21,7 +21,12 @@ export interface ResolvedModuleOptions {
   maxPayloadBytes: number;
   maxResultBytes: number;
   listenerUrl: string | undefined;
+  /** The API pool's size (statements of the app's calls). */
   poolSize: number;
+  /** The workers' pool's size (heartbeats, outcomes, put-backs, claims). */
+  leasePoolSize: number;
+  /** The maintenance pool's size (sweeper, pruner, history mover, recurring tick). */
+  maintenancePoolSize: number;
   statementTimeoutMs: number;
   connectTimeoutMs: number;
   transactionPooler: boolean;
@@ -74,7 +79,7 @@ export function assertDatabaseName(name: unknown): string {
 const KNOWN_MODULE_KEYS = new Set([
   'dataSource', 'connection', 'listenerUrl', 'migrationsRun', 'workers', 'queues', 'workerId', 'leaseMs',
   'heartbeatMs', 'pollIntervalMs', 'fallbackPollIntervalMs', 'shutdownGraceMs', 'maxPayloadBytes', 'maxResultBytes', 'maintenance',
-  'isGlobal', 'dataSourceName', 'name', 'ambientTransactions', 'poolSize', 'statementTimeoutMs', 'connectTimeoutMs', 'transactionPooler',
+  'isGlobal', 'dataSourceName', 'name', 'ambientTransactions', 'poolSize', 'leasePoolSize', 'maintenancePoolSize', 'statementTimeoutMs', 'connectTimeoutMs', 'transactionPooler',
   'recurring',
 ]);
 const KNOWN_RECURRING_KEYS = new Set(['enabled', 'pollIntervalMs', 'orphanAfterMs']);
@@ -142,6 +147,10 @@ export function resolveModuleOptions(options: PgQueueModuleOptions): ResolvedMod
     maxResultBytes: int(where, 'maxResultBytes', options.maxResultBytes, 65_536, 2, 256 * 1_048_576),
     listenerUrl: options.listenerUrl,
     poolSize: int(where, 'poolSize', options.poolSize ?? ownPoolSize, 5, 1, 1_000),
+    // Small: heartbeats, outcome batches and put-backs take turns (RowLockLane), claims are short and skip locks.
+    leasePoolSize: int(where, 'leasePoolSize', options.leasePoolSize, 2, 1, 100),
+    // One pass at a time per kind, each a statement at a time.
+    maintenancePoolSize: int(where, 'maintenancePoolSize', options.maintenancePoolSize, 1, 1, 100),
     statementTimeoutMs: int(where, 'statementTimeoutMs', options.statementTimeoutMs, 60_000, 0),
     connectTimeoutMs: int(where, 'connectTimeoutMs', options.connectTimeoutMs, 10_000, 1),
     transactionPooler,

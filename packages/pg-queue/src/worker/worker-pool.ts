@@ -1,11 +1,12 @@
 import { flowAccess } from '../flows/flow-access.js';
-import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
+import { Inject, Injectable, Logger, Optional, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
 import { JobHandlerRegistry, type RegisteredHandler } from '../discovery/job-handler.registry.js';
 import { JobAbortedError } from '../errors/pg-queue.error.js';
 import type { Job } from '../interfaces/job.interface.js';
 import { transactionalHandle } from './transactional-attempt.js';
 import { JobEvents } from '../events/job-events.js';
 import { PgQueueConnection } from '../connection/pg-queue-connection.js';
+import { LEASE_JOB_STORE } from '../pg-queue.constants.js';
 import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
 import { JobStore } from '../store/job.store.js';
 import { traceBatchHandler, traceHandler } from '../tracing/consumer-span.js';
@@ -40,13 +41,23 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
   private shuttingDown = false;
   private registration: InstanceRegistration | undefined;
 
+  /**
+   * The store on the leases pool: heartbeats, outcomes, put-backs, claims, the instance's registration. Never the
+   * API pool, whose connections the app's calls may hold while they wait on the app's locks (issue 39 item 5).
+   */
+  private readonly store: JobStore;
+
   constructor(
     private readonly registry: JobHandlerRegistry,
-    private readonly store: JobStore,
+    /** The store on the API pool: what handlers ask through their Job (steps, flow reads; a spawn's children are written with its completion, on the leases pool). */
+    private readonly apiStore: JobStore,
     private readonly connection: PgQueueConnection,
     private readonly events: JobEvents,
     @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedModuleOptions,
-  ) {}
+    @Optional() @Inject(LEASE_JOB_STORE) leaseStore?: JobStore,
+  ) {
+    this.store = leaseStore ?? apiStore;
+  }
 
   /** A transactional handler's method, run in a transaction of the app's DataSource (worker/transactional-attempt.ts). */
   private inTransaction(h: RegisteredHandler): (job: Job) => Promise<unknown> {
@@ -100,8 +111,8 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
       finished: (job, flow) => this.events.emit({ name: 'flow-finished', job, workerId, durationMs: 0, flow }),
     });
     const services = {
-      flows: flowAccess(this.store.flows, this.options, this.registry),
-      steps: { store: this.store.steps, workerId, maxResultBytes: this.options.maxResultBytes },
+      flows: flowAccess(this.apiStore.flows, this.options, this.registry),
+      steps: { store: this.apiStore.steps, workerId, maxResultBytes: this.options.maxResultBytes },
     };
     const shared = { store: this.store, outcomes: this.outcomes, lane, logger: this.logger, events: this.events, leases, services };
     for (const h of handlers) {

@@ -22,10 +22,21 @@ describe('connection settings shared by the queue pool and the LISTEN connection
     expect(config).toMatchObject({
       host: 'db.internal', port: 6432, user: 'app', database: 'shop', ssl: { rejectUnauthorized: false },
       stream, options: '-c search_path=shop', keepAlive: true,
-      application_name: 'nestjs-pg-queue', max: 3, connectionTimeoutMillis: 700,
+      application_name: 'nestjs-pg-queue api', max: 3, connectionTimeoutMillis: 700,
       statement_timeout: 5_000, idle_in_transaction_session_timeout: 5_000, query_timeout: 7_000,
     });
     expect(config.password).toBe(token);
+  });
+
+  it('one pool per role, each named for it and sized by its own option (issue 39 item 5)', () => {
+    const resolved = resolveModuleOptions({ poolSize: 4, leasePoolSize: 3, maintenancePoolSize: 2, statementTimeoutMs: 5_000 });
+    expect(['api', 'leases', 'maintenance'].map((role) => queuePoolConfig(dataSourceSettings, resolved, role as never))).toEqual([
+      expect.objectContaining({ application_name: 'nestjs-pg-queue api', max: 4, statement_timeout: 5_000, password: token }),
+      expect.objectContaining({ application_name: 'nestjs-pg-queue leases', max: 3, statement_timeout: 5_000, password: token }),
+      expect.objectContaining({ application_name: 'nestjs-pg-queue maintenance', max: 2, statement_timeout: 5_000, password: token }),
+    ]);
+    const defaults = resolveModuleOptions({});
+    expect([defaults.poolSize, defaults.leasePoolSize, defaults.maintenancePoolSize]).toEqual([5, 2, 1]);
   });
 
   it('behind a transaction pooler the pool sends no startup parameters, only the client-side timeout applies', () => {
