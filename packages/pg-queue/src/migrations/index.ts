@@ -17,6 +17,7 @@ import { AttemptHistory1764630000000 } from './1764630000000-attempt-history.js'
 import { SqlEnqueue1764640000000 } from './1764640000000-sql-enqueue.js';
 import { Instances1764650000000 } from './1764650000000-instances.js';
 import { JobHistory1764660000000 } from './1764660000000-job-history.js';
+import { FlowOperatorActions1764671390000 } from './1764671390000-flow-operator-actions.js';
 
 /** The queue's schema migrations, in order: add them to your own DataSource's `migrations`, or let the module run them. */
 export const PG_QUEUE_MIGRATIONS = [
@@ -39,6 +40,7 @@ export const PG_QUEUE_MIGRATIONS = [
   SqlEnqueue1764640000000,
   Instances1764650000000,
   JobHistory1764660000000,
+  FlowOperatorActions1764671390000,
 ];
 
 export {
@@ -61,4 +63,5 @@ export {
   SqlEnqueue1764640000000,
   Instances1764650000000,
   JobHistory1764660000000,
+  FlowOperatorActions1764671390000,
 };
