@@ -1,10 +1,12 @@
 // Issue 39, items 11-14: a spawned child whose unique key is held, and operator actions on finished flows (retry of a
 // job whose parent failed, retry after retention, retry of a failed compensation), asserted from the tables.
-import { Injectable } from '@nestjs/common';
-import { describe, expect, it } from '@jest/globals';
+import { Injectable, type INestApplicationContext } from '@nestjs/common';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { JobHandler, MaintenanceScheduler, PgQueueError, QueueService, type Job } from 'nestjs-pg-queue';
 import { AdminStore } from '../src/store/admin.store.js';
-import { useTestApp, waitFor } from './support/test-app.js';
+import type pg from 'pg';
+import { createTestDatabase } from '@internal/pg-harness';
+import { sqlPool, startApp, useTestApp, waitFor } from './support/test-app.js';
 
 const DAY = 86_400_000;
 
@@ -227,5 +229,52 @@ describe('item 14: a failed compensation retried to completion', () => {
     expect((await jobRow(refund.id)).status).toBe('completed');
     expect(await runs('r14-refund')).toBe(2);
     expect((await queue().getFlow(flow.id))?.status).toBe('compensated');
+  });
+});
+
+describe('item 13 with partitioned history: the mover keeps a failed flow together', () => {
+  let app: INestApplicationContext;
+  let db: pg.Pool;
+  const HOUR = 3_600_000;
+
+  beforeAll(async () => {
+    const url = await createTestDatabase('flowsops-history');
+    db = sqlPool(url);
+    app = await startApp(url, {
+      providers: [Handlers],
+      queue: { maintenance: { enabled: false, completedRetentionMs: HOUR, failedRetentionMs: 7 * DAY, history: { partitionWidth: 'hour', moveAfterMs: 0 } } },
+    });
+  });
+  afterAll(async () => {
+    await app?.close();
+    await db?.end();
+  });
+
+  it("a failed flow's completed jobs stay in background_jobs (the partition of completed jobs is dropped sooner) while its failed ones move; retry brings it back whole", async () => {
+    const q = app.get(QueueService);
+    const flow = await q.enqueueFlow({
+      jobs: [
+        { ref: 'a', queue: 'foa-step', payload: { tag: 'h13-a' } },
+        { ref: 'b', queue: 'foa-step', payload: { tag: 'h13-b', fail: true }, dependsOn: ['a'] },
+      ],
+    });
+    await waitFor('the flow to fail', async () => (await db.query(`SELECT status FROM background_flows WHERE id = $1`, [flow.id])).rows[0]?.status === 'failed');
+    const mover = app.get(MaintenanceScheduler).historyMover!;
+    await mover.runOnce();
+    const where = async () =>
+      (
+        await db.query(
+          `SELECT flow_ref AS ref, false AS moved FROM background_jobs WHERE flow_id = $1
+           UNION ALL SELECT flow_ref, true FROM background_jobs_history WHERE flow_id = $1 ORDER BY 1`,
+          [flow.id],
+        )
+      ).rows;
+    expect(await where()).toEqual([
+      { ref: 'a', moved: false },
+      { ref: 'b', moved: true },
+    ]);
+    await db.query(`UPDATE background_jobs_history SET payload = '{"tag":"h13-b"}' WHERE id = $1`, [flow.jobs.b]);
+    expect(await q.retry(flow.jobs.b)).toBe(true);
+    expect((await q.waitForFlow(flow.id, { timeoutMs: 10_000 })).status).toBe('completed');
   });
 });

@@ -121,6 +121,9 @@ describe('migrations', () => {
     const app = await startApp(url, { queue: { dataSource, workers: false } });
     await app.get(QueueService).enqueue('q', {});
     await app.close();
+    expect(await dataSource.query(`SELECT prosrc LIKE '%compensation_failed%' AS reopens FROM pg_proc WHERE proname = 'pg_queue_flow_step'`)).toEqual([{ reopens: true }]);
+    await dataSource.undoLastMigration(); // flow operator actions: pg_queue_flow_step as the Flows migration made it
+    expect(await dataSource.query(`SELECT prosrc LIKE '%compensation_failed%' AS reopens FROM pg_proc WHERE proname = 'pg_queue_flow_step'`)).toEqual([{ reopens: false }]);
     await dataSource.undoLastMigration(); // partitioned history: its table and view
     expect(await dataSource.query(`SELECT to_regclass('background_jobs_history') AS t, to_regclass('background_jobs_all') AS v`)).toEqual([{ t: null, v: null }]);
     await dataSource.undoLastMigration(); // instances: its table

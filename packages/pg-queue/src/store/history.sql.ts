@@ -29,7 +29,7 @@ const MOVABLE_FLOW_JOB = (completed: string, failed: string) => `(j.flow_id IS N
            EXISTS (SELECT 1 FROM background_flows AS f WHERE f.id = j.flow_id AND f.finished_at IS NOT NULL)
            AND CASE WHEN j.status = 'completed'
                     THEN NOT ((${failed}::int8 IS NULL OR ${failed}::int8 > ${completed}::int8)
-                              AND EXISTS (SELECT 1 FROM background_jobs_all AS x WHERE x.flow_id = j.flow_id AND x.status IN ('failed', 'cancelled')))
+                              AND EXISTS (SELECT 1 FROM background_jobs_all AS x WHERE x.flow_id = j.flow_id AND x.flow_id IS NOT NULL AND x.status IN ('failed', 'cancelled')))
                     ELSE ${failed}::int8 IS NULL OR ${failed}::int8 >= ${completed}::int8 END))`;
 
 /**

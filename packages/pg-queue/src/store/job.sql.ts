@@ -192,7 +192,7 @@ export const RETRY_WAITS_FOR_PARENT = `(c.flow_id IS NOT NULL AND EXISTS (
  * cancelled job. So a flow's jobs go together, and retry() of a failed flow still finds its completed parents for as
  * long as the failed job is kept. Evaluated per row only for flow jobs (OR stops at the first true).
  */
-export const FLOW_PRUNE_RETENTION = `CASE WHEN EXISTS (SELECT 1 FROM background_jobs_all AS x WHERE x.flow_id = f.id AND x.status IN ('failed', 'cancelled'))
+export const FLOW_PRUNE_RETENTION = `CASE WHEN EXISTS (SELECT 1 FROM background_jobs_all AS x WHERE x.flow_id = f.id AND x.flow_id IS NOT NULL AND x.status IN ('failed', 'cancelled'))
                 THEN greatest($2::int8, $4::int8) ELSE $2::int8 END`;
 const PRUNABLE_FLOW_JOB = `(flow_id IS NULL OR EXISTS (
               SELECT 1 FROM background_flows AS f WHERE f.id = flow_id AND f.finished_at < now() - least(${FLOW_PRUNE_RETENTION}, ${RETENTION_CAP_MS}) ${MS}))`;
