@@ -10,7 +10,7 @@ import net from 'node:net';
 import { CANNOT_CONNECT, CONNECT_TIMEOUT, PASSWORD_IN_URL } from '../src/cli/cli.messages.js';
 
 /** What `migrate down` says undoing the last migration (JobHistory) drops. */
-const LAST_DOWN = 'drops the view background_jobs_all and the table background_jobs_history with its partitions (every finished job moved there)';
+const LAST_DOWN = 'puts the flow step function back as it was (a retried compensation then leaves its flow compensation_failed)';
 import { buildCli, runCli, runCliOnTerminal } from './support/run-cli.js';
 
 // The real binary (dist/cli/main.js, built by tsc -b) against a real database: output and exit codes.
