@@ -150,6 +150,21 @@ describe('item 12: retry of a job that failed because its parent failed', () => 
     const order = (await t.db.query(`SELECT tag FROM runs WHERE tag IN ('r12-a', 'r12-b') ORDER BY at`)).rows.map((r) => r.tag);
     expect(order).toEqual(['r12-a', 'r12-a', 'r12-b']);
   });
+  it('a bulk retry of the parent and the job together: the parent is retried, the job comes back blocked with it and runs after it', async () => {
+    const flow = await queue().enqueueFlow({
+      jobs: [
+        { ref: 'a', queue: 'foa-step', payload: { tag: 'r12b-a', fail: true } },
+        { ref: 'b', queue: 'foa-step', payload: { tag: 'r12b-b' }, dependsOn: ['a'] },
+      ],
+    });
+    await flowReaches(flow.id, ['failed']);
+    await t.db.query(`UPDATE background_jobs SET payload = '{"tag":"r12b-a"}' WHERE id = $1`, [flow.jobs.a]);
+    const bulk = await new AdminStore(t.db).bulkBatch('retry', { ids: [flow.jobs.a, flow.jobs.b], statuses: ['failed', 'cancelled'] }, '0', 100);
+    expect([bulk.changed, bulk.waiting]).toEqual([1, [{ id: flow.jobs.b, parent: flow.jobs.a }]]);
+    await flowReaches(flow.id, ['completed']);
+    const order = (await t.db.query(`SELECT tag FROM runs WHERE tag IN ('r12b-a', 'r12b-b') ORDER BY at`)).rows.map((r) => r.tag);
+    expect(order).toEqual(['r12b-a', 'r12b-a', 'r12b-b']);
+  });
 });
 
 describe('item 13: retry of a failed flow after completedRetentionMs', () => {
