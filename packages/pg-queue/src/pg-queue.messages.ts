@@ -131,6 +131,17 @@ export const MAX_RETRY_DELAY_MS = 365 * 86_400_000;
 export const UNIQUE_HOLDER_UNSEEN = (rounds: number) =>
   `enqueue with a unique key: the key's holder changed under ${rounds} tries in a row (jobs of that key are being enqueued and finished faster than one enqueue can read the holder); these rows were not stored (other rows of the call may have been), try again`;
 
+export const SPAWN_DUPLICATES = (jobId: string, queue: string, refs: readonly string[]) =>
+  `job ${jobId} (${queue}) completed, but its spawned job(s) ${refs.map((r) => JSON.stringify(r)).join(', ')} were not created: another job took their uniqueKey after job.spawn() checked it (duplicates; the jobs of the spawn that depended on them did not wait for them)`;
+
+/** retry() of a flow job one of whose parents has not completed (it failed or was cancelled because of that parent). */
+export const RETRY_PARENT_NOT_COMPLETED = (id: string, parentId: string, parentRef: string | null, parentStatus: string) =>
+  `Cannot retry job ${id}: its parent job ${parentId} (${parentRef ?? '?'}) is ${parentStatus}, not completed; retry the parent: the jobs of its flow that failed or were cancelled because of it come back with it, blocked until it completes.`;
+
+/** retry() of a flow job one of whose parents is gone (pruned or deleted): it could not read its parent's result. */
+export const RETRY_PARENT_GONE = (id: string, parentId: string) =>
+  `Cannot retry job ${id}: its parent job ${parentId} no longer exists (pruned past retention, or deleted), and with it the result the job would read; enqueue the work again as a new flow.`;
+
 export const UNIQUE_KEY_RETRY_TAKEN = (id: string) =>
   `Cannot retry job ${id}: another queued or running job holds its unique key; cancel that job first or wait for it to finish.`;
 

@@ -435,6 +435,9 @@ export class QueueService {
   /**
    * Puts a failed (dead-lettered) or cancelled job back in the queue with a fresh set of attempts. The steps it
    * recorded (job.step) are kept, so it resumes after them; `resetSteps: true` forgets them, to run every step again.
+   * A job of a flow runs only after its parents completed: one whose parent has not completed (it failed or was
+   * cancelled because of that parent) or no longer exists is refused with a PgQueueError naming the parent; retry the
+   * parent, and the job comes back with it (docs/guides/flows.md, "Cancel, retry").
    */
   async retry(id: string | number | bigint, options: { resetSteps?: boolean } = {}): Promise<boolean> {
     const resetSteps = options?.resetSteps ?? false;

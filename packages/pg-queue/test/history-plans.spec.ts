@@ -117,7 +117,7 @@ describe(`statements that read history, on ${HISTORY_ROWS.toLocaleString('en')} 
     ['bulk retry: bring a batch back', ADMIN_SQL.bringBackJobs, adminFilter('0', null, 'sync', ['failed'])],
     ['bulk delete: a batch of history', ADMIN_SQL.deleteHistoryJobs, [...adminFilter('0', null, 'sync', ['completed']), null]],
     ['mover: candidates', HISTORY_SQL.moveCandidates, [0, 5_000, 'day', 86_400_000, null]],
-    ['mover: move', HISTORY_SQL.moveJobs, [['999999'], [new Date().toISOString()]]],
+    ['mover: move', HISTORY_SQL.moveJobs, [['999999'], [new Date().toISOString()], 86_400_000, null]],
   ];
 
   it.each(statements)('%s: no sequential scan of background_jobs or of a history partition', async (_name, sql, values) => {

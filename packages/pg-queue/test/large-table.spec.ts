@@ -44,7 +44,7 @@ describe(`pruner and stats() on a table of ${FINISHED.toLocaleString('en')} fini
 
 
   it('a prune statement with nothing past retention reads a few index pages, not the table', async () => {
-    const plans = await explain(SQL.deleteFinishedBefore, 'background_job_status[], int8, int', `'{completed}', 86400000, 1000`);
+    const plans = await explain(SQL.deleteFinishedBefore, 'background_job_status[], int8, int, int8', `'{completed}', 86400000, 1000, 86400000`);
     for (const [mode, { pages, all }] of Object.entries(plans)) {
       expect([mode, seqScans(all)]).toEqual([mode, []]);
       expect([mode, all.some((n) => n['Index Name'] === 'background_jobs_finished_idx')]).toEqual([mode, true]);
@@ -54,7 +54,7 @@ describe(`pruner and stats() on a table of ${FINISHED.toLocaleString('en')} fini
 
   it('a prune batch reads about the rows it deletes', async () => {
     // 2,000 rows past retention among the 2M that are not: a batch of 500 touches those, not the rest.
-    const plans = await explain(SQL.deleteFinishedBefore, 'background_job_status[], int8, int', `'{failed}', 1000, 500`);
+    const plans = await explain(SQL.deleteFinishedBefore, 'background_job_status[], int8, int, int8', `'{failed}', 1000, 500, 1000`);
     for (const [mode, { pages, all }] of Object.entries(plans)) {
       expect([mode, seqScans(all)]).toEqual([mode, []]);
       expect([mode, pages < 5_000]).toEqual([mode, true]);

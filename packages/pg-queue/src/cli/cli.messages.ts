@@ -72,6 +72,7 @@ const MIGRATION_DOWN_DROPS: Record<string, string> = {
   SqlEnqueue1764640000000: 'drops the SQL functions pg_queue_enqueue, pg_queue_enqueue_unique and pg_queue_enqueue_many (triggers and scripts that call them fail from then on)',
   Instances1764650000000: 'drops the table background_instances (the instances registry; running instances log a failed write until it is back)',
   JobHistory1764660000000: 'drops the view background_jobs_all and the table background_jobs_history with its partitions (every finished job moved there)',
+  FlowOperatorActions1764671390000: 'puts the flow step function back as it was (a retried compensation then leaves its flow compensation_failed)',
   SqlEnqueueRunAt1764672000000: 'puts the SQL enqueue functions back as SqlEnqueue1764640000000 made them (a run_at that does not exist raises 22008 again instead of 22023)',
 };
 

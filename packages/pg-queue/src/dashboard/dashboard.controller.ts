@@ -9,7 +9,7 @@ import { authorizeRequest, type Viewer } from './dashboard-auth.js';
 import { DashboardCsrf } from './dashboard-csrf.js';
 import { field, fields, mountBase, requestUrl, type AnyRequest } from './dashboard-http.js';
 import { DASHBOARD_OPTIONS } from './dashboard.constants.js';
-import { DashboardService } from './dashboard.service.js';
+import { DashboardService, waitingNote } from './dashboard.service.js';
 import type { ResolvedDashboardOptions } from './resolve-dashboard-options.js';
 import { FLOW_STATUSES, type FlowStatus } from '../flows/flow.interfaces.js';
 import { flowView } from './views/flow.view.js';
@@ -181,8 +181,8 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
         return {
           question: bulkQuestion(action, queue, status),
           run: async (viewer) => {
-            const { changed, more } = await this.dashboard.act(viewer, action, { queue, status });
-            return `${action}: ${changed} job${changed === 1 ? '' : 's'} changed${more ? '; stopped after 5 s, run it again for the rest' : ''}.`;
+            const { changed, more, waiting } = await this.dashboard.act(viewer, action, { queue, status });
+            return `${action}: ${changed} job${changed === 1 ? '' : 's'} changed${more ? '; stopped after 5 s, run it again for the rest' : ''}.${waitingNote(waiting)}`;
           },
         };
       });
@@ -202,8 +202,9 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
         return {
           question: selectedQuestion(action, ids),
           run: async (viewer) => {
-            const { changed } = await this.dashboard.act(viewer, action, { ids });
-            return `${action}: ${changed} of ${ids.length} selected job${ids.length === 1 ? '' : 's'} changed${changed < ids.length ? ' (the others are in a status it does not change, or gone)' : ''}.`;
+            const { changed, waiting } = await this.dashboard.act(viewer, action, { ids });
+            const others = changed + waiting.length < ids.length ? ' (the others are in a status it does not change, or gone)' : '';
+            return `${action}: ${changed} of ${ids.length} selected job${ids.length === 1 ? '' : 's'} changed${others}.${waitingNote(waiting)}`;
           },
         };
       });
@@ -218,8 +219,10 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
         return {
           question: jobQuestion(action, id),
           run: async (viewer) => {
-            const { changed } = await this.dashboard.act(viewer, action, { ids: [id] });
-            return changed ? `Job ${id}: ${action} done.` : `Job ${id}: nothing to ${action} (its status does not allow it, or it is gone).`;
+            const { changed, waiting } = await this.dashboard.act(viewer, action, { ids: [id] });
+            if (changed) return `Job ${id}: ${action} done.`;
+            if (waiting.length > 0) return `Job ${id}: not retried: it waits for its parent job ${waiting[0].parent}, which has not completed (or is gone); retry the parent, and this job comes back with it when its flow failed because of it.`;
+            return `Job ${id}: nothing to ${action} (its status does not allow it, or it is gone).`;
           },
         };
       });

@@ -34,6 +34,15 @@ export interface ActionOutcome {
   changed: number;
   /** The bulk action ran out of its time budget: more jobs may match. */
   more: boolean;
+  /** A retry's jobs of flows left as they were because a parent has not completed or is gone, with that parent. */
+  waiting: { id: string; parent: string }[];
+}
+
+/** What the answer to a retry adds about the jobs of flows it skipped (empty when none). */
+export function waitingNote(waiting: readonly { id: string; parent: string }[]): string {
+  if (waiting.length === 0) return '';
+  const named = waiting.slice(0, 5).map((w) => `job ${w.id} waits for parent job ${w.parent}`).join(', ');
+  return ` Not retried: ${named}${waiting.length > 5 ? `, and ${waiting.length - 5} more` : ''} (a parent not completed, or gone): retry the parent, its flow's jobs that failed because of it come back with it.`;
 }
 
 /** What the pages show and what the actions do; HTTP, access and rendering stay in the controller. */
@@ -211,11 +220,13 @@ export class DashboardService implements OnApplicationShutdown {
     const filter: JobFilter = { ids: target.ids, queue: target.queue ?? undefined, statuses, when };
     let changed = 0;
     let more = false;
+    const waiting: { id: string; parent: string }[] = [];
     if (statuses.length > 0) {
       const deadline = Date.now() + ACTION_BUDGET_MS;
       for (let after = '0'; ; ) {
         const batch = await this.store.write((q) => q.actionBatch(action, filter, after, ACTION_BATCH));
         changed += batch.changed;
+        waiting.push(...(batch.waiting ?? []));
         if (batch.lastId === null || batch.seen < ACTION_BATCH) break;
         after = batch.lastId;
         if (Date.now() > deadline) {
@@ -226,7 +237,7 @@ export class DashboardService implements OnApplicationShutdown {
     }
     const what = target.ids ? (target.ids.length === 1 ? `job ${target.ids[0]}` : `jobs ${target.ids.join(', ')}`) : `jobs of ${target.queue ? `queue ${target.queue}` : 'every queue'}${target.status ? ` with status ${target.status}` : ''}`;
     this.logger.log(`${who(viewer)} ${ACTION_VERB[action]} ${changed} job${changed === 1 ? '' : 's'} (${action} on ${what}${more ? '; stopped at the time budget, more may match' : ''})`);
-    return { changed, more };
+    return { changed, more, waiting };
   }
 
   async queueAction(viewer: Viewer, queue: string, action: 'pause' | 'resume'): Promise<void> {

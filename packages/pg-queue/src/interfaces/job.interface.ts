@@ -36,7 +36,10 @@ export interface Job<TPayload = unknown> {
   /**
    * Adds jobs to this job's flow, created in the statement that completes this attempt: if the attempt fails, or its
    * outcome is fenced out (the lease was lost), none is created. dependsOn names refs of the same call; each ref
-   * becomes "<this job's ref>/<ref>". Calls add up; checked at the call (a PgQueueError names the problem).
+   * becomes "<this job's ref>/<ref>". Calls add up; checked at the call (a PgQueueError names the problem). A job
+   * whose uniqueKey a live job holds refuses the call (the error names the job and the holder; nothing of the call
+   * is recorded: catch it to go on without it); a key taken after the call makes that job a duplicate that the
+   * completion does not create (its dependents in the spawn do not wait for it). A held key never fails the completion.
    */
   spawn(jobs: readonly FlowJobSpec[]): Promise<void>;
   /**

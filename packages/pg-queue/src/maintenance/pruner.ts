@@ -102,10 +102,18 @@ export class Pruner {
     return deleted;
   }
 
+  /** The longest retention of any finished job (null: failed jobs are kept for ever). */
+  private flowRetentionMs(): number | null {
+    const { completedRetentionMs, failedRetentionMs } = this.config;
+    return failedRetentionMs === null ? null : Math.max(completedRetentionMs, failedRetentionMs);
+  }
+
   private async prune(statuses: ('completed' | 'failed' | 'cancelled')[], retentionMs: number, stop?: AbortSignal): Promise<{ ran: boolean; deleted: number }> {
     let deleted = 0;
     for (let i = 0; i < this.config.maxBatchesPerPass && !stop?.aborted; i++) {
-      const batch = await this.store.deleteFinishedBefore(statuses, retentionMs, this.config.batchSize);
+      // A flow's jobs go together, after the longest retention among them (a failed flow keeps its completed jobs as
+      // long as its failed ones, so that a retry finds its parents).
+      const batch = await this.store.deleteFinishedBefore(statuses, retentionMs, this.config.batchSize, this.flowRetentionMs());
       if (!batch.held) return { ran: false, deleted };
       deleted += batch.deleted;
       if (batch.deleted < this.config.batchSize) break;

@@ -17,6 +17,7 @@ import { AttemptHistory1764630000000 } from './1764630000000-attempt-history.js'
 import { SqlEnqueue1764640000000 } from './1764640000000-sql-enqueue.js';
 import { Instances1764650000000 } from './1764650000000-instances.js';
 import { JobHistory1764660000000 } from './1764660000000-job-history.js';
+import { FlowOperatorActions1764671390000 } from './1764671390000-flow-operator-actions.js';
 import { SqlEnqueueRunAt1764672000000 } from './1764672000000-sql-enqueue-run-at.js';
 
 /** The queue's schema migrations, in order: add them to your own DataSource's `migrations`, or let the module run them. */
@@ -40,6 +41,7 @@ export const PG_QUEUE_MIGRATIONS = [
   SqlEnqueue1764640000000,
   Instances1764650000000,
   JobHistory1764660000000,
+  FlowOperatorActions1764671390000,
   SqlEnqueueRunAt1764672000000,
 ];
 
@@ -63,5 +65,6 @@ export {
   SqlEnqueue1764640000000,
   Instances1764650000000,
   JobHistory1764660000000,
+  FlowOperatorActions1764671390000,
   SqlEnqueueRunAt1764672000000,
 };

@@ -5,7 +5,7 @@
 // unnamed (planned per call), so PostgreSQL folds away the filters that are not given (NULL IS NULL).
 import { JOBS_CHANNEL } from '../pg-queue.constants.js';
 import { BRING_BACK } from './history.sql.js';
-import { CANCEL_CHANNEL, forgetAttempts, stepFlows } from './job.sql.js';
+import { CANCEL_CHANNEL, forgetAttempts, RETRY_WAITS_FOR_PARENT, stepFlows } from './job.sql.js';
 import { shownStatus, shownStatusIn } from './shown-status.sql.js';
 
 const MS = `* interval '1 millisecond'`;
@@ -59,12 +59,19 @@ export const ADMIN_SQL = {
     SELECT count(*)::int AS n, max(s.id)::text AS last_id
     FROM (SELECT j.id FROM background_jobs_all AS j WHERE ${JOB_FILTER} ORDER BY j.id LIMIT $7) AS s`,
 
-  // As retryJob (job.sql.ts), for a batch (the lease owner cleared, last_error kept). A failed job's unique key may have been taken by another job since:
+  // As retryJob (job.sql.ts), for a batch (the lease owner cleared, last_error kept); a job of a flow that waits for a
+  // parent is skipped and named in `waiting` with that parent. A failed job's unique key may have been taken by another job since:
   // such a job is skipped (so are all but the first of the batch's jobs that share a key), not retried into
   // a unique violation that would fail the whole batch.
   retryJobs: `
     WITH ${LOCKED_BATCH}, ranked AS (
       SELECT b.id, b.queue_name, b.unique_key, row_number() OVER (PARTITION BY b.queue_name, b.unique_key ORDER BY b.id) AS rn FROM batch AS b
+    ), waiting AS (
+      -- Jobs of flows that wait for a parent (RETRY_WAITS_FOR_PARENT): skipped, each named with that parent.
+      SELECT c.id, (SELECT d.parent_id FROM background_job_deps AS d LEFT JOIN background_jobs_all AS p ON p.id = d.parent_id
+                    WHERE d.child_id = c.id AND (NOT d.done OR p.id IS NULL) ORDER BY d.parent_id LIMIT 1) AS parent_id
+      FROM background_jobs AS c JOIN batch AS b ON b.id = c.id
+      WHERE ${RETRY_WAITS_FOR_PARENT}
     ), retried AS (
       UPDATE background_jobs AS j
       SET status = 'queued', attempts = 0, run_at = now(), finished_at = NULL, locked_by = NULL, locked_at = NULL, lease_expires_at = NULL, updated_at = now()
@@ -73,10 +80,12 @@ export const ADMIN_SQL = {
         AND (r.unique_key IS NULL OR (r.rn = 1 AND NOT EXISTS (
           SELECT 1 FROM background_jobs AS h
           WHERE h.queue_name = r.queue_name AND h.unique_key = r.unique_key AND h.status IN ('queued', 'processing'))))
+        AND NOT EXISTS (SELECT 1 FROM waiting AS w WHERE w.id = j.id)
       RETURNING j.id, j.queue_name, j.flow_id, j.flow_ref, j.compensates
     )
     SELECT (SELECT count(*)::int FROM batch) AS seen, (SELECT max(id)::text FROM batch) AS last_id,
       (SELECT count(*)::int FROM retried) AS changed, ${stepFlows('retried', `'failed'`, `'queued'`)} AS flows_stepped,
+      (SELECT coalesce(json_agg(json_build_object('id', w.id::text, 'parent', w.parent_id::text) ORDER BY w.id), '[]') FROM waiting AS w) AS waiting,
       (SELECT count(pg_notify('${JOBS_CHANNEL}', q.queue_name)) FROM (SELECT DISTINCT queue_name FROM retried) AS q) AS notified`,
 
   // As cancelJob (job.sql.ts), for a batch: running jobs' workers are told through NOTIFY to abort that claim.

@@ -34,6 +34,8 @@ export interface BatchResult {
   seen: number;
   lastId: string | null;
   changed: number;
+  /** A retry's jobs of flows skipped because a parent has not completed or is gone, each with that parent's id. */
+  waiting?: { id: string; parent: string }[];
 }
 
 export type BulkAction = 'retry' | 'cancel' | 'delete';
@@ -189,10 +191,11 @@ interface BatchRow {
   seen: number;
   last_id: string | null;
   changed: number;
+  waiting?: { id: string; parent: string }[];
 }
 
 function batchResult(row: BatchRow): BatchResult {
-  return { seen: row.seen, lastId: row.last_id, changed: row.changed };
+  return { seen: row.seen, lastId: row.last_id, changed: row.changed, ...(row.waiting?.length ? { waiting: row.waiting } : {}) };
 }
 
 function maxId(a: string | null, b: string | null): string | null {

@@ -16,6 +16,63 @@ const flowIsLive = (f: string) =>
        OR EXISTS (SELECT 1 FROM background_jobs WHERE flow_id = ${f} AND status = 'processing')
        OR EXISTS (SELECT 1 FROM background_jobs WHERE flow_id = ${f} AND status = 'queued'))`;
 
+/** pg_queue_flow_step's branch for retry() of a compensation (migration FlowOperatorActions1764671390000). */
+const RETRY_COMPENSATION = `    ELSIF new_status = 'queued' AND old_status IN ('failed', 'cancelled') AND comp IS NOT NULL THEN
+      -- retry() of a compensation of a flow that ended compensation_failed: the flow is compensating again, and its
+      -- settle ends it compensated once every compensation completed (compensation_failed again if one fails).
+      UPDATE background_flows SET status = 'compensating', finished_at = NULL, announced = false, updated_at = now()
+      WHERE id = fid AND status = 'compensation_failed';
+      RETURN true;
+`;
+
+/**
+ * pg_queue_flow_step, see FLOW_FUNCTIONS. `retryCompensation` false: as the Flows migration first created it (a
+ * compensation retried to completion left its flow compensation_failed); the down of FlowOperatorActions1764671390000.
+ */
+export const flowStepFunction = (retryCompensation: boolean): string =>
+  `
+  CREATE OR REPLACE FUNCTION pg_queue_flow_step(jid bigint, fid bigint, ref text, comp bigint, old_status text, new_status text) RETURNS boolean LANGUAGE plpgsql AS $$
+  DECLARE
+    e record;
+  BEGIN
+    IF new_status = 'completed' THEN
+      FOR e IN UPDATE background_job_deps SET done = true WHERE parent_id = jid AND NOT done RETURNING child_id LOOP
+        PERFORM pg_queue_flow_unblock(e.child_id);
+      END LOOP;
+      -- A job with a dependent that can still run cannot be the flow's last: no settle to try (a fan-in's parents
+      -- skip it, and with it a look at the flow's jobs per parent).
+      IF EXISTS (SELECT 1 FROM background_job_deps AS d JOIN background_jobs AS c ON c.id = d.child_id
+                 WHERE d.parent_id = jid AND c.status IN ${LIVE}) THEN
+        RETURN true;
+      END IF;
+    ELSIF new_status IN ('failed', 'cancelled') THEN
+      PERFORM pg_queue_flow_job_ended(jid, fid, ref, comp, new_status = 'cancelled',
+                                      CASE new_status WHEN 'failed' THEN 'failed' ELSE 'was cancelled' END);
+${retryCompensation ? RETRY_COMPENSATION : ''}    ELSIF new_status = 'queued' AND old_status IN ('failed', 'cancelled') THEN
+      -- retry(): a failed flow runs again from this job when no other job of it failed on its own; what was failed
+      -- or cancelled because of the failure comes back, blocked on its open edges.
+      IF NOT EXISTS (
+        SELECT 1 FROM background_jobs AS o
+        WHERE o.flow_id = fid AND o.id <> jid AND o.compensates IS NULL AND o.status IN ('failed', 'cancelled')
+          AND coalesce(o.last_error, '') NOT LIKE 'parent job %' AND coalesce(o.last_error, '') NOT LIKE 'flow % failed: %'
+          AND (NOT EXISTS (SELECT 1 FROM background_job_deps AS d WHERE d.parent_id = o.id)
+               OR EXISTS (SELECT 1 FROM background_job_deps AS d WHERE d.parent_id = o.id AND d.on_failure <> 'continue'))) THEN
+        UPDATE background_flows SET status = 'running', failed_job_id = NULL, reason = NULL, finished_at = NULL, updated_at = now()
+        WHERE id = fid AND status IN ('failing', 'failed');
+        IF FOUND THEN
+          UPDATE background_jobs SET status = 'blocked', finished_at = NULL, last_error = NULL, updated_at = now()
+          WHERE flow_id = fid AND id <> jid AND compensates IS NULL AND status IN ('failed', 'cancelled')
+            AND (last_error LIKE 'parent job %' OR last_error LIKE 'flow % failed: %');
+          PERFORM pg_queue_flow_unblock(b.id) FROM background_jobs AS b
+          WHERE b.flow_id = fid AND b.status = 'blocked' AND b.compensates IS NULL ORDER BY b.id;
+        END IF;
+      END IF;
+      RETURN true;
+    END IF;
+    PERFORM pg_queue_flow_settle(fid);
+    RETURN true;
+  END $$`;
+
 /**
  * How a dependent is unblocked exactly once, without serialising a fan-in on the dependent's row.
  *
@@ -152,48 +209,7 @@ export const FLOW_FUNCTIONS: readonly string[] = [
   // A flow's next step after one of its jobs reached a final status (or was retried out of one): called by every
   // statement that does that, for its rows of flows (FLOW_STEPS in job.sql.ts), after its own writes (a VOLATILE
   // function sees the changes of the statement that calls it).
-  `
-  CREATE OR REPLACE FUNCTION pg_queue_flow_step(jid bigint, fid bigint, ref text, comp bigint, old_status text, new_status text) RETURNS boolean LANGUAGE plpgsql AS $$
-  DECLARE
-    e record;
-  BEGIN
-    IF new_status = 'completed' THEN
-      FOR e IN UPDATE background_job_deps SET done = true WHERE parent_id = jid AND NOT done RETURNING child_id LOOP
-        PERFORM pg_queue_flow_unblock(e.child_id);
-      END LOOP;
-      -- A job with a dependent that can still run cannot be the flow's last: no settle to try (a fan-in's parents
-      -- skip it, and with it a look at the flow's jobs per parent).
-      IF EXISTS (SELECT 1 FROM background_job_deps AS d JOIN background_jobs AS c ON c.id = d.child_id
-                 WHERE d.parent_id = jid AND c.status IN ${LIVE}) THEN
-        RETURN true;
-      END IF;
-    ELSIF new_status IN ('failed', 'cancelled') THEN
-      PERFORM pg_queue_flow_job_ended(jid, fid, ref, comp, new_status = 'cancelled',
-                                      CASE new_status WHEN 'failed' THEN 'failed' ELSE 'was cancelled' END);
-    ELSIF new_status = 'queued' AND old_status IN ('failed', 'cancelled') THEN
-      -- retry(): a failed flow runs again from this job when no other job of it failed on its own; what was failed
-      -- or cancelled because of the failure comes back, blocked on its open edges.
-      IF NOT EXISTS (
-        SELECT 1 FROM background_jobs AS o
-        WHERE o.flow_id = fid AND o.id <> jid AND o.compensates IS NULL AND o.status IN ('failed', 'cancelled')
-          AND coalesce(o.last_error, '') NOT LIKE 'parent job %' AND coalesce(o.last_error, '') NOT LIKE 'flow % failed: %'
-          AND (NOT EXISTS (SELECT 1 FROM background_job_deps AS d WHERE d.parent_id = o.id)
-               OR EXISTS (SELECT 1 FROM background_job_deps AS d WHERE d.parent_id = o.id AND d.on_failure <> 'continue'))) THEN
-        UPDATE background_flows SET status = 'running', failed_job_id = NULL, reason = NULL, finished_at = NULL, updated_at = now()
-        WHERE id = fid AND status IN ('failing', 'failed');
-        IF FOUND THEN
-          UPDATE background_jobs SET status = 'blocked', finished_at = NULL, last_error = NULL, updated_at = now()
-          WHERE flow_id = fid AND id <> jid AND compensates IS NULL AND status IN ('failed', 'cancelled')
-            AND (last_error LIKE 'parent job %' OR last_error LIKE 'flow % failed: %');
-          PERFORM pg_queue_flow_unblock(b.id) FROM background_jobs AS b
-          WHERE b.flow_id = fid AND b.status = 'blocked' AND b.compensates IS NULL ORDER BY b.id;
-        END IF;
-      END IF;
-      RETURN true;
-    END IF;
-    PERFORM pg_queue_flow_settle(fid);
-    RETURN true;
-  END $$`,
+  flowStepFunction(true),
   // A job of a flow deleted while it could still run (a dashboard or CLI delete): to its flow, a cancelled job.
   `
   CREATE OR REPLACE FUNCTION pg_queue_flow_deleted(jid bigint, fid bigint, ref text, comp bigint) RETURNS boolean LANGUAGE plpgsql AS $$
@@ -265,6 +281,10 @@ export const FLOW_SQL = {
   // A completion that adds children to the job's flow (job.spawn): fenced like completeJobs ($1 worker, $2 id, $3
   // token, $4 result, $5 progress); the children ($6.., refs prefixed with the parent's) and their edges ($17) are
   // inserted only when the completion was. The parent's own dependents are unblocked by its flow step as usual.
+  // A child whose unique key another job took after job.spawn() checked it (spawnKeysHeld) is a duplicate: it is not
+  // created (ON CONFLICT DO NOTHING: a held key never refuses the parent's completion), and the children of this
+  // spawn that depended on it do not wait for it (no edge; unblocked here when it was their last one). `duplicates`
+  // names them (their spawn refs), for the worker's warning.
   completeSpawning: `
     WITH done AS (
       UPDATE background_jobs AS j
@@ -278,17 +298,34 @@ export const FLOW_SQL = {
       FROM input AS i JOIN ids AS n ON n.ord = i.ord
       WHERE EXISTS (SELECT 1 FROM done)
       ORDER BY i.ord
+      ON CONFLICT DO NOTHING
       RETURNING id
-    ), edges AS (${flowEdges('(SELECT flow_id FROM done)', '$17', 'WHERE EXISTS (SELECT 1 FROM done)')}
+    ), edges AS (${flowEdges('(SELECT flow_id FROM done)', '$17', 'WHERE EXISTS (SELECT 1 FROM done) AND p.id IN (SELECT id FROM jobs)')}
       RETURNING 1
+    ), skipped AS (
+      SELECT i.ord, i.ref, n.id FROM input AS i JOIN ids AS n ON n.ord = i.ord
+      WHERE EXISTS (SELECT 1 FROM done) AND n.id NOT IN (SELECT id FROM jobs)
     ), written AS (
       -- The children and edges exist before the parent's flow step runs (else its settle could end the flow first).
       SELECT d.id, d.flow_id, d.flow_ref, d.compensates FROM done AS d
       WHERE (SELECT count(*) FROM jobs) >= 0 AND (SELECT count(*) FROM edges) >= 0
     )
     SELECT EXISTS (SELECT 1 FROM done) AS completed, (SELECT count(*)::int FROM jobs) AS spawned,
+      (SELECT coalesce(json_agg(s.ref ORDER BY s.ord), '[]') FROM skipped AS s) AS duplicates,
+      (SELECT count(pg_queue_flow_unblock(c.id)) FROM (
+         SELECT DISTINCT c.id FROM jsonb_to_recordset($17::jsonb) AS e(parent int, child int, policy text)
+         JOIN ids AS p ON p.ord = e.parent JOIN ids AS c ON c.ord = e.child
+         WHERE p.id IN (SELECT id FROM skipped) AND (SELECT count(*) FROM edges) >= 0 ORDER BY c.id) AS c) AS orphans_tried,
       (SELECT count(pg_notify('${DONE_CHANNEL}', w.id || ':completed')) FROM done AS w WHERE w.awaited) AS waiters_told,
       ${stepFlows('written', `'processing'`, `'completed'`)} AS flows_stepped`,
+
+  // job.spawn(): which of the keys ($1 queues, $2 keys, by position) a live job holds, with its id (the check that
+  // refuses the spawn call; the completion treats a key taken after it as a duplicate, see completeSpawning).
+  spawnKeysHeld: `
+    SELECT k.ord::int AS ord, h.id::text AS holder
+    FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(q, uk, ord)
+    JOIN LATERAL (SELECT j.id FROM background_jobs AS j WHERE j.queue_name = k.q AND j.unique_key = k.uk AND j.status IN ('queued', 'processing') LIMIT 1) AS h ON true
+    ORDER BY k.ord`,
 
   // The flow a running job belongs to (job.spawn checks it has one before the handler goes on).
   jobFlow: `SELECT flow_id::text AS flow_id, flow_ref FROM background_jobs WHERE id = $1`,

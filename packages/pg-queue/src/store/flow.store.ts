@@ -50,15 +50,24 @@ export class FlowStore {
 
   /**
    * Completes a job and adds its spawned children to its flow, in one statement: when the completion is fenced out
-   * (the lease was lost), no child is created. `completed` false: fenced out.
+   * (the lease was lost), no child is created. `completed` false: fenced out. `duplicates`: the spawn refs of children
+   * not created because another job took their unique key after job.spawn() checked it (a held key never refuses
+   * the completion; their dependents in the spawn do not wait for them).
    */
-  async completeSpawning(workerId: string, job: CompletedAttempt, plan: FlowPlan, manager?: EntityManager): Promise<{ completed: boolean; spawned: number }> {
+  async completeSpawning(workerId: string, job: CompletedAttempt, plan: FlowPlan, manager?: EntityManager): Promise<{ completed: boolean; spawned: number; duplicates: string[] }> {
     const values = [workerId, job.id, job.token, job.resultJson ?? null, job.progressJson ?? null, ...flowColumns(plan), edgesJson(plan.edges)];
     // With a manager: in a transactional handler's transaction (worker/transactional-attempt.ts).
     const [row] = manager
-      ? await managerQuery<{ completed: boolean; spawned: number }>(manager, FLOW_SQL.completeSpawning, values)
-      : await this.run<{ completed: boolean; spawned: number }>('completeSpawning', values);
-    return row;
+      ? await managerQuery<{ completed: boolean; spawned: number; duplicates: string[] }>(manager, FLOW_SQL.completeSpawning, values)
+      : await this.run<{ completed: boolean; spawned: number; duplicates: string[] }>('completeSpawning', values);
+    return { completed: row.completed, spawned: row.spawned, duplicates: row.duplicates ?? [] };
+  }
+
+  /** For job.spawn(): the jobs holding the unique keys of `keys` (by position; only those held), with the holder's id. */
+  async spawnKeysHeld(keys: { queue: string; uniqueKey: string }[]): Promise<{ index: number; holder: string }[]> {
+    if (keys.length === 0) return [];
+    const rows = await this.run<{ ord: number; holder: string }>('spawnKeysHeld', [keys.map((k) => k.queue), keys.map((k) => k.uniqueKey)]);
+    return rows.map((r) => ({ index: r.ord - 1, holder: r.holder }));
   }
 
   /** The flow a job belongs to (null: none, or no such job). */

@@ -19,9 +19,18 @@ export const HISTORY_PARENT: Record<HistoryKind, string> = {
 
 /**
  * A finished job of a flow moves only once its flow has finished: until then its dependents and the flow's
- * statements (flow.sql.ts) read it in background_jobs.
+ * statements (flow.sql.ts) read it in background_jobs. And only when its kind's retention (`completed`, `failed`:
+ * parameters in ms, failed NULL: kept for ever) is the longest among its flow's jobs: the pruner deletes a flow's jobs
+ * together, after that longest retention (job.sql.ts, PRUNABLE_FLOW_JOB), and a history partition is dropped at its
+ * own kind's retention: a failed flow's completed jobs stay in background_jobs while its failed ones are kept longer,
+ * so that a retry of the flow finds its completed parents.
  */
-const MOVABLE_FLOW_JOB = `(j.flow_id IS NULL OR EXISTS (SELECT 1 FROM background_flows AS f WHERE f.id = j.flow_id AND f.finished_at IS NOT NULL))`;
+const MOVABLE_FLOW_JOB = (completed: string, failed: string) => `(j.flow_id IS NULL OR (
+           EXISTS (SELECT 1 FROM background_flows AS f WHERE f.id = j.flow_id AND f.finished_at IS NOT NULL)
+           AND CASE WHEN j.status = 'completed'
+                    THEN NOT ((${failed}::int8 IS NULL OR ${failed}::int8 > ${completed}::int8)
+                              AND EXISTS (SELECT 1 FROM background_jobs_all AS x WHERE x.flow_id = j.flow_id AND x.flow_id IS NOT NULL AND x.status IN ('failed', 'cancelled')))
+                    ELSE ${failed}::int8 IS NULL OR ${failed}::int8 >= ${completed}::int8 END))`;
 
 /**
  * One status's finished rows past $1 ms, oldest first through the finished-jobs index (status, finished_at), and not
@@ -32,7 +41,7 @@ const finishedBefore = (status: string, retention: string) => `
       (SELECT j.id, j.status, j.finished_at FROM background_jobs AS j
        WHERE j.status = '${status}' AND j.finished_at < now() - $1::int8 ${MS}
          AND (${retention}::int8 IS NULL OR j.finished_at >= now() - least(${retention}::int8, ${RETENTION_CAP_MS}) ${MS})
-         AND ${MOVABLE_FLOW_JOB}
+         AND ${MOVABLE_FLOW_JOB('$4', '$5')}
        ORDER BY j.finished_at LIMIT $2)`;
 
 /**
@@ -78,7 +87,8 @@ export const HISTORY_SQL = {
       ORDER BY u.finished_at LIMIT $2
     ) AS c`,
 
-  // Moves the rows of $1 (ids) whose finish time is still $2 (as moveCandidates read it) into history, in one
+  // Moves the rows of $1 (ids) whose finish time is still $2 (as moveCandidates read it) into history ($3, $4: the retentions, as
+  // MOVABLE_FLOW_JOB reads them), in one
   // statement: the DELETE's rows are the INSERT's. Rows another transaction holds are skipped (a retry, a bulk
   // action), and the next pass takes them. On one instance at a time (the history lock; the other passes find it
   // held and wait for their next turn).
@@ -91,7 +101,7 @@ export const HISTORY_SQL = {
           JOIN unnest($1::int8[], $2::text[]) AS c(id, finished_at) ON l.id = c.id AND l.finished_at = c.finished_at::timestamptz
           WHERE (SELECT held FROM lock)
           FOR UPDATE OF l SKIP LOCKED))
-        AND j.status IN ('completed', 'failed', 'cancelled') AND ${MOVABLE_FLOW_JOB}
+        AND j.status IN ('completed', 'failed', 'cancelled') AND ${MOVABLE_FLOW_JOB('$3', '$4')}
       RETURNING j.*
     ), kept AS (
       INSERT INTO background_jobs_history SELECT * FROM moved RETURNING 1

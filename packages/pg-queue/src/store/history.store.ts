@@ -97,7 +97,7 @@ export class HistoryStore {
         throw error;
       }
     }
-    const values = [candidates.map((c) => c.id), candidates.map((c) => c.finished_at)];
+    const values = [candidates.map((c) => c.id), candidates.map((c) => c.finished_at), retention.completedMs, retention.failedMs];
     let row: { held: boolean; moved: number };
     try {
       [row] = await this.statements.rows<{ held: boolean; moved: number }>('moveJobs', values);

@@ -176,11 +176,26 @@ export const MIGRATION_LOCK_TIMEOUT_MS = 1_000;
 export const RETENTION_CAP_MS = 157_788_000_000_000;
 
 /**
- * A finished row the pruner may delete: not of a flow, or of a flow that finished before the cutoff ($2). Evaluated
- * per row only for flow jobs (OR stops at the first true).
+ * A job of a flow that retry() (and the bulk retry) leaves as it is: one of its parents has not completed (its edge is
+ * open: the job failed or was cancelled because that parent failed or was cancelled, or because its flow failed
+ * first), or is gone (pruned or deleted: the job could not read its result). Retrying the parent brings such a job
+ * back, blocked, when its flow failed because of that parent (pg_queue_flow_step). On alias `c`.
  */
+export const RETRY_WAITS_FOR_PARENT = `(c.flow_id IS NOT NULL AND EXISTS (
+          SELECT 1 FROM background_job_deps AS d LEFT JOIN background_jobs_all AS p ON p.id = d.parent_id
+          WHERE d.child_id = c.id AND (NOT d.done OR p.id IS NULL)))`;
+
+/**
+ * A finished row the pruner may delete: not of a flow, or of a flow that finished longer ago than the longest
+ * retention among its jobs: $2 (this pass's retention) for a flow of completed jobs only, $4 (the longest of the
+ * completed and the failed retention, the cap when failed jobs are kept for ever) for a flow with a failed or
+ * cancelled job. So a flow's jobs go together, and retry() of a failed flow still finds its completed parents for as
+ * long as the failed job is kept. Evaluated per row only for flow jobs (OR stops at the first true).
+ */
+export const FLOW_PRUNE_RETENTION = `CASE WHEN EXISTS (SELECT 1 FROM background_jobs_all AS x WHERE x.flow_id = f.id AND x.flow_id IS NOT NULL AND x.status IN ('failed', 'cancelled'))
+                THEN greatest($2::int8, $4::int8) ELSE $2::int8 END`;
 const PRUNABLE_FLOW_JOB = `(flow_id IS NULL OR EXISTS (
-              SELECT 1 FROM background_flows AS f WHERE f.id = flow_id AND f.finished_at < now() - least($2::int8, ${RETENTION_CAP_MS}) ${MS}))`;
+              SELECT 1 FROM background_flows AS f WHERE f.id = flow_id AND f.finished_at < now() - least(${FLOW_PRUNE_RETENTION}, ${RETENTION_CAP_MS}) ${MS}))`;
 
 // Jobs with a unique key (and any plain jobs enqueued in the same enqueueMany call), one statement for any
 // number of rows; plain enqueues keep insertJob/insertJobs, so a job without a key pays nothing for this.
@@ -774,7 +789,8 @@ export const SQL = {
     FROM rescued`,
 
   // Pruner: one bounded batch per statement keeps each transaction short; a flow's jobs go only once the flow has
-  // finished longer ago than the retention (PRUNABLE_FLOW_JOB), so no parent goes while a child may read its result; the caller loops. The batch is read
+  // finished longer ago than the longest retention among its jobs ($4, PRUNABLE_FLOW_JOB), all together, so no parent
+  // goes while a child may read its result or a failed job of its flow may be retried; the caller loops. The batch is read
   // through the finished-jobs index (only rows past retention). Status and age are checked again in the outer
   // WHERE: a row the batch picked may have been retried while the DELETE waited on its lock, and PostgreSQL
   // re-evaluates that WHERE on the row's new version before deleting it. The retention is capped at
@@ -909,15 +925,25 @@ export const SQL = {
   // last_error stays, as the previous attempt's error, as it does through any retry until an attempt fails again.
   // A job of a failed flow brings back what failed because of it (its flow step).
   // Its recorded steps (job.step) are kept, so the retry resumes after them, unless $2 asks to reset them.
+  // A job of a flow that waits for a parent (RETRY_WAITS_FOR_PARENT) is not retried: the answer names the parent.
   retryJob: `
-    WITH retried AS (
+    WITH waits AS (
+      SELECT d.parent_id::text AS parent_id, p.flow_ref AS parent_ref, p.status::text AS parent_status
+      FROM background_jobs AS c
+      JOIN background_job_deps AS d ON d.child_id = c.id
+      LEFT JOIN background_jobs_all AS p ON p.id = d.parent_id
+      WHERE c.id = $1 AND c.flow_id IS NOT NULL AND c.status IN ('failed', 'cancelled') AND (NOT d.done OR p.id IS NULL)
+      ORDER BY p.id IS NULL DESC, d.parent_id
+      LIMIT 1
+    ), retried AS (
       UPDATE background_jobs AS j
       SET status = 'queued', attempts = 0, run_at = now(), finished_at = NULL, locked_by = NULL, locked_at = NULL, lease_expires_at = NULL, updated_at = now(),
           steps = CASE WHEN $2::bool THEN NULL ELSE j.steps END
-      WHERE id = $1 AND status IN ('failed', 'cancelled')
+      WHERE id = $1 AND status IN ('failed', 'cancelled') AND NOT EXISTS (SELECT 1 FROM waits)
       RETURNING j.id, j.queue_name, ${FLOW_COLUMNS}
     )
     SELECT (SELECT count(pg_notify('${JOBS_CHANNEL}', queue_name)) FROM retried) AS notified, EXISTS (SELECT 1 FROM retried) AS retried,
+      (SELECT parent_id FROM waits) AS parent_id, (SELECT parent_ref FROM waits) AS parent_ref, (SELECT parent_status FROM waits) AS parent_status,
       ${stepFlows('retried', `'failed'`, `'queued'`)} AS flows_stepped`,
 
   // Pause is shared by every instance; running jobs finish. The workers that hold jobs of the queue in their

@@ -2,7 +2,7 @@ import type { ClientBase, Pool, PoolClient, QueryConfig, QueryResultRow } from '
 import type { EntityManager } from 'typeorm';
 import type { JobAttemptRecord, JobRecord, JobStatus, QueueStats } from '../interfaces/job.interface.js';
 import { PgQueueError } from '../errors/pg-queue.error.js';
-import { POOL_EXHAUSTED, POOLER_REFUSED_PREPARED_STATEMENT, POOLER_REFUSED_STARTUP_PARAMETER, UNIQUE_HOLDER_UNSEEN, UNIQUE_KEY_RETRY_TAKEN } from '../pg-queue.messages.js';
+import { POOL_EXHAUSTED, POOLER_REFUSED_PREPARED_STATEMENT, POOLER_REFUSED_STARTUP_PARAMETER, UNIQUE_HOLDER_UNSEEN, RETRY_PARENT_GONE, RETRY_PARENT_NOT_COMPLETED, UNIQUE_KEY_RETRY_TAKEN } from '../pg-queue.messages.js';
 import { autocommitIds, autocommitQuery } from './autocommit-query.js';
 import { inTransaction } from './in-transaction.js';
 import { FlowStore } from './flow.store.js';
@@ -14,7 +14,7 @@ import { HISTORY_SQL } from './history.sql.js';
 import { HistoryStore } from './history.store.js';
 import { WaitStore } from './wait.store.js';
 import type { CallerTransaction } from '../transactions/caller-transaction.js';
-import { beginWithQueueLock, PLANNED_PER_CALL, SQL, type Wake } from './job.sql.js';
+import { beginWithQueueLock, PLANNED_PER_CALL, RETENTION_CAP_MS, SQL, type Wake } from './job.sql.js';
 import { foldKeyedRows, unfoldOutcomes, type KeyedOutcome } from './unique-rows.js';
 
 /** stats() counts exactly up to this many jobs per queue and status, and estimates above it. */
@@ -413,8 +413,13 @@ export class JobStore {
     return { held: row.held !== false, requeued: row.requeued, failed: row.failed, openFlows: row.open_flows };
   }
 
-  async deleteFinishedBefore(statuses: JobStatus[], olderThanMs: number, limit: number): Promise<{ held: boolean; deleted: number }> {
-    const [row] = await this.run<{ held: boolean; deleted: number }>('deleteFinishedBefore', [statuses, olderThanMs, limit]);
+  /**
+   * One prune batch of `statuses` past `olderThanMs`. `flowRetentionMs`: the longest retention of any status (null:
+   * kept for ever); a flow with a failed or cancelled job keeps all its jobs that long (default: `olderThanMs`).
+   */
+  async deleteFinishedBefore(statuses: JobStatus[], olderThanMs: number, limit: number, flowRetentionMs: number | null = olderThanMs): Promise<{ held: boolean; deleted: number }> {
+    const longest = flowRetentionMs === null ? RETENTION_CAP_MS : Math.max(olderThanMs, flowRetentionMs);
+    const [row] = await this.run<{ held: boolean; deleted: number }>('deleteFinishedBefore', [statuses, olderThanMs, limit, longest]);
     return row;
   }
 
@@ -557,8 +562,9 @@ export class JobStore {
 
   async retryJob(id: string, resetSteps = false): Promise<boolean> {
     try {
-      const [row] = await this.run<{ retried: boolean }>('retryJob', [id, resetSteps]);
+      const [row] = await this.run<RetryRow>('retryJob', [id, resetSteps]);
       if (row.retried) return true;
+      refuseWaitingForParent(id, row);
       return await this.retryFromHistory(id, resetSteps);
     } catch (error) {
       // The job's unique key was freed when it failed, and another job took it since.
@@ -576,9 +582,26 @@ export class JobStore {
   private retryFromHistory(id: string, resetSteps: boolean): Promise<boolean> {
     return inTransaction(this.pool, async (client) => {
       const [back] = (await client.query<{ n: number }>({ text: HISTORY_SQL.bringBack, values: [[id]] })).rows;
-      return back.n > 0 && (await client.query<{ retried: boolean }>({ text: SQL.retryJob, values: [id, resetSteps] })).rows[0].retried;
+      if (back.n === 0) return false;
+      const [row] = (await client.query<RetryRow>({ text: SQL.retryJob, values: [id, resetSteps] })).rows;
+      // A refusal rolls the bring-back back: the flow stays in history as it was.
+      if (!row.retried) refuseWaitingForParent(id, row);
+      return row.retried;
     });
   }
+}
+
+interface RetryRow {
+  retried: boolean;
+  parent_id: string | null;
+  parent_ref: string | null;
+  parent_status: string | null;
+}
+
+/** A flow job that waits for a parent is not retried: the error names the parent (RETRY_WAITS_FOR_PARENT in job.sql.ts). */
+function refuseWaitingForParent(id: string, row: RetryRow): void {
+  if (row.parent_id === null) return;
+  throw new PgQueueError(row.parent_status === null ? RETRY_PARENT_GONE(id, row.parent_id) : RETRY_PARENT_NOT_COMPLETED(id, row.parent_id, row.parent_ref, row.parent_status));
 }
 
 /**

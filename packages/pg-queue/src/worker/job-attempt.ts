@@ -145,8 +145,36 @@ export class JobAttempt<TPayload = unknown> implements Job<TPayload> {
     }
     // Planned whole each time: refs unique and dependsOn resolved across every call of this attempt.
     const specs = [...(this.spawnSpecs ?? []), ...jobs];
-    this.spawned = await flows.plan('spawn', specs);
+    const plan = await flows.plan('spawn', specs);
+    await this.refuseHeldKeys(flows, plan, (this.spawnSpecs ?? []).length);
+    this.spawned = plan;
     this.spawnSpecs = specs;
+  }
+
+  /**
+   * A spawned job's unique key held by a live job (or by another job of this attempt's spawns) refuses the spawn call,
+   * naming the job: nothing of the call is recorded, and the handler may catch the error and go on without it (as
+   * enqueueFlow refuses a flow whose key is held). A key taken after this check is not a refusal: the completion
+   * treats that child as a duplicate (completeSpawning).
+   */
+  private async refuseHeldKeys(flows: FlowAccess, plan: FlowPlan, from: number): Promise<void> {
+    const keyed = plan.rows.map((row, i) => ({ row, i })).filter(({ row }) => row.uniqueKey != null);
+    const seen = new Map<string, string>();
+    for (const { row } of keyed) {
+      const key = `${row.queue}\u0000${row.uniqueKey}`;
+      const other = seen.get(key);
+      if (other !== undefined) {
+        throw new PgQueueError(`job ${this.id} (${this.queue}): spawn: jobs "${other}" and "${row.ref}" have the same uniqueKey ${JSON.stringify(row.uniqueKey)} (queue "${row.queue}"); nothing of this spawn call was recorded.`);
+      }
+      seen.set(key, row.ref);
+    }
+    const fresh = keyed.filter(({ i }) => i >= from);
+    const held = await flows.store.spawnKeysHeld(fresh.map(({ row }) => ({ queue: row.queue, uniqueKey: row.uniqueKey! })));
+    if (held.length === 0) return;
+    const { row } = fresh[held[0].index];
+    throw new PgQueueError(
+      `job ${this.id} (${this.queue}): spawn: job "${row.ref}" (queue "${row.queue}", uniqueKey ${JSON.stringify(row.uniqueKey)}): job ${held[0].holder} holds the key; nothing of this spawn call was recorded (catch the error to complete without it).`,
+    );
   }
 
   step<T>(name: string, run: () => T | PromiseLike<T>): Promise<T> {

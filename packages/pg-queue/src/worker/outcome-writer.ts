@@ -1,7 +1,7 @@
 import type { LoggerService } from '@nestjs/common';
 import pg from 'pg';
 import type { JobStatus } from '../interfaces/job.interface.js';
-import { OUTCOME_UNWRITABLE } from '../pg-queue.messages.js';
+import { OUTCOME_UNWRITABLE, SPAWN_DUPLICATES } from '../pg-queue.messages.js';
 import type { FinishedFlow } from '../flows/flow.interfaces.js';
 import type { FlowPlan } from '../flows/plan-flow.js';
 import type { JobRef, JobStore } from '../store/job.store.js';
@@ -81,8 +81,13 @@ export class OutcomeWriter<O extends PendingOutcome = PendingOutcome> {
       const settled = flowJobs ? jobsOf(batch, flowJobs) : [];
       // A completion that spawns children is a statement of its own (rare): the children exist only if it landed.
       for (const o of spawning ?? []) {
-        if ((await store.flows.completeSpawning(workerId, o, o.spawned!)).completed) settled.push(o);
-        else refused.add(o.id);
+        const spawned = await store.flows.completeSpawning(workerId, o, o.spawned!);
+        if (!spawned.completed) {
+          refused.add(o.id);
+          continue;
+        }
+        settled.push(o);
+        if (spawned.duplicates.length > 0) logger.warn(SPAWN_DUPLICATES(o.id, o.queue, spawned.duplicates));
       }
       flows.recheck(settled);
       return (o) => (refused.has(o.id) ? undefined : 'completed');

@@ -73,11 +73,13 @@ async function bulk(store: AdminStore, action: BulkAction, ids: string[], option
   bar?.start(total, 0);
   let changed = 0;
   let seen = 0;
+  const waiting: { id: string; parent: string }[] = [];
   try {
     for (let after = '0'; ; ) {
       const batch = await store.bulkBatch(action, filter, after, options.batchSize);
       changed += batch.changed;
       seen += batch.seen;
+      waiting.push(...(batch.waiting ?? []));
       bar?.update(Math.min(seen, total));
       if (batch.seen < options.batchSize || batch.lastId === null) break;
       after = batch.lastId;
@@ -85,8 +87,14 @@ async function bulk(store: AdminStore, action: BulkAction, ids: string[], option
   } finally {
     bar?.stop();
   }
-  const skipped = seen - changed;
-  print(`${done} ${count(changed)} job(s)${skipped > 0 ? `; ${count(skipped)} skipped (another job holds its unique key)` : ''}`);
+  const skipped = seen - changed - waiting.length;
+  const parts = [`${done} ${count(changed)} job(s)`];
+  if (skipped > 0) parts.push(`${count(skipped)} skipped (another job holds its unique key)`);
+  if (waiting.length > 0) {
+    const named = waiting.slice(0, 10).map((w) => `job ${w.id} waits for parent job ${w.parent}`).join(', ');
+    parts.push(`${count(waiting.length)} skipped: a parent of theirs has not completed or is gone (${named}${waiting.length > 10 ? ', ...' : ''}); retry the parent: its flow's jobs that failed because of it come back with it`);
+  }
+  print(parts.join('; '));
 }
 
 function targetOf(action: BulkAction, ids: string[], options: BulkOptions): JobFilter {
