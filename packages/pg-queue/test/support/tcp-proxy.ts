@@ -14,6 +14,8 @@ export class TcpProxy {
   private port = 0;
   /** Connections accepted so far. */
   accepted = 0;
+  /** holdReplies(): the server's bytes no longer reach the clients. */
+  private holding = false;
 
   private constructor(private readonly target: { host: string; port: number }) {
     this.server = net.createServer((client) => this.accept(client));
@@ -36,7 +38,7 @@ export class TcpProxy {
     const pair = { client, upstream };
     this.pairs.add(pair);
     client.pipe(upstream);
-    upstream.pipe(client);
+    if (!this.holding) upstream.pipe(client);
     const drop = () => {
       this.pairs.delete(pair);
       client.destroy();
@@ -58,6 +60,19 @@ export class TcpProxy {
       this.holes.push(client, upstream);
     }
     this.pairs.clear();
+  }
+
+  /**
+   * From now on the server's answers are lost on the way back, on open connections and new ones, while what the
+   * clients send still reaches it: a statement commits and its client never hears so (a read timeout, a network
+   * that dropped the return path).
+   */
+  holdReplies(): void {
+    this.holding = true;
+    for (const { client, upstream } of this.pairs) {
+      upstream.unpipe(client);
+      upstream.pause();
+    }
   }
 
   /** Every connection is cut and new ones are refused, as when the server is down. */
