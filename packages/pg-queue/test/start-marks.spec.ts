@@ -144,10 +144,14 @@ describe('start marks: an eager insert whose answer is lost (issue 39 item 7)', 
 });
 
 // Item 9: a heartbeat waits on the row lock of a transactional handler's transaction (a trigger holds it 400 ms after
-// the completion's UPDATE), then finds the row completed: that is the completion committing, not a lost lease.
+// the completion's UPDATE), then finds the row completed: that is the completion committing, not a lost lease. The
+// app reaches PostgreSQL through a proxy that delays the answers 30 ms on the connections of the handlers'
+// transactions (those that wrote sm_ledger), so that the heartbeat's answer is read before the COMMIT's, as it
+// sometimes is on a loaded machine.
 @Injectable()
 class TxHandlers {
-  @JobHandler('sm-tx', { transactional: true, concurrency: 4 })
+  // One at a time: a beat carrying several running jobs waits on each one's lock in turn, and answers after the last.
+  @JobHandler('sm-tx', { transactional: true, concurrency: 1 })
   async post(job: TransactionalJob) {
     await job.manager.query(`INSERT INTO sm_ledger (job_id) VALUES ($1)`, [job.id]);
     return { ok: true };
@@ -157,11 +161,13 @@ class TxHandlers {
 describe('start marks: a committed transactional completion is not a lost lease (issue 39 item 9)', () => {
   let app: INestApplicationContext;
   let dataSource: DataSource;
+  let slow: TcpProxy;
   beforeAll(async () => {
     const url = await createTestDatabase('start_marks_tx');
     db = sqlPool(url);
     await db.query(`CREATE TABLE sm_ledger (job_id int8)`);
-    dataSource = new DataSource({ type: 'postgres', url, extra: { max: 4 } });
+    const proxy = (slow = await TcpProxy.start(url, { slowAfter: { marker: 'sm_ledger', delayMs: 30 } }));
+    dataSource = new DataSource({ type: 'postgres', url: proxy.url, extra: { max: 4 } });
     app = await startApp(url, {
       providers: [TxHandlers],
       imports: [PgQueueModule.forRoot({ dataSource, leaseMs: 5_000, heartbeatMs: 100, maintenance: { enabled: false } })],
@@ -174,6 +180,7 @@ describe('start marks: a committed transactional completion is not a lost lease 
   afterAll(async () => {
     await app?.close();
     await dataSource?.destroy();
+    await slow?.refuse();
     await db?.end();
   });
 
@@ -183,7 +190,7 @@ describe('start marks: a committed transactional completion is not a lost lease 
     const stop = events.listen((e) => seen.push(e));
     try {
       const queue = app.get(QueueService);
-      const ids = await queue.enqueueMany(Array.from({ length: 16 }, (_, i) => ({ queue: 'sm-tx', payload: { i } })));
+      const ids = await queue.enqueueMany(Array.from({ length: 8 }, (_, i) => ({ queue: 'sm-tx', payload: { i } })));
       await waitFor('all completed', async () => (await db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE id = ANY($1::int8[]) AND status = 'completed'`, [ids])).rows[0].n === ids.length, 30_000);
       await waitFor('an answer per job', async () => seen.filter((e) => e.name === 'completed' || e.name === 'lease-lost').length >= ids.length, 5_000).catch(() => undefined);
       const count = (name: string) => seen.filter((e) => e.name === name).length;

@@ -17,14 +17,21 @@ export class TcpProxy {
   /** holdReplies(): the server's bytes no longer reach the clients. */
   private holding = false;
 
-  private constructor(private readonly target: { host: string; port: number }) {
+  private constructor(
+    private readonly target: { host: string; port: number },
+    /**
+     * A slow return path for some connections: once a client has sent `marker` (a table name its statements use,
+     * say), the server's answers on that connection reach it `delayMs` later, in order.
+     */
+    private readonly slow?: { marker: string; delayMs: number },
+  ) {
     this.server = net.createServer((client) => this.accept(client));
   }
 
   /** Starts a proxy to the database of `url`; `proxy.url` is the same URL through the proxy. */
-  static async start(url: string): Promise<TcpProxy & { url: string }> {
+  static async start(url: string, options: { slowAfter?: { marker: string; delayMs: number } } = {}): Promise<TcpProxy & { url: string }> {
     const u = new URL(url);
-    const proxy = new TcpProxy({ host: u.hostname, port: Number(u.port || 5432) });
+    const proxy = new TcpProxy({ host: u.hostname, port: Number(u.port || 5432) }, options.slowAfter);
     await new Promise<void>((resolve) => proxy.server.listen(0, '127.0.0.1', resolve));
     u.hostname = '127.0.0.1';
     proxy.port = (proxy.server.address() as net.AddressInfo).port;
@@ -38,7 +45,17 @@ export class TcpProxy {
     const pair = { client, upstream };
     this.pairs.add(pair);
     client.pipe(upstream);
-    if (!this.holding) upstream.pipe(client);
+    const slow = this.slow;
+    if (slow) {
+      let delayMs = 0;
+      client.on('data', (chunk: Buffer) => void (chunk.includes(slow.marker) && (delayMs = slow.delayMs)));
+      upstream.on('data', (chunk: Buffer) => {
+        if (delayMs === 0) client.write(chunk);
+        else setTimeout(() => client.destroyed || client.write(chunk), delayMs);
+      });
+    } else if (!this.holding) {
+      upstream.pipe(client);
+    }
     const drop = () => {
       this.pairs.delete(pair);
       client.destroy();
