@@ -116,13 +116,15 @@ describe('start marks with two processes reading ahead (issue 39 items 1-3)', ()
     const s = await setUp(`sm_replace_${ms}`);
     try {
       await twoWorkers(s, 'q');
-      const n = ms < 10 ? 2_000 : 800;
+      const n = ms < 10 ? 4_000 : 1_200;
       const keys = Array.from({ length: n }, (_, i) => `k${i}`);
       await s.queue.enqueueMany(keys.map((uniqueKey) => ({ queue: 'q', payload: { ms, v: 'old' } satisfies ReadAheadPayload, uniqueKey })));
       await waitFor('some jobs started', async () => (await count(s.db, 'SELECT 1 FROM ra_runs')) >= 50, 60_000, 10);
-      // Replace the keys just ahead of the workers, 8 at a time.
+      // Replace every fifth key from the workers' front on, 8 at a time: some are queued, some read ahead, some running.
       const { rows: next } = await s.db.query<{ k: string }>(
-        `SELECT unique_key AS k FROM background_jobs WHERE queue_name = 'q' AND unique_key IS NOT NULL AND status IN ('queued', 'processing') ORDER BY id LIMIT 400`,
+        `SELECT k FROM (SELECT unique_key AS k, row_number() OVER (ORDER BY id) AS i FROM background_jobs
+                        WHERE queue_name = 'q' AND unique_key IS NOT NULL AND status IN ('queued', 'processing')) AS t
+         WHERE i % 5 = 1 ORDER BY i LIMIT 400`,
       );
       let replaced = 0;
       for (let i = 0; i < next.length; i += 8) {
@@ -152,11 +154,15 @@ describe('start marks with two processes reading ahead (issue 39 items 1-3)', ()
       for (let f = 0; f < flows; f++) {
         const jobs = Array.from({ length: 149 }, (_, i) => {
           const v = `f${f}s${i}`;
-          return { ref: v, queue: 'ra-step', payload: { ms, v, fail: i === 20 } satisfies ReadAheadPayload, compensate: { queue: 'ra-undo', payload: { undo: v } satisfies ReadAheadPayload } };
+          return { ref: v, queue: 'ra-step', maxAttempts: 1, payload: { ms, v, fail: i === 20 } satisfies ReadAheadPayload, compensate: { queue: 'ra-undo', payload: { undo: v } satisfies ReadAheadPayload } };
         });
         ids.push((await s.queue.enqueueFlow({ name: `flow ${f}`, jobs })).id);
       }
-      await waitFor('every flow finished', async () => (await count(s.db, `SELECT 1 FROM background_flows WHERE finished_at IS NULL`)) === 0, 150_000, 200);
+      await waitFor('every flow finished', async () => (await count(s.db, `SELECT 1 FROM background_flows WHERE finished_at IS NULL`)) === 0, 60_000, 200).catch(async (error: unknown) => {
+        const { rows: jobs } = await s.db.query(`SELECT queue_name, status, buffered, count(*)::int AS n FROM background_jobs GROUP BY 1, 2, 3 ORDER BY 1, 2`);
+        const { rows: flowRows } = await s.db.query(`SELECT status, count(*)::int AS n FROM background_flows GROUP BY 1`);
+        throw new Error(`${String(error)}: jobs ${JSON.stringify(jobs)}, flows ${JSON.stringify(flowRows)}`);
+      });
       await settled(s.db, 'ra-undo');
       await new Promise((resolve) => setTimeout(resolve, 300));
       const { rows: [r] } = await s.db.query<{ completed: number; cancelled: number; cancelled_began: number; uncompensated: number; ran_twice: number }>(
