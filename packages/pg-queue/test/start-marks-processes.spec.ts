@@ -165,8 +165,10 @@ describe('start marks with two processes reading ahead (issue 39 items 1-3)', ()
       });
       await settled(s.db, 'ra-undo');
       await new Promise((resolve) => setTimeout(resolve, 300));
-      const { rows: [r] } = await s.db.query<{ completed: number; cancelled: number; cancelled_began: number; uncompensated: number; ran_twice: number }>(
+      const { rows: [r] } = await s.db.query<{ completed: number; cancelled: number; cancelled_began: number; uncompensated: number; ran_to_end_uncompensated: number; ran_twice: number }>(
         `SELECT count(*) FILTER (WHERE j.status = 'completed')::int AS completed,
+                count(*) FILTER (WHERE EXISTS (SELECT 1 FROM ra_runs AS r WHERE r.job_id = j.id AND r.ended_at IS NOT NULL)
+                                   AND NOT EXISTS (SELECT 1 FROM ra_runs AS r WHERE r.payload ->> 'undo' = j.payload ->> 'v'))::int AS ran_to_end_uncompensated,
                 count(*) FILTER (WHERE j.status = 'cancelled')::int AS cancelled,
                 count(*) FILTER (WHERE j.status = 'cancelled' AND EXISTS (SELECT 1 FROM ra_runs AS r WHERE r.job_id = j.id))::int AS cancelled_began,
                 count(*) FILTER (WHERE j.status = 'completed' AND NOT EXISTS (SELECT 1 FROM ra_runs AS r WHERE r.payload ->> 'undo' = j.payload ->> 'v'))::int AS uncompensated,
@@ -176,9 +178,16 @@ describe('start marks with two processes reading ahead (issue 39 items 1-3)', ()
       const { rows: ends } = await s.db.query<{ status: string; n: number }>(`SELECT status, count(*)::int AS n FROM background_flows GROUP BY 1`);
       console.log(`failing flows (${ms} ms steps): ${JSON.stringify(r)}; flows ${JSON.stringify(ends)}`);
       expect(r.completed).toBeGreaterThan(0);
-      expect({ cancelledWhoseHandlerBegan: r.cancelled_began, completedWithoutCompensation: r.uncompensated, ranTwice: r.ran_twice, flows: ends }).toEqual({
+      expect({
+        cancelledWhoseHandlerBegan: r.cancelled_began,
+        completedWithoutCompensation: r.uncompensated,
+        ranToTheEndWithoutCompensation: r.ran_to_end_uncompensated,
+        ranTwice: r.ran_twice,
+        flows: ends,
+      }).toEqual({
         cancelledWhoseHandlerBegan: 0,
         completedWithoutCompensation: 0,
+        ranToTheEndWithoutCompensation: 0,
         ranTwice: 0,
         flows: [{ status: 'compensated', n: flows }],
       });
