@@ -202,3 +202,64 @@ describe('start marks: a committed transactional completion is not a lost lease 
     }
   }, 60_000);
 });
+
+// Item 10: the fault suite's "unexplained double runs". Before the start mark, a job started from the buffer kept its
+// row `buffered`, on the short lease of its claim, until a heartbeat tick marked it; that tick runs in the row-lock
+// lane, behind whatever outcome batch holds it. Here a completion that takes 4.6 s (a trigger, as a loaded database
+// would) holds the lane while the next job, started from the buffer, runs: its short lease (5 s from the claim)
+// lapses before the tick can mark it, and another instance's sweeper puts it back as never started, uncharged, while
+// its handler runs; that instance then runs it a second time, as the same attempt, with no fault to explain it.
+@Injectable()
+class LaneHandlers {
+  constructor(private readonly queue: QueueService) {}
+  static instanceOf = new WeakMap<QueueService, string>();
+
+  @JobHandler('sm-lane', { concurrency: 1, prefetch: 5, eagerStart: false })
+  async lane(job: Job<{ ms: number }>) {
+    await record(job, LaneHandlers.instanceOf.get(this.queue) ?? '?');
+    await sleep(job.payload.ms);
+  }
+}
+
+describe('start marks: a job started from the buffer is never put back as never started while it runs (issue 39 item 10)', () => {
+  let url: string;
+  let a: INestApplicationContext | undefined;
+  let b: INestApplicationContext | undefined;
+  beforeAll(async () => {
+    url = await createTestDatabase('start_marks_lane');
+    db = sqlPool(url);
+    await db.query(RUNS);
+  });
+  afterAll(async () => {
+    await a?.close();
+    await b?.close();
+    await db?.end();
+  });
+
+  it('a slow outcome batch in the lane does not let the sweeper take a running job started from the buffer', async () => {
+    const settings = { leaseMs: 8_000, heartbeatMs: 1_000 };
+    a = await startApp(url, { providers: [LaneHandlers], queue: { ...settings, workerId: 'a', maintenance: { enabled: false } } });
+    LaneHandlers.instanceOf.set(a.get(QueueService), 'a');
+    await db.query(`
+      CREATE FUNCTION sm_slow_settle() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(4.6); RETURN NULL; END $$;
+      CREATE TRIGGER sm_slow_settle AFTER UPDATE ON background_jobs FOR EACH ROW
+        WHEN (OLD.status = 'processing' AND NEW.status = 'completed' AND NEW.payload ? 'slowSettle') EXECUTE FUNCTION sm_slow_settle();`);
+    const queue = a.get(QueueService);
+    await queue.pause('sm-lane');
+    // One claim takes both: the first starts at once (1 s, then its completion holds the lane 4.6 s), the second
+    // waits in the buffer and starts when the first ends, 1 s after the claim.
+    const [first, second] = await queue.enqueueMany([
+      { queue: 'sm-lane', payload: { ms: 1_000, slowSettle: true } },
+      { queue: 'sm-lane', payload: { ms: 7_000 } },
+    ]);
+    await queue.resume('sm-lane');
+    await waitFor('a holding both', async () => (await db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE locked_by = 'a' AND status = 'processing'`)).rows[0].n === 2, 10_000, 10);
+    // Another instance with the sweeper (and a worker of the queue) joins.
+    b = await startApp(url, { providers: [LaneHandlers], queue: { ...settings, workerId: 'b', maintenance: { sweepIntervalMs: 200 } } });
+    LaneHandlers.instanceOf.set(b.get(QueueService), 'b');
+    await waitFor('both finished', async () => (await db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE id = ANY($1::int8[]) AND status = 'completed'`, [[first, second]])).rows[0].n === 2, 30_000, 100);
+    const { rows: runs } = await db.query(`SELECT instance, attempt FROM sm_runs WHERE job_id = $1 ORDER BY id`, [second]);
+    console.log(`a job started from the buffer behind a 4.6 s outcome batch: runs ${JSON.stringify(runs)}`);
+    expect(runs).toEqual([{ instance: 'a', attempt: 1 }]);
+  }, 60_000);
+});
