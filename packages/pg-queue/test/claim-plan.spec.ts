@@ -7,6 +7,12 @@ import { SQL } from '../src/store/job.sql.js';
 import { nodes, type PlanNode } from './support/plans.js';
 import { sqlPool, startApp } from './support/test-app.js';
 
+/**
+ * Sorts of the queue's rows: none may appear. The one Sort allowed orders the claimed rows themselves (at most the
+ * claim's limit, read from the `claimed` CTE) into claim order for the worker's buffer (issue 39 item 4).
+ */
+const queueSorts = (all: PlanNode[]) => all.filter((n) => n['Node Type'] === 'Sort' && n.Plans?.[0]?.['CTE Name'] !== 'claimed');
+
 describe('claim query plan', () => {
   let app: INestApplicationContext;
   let db: pg.Pool;
@@ -26,12 +32,12 @@ describe('claim query plan', () => {
     await db?.end();
   });
 
-  it('reads the claim index in claim order: no Sort, no scan of the whole queue', async () => {
+  it('reads the claim index in claim order: no Sort of the queue, no scan of the whole queue', async () => {
     const { rows } = await db.query(`EXPLAIN (FORMAT JSON) ${SQL.claimJobs}`, ['bulk', 50, 'explain', 30_000, 10, 5_000]);
     const all = nodes(rows[0]['QUERY PLAN'][0].Plan as PlanNode);
     const candidateScan = all.find((n) => n['Index Name'] === 'background_jobs_claim_idx');
     expect(candidateScan?.['Node Type']).toMatch(/Index/);
-    expect(all.filter((n) => n['Node Type'] === 'Sort')).toEqual([]);
+    expect(queueSorts(all)).toEqual([]);
     expect(all.filter((n) => n['Node Type'] === 'Seq Scan')).toEqual([]);
   });
 
@@ -68,7 +74,7 @@ describe('claim query plan', () => {
         const { rows } = await client.query(`EXPLAIN (FORMAT JSON) EXECUTE claim('bulk', 500, 'explain', 30000, 10, 5000)`);
         const all = nodes(rows[0]['QUERY PLAN'][0].Plan as PlanNode);
         expect([mode, all.find((n) => n['Index Name'] === 'background_jobs_claim_idx')?.['Node Type']]).toEqual([mode, expect.stringMatching(/Index/)]);
-        expect([mode, all.filter((n) => n['Node Type'] === 'Sort')]).toEqual([mode, []]);
+        expect([mode, queueSorts(all)]).toEqual([mode, []]);
       }
     } finally {
       client.release();

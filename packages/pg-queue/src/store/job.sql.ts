@@ -453,9 +453,11 @@ function insertJobPlain(wake: Wake): string {
  * Eager start (QueueService.enqueue, QueueWorker.eagerSlotFree and startEagerly): one job inserted already claimed by a
  * worker of this process that has a free slot, so that it starts when the insert returns: one statement, one WAL
  * flush and no NOTIFY, where the usual path takes the insert, the NOTIFY and the claim's own round trip and flush.
- * The row is what the claim would have made of it (processing, attempt 1 charged, fence token 1, this worker's
- * full lease). The statement claims it only when the claim itself would have taken it: the queue is not paused,
- * and no due queued job of its priority or higher waits before it (the claim index walked one priority at a time,
+ * The row is what a claim into the read-ahead buffer would have made of it (processing, `buffered`, uncharged, fence
+ * token 1, the buffer's short lease $6): the job starts through the start mark (markStarted), as a buffered job does,
+ * so an insert that commits but whose answer never reaches this process leaves a row the sweeper soon puts back
+ * uncharged, never one charged and `processing` that nobody runs (issue 39 item 7). The statement claims it only
+ * when the claim itself would have taken it: the queue is not paused, and no due queued job of its priority or higher waits before it (the claim index walked one priority at a time,
  * as dueCandidates does, one probe each; rows locked by other claims count as waiting). Otherwise the job goes in
  * `queued` as any other and the trigger sends its NOTIFY; a claimed one sets WAKE_SETTING so that the trigger
  * wakes nobody for a job already taken. Parameters: queue, payload, priority, max_attempts, worker id, lease ms
@@ -473,16 +475,16 @@ function insertEagerJob(traced: boolean): string {
                  WHERE j.queue_name = $1 AND j.status = 'queued' AND j.priority = p.priority ORDER BY j.run_at, j.id LIMIT 1) <= now()
         ) AS claimed
     )
-    INSERT INTO background_jobs AS j (queue_name, payload, priority, max_attempts, status, attempts, fence_token, locked_by, locked_at, lease_expires_at${traced ? TRACED.column : ''})
+    INSERT INTO background_jobs AS j (queue_name, payload, priority, max_attempts, status, attempts, buffered, fence_token, locked_by, locked_at, lease_expires_at${traced ? TRACED.column : ''})
     SELECT $1::text, $2::jsonb, $3::int, $4::int,
-      CASE WHEN e.claimed THEN 'processing' ELSE 'queued' END::background_job_status, e.claimed::int, e.claimed::int,
+      CASE WHEN e.claimed THEN 'processing' ELSE 'queued' END::background_job_status, 0, e.claimed, e.claimed::int,
       CASE WHEN e.claimed THEN $5::text END, CASE WHEN e.claimed THEN now() END, CASE WHEN e.claimed THEN now() + $6::int ${MS} END${traced ? TRACED.value(7) : ''}
     FROM eager AS e
     -- An InitPlan, run once before the first row and so before the AFTER STATEMENT trigger reads it (see DEFER_WAKE).
     WHERE (SELECT set_config('${WAKE_SETTING}', CASE WHEN claimed THEN 'deferred' ELSE '' END, true) FROM eager) IS NOT NULL
     -- The claim's columns (ClaimRow): created_at equals run_at, and the job waited 0 ms from due to claimed.
-    RETURNING j.id, j.status = 'processing' AS claimed, CASE WHEN j.status = 'processing' THEN j.payload END AS payload, j.attempts, j.fence_token,
-      j.max_attempts, j.priority, false AS buffered, date_part('epoch', j.run_at) * 1000 AS run_at_ms, NULL::float8 AS created_at_ms,
+    RETURNING j.id, j.status = 'processing' AS claimed, CASE WHEN j.status = 'processing' THEN j.payload END AS payload, j.attempts + 1 AS attempts, j.fence_token,
+      j.max_attempts, j.priority, j.buffered, date_part('epoch', j.run_at) * 1000 AS run_at_ms, NULL::float8 AS created_at_ms,
       0::float8 AS wait_ms, j.trace_context`;
 }
 
@@ -552,7 +554,10 @@ function plainClaim(observed: boolean): string {
     ), claimed AS (
       SELECT * FROM started UNION ALL SELECT * FROM held
     )
-    SELECT id, payload, attempts, fence_token, max_attempts, priority, buffered, run_at_ms, created_at_ms${extras.map((c) => `, ${c}`).join('')}, NULL::float8 AS next_due_ms FROM claimed
+    -- In claim order (issue 39 item 4): the worker starts its buffered jobs in the order they come back, and the
+    -- UPDATEs return rows in the order they visit them (primary key), not the candidates' priority order.
+    (SELECT id, payload, attempts, fence_token, max_attempts, priority, buffered, run_at_ms, created_at_ms${extras.map((c) => `, ${c}`).join('')}, NULL::float8 AS next_due_ms FROM claimed
+     ORDER BY priority DESC, run_at_ms, id)
     UNION ALL
     SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL${extras.map(() => ', NULL').join('')},
       (SELECT greatest(0, extract(epoch FROM run_at - clock_timestamp()) * 1000)::float8
@@ -757,6 +762,21 @@ export const SQL = {
     SELECT count(*)::int AS released,
       (SELECT count(pg_notify('${JOBS_CHANNEL}', q.queue_name)) FROM (SELECT DISTINCT queue_name FROM released) AS q) AS notified
     FROM released`,
+
+  // The start mark (QueueWorker.pump, issue 39): jobs of a worker's read-ahead buffer (or eager start) about to start,
+  // told to their rows before any handler is called: charged their attempt, `buffered = false`, the full lease ($2).
+  // Fenced like a settle (this worker, in processing, the claim's fence_token), so a row cancelled, replaced, swept
+  // or given back meanwhile (each sets another status) is refused and its job never starts. Returns the ids marked.
+  // Whatever reads "not started" (buffered) is then true: a started job's row has said so since before its handler
+  // began. Idempotent (charged once: `+ buffered::int`): a mark sent again after one whose answer was lost finds its
+  // own work and confirms it. The rows are visited in id order (one primary-key probe each, the array's keys sorted),
+  // the order a bulk cancel and a flow's cancel lock them in.
+  markStarted: `
+    UPDATE background_jobs AS j
+    SET attempts = j.attempts + j.buffered::int, buffered = false, lease_expires_at = now() + $2::int ${MS}, updated_at = now()
+    WHERE j.id = ANY($3::int8[]) AND ${HELD_BY_WORKER}
+      AND j.fence_token = ($4::jsonb ->> j.id::text)::int8
+    RETURNING j.id`,
 
   // Sweeper: jobs whose lease expired go back to the queue (or to failed, when that was their last attempt).
   // A buffered job (its holder died or froze before starting it) goes back as it was: uncharged, never failed,
@@ -1055,6 +1075,7 @@ export const PLANNED_PER_CALL: ReadonlySet<keyof typeof SQL> = new Set([
   'heartbeat',
   'heartbeatWithProgress',
   'releaseJobs',
+  'markStarted',
   'insertKeyedJobs',
   'insertKeyedJobsTraced',
   'insertKeyedJobsWakeDeferred',

@@ -402,6 +402,16 @@ export class JobStore {
     return new Set(rows.map((r) => r.id));
   }
 
+  /**
+   * The start mark (markStarted in job.sql.ts): jobs claimed `buffered` (read ahead, or an eager start's insert) about
+   * to start are charged, marked started and given the full lease, before their handlers are called. Returns the ids
+   * marked; a job not in it is no longer this claim's and must not start.
+   */
+  async markStarted(workerId: string, leaseMs: number, jobs: JobRef[]): Promise<Set<string>> {
+    const rows = await this.run<{ id: string }>('markStarted', [workerId, leaseMs, jobs.map((j) => j.id), tokensById(jobs)]);
+    return new Set(rows.map((r) => r.id));
+  }
+
   async releaseJobs(workerId: string, jobs: JobRef[]): Promise<number> {
     const rows = await this.run<{ released: number }>('releaseJobs', [workerId, jobs.map((j) => j.id), tokensById(jobs)]);
     return rows[0]?.released ?? 0;

@@ -11,18 +11,22 @@ import type { CommittedCompletion } from './transactional-attempt.js';
  * - claimed: just back from the claim (or from an eager start's insert, which is its claim); it starts at once (the
  *   claim marked it started) or waits in the buffer.
  * - buffered: claimed ahead of a free slot, not started; its row says `buffered`, uncharged, on a short lease.
- * - running: its handler was called; the slot is taken.
+ * - starting: taken out of the buffer (or back from an eager start's insert) into a slot; its start mark (charged,
+ *   `buffered = false`, the full lease) is on its way to the row, or waits for the one in flight. It starts only once
+ *   the row has taken the mark; a refused mark means the row is no longer this claim's (lost, never started).
+ * - running: its handler was called; the slot is taken; its row says it started.
  * - settling: the handler ended; the outcome waits for the outcome writer; the lease is still renewed.
  * - written: the outcome landed (terminal).
  * - given-back: put back in the queue by this process (buffer surplus or expiry, pause, shutdown) (terminal).
  * - lost: the row is no longer this claim's (swept, replaced, fenced out, refused for good) (terminal).
  * - cancelled: a cancel notice named this claim (terminal).
  */
-export type HeldState = 'claimed' | 'buffered' | 'running' | 'settling' | 'written' | 'given-back' | 'lost' | 'cancelled';
+export type HeldState = 'claimed' | 'buffered' | 'starting' | 'running' | 'settling' | 'written' | 'given-back' | 'lost' | 'cancelled';
 
 const NEXT: Readonly<Record<HeldState, readonly HeldState[]>> = {
-  claimed: ['running', 'buffered', 'given-back'],
-  buffered: ['running', 'given-back', 'lost', 'cancelled'],
+  claimed: ['running', 'buffered', 'starting', 'given-back'],
+  buffered: ['starting', 'given-back', 'lost', 'cancelled'],
+  starting: ['running', 'given-back', 'lost', 'cancelled'],
   running: ['settling', 'lost', 'cancelled', 'given-back'],
   settling: ['written', 'lost'],
   written: [],
@@ -64,11 +68,12 @@ export interface AttemptFailure {
  */
 export class HeldJob extends JobAttempt {
   state: HeldState;
-  /** The row knows the job started (buffered = false in the database): set by the claim, or by a heartbeat. */
+  /** The row knows the job started (buffered = false in the database): set by the claim, or by the start mark. */
   marked: boolean;
   /**
    * performance.now() after which the job may no longer start (it goes back instead): half its lease after the
-   * claim was sent, the buffer's short lease for a buffered job, so that its row has the other half to learn it started.
+   * claim was sent (or the start mark, for a job started from the buffer); for a buffered job, the first half of the
+   * buffer's short lease (its start mark must reach the row while the short lease holds).
    */
   startBy = Infinity;
   /** performance.now() when the handler was called, and when it ended or was given up on. */

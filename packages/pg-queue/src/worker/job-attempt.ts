@@ -26,6 +26,7 @@ interface AttemptExtras {
   steps?: JobSteps;
   manager?: EntityManager;
   inBatch?: boolean;
+  settledInTransaction?: boolean;
   mark?: { error: unknown; result?: unknown };
 }
 
@@ -194,6 +195,19 @@ export class JobAttempt<TPayload = unknown> implements Job<TPayload> {
 
   set manager(manager: EntityManager | undefined) {
     this.extras().manager = manager;
+  }
+
+  /**
+   * @internal A transactional handler's completion landed in its own transaction, which now commits (or fails to):
+   * the row lock is this attempt's until then, so a heartbeat that finds the row gone after waiting on that lock saw
+   * this completion commit, not a loss (worker/transactional-attempt.ts; issue 39 item 9).
+   */
+  get settledInTransaction(): boolean {
+    return this.ext?.settledInTransaction === true;
+  }
+
+  set settledInTransaction(settled: boolean) {
+    this.extras().settledInTransaction = settled;
   }
 
   /** A job of a batch handler's call: set by whoever runs the call, so that complete(), fail() and snooze() may mark it. */

@@ -9,9 +9,10 @@ export const BUFFER_LEASE_MS = 5_000;
 /**
  * The buffer's lease for a module's leaseMs (a short leaseMs shortens it), and its start margin: a buffered job
  * starts only in the first half of its lease (counted from when the claim was sent). The other half is the
- * time its row has to learn that it started (a heartbeat tick MARK_AFTER_MS later, behind whatever outcome
- * batch holds the lane on a loaded database) while the short lease still holds; a quarter was found too little
- * on a 2-core machine running PostgreSQL, four workers and the tests at a load of 10.
+ * time its start mark has to reach the row (QueueWorker.pump: behind the mark in flight, on a loaded database)
+ * while the short lease still holds; a mark that arrives after the sweeper took the row back is refused, and the
+ * job never starts. A quarter was found too little on a 2-core machine running PostgreSQL, four workers and the
+ * tests at a load of 10 (when a heartbeat tick marked the start).
  */
 export function bufferLease(leaseMs: number): { leaseMs: number; marginMs: number } {
   const lease = Math.min(BUFFER_LEASE_MS, leaseMs);

@@ -4,13 +4,7 @@ import { RetryBackoff } from '../utils/retry-backoff.js';
 import type { HeldJob } from './held-job.js';
 import type { RowLockLane } from './row-lock-lane.js';
 
-/**
- * A job started from the buffer is told to its row (marked started, charged, given the full lease) by a beat
- * this long after the start, if it has not ended by then: a fast job's outcome does it instead, at no cost.
- */
-export const MARK_AFTER_MS = 100;
-
-/** What one beat sends: started jobs to renew (and mark), buffered jobs to check. */
+/** What one beat sends: started jobs to renew, buffered jobs to check. */
 export interface BeatLoad {
   started: HeldJob[];
   buffered: HeldJob[];
@@ -20,16 +14,14 @@ export interface BeatLoad {
 export interface LeaseHolders {
   /**
    * Fills `load` for a beat. `full`: every started job (running or settling) and every buffered one. Otherwise
-   * a quick beat: started jobs whose row does not know they started, started at least MARK_AFTER_MS ago, and
-   * the buffered jobs of workers waiting on a check.
+   * a quick beat: the buffered jobs of workers waiting on a check. (A job started from the buffer is told to its
+   * row by its start mark before its handler is called, never by a beat: QueueWorker.pump.)
    */
   collect(full: boolean, load: BeatLoad): void;
   /** The beat numbered `seq` answered: `kept` holds the ids still this process's; any other id sent is not. */
   answered(load: BeatLoad, kept: Set<string>, seq: number): void;
   /** A beat failed (the database unreachable or refusing). */
   failed(): void;
-  /** Whether a job started from the buffer still waits to be marked (a quick beat then follows). */
-  readonly marksPending: boolean;
 }
 
 /**
@@ -38,9 +30,8 @@ export interface LeaseHolders {
  * longer this process's (swept after a freeze, cancelled, replaced, given back for a paused queue): the answer
  * goes to the workers as one batch (LeaseHolders.answered), which apply it to every job before refilling a slot.
  *
- * Besides the regular beat every heartbeatMs, a quick beat (the same statement, a smaller load) runs
- * MARK_AFTER_MS after a job starts from the buffer, and at once when a worker asks for a check (a pause or
- * replace notice, a cancel burst, after a failure). Beats never overlap: one asked for while another is in
+ * Besides the regular beat every heartbeatMs, a quick beat (the same statement, a smaller load) runs at once
+ * when a worker asks for a check (a pause or replace notice, a cancel burst, after a failure). Beats never overlap: one asked for while another is in
  * flight runs right after it. Beats are numbered, so a worker can tell a check sent after its question from
  * one that was already on its way.
  *
@@ -53,7 +44,6 @@ export interface LeaseHolders {
  */
 export class LeaseKeeper {
   private timer: NodeJS.Timeout | undefined;
-  private quickTimer: NodeJS.Timeout | undefined;
   private started = false;
   private beating = false;
   /** A beat asked for while one was in flight: run when it lands (true: a full one). */
@@ -88,24 +78,12 @@ export class LeaseKeeper {
   stop(): void {
     this.started = false;
     clearTimeout(this.timer);
-    clearTimeout(this.quickTimer);
-    this.timer = this.quickTimer = undefined;
-  }
-
-  /** A job started from the buffer: mark it with a quick beat MARK_AFTER_MS from now (if none is armed). */
-  markSoon(): void {
-    if (!this.started || this.quickTimer) return;
-    this.quickTimer = setTimeout(() => {
-      this.quickTimer = undefined;
-      void this.run(false);
-    }, MARK_AFTER_MS);
+    this.timer = undefined;
   }
 
   /** A worker waits on a check of its buffer: a quick beat now. */
   checkNow(): void {
     if (!this.started) return;
-    clearTimeout(this.quickTimer);
-    this.quickTimer = undefined;
     queueMicrotask(() => void this.run(false));
   }
 
@@ -127,7 +105,6 @@ export class LeaseKeeper {
     } else if (full) {
       this.next(this.heartbeatMs);
     }
-    if (this.holders.marksPending) this.markSoon();
     const queued = this.queued;
     this.queued = undefined;
     if (queued !== undefined) void this.run(queued);

@@ -26,6 +26,8 @@ type EagerInsert = (claim: { workerId: string; leaseMs: number }) => Promise<{ i
 
 /** How often a worker reviews its buffer (jobs past their start deadline, 'auto' surplus) while it holds any. */
 const BUFFER_REVIEW_MS = 250;
+/** A start mark that failed (the database unreachable or busy) is sent again this much later, its jobs still waiting. */
+const MARK_RETRY_MS = 100;
 
 export interface QueueWorkerConfig {
   queue: string;
@@ -49,8 +51,8 @@ export interface SharedParts {
   events: JobEvents;
   /** What a running job's flow and step methods use (job.parents, job.spawn, job.step). */
   services?: JobServices;
-  /** The heartbeat: mark a job started from the buffer soon; check the buffers now. */
-  leases: { markSoon(): void; checkNow(): void; readonly nextSeq: number };
+  /** The heartbeat: check the buffers now. */
+  leases: { checkNow(): void; readonly nextSeq: number };
 }
 
 /**
@@ -75,6 +77,13 @@ export class QueueWorker implements ClaimTarget {
   private readonly buffer: JobBuffer;
   private readonly claims: ClaimLoop;
   private running = 0;
+  /** Jobs in state `starting`: their slots are taken, their start marks gathered or in flight (see pump). */
+  private starting = 0;
+  /** Jobs whose start mark waits for the next statement (the one in flight, if any, answers first), in claim order. */
+  private marksGathered: HeldJob[] = [];
+  /** The start mark in flight (stopClaiming waits for it), and the timer of a failed one's retry. */
+  private markInFlight: Promise<void> | undefined;
+  private markRetry: NodeJS.Timeout | undefined;
   /** Slots kept for the jobs of the claim in flight that start at once (a batch handler's: for its calls). */
   private reserved = 0;
   /** Slots kept for eager starts in flight: jobs of this process's enqueues inserted already claimed (startEagerly). */
@@ -198,7 +207,7 @@ export class QueueWorker implements ClaimTarget {
     // concurrency 10 were bound by one claim round trip per 10 jobs); the buffer is topped up only when half a
     // batch fits. With 'auto', the read-ahead and so the batch follow the measured durations (ReadAhead).
     const batch = this.buffer.auto ? Math.min(batchSize, turn) : batchSize;
-    const want = Math.min(batch, turn - this.running - this.reserved - this.eager - this.buffer.size);
+    const want = Math.min(batch, turn - this.running - this.starting - this.reserved - this.eager - this.buffer.size);
     return want > 0 && (this.buffer.size === 0 || want >= Math.ceil(batch / 2)) ? want : 0;
   }
 
@@ -208,7 +217,7 @@ export class QueueWorker implements ClaimTarget {
       this.reserved += Math.ceil(want / calls.size);
       return want; // every job of the claim starts now, in the calls reserved for it
     }
-    const free = this.config.options.concurrency - this.running - this.reserved - this.eager;
+    const free = this.config.options.concurrency - this.running - this.starting - this.reserved - this.eager;
     const startNow = Math.max(0, Math.min(want, free));
     this.reserved += startNow;
     this.readAheadAtClaim = this.buffer.readAhead;
@@ -288,7 +297,7 @@ export class QueueWorker implements ClaimTarget {
    */
   get eagerSlotFree(): boolean {
     const { eagerStart, concurrency } = this.config.options;
-    return eagerStart && !this.stopping && this.buffer.size === 0 && this.running + this.reserved + this.eager < concurrency && this.settling < concurrency + this.buffer.readAhead;
+    return eagerStart && !this.stopping && this.buffer.size === 0 && this.running + this.starting + this.reserved + this.eager < concurrency && this.settling < concurrency + this.buffer.readAhead;
   }
 
   /**
@@ -309,7 +318,8 @@ export class QueueWorker implements ClaimTarget {
     const sentAt = performance.now();
     let result: { id: string; job?: ClaimedJob };
     try {
-      result = await insert({ workerId: this.config.workerId, leaseMs: this.config.leaseMs });
+      // Claimed as a read-ahead claim is (buffered, uncharged, the short lease): it starts through the start mark.
+      result = await insert({ workerId: this.config.workerId, leaseMs: this.bufferLeaseMs });
     } finally {
       this.eager -= 1;
     }
@@ -318,16 +328,23 @@ export class QueueWorker implements ClaimTarget {
     return result.id;
   }
 
-  /** The eager insert came back claimed: the job starts, unless the worker is stopping or stalled meanwhile (then it goes back). */
+  /**
+   * The eager insert came back claimed (buffered, uncharged): the job takes its slot and starts once its start mark
+   * lands (as a job from the buffer), unless the worker is stopping or stalled meanwhile (then it goes back).
+   */
   private acceptEager(claimed: ClaimedJob, sentAt: number): Promise<void> | undefined {
     let givenBack: Promise<void> | undefined;
     this.guarded('starting an eagerly claimed job', () => {
       const job = new HeldJob(this.config.queue, claimed, this.shared.services);
-      // As for a claim (accept): not after half the lease (this process stalled while the insert was in flight).
-      job.startBy = sentAt + this.config.leaseMs / 2;
+      // As for a buffered job (accept): its mark goes only in the first half of its short lease.
+      job.startBy = sentAt + this.bufferLeaseMs - this.startMarginMs;
       if (!this.stopping) {
         this.held.set(job.id, job);
-        if (this.startJob(job)) return;
+        if (performance.now() < job.startBy) {
+          this.gatherMark(job);
+          this.sendMarks();
+          return;
+        }
         this.shared.logger.warn(STALE_CLAIM(this.config.queue, 1, Math.round(performance.now() - sentAt), this.config.leaseMs));
       }
       givenBack = this.giveBack([job], this.stopping ? 'claimed at enqueue while shutting down' : 'claimed at enqueue before this process stalled');
@@ -367,12 +384,11 @@ export class QueueWorker implements ClaimTarget {
     runAttempt(handle, job, this.end);
   }
 
-  /** A job takes its slot and starts: its row told soon if it came from the buffer, its 'active' event sent. */
+  /** A job takes its slot and starts (its row says so already: the claim or its start mark), its 'active' event sent. */
   private begin(job: HeldJob, now: number): void {
     job.to('running');
     this.running += 1;
     job.startedAt = now;
-    if (!job.marked) this.shared.leases.markSoon();
     if (this.shared.events.observed) this.tell.emit('active', job, { claimLatencyMs: job.claimLatencyMs });
   }
 
@@ -483,21 +499,17 @@ export class QueueWorker implements ClaimTarget {
   /** A batch of this worker's outcomes was answered (the outcome writer, through the pool). */
   written(batch: readonly HeldJob[], statusOf: (job: HeldJob) => WrittenStatus): void {
     this.guarded('recording written outcomes', () => {
-      let unmarked: HeldJob[] | undefined;
       for (const job of batch) {
         if (job.state !== 'settling') continue;
         const status = statusOf(job);
         job.to(status === undefined || status === 'dropped' ? 'lost' : 'written');
         this.settling -= 1;
         if (this.held.get(job.id) === job) this.held.delete(job.id);
-        if (status === 'dropped') {
-          if (!job.marked) (unmarked ??= []).push(job);
-          continue;
-        }
+        // dropped: refused for good; its row (marked started before the handler ran) is charged, and its lease lapses.
+        if (status === 'dropped') continue;
         const dueInMs = this.tell.written(job, status);
         if (dueInMs !== undefined) this.claims.wakeAt(dueInMs);
       }
-      if (unmarked) this.markDropped(unmarked);
       // The rows left `processing` (or are no longer ours): at a limit's capacity, that is a slot this process freed.
       this.claims.slotFreedInDatabase();
     });
@@ -505,51 +517,35 @@ export class QueueWorker implements ClaimTarget {
   }
 
   /**
-   * Outcomes the database refused for good, of jobs started from the buffer whose rows do not know it yet: they
-   * ran, so they must be charged (and their lease lapse to the sweeper, which dead-letters them at their last
-   * attempt), or a job whose outcome can never be written would be put back uncharged and run for ever.
+   * Adds this worker's jobs to a heartbeat's load (see LeaseHolders.collect). A job in state `starting` is in neither
+   * list: its start mark is its check, and no other statement of this process touches its row meanwhile (see pump).
    */
-  private markDropped(jobs: HeldJob[]): void {
-    const { lane, store, logger } = this.shared;
-    lane.run(() => store.extendLeases(this.config.workerId, this.config.leaseMs, jobs)).catch((error: unknown) =>
-      logger.warn(`queue "${this.config.queue}": could not mark ${jobs.length} job(s) with a refused outcome as started (${errorLine(error)}); they may run again uncharged`),
-    );
-  }
-
-  /** Adds this worker's jobs to a heartbeat's load (see LeaseHolders.collect). */
-  collect(full: boolean, load: BeatLoad, markedBefore: number): void {
+  collect(full: boolean, load: BeatLoad): void {
+    if (!full && this.unconfirmedUntilSeq === 0) return;
     for (const job of this.held.values()) {
-      if (job.state === 'buffered') {
-        if (full || this.unconfirmedUntilSeq > 0) load.buffered.push(job);
-      } else if (full || (!job.marked && job.startedAt <= markedBefore)) {
-        load.started.push(job);
-      }
+      if (job.state === 'buffered') load.buffered.push(job);
+      else if (full && job.state !== 'starting') load.started.push(job);
     }
-  }
-
-  /** Whether a job started from the buffer still waits for a beat to tell its row. */
-  get marksPending(): boolean {
-    if (this.running === 0 && this.settling === 0) return false; // only a started job can wait to be marked
-    for (const job of this.held.values()) if ((job.state === 'running' || job.state === 'settling') && !job.marked) return true;
-    return false;
   }
 
   /**
    * A heartbeat answered: every job it sent that `kept` lacks is no longer ours, applied to all of them before
    * anything starts. Running ones are aborted (their outcome would be fenced out anyway); buffered ones are
-   * dropped, and so are jobs that started from the buffer while the beat was on its way. A settling job's
-   * outcome is left to the writer, which hears the same from the database.
+   * dropped. A job sent as buffered that moved on meanwhile is judged by its start mark, not by this beat (the mark
+   * may have landed first, and the beat then found the row no longer buffered). A settling job's outcome is left to
+   * the writer, which hears the same from the database. A transactional handler's job whose completion its own
+   * transaction wrote is not lost either: the beat waited on that transaction's row lock and saw it commit; the
+   * attempt ends as completed (its event, metrics and the flows' second look), from its own answer.
    */
   beatAnswered(load: BeatLoad, kept: Set<string>, seq: number): void {
     this.guarded('applying a heartbeat', () => {
       for (const job of load.started) {
-        if (this.held.get(job.id) !== job) continue; // another queue's, or finished with meanwhile
-        if (kept.has(job.id)) job.marked = true;
-        else if (job.state === 'running') this.lose(job);
+        if (this.held.get(job.id) !== job || kept.has(job.id)) continue; // kept, another queue's, or finished with meanwhile
+        if (job.state === 'running' && !job.settledInTransaction) this.lose(job);
       }
       for (const job of load.buffered) {
         if (this.held.get(job.id) !== job || kept.has(job.id)) continue;
-        if (job.state === 'buffered' || job.state === 'running') this.lose(job);
+        if (job.state === 'buffered') this.lose(job);
       }
       if (this.unconfirmedUntilSeq > 0 && seq >= this.unconfirmedUntilSeq) this.unconfirmedUntilSeq = 0;
     });
@@ -561,6 +557,9 @@ export class QueueWorker implements ClaimTarget {
     if (this.held.get(job.id) === job) this.held.delete(job.id);
     if (job.state === 'buffered') {
       this.buffer.remove(job);
+      job.to('lost');
+    } else if (job.state === 'starting') {
+      this.unstart(job);
       job.to('lost');
     } else if (job.state === 'running' && job.batch) {
       // A batch handler's call that lost one job's lease settles none of its jobs: the others' leases lapse, and
@@ -596,6 +595,12 @@ export class QueueWorker implements ClaimTarget {
       if (job.state === 'buffered') {
         this.held.delete(job.id);
         this.buffer.remove(job);
+        job.to('cancelled');
+      } else if (job.state === 'starting') {
+        // Its mark is refused (the row is cancelled) or was taken before the cancel, which then cancelled a started
+        // job's row: either way it must not start now.
+        this.held.delete(job.id);
+        this.unstart(job);
         job.to('cancelled');
       } else if (job.state === 'running') {
         this.held.delete(job.id);
@@ -637,6 +642,18 @@ export class QueueWorker implements ClaimTarget {
   /**
    * The one place that starts jobs from the buffer: free slots are filled with jobs that may still start
    * (unless stopping, or waiting on a check); those past their start deadline on the way go back to the queue.
+   *
+   * A job from the buffer starts only once its row says so (issue 39): it takes its slot in state `starting`, and one
+   * start mark (JobStore.markStarted: fenced by this worker and the claim's fence token, charged, `buffered = false`,
+   * the full lease) goes for every job gathered; while it is in flight, further starts gather for the next. On its
+   * answer the jobs it marked start in claim order (their start deadline checked again), and those it refused (the row
+   * cancelled, replaced, paused, swept meanwhile) are lost, never started. So whatever reads "not started" in the
+   * database (buffered: a bulk or flow cancel, onConflict 'replace', the sweeper's uncharged put-back) is true.
+   * The mark runs outside the RowLockLane: the rows it locks are its `starting` jobs only, which no heartbeat (collect
+   * leaves them out), outcome batch (they have no outcome) or put-back (they are out of the buffer) of this process
+   * touches while it is in flight; against other sessions it locks its rows in id order, as a bulk cancel and a
+   * flow's cancel do. In the lane it would wait behind every outcome batch, and each start with it.
+   *
    * Then the claim loop is roused if a claim is worth making (not after every job: that cost a promise and a
    * loop turn per job); it claims if there may be work (a slot freed since its last claim, a NOTIFY, the poll).
    */
@@ -644,6 +661,7 @@ export class QueueWorker implements ClaimTarget {
     // Inline rather than through guarded(): this runs after every job, and a closure a call was measurable.
     try {
       if (!this.stopping && this.unconfirmedUntilSeq === 0 && this.buffer.size > 0) this.startFromBuffer();
+      if (this.marksGathered.length > 0) this.sendMarks();
     } catch (error) {
       this.shared.logger.error(WORKER_DEFECT(this.config.queue, 'starting buffered jobs', errorLine(error)));
     }
@@ -654,12 +672,98 @@ export class QueueWorker implements ClaimTarget {
     const concurrency = this.config.options.concurrency;
     const now = performance.now();
     const expired: HeldJob[] = [];
-    while (this.running + this.reserved + this.eager < concurrency) {
+    while (this.running + this.starting + this.reserved + this.eager < concurrency) {
       const job = this.buffer.next(now, expired);
       if (!job) break;
-      if (!this.startJob(job)) expired.push(job); // past its deadline by the time its turn came (startJob reads the clock)
+      this.gatherMark(job);
     }
     if (expired.length) void this.giveBack(expired, 'past their start deadline');
+  }
+
+  /** A job takes its slot in state `starting`; its start mark goes with the next statement (sendMarks). */
+  private gatherMark(job: HeldJob): void {
+    job.to('starting');
+    this.starting += 1;
+    this.marksGathered.push(job);
+  }
+
+  /** A `starting` job leaves (cancelled, lost): its slot frees, and its mark is not sent if it was still waiting. */
+  private unstart(job: HeldJob): void {
+    this.starting -= 1;
+    const i = this.marksGathered.indexOf(job);
+    if (i >= 0) this.marksGathered.splice(i, 1);
+    this.buffer.slotFreed();
+  }
+
+  /**
+   * Sends one start mark for every job gathered, unless one is in flight (its answer sends the next) or stopping. Sent
+   * from a microtask: the slots that free in one turn of the event loop (the jobs of one start, ending together)
+   * gather into one mark. Sent at once, the first freed slot's mark went alone and the others waited for it: marks
+   * of half the slots each, half the starts per round trip with no-op jobs.
+   */
+  private sendMarks(): void {
+    if (this.markInFlight || this.markRetry || this.stopping || this.marksGathered.length === 0) return;
+    this.markInFlight = new Promise<void>((resolve) => queueMicrotask(() => resolve(this.flushMarks())));
+  }
+
+  private flushMarks(): Promise<void> | undefined {
+    if (this.stopping || this.marksGathered.length === 0) {
+      this.markInFlight = undefined;
+      return undefined; // stopping: stopClaiming gives back the jobs gathered
+    }
+    const batch = this.marksGathered;
+    this.marksGathered = [];
+    const sentAt = performance.now();
+    const { workerId, leaseMs } = this.config;
+    return this.shared.store.markStarted(workerId, leaseMs, batch).then(
+      (marked) => this.marked(batch, marked, sentAt),
+      (error: unknown) => this.markFailed(batch, error),
+    );
+  }
+
+  /** A start mark answered: the jobs it marked start, in claim order; the ones it refused are no longer ours. */
+  private marked(batch: HeldJob[], marked: Set<string>, sentAt: number): void {
+    this.markInFlight = undefined;
+    this.guarded('starting marked jobs', () => {
+      // As for a claim's jobs (accept): the row's full lease counts from the mark; start in its first half.
+      const runBy = sentAt + this.config.leaseMs / 2;
+      const late: HeldJob[] = [];
+      for (const job of batch) {
+        if (job.state !== 'starting') continue; // cancelled or lost while its mark was on its way: its slot is free already
+        this.starting -= 1;
+        if (!marked.has(job.id)) {
+          if (this.held.get(job.id) === job) this.held.delete(job.id);
+          job.to('lost');
+          this.buffer.slotFreed();
+          continue;
+        }
+        job.marked = true;
+        job.startBy = runBy;
+        if (this.stopping || !this.startJob(job)) late.push(job);
+      }
+      if (late.length) {
+        if (!this.stopping) this.shared.logger.warn(LATE_STARTS(this.config.queue, late.length, Math.round(performance.now() - sentAt), this.config.leaseMs));
+        void this.giveBack(late, this.stopping ? 'shutting down' : 'not started in time: this process stalled while starting them');
+      }
+    });
+    this.pump();
+  }
+
+  /**
+   * A start mark failed (the database unreachable or busy; it wrote nothing, or its answer was lost after it landed):
+   * its jobs keep their slots and are marked again shortly, first in line. The mark is fenced by the claim, so a row
+   * taken back meanwhile (the short lease lapsed, then swept) is refused then, and never started.
+   */
+  private markFailed(batch: HeldJob[], error: unknown): void {
+    this.markInFlight = undefined;
+    const waiting = batch.filter((job) => job.state === 'starting');
+    if (waiting.length === 0) return this.pump();
+    this.shared.logger.warn(`queue "${this.config.queue}": the start mark of ${waiting.length} job(s) failed (${errorLine(error)}); trying again`);
+    this.marksGathered.unshift(...waiting);
+    this.markRetry = setTimeout(() => {
+      this.markRetry = undefined;
+      this.sendMarks();
+    }, MARK_RETRY_MS);
   }
 
   /**
@@ -673,7 +777,7 @@ export class QueueWorker implements ClaimTarget {
     const late = now - this.lastReviewAt > 2 * BUFFER_REVIEW_MS;
     this.lastReviewAt = now;
     if (this.buffer.size === 0 || this.stopping) return;
-    const busy = this.running >= this.config.options.concurrency;
+    const busy = this.running + this.starting >= this.config.options.concurrency;
     const out = this.buffer.review(now, busy && !late ? now - this.lastFreedAt : 0);
     if (out.length) this.giveBack(out, 'held too long or beyond the read-ahead');
     this.pump();
@@ -706,7 +810,13 @@ export class QueueWorker implements ClaimTarget {
     await this.claims.stop();
     // An eager insert in flight comes back to a stopping worker: its job goes back at once (acceptEager).
     await Promise.allSettled(this.eagerInFlight);
-    const buffered = this.buffer.takeAll();
+    // A start mark in flight: its jobs go back when it answers (marked); those still waiting for one go back now.
+    while (this.markInFlight) await this.markInFlight;
+    clearTimeout(this.markRetry);
+    this.markRetry = undefined;
+    const waiting = this.marksGathered.splice(0).filter((job) => job.state === 'starting');
+    this.starting -= waiting.length;
+    const buffered = [...waiting, ...this.buffer.takeAll()];
     if (buffered.length) await this.giveBack(buffered, 'shutting down');
   }
 

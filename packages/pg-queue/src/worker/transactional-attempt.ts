@@ -66,6 +66,9 @@ export function transactionalHandle(
         if (settled.answer.has(job.id)) throw lost(job);
         committed = { flowJobs: settled.flowJobs };
       }
+      // From here the row is completed in this transaction and locked by it: a heartbeat that waits on that lock and
+      // then finds the row no longer processing saw this commit (QueueWorker.beatAnswered), not a lost lease.
+      attempt.settledInTransaction = true;
       return value;
     });
     if (committed) onCommitted(attempt, committed);

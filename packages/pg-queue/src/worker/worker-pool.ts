@@ -14,7 +14,7 @@ import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { errorLine } from '../utils/error-text.js';
 import { withDeadline } from '../utils/retry-backoff.js';
 import type { HeldJob } from './held-job.js';
-import { LeaseKeeper, MARK_AFTER_MS, type BeatLoad, type LeaseHolders } from './lease-keeper.js';
+import { LeaseKeeper, type BeatLoad, type LeaseHolders } from './lease-keeper.js';
 import { NotificationListener } from './notification-listener.js';
 import { OutcomeWriter, type OutcomeSink, type WrittenStatus } from './outcome-writer.js';
 import { InstanceRegistration } from '../instances/instance-registration.js';
@@ -184,8 +184,7 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
   // ---- LeaseHolders: the heartbeat's load and answers ----
 
   collect(full: boolean, load: BeatLoad): void {
-    const markedBefore = performance.now() - MARK_AFTER_MS;
-    for (const worker of this.workers.values()) worker.collect(full, load, markedBefore);
+    for (const worker of this.workers.values()) worker.collect(full, load);
   }
 
   answered(load: BeatLoad, kept: Set<string>, seq: number): void {
@@ -194,11 +193,6 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
 
   failed(): void {
     for (const worker of this.workers.values()) worker.distrust();
-  }
-
-  get marksPending(): boolean {
-    for (const worker of this.workers.values()) if (worker.marksPending) return true;
-    return false;
   }
 
   // ---- OutcomeSink: the outcome writer's answers ----

@@ -24,10 +24,16 @@ export interface ReadAheadWorkerConfig {
   queue: Omit<PgQueueModuleOptions, 'connection' | 'workerId' | 'dataSource'>;
 }
 
-/** What a job of queue 'q' does: sleep `ms` (ignoring its signal, as a busy handler would), or never return. */
+/**
+ * What a job of queue 'q' does: sleep `ms` (ignoring its signal, as a busy handler would), or never return. The
+ * flows' queues of start-marks-processes.spec.ts: 'ra-step' does the same, or fails at once (`fail`); 'ra-undo', a
+ * step's compensation, records its run (its payload names the step it undoes: `undo`).
+ */
 export interface ReadAheadPayload {
   ms?: number;
   hang?: boolean;
+  fail?: boolean;
+  undo?: string;
   /** Anything the test wants to see again in ra_runs (the payload is recorded whole). */
   v?: string;
 }
@@ -45,18 +51,33 @@ const forever = new Promise<never>(() => undefined);
 class ReadAheadHandlers {
   // Defaults only: every test sets its own concurrency, prefetch and maxAttempts through `queues.q`.
   @JobHandler('q')
-  async q(job: Job<ReadAheadPayload>) {
-    starts += 1;
-    // row_locked_by: who holds the row as the handler starts (a job started on a claim this worker lost is not its own).
-    const { rows } = await records.query<{ id: string }>(
-      `INSERT INTO ra_runs (job_id, attempt, worker, payload, row_locked_by)
-       SELECT $1, $2, $3, $4, (SELECT locked_by FROM background_jobs WHERE id = $1) RETURNING id`,
-      [job.id, job.attempt, config.workerId, JSON.stringify(job.payload)],
-    );
-    if (job.payload.hang) return forever;
-    await sleep(job.payload.ms ?? 0);
-    await records.query('UPDATE ra_runs SET ended_at = clock_timestamp() WHERE id = $1', [rows[0].id]);
+  q(job: Job<ReadAheadPayload>) {
+    return run(job);
   }
+
+  @JobHandler('ra-step', { maxAttempts: 1 })
+  step(job: Job<ReadAheadPayload>) {
+    return run(job);
+  }
+
+  @JobHandler('ra-undo')
+  undo(job: Job<ReadAheadPayload>) {
+    return run(job);
+  }
+}
+
+async function run(job: Job<ReadAheadPayload>): Promise<void> {
+  starts += 1;
+  // row_locked_by: who holds the row as the handler starts (a job started on a claim this worker lost is not its own).
+  const { rows } = await records.query<{ id: string }>(
+    `INSERT INTO ra_runs (job_id, attempt, worker, payload, row_locked_by)
+     SELECT $1, $2, $3, $4, (SELECT locked_by FROM background_jobs WHERE id = $1) RETURNING id`,
+    [job.id, job.attempt, config.workerId, JSON.stringify(job.payload)],
+  );
+  if (job.payload.hang) return forever;
+  if (job.payload.fail) throw new Error('this step fails');
+  await sleep(job.payload.ms ?? 0);
+  await records.query('UPDATE ra_runs SET ended_at = clock_timestamp() WHERE id = $1', [rows[0].id]);
 }
 
 async function now(): Promise<string> {

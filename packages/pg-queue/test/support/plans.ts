@@ -6,6 +6,7 @@ export interface PlanNode {
   'Index Name'?: string;
   'Index Cond'?: string;
   'Relation Name'?: string;
+  'CTE Name'?: string;
   'Actual Rows'?: number;
   'Actual Loops'?: number;
   'Shared Hit Blocks'?: number;

@@ -14,15 +14,24 @@ export class TcpProxy {
   private port = 0;
   /** Connections accepted so far. */
   accepted = 0;
+  /** holdReplies(): the server's bytes no longer reach the clients. */
+  private holding = false;
 
-  private constructor(private readonly target: { host: string; port: number }) {
+  private constructor(
+    private readonly target: { host: string; port: number },
+    /**
+     * A slow return path for some connections: once a client has sent `marker` (a table name its statements use,
+     * say), the server's answers on that connection reach it `delayMs` later, in order.
+     */
+    private readonly slow?: { marker: string; delayMs: number },
+  ) {
     this.server = net.createServer((client) => this.accept(client));
   }
 
   /** Starts a proxy to the database of `url`; `proxy.url` is the same URL through the proxy. */
-  static async start(url: string): Promise<TcpProxy & { url: string }> {
+  static async start(url: string, options: { slowAfter?: { marker: string; delayMs: number } } = {}): Promise<TcpProxy & { url: string }> {
     const u = new URL(url);
-    const proxy = new TcpProxy({ host: u.hostname, port: Number(u.port || 5432) });
+    const proxy = new TcpProxy({ host: u.hostname, port: Number(u.port || 5432) }, options.slowAfter);
     await new Promise<void>((resolve) => proxy.server.listen(0, '127.0.0.1', resolve));
     u.hostname = '127.0.0.1';
     proxy.port = (proxy.server.address() as net.AddressInfo).port;
@@ -36,7 +45,17 @@ export class TcpProxy {
     const pair = { client, upstream };
     this.pairs.add(pair);
     client.pipe(upstream);
-    upstream.pipe(client);
+    const slow = this.slow;
+    if (slow) {
+      let delayMs = 0;
+      client.on('data', (chunk: Buffer) => void (chunk.includes(slow.marker) && (delayMs = slow.delayMs)));
+      upstream.on('data', (chunk: Buffer) => {
+        if (delayMs === 0) client.write(chunk);
+        else setTimeout(() => client.destroyed || client.write(chunk), delayMs);
+      });
+    } else if (!this.holding) {
+      upstream.pipe(client);
+    }
     const drop = () => {
       this.pairs.delete(pair);
       client.destroy();
@@ -58,6 +77,19 @@ export class TcpProxy {
       this.holes.push(client, upstream);
     }
     this.pairs.clear();
+  }
+
+  /**
+   * From now on the server's answers are lost on the way back, on open connections and new ones, while what the
+   * clients send still reaches it: a statement commits and its client never hears so (a read timeout, a network
+   * that dropped the return path).
+   */
+  holdReplies(): void {
+    this.holding = true;
+    for (const { client, upstream } of this.pairs) {
+      upstream.unpipe(client);
+      upstream.pause();
+    }
   }
 
   /** Every connection is cut and new ones are refused, as when the server is down. */

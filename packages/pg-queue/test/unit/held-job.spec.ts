@@ -26,7 +26,8 @@ describe('HeldJob: one state per held job, moved only along the table', () => {
 
   it('allows the written-down paths', () => {
     expect(walk('running', 'settling', 'written')).toBe('written');
-    expect(walk('buffered', 'running', 'settling', 'lost')).toBe('lost');
+    expect(walk('buffered', 'starting', 'running', 'settling', 'lost')).toBe('lost');
+    expect(walk('buffered', 'running')).toBe('IllegalTransitionError');
     expect(walk('buffered', 'given-back')).toBe('given-back');
     expect(walk('buffered', 'lost')).toBe('lost');
     expect(walk('buffered', 'cancelled')).toBe('cancelled');

@@ -1,0 +1,265 @@
+import { Injectable, type INestApplicationContext } from '@nestjs/common';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type pg from 'pg';
+import { DataSource } from 'typeorm';
+import { JobEvents, JobHandler, PgQueueModule, QueueService, type Job, type JobEvent, type TransactionalJob } from 'nestjs-pg-queue';
+import { createTestDatabase } from '@internal/pg-harness';
+import { WorkerPool } from '../src/worker/worker-pool.js';
+import { TcpProxy } from './support/tcp-proxy.js';
+import { sqlPool, startApp, waitFor } from './support/test-app.js';
+
+// Issue 39, "the database must know, exactly, whether a job has started" (items 1, 4, 7, 9), in one process; the
+// same promises with two worker processes, cancels, replaces and failing flows: start-marks-processes.spec.ts.
+// Every test asserts on what the tables hold: sm_runs records each handler call with the job's row as the handler
+// found it.
+
+const RUNS = `CREATE TABLE sm_runs (id bigserial PRIMARY KEY, job_id int8, attempt int, instance text, priority int, status text, buffered boolean, attempts int,
+  lease_ms float8, at timestamptz DEFAULT clock_timestamp())`;
+
+let db: pg.Pool;
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+async function record(job: Job, instance: string): Promise<void> {
+  await db.query(
+    `INSERT INTO sm_runs (job_id, attempt, instance, priority, status, buffered, attempts, lease_ms)
+     SELECT id, $2, $3, priority, status::text, buffered, attempts, (extract(epoch FROM lease_expires_at - now()) * 1000)::float8 FROM background_jobs WHERE id = $1`,
+    [job.id, job.attempt, instance],
+  );
+}
+
+@Injectable()
+class Handlers {
+  /** concurrency 1 and a buffer: every job but the first of a claim starts from the buffer. */
+  @JobHandler('sm-buffer', { concurrency: 1, prefetch: 10, eagerStart: false })
+  async buffer(job: Job) {
+    await record(job, 'a');
+    await sleep(5);
+  }
+
+  @JobHandler('sm-order', { concurrency: 1, prefetch: 20, eagerStart: false })
+  async order(job: Job) {
+    await record(job, 'a');
+    await sleep(2);
+  }
+}
+
+describe('start marks: a job from the buffer is told to its row before its handler is called', () => {
+  let app: INestApplicationContext;
+  beforeAll(async () => {
+    const url = await createTestDatabase('start_marks');
+    db = sqlPool(url);
+    await db.query(RUNS);
+    app = await startApp(url, { providers: [Handlers], queue: { leaseMs: 30_000, maintenance: { enabled: false } } });
+  });
+  afterAll(async () => {
+    await app?.close();
+    await db?.end();
+  });
+
+  it('item 1: every handler of a job started from the buffer finds its row started (not buffered), charged, on the full lease', async () => {
+    const queue = app.get(QueueService);
+    await queue.pause('sm-buffer');
+    const ids = await queue.enqueueMany(Array.from({ length: 20 }, (_, i) => ({ queue: 'sm-buffer', payload: { i } })));
+    await queue.resume('sm-buffer');
+    await waitFor('all ran', async () => (await db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE queue_name = 'sm-buffer' AND status = 'completed'`)).rows[0].n === ids.length);
+    const { rows } = await db.query<{ buffered: boolean; charged: boolean; full_lease: boolean; n: number }>(
+      `SELECT buffered, attempts = attempt AS charged, lease_ms > 10000 AS full_lease, count(*)::int AS n FROM sm_runs
+       WHERE job_id = ANY($1::int8[]) GROUP BY 1, 2, 3 ORDER BY 4`,
+      [ids],
+    );
+    expect(rows).toEqual([{ buffered: false, charged: true, full_lease: true, n: ids.length }]);
+  });
+
+  it('item 4: buffered jobs start in claim order (priority, then run_at, then id), not in id order', async () => {
+    const queue = app.get(QueueService);
+    await queue.pause('sm-order');
+    const low = await queue.enqueueMany(Array.from({ length: 50 }, (_, i) => ({ queue: 'sm-order', payload: { i }, priority: 0 })));
+    const high = await queue.enqueueMany(Array.from({ length: 50 }, (_, i) => ({ queue: 'sm-order', payload: { i }, priority: 10 })));
+    await queue.resume('sm-order');
+    await waitFor('all ran', async () => (await db.query(`SELECT count(*)::int AS n FROM sm_runs WHERE job_id = ANY($1::int8[])`, [[...low, ...high]])).rows[0].n === 100, 30_000);
+    const { rows } = await db.query<{ job_id: string; priority: number }>(`SELECT job_id::text, priority FROM sm_runs WHERE job_id = ANY($1::int8[]) ORDER BY id`, [[...low, ...high]]);
+    const order = rows.map((r) => r.job_id);
+    // Every high-priority job before any low one, and each priority in id order (its run_at order).
+    expect(order).toEqual([...high, ...low]);
+  });
+});
+
+// Item 7: the eager insert commits and its answer is lost (a TCP proxy that stops carrying the server's bytes back).
+@Injectable()
+class EagerHandlers {
+  constructor(private readonly queue: QueueService) {}
+  static instanceOf = new WeakMap<QueueService, string>();
+
+  @JobHandler('sm-eager', { concurrency: 2, maxAttempts: 1 })
+  async eager(job: Job) {
+    await record(job, EagerHandlers.instanceOf.get(this.queue) ?? '?');
+  }
+}
+
+describe('start marks: an eager insert whose answer is lost (issue 39 item 7)', () => {
+  let url: string;
+  let proxy: TcpProxy & { url: string };
+  let cut: INestApplicationContext | undefined;
+  let other: INestApplicationContext | undefined;
+  beforeAll(async () => {
+    url = await createTestDatabase('start_marks_eager');
+    db = sqlPool(url);
+    await db.query(RUNS);
+    proxy = await TcpProxy.start(url);
+  });
+  afterAll(async () => {
+    await proxy?.refuse();
+    await Promise.race([cut?.close(), sleep(5_000)]).catch(() => undefined);
+    await other?.close();
+    await db?.end();
+  });
+
+  it('leaves a row the sweeper puts back uncharged: it runs once elsewhere and completes, never dead-lettered unrun', async () => {
+    const settings = { leaseMs: 2_000, heartbeatMs: 500, workerId: 'cut' };
+    // No poll: no claim of this instance's may take the job (its answer would be lost too); only the eager insert does.
+    cut = await startApp(proxy.url, { providers: [EagerHandlers], queue: { ...settings, pollIntervalMs: 600_000, maintenance: { enabled: false } } });
+    EagerHandlers.instanceOf.set(cut.get(QueueService), 'cut');
+    // A job through the proxy first: the pool then has a connection open, on which the eager insert goes.
+    const warm = await cut.get(QueueService).enqueue('sm-eager', { warm: true });
+    await waitFor('the warm-up job completed', async () => (await db.query(`SELECT status FROM background_jobs WHERE id = $1`, [warm])).rows[0]?.status === 'completed');
+    await waitFor('no claim in flight', async () => cut!.get(WorkerPool).claimLoops().every((l) => l.claimingForMs === 0), 10_000, 2);
+    proxy.holdReplies();
+    const before = (await db.query<{ id: string }>(`SELECT coalesce(max(id), 0)::text AS id FROM background_jobs`)).rows[0].id;
+    void cut.get(QueueService).enqueue('sm-eager', { lost: true }).catch(() => undefined);
+    const id = await waitFor('the eager insert committed', async () => (await db.query<{ id: string }>(`SELECT id::text FROM background_jobs WHERE id > $1`, [before])).rows[0]?.id);
+    const { rows: [inserted] } = await db.query(`SELECT status::text, locked_by, buffered, attempts FROM background_jobs WHERE id = $1`, [id]);
+    // Another instance, with the sweeper, on a direct connection.
+    other = await startApp(url, { providers: [EagerHandlers], queue: { ...settings, workerId: 'other', maintenance: { sweepIntervalMs: 200 } } });
+    EagerHandlers.instanceOf.set(other.get(QueueService), 'other');
+    await waitFor('the job finished', async () => ['completed', 'failed'].includes((await db.query(`SELECT status FROM background_jobs WHERE id = $1`, [id])).rows[0].status), 20_000, 50);
+    const { rows: [row] } = await db.query(`SELECT status::text, attempts, locked_by FROM background_jobs WHERE id = $1`, [id]);
+    const { rows: runs } = await db.query(`SELECT instance, attempt FROM sm_runs WHERE job_id = $1`, [id]);
+    console.log(`eager insert with its answer lost: inserted ${JSON.stringify(inserted)}, ended ${JSON.stringify(row)}, runs ${JSON.stringify(runs)}`);
+    expect({ inserted, row, runs }).toEqual({
+      inserted: { status: 'processing', locked_by: 'cut', buffered: true, attempts: 0 },
+      row: { status: 'completed', attempts: 1, locked_by: 'other' },
+      runs: [{ instance: 'other', attempt: 1 }],
+    });
+  }, 60_000);
+});
+
+// Item 9: a heartbeat waits on the row lock of a transactional handler's transaction (a trigger holds it 400 ms after
+// the completion's UPDATE), then finds the row completed: that is the completion committing, not a lost lease. The
+// app reaches PostgreSQL through a proxy that delays the answers 30 ms on the connections of the handlers'
+// transactions (those that wrote sm_ledger), so that the heartbeat's answer is read before the COMMIT's, as it
+// sometimes is on a loaded machine.
+@Injectable()
+class TxHandlers {
+  // One at a time: a beat carrying several running jobs waits on each one's lock in turn, and answers after the last.
+  @JobHandler('sm-tx', { transactional: true, concurrency: 1 })
+  async post(job: TransactionalJob) {
+    await job.manager.query(`INSERT INTO sm_ledger (job_id) VALUES ($1)`, [job.id]);
+    return { ok: true };
+  }
+}
+
+describe('start marks: a committed transactional completion is not a lost lease (issue 39 item 9)', () => {
+  let app: INestApplicationContext;
+  let dataSource: DataSource;
+  let slow: TcpProxy;
+  beforeAll(async () => {
+    const url = await createTestDatabase('start_marks_tx');
+    db = sqlPool(url);
+    await db.query(`CREATE TABLE sm_ledger (job_id int8)`);
+    const proxy = (slow = await TcpProxy.start(url, { slowAfter: { marker: 'sm_ledger', delayMs: 30 } }));
+    dataSource = new DataSource({ type: 'postgres', url: proxy.url, extra: { max: 4 } });
+    app = await startApp(url, {
+      providers: [TxHandlers],
+      imports: [PgQueueModule.forRoot({ dataSource, leaseMs: 5_000, heartbeatMs: 100, maintenance: { enabled: false } })],
+    });
+    await db.query(`
+      CREATE FUNCTION sm_hold_lock() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.4); RETURN NULL; END $$;
+      CREATE TRIGGER sm_hold_lock AFTER UPDATE ON background_jobs FOR EACH ROW
+        WHEN (OLD.status = 'processing' AND NEW.status = 'completed' AND NEW.queue_name = 'sm-tx') EXECUTE FUNCTION sm_hold_lock();`);
+  });
+  afterAll(async () => {
+    await app?.close();
+    await dataSource?.destroy();
+    await slow?.refuse();
+    await db?.end();
+  });
+
+  it('every job completed in its transaction emits completed, none lease-lost', async () => {
+    const events = app.get(JobEvents);
+    const seen: JobEvent[] = [];
+    const stop = events.listen((e) => seen.push(e));
+    try {
+      const queue = app.get(QueueService);
+      const ids = await queue.enqueueMany(Array.from({ length: 8 }, (_, i) => ({ queue: 'sm-tx', payload: { i } })));
+      await waitFor('all completed', async () => (await db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE id = ANY($1::int8[]) AND status = 'completed'`, [ids])).rows[0].n === ids.length, 30_000);
+      await waitFor('an answer per job', async () => seen.filter((e) => e.name === 'completed' || e.name === 'lease-lost').length >= ids.length, 5_000).catch(() => undefined);
+      const count = (name: string) => seen.filter((e) => e.name === name).length;
+      const { rows: [ledger] } = await db.query(`SELECT count(*)::int AS n FROM sm_ledger`);
+      console.log(`transactional completions held 400 ms under 100 ms beats: ${count('completed')} completed events, ${count('lease-lost')} lease-lost`);
+      expect({ completed: count('completed'), leaseLost: count('lease-lost'), ledger: ledger.n }).toEqual({ completed: ids.length, leaseLost: 0, ledger: ids.length });
+    } finally {
+      stop();
+    }
+  }, 60_000);
+});
+
+// Item 10: the fault suite's "unexplained double runs". Before the start mark, a job started from the buffer kept its
+// row `buffered`, on the short lease of its claim, until a heartbeat tick marked it; that tick runs in the row-lock
+// lane, behind whatever outcome batch holds it. Here a completion that takes 4.6 s (a trigger, as a loaded database
+// would) holds the lane while the next job, started from the buffer, runs: its short lease (5 s from the claim)
+// lapses before the tick can mark it, and another instance's sweeper puts it back as never started, uncharged, while
+// its handler runs; that instance then runs it a second time, as the same attempt, with no fault to explain it.
+@Injectable()
+class LaneHandlers {
+  constructor(private readonly queue: QueueService) {}
+  static instanceOf = new WeakMap<QueueService, string>();
+
+  @JobHandler('sm-lane', { concurrency: 1, prefetch: 5, eagerStart: false })
+  async lane(job: Job<{ ms: number }>) {
+    await record(job, LaneHandlers.instanceOf.get(this.queue) ?? '?');
+    await sleep(job.payload.ms);
+  }
+}
+
+describe('start marks: a job started from the buffer is never put back as never started while it runs (issue 39 item 10)', () => {
+  let url: string;
+  let a: INestApplicationContext | undefined;
+  let b: INestApplicationContext | undefined;
+  beforeAll(async () => {
+    url = await createTestDatabase('start_marks_lane');
+    db = sqlPool(url);
+    await db.query(RUNS);
+  });
+  afterAll(async () => {
+    await a?.close();
+    await b?.close();
+    await db?.end();
+  });
+
+  it('a slow outcome batch in the lane does not let the sweeper take a running job started from the buffer', async () => {
+    const settings = { leaseMs: 8_000, heartbeatMs: 1_000 };
+    a = await startApp(url, { providers: [LaneHandlers], queue: { ...settings, workerId: 'a', maintenance: { enabled: false } } });
+    LaneHandlers.instanceOf.set(a.get(QueueService), 'a');
+    await db.query(`
+      CREATE FUNCTION sm_slow_settle() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(4.6); RETURN NULL; END $$;
+      CREATE TRIGGER sm_slow_settle AFTER UPDATE ON background_jobs FOR EACH ROW
+        WHEN (OLD.status = 'processing' AND NEW.status = 'completed' AND NEW.payload ? 'slowSettle') EXECUTE FUNCTION sm_slow_settle();`);
+    const queue = a.get(QueueService);
+    await queue.pause('sm-lane');
+    // One claim takes both: the first starts at once (1 s, then its completion holds the lane 4.6 s), the second
+    // waits in the buffer and starts when the first ends, 1 s after the claim.
+    const [first, second] = await queue.enqueueMany([
+      { queue: 'sm-lane', payload: { ms: 1_000, slowSettle: true } },
+      { queue: 'sm-lane', payload: { ms: 7_000 } },
+    ]);
+    await queue.resume('sm-lane');
+    await waitFor('a holding both', async () => (await db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE locked_by = 'a' AND status = 'processing'`)).rows[0].n === 2, 10_000, 10);
+    // Another instance with the sweeper (and a worker of the queue) joins.
+    b = await startApp(url, { providers: [LaneHandlers], queue: { ...settings, workerId: 'b', maintenance: { sweepIntervalMs: 200 } } });
+    LaneHandlers.instanceOf.set(b.get(QueueService), 'b');
+    await waitFor('both finished', async () => (await db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE id = ANY($1::int8[]) AND status = 'completed'`, [[first, second]])).rows[0].n === 2, 30_000, 100);
+    const { rows: runs } = await db.query(`SELECT instance, attempt FROM sm_runs WHERE job_id = $1 ORDER BY id`, [second]);
+    console.log(`a job started from the buffer behind a 4.6 s outcome batch: runs ${JSON.stringify(runs)}`);
+    expect(runs).toEqual([{ instance: 'a', attempt: 1 }]);
+  }, 60_000);
+});
