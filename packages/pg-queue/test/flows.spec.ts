@@ -3,6 +3,7 @@ import { describe, expect, it } from '@jest/globals';
 import { DataSource } from 'typeorm';
 import { JobEvents, JobHandler, JobStore, MaintenanceScheduler, PgQueueError, QueueService, type FlowRecord, type Job, type JobEvent } from 'nestjs-pg-queue';
 import { AdminStore } from '../src/store/admin.store.js';
+import { LEASE_JOB_STORE } from '../src/pg-queue.constants.js';
 import { useTestApp, waitFor } from './support/test-app.js';
 
 interface Step {
@@ -116,7 +117,7 @@ async function laterJobCompleted(queueName: string, tag: string): Promise<void> 
  * come back. Whatever that queue's worker could have claimed when it was sent, it would have claimed.
  */
 async function claimReturned(queueName: string): Promise<void> {
-  const store = t.app.get(JobStore);
+  const store = t.app.get<JobStore>(LEASE_JOB_STORE); // the workers' claims run on the leases pool's store
   const claimJobs = store.claimJobs;
   let returned = false;
   store.claimJobs = async (...args) => {
