@@ -50,6 +50,8 @@ export interface Facts {
   transitions: Transition[];
   /** `${job}/${attempt}/${worker}` of every run held and started by a process when a fault hit it (or a stall, or a close). */
   held: Set<string>;
+  /** Operator actions (sim_ops), with their times. */
+  ops: { op: string; job_ids: string[]; t0: Date; t1: Date | null }[];
   /** The lease of each worker id's slot. */
   leaseOf: (worker: string) => number;
 }
@@ -60,12 +62,13 @@ export async function loadFacts(db: pg.Pool, leaseOf: (worker: string) => number
     `SELECT id::text, job_id::text, op, old_status, new_status, old_attempts, new_attempts, old_buffered, old_hash, new_hash, new_locked_by, priority, txid::text, at FROM sim_transitions ORDER BY id`,
   );
   const { rows: held } = await db.query<{ key: string }>(`SELECT job_id || '/' || attempt || '/' || worker AS key FROM fault_held`);
+  const { rows: ops } = await db.query<Facts['ops'][number]>(`SELECT op, job_ids::text[] AS job_ids, t0, t1 FROM sim_ops ORDER BY id`);
   const group = <T extends { job_id: string }>(items: T[]) => {
     const map = new Map<string, T[]>();
     for (const item of items) map.set(item.job_id, [...(map.get(item.job_id) ?? []), item]);
     return map;
   };
-  return { runs, runsByJob: group(runs), transitions, transitionsByJob: group(transitions), held: new Set(held.map((h) => h.key)), leaseOf };
+  return { runs, ops, runsByJob: group(runs), transitions, transitionsByJob: group(transitions), held: new Set(held.map((h) => h.key)), leaseOf };
 }
 
 const heldKey = (r: Run) => `${r.job_id}/${r.attempt}/${r.worker}`;
@@ -82,6 +85,15 @@ function blockedBy(facts: Facts, run: Run): boolean {
 /** A transition that put a finished job back (an operator's retry). */
 const requeued = (t: Transition) => t.op === 'update' && ['failed', 'cancelled', 'completed'].includes(t.old_status ?? '') && ['queued', 'blocked'].includes(t.new_status ?? '');
 
+/** When the job's current life began as of `t`: its insert, or the last operator retry (which resets attempts) before `t`. */
+function epochOf(facts: Facts, t: Transition): Date {
+  const before = (facts.transitionsByJob.get(t.job_id) ?? []).filter((x) => Number(x.id) < Number(t.id) && (x.op === 'insert' || requeued(x)));
+  return before.length ? before[before.length - 1].at : new Date(0);
+}
+
+/** A run that ended uncharged before `at` (a durable sleep) or whose end was written before it: not running then. */
+const sleptBefore = (r: Run, at: Date) => r.outcome === 'slept' && r.ended_at !== null && r.ended_at < at;
+
 /**
  * A job runs more than once only when a run was cut by a fault of its holder (fault_held), failed (a retry), was
  * retried by the operator after it, or shared its process with an event-loop block. Two runs of one job at once
@@ -94,14 +106,15 @@ export function runsExplained(facts: Facts): Violation[] {
     const transitions = facts.transitionsByJob.get(jobId) ?? [];
     for (let i = 0; i < runs.length - 1; i++) {
       const r = runs[i];
-      if (failedOutcome(r) || facts.held.has(heldKey(r)) || blockedBy(facts, r)) continue;
+      // A hung or slow handler that ignores its signal runs on after its timeout failed the attempt: the retry is due.
+      if (failedOutcome(r) || r.behaviour === 'hang' || r.behaviour === 'timeout' || facts.held.has(heldKey(r)) || blockedBy(facts, r)) continue;
       const next = runs[i + 1];
       if (transitions.some((t) => requeued(t) && t.at >= r.started_at && t.at <= next.started_at)) continue;
       const overlap = r.ended_at === null || r.ended_at > next.started_at;
       out.push({
         invariant: overlap ? 'runs.two-at-once' : 'runs.redone-without-cause',
         jobIds: [jobId],
-        detail: `${overlap ? 'ran on two processes at once' : 'ran again'}: attempt ${r.attempt} on ${r.worker} (${r.outcome ?? 'no end'}) then attempt ${next.attempt} on ${next.worker}; no fault held it, it did not fail, nobody retried it`,
+        detail: `${overlap ? 'ran on two processes at once' : 'ran again'}${r.behaviour === 'spawn' ? ' (its handler spawned a child with a unique key)' : ''}: attempt ${r.attempt} on ${r.worker} (${r.outcome ?? 'no end'}) then attempt ${next.attempt} on ${next.worker}; no fault held it, it did not fail, nobody retried it`,
       });
       break;
     }
@@ -115,16 +128,28 @@ export function cancelTakesNoStarted(facts: Facts): Violation[] {
   for (const t of facts.transitions) {
     if (t.op !== 'update' || t.new_status !== 'cancelled' || t.old_status === 'cancelled') continue;
     const later = (facts.transitionsByJob.get(t.job_id) ?? []).find((x) => Number(x.id) > Number(t.id) && requeued(x));
-    const runs = (facts.runsByJob.get(t.job_id) ?? []).filter((r) => r.attempt > (t.old_attempts ?? 0) && (!later || r.started_at < later.at));
+    // A run cut by a fault of its holder (the holder died or froze before the cancel) is not one the cancel could ask about.
+    const epoch = epochOf(facts, t);
+    const runs = (facts.runsByJob.get(t.job_id) ?? []).filter(
+      (r) => r.started_at >= epoch && r.attempt > (t.old_attempts ?? 0) && (!later || r.started_at < later.at) && !facts.held.has(heldKey(r)) && !sleptBefore(r, t.at),
+    );
     for (const r of runs) {
+      const by = cancelCause(facts, t);
       out.push({
-        invariant: r.started_at < t.at ? 'cancel.took-a-started-job' : 'cancel.ran-after-cancel',
+        invariant: `${r.started_at < t.at ? 'cancel.took-a-started-job' : 'cancel.ran-after-cancel'}.${by}`,
         jobIds: [t.job_id],
-        detail: `cancelled at ${t.at.toISOString()} from ${t.old_status}${t.old_buffered ? ' (buffered)' : ''} at ${t.old_attempts} attempts; attempt ${r.attempt} began on ${r.worker} at ${r.started_at.toISOString()} (${r.outcome ?? 'no end'})`,
+        detail: `cancelled (${by}) at ${t.at.toISOString()} from ${t.old_status}${t.old_buffered ? ' (buffered)' : ''} at ${t.old_attempts} attempts; attempt ${r.attempt} began on ${r.worker} at ${r.started_at.toISOString()} (run log; the handler was called a little earlier) and ended ${r.outcome ?? 'never'}`,
       });
     }
   }
   return out;
+}
+
+/** Who cancelled: a bulk cancel of queued jobs (the CLI), a single cancel(), or the job's flow (a step failed). */
+function cancelCause(facts: Facts, t: Transition): string {
+  if (facts.ops.some((o) => o.op === 'bulk-cancel' && o.t0 <= t.at && (o.t1 === null || t.at <= o.t1))) return 'bulk';
+  if (facts.ops.some((o) => o.op === 'cancel' && o.job_ids.includes(t.job_id))) return 'single';
+  return 'flow';
 }
 
 /** A running job is never changed (replace); a job never runs with a payload it no longer had when it started. */
@@ -132,7 +157,10 @@ export function replaceSparesRunning(facts: Facts): Violation[] {
   const out: Violation[] = [];
   for (const t of facts.transitions) {
     if (t.op !== 'update' || t.old_hash === t.new_hash) continue;
-    const runs = (facts.runsByJob.get(t.job_id) ?? []).filter((r) => r.attempt > (t.old_attempts ?? 0) - (t.old_status === 'processing' && !t.old_buffered ? 1 : 0));
+    const epoch = epochOf(facts, t);
+    const runs = (facts.runsByJob.get(t.job_id) ?? []).filter(
+      (r) => r.started_at >= epoch && !sleptBefore(r, t.at) && r.attempt > (t.old_attempts ?? 0) - (t.old_status === 'processing' && !t.old_buffered ? 1 : 0),
+    );
     const before = runs.filter((r) => r.started_at <= t.at && r.payload_hash === t.old_hash);
     if (before.length > 0 || (t.old_status === 'processing' && !t.old_buffered)) {
       out.push({
@@ -171,26 +199,27 @@ export async function attemptsCharged(db: pg.Pool, facts: Facts): Promise<Violat
 
 /** Jobs of one claim (one transaction, one worker) start in the claim's order: priority first (queue prio). */
 export function priorityWithinClaims(facts: Facts): Violation[] {
-  const claims = new Map<string, Transition[]>();
-  for (const t of facts.transitions) {
-    if (t.op !== 'update' || t.old_status !== 'queued' || t.new_status !== 'processing' || !t.new_locked_by) continue;
-    const key = `${t.txid}/${t.new_locked_by}`;
-    claims.set(key, [...(claims.get(key) ?? []), t]);
+  const claims = new Map<string, { t: Transition; run: Run }[]>();
+  for (const run of facts.runs) {
+    if (run.queue !== 'prio') continue;
+    // The claim this run started from: the last claim of the job by this worker before the run began.
+    const claim = (facts.transitionsByJob.get(run.job_id) ?? [])
+      .filter((t) => t.op === 'update' && t.old_status === 'queued' && t.new_status === 'processing' && t.new_locked_by === run.worker && t.at <= run.started_at)
+      .pop();
+    if (!claim || (claim.new_attempts ?? 0) + 1 !== run.attempt) continue;
+    const key = `${claim.txid}/${run.worker}`;
+    claims.set(key, [...(claims.get(key) ?? []), { t: claim, run }]);
   }
   const out: Violation[] = [];
   for (const [key, rows] of claims) {
-    if (rows.length < 2) continue;
-    const started = rows
-      .map((t) => ({ t, run: (facts.runsByJob.get(t.job_id) ?? []).find((r) => r.queue === 'prio' && r.worker === t.new_locked_by && r.attempt === (t.old_attempts ?? 0) + 1) }))
-      .filter((x): x is { t: Transition; run: Run } => x.run !== undefined)
-      .sort((a, b) => a.run.seq - b.run.seq);
+    const started = rows.sort((a, b) => a.run.seq - b.run.seq);
     for (let i = 0; i < started.length; i++) {
       const later = started.slice(i + 1).find((x) => x.t.priority > started[i].t.priority);
       if (later) {
         out.push({
           invariant: 'order.priority-within-a-claim',
           jobIds: [started[i].t.job_id, later.t.job_id],
-          detail: `claim ${key}: job ${started[i].t.job_id} (priority ${started[i].t.priority}) started before job ${later.t.job_id} (priority ${later.t.priority}) of the same claim`,
+          detail: `claim ${key} (${rows.length} jobs started from it): job ${started[i].t.job_id} (priority ${started[i].t.priority}) started before job ${later.t.job_id} (priority ${later.t.priority})`,
         });
         break;
       }
@@ -222,10 +251,11 @@ export async function flowOrder(db: pg.Pool, facts: Facts): Promise<Violation[]>
       const ok = p.on_failure === 'continue' ? ['completed', 'failed', 'cancelled'] : ['completed'];
       const done = (facts.transitionsByJob.get(p.parent_id) ?? []).find((t) => t.op === 'update' && ok.includes(t.new_status ?? ''));
       if (!done || done.at > first.started_at) {
+        const retried = (facts.transitionsByJob.get(jobId) ?? []).some((t) => requeued(t) && t.at <= first.started_at);
         out.push({
           invariant: 'flow.step-before-its-parent',
           jobIds: [jobId, p.parent_id],
-          detail: `job ${jobId} began at ${first.started_at.toISOString()} (attempt ${first.attempt} on ${first.worker}); its parent ${p.parent_id} (${p.on_failure}) ${done ? `${done.new_status} only at ${done.at.toISOString()}` : 'never completed'}`,
+          detail: `job ${jobId} began at ${first.started_at.toISOString()} (attempt ${first.attempt} on ${first.worker}); its parent ${p.parent_id} (${p.on_failure}) ${done ? `${done.new_status} only at ${done.at.toISOString()}` : 'never completed'}${retried ? '; the job had been retried (failed or cancelled, then queued again) before it began' : ''}`,
         });
         break;
       }

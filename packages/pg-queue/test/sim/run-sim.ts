@@ -1,6 +1,6 @@
 // One run of the simulation (issue 40): the plan of a seed (generator.ts) played against real processes on one
 // database, then the invariants (invariants.ts) read from what the tables and the run log hold. `npm run test:sim
-// -- --seed N --minutes M` runs it (run-sim.mjs starts Jest on sim.spec.ts, which calls runSim; Jest's global
+// -- --seed N --minutes M` runs it (sim-cli.mjs starts Jest on sim.spec.ts, which calls runSim; Jest's global
 // setup gives it a PostgreSQL); so does CI, for a fixed budget with a fresh seed. Every run prints its seed first;
 // a failing run prints the seed, each invariant broken with its jobs' history and run-log rows, and the replay
 // command.

@@ -71,7 +71,6 @@ async function run(job: Job<SimPayload>): Promise<unknown> {
       case 'throw':
         throw new Error('planned failure');
       case 'junk':
-        // eslint-disable-next-line @typescript-eslint/only-throw-error
         throw p.n % 2 === 0 ? 'a string' : { junk: p.n };
       case 'timeout':
         await sleep(3_600_000, job.signal);

@@ -28,7 +28,7 @@ if (!/^\d+$/.test(seed) || !(Number(minutes) > 0)) {
 }
 process.stdout.write(`test:sim: seed ${seed}, ${minutes} minute(s)\n`);
 const spec = fileURLToPath(new URL('./sim.spec.ts', import.meta.url));
-const result = spawnSync('npx', ['jest', '--runTestsByPath', spec], {
+const result = spawnSync('npx', ['jest', '--runTestsByPath', spec, '--forceExit'], {
   stdio: 'inherit',
   env: { ...process.env, NODE_OPTIONS: '--experimental-vm-modules', PG_QUEUE_SIM: '1', PG_QUEUE_SIM_SEED: seed, PG_QUEUE_SIM_MINUTES: minutes },
 });
