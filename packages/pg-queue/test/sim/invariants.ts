@@ -51,7 +51,7 @@ export interface Facts {
   /** `${job}/${attempt}/${worker}` of every run held and started by a process when a fault hit it (or a stall, or a close). */
   held: Set<string>;
   /** Operator actions (sim_ops), with their times. */
-  ops: { op: string; job_ids: string[]; t0: Date; t1: Date | null }[];
+  ops: { op: string; job_ids: string[]; detail: { slot?: string } | null; t0: Date; t1: Date | null }[];
   /** The lease of each worker id's slot. */
   leaseOf: (worker: string) => number;
 }
@@ -62,7 +62,7 @@ export async function loadFacts(db: pg.Pool, leaseOf: (worker: string) => number
     `SELECT id::text, job_id::text, op, old_status, new_status, old_attempts, new_attempts, old_buffered, old_hash, new_hash, new_locked_by, priority, txid::text, at FROM sim_transitions ORDER BY id`,
   );
   const { rows: held } = await db.query<{ key: string }>(`SELECT job_id || '/' || attempt || '/' || worker AS key FROM fault_held`);
-  const { rows: ops } = await db.query<Facts['ops'][number]>(`SELECT op, job_ids::text[] AS job_ids, t0, t1 FROM sim_ops ORDER BY id`);
+  const { rows: ops } = await db.query<Facts['ops'][number]>(`SELECT op, job_ids::text[] AS job_ids, detail, t0, t1 FROM sim_ops ORDER BY id`);
   const group = <T extends { job_id: string }>(items: T[]) => {
     const map = new Map<string, T[]>();
     for (const item of items) map.set(item.job_id, [...(map.get(item.job_id) ?? []), item]);
@@ -87,8 +87,9 @@ const requeued = (t: Transition) => t.op === 'update' && ['failed', 'cancelled',
 
 /** When the job's current life began as of `t`: its insert, or the last operator retry (which resets attempts) before `t`. */
 function epochOf(facts: Facts, t: Transition): Date {
-  const before = (facts.transitionsByJob.get(t.job_id) ?? []).filter((x) => Number(x.id) < Number(t.id) && (x.op === 'insert' || requeued(x)));
-  return before.length ? before[before.length - 1].at : new Date(0);
+  let epoch = new Date(0);
+  for (const x of facts.transitionsByJob.get(t.job_id) ?? []) if (x !== t && x.at <= t.at && (x.op === 'insert' || requeued(x)) && x.at > epoch) epoch = x.at;
+  return epoch;
 }
 
 /** A run that ended uncharged before `at` (a durable sleep) or whose end was written before it: not running then. */
@@ -111,8 +112,11 @@ export function runsExplained(facts: Facts): Violation[] {
       const next = runs[i + 1];
       if (transitions.some((t) => requeued(t) && t.at >= r.started_at && t.at <= next.started_at)) continue;
       const overlap = r.ended_at === null || r.ended_at > next.started_at;
+      // The app's own lock waits filled the queue pool of the run's process meanwhile (issue 39, item 5)?
+      const slot = r.worker.split('.')[0];
+      const lockWait = facts.ops.some((o) => o.op === 'lock-wait' && o.detail?.slot === slot && o.t0 <= next.started_at && (o.t1 === null || o.t1 >= r.started_at));
       out.push({
-        invariant: overlap ? 'runs.two-at-once' : 'runs.redone-without-cause',
+        invariant: `${overlap ? 'runs.two-at-once' : 'runs.redone-without-cause'}${lockWait ? '.during-a-lock-wait' : r.behaviour === 'spawn' ? '.spawn' : ''}`,
         jobIds: [jobId],
         detail: `${overlap ? 'ran on two processes at once' : 'ran again'}${r.behaviour === 'spawn' ? ' (its handler spawned a child with a unique key)' : ''}: attempt ${r.attempt} on ${r.worker} (${r.outcome ?? 'no end'}) then attempt ${next.attempt} on ${next.worker}; no fault held it, it did not fail, nobody retried it`,
       });
@@ -127,7 +131,7 @@ export function cancelTakesNoStarted(facts: Facts): Violation[] {
   const out: Violation[] = [];
   for (const t of facts.transitions) {
     if (t.op !== 'update' || t.new_status !== 'cancelled' || t.old_status === 'cancelled') continue;
-    const later = (facts.transitionsByJob.get(t.job_id) ?? []).find((x) => Number(x.id) > Number(t.id) && requeued(x));
+    const later = (facts.transitionsByJob.get(t.job_id) ?? []).find((x) => x.at > t.at && requeued(x));
     // A run cut by a fault of its holder (the holder died or froze before the cancel) is not one the cancel could ask about.
     const epoch = epochOf(facts, t);
     const runs = (facts.runsByJob.get(t.job_id) ?? []).filter(
