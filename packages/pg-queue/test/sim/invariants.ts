@@ -57,12 +57,12 @@ export interface Facts {
 }
 
 export async function loadFacts(db: pg.Pool, leaseOf: (worker: string) => number): Promise<Facts> {
-  const { rows: runs } = await db.query<Run>(`SELECT id::text, job_id::text, attempt, worker, seq, queue, payload_hash, behaviour, flow_id::text, compensates::text, started_at, ended_at, outcome FROM sim_runs ORDER BY started_at, id`);
+  const { rows: runs } = await db.query<Run>(`SELECT id::text, job_id::text, attempt, worker, seq, queue, payload_hash, behaviour, flow_id::text, compensates::text, started_at, ended_at, outcome FROM sim_runs ORDER BY started_at, sim_runs.id`);
   const { rows: transitions } = await db.query<Transition>(
-    `SELECT id::text, job_id::text, op, old_status, new_status, old_attempts, new_attempts, old_buffered, old_hash, new_hash, new_locked_by, priority, txid::text, at FROM sim_transitions ORDER BY id`,
+    `SELECT id::text, job_id::text, op, old_status, new_status, old_attempts, new_attempts, old_buffered, old_hash, new_hash, new_locked_by, priority, txid::text, at FROM sim_transitions ORDER BY sim_transitions.id`,
   );
   const { rows: held } = await db.query<{ key: string }>(`SELECT job_id || '/' || attempt || '/' || worker AS key FROM fault_held`);
-  const { rows: ops } = await db.query<Facts['ops'][number]>(`SELECT op, job_ids::text[] AS job_ids, detail, t0, t1 FROM sim_ops ORDER BY id`);
+  const { rows: ops } = await db.query<Facts['ops'][number]>(`SELECT op, job_ids::text[] AS job_ids, detail, t0, t1 FROM sim_ops ORDER BY sim_ops.id`);
   const group = <T extends { job_id: string }>(items: T[]) => {
     const map = new Map<string, T[]>();
     for (const item of items) map.set(item.job_id, [...(map.get(item.job_id) ?? []), item]);
@@ -189,12 +189,19 @@ export async function attemptsCharged(db: pg.Pool, facts: Facts): Promise<Violat
   const { rows: heldRows } = await db.query<{ job_id: string; attempt: number }>(`SELECT job_id::text, attempt FROM fault_held`);
   const heldAttempts = new Map<string, Set<number>>();
   for (const h of heldRows) heldAttempts.set(h.job_id, (heldAttempts.get(h.job_id) ?? new Set()).add(h.attempt));
+  // A claim that charges its attempt (no read-ahead) and whose process a fault hit before the handler began: the
+  // attempt is charged as the claim's, which at-least-once allows.
+  const { rows: faults } = await db.query<{ worker: string; at: Date }>(`SELECT worker, at FROM fault_faults`);
+  const faultAfterCharge = (jobId: string, attempts: number) => {
+    const charge = (facts.transitionsByJob.get(jobId) ?? []).find((t) => t.new_attempts === attempts && (t.old_attempts ?? 0) < attempts);
+    return charge !== undefined && faults.some((f) => f.worker === charge.new_locked_by && f.at >= charge.at);
+  };
   const out: Violation[] = [];
   for (const j of rows) {
     const seen = new Set([...(facts.runsByJob.get(j.id) ?? []).map((r) => r.attempt), ...(heldAttempts.get(j.id) ?? [])]);
     if (j.status === 'failed' && seen.size === 0) {
       out.push({ invariant: 'attempts.dead-lettered-without-a-run', jobIds: [j.id], detail: `failed at ${j.attempts} attempts, no run recorded: ${j.last_error ?? ''}`.slice(0, 300) });
-    } else if (j.attempts > Math.max(0, ...seen)) {
+    } else if (j.attempts > Math.max(0, ...seen) && !faultAfterCharge(j.id, j.attempts)) {
       out.push({ invariant: 'attempts.charged-without-a-run', jobIds: [j.id], detail: `${j.status} at ${j.attempts} attempts; runs recorded for attempts ${[...seen].sort().join(', ') || 'none'}: ${j.last_error ?? ''}`.slice(0, 300) });
     }
   }
