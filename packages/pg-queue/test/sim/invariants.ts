@@ -350,9 +350,10 @@ export async function noCrash(db: pg.Pool): Promise<Violation[]> {
 
 /**
  * No job lost: every committed enqueue is stored (or was pruned after it finished), nothing rolled back is stored,
- * and every job is final or legitimately waiting (due later, blocked on an unfinished parent).
+ * and every job is final or legitimately waiting (due later, blocked on an unfinished parent) when the drain ended
+ * (`drainedAt`, the database clock: a job that became due after it had no worker left to run it).
  */
-export async function noJobLost(db: pg.Pool, why: (id: string) => Promise<unknown>): Promise<Violation[]> {
+export async function noJobLost(db: pg.Pool, why: (id: string) => Promise<unknown>, drainedAt: string): Promise<Violation[]> {
   const out: Violation[] = [];
   const { rows: missing } = await db.query<{ id: string }>(
     `SELECT DISTINCT e.job_id::text AS id FROM sim_enqueues e WHERE e.committed AND NOT EXISTS (SELECT 1 FROM background_jobs j WHERE j.id = e.job_id)
@@ -366,12 +367,13 @@ export async function noJobLost(db: pg.Pool, why: (id: string) => Promise<unknow
   if (ghosts.length) out.push({ invariant: 'lost.rolled-back-enqueue-stored', jobIds: ghosts.map((r) => r.id), detail: `${ghosts.length} jobs of rolled-back enqueues are stored` });
   const { rows: stuck } = await db.query<{ id: string; status: string }>(
     `SELECT j.id::text, j.status::text FROM background_jobs j
-     WHERE (j.status = 'queued' AND j.run_at <= now())
-        OR (j.status = 'processing' AND j.lease_expires_at < now())
+     WHERE (j.status = 'queued' AND j.run_at <= $1::timestamptz - interval '1 second')
+        OR (j.status = 'processing' AND j.lease_expires_at < $1::timestamptz - interval '1 second')
         OR (j.status = 'blocked' AND NOT EXISTS (
               SELECT 1 FROM background_job_deps d JOIN background_jobs p ON p.id = d.parent_id
               WHERE d.child_id = j.id AND NOT d.done AND p.status IN ('queued', 'processing', 'blocked')))
      ORDER BY j.id LIMIT 50`,
+    [drainedAt],
   );
   for (const s of stuck) out.push({ invariant: 'lost.stuck', jobIds: [s.id], detail: `${s.status} after the drain: ${JSON.stringify(await why(s.id).catch((e: Error) => e.message))}`.slice(0, 400) });
   return out;

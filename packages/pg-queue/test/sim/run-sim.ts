@@ -76,7 +76,7 @@ export async function runSim(url: string, seed: number, minutes: number): Promis
       ...(await inv.stepsRunOnce(db, facts)),
       ...(await inv.noCrash(db)),
       ...exits.map((e) => ({ invariant: 'process.exit-past-grace', jobIds: [], detail: `${e.worker} took ${e.ms} ms to exit on SIGTERM (${e.how}; grace ${e.graceMs} ms + ${EXIT_SLACK_MS} ms)` })),
-      ...(await inv.noJobLost(db, (id) => queue.whyNotRunning(id))),
+      ...(await inv.noJobLost(db, (id) => queue.whyNotRunning(id), drained.at)),
     ];
     const report = await describe(db, plan, played, drained, processes, facts, violations, logDir);
     out(report);
@@ -143,13 +143,13 @@ async function runStep(step: Step, deps: Parameters<typeof act>[0]): Promise<str
 }
 
 /** Waits until no job is due and unclaimed or held, or DRAIN_MS passed. */
-async function drain(db: pg.Pool): Promise<{ ms: number; left: number }> {
+async function drain(db: pg.Pool): Promise<{ ms: number; left: number; at: string }> {
   const start = Date.now();
   for (;;) {
-    const { rows } = await db.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM background_jobs WHERE (status = 'queued' AND run_at <= now()) OR status = 'processing'`,
+    const { rows } = await db.query<{ n: number; at: string }>(
+      `SELECT count(*)::int AS n, clock_timestamp()::text AS at FROM background_jobs WHERE (status = 'queued' AND run_at <= now()) OR status = 'processing'`,
     );
-    if (rows[0].n === 0 || Date.now() - start > DRAIN_MS) return { ms: Date.now() - start, left: rows[0].n };
+    if (rows[0].n === 0 || Date.now() - start > DRAIN_MS) return { ms: Date.now() - start, left: rows[0].n, at: rows[0].at };
     await sleep(500);
   }
 }
