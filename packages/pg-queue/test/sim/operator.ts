@@ -66,23 +66,27 @@ export async function act(d: OperatorDeps, kind: OperatorKind, pick: number, hol
       return `bulk retry: code ${r.code}`;
     }
     case 'replace': {
-      // A burst of replaces of keys whose holder is live (queued, read ahead or running): "a running job is never changed".
-      const { rows } = await d.db.query<{ key: string; queue: string }>(
-        `SELECT DISTINCT unique_key AS key, queue_name AS queue FROM background_jobs WHERE unique_key IS NOT NULL AND status IN ('queued', 'processing') AND queue_name = 'sim' ORDER BY 1 LIMIT 20`,
-      );
-      if (!rows.length) return 'replace: no live key';
-      const chosen = rows.slice(Math.floor(pick * rows.length)).concat(rows).slice(0, Math.min(rows.length, 5));
-      const answers = await Promise.all(
-        chosen.map((r) =>
-          d.queue.enqueueUnique('sim', { b: 'ok', ms: 5, n: ++nonce, v: nonce } satisfies SimPayload, { uniqueKey: r.key, onConflict: 'replace' }),
-        ),
-      );
+      // Bursts of replaces of keys whose holder is live (queued, read ahead or running): "a running job is never
+      // changed". Three rounds 50 ms apart, so that some land while a holder is between its start and its start mark.
+      const answers: { id: string; key: string; answer: string }[] = [];
+      for (let round = 0; round < 3; round++) {
+        const { rows } = await d.db.query<{ key: string }>(
+          `SELECT DISTINCT unique_key AS key FROM background_jobs WHERE unique_key IS NOT NULL AND status IN ('queued', 'processing') AND queue_name = 'sim' ORDER BY 1 LIMIT 20`,
+        );
+        const chosen = rows.slice(Math.floor(pick * rows.length)).concat(rows).slice(0, Math.min(rows.length, 8));
+        const made = await Promise.all(
+          chosen.map((r) => d.queue.enqueueUnique('sim', { b: 'ok', ms: 5, n: ++nonce, v: nonce } satisfies SimPayload, { uniqueKey: r.key, onConflict: 'replace' })),
+        );
+        made.forEach((a, i) => answers.push({ id: a.id, key: chosen[i].key, answer: a.replaced ? 'replaced' : a.duplicate ? 'duplicate' : 'inserted' }));
+        await sleep(50);
+      }
+      if (!answers.length) return 'replace: no live key';
       await d.db.query(
         `INSERT INTO sim_enqueues (job_id, kind, committed, unique_key, on_conflict, answer, by_worker) SELECT id, 'replace', true, key, 'replace', answer, 'operator' FROM unnest($1::int8[], $2::text[], $3::text[]) AS u(id, key, answer)`,
-        [answers.map((a) => a.id), chosen.map((c) => c.key), answers.map((a) => (a.replaced ? 'replaced' : a.duplicate ? 'duplicate' : 'inserted'))],
+        [answers.map((a) => a.id), answers.map((a) => a.key), answers.map((a) => a.answer)],
       );
       await record(d.db, kind, t0, answers.map((a) => a.id), answers);
-      return `replace: ${answers.filter((a) => a.replaced).length} of ${answers.length} replaced`;
+      return `replace: ${answers.filter((a) => a.answer === 'replaced').length} of ${answers.length} replaced`;
     }
     case 'pause-resume': {
       const queue = pick < 0.5 ? 'sim' : pick < 0.75 ? 'flow' : 'prio';
