@@ -110,6 +110,8 @@ export function runsExplained(facts: Facts): Violation[] {
       // A hung or slow handler that ignores its signal runs on after its timeout failed the attempt: the retry is due.
       if (failedOutcome(r) || r.behaviour === 'hang' || r.behaviour === 'timeout' || facts.held.has(heldKey(r)) || blockedBy(facts, r)) continue;
       const next = runs[i + 1];
+      // The later run is the start a SIGSTOP cut in two (decided before the freeze, begun on SIGCONT): the fleet records it as held.
+      if (facts.held.has(heldKey(next))) continue;
       if (transitions.some((t) => requeued(t) && t.at >= r.started_at && t.at <= next.started_at)) continue;
       const overlap = r.ended_at === null || r.ended_at > next.started_at;
       // The app's own lock waits filled the queue pool of the run's process meanwhile (issue 39, item 5)?
