@@ -40,7 +40,9 @@ export class Prng {
 
 /** The queues every process serves. */
 export const SIM_QUEUES = ['sim', 'flow', 'undo', 'prio'] as const;
-export type SimQueue = (typeof SIM_QUEUES)[number];
+/** The limited queues (the same limits in every process): `lim` with a global concurrency, `keyed` one per key. */
+export const LIMITED_QUEUES = ['lim', 'keyed'] as const;
+export type SimQueue = (typeof SIM_QUEUES)[number] | (typeof LIMITED_QUEUES)[number];
 
 /** What a handler does, from its payload (sim-worker.ts). */
 export type Behaviour =
@@ -72,10 +74,10 @@ export interface ProcessPlan {
   poolSize: number;
   shutdownGraceMs: number;
   sweepIntervalMs: number;
-  queues: Record<SimQueue, JobHandlerOptions>;
+  queues: Partial<Record<SimQueue, JobHandlerOptions>>;
 }
 
-export type EnqueueKind = 'single' | 'bulk' | 'tx-commit' | 'tx-rollback' | 'unique' | 'delayed' | 'priority' | 'flow';
+export type EnqueueKind = 'single' | 'bulk' | 'tx-commit' | 'tx-rollback' | 'unique' | 'delayed' | 'priority' | 'flow' | 'sql' | 'limited';
 export type OperatorKind = 'bulk-cancel' | 'cancel' | 'retry' | 'bulk-retry' | 'replace' | 'pause-resume' | 'prune' | 'close' | 'priority-probe' | 'lock-wait';
 export type FaultKind = 'kill' | 'stop';
 
@@ -91,6 +93,9 @@ export interface PlannedJob {
   delayMs: number;
   key?: string;
   onConflict?: 'keep' | 'replace' | 'keep-run-at';
+  /** limited jobs: their queue and key. */
+  queue?: SimQueue;
+  concurrencyKey?: string;
 }
 
 export type Step =
@@ -106,6 +111,8 @@ export interface SimPlan {
   steps: Step[];
   /** How many unique keys the workload draws from: small, so that keys collide. */
   keys: number;
+  /** The global concurrency of queue `lim` (every process has it). */
+  globalConcurrency: number;
 }
 
 const BEHAVIOURS: Record<Behaviour, number> = { ok: 62, throw: 7, junk: 3, timeout: 3, hang: 1, snooze: 4, block: 3, write: 8, step: 5, spawn: 0 };
@@ -126,7 +133,7 @@ export function processPlan(r: Prng, slot: string): ProcessPlan {
   const leaseMs = r.pick([1_000, 2_000, 3_000]);
   const queues = Object.fromEntries(SIM_QUEUES.map((q) => [q, handlerOptions(r, leaseMs)])) as Record<SimQueue, JobHandlerOptions>;
   queues.prio = { ...queues.prio, concurrency: 1, prefetch: r.pick([10, 'auto' as const]) };
-  return { slot, leaseMs, poolSize: r.int(3, 6), shutdownGraceMs: r.pick([1_000, 3_000]), sweepIntervalMs: r.pick([500, 1_000, 2_000]), queues };
+  return { slot, leaseMs, poolSize: r.int(3, 6), shutdownGraceMs: r.pick([1_000, 3_000]), sweepIntervalMs: r.pick([500, 1_000, 2_000]), queues: queues as ProcessPlan['queues'] };
 }
 
 function payload(r: Prng, nonce: () => number, weights = BEHAVIOURS): SimPayload {
@@ -174,7 +181,7 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
   for (let at = 1_000; at < end; at += r.int(50, 450)) {
     const type = r.weighted({ enqueue: 80, operator: 15, fault: 5 });
     if (type === 'enqueue') {
-      const kind = r.weighted<EnqueueKind>({ single: 20, bulk: 12, 'tx-commit': 6, 'tx-rollback': 3, unique: 16, delayed: 6, priority: 5, flow: 12 });
+      const kind = r.weighted<Exclude<EnqueueKind, 'sql' | 'limited'>>({ single: 20, bulk: 12, 'tx-commit': 6, 'tx-rollback': 3, unique: 16, delayed: 6, priority: 5, flow: 12 });
       if (kind === 'flow') {
         steps.push({ at, type, kind, jobs: [], flow: flowPlan(r, nonce, keys) });
         continue;
@@ -202,7 +209,36 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
       steps.push({ at, type, kind, target: r.int(1, workerCount), holdMs: r.int(1_500, 7_000) });
     }
   }
-  return { seed, minutes, processes, steps, keys };
+  // Features added after the first seeds were run draw from a second stream, so that a seed's main plan (above)
+  // stays the same: SQL enqueues (pg_queue_enqueue, pg_queue_enqueue_unique) and the limited queues.
+  const x = new Prng((seed ^ 0x5bd1e995) >>> 0);
+  const globalConcurrency = x.int(1, 3);
+  for (const p of processes) {
+    p.queues.lim = { concurrency: x.pick([1, 2, 4]), prefetch: x.pick([0, 5, 'auto' as const]), globalConcurrency, maxAttempts: 3, timeoutMs: 3_000 };
+    p.queues.keyed = { concurrency: x.pick([2, 4]), prefetch: x.pick([0, 5]), concurrencyPerKey: 1, maxAttempts: 3, timeoutMs: 3_000 };
+  }
+  for (let at = 1_500; at < end; at += x.int(800, 3_000)) {
+    if (x.chance(0.5)) {
+      const job: PlannedJob = { payload: payload(x, nonce), priority: 0, delayMs: x.chance(0.2) ? x.int(100, 2_000) : 0 };
+      if (x.chance(0.5)) {
+        job.key = `k${x.int(1, keys)}`;
+        job.onConflict = x.weighted({ keep: 1, replace: 2, 'keep-run-at': 1 });
+      }
+      steps.push({ at, type: 'enqueue', kind: 'sql', jobs: [job] });
+    } else {
+      const queue = x.pick(LIMITED_QUEUES);
+      const jobs = Array.from({ length: x.int(3, 25) }, (): PlannedJob => ({
+        payload: { b: 'ok', ms: x.int(20, 300), n: nonce() },
+        priority: 0,
+        delayMs: 0,
+        queue,
+        ...(queue === 'keyed' ? { concurrencyKey: `c${x.int(1, 3)}` } : x.chance(0.5) ? { concurrencyKey: `c${x.int(1, 3)}` } : {}),
+      }));
+      steps.push({ at, type: 'enqueue', kind: 'limited', jobs });
+    }
+  }
+  steps.sort((a, b) => a.at - b.at);
+  return { seed, minutes, processes, steps, keys, globalConcurrency };
 }
 
 /** Shares of the plan's steps by type and kind, for the report and docs/reliability.md. */

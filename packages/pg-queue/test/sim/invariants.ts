@@ -20,6 +20,7 @@ export interface Run {
   behaviour: string;
   flow_id: string | null;
   compensates: string | null;
+  concurrency_key: string | null;
   started_at: Date;
   ended_at: Date | null;
   outcome: string | null;
@@ -57,7 +58,7 @@ export interface Facts {
 }
 
 export async function loadFacts(db: pg.Pool, leaseOf: (worker: string) => number): Promise<Facts> {
-  const { rows: runs } = await db.query<Run>(`SELECT id::text, job_id::text, attempt, worker, seq, queue, payload_hash, behaviour, flow_id::text, compensates::text, started_at, ended_at, outcome FROM sim_runs ORDER BY started_at, sim_runs.id`);
+  const { rows: runs } = await db.query<Run>(`SELECT id::text, job_id::text, attempt, worker, seq, queue, payload_hash, behaviour, flow_id::text, compensates::text, concurrency_key, started_at, ended_at, outcome FROM sim_runs ORDER BY started_at, sim_runs.id`);
   const { rows: transitions } = await db.query<Transition>(
     `SELECT id::text, job_id::text, op, old_status, new_status, old_attempts, new_attempts, old_buffered, old_hash, new_hash, new_locked_by, priority, txid::text, at FROM sim_transitions ORDER BY sim_transitions.id`,
   );
@@ -238,6 +239,38 @@ export function priorityWithinClaims(facts: Facts): Violation[] {
       }
     }
   }
+  return out;
+}
+
+/**
+ * Limits are never exceeded, from the run intervals: at no moment more runs of queue `lim` than its global
+ * concurrency, nor more than one run of queue `keyed` per concurrency key. Runs a fault held are left out (a frozen
+ * process's run goes on after its lease was given to another: the limit counts leases, not stale handlers).
+ */
+export function limitsHeld(facts: Facts, globalConcurrency: number): Violation[] {
+  const out: Violation[] = [];
+  const check = (name: string, runs: Run[], limit: number) => {
+    const events = runs.flatMap((r) => [
+      { at: r.started_at.getTime(), d: 1, r },
+      { at: (r.ended_at ?? r.started_at).getTime(), d: -1, r },
+    ]);
+    events.sort((a, b) => a.at - b.at || a.d - b.d);
+    const open = new Set<Run>();
+    for (const e of events) {
+      if (e.d < 0) open.delete(e.r);
+      else open.add(e.r);
+      if (open.size > limit) {
+        const now = [...open];
+        out.push({ invariant: `limits.${name}`, jobIds: now.map((r) => r.job_id), detail: `${now.length} runs at once (limit ${limit}) at ${new Date(e.at).toISOString()}: ${now.map((r) => `${r.job_id}/${r.attempt} on ${r.worker}`).join(', ')}` });
+        return;
+      }
+    }
+  };
+  const live = (r: Run) => r.ended_at !== null && !facts.held.has(heldKey(r));
+  check('global-concurrency', facts.runs.filter((r) => r.queue === 'lim' && live(r)), globalConcurrency);
+  const byKey = new Map<string, Run[]>();
+  for (const r of facts.runs) if (r.queue === 'keyed' && r.concurrency_key && live(r)) byKey.set(r.concurrency_key, [...(byKey.get(r.concurrency_key) ?? []), r]);
+  for (const [key, runs] of byKey) check(`per-key(${key})`, runs, 1);
   return out;
 }
 

@@ -43,8 +43,8 @@ async function recordStart(job: Job<SimPayload>): Promise<string> {
   const mine = ++seq;
   if (starts !== undefined) writeSync(starts, `${job.id}/${job.attempt}\n`);
   const { rows } = await records.query<{ id: string }>(
-    `INSERT INTO sim_runs (job_id, attempt, worker, pid, seq, queue, payload_hash, behaviour, flow_id, flow_ref, compensates, row_status, row_buffered, row_locked_by)
-     SELECT $1, $2, $3, $4, $5, $6, md5($7::jsonb::text), $8, j.flow_id, j.flow_ref, j.compensates, j.status::text, j.buffered, j.locked_by
+    `INSERT INTO sim_runs (job_id, attempt, worker, pid, seq, queue, payload_hash, behaviour, flow_id, flow_ref, compensates, row_status, row_buffered, row_locked_by, concurrency_key)
+     SELECT $1, $2, $3, $4, $5, $6, md5($7::jsonb::text), $8, j.flow_id, j.flow_ref, j.compensates, j.status::text, j.buffered, j.locked_by, j.concurrency_key
      FROM (SELECT 1) AS one LEFT JOIN background_jobs AS j ON j.id = $1 RETURNING id`,
     [job.id, job.attempt, config.workerId, process.pid, mine, job.queue, JSON.stringify(job.payload), job.payload?.b ?? '?'],
   );
@@ -134,6 +134,16 @@ class SimHandlers {
   prio(job: Job<SimPayload>) {
     return run(job);
   }
+
+  @JobHandler('lim')
+  lim(job: Job<SimPayload>) {
+    return run(job);
+  }
+
+  @JobHandler('keyed')
+  keyed(job: Job<SimPayload>) {
+    return run(job);
+  }
 }
 
 async function recordEnqueues(ids: string[], kind: string, committed: boolean, jobs: PlannedJob[], answers?: EnqueueResult[]): Promise<void> {
@@ -196,6 +206,27 @@ async function enqueue(op: Extract<WorkerOp, { op: 'enqueue' }>): Promise<unknow
         client.release();
       }
       await recordEnqueues(ids, op.kind, op.kind === 'tx-commit', op.jobs);
+      return ids;
+    }
+    case 'sql': {
+      // Enqueued from SQL, as a trigger or another language does (docs/guides/sql-enqueue.md).
+      const j = op.jobs[0];
+      const payload = JSON.stringify(j.payload);
+      if (j.key) {
+        const { rows } = await records.query<{ id: string; duplicate: boolean; replaced: boolean }>(
+          `SELECT id::text, duplicate, replaced FROM pg_queue_enqueue_unique('sim', $1::jsonb, unique_key => $2, on_conflict => $3, delay_ms => $4)`,
+          [payload, j.key, j.onConflict ?? 'keep', j.delayMs],
+        );
+        await recordEnqueues([rows[0].id], 'sql', true, op.jobs, [rows[0]]);
+        return rows[0];
+      }
+      const { rows } = await records.query<{ id: string }>(`SELECT pg_queue_enqueue('sim', $1::jsonb, delay_ms => $2)::text AS id`, [payload, j.delayMs]);
+      await recordEnqueues([rows[0].id], 'sql', true, op.jobs);
+      return rows[0].id;
+    }
+    case 'limited': {
+      const ids = await queue.enqueueMany(op.jobs.map((j) => ({ queue: j.queue!, payload: j.payload, ...(j.concurrencyKey ? { concurrencyKey: j.concurrencyKey } : {}) })));
+      await recordEnqueues(ids, op.kind, true, op.jobs);
       return ids;
     }
     case 'flow': {

@@ -6,7 +6,7 @@ export const SIM_TABLES = `
   CREATE TABLE sim_runs (
     id bigserial PRIMARY KEY, job_id int8 NOT NULL, attempt int NOT NULL, worker text NOT NULL, pid int NOT NULL, seq int NOT NULL,
     queue text NOT NULL, payload_hash text NOT NULL, behaviour text NOT NULL,
-    flow_id int8, flow_ref text, compensates int8, row_status text, row_buffered boolean, row_locked_by text,
+    flow_id int8, flow_ref text, compensates int8, row_status text, row_buffered boolean, row_locked_by text, concurrency_key text,
     started_at timestamptz NOT NULL DEFAULT clock_timestamp(), ended_at timestamptz, outcome text);
   CREATE INDEX sim_runs_job_idx ON sim_runs (job_id);
   -- Every enqueue call's jobs: committed or rolled back, and what a unique enqueue answered.
