@@ -214,9 +214,9 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
   const x = new Prng((seed ^ 0x5bd1e995) >>> 0);
   const globalConcurrency = x.int(1, 3);
   for (const p of processes) {
-    // A limited queue takes no prefetch (a job read ahead would hold a slot of the limit): the module refuses it.
-    p.queues.lim = { concurrency: x.pick([1, 2, 4]), prefetch: 0, eagerStart: x.chance(0.5), globalConcurrency, maxAttempts: 3, timeoutMs: 3_000 };
-    p.queues.keyed = { concurrency: x.pick([2, 4]), prefetch: 0, eagerStart: x.chance(0.5), concurrencyPerKey: 1, maxAttempts: 3, timeoutMs: 3_000 };
+    // A limited queue takes no prefetch and no eager start (either would bypass the claim that enforces the limit): the module refuses both.
+    p.queues.lim = { concurrency: x.pick([1, 2, 4]), prefetch: 0, eagerStart: false, globalConcurrency, maxAttempts: 3, timeoutMs: 3_000 };
+    p.queues.keyed = { concurrency: x.pick([2, 4]), prefetch: 0, eagerStart: false, concurrencyPerKey: 1, maxAttempts: 3, timeoutMs: 3_000 };
   }
   for (let at = 1_500; at < end; at += x.int(800, 3_000)) {
     if (x.chance(0.5)) {
