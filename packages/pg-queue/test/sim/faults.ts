@@ -1,0 +1,207 @@
+// The simulation's processes and the faults it injects into them. Each process slot of the plan ('e', 'w1', ...)
+// gets a WorkerFleet of the fault suite (test/faults/support/fleet.ts) with that slot's options, so every SIGKILL
+// and SIGSTOP is written to fault_faults and fault_held (the jobs the process held and had started: the only runs
+// that may be redone), and every stall of the whole machine is recorded as a fault by the fleet's StallWatch,
+// never reported as a failure. A slot whose process was killed, or closed by the operator, is started again.
+import type pg from 'pg';
+import { ProcessPool, WorkerFleet, type WorkerHandle } from '../faults/support/fleet.js';
+import type { ProcessPlan } from './generator.js';
+import type { WorkerOp } from './sim-worker.js';
+
+export interface SimProcess {
+  plan: ProcessPlan;
+  fleet: WorkerFleet;
+  handle: WorkerHandle | undefined;
+  /** A start, kill or freeze in progress: faults on a busy slot are skipped (and recorded as skipped). */
+  busy: boolean;
+}
+
+export class SimProcesses {
+  readonly slots = new Map<string, SimProcess>();
+  private readonly pool: ProcessPool;
+  private seq = 0;
+  /** Faults injected, by kind (what actually happened, for the report). */
+  readonly injected: Record<string, number> = {};
+
+  constructor(
+    script: string,
+    logDir: string,
+    private readonly url: string,
+    private readonly db: pg.Pool,
+    plans: ProcessPlan[],
+  ) {
+    this.pool = new ProcessPool(script, logDir, 1);
+    for (const plan of plans) {
+      const fleet = new WorkerFleet({
+        processes: this.pool,
+        url,
+        db,
+        poolSize: plan.poolSize,
+        bootTimeoutMs: 120_000,
+        queue: {
+          leaseMs: plan.leaseMs,
+          shutdownGraceMs: plan.shutdownGraceMs,
+          maintenance: { sweepIntervalMs: plan.sweepIntervalMs, completedRetentionMs: 3_600_000 },
+          queues: plan.queues,
+        },
+      });
+      this.slots.set(plan.slot, { plan, fleet, handle: undefined, busy: false });
+    }
+  }
+
+  async startAll(): Promise<void> {
+    this.pool.warm();
+    for (const slot of this.slots.keys()) await this.start(slot);
+  }
+
+  async start(slot: string): Promise<void> {
+    const p = this.slots.get(slot)!;
+    p.busy = true;
+    try {
+      p.handle = await p.fleet.start(slot);
+      const handle = p.handle;
+      void handle.exited.then(() => this.recordExit(handle));
+    } finally {
+      p.busy = false;
+    }
+  }
+
+  private async recordExit(handle: WorkerHandle): Promise<void> {
+    const meant = (handle as WorkerHandle & { meant?: boolean }).meant === true;
+    const how = handle.child.signalCode ?? `exit ${handle.child.exitCode}`;
+    await this.db.query('INSERT INTO sim_exits (worker, pid, how, meant) VALUES ($1, $2, $3, $4)', [handle.workerId, handle.pid, how, meant]).catch(() => undefined);
+  }
+
+  /** Sends an op to a slot's process; resolves with its answer. */
+  ask<T>(slot: string, op: WorkerOp, timeoutMs = 120_000): Promise<T> {
+    const handle = this.slots.get(slot)?.handle;
+    if (!handle || !handle.ready || handle.stopped) return Promise.reject(new Error(`slot ${slot} has no running process`));
+    const seq = ++this.seq;
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => done(new Error(`${slot} did not answer ${op.op} in ${timeoutMs} ms`)), timeoutMs);
+      const onMessage = (m: { type: string; seq: number; ok: boolean; result: T; error: string }) => {
+        if (m.type !== 'op-result' || m.seq !== seq) return;
+        if (m.ok) done(undefined, m.result);
+        else done(new Error(m.error));
+      };
+      const onExit = () => done(new Error(`${slot} exited before it answered ${op.op}`));
+      const done = (error: Error | undefined, result?: T) => {
+        clearTimeout(timer);
+        handle.child.off('message', onMessage);
+        handle.child.off('exit', onExit);
+        if (error) reject(error);
+        else resolve(result!);
+      };
+      handle.child.on('message', onMessage);
+      handle.child.once('exit', onExit);
+      handle.child.send({ type: 'op', seq, ...op });
+    });
+  }
+
+  /** SIGKILL the slot's process, then start a new one after `restartMs`. */
+  async kill(slot: string, restartMs: number): Promise<boolean> {
+    const p = this.slots.get(slot)!;
+    if (p.busy || !p.handle || !p.handle.ready || p.handle.stopped) return false;
+    p.busy = true;
+    (p.handle as WorkerHandle & { meant?: boolean }).meant = true;
+    this.count('kill');
+    await p.fleet.kill(p.handle);
+    p.handle = undefined;
+    await sleep(restartMs);
+    p.busy = false;
+    await this.start(slot);
+    return true;
+  }
+
+  /** SIGSTOP the slot's process for `holdMs` (past its lease when holdMs > leaseMs), then SIGCONT. */
+  async freeze(slot: string, holdMs: number): Promise<boolean> {
+    const p = this.slots.get(slot)!;
+    if (p.busy || !p.handle || !p.handle.ready || p.handle.stopped) return false;
+    p.busy = true;
+    this.count(holdMs > p.plan.leaseMs ? 'stop-past-lease' : 'stop-within-lease');
+    const handle = p.handle;
+    try {
+      await p.fleet.freeze(handle);
+      await sleep(holdMs);
+      await p.fleet.resume(handle);
+    } finally {
+      p.busy = false;
+    }
+    return true;
+  }
+
+  /**
+   * The operator's app.close() in the slot's process, then a fresh process. What the close cut is written as a
+   * fault (signal 'CLOSE') with the jobs the process held and had started: runs past the grace are put back.
+   */
+  async close(slot: string): Promise<{ ms: number } | undefined> {
+    const p = this.slots.get(slot)!;
+    if (p.busy || !p.handle || !p.handle.ready || p.handle.stopped) return undefined;
+    p.busy = true;
+    this.count('close');
+    const handle = p.handle;
+    try {
+      const held = await this.db.query<{ id: string }>(`SELECT id::text FROM background_jobs WHERE status = 'processing' AND locked_by = $1`, [handle.workerId]);
+      await this.db.query(
+        `WITH f AS (INSERT INTO fault_faults (worker, pid, signal) VALUES ($1, $2, 'CLOSE'))
+         INSERT INTO fault_held (worker, job_id, attempt) SELECT $1, r.job_id, r.attempt FROM sim_runs r WHERE r.worker = $1 AND r.job_id = ANY($3::int8[])`,
+        [handle.workerId, handle.pid, held.rows.map((r) => r.id)],
+      );
+      const answer = await this.ask<{ ms: number }>(slot, { op: 'close' });
+      (handle as WorkerHandle & { meant?: boolean }).meant = true;
+      p.fleet.live.delete(handle.workerId);
+      handle.child.kill('SIGKILL');
+      await handle.exited;
+      p.handle = undefined;
+      p.busy = false;
+      await this.start(slot);
+      return answer;
+    } finally {
+      p.busy = false;
+    }
+  }
+
+  /**
+   * The end: SIGTERM every process and time its exit. Returns the processes that took longer than their grace
+   * plus `slackMs` (then SIGKILLed) or exited with an error.
+   */
+  async terminateAll(slackMs: number): Promise<{ worker: string; ms: number; how: string; graceMs: number }[]> {
+    const results = await Promise.all(
+      [...this.slots.values()].map(async (p) => {
+        const handle = p.handle;
+        if (!handle) return undefined;
+        (handle as WorkerHandle & { meant?: boolean }).meant = true;
+        handle.child.kill('SIGCONT');
+        const t = Date.now();
+        handle.child.kill('SIGTERM');
+        const limit = p.plan.shutdownGraceMs + slackMs;
+        const inTime = await Promise.race([handle.exited.then(() => true), sleep(limit).then(() => false)]);
+        const ms = Date.now() - t;
+        if (!inTime) handle.child.kill('SIGKILL');
+        await handle.exited;
+        await this.db.query('UPDATE sim_exits SET ms = $2 WHERE worker = $1', [handle.workerId, ms]).catch(() => undefined);
+        const how = handle.child.signalCode ?? `exit ${handle.child.exitCode}`;
+        return { worker: handle.workerId, ms, how, graceMs: p.plan.shutdownGraceMs, inTime };
+      }),
+    );
+    for (const p of this.slots.values()) await p.fleet.killAll();
+    await this.pool.killAll();
+    return results.filter((r) => r !== undefined && (!r.inTime || r.how !== 'exit 0')).map((r) => ({ worker: r!.worker, ms: r!.ms, how: r!.how, graceMs: r!.graceMs }));
+  }
+
+  async killAll(): Promise<void> {
+    for (const p of this.slots.values()) await p.fleet.killAll();
+    await this.pool.killAll();
+  }
+
+  /** The machine stalls every fleet's watch recorded. */
+  stalls(): number {
+    return [...this.slots.values()].reduce((n, p) => n + p.fleet.stalls.length, 0);
+  }
+
+  private count(kind: string): void {
+    this.injected[kind] = (this.injected[kind] ?? 0) + 1;
+  }
+}
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

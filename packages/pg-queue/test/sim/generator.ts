@@ -1,0 +1,251 @@
+// The simulation's plan (issue 40): everything that is random in a run comes from one seed, through one PRNG,
+// in one fixed order, so that a seed names one plan: the processes and their options, the workload, the operator
+// actions and the faults with their moments. Only the timing of what then happens varies from run to run (the
+// machine decides it); what actually happened is recorded in the tables, never inferred from the plan.
+import type { JobHandlerOptions } from '../../src/index.js';
+
+/** mulberry32: small, fast, good enough for test plans; the same seed gives the same sequence everywhere. */
+export class Prng {
+  private state: number;
+  constructor(seed: number) {
+    this.state = seed >>> 0;
+  }
+  next(): number {
+    this.state = (this.state + 0x6d2b79f5) >>> 0;
+    let t = this.state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  }
+  int(min: number, max: number): number {
+    return min + Math.floor(this.next() * (max - min + 1));
+  }
+  chance(p: number): boolean {
+    return this.next() < p;
+  }
+  pick<T>(items: readonly T[]): T {
+    return items[Math.floor(this.next() * items.length)];
+  }
+  /** A key of `weights`, each drawn in proportion to its weight. */
+  weighted<K extends string>(weights: Record<K, number>): K {
+    const entries = Object.entries(weights) as [K, number][];
+    let r = this.next() * entries.reduce((sum, [, w]) => sum + w, 0);
+    for (const [key, w] of entries) {
+      r -= w;
+      if (r < 0) return key;
+    }
+    return entries[entries.length - 1][0];
+  }
+}
+
+/** The queues every process serves. */
+export const SIM_QUEUES = ['sim', 'flow', 'undo', 'prio'] as const;
+/** The limited queues (the same limits in every process): `lim` with a global concurrency, `keyed` one per key. */
+export const LIMITED_QUEUES = ['lim', 'keyed'] as const;
+export type SimQueue = (typeof SIM_QUEUES)[number] | (typeof LIMITED_QUEUES)[number];
+
+/** What a handler does, from its payload (sim-worker.ts). */
+export type Behaviour =
+  | 'ok' // sleeps `ms`, honouring its signal
+  | 'throw' // throws an Error
+  | 'junk' // throws something that is not an Error
+  | 'timeout' // sleeps past the queue's timeout, honouring the signal
+  | 'hang' // ignores its signal, returns after `ms` (long)
+  | 'snooze' // JobSnoozedError on its first attempt
+  | 'block' // blocks the event loop for `ms`
+  | 'write' // writes a row of sim_app in its own statement
+  | 'step' // two durable steps, throws on its first attempt after the first step
+  | 'spawn'; // (flow jobs) spawns children, one holding a unique key that may be held already
+
+export interface SimPayload {
+  b: Behaviour;
+  ms: number;
+  /** A nonce: every planned job is distinct; `v` changes with a replace. */
+  n: number;
+  v?: number;
+  /** spawn: the unique key its child takes. */
+  key?: string;
+}
+
+/** The options one process runs with (given to WorkerFleet as its `queue` options). */
+export interface ProcessPlan {
+  slot: string;
+  leaseMs: number;
+  poolSize: number;
+  shutdownGraceMs: number;
+  sweepIntervalMs: number;
+  queues: Partial<Record<SimQueue, JobHandlerOptions>>;
+}
+
+export type EnqueueKind = 'single' | 'bulk' | 'tx-commit' | 'tx-rollback' | 'unique' | 'delayed' | 'priority' | 'flow' | 'sql' | 'limited';
+export type OperatorKind = 'bulk-cancel' | 'cancel' | 'retry' | 'bulk-retry' | 'replace' | 'pause-resume' | 'prune' | 'close' | 'priority-probe' | 'lock-wait';
+export type FaultKind = 'kill' | 'stop';
+
+export interface FlowPlan {
+  shape: 'chain' | 'fan' | 'diamond' | 'saga';
+  policy: 'fail' | 'cancel' | 'continue';
+  jobs: { ref: string; payload: SimPayload; dependsOn: string[]; compensate: boolean }[];
+}
+
+export interface PlannedJob {
+  payload: SimPayload;
+  priority: number;
+  delayMs: number;
+  key?: string;
+  onConflict?: 'keep' | 'replace' | 'keep-run-at';
+  /** limited jobs: their queue and key. */
+  queue?: SimQueue;
+  concurrencyKey?: string;
+}
+
+export type Step =
+  | { at: number; type: 'enqueue'; kind: EnqueueKind; jobs: PlannedJob[]; flow?: FlowPlan }
+  | { at: number; type: 'operator'; kind: OperatorKind; pick: number; holdMs: number }
+  | { at: number; type: 'fault'; kind: FaultKind; target: number; holdMs: number };
+
+export interface SimPlan {
+  seed: number;
+  minutes: number;
+  /** The enqueuing process first (slot 'e', never faulted), then the workers. */
+  processes: ProcessPlan[];
+  steps: Step[];
+  /** How many unique keys the workload draws from: small, so that keys collide. */
+  keys: number;
+  /** The global concurrency of queue `lim` (every process has it). */
+  globalConcurrency: number;
+}
+
+const BEHAVIOURS: Record<Behaviour, number> = { ok: 62, throw: 7, junk: 3, timeout: 3, hang: 1, snooze: 4, block: 3, write: 8, step: 5, spawn: 0 };
+
+function handlerOptions(r: Prng, leaseMs: number): JobHandlerOptions {
+  const prefetch = r.weighted({ none: 2, fixed: 3, auto: 3 });
+  return {
+    concurrency: r.pick([1, 2, 4, 8]),
+    ...(prefetch === 'none' ? { prefetch: 0 } : prefetch === 'fixed' ? { prefetch: r.pick([5, 20, 50]) } : { prefetch: 'auto' as const }),
+    eagerStart: r.chance(0.5),
+    maxAttempts: r.int(1, 4),
+    backoff: { baseMs: r.pick([20, 100, 300]), maxMs: 1_000 },
+    timeoutMs: r.pick([1_500, 3_000, 6_000, leaseMs * 4]),
+  };
+}
+
+export function processPlan(r: Prng, slot: string): ProcessPlan {
+  const leaseMs = r.pick([1_000, 2_000, 3_000]);
+  const queues = Object.fromEntries(SIM_QUEUES.map((q) => [q, handlerOptions(r, leaseMs)])) as Record<SimQueue, JobHandlerOptions>;
+  queues.prio = { ...queues.prio, concurrency: 1, prefetch: r.pick([10, 'auto' as const]) };
+  return { slot, leaseMs, poolSize: r.int(3, 6), shutdownGraceMs: r.pick([1_000, 3_000]), sweepIntervalMs: r.pick([500, 1_000, 2_000]), queues: queues as ProcessPlan['queues'] };
+}
+
+function payload(r: Prng, nonce: () => number, weights = BEHAVIOURS): SimPayload {
+  const b = r.weighted(weights);
+  const ms = b === 'hang' ? r.int(5_000, 15_000) : b === 'block' ? r.int(50, 400) : b === 'timeout' ? 0 : r.chance(0.7) ? r.int(1, 10) : r.chance(0.8) ? r.int(20, 300) : r.int(2_000, 9_000);
+  return { b, ms, n: nonce() };
+}
+
+function flowPlan(r: Prng, nonce: () => number, keys: number): FlowPlan {
+  const shape = r.weighted({ chain: 3, fan: 3, diamond: 2, saga: 3 });
+  const policy = r.weighted({ fail: 3, cancel: 1, continue: 1 });
+  // Steps mostly succeed; one in a few fails, which is what compensation and the policies are about.
+  const stepWeights: Record<Behaviour, number> = { ...BEHAVIOURS, ok: 70, throw: 6, junk: 1, hang: 0, timeout: 1, block: 1, spawn: 4 };
+  const step = (ref: string, dependsOn: string[], compensate: boolean) => {
+    const p = payload(r, nonce, stepWeights);
+    if (p.b === 'spawn') p.key = `k${r.int(1, keys)}`;
+    if (p.ms > 1_000) p.ms = r.int(1, 50);
+    return { ref, payload: p, dependsOn, compensate };
+  };
+  const jobs: FlowPlan['jobs'] = [];
+  if (shape === 'chain' || shape === 'saga') {
+    const n = r.int(2, shape === 'saga' ? 5 : 8);
+    for (let i = 0; i < n; i++) jobs.push(step(`s${i}`, i === 0 ? [] : [`s${i - 1}`], shape === 'saga' || r.chance(0.3)));
+  } else if (shape === 'fan') {
+    const n = r.int(3, 40);
+    jobs.push(step('root', [], r.chance(0.5)));
+    for (let i = 0; i < n; i++) jobs.push(step(`p${i}`, ['root'], r.chance(0.6)));
+    jobs.push(step('join', jobs.slice(1).map((j) => j.ref), false));
+  } else {
+    jobs.push(step('a', [], true), step('b', ['a'], true), step('c', ['a'], true), step('d', ['b', 'c'], false));
+  }
+  return { shape, policy, jobs };
+}
+
+/** The plan of a seed: `minutes` of steps, about 4 a second, then the drain (not planned: run-sim waits). */
+export function generatePlan(seed: number, minutes: number): SimPlan {
+  const r = new Prng(seed);
+  let n = 0;
+  const nonce = () => ++n;
+  const workerCount = r.int(2, 3);
+  const processes = [processPlan(r, 'e'), ...Array.from({ length: workerCount }, (_, i) => processPlan(r, `w${i + 1}`))];
+  const keys = r.int(3, 12);
+  const steps: Step[] = [];
+  const end = minutes * 60_000;
+  for (let at = 1_000; at < end; at += r.int(50, 450)) {
+    const type = r.weighted({ enqueue: 80, operator: 15, fault: 5 });
+    if (type === 'enqueue') {
+      const kind = r.weighted<Exclude<EnqueueKind, 'sql' | 'limited'>>({ single: 20, bulk: 12, 'tx-commit': 6, 'tx-rollback': 3, unique: 16, delayed: 6, priority: 5, flow: 12 });
+      if (kind === 'flow') {
+        steps.push({ at, type, kind, jobs: [], flow: flowPlan(r, nonce, keys) });
+        continue;
+      }
+      const count = kind === 'bulk' || kind === 'tx-commit' || kind === 'tx-rollback' ? r.int(2, 60) : kind === 'priority' ? r.int(10, 40) : 1;
+      const jobs = Array.from({ length: count }, () => {
+        const job: PlannedJob = {
+          payload: payload(r, nonce),
+          priority: kind === 'priority' ? r.int(0, 9) : r.chance(0.1) ? r.int(-5, 5) : 0,
+          delayMs: kind === 'delayed' ? r.int(200, 20_000) : 0,
+        };
+        if (kind === 'unique') {
+          job.key = `k${r.int(1, keys)}`;
+          job.onConflict = r.weighted({ keep: 1, replace: 2, 'keep-run-at': 1 });
+          job.delayMs = r.chance(0.5) ? r.int(100, 3_000) : 0;
+        }
+        return job;
+      });
+      steps.push({ at, type, kind, jobs });
+    } else if (type === 'operator') {
+      const kind = r.weighted<OperatorKind>({ 'bulk-cancel': 8, cancel: 10, retry: 12, 'bulk-retry': 4, replace: 14, 'pause-resume': 6, prune: 2, close: 2, 'priority-probe': 3, 'lock-wait': 3 });
+      steps.push({ at, type, kind, pick: r.next(), holdMs: r.int(200, 2_000) });
+    } else {
+      const kind = r.weighted<FaultKind>({ kill: 1, stop: 1 });
+      steps.push({ at, type, kind, target: r.int(1, workerCount), holdMs: r.int(1_500, 7_000) });
+    }
+  }
+  // Features added after the first seeds were run draw from a second stream, so that a seed's main plan (above)
+  // stays the same: SQL enqueues (pg_queue_enqueue, pg_queue_enqueue_unique) and the limited queues.
+  const x = new Prng((seed ^ 0x5bd1e995) >>> 0);
+  const globalConcurrency = x.int(1, 3);
+  for (const p of processes) {
+    // A limited queue takes no prefetch and no eager start (either would bypass the claim that enforces the limit): the module refuses both.
+    p.queues.lim = { concurrency: x.pick([1, 2, 4]), prefetch: 0, eagerStart: false, globalConcurrency, maxAttempts: 3, timeoutMs: 3_000 };
+    p.queues.keyed = { concurrency: x.pick([2, 4]), prefetch: 0, eagerStart: false, concurrencyPerKey: 1, maxAttempts: 3, timeoutMs: 3_000 };
+  }
+  for (let at = 1_500; at < end; at += x.int(800, 3_000)) {
+    if (x.chance(0.5)) {
+      const job: PlannedJob = { payload: payload(x, nonce), priority: 0, delayMs: x.chance(0.2) ? x.int(100, 2_000) : 0 };
+      if (x.chance(0.5)) {
+        job.key = `k${x.int(1, keys)}`;
+        job.onConflict = x.weighted({ keep: 1, replace: 2, 'keep-run-at': 1 });
+      }
+      steps.push({ at, type: 'enqueue', kind: 'sql', jobs: [job] });
+    } else {
+      const queue = x.pick(LIMITED_QUEUES);
+      const jobs = Array.from({ length: x.int(3, 25) }, (): PlannedJob => ({
+        payload: { b: 'ok', ms: x.int(20, 300), n: nonce() },
+        priority: 0,
+        delayMs: 0,
+        queue,
+        ...(queue === 'keyed' ? { concurrencyKey: `c${x.int(1, 3)}` } : x.chance(0.5) ? { concurrencyKey: `c${x.int(1, 3)}` } : {}),
+      }));
+      steps.push({ at, type: 'enqueue', kind: 'limited', jobs });
+    }
+  }
+  steps.sort((a, b) => a.at - b.at);
+  return { seed, minutes, processes, steps, keys, globalConcurrency };
+}
+
+/** Shares of the plan's steps by type and kind, for the report and docs/reliability.md. */
+export function planShares(plan: SimPlan): Record<string, string> {
+  const counts = new Map<string, number>();
+  for (const s of plan.steps) counts.set(`${s.type}:${s.kind}`, (counts.get(`${s.type}:${s.kind}`) ?? 0) + 1);
+  const total = plan.steps.length;
+  return Object.fromEntries([...counts].sort((a, b) => b[1] - a[1]).map(([k, c]) => [k, `${c} (${((100 * c) / total).toFixed(1)}%)`]));
+}

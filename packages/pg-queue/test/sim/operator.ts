@@ -1,0 +1,151 @@
+// The operator of the simulation: acts on live queues at the plan's moments through the host's QueueService, the
+// `pg-queue` CLI (built with the workers, run as a user runs it) and SQL, as an operator does. Every action is
+// written to sim_ops with the database clock when it was sent and answered, and the jobs it named.
+import type pg from 'pg';
+import type { QueueService } from '../../src/index.js';
+import { runCli } from '../support/run-cli.js';
+import { sleep, type SimProcesses } from './faults.js';
+import type { OperatorKind, SimPayload } from './generator.js';
+
+export interface OperatorDeps {
+  db: pg.Pool;
+  url: string;
+  queue: QueueService;
+  processes: SimProcesses;
+  /** The CLI's main.js in the worker build. */
+  cli: string;
+  workerSlots: string[];
+}
+
+async function now(db: pg.Pool): Promise<string> {
+  const { rows } = await db.query<{ at: string }>('SELECT clock_timestamp()::text AS at');
+  return rows[0].at;
+}
+
+async function record(db: pg.Pool, op: string, t0: string, ids: string[], detail: unknown): Promise<void> {
+  await db.query('INSERT INTO sim_ops (op, job_ids, detail, t0, t1) VALUES ($1, $2::int8[], $3, $4, clock_timestamp())', [op, ids, JSON.stringify(detail ?? null), t0]);
+}
+
+/** One job of `sql`'s rows, chosen by `pick` (0..1) from the rows in id order: the plan chooses, the moment decides the rows. */
+async function pickJob(db: pg.Pool, sql: string, pick: number): Promise<string | undefined> {
+  const { rows } = await db.query<{ id: string }>(`${sql} ORDER BY id LIMIT 500`);
+  return rows.length ? rows[Math.floor(pick * rows.length)].id : undefined;
+}
+
+let nonce = 10_000_000;
+
+export async function act(d: OperatorDeps, kind: OperatorKind, pick: number, holdMs: number): Promise<string> {
+  const t0 = await now(d.db);
+  switch (kind) {
+    case 'bulk-cancel': {
+      // docs/cli.md: "the workers start none of them".
+      const args = ['jobs', 'cancel', '--status', 'queued', ...(pick < 0.7 ? ['--queue', 'sim'] : []), '--yes'];
+      const r = await runCli(args, { DATABASE_URL: d.url, FORCE_COLOR: '0' }, undefined, d.cli);
+      await record(d.db, kind, t0, [], { args, code: r.code, out: r.stdout.slice(-200) });
+      return `bulk cancel: ${r.stdout.trim().split('\n').pop() ?? ''}`;
+    }
+    case 'cancel': {
+      const id = await pickJob(d.db, `SELECT id::text FROM background_jobs WHERE status IN ('queued', 'processing', 'blocked')`, pick);
+      if (!id) return 'cancel: nothing to cancel';
+      const result = await d.queue.cancel(id);
+      await record(d.db, kind, t0, [id], result);
+      return `cancel ${id}: ${JSON.stringify(result)}`;
+    }
+    case 'retry': {
+      // Failed jobs of every kind, flow jobs too (a job failed because its parent failed, issue 39 item 12).
+      const id = await pickJob(d.db, `SELECT id::text FROM background_jobs WHERE status IN ('failed', 'cancelled')`, pick);
+      if (!id) return 'retry: nothing to retry';
+      const result = await d.queue.retry(id);
+      await record(d.db, kind, t0, [id], result);
+      return `retry ${id}: ${result}`;
+    }
+    case 'bulk-retry': {
+      const args = ['jobs', 'retry', '--status', 'failed', '--queue', pick < 0.5 ? 'sim' : 'flow', '--yes'];
+      const r = await runCli(args, { DATABASE_URL: d.url, FORCE_COLOR: '0' }, undefined, d.cli);
+      await record(d.db, kind, t0, [], { args, code: r.code });
+      return `bulk retry: code ${r.code}`;
+    }
+    case 'replace': {
+      // Bursts of replaces of keys whose holder is live (queued, read ahead or running): "a running job is never
+      // changed". Three rounds 50 ms apart, so that some land while a holder is between its start and its start mark.
+      const answers: { id: string; key: string; answer: string }[] = [];
+      for (let round = 0; round < 3; round++) {
+        const { rows } = await d.db.query<{ key: string }>(
+          `SELECT DISTINCT unique_key AS key FROM background_jobs WHERE unique_key IS NOT NULL AND status IN ('queued', 'processing') AND queue_name = 'sim' ORDER BY 1 LIMIT 20`,
+        );
+        const chosen = rows.slice(Math.floor(pick * rows.length)).concat(rows).slice(0, Math.min(rows.length, 8));
+        const made = await Promise.all(
+          chosen.map((r) => d.queue.enqueueUnique('sim', { b: 'ok', ms: 5, n: ++nonce, v: nonce } satisfies SimPayload, { uniqueKey: r.key, onConflict: 'replace' })),
+        );
+        made.forEach((a, i) => answers.push({ id: a.id, key: chosen[i].key, answer: a.replaced ? 'replaced' : a.duplicate ? 'duplicate' : 'inserted' }));
+        await sleep(50);
+      }
+      if (!answers.length) return 'replace: no live key';
+      await d.db.query(
+        `INSERT INTO sim_enqueues (job_id, kind, committed, unique_key, on_conflict, answer, by_worker) SELECT id, 'replace', true, key, 'replace', answer, 'operator' FROM unnest($1::int8[], $2::text[], $3::text[]) AS u(id, key, answer)`,
+        [answers.map((a) => a.id), answers.map((a) => a.key), answers.map((a) => a.answer)],
+      );
+      await record(d.db, kind, t0, answers.map((a) => a.id), answers);
+      return `replace: ${answers.filter((a) => a.answer === 'replaced').length} of ${answers.length} replaced`;
+    }
+    case 'pause-resume': {
+      const queue = pick < 0.5 ? 'sim' : pick < 0.75 ? 'flow' : 'prio';
+      await d.queue.pause(queue);
+      await record(d.db, 'pause', t0, [], { queue });
+      await sleep(holdMs);
+      const t1 = await now(d.db);
+      await d.queue.resume(queue);
+      await record(d.db, 'resume', t1, [], { queue });
+      return `paused ${queue} for ${holdMs} ms`;
+    }
+    case 'prune': {
+      const args = ['prune', '--completed-retention', '5s', '--failed-retention', pick < 0.5 ? 'never' : '5s', '--yes'];
+      const r = await runCli(args, { DATABASE_URL: d.url, FORCE_COLOR: '0' }, undefined, d.cli);
+      await record(d.db, kind, t0, [], { args, code: r.code });
+      return `prune: code ${r.code}`;
+    }
+    case 'close': {
+      const slot = d.workerSlots[Math.floor(pick * d.workerSlots.length)];
+      const answer = await d.processes.close(slot);
+      await record(d.db, kind, t0, [], { slot, answer });
+      return `close ${slot}: ${answer ? `${answer.ms} ms` : 'skipped (busy)'}`;
+    }
+    case 'priority-probe': {
+      // Issue 39 item 4: a paused queue, low-priority jobs then high ones, resume: each claim starts by priority.
+      await d.queue.pause('prio');
+      const low = Array.from({ length: 25 }, () => ({ queue: 'prio', payload: { b: 'ok', ms: 2, n: ++nonce } satisfies SimPayload, priority: 0 }));
+      const high = Array.from({ length: 25 }, () => ({ queue: 'prio', payload: { b: 'ok', ms: 2, n: ++nonce } satisfies SimPayload, priority: 5 }));
+      const ids = [...(await d.queue.enqueueMany(low)), ...(await d.queue.enqueueMany(high))];
+      await d.db.query(`INSERT INTO sim_enqueues (job_id, kind, committed, by_worker) SELECT id, 'priority-probe', true, 'operator' FROM unnest($1::int8[]) AS id`, [ids]);
+      await sleep(300);
+      await d.queue.resume('prio');
+      await record(d.db, kind, t0, ids, null);
+      return `priority probe: ${ids.length} jobs`;
+    }
+    case 'lock-wait': {
+      // Issue 39 item 5: an app transaction holds a unique key for longer than a lease while the process holding the
+      // most running jobs calls enqueue() of that key more times than its queue pool has connections.
+      const key = `lock-${++nonce}`;
+      const client = await d.db.connect();
+      try {
+        await client.query('BEGIN');
+        await d.queue.enqueueUnique('sim', { b: 'ok', ms: 1, n: nonce } satisfies SimPayload, { uniqueKey: key, delayMs: 600_000, manager: client });
+        const { rows } = await d.db.query<{ worker: string }>(
+          `SELECT locked_by AS worker FROM background_jobs WHERE status = 'processing' AND NOT buffered AND locked_by IS NOT NULL GROUP BY 1 ORDER BY count(*) DESC LIMIT 1`,
+        );
+        const slot = rows[0]?.worker.split('.')[0] ?? d.workerSlots[0];
+        const p = d.processes.slots.get(slot);
+        const calls = (p?.plan.poolSize ?? 4) + 2;
+        const waiting = d.processes.ask<string[]>(slot, { op: 'lock-wait', key, calls }).catch((e: Error) => [e.message]);
+        const hold = (p?.plan.leaseMs ?? 2_000) * 2 + holdMs;
+        await sleep(hold);
+        await client.query('ROLLBACK');
+        const answers = await waiting;
+        await record(d.db, kind, t0, [], { slot, key, calls, hold, answers: answers.slice(0, 3) });
+        return `lock wait on ${slot}: ${calls} enqueues waited ${hold} ms`;
+      } finally {
+        client.release();
+      }
+    }
+  }
+}

@@ -1,0 +1,50 @@
+// The simulation's own tables, next to the queue's (and the fault suite's fault_faults / fault_held / fault_eager /
+// fault_crashes, made by createFaultTables). Every clock here is the database's (clock_timestamp()).
+export const SIM_TABLES = `
+  -- The run log: one row per handler call, written by the handler as its first act (sim-worker.ts); seq counts the
+  -- process's handler calls synchronously, so it orders the starts of one process exactly.
+  CREATE TABLE sim_runs (
+    id bigserial PRIMARY KEY, job_id int8 NOT NULL, attempt int NOT NULL, worker text NOT NULL, pid int NOT NULL, seq int NOT NULL,
+    queue text NOT NULL, payload_hash text NOT NULL, behaviour text NOT NULL,
+    flow_id int8, flow_ref text, compensates int8, row_status text, row_buffered boolean, row_locked_by text, concurrency_key text,
+    started_at timestamptz NOT NULL DEFAULT clock_timestamp(), ended_at timestamptz, outcome text);
+  CREATE INDEX sim_runs_job_idx ON sim_runs (job_id);
+  -- Every enqueue call's jobs: committed or rolled back, and what a unique enqueue answered.
+  CREATE TABLE sim_enqueues (
+    job_id int8 NOT NULL, kind text NOT NULL, committed boolean NOT NULL, unique_key text, on_conflict text, answer text,
+    by_worker text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp());
+  -- Operator actions: when each was sent (t0) and answered (t1), the jobs it named, what it answered.
+  CREATE TABLE sim_ops (
+    id bigserial PRIMARY KEY, op text NOT NULL, job_ids int8[] NOT NULL DEFAULT '{}', detail jsonb,
+    t0 timestamptz NOT NULL, t1 timestamptz);
+  -- Every change of a job's row that matters (status, attempts, buffered, payload, holder), by a row trigger:
+  -- the history the invariants read (and print). txid groups the rows of one claim.
+  CREATE TABLE sim_transitions (
+    id bigserial PRIMARY KEY, job_id int8 NOT NULL, op text NOT NULL, old_status text, new_status text, old_attempts int, new_attempts int,
+    old_buffered boolean, new_buffered boolean, old_hash text, new_hash text, old_locked_by text, new_locked_by text, priority int,
+    txid int8 NOT NULL DEFAULT txid_current(), at timestamptz NOT NULL DEFAULT clock_timestamp());
+  CREATE INDEX sim_transitions_job_idx ON sim_transitions (job_id);
+  CREATE FUNCTION sim_track() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN
+    IF TG_OP = 'INSERT' THEN
+      INSERT INTO sim_transitions (job_id, op, new_status, new_attempts, new_buffered, new_hash, new_locked_by, priority)
+      VALUES (NEW.id, 'insert', NEW.status::text, NEW.attempts, NEW.buffered, md5(NEW.payload::text), NEW.locked_by, NEW.priority);
+      RETURN NULL;
+    ELSIF TG_OP = 'DELETE' THEN
+      INSERT INTO sim_transitions (job_id, op, old_status, old_attempts, old_buffered, old_hash, old_locked_by, priority)
+      VALUES (OLD.id, 'delete', OLD.status::text, OLD.attempts, OLD.buffered, md5(OLD.payload::text), OLD.locked_by, OLD.priority);
+      RETURN NULL;
+    END IF;
+    IF (OLD.status, OLD.attempts, OLD.buffered, OLD.payload, OLD.locked_by) IS DISTINCT FROM (NEW.status, NEW.attempts, NEW.buffered, NEW.payload, NEW.locked_by) THEN
+      INSERT INTO sim_transitions (job_id, op, old_status, new_status, old_attempts, new_attempts, old_buffered, new_buffered, old_hash, new_hash, old_locked_by, new_locked_by, priority)
+      VALUES (NEW.id, 'update', OLD.status::text, NEW.status::text, OLD.attempts, NEW.attempts, OLD.buffered, NEW.buffered,
+              md5(OLD.payload::text), md5(NEW.payload::text), OLD.locked_by, NEW.locked_by, NEW.priority);
+    END IF;
+    RETURN NULL;
+  END $$;
+  CREATE TRIGGER sim_track AFTER INSERT OR UPDATE OR DELETE ON background_jobs FOR EACH ROW EXECUTE FUNCTION sim_track();
+  -- What handlers write for the app (behaviour 'write') and what durable steps' functions record when they run.
+  CREATE TABLE sim_app (job_id int8 NOT NULL, attempt int NOT NULL, worker text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp());
+  CREATE TABLE sim_steps (job_id int8 NOT NULL, name text NOT NULL, attempt int NOT NULL, worker text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp());
+  -- Processes that ended: how (signal or code), whether the simulation meant it, and how long a SIGTERM took.
+  CREATE TABLE sim_exits (worker text NOT NULL, pid int NOT NULL, how text NOT NULL, meant boolean NOT NULL, ms int, at timestamptz NOT NULL DEFAULT clock_timestamp());`;
