@@ -331,18 +331,22 @@ export async function flowPromises(db: pg.Pool, facts: Facts): Promise<Violation
      FROM background_jobs j JOIN background_flows f ON f.id = j.flow_id`,
   );
   const { rows: deps } = await db.query<{ parent_id: string; child_id: string; on_failure: string }>(`SELECT parent_id::text, child_id::text, on_failure FROM background_job_deps`);
-  const { rows: flowMoves } = await db.query<{ flow_id: string; new_status: string; at: Date }>(`SELECT flow_id::text, new_status, at FROM sim_flow_transitions ORDER BY id`);
-  const movesOf = new Map<string, { new_status: string; at: Date }[]>();
+  const { rows: flowMoves } = await db.query<{ flow_id: string; new_status: string; txid: string; at: Date }>(`SELECT flow_id::text, new_status, txid::text, at FROM sim_flow_transitions ORDER BY id`);
+  type Move = { new_status: string; txid: string; at: Date };
+  const movesOf = new Map<string, Move[]>();
   for (const m of flowMoves) movesOf.set(m.flow_id, [...(movesOf.get(m.flow_id) ?? []), m]);
   const FINAL = ['completed', 'failed', 'compensated', 'compensation_failed', 'cancelled'];
   const edgesFrom = new Map<string, string[]>();
   for (const d of deps) edgesFrom.set(d.parent_id, [...(edgesFrom.get(d.parent_id) ?? []), d.on_failure]);
-  /** The job's status as of `at` when an operator's retry took it out of a final status after `at`; else its row's. */
-  const asOf = (j: { id: string; status: string }, at: Date | undefined): string => {
-    if (!at) return j.status;
+  // A job's change made by the statement that moved the flow is part of that move, whatever its clock says: the
+  // job's row trigger fires at the end of the job's statement, after the flow function it called moved the flow.
+  const by = (t: Transition, move: Move) => t.at <= move.at || t.txid === move.txid;
+  /** The job's status as of `move` when an operator's retry took it out of a final status after it; else its row's. */
+  const asOf = (j: { id: string; status: string }, move: Move | undefined): string => {
+    if (!move) return j.status;
     const history = facts.transitionsByJob.get(j.id) ?? [];
-    if (!history.some((t) => requeued(t) && t.at > at)) return j.status;
-    return history.filter((t) => t.at <= at).pop()?.new_status ?? j.status;
+    if (!history.some((t) => requeued(t) && !by(t, move))) return j.status;
+    return history.filter((t) => by(t, move)).pop()?.new_status ?? j.status;
   };
   const undoOf = new Map<string, string[]>();
   for (const j of jobs) if (j.compensates) undoOf.set(j.compensates, [...(undoOf.get(j.compensates) ?? []), j.id]);
@@ -352,15 +356,15 @@ export async function flowPromises(db: pg.Pool, facts: Facts): Promise<Violation
   for (const [flowId, members] of byFlow) {
     const status = members[0].flow_status;
     const moves = movesOf.get(flowId) ?? [];
-    const compensatingAt = moves.find((m) => m.new_status === 'compensating')?.at;
-    const endedAt = moves.filter((m) => FINAL.includes(m.new_status)).pop()?.at;
-    const failingAt = moves.filter((m) => m.new_status === 'failing').pop()?.at;
+    const compensatingAt = moves.find((m) => m.new_status === 'compensating');
+    const endedAt = moves.filter((m) => FINAL.includes(m.new_status)).pop();
+    const failingAt = moves.filter((m) => m.new_status === 'failing').pop();
     const steps = members.filter((j) => j.compensates === null);
     const compensating = status === 'compensated' || status === 'compensation_failed' || status === 'compensating';
     for (const j of steps) {
       const undos = undoOf.get(j.id) ?? [];
       if (compensating && j.has_undo && asOf(j, compensatingAt) === 'completed' && undos.length !== 1) {
-        out.push({ invariant: 'flow.compensated-exactly-once', jobIds: [j.id], detail: `flow ${flowId} ${status}: step ${j.id}, completed when the flow began compensating${compensatingAt ? ` (${compensatingAt.toISOString()})` : ''}, has ${undos.length} compensations` });
+        out.push({ invariant: 'flow.compensated-exactly-once', jobIds: [j.id], detail: `flow ${flowId} ${status}: step ${j.id}, completed when the flow began compensating${compensatingAt ? ` (${compensatingAt.at.toISOString()})` : ''}, has ${undos.length} compensations` });
       }
       const ranToEnd = (facts.runsByJob.get(j.id) ?? []).some((r) => r.outcome === 'ok');
       if (j.has_undo && j.status === 'cancelled' && ranToEnd && undos.length === 0 && status !== 'cancelled') {
@@ -384,9 +388,9 @@ export async function flowPromises(db: pg.Pool, facts: Facts): Promise<Violation
     // A flow that failed had a step failed or cancelled when it turned failing (its row's status then, or a
     // transition to failed or cancelled at or before that moment).
     const failedThen = (j: (typeof steps)[number]) =>
-      failingAt ? (facts.transitionsByJob.get(j.id) ?? []).some((t) => ['failed', 'cancelled'].includes(t.new_status ?? '') && t.at <= failingAt) : ['failed', 'cancelled'].includes(j.status);
+      failingAt ? (facts.transitionsByJob.get(j.id) ?? []).some((t) => ['failed', 'cancelled'].includes(t.new_status ?? '') && by(t, failingAt)) : ['failed', 'cancelled'].includes(j.status);
     if (['failed', 'compensated', 'compensation_failed'].includes(status) && !steps.some(failedThen)) {
-      out.push({ invariant: 'flow.status-matches-jobs', jobIds: steps.map((j) => j.id).slice(0, 10), detail: `flow ${flowId} ${status} but none of its steps had failed or been cancelled when it turned failing${failingAt ? ` (${failingAt.toISOString()})` : ''}` });
+      out.push({ invariant: 'flow.status-matches-jobs', jobIds: steps.map((j) => j.id).slice(0, 10), detail: `flow ${flowId} ${status} but none of its steps had failed or been cancelled when it turned failing${failingAt ? ` (${failingAt.at.toISOString()}, transaction ${failingAt.txid})` : ''}` });
     }
   }
   // Reverse order: the undo of a parent does not begin before the undo of its child ended.
