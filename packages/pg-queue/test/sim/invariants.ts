@@ -73,7 +73,10 @@ export async function loadFacts(db: pg.Pool, leaseOf: (worker: string) => number
 }
 
 const heldKey = (r: Run) => `${r.job_id}/${r.attempt}/${r.worker}`;
-const failedOutcome = (r: Run) => r.outcome !== null && (r.outcome.startsWith('threw') || r.outcome === 'slept' || r.outcome === 'abort:JobTimeoutError');
+// A handler's own PgQueueError fails its attempt like any throw: spawn() refuses a child whose unique key a live job
+// holds at the call (issue 39 item 11), and the attempt is retried as any failure is (docs/guides/flows.md).
+const failedOutcome = (r: Run) =>
+  r.outcome !== null && (r.outcome.startsWith('threw') || r.outcome === 'slept' || r.outcome === 'abort:JobTimeoutError' || r.outcome === 'abort:PgQueueError');
 
 /** Runs whose process had its event loop blocked long enough (a 'block' job) to miss a heartbeat while they ran. */
 function blockedBy(facts: Facts, run: Run): boolean {
