@@ -364,9 +364,18 @@ export async function flowPromises(db: pg.Pool, facts: Facts): Promise<Violation
     const failingAt = moves.filter((m) => m.new_status === 'failing').pop();
     const steps = members.filter((j) => j.compensates === null);
     const compensating = status === 'compensated' || status === 'compensation_failed' || status === 'compensating';
+    // A step an operator retried after the flow's move runs alone, and so do the children its spawn() adds to the
+    // flow then (seed 10: step p9 failed, its dependents continued, the flow completed; p9 was retried, spawned
+    // p9/child, and the operator cancelled that child): a job created after the move, in a flow one of whose jobs
+    // was retried after it, is not one the move could count.
+    const retriedAfter = (move: Move) => members.some((m) => (facts.transitionsByJob.get(m.id) ?? []).some((t) => requeued(t) && !by(t, move)));
+    const judged = (j: (typeof members)[number], move: Move | undefined): string => {
+      const insert = (facts.transitionsByJob.get(j.id) ?? []).find((t) => t.op === 'insert');
+      return move && insert && !by(insert, move) && retriedAfter(move) ? 'created after it' : asOf(j, move);
+    };
     for (const j of steps) {
       const undos = undoOf.get(j.id) ?? [];
-      if (compensating && j.has_undo && asOf(j, compensatingAt) === 'completed' && undos.length !== 1) {
+      if (compensating && j.has_undo && judged(j, compensatingAt) === 'completed' && undos.length !== 1) {
         out.push({ invariant: 'flow.compensated-exactly-once', jobIds: [j.id], detail: `flow ${flowId} ${status}: step ${j.id}, completed when the flow began compensating${compensatingAt ? ` (${compensatingAt.at.toISOString()})` : ''}, has ${undos.length} compensations` });
       }
       const ranToEnd = (facts.runsByJob.get(j.id) ?? []).some((r) => r.outcome === 'ok');
@@ -378,10 +387,11 @@ export async function flowPromises(db: pg.Pool, facts: Facts): Promise<Violation
       // A step that did not complete is allowed only when every dependent continues past it (and it has one).
       const wrong = steps.filter((j) => {
         const edges = edgesFrom.get(j.id) ?? [];
-        return asOf(j, endedAt) !== 'completed' && !(edges.length > 0 && edges.every((e) => e === 'continue'));
+        const then = judged(j, endedAt);
+        return then !== 'completed' && then !== 'created after it' && !(edges.length > 0 && edges.every((e) => e === 'continue'));
       });
       if (wrong.length) {
-        out.push({ invariant: 'flow.status-matches-jobs', jobIds: wrong.map((j) => j.id), detail: `flow ${flowId} completed with jobs ${wrong.map((j) => `${j.id} ${asOf(j, endedAt)}`).join(', ')} that some dependent did not continue past (or that have none)` });
+        out.push({ invariant: 'flow.status-matches-jobs', jobIds: wrong.map((j) => j.id), detail: `flow ${flowId} completed with jobs ${wrong.map((j) => `${j.id} ${judged(j, endedAt)}`).join(', ')} that some dependent did not continue past (or that have none)` });
       }
     }
     if (FINAL.includes(status) && members.some((j) => ['queued', 'processing', 'blocked'].includes(j.status))) {
