@@ -40,6 +40,8 @@ export interface Job<TPayload = unknown> {
    * whose uniqueKey a live job holds refuses the call (the error names the job and the holder; nothing of the call
    * is recorded: catch it to go on without it); a key taken after the call makes that job a duplicate that the
    * completion does not create (its dependents in the spawn do not wait for it). A held key never fails the completion.
+   * A call of an attempt that was aborted (timeout, cancel, lost lease, shutdown), before or while it waited, records
+   * nothing and throws the abort's reason, as a step does.
    */
   spawn(jobs: readonly FlowJobSpec[]): Promise<void>;
   /**

@@ -1,6 +1,6 @@
 import { inspect } from 'node:util';
 import type { EntityManager } from 'typeorm';
-import { JobSnoozedError, PgQueueError } from '../errors/pg-queue.error.js';
+import { JobAbortedError, JobSnoozedError, PgQueueError } from '../errors/pg-queue.error.js';
 import type { Job } from '../interfaces/job.interface.js';
 import type { FlowAccess } from '../flows/flow-access.js';
 import type { CompensatedJob, FlowJobSpec, ParentJob } from '../flows/flow.interfaces.js';
@@ -148,8 +148,18 @@ export class JobAttempt<TPayload = unknown> implements Job<TPayload> {
     const specs = [...(this.spawnSpecs ?? []), ...jobs];
     const plan = await flows.plan('spawn', specs);
     await this.refuseHeldKeys(flows, plan, (this.spawnSpecs ?? []).length);
+    // An attempt aborted while this call waited (its timeout, a cancel, a lost lease, the shutdown) records nothing
+    // and tells its handler, as a step asked for after an abort does: the handler would otherwise run on as if its
+    // children were on their way, beside the retry its timeout scheduled, for an outcome that is discarded.
+    this.refuseSpawnIfAborted();
     this.spawned = plan;
     this.spawnSpecs = specs;
+  }
+
+  private refuseSpawnIfAborted(): void {
+    const reason = this.abortReason();
+    if (reason === undefined) return;
+    throw reason instanceof Error ? reason : new JobAbortedError(`job ${this.id}: spawn not recorded: the attempt was aborted`);
   }
 
   /**

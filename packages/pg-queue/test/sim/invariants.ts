@@ -73,7 +73,10 @@ export async function loadFacts(db: pg.Pool, leaseOf: (worker: string) => number
 }
 
 const heldKey = (r: Run) => `${r.job_id}/${r.attempt}/${r.worker}`;
-const failedOutcome = (r: Run) => r.outcome !== null && (r.outcome.startsWith('threw') || r.outcome === 'slept' || r.outcome === 'abort:JobTimeoutError');
+// A handler's own PgQueueError fails its attempt like any throw: spawn() refuses a child whose unique key a live job
+// holds at the call (issue 39 item 11), and the attempt is retried as any failure is (docs/guides/flows.md).
+const failedOutcome = (r: Run) =>
+  r.outcome !== null && (r.outcome.startsWith('threw') || r.outcome === 'slept' || r.outcome === 'abort:JobTimeoutError' || r.outcome === 'abort:PgQueueError');
 
 /** Runs whose process had its event loop blocked long enough (a 'block' job) to miss a heartbeat while they ran. */
 function blockedBy(facts: Facts, run: Run): boolean {
@@ -314,13 +317,40 @@ export async function flowOrder(db: pg.Pool, facts: Facts): Promise<Violation[]>
  * A failed flow compensates every completed step exactly once, in reverse order (the undo of a child before the
  * undo of its parent); a step whose handler ran to the end is not cancelled uncompensated; a flow's final status
  * matches its jobs.
+ *
+ * Each flow is judged by its jobs as they were when it moved (sim_flow_transitions): the steps completed when it
+ * began compensating are the ones to compensate, and its end matches its steps as they were at that end. An
+ * operator's retry of a failed or cancelled step after that moment runs the step alone and leaves the flow as it
+ * is (docs/guides/flows.md, Cancel, retry: "A flow already compensating or compensated stays as it is; the job runs
+ * alone"), so a step that completed only after such a retry needs no compensation, and a flow whose failed step
+ * was retried to completion after its end is still a flow that failed. A step retried with no such moment after it
+ * is judged by its row, as before. And a step that failed or was cancelled fails its flow only when one of its
+ * dependents does not continue past it, or it has none (docs/guides/flows.md, Fan-out and fan-in: "A job whose
+ * failure every dependent continues past does not fail the flow"): a completed flow may hold such a step.
  */
 export async function flowPromises(db: pg.Pool, facts: Facts): Promise<Violation[]> {
   const { rows: jobs } = await db.query<{ id: string; flow_id: string; status: string; has_undo: boolean; compensates: string | null; flow_status: string }>(
     `SELECT j.id::text, j.flow_id::text, j.status::text, j.compensate IS NOT NULL AS has_undo, j.compensates::text, f.status AS flow_status
      FROM background_jobs j JOIN background_flows f ON f.id = j.flow_id`,
   );
-  const { rows: deps } = await db.query<{ parent_id: string; child_id: string }>(`SELECT parent_id::text, child_id::text FROM background_job_deps`);
+  const { rows: deps } = await db.query<{ parent_id: string; child_id: string; on_failure: string }>(`SELECT parent_id::text, child_id::text, on_failure FROM background_job_deps`);
+  const { rows: flowMoves } = await db.query<{ flow_id: string; new_status: string; txid: string; at: Date }>(`SELECT flow_id::text, new_status, txid::text, at FROM sim_flow_transitions ORDER BY id`);
+  type Move = { new_status: string; txid: string; at: Date };
+  const movesOf = new Map<string, Move[]>();
+  for (const m of flowMoves) movesOf.set(m.flow_id, [...(movesOf.get(m.flow_id) ?? []), m]);
+  const FINAL = ['completed', 'failed', 'compensated', 'compensation_failed', 'cancelled'];
+  const edgesFrom = new Map<string, string[]>();
+  for (const d of deps) edgesFrom.set(d.parent_id, [...(edgesFrom.get(d.parent_id) ?? []), d.on_failure]);
+  // A job's change made by the statement that moved the flow is part of that move, whatever its clock says: the
+  // job's row trigger fires at the end of the job's statement, after the flow function it called moved the flow.
+  const by = (t: Transition, move: Move) => t.at <= move.at || t.txid === move.txid;
+  /** The job's status as of `move` when an operator's retry took it out of a final status after it; else its row's. */
+  const asOf = (j: { id: string; status: string }, move: Move | undefined): string => {
+    if (!move) return j.status;
+    const history = facts.transitionsByJob.get(j.id) ?? [];
+    if (!history.some((t) => requeued(t) && !by(t, move))) return j.status;
+    return history.filter((t) => by(t, move)).pop()?.new_status ?? j.status;
+  };
   const undoOf = new Map<string, string[]>();
   for (const j of jobs) if (j.compensates) undoOf.set(j.compensates, [...(undoOf.get(j.compensates) ?? []), j.id]);
   const out: Violation[] = [];
@@ -328,27 +358,52 @@ export async function flowPromises(db: pg.Pool, facts: Facts): Promise<Violation
   for (const j of jobs) byFlow.set(j.flow_id, [...(byFlow.get(j.flow_id) ?? []), j]);
   for (const [flowId, members] of byFlow) {
     const status = members[0].flow_status;
+    const moves = movesOf.get(flowId) ?? [];
+    const compensatingAt = moves.find((m) => m.new_status === 'compensating');
+    const endedAt = moves.filter((m) => FINAL.includes(m.new_status)).pop();
+    const failingAt = moves.filter((m) => m.new_status === 'failing').pop();
     const steps = members.filter((j) => j.compensates === null);
     const compensating = status === 'compensated' || status === 'compensation_failed' || status === 'compensating';
+    // A step an operator retried after the flow's move runs alone, and so do the children its spawn() adds to the
+    // flow then (seed 10: step p9 failed, its dependents continued, the flow completed; p9 was retried, spawned
+    // p9/child, and the operator cancelled that child): a job created after the move, in a flow one of whose jobs
+    // was retried after it, is not one the move could count.
+    const retriedAfter = (move: Move) => members.some((m) => (facts.transitionsByJob.get(m.id) ?? []).some((t) => requeued(t) && !by(t, move)));
+    const judged = (j: (typeof members)[number], move: Move | undefined): string => {
+      const insert = (facts.transitionsByJob.get(j.id) ?? []).find((t) => t.op === 'insert');
+      return move && insert && !by(insert, move) && retriedAfter(move) ? 'created after it' : asOf(j, move);
+    };
     for (const j of steps) {
       const undos = undoOf.get(j.id) ?? [];
-      if (compensating && j.has_undo && j.status === 'completed' && undos.length !== 1) {
-        out.push({ invariant: 'flow.compensated-exactly-once', jobIds: [j.id], detail: `flow ${flowId} ${status}: completed step ${j.id} has ${undos.length} compensations` });
+      if (compensating && j.has_undo && judged(j, compensatingAt) === 'completed' && undos.length !== 1) {
+        out.push({ invariant: 'flow.compensated-exactly-once', jobIds: [j.id], detail: `flow ${flowId} ${status}: step ${j.id}, completed when the flow began compensating${compensatingAt ? ` (${compensatingAt.at.toISOString()})` : ''}, has ${undos.length} compensations` });
       }
       const ranToEnd = (facts.runsByJob.get(j.id) ?? []).some((r) => r.outcome === 'ok');
       if (j.has_undo && j.status === 'cancelled' && ranToEnd && undos.length === 0 && status !== 'cancelled') {
         out.push({ invariant: 'flow.ran-but-cancelled-uncompensated', jobIds: [j.id], detail: `flow ${flowId} ${status}: step ${j.id}'s handler ran to the end, the step ended cancelled, no compensation` });
       }
     }
-    if (status === 'completed' && steps.some((j) => j.status !== 'completed')) {
-      out.push({ invariant: 'flow.status-matches-jobs', jobIds: steps.filter((j) => j.status !== 'completed').map((j) => j.id), detail: `flow ${flowId} completed with jobs ${steps.filter((j) => j.status !== 'completed').map((j) => `${j.id} ${j.status}`).join(', ')}` });
+    if (status === 'completed') {
+      // A step that did not complete is allowed only when every dependent continues past it (and it has one).
+      const wrong = steps.filter((j) => {
+        const edges = edgesFrom.get(j.id) ?? [];
+        const then = judged(j, endedAt);
+        return then !== 'completed' && then !== 'created after it' && !(edges.length > 0 && edges.every((e) => e === 'continue'));
+      });
+      if (wrong.length) {
+        out.push({ invariant: 'flow.status-matches-jobs', jobIds: wrong.map((j) => j.id), detail: `flow ${flowId} completed with jobs ${wrong.map((j) => `${j.id} ${judged(j, endedAt)}`).join(', ')} that some dependent did not continue past (or that have none)` });
+      }
     }
-    if (['completed', 'failed', 'compensated', 'compensation_failed', 'cancelled'].includes(status) && members.some((j) => ['queued', 'processing', 'blocked'].includes(j.status))) {
+    if (FINAL.includes(status) && members.some((j) => ['queued', 'processing', 'blocked'].includes(j.status))) {
       const open = members.filter((j) => ['queued', 'processing', 'blocked'].includes(j.status));
       out.push({ invariant: 'flow.status-matches-jobs', jobIds: open.map((j) => j.id), detail: `flow ${flowId} ${status} with jobs still ${open.map((j) => `${j.id} ${j.status}`).join(', ')}` });
     }
-    if (['failed', 'compensated', 'compensation_failed'].includes(status) && !steps.some((j) => j.status === 'failed' || j.status === 'cancelled')) {
-      out.push({ invariant: 'flow.status-matches-jobs', jobIds: steps.map((j) => j.id).slice(0, 10), detail: `flow ${flowId} ${status} but none of its steps failed` });
+    // A flow that failed had a step failed or cancelled when it turned failing (its row's status then, or a
+    // transition to failed or cancelled at or before that moment).
+    const failedThen = (j: (typeof steps)[number]) =>
+      failingAt ? (facts.transitionsByJob.get(j.id) ?? []).some((t) => ['failed', 'cancelled'].includes(t.new_status ?? '') && by(t, failingAt)) : ['failed', 'cancelled'].includes(j.status);
+    if (['failed', 'compensated', 'compensation_failed'].includes(status) && !steps.some(failedThen)) {
+      out.push({ invariant: 'flow.status-matches-jobs', jobIds: steps.map((j) => j.id).slice(0, 10), detail: `flow ${flowId} ${status} but none of its steps had failed or been cancelled when it turned failing${failingAt ? ` (${failingAt.at.toISOString()}, transaction ${failingAt.txid})` : ''}` });
     }
   }
   // Reverse order: the undo of a parent does not begin before the undo of its child ended.
@@ -420,9 +475,14 @@ export async function historyOf(db: pg.Pool, ids: string[]): Promise<string> {
   const { rows: transitions } = await db.query(`SELECT job_id, op, old_status, new_status, old_attempts, new_attempts, old_buffered, new_buffered, old_locked_by, new_locked_by, left(old_hash, 6) AS old_hash, left(new_hash, 6) AS new_hash, txid, at FROM sim_transitions WHERE job_id = ANY($1::int8[]) ORDER BY id`, [ids]);
   const { rows: runs } = await db.query(`SELECT job_id, attempt, worker, seq, behaviour, left(payload_hash, 6) AS hash, row_status, row_buffered, started_at, ended_at, outcome FROM sim_runs WHERE job_id = ANY($1::int8[]) ORDER BY started_at`, [ids]);
   const { rows: held } = await db.query(`SELECT h.job_id, h.attempt, h.worker, f.signal, f.at FROM fault_held h LEFT JOIN fault_faults f ON f.worker = h.worker WHERE h.job_id = ANY($1::int8[])`, [ids]);
+  const { rows: flows } = await db.query(
+    `SELECT flow_id, old_status, new_status, txid, at FROM sim_flow_transitions WHERE flow_id IN (SELECT flow_id FROM background_jobs WHERE id = ANY($1::int8[])) ORDER BY id`,
+    [ids],
+  );
   const line = (r: object) => `    ${JSON.stringify(r)}`;
   return [
     '  jobs:', ...jobs.map(line),
+    ...(flows.length ? ['  their flows (sim_flow_transitions):', ...flows.map(line)] : []),
     '  history (sim_transitions):', ...transitions.map(line),
     '  run log (sim_runs):', ...runs.map(line),
     ...(held.length ? ['  held at faults:', ...held.map(line)] : []),

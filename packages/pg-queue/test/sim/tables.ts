@@ -43,6 +43,20 @@ export const SIM_TABLES = `
     RETURN NULL;
   END $$;
   CREATE TRIGGER sim_track AFTER INSERT OR UPDATE OR DELETE ON background_jobs FOR EACH ROW EXECUTE FUNCTION sim_track();
+  -- Every change of a flow's status, by a row trigger on background_flows: when a flow began compensating and when
+  -- it reached each end, so that the flow invariants judge its jobs as they were then (an operator's retry after
+  -- the end runs a job alone and changes the job, not the flow: docs/guides/flows.md, Cancel, retry).
+  CREATE TABLE sim_flow_transitions (
+    id bigserial PRIMARY KEY, flow_id int8 NOT NULL, old_status text, new_status text NOT NULL,
+    txid int8 NOT NULL DEFAULT txid_current(), at timestamptz NOT NULL DEFAULT clock_timestamp());
+  CREATE FUNCTION sim_track_flow() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN
+    IF TG_OP = 'INSERT' OR OLD.status IS DISTINCT FROM NEW.status THEN
+      INSERT INTO sim_flow_transitions (flow_id, old_status, new_status) VALUES (NEW.id, CASE WHEN TG_OP = 'UPDATE' THEN OLD.status END, NEW.status);
+    END IF;
+    RETURN NULL;
+  END $$;
+  CREATE TRIGGER sim_track_flow AFTER INSERT OR UPDATE ON background_flows FOR EACH ROW EXECUTE FUNCTION sim_track_flow();
   -- What handlers write for the app (behaviour 'write') and what durable steps' functions record when they run.
   CREATE TABLE sim_app (job_id int8 NOT NULL, attempt int NOT NULL, worker text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp());
   CREATE TABLE sim_steps (job_id int8 NOT NULL, name text NOT NULL, attempt int NOT NULL, worker text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp());
