@@ -39,6 +39,8 @@ export interface Transition {
   new_hash: string | null;
   new_locked_by: string | null;
   priority: number;
+  /** The error this change wrote (first line, clipped), if it wrote one. */
+  new_error: string | null;
   txid: string;
   at: Date;
 }
@@ -60,7 +62,7 @@ export interface Facts {
 export async function loadFacts(db: pg.Pool, leaseOf: (worker: string) => number): Promise<Facts> {
   const { rows: runs } = await db.query<Run>(`SELECT id::text, job_id::text, attempt, worker, seq, queue, payload_hash, behaviour, flow_id::text, compensates::text, concurrency_key, started_at, ended_at, outcome FROM sim_runs ORDER BY started_at, sim_runs.id`);
   const { rows: transitions } = await db.query<Transition>(
-    `SELECT id::text, job_id::text, op, old_status, new_status, old_attempts, new_attempts, old_buffered, old_hash, new_hash, new_locked_by, priority, txid::text, at FROM sim_transitions ORDER BY sim_transitions.id`,
+    `SELECT id::text, job_id::text, op, old_status, new_status, old_attempts, new_attempts, old_buffered, old_hash, new_hash, new_locked_by, priority, new_error, txid::text, at FROM sim_transitions ORDER BY sim_transitions.id`,
   );
   const { rows: held } = await db.query<{ key: string }>(`SELECT job_id || '/' || attempt || '/' || worker AS key FROM fault_held`);
   const { rows: ops } = await db.query<Facts['ops'][number]>(`SELECT op, job_ids::text[] AS job_ids, detail, t0, t1 FROM sim_ops ORDER BY sim_ops.id`);
@@ -85,6 +87,9 @@ function blockedBy(facts: Facts, run: Run): boolean {
     (b) => b.worker === run.worker && b.behaviour === 'block' && b.started_at.getTime() <= end && (b.ended_at?.getTime() ?? Infinity) >= run.started_at.getTime(),
   );
 }
+
+/** A transition by which the worker failed a running attempt on its timeout (JobTimeoutError's message). */
+const timedOut = (t: Transition) => t.op === 'update' && t.old_status === 'processing' && /job timed out after \d+ ms/.test(t.new_error ?? '');
 
 /** A transition that put a finished job back (an operator's retry). */
 const requeued = (t: Transition) => t.op === 'update' && ['failed', 'cancelled', 'completed'].includes(t.old_status ?? '') && ['queued', 'blocked'].includes(t.new_status ?? '');
@@ -117,6 +122,9 @@ export function runsExplained(facts: Facts): Violation[] {
       // The later run is the start a SIGSTOP cut in two (decided before the freeze, begun on SIGCONT): the fleet records it as held.
       if (facts.held.has(heldKey(next))) continue;
       if (transitions.some((t) => requeued(t) && t.at >= r.started_at && t.at <= next.started_at)) continue;
+      // Its worker failed the attempt by its timeout (the handler may still hang, e.g. in a wait on the app's full
+      // pool): the retry is due, and the overlap is the hung call's, not a lost lease's.
+      if (transitions.some((t) => timedOut(t) && t.at >= r.started_at && t.at <= next.started_at)) continue;
       const overlap = r.ended_at === null || r.ended_at > next.started_at;
       // The app's own lock waits filled the queue pool of the run's process meanwhile (issue 39, item 5)?
       const slot = r.worker.split('.')[0];
@@ -472,7 +480,7 @@ export async function noJobLost(db: pg.Pool, why: (id: string) => Promise<unknow
 /** The history of jobs for a failure report: their row, their transitions and their runs. */
 export async function historyOf(db: pg.Pool, ids: string[]): Promise<string> {
   const { rows: jobs } = await db.query(`SELECT id, queue_name, status, attempts, max_attempts, priority, run_at, locked_by, buffered, unique_key, flow_id, flow_ref, compensates, last_error, payload FROM background_jobs WHERE id = ANY($1::int8[])`, [ids]);
-  const { rows: transitions } = await db.query(`SELECT job_id, op, old_status, new_status, old_attempts, new_attempts, old_buffered, new_buffered, old_locked_by, new_locked_by, left(old_hash, 6) AS old_hash, left(new_hash, 6) AS new_hash, txid, at FROM sim_transitions WHERE job_id = ANY($1::int8[]) ORDER BY id`, [ids]);
+  const { rows: transitions } = await db.query(`SELECT job_id, op, old_status, new_status, old_attempts, new_attempts, old_buffered, new_buffered, old_locked_by, new_locked_by, left(old_hash, 6) AS old_hash, left(new_hash, 6) AS new_hash, new_error, txid, at FROM sim_transitions WHERE job_id = ANY($1::int8[]) ORDER BY id`, [ids]);
   const { rows: runs } = await db.query(`SELECT job_id, attempt, worker, seq, behaviour, left(payload_hash, 6) AS hash, row_status, row_buffered, started_at, ended_at, outcome FROM sim_runs WHERE job_id = ANY($1::int8[]) ORDER BY started_at`, [ids]);
   const { rows: held } = await db.query(`SELECT h.job_id, h.attempt, h.worker, f.signal, f.at FROM fault_held h LEFT JOIN fault_faults f ON f.worker = h.worker WHERE h.job_id = ANY($1::int8[])`, [ids]);
   const { rows: flows } = await db.query(
