@@ -377,12 +377,12 @@ function queuedPriorities(atLeast?: string): string {
       FROM priorities AS p WHERE p.priority IS NOT NULL`;
 }
 
-function dueCandidates(limit: string): string {
+function dueCandidates(limit: string, lastAttempt = false): string {
   return `priorities AS (
       ${queuedPriorities()}
     ), candidates AS (
-      SELECT c.id FROM priorities AS p CROSS JOIN LATERAL (
-        SELECT id FROM background_jobs AS j
+      SELECT c.id${lastAttempt ? ', c.last_attempt' : ''} FROM priorities AS p CROSS JOIN LATERAL (
+        SELECT id${lastAttempt ? ', j.attempts + 1 >= j.max_attempts AS last_attempt' : ''} FROM background_jobs AS j
         WHERE j.queue_name = $1 AND j.status = 'queued' AND j.priority = p.priority AND j.run_at <= now()
         ORDER BY j.run_at, j.id
         LIMIT ${limit}
@@ -526,10 +526,12 @@ function insertUniformJobs(traced: boolean, wake: Wake): string {
  * claim with nothing due). The cost grows with the number of distinct priorities in use, not with jobs.
  * The nested loop keeps the walk's order and stops at $2 rows, so only the rows claimed are locked.
  *
- * The first $5 candidates (the worker's free slots) start at once: charged an attempt, leased for $4 ms. The rest
- * are read ahead into the worker's buffer: `buffered`, uncharged, leased for $6 ms only (a short lease nobody
- * renews, so that they are back in the queue soon after their holder dies). Two UPDATEs on disjoint rows, each
- * a primary-key probe per id: no per-row test of which kind a row is.
+ * The first $5 candidates (the worker's free slots) start at once: charged an attempt, leased for $4 ms. So do up to
+ * $7 more, which the worker holds marked started ahead of a free slot (`armed`: StartAhead), stopping before the first
+ * job on its last attempt (a death of the worker would dead-letter it unrun; it and the jobs behind it are buffered).
+ * The rest are read ahead into the worker's buffer: `buffered`, uncharged, leased for $6 ms only (a short lease
+ * nobody renews, so that they are back in the queue soon after their holder dies). Two UPDATEs on disjoint rows,
+ * each a primary-key probe per id: no per-row test of which kind a row is.
  */
 function plainClaim(observed: boolean): string {
   const extras = observed ? ['wait_ms', 'trace_context'] : [];
@@ -549,8 +551,13 @@ function plainClaim(observed: boolean): string {
         date_part('epoch', now() - j.run_at) * 1000 AS wait_ms, j.trace_context` : ''
         }`;
   return `
-    WITH RECURSIVE ${dueCandidates('$2')}    ), started AS (${update('SELECT id FROM candidates LIMIT $5', false)}
-    ), held AS (${update('SELECT id FROM candidates OFFSET $5', true)}
+    WITH RECURSIVE ${dueCandidates('$2', true)}    ), numbered AS (
+      -- The walk's order (a CTE's rows come out in the order they were made), and the first armable row's end.
+      SELECT id, row_number() OVER () AS rn, last_attempt FROM candidates
+    ), split AS (
+      SELECT $5::int + least($7::int, coalesce(min(rn) FILTER (WHERE rn > $5::int AND last_attempt), 2147483647) - $5::int - 1) AS n FROM numbered
+    ), started AS (${update('SELECT id FROM numbered WHERE rn <= (SELECT n FROM split)', false)}
+    ), held AS (${update('SELECT id FROM numbered WHERE rn > (SELECT n FROM split)', true)}
     ), claimed AS (
       SELECT * FROM started UNION ALL SELECT * FROM held
     )

@@ -297,8 +297,15 @@ export class JobStore {
    * leaseMs; the rest are read ahead (buffered, leased for bufferLeaseMs). `observed`: also return each job's claim latency and trace context
    * (claimJobsObserved), for listeners and tracing.
    */
-  async claimJobs(queue: string, limit: number, workerId: string, leaseMs: number, observed = false, readAhead?: { startNow: number; bufferLeaseMs: number }): Promise<ClaimResult> {
-    const values = [queue, limit, workerId, leaseMs, Math.min(readAhead?.startNow ?? limit, limit), readAhead?.bufferLeaseMs ?? leaseMs];
+  async claimJobs(
+    queue: string,
+    limit: number,
+    workerId: string,
+    leaseMs: number,
+    observed = false,
+    readAhead?: { startNow: number; armAhead?: number; bufferLeaseMs: number },
+  ): Promise<ClaimResult> {
+    const values = [queue, limit, workerId, leaseMs, Math.min(readAhead?.startNow ?? limit, limit), readAhead?.bufferLeaseMs ?? leaseMs, readAhead?.armAhead ?? 0];
     return toClaimResult(await this.run<ClaimRow>(observed ? 'claimJobsObserved' : 'claimJobs', values));
   }
 

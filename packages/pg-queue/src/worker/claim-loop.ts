@@ -11,8 +11,12 @@ const LIMIT_POLL_MS = 200;
 export interface ClaimTarget {
   /** How many jobs a claim should ask for now; 0 when one is not worth a round trip (slots, buffer, unwritten outcomes). */
   claimWant(): number;
-  /** A claim of `want` is being sent: how many of its jobs may start at once. Those slots stay reserved until accept() or claimFailed(). */
-  reserveSlots(want: number): number;
+  /**
+   * A claim of `want` is being sent: how many of its jobs may start at once (`startNow`: those slots stay reserved
+   * until accept() or claimFailed()), and how many more the claim marks started for the worker to hold ahead of a
+   * free slot (`armAhead`: StartAhead).
+   */
+  reserveSlots(want: number): { startNow: number; armAhead: number };
   /** The claim came back (jobs in the claim's order; `sentAt` is performance.now() when it was sent). */
   accept(jobs: ClaimedJob[], sentAt: number): void;
   /** The claim failed (it claimed nothing) or came back during shutdown (its jobs were put back). */
@@ -149,13 +153,13 @@ export class ClaimLoop {
         continue;
       }
       this.wakeRequested = false;
-      const startNow = this.target.reserveSlots(want);
+      const { startNow, armAhead } = this.target.reserveSlots(want);
       const sentAt = (this.sentAt = performance.now());
       let claimed;
       try {
         claimed = limits
           ? await this.store.claimLimitedJobs(queue, want, workerId, leaseMs, limits, this.keyCursor)
-          : await this.store.claimJobs(queue, want, workerId, leaseMs, this.target.observed || tracingActive(), { startNow, bufferLeaseMs });
+          : await this.store.claimJobs(queue, want, workerId, leaseMs, this.target.observed || tracingActive(), { startNow, armAhead, bufferLeaseMs });
         this.backoff.succeeded();
       } catch (error) {
         this.sentAt = 0;

@@ -14,6 +14,9 @@ import type { CommittedCompletion } from './transactional-attempt.js';
  * - starting: taken out of the buffer (or back from an eager start's insert) into a slot; its start mark (charged,
  *   `buffered = false`, the full lease) is on its way to the row, or waits for the one in flight. It starts only once
  *   the row has taken the mark; a refused mark means the row is no longer this claim's (lost, never started).
+ * - armed: its claim or its start mark started it before a slot was free for it (marked ahead: StartAhead); its row says started
+ *   (charged, the full lease, renewed by heartbeats), its handler not called yet. It starts when a slot frees, in claim
+ *   order, ahead of anything still in the buffer; it goes back (uncharged again) if it waits past its start deadline.
  * - running: its handler was called; the slot is taken; its row says it started.
  * - settling: the handler ended; the outcome waits for the outcome writer; the lease is still renewed.
  * - written: the outcome landed (terminal).
@@ -21,12 +24,13 @@ import type { CommittedCompletion } from './transactional-attempt.js';
  * - lost: the row is no longer this claim's (swept, replaced, fenced out, refused for good) (terminal).
  * - cancelled: a cancel notice named this claim (terminal).
  */
-export type HeldState = 'claimed' | 'buffered' | 'starting' | 'running' | 'settling' | 'written' | 'given-back' | 'lost' | 'cancelled';
+export type HeldState = 'claimed' | 'buffered' | 'starting' | 'armed' | 'running' | 'settling' | 'written' | 'given-back' | 'lost' | 'cancelled';
 
 const NEXT: Readonly<Record<HeldState, readonly HeldState[]>> = {
-  claimed: ['running', 'buffered', 'starting', 'given-back'],
+  claimed: ['running', 'buffered', 'starting', 'armed', 'given-back'],
   buffered: ['starting', 'given-back', 'lost', 'cancelled'],
-  starting: ['running', 'given-back', 'lost', 'cancelled'],
+  starting: ['running', 'armed', 'given-back', 'lost', 'cancelled'],
+  armed: ['running', 'given-back', 'lost', 'cancelled'],
   running: ['settling', 'lost', 'cancelled', 'given-back'],
   settling: ['written', 'lost'],
   written: [],
@@ -68,8 +72,6 @@ export interface AttemptFailure {
  */
 export class HeldJob extends JobAttempt {
   state: HeldState;
-  /** The row knows the job started (buffered = false in the database): set by the claim, or by the start mark. */
-  marked: boolean;
   /**
    * performance.now() after which the job may no longer start (it goes back instead): half its lease after the
    * claim was sent (or the start mark, for a job started from the buffer); for a buffered job, the first half of the
@@ -100,7 +102,6 @@ export class HeldJob extends JobAttempt {
     super(queue, job, services);
     this.claimLatencyMs = job.waitMs;
     this.state = 'claimed';
-    this.marked = job.buffered !== true;
   }
 
   get batch(): BatchRun | undefined {

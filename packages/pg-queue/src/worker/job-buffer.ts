@@ -63,12 +63,17 @@ export class JobBuffer {
 
   /**
    * The next job that may start at `now`, taken out; undefined when none may. Jobs past their start deadline
-   * on the way are taken out into `expired`, for the caller to give back.
+   * on the way are taken out into `expired`, for the caller to give back. With `may`, the next job is taken only if
+   * `may(job)` (left in otherwise, and undefined returned): the jobs behind it never pass it.
    */
-  next(now: number, expired: HeldJob[]): HeldJob | undefined {
+  next(now: number, expired: HeldJob[], may?: (job: HeldJob) => boolean): HeldJob | undefined {
     for (const job of this.jobs.values()) {
+      if (now < job.startBy) {
+        if (may && !may(job)) return undefined;
+        this.jobs.delete(job.id);
+        return job;
+      }
       this.jobs.delete(job.id);
-      if (now < job.startBy) return job;
       expired.push(job);
     }
     return undefined;

@@ -20,6 +20,10 @@ import type { BeatLoad } from './lease-keeper.js';
 import type { OutcomeWriter, WrittenStatus } from './outcome-writer.js';
 import { PUT_BACK_DEADLINE_MS } from './put-back.js';
 import type { RowLockLane } from './row-lock-lane.js';
+import { StartAhead } from './start-ahead.js';
+
+/** A job may be marked started ahead of a free slot unless this is its last attempt (see startFromBuffer). */
+const mayStartAhead = (job: HeldJob) => job.attempt < job.maxAttempts;
 
 /** An eager start's insert (JobStore.insertEagerJob), given the claim it makes: the job's id, and the job if it claimed it. */
 type EagerInsert = (claim: { workerId: string; leaseMs: number }) => Promise<{ id: string; job?: ClaimedJob }>;
@@ -81,6 +85,10 @@ export class QueueWorker implements ClaimTarget {
   private starting = 0;
   /** Jobs whose start mark waits for the next statement (the one in flight, if any, answers first), in claim order. */
   private marksGathered: HeldJob[] = [];
+  /** Jobs in state `armed` (marked ahead of a free slot: StartAhead), in claim order: the next to start. */
+  private armed: HeldJob[] = [];
+  /** How many jobs to mark ahead of the free slots; undefined for a batch handler (its calls start from claims). */
+  private readonly startAhead: StartAhead | undefined;
   /** The start mark in flight (stopClaiming waits for it), and the timer of a failed one's retry. */
   private markInFlight: Promise<void> | undefined;
   private markRetry: NodeJS.Timeout | undefined;
@@ -131,6 +139,7 @@ export class QueueWorker implements ClaimTarget {
     const limited = (this.limited = hasLimits(config.options));
     // resolveHandlerOptions never leaves read-ahead on a queue with limits; the check keeps the two in step.
     this.buffer = new JobBuffer(concurrency, limited ? 0 : prefetch);
+    this.startAhead = config.options.batch ? undefined : new StartAhead(concurrency);
     const lease = bufferLease(config.leaseMs);
     this.bufferLeaseMs = lease.leaseMs;
     this.startMarginMs = lease.marginMs;
@@ -160,9 +169,9 @@ export class QueueWorker implements ClaimTarget {
     return this.running;
   }
 
-  /** Jobs waiting in the buffer. */
+  /** Jobs waiting to start: in the buffer, or marked started ahead of a free slot (armed). */
   get bufferedCount(): number {
-    return this.buffer.size;
+    return this.buffer.size + this.armed.length;
   }
 
   /** The claim loop, read by health checks: how long its claim in flight has waited (0: none), and whether it has ended. */
@@ -207,21 +216,27 @@ export class QueueWorker implements ClaimTarget {
     // concurrency 10 were bound by one claim round trip per 10 jobs); the buffer is topped up only when half a
     // batch fits. With 'auto', the read-ahead and so the batch follow the measured durations (ReadAhead).
     const batch = this.buffer.auto ? Math.min(batchSize, turn) : batchSize;
-    const want = Math.min(batch, turn - this.running - this.starting - this.reserved - this.eager - this.buffer.size);
+    const want = Math.min(batch, turn - this.running - this.starting - this.armed.length - this.reserved - this.eager - this.buffer.size);
     return want > 0 && (this.buffer.size === 0 || want >= Math.ceil(batch / 2)) ? want : 0;
   }
 
-  reserveSlots(want: number): number {
+  reserveSlots(want: number): { startNow: number; armAhead: number } {
     const calls = this.config.options.batch;
     if (calls) {
       this.reserved += Math.ceil(want / calls.size);
-      return want; // every job of the claim starts now, in the calls reserved for it
+      return { startNow: want, armAhead: 0 }; // every job of the claim starts now, in the calls reserved for it
     }
-    const free = this.config.options.concurrency - this.running - this.starting - this.reserved - this.eager;
+    const concurrency = this.config.options.concurrency;
+    const free = concurrency - this.running - this.starting - this.armed.length - this.reserved - this.eager;
     const startNow = Math.max(0, Math.min(want, free));
     this.reserved += startNow;
     this.readAheadAtClaim = this.buffer.readAhead;
-    return startNow;
+    // Beyond the free slots, the claim itself marks started the jobs StartAhead wants held ahead (no start mark for
+    // them later), unless jobs wait in the buffer (they go first, through start marks): those already marked ahead,
+    // or on their way to be, count against it.
+    const ahead = Math.max(0, this.running + this.starting + this.armed.length + this.reserved + this.eager - concurrency);
+    const armAhead = this.buffer.size === 0 ? Math.max(0, Math.min(want - startNow, (this.startAhead?.depth ?? 0) - ahead)) : 0;
+    return { startNow, armAhead };
   }
 
   claimFailed(): void {
@@ -236,6 +251,8 @@ export class QueueWorker implements ClaimTarget {
    */
   accept(jobs: ClaimedJob[], sentAt: number): void {
     this.guarded('accepting claimed jobs', () => {
+      // The claim's first `slots` jobs take the slots reserved for them; the jobs it started beyond them are armed.
+      let slots = this.reserved;
       this.reserved = 0;
       const tookMs = performance.now() - sentAt;
       // This process stalled while the claim was in flight (frozen, a blocked event loop): the leases its rows
@@ -252,6 +269,8 @@ export class QueueWorker implements ClaimTarget {
         return;
       }
       this.buffer.auto?.claimed(tookMs, this.readAheadAtClaim);
+      // The claim's round trip is a start mark's too (it marked the jobs it armed): a sample for StartAhead.
+      this.startAhead?.markAnswered(tookMs);
       const startBy = sentAt + this.bufferLeaseMs - this.startMarginMs;
       const runBy = sentAt + this.config.leaseMs / 2;
       const calls = this.config.options.batch;
@@ -272,7 +291,13 @@ export class QueueWorker implements ClaimTarget {
         } else {
           job.startBy = runBy;
           if (calls) batched.push(job);
-          else if (!this.startJob(job)) late.push(job);
+          else if (slots <= 0) {
+            job.to('armed');
+            this.armed.push(job);
+          } else {
+            slots -= 1;
+            if (!this.startJob(job)) late.push(job);
+          }
         }
       }
       for (let i = 0; calls && i < batched.length; i += calls.size) {
@@ -297,7 +322,7 @@ export class QueueWorker implements ClaimTarget {
    */
   get eagerSlotFree(): boolean {
     const { eagerStart, concurrency } = this.config.options;
-    return eagerStart && !this.stopping && this.buffer.size === 0 && this.running + this.starting + this.reserved + this.eager < concurrency && this.settling < concurrency + this.buffer.readAhead;
+    return eagerStart && !this.stopping && this.buffer.size === 0 && this.armed.length === 0 && this.running + this.starting + this.reserved + this.eager < concurrency && this.settling < concurrency + this.buffer.readAhead;
   }
 
   /**
@@ -446,6 +471,7 @@ export class QueueWorker implements ClaimTarget {
       this.freeSlot(job);
       job.to('settling');
       this.settling += 1;
+      this.startAhead?.jobFinished(job.endedAt - job.startedAt);
       if (this.buffer.auto) {
         this.buffer.auto.jobFinished(job.endedAt - job.startedAt);
         // A slower sample may leave the buffer holding more than the estimate wants: give the surplus back now,
@@ -519,6 +545,7 @@ export class QueueWorker implements ClaimTarget {
   /**
    * Adds this worker's jobs to a heartbeat's load (see LeaseHolders.collect). A job in state `starting` is in neither
    * list: its start mark is its check, and no other statement of this process touches its row meanwhile (see pump).
+   * An `armed` one is a started one to the beat (its row says so): renewed, and dropped if the row is no longer ours.
    */
   collect(full: boolean, load: BeatLoad): void {
     if (!full && this.unconfirmedUntilSeq === 0) return;
@@ -541,7 +568,7 @@ export class QueueWorker implements ClaimTarget {
     this.guarded('applying a heartbeat', () => {
       for (const job of load.started) {
         if (this.held.get(job.id) !== job || kept.has(job.id)) continue; // kept, another queue's, or finished with meanwhile
-        if (job.state === 'running' && !job.settledInTransaction) this.lose(job);
+        if ((job.state === 'running' && !job.settledInTransaction) || job.state === 'armed') this.lose(job);
       }
       for (const job of load.buffered) {
         if (this.held.get(job.id) !== job || kept.has(job.id)) continue;
@@ -560,6 +587,9 @@ export class QueueWorker implements ClaimTarget {
       job.to('lost');
     } else if (job.state === 'starting') {
       this.unstart(job);
+      job.to('lost');
+    } else if (job.state === 'armed') {
+      this.disarm(job);
       job.to('lost');
     } else if (job.state === 'running' && job.batch) {
       // A batch handler's call that lost one job's lease settles none of its jobs: the others' leases lapse, and
@@ -601,6 +631,11 @@ export class QueueWorker implements ClaimTarget {
         // job's row: either way it must not start now.
         this.held.delete(job.id);
         this.unstart(job);
+        job.to('cancelled');
+      } else if (job.state === 'armed') {
+        // Marked ahead, its handler never called: the cancel took a row that said started, and it never starts.
+        this.held.delete(job.id);
+        this.disarm(job);
         job.to('cancelled');
       } else if (job.state === 'running') {
         this.held.delete(job.id);
@@ -660,6 +695,9 @@ export class QueueWorker implements ClaimTarget {
   private pump(): void {
     // Inline rather than through guarded(): this runs after every job, and a closure a call was measurable.
     try {
+      // Armed jobs' rows say started already: what a check would confirm (a cancel, a pause or replace of buffered
+      // rows) does not touch them, and their leases are the full ones, so they start while a check is pending.
+      if (!this.stopping && this.armed.length > 0) this.startArmed();
       if (!this.stopping && this.unconfirmedUntilSeq === 0 && this.buffer.size > 0) this.startFromBuffer();
       if (this.marksGathered.length > 0) this.sendMarks();
     } catch (error) {
@@ -668,12 +706,31 @@ export class QueueWorker implements ClaimTarget {
     if (!this.stopping && this.claimWant() > 0) this.claims.rouse();
   }
 
+  /** Armed jobs (marked already) take the free slots first, in claim order. */
+  private startArmed(): void {
+    const concurrency = this.config.options.concurrency;
+    let late: HeldJob[] | undefined;
+    while (this.armed.length > 0 && this.running + this.reserved + this.eager < concurrency) {
+      const job = this.armed.shift()!;
+      if (!this.startJob(job)) (late ??= []).push(job);
+    }
+    if (late) void this.giveBack(late, 'marked started, not started in time');
+  }
+
+  /**
+   * Start marks for the jobs that take the free slots, then for up to StartAhead's depth more (armed when they
+   * land). A job on its last attempt is never marked ahead of a free slot (a death of this process would then
+   * dead-letter a job that never ran): the jobs behind it wait for it.
+   */
   private startFromBuffer(): void {
     const concurrency = this.config.options.concurrency;
     const now = performance.now();
     const expired: HeldJob[] = [];
-    while (this.running + this.starting + this.reserved + this.eager < concurrency) {
-      const job = this.buffer.next(now, expired);
+    const depth = this.startAhead?.depth ?? 0;
+    for (;;) {
+      const ahead = this.running + this.starting + this.armed.length + this.reserved + this.eager - concurrency;
+      if (ahead >= depth) break;
+      const job = this.buffer.next(now, expired, ahead >= 0 ? mayStartAhead : undefined);
       if (!job) break;
       this.gatherMark(job);
     }
@@ -685,6 +742,12 @@ export class QueueWorker implements ClaimTarget {
     job.to('starting');
     this.starting += 1;
     this.marksGathered.push(job);
+  }
+
+  /** An `armed` job leaves (cancelled, lost) before its start. */
+  private disarm(job: HeldJob): void {
+    const i = this.armed.indexOf(job);
+    if (i >= 0) this.armed.splice(i, 1);
   }
 
   /** A `starting` job leaves (cancelled, lost): its slot frees, and its mark is not sent if it was still waiting. */
@@ -721,13 +784,19 @@ export class QueueWorker implements ClaimTarget {
     );
   }
 
-  /** A start mark answered: the jobs it marked start, in claim order; the ones it refused are no longer ours. */
+  /**
+   * A start mark answered: the jobs it marked start, in claim order, while slots are free; the rest are `armed` (marked
+   * ahead: they start as slots free, see startFromBuffer). The ones it refused are no longer ours.
+   */
   private marked(batch: HeldJob[], marked: Set<string>, sentAt: number): void {
     this.markInFlight = undefined;
+    const now = performance.now();
+    this.startAhead?.markAnswered(now - sentAt);
     this.guarded('starting marked jobs', () => {
       // As for a claim's jobs (accept): the row's full lease counts from the mark; start in its first half.
       const runBy = sentAt + this.config.leaseMs / 2;
       const late: HeldJob[] = [];
+      const concurrency = this.config.options.concurrency;
       for (const job of batch) {
         if (job.state !== 'starting') continue; // cancelled or lost while its mark was on its way: its slot is free already
         this.starting -= 1;
@@ -737,9 +806,12 @@ export class QueueWorker implements ClaimTarget {
           this.buffer.slotFreed();
           continue;
         }
-        job.marked = true;
         job.startBy = runBy;
-        if (this.stopping || !this.startJob(job)) late.push(job);
+        if (this.stopping) late.push(job);
+        else if (this.armed.length > 0 || this.running + this.reserved + this.eager >= concurrency) {
+          job.to('armed');
+          this.armed.push(job);
+        } else if (!this.startJob(job)) late.push(job);
       }
       if (late.length) {
         if (!this.stopping) this.shared.logger.warn(LATE_STARTS(this.config.queue, late.length, Math.round(performance.now() - sentAt), this.config.leaseMs));
@@ -776,8 +848,20 @@ export class QueueWorker implements ClaimTarget {
     const now = performance.now();
     const late = now - this.lastReviewAt > 2 * BUFFER_REVIEW_MS;
     this.lastReviewAt = now;
-    if (this.buffer.size === 0 || this.stopping) return;
+    if (this.stopping) return;
     const busy = this.running + this.starting >= this.config.options.concurrency;
+    if (this.armed.length > 0) {
+      // Armed jobs no slot freed for in time, and those beyond the depth once jobs turned slow (a stall is a sample:
+      // see StartAhead.stalled), go back, uncharged again, the last armed first.
+      if (busy && !late) this.startAhead?.stalled(now - this.lastFreedAt);
+      const keep = this.startAhead?.depth ?? 0;
+      const out = this.armed.filter((job, i) => now >= job.startBy || i >= keep);
+      if (out.length) {
+        for (const job of out) this.disarm(job);
+        void this.giveBack(out, 'marked started ahead, no slot freed in time');
+      }
+    }
+    if (this.buffer.size === 0) return;
     const out = this.buffer.review(now, busy && !late ? now - this.lastFreedAt : 0);
     if (out.length) this.giveBack(out, 'held too long or beyond the read-ahead');
     this.pump();
@@ -816,7 +900,8 @@ export class QueueWorker implements ClaimTarget {
     this.markRetry = undefined;
     const waiting = this.marksGathered.splice(0).filter((job) => job.state === 'starting');
     this.starting -= waiting.length;
-    const buffered = [...waiting, ...this.buffer.takeAll()];
+    // Armed jobs go back uncharged (releaseJobs takes back the attempt of a row that says started).
+    const buffered = [...this.armed.splice(0), ...waiting, ...this.buffer.takeAll()];
     if (buffered.length) await this.giveBack(buffered, 'shutting down');
   }
 

@@ -97,8 +97,8 @@ export class ReadAhead {
   }
 }
 
-/** The estimate after one more sample: the first sample as it is (NaN: none yet), then the weights above. */
-function movingAverage(current: number, sample: number): number {
+/** The estimate after one more sample: the first sample as it is (NaN: none yet), then the weights above (StartAhead's too). */
+export function movingAverage(current: number, sample: number): number {
   if (current !== current) return sample;
   return current + (sample - current) * (sample > current ? SLOWER_WEIGHT : FASTER_WEIGHT);
 }

@@ -3,8 +3,8 @@ import { runAttempt } from '../../src/worker/attempt-runner.js';
 import { HeldJob, IllegalTransitionError, type HeldState } from '../../src/worker/held-job.js';
 import { JobBuffer } from '../../src/worker/job-buffer.js';
 
-function job(id = '1', buffered = true): HeldJob {
-  return new HeldJob('q', { id, payload: {}, attempt: 1, token: '7', maxAttempts: 3, priority: 0, runAtMs: 0, createdAtMs: 0, buffered });
+function job(id = '1', buffered = true, attempt = 1): HeldJob {
+  return new HeldJob('q', { id, payload: {}, attempt, token: '7', maxAttempts: 3, priority: 0, runAtMs: 0, createdAtMs: 0, buffered });
 }
 
 /** Walks `path` from a fresh job; returns the state reached, or the error's name. */
@@ -19,14 +19,19 @@ function walk(...path: HeldState[]): string {
 }
 
 describe('HeldJob: one state per held job, moved only along the table', () => {
-  it('a claim starts claimed; the row knows a job claimed into a slot started, not a buffered one', () => {
-    expect(job('1', false)).toMatchObject({ state: 'claimed', marked: true });
-    expect(job('1', true)).toMatchObject({ state: 'claimed', marked: false });
+  it('a claim starts claimed', () => {
+    expect(job('1', false)).toMatchObject({ state: 'claimed' });
+    expect(job('1', true)).toMatchObject({ state: 'claimed' });
   });
 
   it('allows the written-down paths', () => {
     expect(walk('running', 'settling', 'written')).toBe('written');
     expect(walk('buffered', 'starting', 'running', 'settling', 'lost')).toBe('lost');
+    // Marked ahead of a free slot (StartAhead): it starts when one frees, or leaves without running.
+    expect(walk('buffered', 'starting', 'armed', 'running', 'settling', 'written')).toBe('written');
+    expect(walk('buffered', 'starting', 'armed', 'given-back')).toBe('given-back');
+    expect(walk('buffered', 'starting', 'armed', 'lost')).toBe('lost');
+    expect(walk('buffered', 'starting', 'armed', 'cancelled')).toBe('cancelled');
     expect(walk('buffered', 'running')).toBe('IllegalTransitionError');
     expect(walk('buffered', 'given-back')).toBe('given-back');
     expect(walk('buffered', 'lost')).toBe('lost');
@@ -38,6 +43,9 @@ describe('HeldJob: one state per held job, moved only along the table', () => {
 
   it('refuses every other move: no second outcome, nothing back from a terminal state, no settle of a job never run', () => {
     expect(walk('buffered', 'settling')).toBe('IllegalTransitionError');
+    expect(walk('buffered', 'armed')).toBe('IllegalTransitionError'); // armed only by a mark
+    expect(walk('buffered', 'starting', 'armed', 'settling')).toBe('IllegalTransitionError');
+    expect(walk('buffered', 'starting', 'armed', 'starting')).toBe('IllegalTransitionError');
     expect(walk('running', 'settling', 'running')).toBe('IllegalTransitionError');
     expect(walk('running', 'settling', 'cancelled')).toBe('IllegalTransitionError');
     expect(walk('running', 'lost', 'settling')).toBe('IllegalTransitionError');
@@ -61,6 +69,23 @@ describe('JobBuffer', () => {
     expect(b.size).toBe(1);
     expect(b.next(500, expired)).toBeUndefined();
     expect(expired).toEqual([a, d]);
+  });
+
+  it('next(..., may): the next job is taken only if `may` takes it, and the jobs behind it never pass it', () => {
+    const b = new JobBuffer(1, 10);
+    const [a, last, c] = [job('a'), job('last', true, 3), job('c')];
+    for (const j of [a, last, c]) {
+      j.startBy = 1_000;
+      b.add(j);
+    }
+    const mayArm = (j: HeldJob) => j.attempt < j.maxAttempts;
+    const expired: HeldJob[] = [];
+    expect(b.next(0, expired, mayArm)).toBe(a);
+    expect(b.next(0, expired, mayArm)).toBeUndefined(); // `last` is on its last attempt: c waits behind it
+    expect(b.size).toBe(2);
+    expect(b.next(0, expired)).toBe(last);
+    expect(b.next(0, expired, mayArm)).toBe(c);
+    expect(expired).toEqual([]);
   });
 
   it('a fixed buffer that aged out behind busy slots refills only after a slot frees', () => {
