@@ -9,7 +9,7 @@ export const JOBS_CHANNEL = 'pg_queue_jobs';
 
 /**
  * Transaction-local setting an insert sets to 'deferred' when its sender wakes the workers itself after the
- * commit: the NOTIFY trigger then skips (and clears it). See Wake in store/job.sql.ts.
+ * commit: the NOTIFY trigger then skips (and clears it). See Wake in store/shared.sql.ts.
  */
 export const WAKE_SETTING = 'pg_queue.wake';
 

@@ -30,7 +30,7 @@ import { checkPayloads, validatorOf, type PayloadToCheck } from './typed/payload
 import type { QueueDefinition } from './typed/queue-definition.js';
 import { WakeSender } from './waking/wake-sender.js';
 import { WorkerPool } from './worker/worker-pool.js';
-import type { Wake } from './store/job.sql.js';
+import type { Wake } from './store/shared.sql.js';
 import { AmbientTransactions } from './transactions/ambient-transactions.js';
 import type { CallerTransaction } from './transactions/caller-transaction.js';
 import { callerTransaction, type TransactionClient } from './transactions/transaction-client.js';

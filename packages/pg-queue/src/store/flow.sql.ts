@@ -1,7 +1,7 @@
 // The SQL of flows (docs/guides/flows.md): the functions the Flows migration creates, and the statements
 // FlowStore runs. All times from the database clock.
 import { JOBS_CHANNEL } from '../pg-queue.constants.js';
-import { CANCEL_CHANNEL, DEFER_WAKE, DONE_CHANNEL, RETENTION_CAP_MS, stepFlows, type Wake } from './job.sql.js';
+import { CANCEL_CHANNEL, DEFER_WAKE, DONE_CHANNEL, RETENTION_CAP_MS, stepFlows, type Wake } from './shared.sql.js';
 
 /** The statuses in which a job of a flow can still run (the flow is not over while one of its jobs is in one). */
 const LIVE = `('queued', 'processing', 'blocked')`;
@@ -207,7 +207,7 @@ export const FLOW_FUNCTIONS: readonly string[] = [
     END IF;
   END $$`,
   // A flow's next step after one of its jobs reached a final status (or was retried out of one): called by every
-  // statement that does that, for its rows of flows (FLOW_STEPS in job.sql.ts), after its own writes (a VOLATILE
+  // statement that does that, for its rows of flows (stepFlows in shared.sql.ts), after its own writes (a VOLATILE
   // function sees the changes of the statement that calls it).
   flowStepFunction(true),
   // A job of a flow deleted while it could still run (a dashboard or CLI delete): to its flow, a cancelled job.
@@ -255,7 +255,7 @@ const flowEdges = (flowId: string, edges: string, where = '') => `
 
 /**
  * enqueueFlow: the flow row, every job, every edge, in one statement ($1 name, $2.. the jobs, $13 edges, $14 the
- * trace context or NULL). `wake`: as for the plain inserts (job.sql.ts, Wake): 'deferred' skips the insert trigger's
+ * trace context or NULL). `wake`: as for the plain inserts (shared.sql.ts, Wake): 'deferred' skips the insert trigger's
  * NOTIFY, and QueueService wakes the queues of the flow's unblocked jobs after the commit.
  */
 function insertFlow(wake: Wake): string {

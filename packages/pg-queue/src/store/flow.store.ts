@@ -6,7 +6,7 @@ import type { CompensatedJob, FinishedFlow, FlowEdge, FlowJobRecord, FlowRecord,
 import type { FlowEdgeRow, FlowPlan } from '../flows/plan-flow.js';
 import type { JobStatus } from '../interfaces/job.interface.js';
 import { FLOW_SQL } from './flow.sql.js';
-import type { Wake } from './job.sql.js';
+import type { Wake } from './shared.sql.js';
 import type { CompletedAttempt } from './job.store.js';
 import { managerQuery } from './manager-query.js';
 import type { CallerTransaction } from '../transactions/caller-transaction.js';

@@ -14,7 +14,9 @@ import { HISTORY_SQL } from './history.sql.js';
 import { HistoryStore } from './history.store.js';
 import { WaitStore } from './wait.store.js';
 import type { CallerTransaction } from '../transactions/caller-transaction.js';
-import { beginWithQueueLock, PLANNED_PER_CALL, RETENTION_CAP_MS, SQL, type Wake } from './job.sql.js';
+import { beginWithQueueLock } from './claim.sql.js';
+import { PLANNED_PER_CALL, SQL } from './job.sql.js';
+import { RETENTION_CAP_MS, type Wake } from './shared.sql.js';
 import { foldKeyedRows, unfoldOutcomes, type KeyedOutcome } from './unique-rows.js';
 
 /** stats() counts exactly up to this many jobs per queue and status, and estimates above it. */
@@ -42,7 +44,7 @@ export interface ClaimedJob {
   waitMs?: number;
   /** The W3C trace context the job was enqueued under (trace_context column), or null: see tracing/trace-context.ts. */
   traceContext?: unknown;
-  /** Claimed ahead of a free slot: not started, not charged, on a short lease (see plainClaim in job.sql.ts). */
+  /** Claimed ahead of a free slot: not started, not charged, on a short lease (see plainClaim in claim.sql.ts). */
   buffered?: boolean;
 }
 
@@ -217,7 +219,7 @@ export class JobStore {
   }
 
   /**
-   * Eager start (insertEagerJob in job.sql.ts): inserts one due job (no runAt, delay, key) already claimed by
+   * Eager start (insertEagerJob in enqueue.sql.ts): inserts one due job (no runAt, delay, key) already claimed by
    * `claim.workerId` when the queue is not paused and no due job of its priority or higher waits; `job` is that
    * claim (absent: the job went in queued, and the trigger woke the workers). Autocommit, never in a caller's
    * transaction: the job may start only once its row is committed.
@@ -390,7 +392,7 @@ export class JobStore {
   }
 
   /**
-   * The heartbeat (see heartbeat in job.sql.ts): renews the leases of `started` jobs (marking those started from
+   * The heartbeat (see heartbeat in settle.sql.ts): renews the leases of `started` jobs (marking those started from
    * the buffer), and checks `buffered` ones (giving back those of paused queues). Returns the ids still this
    * worker's; any other id is no longer its. `progress` ([id, JSON text] of the jobs whose progress changed since
    * the last beat) rides the same statement.
@@ -403,7 +405,7 @@ export class JobStore {
   }
 
   /**
-   * The start mark (markStarted in job.sql.ts): jobs claimed `buffered` (read ahead, or an eager start's insert) about
+   * The start mark (markStarted in settle.sql.ts): jobs claimed `buffered` (read ahead, or an eager start's insert) about
    * to start are charged, marked started and given the full lease, before their handlers are called. Returns the ids
    * marked; a job not in it is no longer this claim's and must not start.
    */
@@ -608,7 +610,7 @@ interface RetryRow {
   parent_status: string | null;
 }
 
-/** A flow job that waits for a parent is not retried: the error names the parent (RETRY_WAITS_FOR_PARENT in job.sql.ts). */
+/** A flow job that waits for a parent is not retried: the error names the parent (RETRY_WAITS_FOR_PARENT in job-control.sql.ts). */
 function refuseWaitingForParent(id: string, row: RetryRow): void {
   if (row.parent_id === null) return;
   throw new PgQueueError(row.parent_status === null ? RETRY_PARENT_GONE(id, row.parent_id) : RETRY_PARENT_NOT_COMPLETED(id, row.parent_id, row.parent_ref, row.parent_status));
@@ -733,7 +735,7 @@ function insertJobsStatement(rows: NewJobRow[], trace?: string): { statement: 'i
 }
 
 /**
- * $3 and $4 of a batch settle (BATCH_FENCE in job.sql.ts): the one token every job of the batch carries, the common
+ * $3 and $4 of a batch settle (BATCH_FENCE in settle.sql.ts): the one token every job of the batch carries, the common
  * case (all on their first claim), as $4; else {"id": token} as $3, looked up per row.
  */
 function batchFence(jobs: JobRef[]): [tokens: string | null, token: string | null] {
@@ -819,7 +821,7 @@ function toOutcome(r: OutcomeRow): JobOutcome {
   return { status: r.status, result: r.result ?? null, lastError: r.last_error };
 }
 
-/** The completion statement for a batch (see completion() in job.sql.ts) and its values. */
+/** The completion statement for a batch (see completion() in settle.sql.ts) and its values. */
 function completionStatement(workerId: string, jobs: CompletedAttempt[], deleteRows: boolean): { statement: 'completeJobs' | 'completeJobsWithResults' | 'deleteCompletedJobs'; values: unknown[] } {
   const values: unknown[] = [workerId, jobs.map((j) => j.id), ...batchFence(jobs)];
   if (deleteRows) return { statement: 'deleteCompletedJobs', values };
@@ -914,7 +916,7 @@ function toClaimedJob(r: ClaimRow & { id: string }): ClaimedJob {
     maxAttempts: r.max_attempts,
     priority: r.priority,
     runAtMs: r.run_at_ms,
-    createdAtMs: r.created_at_ms ?? r.run_at_ms, // NULL when equal (CREATED_AT_MS in job.sql.ts)
+    createdAtMs: r.created_at_ms ?? r.run_at_ms, // NULL when equal (CREATED_AT_MS in claim.sql.ts)
     waitMs: r.wait_ms,
     traceContext: r.trace_context,
     buffered: r.buffered === true,
