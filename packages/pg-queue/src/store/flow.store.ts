@@ -76,7 +76,7 @@ export class FlowStore {
     return row?.flow_id ? { flowId: row.flow_id, ref: row.flow_ref } : null;
   }
 
-  /** The second look after a settle of flow jobs committed (see FLOW_FUNCTIONS in flow.sql.ts). */
+  /** The second look after a settle of flow jobs committed (see FLOW_FUNCTIONS in flow-functions.sql.ts). */
   async recheckFlowJobs(jobIds: string[]): Promise<{ unblocked: number; settled: number }> {
     const [row] = await this.run<{ unblocked: number; settled: number }>('recheckFlowJobs', [jobIds]);
     return row;
