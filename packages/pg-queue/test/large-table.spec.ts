@@ -4,7 +4,7 @@ import { MaintenanceScheduler, QueueService } from 'nestjs-pg-queue';
 import type { INestApplicationContext } from '@nestjs/common';
 import { createTestDatabase } from '@internal/pg-harness';
 import { SQL } from '../src/store/job.sql.js';
-import { STATS_EXACT_LIMIT } from '../src/store/job.store.js';
+import { STATS_EXACT_LIMIT } from '../src/store/job-read.store.js';
 import { explainBothModes, seqScans } from './support/plans.js';
 import { sqlPool, startApp } from './support/test-app.js';
 

@@ -5,7 +5,7 @@ import { JobStore, QueueService } from 'nestjs-pg-queue';
 import { createTestDatabase } from '@internal/pg-harness';
 import { LIMIT_LOCK_IDLE_MS, beginWithQueueLock } from '../src/store/claim.sql.js';
 import { SQL } from '../src/store/job.sql.js';
-import { queueLockKey } from '../src/store/job.store.js';
+import { queueLockKey } from '../src/store/claim.store.js';
 import { resolveHandlerOptions } from '../src/utils/resolve-options.js';
 import { sqlPool, startApp } from './support/test-app.js';
 

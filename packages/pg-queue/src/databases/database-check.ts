@@ -1,7 +1,7 @@
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import { MANAGER_OF_ANOTHER_DATABASE } from '../pg-queue.messages.js';
 import { DATABASE_SQL } from '../store/database.sql.js';
-import type { DatabaseIdentityRow } from '../store/job.store.js';
+import type { DatabaseIdentityRow } from '../store/job-store.types.js';
 import type { CallerTransaction } from '../transactions/caller-transaction.js';
 import { isTypeOrmManager } from '../transactions/clients/typeorm.js';
 import type { TransactionClient } from '../transactions/transaction-client.js';

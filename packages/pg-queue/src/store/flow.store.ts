@@ -7,7 +7,7 @@ import type { FlowEdgeRow, FlowPlan } from '../flows/plan-flow.js';
 import type { JobStatus } from '../interfaces/job.interface.js';
 import { FLOW_SQL } from './flow.sql.js';
 import type { Wake } from './shared.sql.js';
-import type { CompletedAttempt } from './job.store.js';
+import type { CompletedAttempt } from './job-store.types.js';
 import { managerQuery } from './manager-query.js';
 import type { CallerTransaction } from '../transactions/caller-transaction.js';
 

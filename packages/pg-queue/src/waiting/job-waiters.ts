@@ -4,7 +4,8 @@ import { JobFailedError, JobWaitTimeoutError, PgQueueError } from '../errors/pg-
 import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
 import { WAIT_JOB_GONE, WAIT_JOB_NOT_FOUND, WAIT_SHUTTING_DOWN } from '../pg-queue.messages.js';
 import { DONE_CHANNEL } from '../store/shared.sql.js';
-import { JobStore, type JobOutcome } from '../store/job.store.js';
+import { JobStore } from '../store/job.store.js';
+import type { JobOutcome } from '../store/job-store.types.js';
 import { errorLine } from '../utils/error-text.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { NotificationListener } from '../worker/notification-listener.js';
