@@ -1,5 +1,6 @@
 export { PgQueueModule } from './pg-queue.module.js';
-export type { QueueDatabase, QueueDatabases } from './databases/queue-databases.js';
+export type { QueueDatabases } from './databases/queue-databases.js';
+export type { QueueDatabase } from './databases/queue-database.js';
 export type { DatabaseIdentityRow } from './store/job.store.js';
 export { getJobEventsToken, getQueueConnectionToken, getQueueServiceToken, InjectJobEvents, InjectQueueService } from './databases/database-tokens.js';
 export { QueueService, type EnqueueOptions, type EnqueueResult, type JobSpec, type JobSpecs } from './queue.service.js';

@@ -73,3 +73,6 @@ export const MAINTENANCE_JOB_STORE = Symbol('pg-queue:maintenance_job_store');
 
 /** The ScheduleStore on the maintenance pool (the recurring tick); the ScheduleStore class token is the API pool's. */
 export const MAINTENANCE_SCHEDULE_STORE = Symbol('pg-queue:maintenance_schedule_store');
+
+/** Options after validation and defaults (see utils/resolve-options.ts). */
+export const RESOLVED_OPTIONS = Symbol('pg-queue:resolved_options');

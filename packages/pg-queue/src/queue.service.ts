@@ -3,7 +3,7 @@ import { JobHandlerRegistry } from './discovery/job-handler.registry.js';
 import { JobWaitTimeoutError, PgQueueError } from './errors/pg-queue.error.js';
 import type { JobRecord, QueueStats } from './interfaces/job.interface.js';
 import { INVALID_OPTION, JOBS_OF_SEVERAL_DATABASES } from './pg-queue.messages.js';
-import { RESOLVED_OPTIONS } from './pg-queue.module-definition.js';
+import { RESOLVED_OPTIONS } from './pg-queue.constants.js';
 import { JobStore } from './store/job.store.js';
 import type { CancelResult, NewJobRow } from './store/job-store.types.js';
 import type { KeyedOutcome } from './store/unique-rows.js';
@@ -15,7 +15,7 @@ import { buildJobRow, defaultMaxAttemptsOf } from './utils/job-row.js';
 import { flowAccess, type FlowAccess } from './flows/flow-access.js';
 import { FINAL_FLOW_STATUSES, type EnqueuedFlow, type FlowRecord, type FlowSpec, type FlowStatus, type FlowSummary } from './flows/flow.interfaces.js';
 import { hasLoneSurrogate } from './utils/serialize-payload.js';
-import { QueueDatabases } from './databases/queue-databases.js';
+import { QueueDatabases, type DatabaseEntry } from './databases/queue-databases.js';
 import { DatabaseCheck } from './databases/database-check.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { UniqueOptions } from './utils/unique-options.js';
@@ -85,6 +85,12 @@ export interface EnqueueResult {
 }
 
 /** What app code injects: enqueue (alone or in the caller's transaction), inspect, cancel, retry. */
+/** What a QueueService reads of each database of the app: its service and workers (the full entry: QueueDatabase). */
+export interface ServiceDatabase extends DatabaseEntry {
+  readonly service: QueueService;
+  readonly workers: WorkerPool;
+}
+
 @Injectable()
 export class QueueService {
   constructor(
@@ -102,7 +108,7 @@ export class QueueService {
     /** The surrounding @Transactional() call's transaction (option ambientTransactions); absent in the CLI. */
     @Optional() private readonly ambient?: AmbientTransactions,
     /** The app's databases (absent in the CLI): with more than one, each enqueue goes to its queue's database. */
-    @Optional() protected readonly databases?: QueueDatabases,
+    @Optional() protected readonly databases?: QueueDatabases<ServiceDatabase>,
     /** This service's database: the one its calls by id (get, waitFor, cancel, ...) read. */
     @Optional() @Inject(DATABASE_NAME) readonly databaseName: string = DEFAULT_DATABASE,
   ) {

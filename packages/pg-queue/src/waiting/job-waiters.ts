@@ -1,7 +1,7 @@
 import { Inject, Injectable, type BeforeApplicationShutdown } from '@nestjs/common';
 import { PgQueueConnection } from '../connection/pg-queue-connection.js';
 import { JobFailedError, JobWaitTimeoutError, PgQueueError } from '../errors/pg-queue.error.js';
-import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
+import { RESOLVED_OPTIONS } from '../pg-queue.constants.js';
 import { WAIT_JOB_GONE, WAIT_JOB_NOT_FOUND, WAIT_SHUTTING_DOWN } from '../pg-queue.messages.js';
 import { DONE_CHANNEL } from '../store/shared.sql.js';
 import { JobStore } from '../store/job.store.js';
