@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { INestApplicationContext } from '@nestjs/common';
 import pg from 'pg';
-import { JobStore, QueueService } from 'nestjs-pg-queue';
+import { QueueService } from 'nestjs-pg-queue';
+import { JobStore } from '../src/internal.js';
 import { createTestDatabase } from '@internal/pg-harness';
 import { LIMIT_LOCK_IDLE_MS, beginWithQueueLock } from '../src/store/claim.sql.js';
 import { SQL } from '../src/store/job.sql.js';
