@@ -11,7 +11,7 @@ const CREATED_AT_MS = `CASE WHEN j.created_at <> j.run_at THEN date_part('epoch'
 
 /**
  * The claim of a queue with limits, in two variants that differ only in how they pick candidates (see
- * claimLimitedJobs and claimKeyedJobs in SQL).
+ * claimLimitedJobs and claimKeyedJobs in CLAIM_SQL below).
  */
 function limitedClaim(candidates: string, limited: string, keysBusy: string, keyCursor: string): string {
   return `
