@@ -67,7 +67,8 @@ export class JobStore {
   // Settle (settle.store.ts)
   /**
    * Returns the ids fenced out (this worker no longer held them); every other job is completed. `deleteRows`
-   * deletes instead of keeping them (and their results).
+   * deletes instead of keeping them (and their results). A batch where no job has a result or unwritten
+   * progress runs the plain statement; otherwise the whole batch takes the variant that also writes those.
    */
   async completeJobs(workerId: string, jobs: CompletedAttempt[], deleteRows = false): Promise<Set<string>> {
     return (await this.settleCompletions(workerId, jobs, deleteRows)).answer;
