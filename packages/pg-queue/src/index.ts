@@ -1,6 +1,4 @@
 export { PgQueueModule } from './pg-queue.module.js';
-export type { QueueDatabase, QueueDatabases } from './databases/queue-databases.js';
-export type { DatabaseIdentityRow } from './store/job.store.js';
 export { getJobEventsToken, getQueueConnectionToken, getQueueServiceToken, InjectJobEvents, InjectQueueService } from './databases/database-tokens.js';
 export { QueueService, type EnqueueOptions, type EnqueueResult, type JobSpec, type JobSpecs } from './queue.service.js';
 export type { TransactionClient } from './transactions/transaction-client.js';
@@ -13,7 +11,7 @@ export type { PrismaClientLike } from './transactions/clients/prisma.js';
 export { defineQueue, type QueueDefinition, type QueueDefinitionOptions, type PayloadValidator, type PayloadOf, type ResultOf } from './typed/queue-definition.js';
 export type { TraceCarrier } from './tracing/trace-carrier.js';
 export type { UniqueOptions } from './utils/unique-options.js';
-export type { OnConflict } from './store/job.store.js';
+export type { OnConflict } from './store/job-store.types.js';
 export { JobHandler, type TypedBatchHandlerDecorator, type TypedJobHandlerDecorator } from './decorators/job-handler.decorator.js';
 export { OnJobEvent } from './decorators/on-job-event.decorator.js';
 export type { WaitOptions } from './waiting/job-waiters.js';
@@ -61,9 +59,3 @@ export { InvalidPayloadError } from './errors/invalid-payload.error.js';
 export { PG_QUEUE_MIGRATIONS, CreateBackgroundJobs1764460000000, CreateBackgroundQueues1764470000000, DelayedJobsIndex1764480000000, InFlightIndexByJob1764490000000, FenceToken1764520000000, FinishedJobsIndex1764530000000, UniqueJobs1764540000000, CreateBackgroundSchedules1764550000000, Limits1764560000000, JobResults1764570000000, TraceContext1764580000000, DeferredWakeUps1764590000000, BufferedJobs1764600000000, Flows1764610000000, DurableSteps1764620000000, AttemptHistory1764630000000, SqlEnqueue1764640000000, Instances1764650000000, JobHistory1764660000000, SqlEnqueueRunAt1764672000000 } from './migrations/index.js';
 export { BackgroundJobEntity } from './store/background-job.entity.js';
 export { exponentialBackoff } from './utils/backoff.js';
-export { MODULE_OPTIONS_TOKEN as PG_QUEUE_OPTIONS } from './pg-queue.module-definition.js';
-// Internals exposed for tests and operators who drive passes by hand.
-export { WorkerPool } from './worker/worker-pool.js';
-export { MaintenanceScheduler } from './maintenance/maintenance.scheduler.js';
-export { JobStore } from './store/job.store.js';
-export { RecurringScheduler } from './recurring/recurring-scheduler.js';

@@ -9,7 +9,7 @@ export const JOBS_CHANNEL = 'pg_queue_jobs';
 
 /**
  * Transaction-local setting an insert sets to 'deferred' when its sender wakes the workers itself after the
- * commit: the NOTIFY trigger then skips (and clears it). See Wake in store/job.sql.ts.
+ * commit: the NOTIFY trigger then skips (and clears it). See Wake in store/shared.sql.ts.
  */
 export const WAKE_SETTING = 'pg_queue.wake';
 
@@ -73,3 +73,6 @@ export const MAINTENANCE_JOB_STORE = Symbol('pg-queue:maintenance_job_store');
 
 /** The ScheduleStore on the maintenance pool (the recurring tick); the ScheduleStore class token is the API pool's. */
 export const MAINTENANCE_SCHEDULE_STORE = Symbol('pg-queue:maintenance_schedule_store');
+
+/** Options after validation and defaults (see utils/resolve-options.ts). */
+export const RESOLVED_OPTIONS = Symbol('pg-queue:resolved_options');

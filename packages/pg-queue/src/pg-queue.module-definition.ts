@@ -6,9 +6,6 @@ import { DATABASE_NAME, DEFAULT_DATABASE, TYPEORM_DATA_SOURCE } from './pg-queue
 import { PgQueueCoreModule } from './databases/queue-databases.js';
 import { assertDatabaseName } from './utils/resolve-options.js';
 
-/** Options after validation and defaults (see utils/resolve-options.ts). */
-export const RESOLVED_OPTIONS = Symbol('pg-queue:resolved_options');
-
 export const { ConfigurableModuleClass, MODULE_OPTIONS_TOKEN, OPTIONS_TYPE, ASYNC_OPTIONS_TYPE } =
   new ConfigurableModuleBuilder<PgQueueModuleOptions>({ moduleName: 'PgQueue' })
     .setClassMethodName('forRoot')

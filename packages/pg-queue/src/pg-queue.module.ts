@@ -10,8 +10,10 @@ import type { PgQueueModuleOptions } from './interfaces/pg-queue-options.interfa
 import { MaintenanceScheduler } from './maintenance/maintenance.scheduler.js';
 import { DATABASE_NAME, DATABASE_QUEUE_SERVICE, DEFAULT_DATABASE, LEASE_JOB_STORE, MAINTENANCE_JOB_STORE, MAINTENANCE_SCHEDULE_STORE, TYPEORM_DATA_SOURCE } from './pg-queue.constants.js';
 import { getJobEventsToken, getQueueConnectionToken, getQueueServiceToken } from './databases/database-tokens.js';
+import type { QueueDatabase } from './databases/queue-database.js';
 import { QueueDatabases } from './databases/queue-databases.js';
-import { ASYNC_OPTIONS_TYPE, ConfigurableModuleClass, MODULE_OPTIONS_TOKEN, OPTIONS_TYPE, RESOLVED_OPTIONS } from './pg-queue.module-definition.js';
+import { ASYNC_OPTIONS_TYPE, ConfigurableModuleClass, MODULE_OPTIONS_TOKEN, OPTIONS_TYPE } from './pg-queue.module-definition.js';
+import { RESOLVED_OPTIONS } from './pg-queue.constants.js';
 import { QueueService } from './queue.service.js';
 import { AmbientTransactions } from './transactions/ambient-transactions.js';
 import { RecurringJobRegistry } from './recurring/recurring-job.registry.js';
@@ -121,7 +123,7 @@ function forDatabase(module: DynamicModule, name: string | undefined): DynamicMo
     {
       provide: QueueDatabases.REGISTRATION,
       useFactory: (
-        databases: QueueDatabases,
+        databases: QueueDatabases<QueueDatabase>,
         database: string,
         service: QueueService,
         connection: PgQueueConnection,

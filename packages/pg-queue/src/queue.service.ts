@@ -2,10 +2,10 @@ import { Inject, Injectable, Optional } from '@nestjs/common';
 import { JobHandlerRegistry } from './discovery/job-handler.registry.js';
 import { JobWaitTimeoutError, PgQueueError } from './errors/pg-queue.error.js';
 import type { JobRecord, QueueStats } from './interfaces/job.interface.js';
-import { INVALID_OPTION, JOBS_OF_SEVERAL_DATABASES } from './pg-queue.messages.js';
-import { RESOLVED_OPTIONS } from './pg-queue.module-definition.js';
-import { JobStore, type CancelResult, type NewJobRow } from './store/job.store.js';
-import type { KeyedOutcome } from './store/unique-rows.js';
+import { INVALID_OPTION } from './pg-queue.messages.js';
+import { RESOLVED_OPTIONS } from './pg-queue.constants.js';
+import { JobStore } from './store/job.store.js';
+import type { CancelResult, NewJobRow } from './store/job-store.types.js';
 import type { InstanceRecord } from './store/instance.store.js';
 import type { WaitExplanation } from './waiting/wait-reasons.js';
 import { explainWait } from './waiting/explain-wait.js';
@@ -14,73 +14,35 @@ import { buildJobRow, defaultMaxAttemptsOf } from './utils/job-row.js';
 import { flowAccess, type FlowAccess } from './flows/flow-access.js';
 import { FINAL_FLOW_STATUSES, type EnqueuedFlow, type FlowRecord, type FlowSpec, type FlowStatus, type FlowSummary } from './flows/flow.interfaces.js';
 import { hasLoneSurrogate } from './utils/serialize-payload.js';
-import { QueueDatabases } from './databases/queue-databases.js';
+import { QueueDatabases, type DatabaseEntry } from './databases/queue-databases.js';
 import { DatabaseCheck } from './databases/database-check.js';
+import { ownerOfCall } from './databases/queue-owner.js';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { UniqueOptions } from './utils/unique-options.js';
 import type { ScheduleInfo, ScheduleSpec } from './interfaces/recurring-job.interface.js';
-import { DATABASE_NAME, DEFAULT_DATABASE, QUEUE_NAME_PATTERN } from './pg-queue.constants.js';
+import { DATABASE_NAME, DEFAULT_DATABASE } from './pg-queue.constants.js';
 import { nextFireAfter } from './recurring/fire-times.js';
 import { RecurringScheduler } from './recurring/recurring-scheduler.js';
 import { resolveSchedule } from './recurring/resolve-schedule.js';
 import { ScheduleStore } from './store/schedule.store.js';
 import { JobWaiters, type WaitOptions } from './waiting/job-waiters.js';
 import { batchCall, oneJobCall, setJobId, setKeyedOutcome, traceEnqueue } from './tracing/producer-span.js';
-import { checkPayloads, validatorOf, type PayloadToCheck } from './typed/payload-validators.js';
 import type { QueueDefinition } from './typed/queue-definition.js';
 import { WakeSender } from './waking/wake-sender.js';
 import { WorkerPool } from './worker/worker-pool.js';
-import type { Wake } from './store/job.sql.js';
 import { AmbientTransactions } from './transactions/ambient-transactions.js';
 import type { CallerTransaction } from './transactions/caller-transaction.js';
 import { callerTransaction, type TransactionClient } from './transactions/transaction-client.js';
+import type { AnyJobSpec, EnqueueOptions, EnqueueResult, JobSpecs } from './interfaces/enqueue.interface.js';
+import { batchRows, keyed, queuesOf, toResult, validatePayload } from './utils/enqueue-rows.js';
+import { woken } from './waking/woken-insert.js';
+import { checkScheduleSpec, jobId, scheduleName } from './utils/call-arguments.js';
 
-export interface EnqueueOptions extends UniqueOptions {
-  /**
-   * The caller's transaction: the job commits or rolls back with the caller's writes, and workers are woken at that
-   * commit. A TypeORM EntityManager, a pg PoolClient after BEGIN, a Prisma interactive transaction's client, a
-   * Kysely Transaction, a Drizzle transaction or a MikroORM EntityManager (docs/guides/transactional-enqueue.md).
-   * Default: the surrounding `@Transactional()` call's with the module option ambientTransactions, else none.
-   */
-  manager?: TransactionClient;
-  /** Run no earlier than this instant. */
-  runAt?: Date;
-  /** Run no earlier than this long from now (database clock). Ignored when runAt is given. */
-  delayMs?: number;
-  /** Higher runs first. Default 0. */
-  priority?: number;
-  /** Default: the module options' `queues[queue].maxAttempts`, else the queue's @JobHandler maxAttempts, else 5. */
-  maxAttempts?: number;
-  /** The key the queue's `concurrencyPerKey` limit counts this job under (a tenant, an account). Default: none. */
-  concurrencyKey?: string;
-}
+export type { EnqueueOptions, EnqueueResult, JobSpec, JobSpecs } from './interfaces/enqueue.interface.js';
 
-/** One job of enqueueMany, named by its queue's name (a job may also name a definition: see JobSpecs). */
-export interface JobSpec<TPayload = unknown> extends Omit<EnqueueOptions, 'manager'> {
-  queue: string;
-  payload: TPayload;
-}
-
-/** A job of enqueueMany as the service reads it: named by its queue's name or definition. */
-type AnyJobSpec = Omit<JobSpec, 'queue'> & { queue: string | QueueDefinition<unknown, unknown> };
-
-/**
- * The jobs of an enqueueMany call, each checked against its own queue: a job whose queue is a definition must
- * carry that definition's payload type (jobs of several definitions may be mixed); a job named by a string
- * takes any payload.
- */
-export type JobSpecs<T extends readonly unknown[]> = {
-  [K in keyof T]: Omit<EnqueueOptions, 'manager'> & { queue: string | QueueDefinition<T[K], unknown>; payload: NoInfer<T[K]> };
-};
-
-/** What an enqueue came to: `enqueueUnique` and `enqueueManyUnique` return it. */
-export interface EnqueueResult {
-  /** The job that holds the key: the one this call added, or the one that held it already (a window's job may since have been pruned). */
-  id: string;
-  /** true when a job already held the key, so this call added none. */
-  duplicate: boolean;
-  /** true when this duplicate changed the queued holder (onConflict 'replace' or 'keep-run-at'). */
-  replaced: boolean;
+/** What a QueueService reads of each database of the app: its service and workers (the full entry: QueueDatabase). */
+export interface ServiceDatabase extends DatabaseEntry {
+  readonly service: QueueService;
+  readonly workers: WorkerPool;
 }
 
 /** What app code injects: enqueue (alone or in the caller's transaction), inspect, cancel, retry. */
@@ -101,7 +63,7 @@ export class QueueService {
     /** The surrounding @Transactional() call's transaction (option ambientTransactions); absent in the CLI. */
     @Optional() private readonly ambient?: AmbientTransactions,
     /** The app's databases (absent in the CLI): with more than one, each enqueue goes to its queue's database. */
-    @Optional() protected readonly databases?: QueueDatabases,
+    @Optional() protected readonly databases?: QueueDatabases<ServiceDatabase>,
     /** This service's database: the one its calls by id (get, waitFor, cancel, ...) read. */
     @Optional() @Inject(DATABASE_NAME) readonly databaseName: string = DEFAULT_DATABASE,
   ) {
@@ -148,15 +110,7 @@ export class QueueService {
   }
 
   private ownerElsewhere(method: string, queues: readonly (string | QueueDefinition<unknown, unknown>)[]): QueueService | undefined {
-    const owners = new Map<string, { queue: string; service: QueueService }>();
-    for (const q of queues) {
-      const name = typeof q === 'string' ? q : q?.name;
-      assertQueueName(name);
-      const owner = this.databases!.ownerOf(name);
-      if (!owners.has(owner.name)) owners.set(owner.name, { queue: name, service: owner.service });
-    }
-    if (owners.size > 1) throw new PgQueueError(JOBS_OF_SEVERAL_DATABASES(method, new Map([...owners].map(([db, o]) => [db, o.queue]))));
-    const [{ service }] = owners.values();
+    const service = ownerOfCall(this.databases!, method, queues);
     return service === this ? undefined : service;
   }
 
@@ -169,7 +123,7 @@ export class QueueService {
     const owner = this.elsewhere(queue as QueueDefinition<unknown, unknown>);
     if (owner) return owner.enqueue(queue, payload, options);
     const row = this.toRow({ ...options, queue, payload });
-    const validated = this.validate('enqueue', row.queue, payload);
+    const validated = validatePayload('enqueue', row.queue, payload);
     if (validated) await validated;
     let tx = this.joined(options.manager, 'enqueue', row.queue);
     if (tx instanceof Promise) tx = await tx;
@@ -179,9 +133,9 @@ export class QueueService {
       // (docs/concepts.md, Eager start). The slot is checked and kept in one synchronous step: traceEnqueue calls the insert at once.
       const eager = tx === undefined && row.runAt === null && row.delayMs === 0 && row.concurrencyKey === null ? this.workers?.eagerWorker(row.queue) : undefined;
       if (eager) return traceEnqueue(oneJobCall('enqueue', row.queue), (trace) => eager.startEagerly((claim) => this.store.insertEagerJob(row, claim, trace)), setJobId);
-      return this.woken(tx, [row], (wake) => traceEnqueue(oneJobCall('enqueue', row.queue), (trace) => this.store.insertJob(row, tx, trace, wake), setJobId));
+      return woken(this.wakes, tx, [row], (wake) => traceEnqueue(oneJobCall('enqueue', row.queue), (trace) => this.store.insertJob(row, tx, trace, wake), setJobId));
     }
-    const [result] = await this.woken(tx, [row], (wake) => traceEnqueue(oneJobCall('enqueue', row.queue), (trace) => this.store.insertKeyedJobs([row], tx, trace, wake), setKeyedOutcome), keyed);
+    const [result] = await woken(this.wakes, tx, [row], (wake) => traceEnqueue(oneJobCall('enqueue', row.queue), (trace) => this.store.insertKeyedJobs([row], tx, trace, wake), setKeyedOutcome), keyed);
     return result.id;
   }
 
@@ -194,9 +148,9 @@ export class QueueService {
     if (owner) return owner.enqueueUnique(queue, payload, options);
     const row = this.toRow({ ...options, queue, payload });
     if (row.uniqueKey == null) throw new PgQueueError(`enqueueUnique("${row.queue}") needs a uniqueKey; use enqueue() for a job without one.`);
-    await this.validate('enqueueUnique', row.queue, payload);
+    await validatePayload('enqueueUnique', row.queue, payload);
     const tx = await this.joined(options.manager, 'enqueueUnique', row.queue);
-    const [result] = await this.woken(tx, [row], (wake) => traceEnqueue(oneJobCall('enqueueUnique', row.queue), (trace) => this.store.insertKeyedJobs([row], tx, trace, wake), setKeyedOutcome), keyed);
+    const [result] = await woken(this.wakes, tx, [row], (wake) => traceEnqueue(oneJobCall('enqueueUnique', row.queue), (trace) => this.store.insertKeyedJobs([row], tx, trace, wake), setKeyedOutcome), keyed);
     return toResult(result);
   }
 
@@ -207,14 +161,14 @@ export class QueueService {
   async enqueueMany<const T extends readonly unknown[]>(jobs: JobSpecs<T>, options: { manager?: TransactionClient } = {}): Promise<string[]> {
     const owner = this.elsewhereMany('enqueueMany', queuesOf(jobs));
     if (owner) return owner.enqueueMany(jobs, options);
-    const rows = await this.batchRows(jobs as unknown as readonly AnyJobSpec[], 'enqueueMany');
+    const rows = await batchRows(jobs as unknown as readonly AnyJobSpec[], 'enqueueMany', (spec) => this.toRow(spec));
     if (rows.length === 0) return [];
     let tx = this.joined(options.manager, 'enqueueMany', rows[0].queue);
     if (tx instanceof Promise) tx = await tx;
     if (rows.some((r) => r.uniqueKey != null)) {
-      return (await this.woken(tx, rows, (wake) => traceEnqueue(() => batchCall('enqueueMany', rows), (trace) => this.store.insertKeyedJobs(rows, tx, trace, wake)), keyed)).map((r) => r.id);
+      return (await woken(this.wakes, tx, rows, (wake) => traceEnqueue(() => batchCall('enqueueMany', rows), (trace) => this.store.insertKeyedJobs(rows, tx, trace, wake)), keyed)).map((r) => r.id);
     }
-    return this.woken(tx, rows, (wake) => traceEnqueue(() => batchCall('enqueueMany', rows), (trace) => this.store.insertJobs(rows, tx, trace, wake)));
+    return woken(this.wakes, tx, rows, (wake) => traceEnqueue(() => batchCall('enqueueMany', rows), (trace) => this.store.insertJobs(rows, tx, trace, wake)));
   }
 
   /**
@@ -224,30 +178,12 @@ export class QueueService {
   async enqueueManyUnique<const T extends readonly unknown[]>(jobs: JobSpecs<T>, options: { manager?: TransactionClient } = {}): Promise<EnqueueResult[]> {
     const owner = this.elsewhereMany('enqueueManyUnique', queuesOf(jobs));
     if (owner) return owner.enqueueManyUnique(jobs, options);
-    const rows = await this.batchRows(jobs as unknown as readonly AnyJobSpec[], 'enqueueManyUnique');
+    const rows = await batchRows(jobs as unknown as readonly AnyJobSpec[], 'enqueueManyUnique', (spec) => this.toRow(spec));
     if (rows.length === 0) return [];
     const tx = await this.joined(options.manager, 'enqueueManyUnique', rows[0].queue);
-    return (await this.woken(tx, rows, (wake) => traceEnqueue(() => batchCall('enqueueManyUnique', rows), (trace) => this.store.insertKeyedJobs(rows, tx, trace, wake)), keyed)).map(toResult);
+    return (await woken(this.wakes, tx, rows, (wake) => traceEnqueue(() => batchCall('enqueueManyUnique', rows), (trace) => this.store.insertKeyedJobs(rows, tx, trace, wake)), keyed)).map(toResult);
   }
 
-  /**
-   * Runs an enqueue's insert with the wake-up the wake sender chooses for it (see WakeSender.begin): the
-   * trigger's, or deferred, when the sender wakes the queues of the rows inserted or replaced (a duplicate
-   * changed nothing) once the insert committed. An insert in the caller's transaction (manager) always keeps
-   * the trigger's: only the caller sees its commit.
-   */
-  private async woken<R>(tx: CallerTransaction | undefined, rows: readonly NewJobRow[], insert: (wake: Wake) => Promise<R>, outcomesOf?: (result: R) => readonly KeyedOutcome[]): Promise<R> {
-    const wakes = this.wakes;
-    if (tx !== undefined || wakes === undefined) return insert('trigger');
-    const wake = wakes.begin();
-    try {
-      const result = await insert(wake);
-      if (wake === 'deferred') wakes.wake(wokenQueues(rows, outcomesOf?.(result)));
-      return result;
-    } finally {
-      wakes.end();
-    }
-  }
 
   /**
    * The client an enqueue joins: its `manager`, else the surrounding @Transactional() call's (option
@@ -269,42 +205,6 @@ export class QueueService {
     return check ? check.assertSame(client, tx, method, queue).then(() => tx) : tx;
   }
 
-  /** Runs the queue's validator, if it has one; a promise only when the validator is async. */
-  private validate(method: string, queue: string, payload: unknown): void | Promise<void> {
-    const validate = validatorOf(queue);
-    if (validate) return checkPayloads(`${method}("${queue}")`, [{ queue, payload, validate }]);
-  }
-
-  /** The rows of an enqueueMany-style call, checked and validated; none for an empty call. */
-  private async batchRows(specs: readonly AnyJobSpec[], method: string): Promise<NewJobRow[]> {
-    if (!Array.isArray(specs)) throw new PgQueueError(`${method} expects an array of { queue, payload, ...options }.`);
-    if (specs.length === 0) return [];
-    const rows = this.toRows(specs, method);
-    await this.validateMany(method, specs, rows);
-    return rows;
-  }
-
-  /** Every job's validator before any row is stored: one refused payload refuses the whole batch. */
-  private validateMany(method: string, specs: readonly AnyJobSpec[], rows: NewJobRow[]): void | Promise<void> {
-    let checks: PayloadToCheck[] | undefined;
-    for (let i = 0; i < rows.length; i++) {
-      const validate = validatorOf(rows[i].queue);
-      if (validate) (checks ??= []).push({ queue: rows[i].queue, payload: specs[i].payload, validate, index: i });
-    }
-    if (checks) return checkPayloads(method, checks);
-  }
-
-  private toRows(jobs: readonly AnyJobSpec[], method: string): NewJobRow[] {
-    return jobs.map((job, i) => {
-      try {
-        return this.toRow(job);
-      } catch (error) {
-        if (error instanceof PgQueueError) throw new PgQueueError(`${method}: job #${i}: ${error.message}`);
-        throw error;
-      }
-    });
-  }
-
   /**
    * Adds a flow: jobs that depend on jobs (any DAG), every job and edge in one statement, in the caller's transaction
    * with `manager` as for enqueue. A job with dependsOn waits, `blocked`, until its parents are done. Everything is
@@ -323,7 +223,8 @@ export class QueueService {
     const tx = await this.joined(options.manager, 'enqueueFlow', plan.rows[0]?.queue ?? '');
     // One producer span for the call, whose context every job of the flow carries: the flow is one trace. Woken as
     // enqueueMany is (a deferred NOTIFY without a manager), for the queues of the jobs that can run now.
-    const { flowId, ids } = await this.woken(
+    const { flowId, ids } = await woken(
+      this.wakes,
       tx,
       plan.rows.filter((row) => !row.blocked),
       (wake) => traceEnqueue(batchCall('enqueueFlow', plan.rows), (trace) => this.store.flows.insertFlow(name, plan, tx, trace, wake)),
@@ -484,9 +385,7 @@ export class QueueService {
    * next fire. A schedule declared in code with that name is taken over until the next boot re-declares it.
    */
   async upsertSchedule(spec: ScheduleSpec): Promise<ScheduleInfo> {
-    if (spec === null || typeof spec !== 'object') throw new PgQueueError('upsertSchedule expects { name, cron, queue, ...options }.');
-    const unknown = Object.keys(spec).filter((key) => !SCHEDULE_SPEC_KEYS.has(key));
-    if (unknown.length > 0) throw new PgQueueError(`upsertSchedule(${JSON.stringify(spec.name)}): unknown option "${unknown[0]}"; known options: ${[...SCHEDULE_SPEC_KEYS].join(', ')}.`);
+    checkScheduleSpec(spec);
     const definition = resolveSchedule(`upsertSchedule(${JSON.stringify(spec.name)})`, spec, this.options.maxPayloadBytes);
     const owner = this.elsewhere(definition.queue);
     if (owner) return owner.upsertSchedule(spec);
@@ -537,41 +436,4 @@ export class QueueService {
   private toRow(spec: AnyJobSpec): NewJobRow {
     return buildJobRow(spec, this.options.maxPayloadBytes, this.maxAttemptsOf);
   }
-}
-
-const keyed = (outcomes: KeyedOutcome[]) => outcomes;
-
-/** The queues an enqueueMany-style call names, for routing (malformed calls are refused by the owner's checks). */
-function queuesOf(jobs: unknown): (string | QueueDefinition<unknown, unknown>)[] {
-  return Array.isArray(jobs) ? jobs.map((job: AnyJobSpec | null) => job?.queue as string) : [];
-}
-
-/** The queues of the rows an insert added or changed (with outcomes: not the duplicates). */
-function wokenQueues(rows: readonly NewJobRow[], outcomes: readonly KeyedOutcome[] | undefined): Set<string> {
-  const queues = new Set<string>();
-  for (let i = 0; i < rows.length; i++) if (outcomes === undefined || outcomes[i].outcome !== 'duplicate') queues.add(rows[i].queue);
-  return queues;
-}
-
-function toResult({ id, outcome }: KeyedOutcome): EnqueueResult {
-  return { id, duplicate: outcome !== 'inserted', replaced: outcome === 'replaced' };
-}
-
-const SCHEDULE_SPEC_KEYS = new Set(['name', 'cron', 'queue', 'timeZone', 'payload', 'missedFires', 'priority', 'maxAttempts']);
-
-function scheduleName(name: unknown): string {
-  if (typeof name !== 'string' || !QUEUE_NAME_PATTERN.test(name)) {
-    throw new PgQueueError(`Invalid schedule name ${JSON.stringify(name)}: use 1 to 128 characters from A-Z a-z 0-9 _ . : -`);
-  }
-  return name;
-}
-
-const MAX_BIGINT = 9_223_372_036_854_775_807n;
-
-function jobId(id: string | number | bigint, what = 'job'): string {
-  const text = String(id);
-  if (!/^[1-9][0-9]{0,18}$/.test(text) || BigInt(text) > MAX_BIGINT) {
-    throw new PgQueueError(`Invalid ${what} id ${JSON.stringify(text)}: expected a positive integer within bigint range.`);
-  }
-  return text;
 }

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { describe, expect, it } from '@jest/globals';
-import { JobHandler, MaintenanceScheduler, QueueService, type Job } from 'nestjs-pg-queue';
+import { JobHandler, QueueService, type Job } from 'nestjs-pg-queue';
+import { MaintenanceScheduler } from '../src/internal.js';
 import { createTestDatabase } from '@internal/pg-harness';
 import { SEED_SCHEMA } from './support/seed-schema.js';
 import { sqlPool, startApp, waitFor } from './support/test-app.js';

@@ -2,7 +2,8 @@ import { Injectable } from '@nestjs/common';
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { DataSource } from 'typeorm';
 import pg from 'pg';
-import { JobHandler, PgQueueError, QueueService, WorkerPool, type Job } from 'nestjs-pg-queue';
+import { JobHandler, PgQueueError, QueueService, type Job } from 'nestjs-pg-queue';
+import { WorkerPool } from '../src/internal.js';
 import { createTestDatabase } from '@internal/pg-harness';
 import { sqlPool, startApp, statusCounts, waitFor } from './support/test-app.js';
 

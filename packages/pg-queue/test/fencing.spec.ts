@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { JobHandler, JobStore, QueueService, type Job } from 'nestjs-pg-queue';
+import { JobHandler, QueueService, type Job } from 'nestjs-pg-queue';
+import { JobStore } from '../src/internal.js';
 import { useTestApp, waitFor } from './support/test-app.js';
 
 /**

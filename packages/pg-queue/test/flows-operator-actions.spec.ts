@@ -2,7 +2,8 @@
 // job whose parent failed, retry after retention, retry of a failed compensation), asserted from the tables.
 import { Injectable, type INestApplicationContext } from '@nestjs/common';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { JobHandler, MaintenanceScheduler, PgQueueError, QueueService, type Job } from 'nestjs-pg-queue';
+import { JobHandler, PgQueueError, QueueService, type Job } from 'nestjs-pg-queue';
+import { MaintenanceScheduler } from '../src/internal.js';
 import { AdminStore } from '../src/store/admin.store.js';
 import type pg from 'pg';
 import { createTestDatabase } from '@internal/pg-harness';

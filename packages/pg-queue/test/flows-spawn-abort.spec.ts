@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { describe, expect, it } from '@jest/globals';
-import { JobHandler, QueueService, WorkerPool, type Job } from 'nestjs-pg-queue';
+import { JobHandler, QueueService, type Job } from 'nestjs-pg-queue';
+import { WorkerPool } from '../src/internal.js';
 import { useTestApp, waitFor } from './support/test-app.js';
 
 // job.spawn() of an attempt aborted while the call waited (found by the simulation, issue 40, seed 7 on main after

@@ -1,7 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { describe, expect, it } from '@jest/globals';
 import { DataSource } from 'typeorm';
-import { JobEvents, JobHandler, JobStore, MaintenanceScheduler, PgQueueError, QueueService, type FlowRecord, type Job, type JobEvent } from 'nestjs-pg-queue';
+import { JobEvents, JobHandler, PgQueueError, QueueService, type FlowRecord, type Job, type JobEvent } from 'nestjs-pg-queue';
+import { JobStore, MaintenanceScheduler } from '../src/internal.js';
 import { AdminStore } from '../src/store/admin.store.js';
 import { LEASE_JOB_STORE } from '../src/pg-queue.constants.js';
 import { useTestApp, waitFor } from './support/test-app.js';

@@ -7,7 +7,7 @@ import { JobHandler, PgQueueModule, QueueService } from 'nestjs-pg-queue';
 import { PgQueueHealthIndicator, PgQueueHealthModule } from 'nestjs-pg-queue/health';
 import { createTestDatabase } from '@internal/pg-harness';
 import { LIMIT_LOCK_SPACE } from '../src/pg-queue.constants.js';
-import { queueLockKey } from '../src/store/job.store.js';
+import { queueLockKey } from '../src/store/claim.store.js';
 import { sqlPool, waitFor } from './support/test-app.js';
 
 @Injectable()

@@ -1,10 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
-import { MaintenanceScheduler, QueueService } from 'nestjs-pg-queue';
+import { QueueService } from 'nestjs-pg-queue';
+import { MaintenanceScheduler } from '../src/internal.js';
 import type { INestApplicationContext } from '@nestjs/common';
 import { createTestDatabase } from '@internal/pg-harness';
 import { SQL } from '../src/store/job.sql.js';
-import { STATS_EXACT_LIMIT } from '../src/store/job.store.js';
+import { STATS_EXACT_LIMIT } from '../src/store/job-read.store.js';
 import { explainBothModes, seqScans } from './support/plans.js';
 import { sqlPool, startApp } from './support/test-app.js';
 

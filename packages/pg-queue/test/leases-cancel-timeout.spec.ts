@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { JobHandler, QueueService, WorkerPool, type Job } from 'nestjs-pg-queue';
+import { JobHandler, QueueService, type Job } from 'nestjs-pg-queue';
+import { WorkerPool } from '../src/internal.js';
 import { useTestApp, waitFor } from './support/test-app.js';
 
 const signals = new Map<string, string>();

@@ -3,7 +3,8 @@ import type { INestApplicationContext } from '@nestjs/common';
 import type pg from 'pg';
 import { QueueService } from 'nestjs-pg-queue';
 import { createTestDatabase } from '@internal/pg-harness';
-import { SQL, beginWithQueueLock } from '../src/store/job.sql.js';
+import { beginWithQueueLock } from '../src/store/claim.sql.js';
+import { SQL } from '../src/store/job.sql.js';
 import { sqlPool, startApp } from './support/test-app.js';
 
 // Plans of the limited claims on a table of 100,000 queued jobs: every read goes through an index, and the

@@ -1,10 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { INestApplicationContext } from '@nestjs/common';
 import pg from 'pg';
-import { JobStore, QueueService } from 'nestjs-pg-queue';
+import { QueueService } from 'nestjs-pg-queue';
+import { JobStore } from '../src/internal.js';
 import { createTestDatabase } from '@internal/pg-harness';
-import { LIMIT_LOCK_IDLE_MS, SQL, beginWithQueueLock } from '../src/store/job.sql.js';
-import { queueLockKey } from '../src/store/job.store.js';
+import { LIMIT_LOCK_IDLE_MS, beginWithQueueLock } from '../src/store/claim.sql.js';
+import { SQL } from '../src/store/job.sql.js';
+import { queueLockKey } from '../src/store/claim.store.js';
 import { resolveHandlerOptions } from '../src/utils/resolve-options.js';
 import { sqlPool, startApp } from './support/test-app.js';
 

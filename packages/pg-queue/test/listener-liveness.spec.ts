@@ -1,7 +1,8 @@
 import net from 'node:net';
 import { Injectable } from '@nestjs/common';
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { JobHandler, QueueService, WorkerPool } from 'nestjs-pg-queue';
+import { JobHandler, QueueService } from 'nestjs-pg-queue';
+import { WorkerPool } from '../src/internal.js';
 import { createTestDatabase } from '@internal/pg-harness';
 import { TcpProxy } from './support/tcp-proxy.js';
 import { sqlPool, startApp, waitFor } from './support/test-app.js';

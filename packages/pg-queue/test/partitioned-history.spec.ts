@@ -1,7 +1,8 @@
 import { Injectable, Logger, type INestApplicationContext } from '@nestjs/common';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
-import { JobHandler, JobStore, QueueService, type Job } from 'nestjs-pg-queue';
+import { JobHandler, QueueService, type Job } from 'nestjs-pg-queue';
+import { JobStore } from '../src/internal.js';
 import { Pruner } from '../src/maintenance/pruner.js';
 import { HistoryStore } from '../src/store/history.store.js';
 import { createTestDatabase } from '@internal/pg-harness';

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
-import { MaintenanceScheduler, QueueService } from 'nestjs-pg-queue';
+import { QueueService } from 'nestjs-pg-queue';
+import { MaintenanceScheduler } from '../src/internal.js';
 import type { INestApplicationContext } from '@nestjs/common';
 import { createTestDatabase } from '@internal/pg-harness';
 import { SQL } from '../src/store/job.sql.js';

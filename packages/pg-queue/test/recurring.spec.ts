@@ -1,6 +1,7 @@
 import { describe, expect, it, jest } from '@jest/globals';
 import { Injectable, type INestApplicationContext } from '@nestjs/common';
-import { JobHandler, QueueService, RecurringJob, RecurringScheduler, type Job, type RecurringJobPayload } from 'nestjs-pg-queue';
+import { JobHandler, QueueService, RecurringJob, type Job, type RecurringJobPayload } from 'nestjs-pg-queue';
+import { RecurringScheduler } from '../src/internal.js';
 import { createTestDatabase } from '@internal/pg-harness';
 import { ScheduleStore } from '../src/store/schedule.store.js';
 import { startApp, sqlPool, useTestApp, waitFor } from './support/test-app.js';

@@ -2,7 +2,8 @@ import { Injectable, Module, type DynamicModule, type LoggerService } from '@nes
 import { NestFactory } from '@nestjs/core';
 import { describe, expect, it } from '@jest/globals';
 import { Interval, ScheduleModule } from '@nestjs/schedule';
-import { JobStore, PgQueueModule, QueueService } from 'nestjs-pg-queue';
+import { PgQueueModule, QueueService } from 'nestjs-pg-queue';
+import { JobStore } from '../src/internal.js';
 import { createTestDatabase } from '@internal/pg-harness';
 import { runQueueMigrations } from '../src/connection/run-queue-migrations.js';
 import { DataSource } from 'typeorm';

@@ -1,6 +1,7 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { describe, expect, it, jest } from '@jest/globals';
-import { JobHandler, QueueService, WorkerPool, type Job } from 'nestjs-pg-queue';
+import { JobHandler, QueueService, type Job } from 'nestjs-pg-queue';
+import { WorkerPool } from '../src/internal.js';
 import { createTestDatabase } from '@internal/pg-harness';
 import { sqlPool, startApp, statusCounts, waitFor } from './support/test-app.js';
 

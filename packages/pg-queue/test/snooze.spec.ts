@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { describe, expect, it } from '@jest/globals';
-import { JobHandler, JobSnoozedError, JobStore, QueueService, type Job } from 'nestjs-pg-queue';
+import { JobHandler, JobSnoozedError, QueueService, type Job } from 'nestjs-pg-queue';
+import { JobStore } from '../src/internal.js';
 import { useTestApp, waitFor } from './support/test-app.js';
 
 const runs: { id: string; attempt: number; runAt: number }[] = [];

@@ -1,7 +1,8 @@
 import { Injectable, type INestApplicationContext } from '@nestjs/common';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
-import { JobHandler, QueueService, WorkerPool, type Job } from 'nestjs-pg-queue';
+import { JobHandler, QueueService, type Job } from 'nestjs-pg-queue';
+import { WorkerPool } from '../src/internal.js';
 import { createTestDatabase } from '@internal/pg-harness';
 import { LEASE_JOB_STORE } from '../src/pg-queue.constants.js';
 import { JobStore } from '../src/store/job.store.js';

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { describe, expect, it } from '@jest/globals';
-import { JobAbortedError, JobHandler, JobSnoozedError, JobStore, PgQueueError, QueueService, type Job } from 'nestjs-pg-queue';
+import { JobAbortedError, JobHandler, JobSnoozedError, PgQueueError, QueueService, type Job } from 'nestjs-pg-queue';
+import { JobStore } from '../src/internal.js';
 import { createTestJob } from 'nestjs-pg-queue/testing';
 import { useTestApp, waitFor } from './support/test-app.js';
 

@@ -1,4 +1,4 @@
-import type { BenchPayload } from './types.js';
+import type { BenchPayload } from './bench-payload.js';
 
 /**
  * The flows scenario's shapes, as plain data every adapter turns into its own library's flow call and the

@@ -19,13 +19,10 @@ export const BASELINE_ID = 'pg-queue-base';
 export const DEFAULTS_ID = 'pg-queue-defaults';
 export type SystemId = (typeof SYSTEM_IDS)[number] | typeof BASELINE_ID | typeof DEFAULTS_ID;
 
+import type { BenchPayload } from './bench-payload.js';
 import type { FlowPayload, FlowShape, ShapeSizes } from './flow-shapes.js';
 
-/** Every job carries its index; latency jobs also carry the epoch time (ms, sub-ms precision) of their enqueue call. */
-export interface BenchPayload {
-  i: number;
-  t?: number;
-}
+export type { BenchPayload } from './bench-payload.js';
 
 export interface AdapterOptions {
   url: string;

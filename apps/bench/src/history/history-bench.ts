@@ -10,8 +10,13 @@ import 'reflect-metadata';
 import { Injectable, Module, type INestApplicationContext } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import pg from 'pg';
-import { JobHandler, MaintenanceScheduler, PgQueueModule, QueueService, type PgQueueModuleOptions } from 'nestjs-pg-queue';
+import { JobHandler, PgQueueModule, QueueService, type PgQueueModuleOptions } from 'nestjs-pg-queue';
 import { createDatabase, startPostgres } from '@internal/pg-harness';
+
+// The library's maintenance passes, driven by hand: an internal (src/internal.ts), not in the package's exports, so
+// loaded by path from its build; typed from its source.
+type Internals = typeof import('../../../../packages/pg-queue/src/internal.js');
+const { MaintenanceScheduler }: Internals = await import(new URL('../../../../packages/pg-queue/dist/internal.js', import.meta.url).href);
 
 const args = process.argv.slice(2);
 const arg = (name: string, fallback: string) => {

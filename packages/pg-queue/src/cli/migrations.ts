@@ -2,7 +2,7 @@ import { Logger } from '@nestjs/common';
 import { DataSource, Migration, MigrationExecutor, type QueryRunner } from 'typeorm';
 import { runQueueMigrations } from '../connection/run-queue-migrations.js';
 import { PG_QUEUE_MIGRATIONS } from '../migrations/index.js';
-import { SQL } from '../store/job.sql.js';
+import { DATABASE_SQL } from '../store/database.sql.js';
 import { MIGRATION_CHANGED, MIGRATION_DOWN_SUMMARY, NO_MIGRATION_TO_UNDO } from './cli.messages.js';
 import { confirm } from './confirm.js';
 import type { Connection } from './connection.js';
@@ -44,8 +44,8 @@ export async function down(connection: Connection, options: MigrateOptions & { y
     if (!options.yes) await confirm(MIGRATION_DOWN_SUMMARY(asked.name), { dryRun: false });
     // A session lock (the direct session is this runner's): the last migrations drop indexes CONCURRENTLY,
     // which cannot run in a transaction.
-    await runner.query(SQL.migrationSessionTimeoutsOff);
-    while (!((await runner.query(SQL.migrationSessionTryLock)) as { held: boolean }[])[0].held) await new Promise((r) => setTimeout(r, 100));
+    await runner.query(DATABASE_SQL.migrationSessionTimeoutsOff);
+    while (!((await runner.query(DATABASE_SQL.migrationSessionTryLock)) as { held: boolean }[])[0].held) await new Promise((r) => setTimeout(r, 100));
     try {
       const last = await lastApplied();
       if (!last) throw new CliError(NO_MIGRATION_TO_UNDO());
@@ -62,7 +62,7 @@ export async function down(connection: Connection, options: MigrateOptions & { y
       }
       print(`reverted ${last.name}`);
     } finally {
-      await runner.query(SQL.migrationSessionUnlock).catch(() => undefined);
+      await runner.query(DATABASE_SQL.migrationSessionUnlock).catch(() => undefined);
     }
   } finally {
     await runner.release();

@@ -2,7 +2,8 @@ import { Logger } from '@nestjs/common';
 import { DataSource, Migration, MigrationExecutor, type MigrationInterface, type QueryRunner } from 'typeorm';
 import { PG_QUEUE_MIGRATIONS } from '../migrations/index.js';
 import { MIGRATION_LOCK_WAIT } from '../pg-queue.messages.js';
-import { MIGRATION_LOCK_TIMEOUT_MS, SQL } from '../store/job.sql.js';
+import { MIGRATION_LOCK_TIMEOUT_MS } from '../store/database.sql.js';
+import { SQL } from '../store/job.sql.js';
 import { PgQueueLogger } from '../utils/terminal-text.js';
 
 /**

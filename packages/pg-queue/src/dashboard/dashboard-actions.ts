@@ -1,6 +1,6 @@
 import type { JobStatus } from '../interfaces/job.interface.js';
 import type { DashboardAction } from '../store/dashboard.store.js';
-import type { ListedStatus } from './views/overview.view.js';
+import type { ListedStatus } from './listed-status.js';
 
 /** Which statuses each action can change; a filter's status narrows them (and the list offers only actions that apply). */
 export const ACTION_STATUSES: Record<DashboardAction, JobStatus[]> = {

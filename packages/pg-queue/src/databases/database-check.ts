@@ -1,7 +1,7 @@
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import { MANAGER_OF_ANOTHER_DATABASE } from '../pg-queue.messages.js';
-import { SQL } from '../store/job.sql.js';
-import type { DatabaseIdentityRow } from '../store/job.store.js';
+import { DATABASE_SQL } from '../store/database.sql.js';
+import type { DatabaseIdentityRow } from '../store/job-store.types.js';
 import type { CallerTransaction } from '../transactions/caller-transaction.js';
 import { isTypeOrmManager } from '../transactions/clients/typeorm.js';
 import type { TransactionClient } from '../transactions/transaction-client.js';
@@ -9,7 +9,7 @@ import type { TransactionClient } from '../transactions/transaction-client.js';
 /**
  * Refuses a transactional enqueue whose `manager` is on another database than the job's queue, when an app has several
  * (a job written there would be in a database no worker of its queue reads, or in the wrong queue table, silently).
- * The caller's connection is asked once (SQL.databaseIdentity, in its transaction) and remembered: per DataSource for a
+ * The caller's connection is asked once (DATABASE_SQL.databaseIdentity, in its transaction) and remembered: per DataSource for a
  * TypeORM manager (a DataSource is one database), per client object for the others (a pg client keeps its connection;
  * a Prisma or Kysely transaction object lives one transaction). Apps with one database never get here.
  */
@@ -26,7 +26,7 @@ export class DatabaseCheck {
     const key = isTypeOrmManager(client) ? client.connection : client;
     let theirs = this.known.get(key);
     if (!theirs) {
-      theirs = tx.query<DatabaseIdentityRow>(SQL.databaseIdentity, []).then((rows) => rows[0]);
+      theirs = tx.query<DatabaseIdentityRow>(DATABASE_SQL.databaseIdentity, []).then((rows) => rows[0]);
       this.known.set(key, theirs);
       theirs.catch(() => this.known.delete(key)); // asked again next time (an aborted transaction, a lost connection)
     }

@@ -1,26 +1,17 @@
 import { Global, Injectable, Module } from '@nestjs/common';
-import type { PgQueueConnection } from '../connection/pg-queue-connection.js';
 import { PgQueueError } from '../errors/pg-queue.error.js';
-import type { JobEvents } from '../events/job-events.js';
-import type { JobHandlerRegistry } from '../discovery/job-handler.registry.js';
-import type { WorkerPool } from '../worker/worker-pool.js';
-import type { QueueService } from '../queue.service.js';
-import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { DEFAULT_DATABASE } from '../pg-queue.constants.js';
 import { DATABASE_TWICE, NAMED_WITHOUT_QUEUES, NO_DATABASE_FOR_QUEUE, QUEUE_IN_TWO_DATABASES, UNKNOWN_DATABASE } from '../pg-queue.messages.js';
 
-/** One PgQueueModule instance of the app: a database and the queues it owns. */
-export interface QueueDatabase {
+/**
+ * What the registry itself reads of a database: its name and the queues it lists. What else an entry holds (its
+ * QueueService, workers, connection: QueueDatabase in queue-database.ts) is its users' type parameter, so that this
+ * file, which the service imports, imports neither the service nor the worker pool.
+ */
+export interface DatabaseEntry {
   readonly name: string;
   /** The queues its options list (`queues`): a named database owns exactly these; the default one owns every other queue too. */
   readonly listed: ReadonlySet<string>;
-  readonly service: QueueService;
-  readonly connection: PgQueueConnection;
-  readonly events: JobEvents;
-  readonly options: ResolvedModuleOptions;
-  /** Its workers and the handlers they run (metrics and health checks read them). */
-  readonly workers: WorkerPool;
-  readonly handlers: JobHandlerRegistry;
 }
 
 /**
@@ -31,13 +22,13 @@ export interface QueueDatabase {
  * without a name); with no default database, an unlisted queue belongs to none and is refused by name.
  */
 @Injectable()
-export class QueueDatabases {
+export class QueueDatabases<D extends DatabaseEntry = DatabaseEntry> {
   /** The token of each instance's registration provider (PgQueueModule). */
   static readonly REGISTRATION = Symbol('pg-queue:database_registration');
-  private readonly byName = new Map<string, QueueDatabase>();
-  private readonly listedBy = new Map<string, QueueDatabase>();
+  private readonly byName = new Map<string, D>();
+  private readonly listedBy = new Map<string, D>();
 
-  add(database: QueueDatabase): void {
+  add(database: D): void {
     if (this.byName.has(database.name)) throw new PgQueueError(DATABASE_TWICE(database.name));
     if (database.name !== DEFAULT_DATABASE && database.listed.size === 0) throw new PgQueueError(NAMED_WITHOUT_QUEUES(database.name));
     for (const queue of database.listed) {
@@ -54,20 +45,20 @@ export class QueueDatabases {
   }
 
   /** The database that owns `queue`. */
-  ownerOf(queue: string): QueueDatabase {
+  ownerOf(queue: string): D {
     const owner = this.listedBy.get(queue) ?? this.byName.get(DEFAULT_DATABASE);
     if (!owner) throw new PgQueueError(NO_DATABASE_FOR_QUEUE(queue, this.all().map((d) => d.name)));
     return owner;
   }
 
-  get(name: string): QueueDatabase {
+  get(name: string): D {
     const database = this.byName.get(name);
     if (!database) throw new PgQueueError(UNKNOWN_DATABASE(name, this.all().map((d) => d.name)));
     return database;
   }
 
   /** Every database: the default one first, then by name (the order instances registered in is Nest's, not the app's). */
-  all(): QueueDatabase[] {
+  all(): D[] {
     return [...this.byName.values()].sort((a, b) => rank(a.name) - rank(b.name) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 

@@ -24,7 +24,7 @@ import type { RecurringJobMetadata } from '../decorators/recurring-job.decorator
 import { RecurringJobRegistry } from '../recurring/recurring-job.registry.js';
 import { resolveSchedule } from '../recurring/resolve-schedule.js';
 import { batchCheckedAtStart, checkedAtStart } from '../typed/payload-check-at-start.js';
-import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
+import { RESOLVED_OPTIONS } from '../pg-queue.constants.js';
 import { assertQueueName, resolveHandlerOptions, type ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { JobHandlerRegistry } from './job-handler.registry.js';
 import { PgQueueLogger } from '../utils/terminal-text.js';

@@ -1,4 +1,4 @@
-import type { JobStatus } from '../interfaces/job.interface.js';
+import type { JobStatus } from '../interfaces/job-status.js';
 import type { QueueDefinition } from '../typed/queue-definition.js';
 
 /**

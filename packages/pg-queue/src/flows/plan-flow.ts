@@ -1,5 +1,5 @@
 import { PgQueueError } from '../errors/pg-queue.error.js';
-import type { NewJobRow } from '../store/job.store.js';
+import type { NewJobRow } from '../store/job-store.types.js';
 import { checkPayloads, validatorOf, type PayloadToCheck } from '../typed/payload-validators.js';
 import { queueNameOf } from '../typed/queue-definition.js';
 import { buildJobRow } from '../utils/job-row.js';

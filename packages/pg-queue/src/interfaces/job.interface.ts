@@ -2,6 +2,9 @@ import type { CompensatedJob, FlowJobSpec, ParentJob } from '../flows/flow.inter
 import type { EntityManager } from 'typeorm';
 import type { QueueDefinition } from '../typed/queue-definition.js';
 import type { JobStep } from '../steps/step.interfaces.js';
+import type { JobStatus } from './job-status.js';
+
+export type { JobStatus } from './job-status.js';
 
 /** What a handler receives: one attempt of one job. */
 export interface Job<TPayload = unknown> {
@@ -82,8 +85,6 @@ export interface TransactionalJob<TPayload = unknown> extends Job<TPayload> {
   readonly manager: EntityManager;
 }
 
-/** blocked: a job of a flow waiting for its parents (docs/guides/flows.md); never claimed, not counted as queued. */
-export type JobStatus = 'queued' | 'blocked' | 'processing' | 'completed' | 'failed' | 'cancelled';
 
 /** A row of background_jobs, as `QueueService.get` returns it. */
 export interface JobRecord<TPayload = unknown, TResult = unknown> {

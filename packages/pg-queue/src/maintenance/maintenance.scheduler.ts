@@ -3,7 +3,7 @@ import { DiscoveryService, MetadataScanner, Reflector } from '@nestjs/core';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { UNSCHEDULED_APP_METHODS } from '../pg-queue.messages.js';
 import { MAINTENANCE_JOB_STORE } from '../pg-queue.constants.js';
-import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
+import { RESOLVED_OPTIONS } from '../pg-queue.constants.js';
 import { JobStore } from '../store/job.store.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { RetryBackoff } from '../utils/retry-backoff.js';

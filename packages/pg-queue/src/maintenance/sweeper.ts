@@ -25,7 +25,7 @@ export class Sweeper {
     if (requeued + failed > 0) {
       this.logger.warn(`sweeper: ${requeued} job(s) with an expired lease put back in the queue, ${failed} dead-lettered (no attempts left)`);
     }
-    // Flows' safety net (store/flow.sql.ts): what a worker that died between its settle's commit and its second look
+    // Flows' safety net (store/flow.sql.ts, unblockStranded): what a worker that died between its settle's commit and its second look
     // left undone. On the instance whose pass holds the sweep lock only; two at once would be correct, just redundant.
     if (held && openFlows) {
       const stranded = await this.store.flows.rescueStranded();

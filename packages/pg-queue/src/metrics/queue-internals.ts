@@ -1,7 +1,8 @@
 import type { ModuleRef } from '@nestjs/core';
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import type { JobEvents } from '../events/job-events.js';
-import { QueueDatabases, type QueueDatabase } from '../databases/queue-databases.js';
+import type { QueueDatabase } from '../databases/queue-database.js';
+import { QueueDatabases } from '../databases/queue-databases.js';
 import { MetricsStore } from '../store/metrics.store.js';
 import { InstanceStore } from '../store/instance.store.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
@@ -30,7 +31,7 @@ export interface QueueInternals {
 export function findQueueInternals(moduleRef: ModuleRef, who: string): QueueInternals[] {
   let databases: QueueDatabase[];
   try {
-    databases = moduleRef.get(QueueDatabases, { strict: false }).all();
+    databases = moduleRef.get<QueueDatabases, QueueDatabases<QueueDatabase>>(QueueDatabases, { strict: false }).all();
   } catch (error) {
     throw new PgQueueError(NO_PG_QUEUE_MODULE(who), { cause: error });
   }

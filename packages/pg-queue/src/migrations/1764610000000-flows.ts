@@ -1,6 +1,6 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
 import { createIndexConcurrently, dropIndexConcurrently } from './concurrent-index.js';
-import { FLOW_FUNCTIONS } from '../store/flow.sql.js';
+import { FLOW_FUNCTIONS } from '../store/flow-functions.sql.js';
 
 /**
  * Flows (docs/guides/flows.md): jobs that depend on jobs.
@@ -11,11 +11,11 @@ import { FLOW_FUNCTIONS } from '../store/flow.sql.js';
  *   emitted the flow's 'flow-finished' event.
  * - `background_job_deps`: one row per edge, parent to child, with the child's policy when the parent fails for good
  *   (fail, cancel, continue) and `done` once the edge is resolved. A parent resolves only its own edges, so a fan-in
- *   of many parents writes many rows, not one: see flow.sql.ts for how a child is then unblocked exactly once.
+ *   of many parents writes many rows, not one: see flow-functions.sql.ts for how a child is then unblocked exactly once.
  * - On background_jobs: `flow_id`, `flow_ref` (the job's name in its flow), `compensate` (the job to run if the flow
  *   fails after this one completed) and `compensates` (set on a compensation job: the job it undoes). Nullable
  *   without a default: catalog-only. Two partial indexes cover flow jobs only, so a plain job pays no entry.
- * - The flow functions (store/flow.sql.ts): every statement of the queue that ends a job, or takes one out of a final
+ * - The flow functions (store/flow-functions.sql.ts): every statement of the queue that ends a job, or takes one out of a final
  *   status (the workers' settles, the sweeper, cancel, retry, the dashboard's and CLI's bulk actions and deletes),
  *   calls pg_queue_flow_step for its rows of flows, in the same statement, so the flow moves on fenced as that
  *   statement is. Not a trigger: an AFTER ROW UPDATE trigger made PostgreSQL fetch every updated row's old version,

@@ -8,7 +8,7 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
  * - `pg_queue_enqueue_many(jobs jsonb)` adds a JSON array of jobs and returns (id, duplicate, replaced) per job, in order.
  * Each checks its input as the Node side does (a refused job raises an error naming the option, SQLSTATE 22023, and
  * nothing is stored), then runs the library's statements: a batch without keys one plain insert, a batch with keys
- * the keyed insert of job.sql.ts in its three phases, each in (queue, key) order, so calls naming the same keys in any
+ * the keyed insert of enqueue-keyed.sql.ts in its three phases, each in (queue, key) order, so calls naming the same keys in any
  * orders (and the library's own calls) wait for each other and never deadlock. Phases 1 and 2 run again for rows
  * whose holder committed after the statement's snapshot (a VOLATILE function's statements each take a fresh one),
  * and phase 3 runs once after them, as a statement of its own (see the function). Jobs of one key in one call are
@@ -283,7 +283,7 @@ function functions(schema: string): string[] {
     pending := ARRAY(SELECT generate_series(1, cardinality(f_queue)));
     o_id := array_fill(NULL::int8, ARRAY[cardinality(f_queue)]);
     o_outcome := array_fill(NULL::text, ARRAY[cardinality(f_queue)]);
-    -- Phases 1 and 2 of the keyed insert of job.sql.ts (insertKeyedJobs: read its Lock order comment), over the folded
+    -- Phases 1 and 2 of the keyed insert of enqueue-keyed.sql.ts (insertKeyedJobs: read its Lock order comment), over the folded
     -- jobs still pending: the windows' key rows, then the inserts, each in (queue, key) order. A job whose key has a
     -- live holder comes back 'held' (its holder's id); one whose holder committed after this statement's snapshot (the
     -- insert waited for it, then found the conflict) comes back without an outcome and goes again, with the next

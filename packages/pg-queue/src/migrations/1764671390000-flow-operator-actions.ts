@@ -1,5 +1,5 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
-import { flowStepFunction } from '../store/flow.sql.js';
+import { flowStepFunction } from '../store/flow-functions.sql.js';
 
 /**
  * Operator actions on finished flows (issue 39, items 12-14): pg_queue_flow_step learns that retry() of a compensation

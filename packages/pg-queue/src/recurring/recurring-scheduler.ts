@@ -2,8 +2,8 @@ import { Inject, Injectable, Optional, type BeforeApplicationShutdown, type OnAp
 import { JobHandlerRegistry } from '../discovery/job-handler.registry.js';
 import { MISSED_FIRES_SKIPPED } from '../pg-queue.messages.js';
 import { MAINTENANCE_JOB_STORE, MAINTENANCE_SCHEDULE_STORE } from '../pg-queue.constants.js';
-import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
-import type { NewJobRow } from '../store/job.store.js';
+import { RESOLVED_OPTIONS } from '../pg-queue.constants.js';
+import type { NewJobRow } from '../store/job-store.types.js';
 import { JobStore } from '../store/job.store.js';
 import { ScheduleStore, type DueKey, type DueSchedule } from '../store/schedule.store.js';
 import { errorLine } from '../utils/error-text.js';

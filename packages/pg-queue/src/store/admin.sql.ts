@@ -1,11 +1,12 @@
 // Statements of the operator's command line (`pg-queue jobs ...`, `doctor`): listing and bulk actions by
-// filter. Kept apart from job.sql.ts, which holds the hot path: nothing here runs in a worker. Every
-// statement is bounded: keyset pages over the primary key (id > $1 ORDER BY id LIMIT n), so a bulk action
+// filter. Kept apart from the job statements (job.sql.ts and its verb files), which hold the hot path: nothing
+// here runs in a worker. Every statement is bounded: keyset pages over the primary key (id > $1 ORDER BY id LIMIT n), so a bulk action
 // on millions of rows is many short statements, each holding its row locks for one batch only. They are sent
 // unnamed (planned per call), so PostgreSQL folds away the filters that are not given (NULL IS NULL).
 import { JOBS_CHANNEL } from '../pg-queue.constants.js';
 import { BRING_BACK } from './history.sql.js';
-import { CANCEL_CHANNEL, forgetAttempts, RETRY_WAITS_FOR_PARENT, stepFlows } from './job.sql.js';
+import { RETRY_WAITS_FOR_PARENT } from './job-control.sql.js';
+import { CANCEL_CHANNEL, forgetAttempts, stepFlows } from './shared.sql.js';
 import { shownStatus, shownStatusIn } from './shown-status.sql.js';
 
 const MS = `* interval '1 millisecond'`;
@@ -59,7 +60,7 @@ export const ADMIN_SQL = {
     SELECT count(*)::int AS n, max(s.id)::text AS last_id
     FROM (SELECT j.id FROM background_jobs_all AS j WHERE ${JOB_FILTER} ORDER BY j.id LIMIT $7) AS s`,
 
-  // As retryJob (job.sql.ts), for a batch (the lease owner cleared, last_error kept); a job of a flow that waits for a
+  // As retryJob (job-control.sql.ts), for a batch (the lease owner cleared, last_error kept); a job of a flow that waits for a
   // parent is skipped and named in `waiting` with that parent. A failed job's unique key may have been taken by another job since:
   // such a job is skipped (so are all but the first of the batch's jobs that share a key), not retried into
   // a unique violation that would fail the whole batch.
@@ -88,7 +89,7 @@ export const ADMIN_SQL = {
       (SELECT coalesce(json_agg(json_build_object('id', w.id::text, 'parent', w.parent_id::text) ORDER BY w.id), '[]') FROM waiting AS w) AS waiting,
       (SELECT count(pg_notify('${JOBS_CHANNEL}', q.queue_name)) FROM (SELECT DISTINCT queue_name FROM retried) AS q) AS notified`,
 
-  // As cancelJob (job.sql.ts), for a batch: running jobs' workers are told through NOTIFY to abort that claim.
+  // As cancelJob (job-control.sql.ts), for a batch: running jobs' workers are told through NOTIFY to abort that claim.
   cancelJobs: `
     WITH ${LOCKED_BATCH}, cancelled AS (
       UPDATE background_jobs AS j

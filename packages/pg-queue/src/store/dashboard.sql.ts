@@ -4,7 +4,7 @@
 // (dashboard.store.ts), so PostgreSQL plans each call with its actual filters (NULL IS NULL folds away).
 import { JOBS_CHANNEL } from '../pg-queue.constants.js';
 import { LOCKED_BATCH } from './admin.sql.js';
-import { SQL } from './job.sql.js';
+import { JOB_READ_SQL } from './job-read.sql.js';
 import { bufferedHeads, IN_FLIGHT_READ, shownStatus, shownStatusIn } from './shown-status.sql.js';
 
 /**
@@ -153,8 +153,8 @@ export const DASHBOARD_SQL = {
   // The whole row as JSON, so columns added by later migrations (result, progress) show without a change here.
   jobDetail: `SELECT to_jsonb(j) AS row, now() AS now FROM background_jobs_all AS j WHERE j.id = $1::int8`,
 
-  // The job page's attempt history: the same read as QueueService.get's (job.sql.ts).
-  jobAttempts: SQL.jobAttempts,
+  // The job page's attempt history: the same read as QueueService.get's (job-read.sql.ts).
+  jobAttempts: JOB_READ_SQL.jobAttempts,
 
   // The newest flow id, read from the end of background_flows' primary key: where the first page of flows starts.
   maxFlowId: `SELECT coalesce(max(id), 0)::text AS id FROM background_flows`,

@@ -6,8 +6,8 @@ import type { CompensatedJob, FinishedFlow, FlowEdge, FlowJobRecord, FlowRecord,
 import type { FlowEdgeRow, FlowPlan } from '../flows/plan-flow.js';
 import type { JobStatus } from '../interfaces/job.interface.js';
 import { FLOW_SQL } from './flow.sql.js';
-import type { Wake } from './job.sql.js';
-import type { CompletedAttempt } from './job.store.js';
+import type { Wake } from './shared.sql.js';
+import type { CompletedAttempt } from './job-store.types.js';
 import { managerQuery } from './manager-query.js';
 import type { CallerTransaction } from '../transactions/caller-transaction.js';
 
@@ -76,7 +76,7 @@ export class FlowStore {
     return row?.flow_id ? { flowId: row.flow_id, ref: row.flow_ref } : null;
   }
 
-  /** The second look after a settle of flow jobs committed (see FLOW_FUNCTIONS in flow.sql.ts). */
+  /** The second look after a settle of flow jobs committed (see FLOW_FUNCTIONS in flow-functions.sql.ts). */
   async recheckFlowJobs(jobIds: string[]): Promise<{ unblocked: number; settled: number }> {
     const [row] = await this.run<{ unblocked: number; settled: number }>('recheckFlowJobs', [jobIds]);
     return row;

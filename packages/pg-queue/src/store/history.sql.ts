@@ -1,8 +1,8 @@
 // Statements of partitioned history (README: "Long retention: partitioned history"; migration JobHistory1764660000000):
 // the mover that takes finished jobs out of background_jobs, the partitions it writes into, and the pruner's drop of
-// partitions past retention. Nothing here runs in a worker: the hot path's statements are in job.sql.ts.
+// partitions past retention. Nothing here runs in a worker: the hot path's statements are in claim.sql.ts and settle.sql.ts.
 import { ADVISORY_LOCK } from '../pg-queue.constants.js';
-import { RETENTION_CAP_MS } from './job.sql.js';
+import { RETENTION_CAP_MS } from './shared.sql.js';
 
 const MS = `* interval '1 millisecond'`;
 
@@ -21,7 +21,7 @@ export const HISTORY_PARENT: Record<HistoryKind, string> = {
  * A finished job of a flow moves only once its flow has finished: until then its dependents and the flow's
  * statements (flow.sql.ts) read it in background_jobs. And only when its kind's retention (`completed`, `failed`:
  * parameters in ms, failed NULL: kept for ever) is the longest among its flow's jobs: the pruner deletes a flow's jobs
- * together, after that longest retention (job.sql.ts, PRUNABLE_FLOW_JOB), and a history partition is dropped at its
+ * together, after that longest retention (maintenance.sql.ts, PRUNABLE_FLOW_JOB), and a history partition is dropped at its
  * own kind's retention: a failed flow's completed jobs stay in background_jobs while its failed ones are kept longer,
  * so that a retry of the flow finds its completed parents.
  */

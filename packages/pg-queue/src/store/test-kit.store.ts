@@ -1,6 +1,6 @@
 import type { Pool } from 'pg';
 import type { JobRecord } from '../interfaces/job.interface.js';
-import { toJobRecord, type JobRow } from './job.store.js';
+import { toJobRecord, type JobRow } from './job-read.store.js';
 import { TEST_KIT_SQL } from './test-kit.sql.js';
 
 /**

@@ -1,4 +1,4 @@
-import type { EnqueueOutcome, NewJobRow } from './job.store.js';
+import type { EnqueueOutcome, NewJobRow } from './job-store.types.js';
 
 /** What one enqueue of a job with a unique key came to. */
 export interface KeyedOutcome {

@@ -1,7 +1,7 @@
 import type { INestApplicationContext } from '@nestjs/common';
 import { PgQueueConnection } from '../connection/pg-queue-connection.js';
 import { JobHandlerRegistry } from '../discovery/job-handler.registry.js';
-import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
+import { RESOLVED_OPTIONS } from '../pg-queue.constants.js';
 import { JobWaiters } from '../waiting/job-waiters.js';
 import { RecurringScheduler } from '../recurring/recurring-scheduler.js';
 import { JobStore } from '../store/job.store.js';
@@ -15,6 +15,7 @@ import { BAD_TESTING_MODE, NOT_A_TESTING_APP } from './testing.messages.js';
 import { TestingWorkerPool } from './testing-worker-pool.js';
 import { TestingRecurringScheduler } from './testing-recurring-scheduler.js';
 import { RecurringJobRegistry } from '../recurring/recurring-job.registry.js';
+import type { QueueDatabase } from '../databases/queue-database.js';
 import { QueueDatabases } from '../databases/queue-databases.js';
 import { DATABASE_NAME, DATABASE_QUEUE_SERVICE, DEFAULT_DATABASE } from '../pg-queue.constants.js';
 import { AmbientTransactions } from '../transactions/ambient-transactions.js';
@@ -75,7 +76,7 @@ export function overrideQueueForTesting<B extends OverridableModuleBuilder>(buil
         scheduler: RecurringScheduler,
         pool: WorkerPool,
         waiters: JobWaiters,
-        databases: QueueDatabases,
+        databases: QueueDatabases<QueueDatabase>,
         databaseName: string,
         ambient: AmbientTransactions | undefined,
       ) => {
@@ -107,7 +108,7 @@ export function getQueueTestKit(app: Pick<INestApplicationContext, 'get'>, datab
   let pool: unknown;
   try {
     // The kit of the named database's PgQueueModule (several databases), else the app's one.
-    pool = app.get(QueueDatabases, { strict: false }).get(database).workers;
+    pool = app.get<QueueDatabases, QueueDatabases<QueueDatabase>>(QueueDatabases, { strict: false }).get(database).workers;
   } catch (error) {
     if (database !== DEFAULT_DATABASE) throw error;
     pool = undefined;

@@ -4,7 +4,8 @@ import type { JobHandlerRegistry, RegisteredHandler } from '../discovery/job-han
 import { JobSnoozedError, JobTimeoutError } from '../errors/pg-queue.error.js';
 import type { JobRecord, JobStatus } from '../interfaces/job.interface.js';
 import type { RecurringScheduler } from '../recurring/recurring-scheduler.js';
-import type { ClaimedJob, JobStore } from '../store/job.store.js';
+import type { JobStore } from '../store/job.store.js';
+import type { ClaimedJob } from '../store/job-store.types.js';
 import type { TestKitStore } from '../store/test-kit.store.js';
 import { retryDelay, snoozeDelay } from '../utils/backoff.js';
 import { PayloadRefusedAtStartError } from '../typed/payload-check-at-start.js';

@@ -2,7 +2,7 @@ import { Inject, Injectable, type OnModuleInit } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import { AMBIENT_HOST_MISSING } from '../pg-queue.messages.js';
-import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
+import { RESOLVED_OPTIONS } from '../pg-queue.constants.js';
 import { loadOptionalPeer } from '../utils/load-optional-peer.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
 import type { TransactionClient } from './transaction-client.js';

@@ -2,7 +2,7 @@ import { InvalidPayloadError } from '../errors/invalid-payload.error.js';
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import { PAYLOAD_REFUSED, QUEUE_DEFINED_TWICE, VALIDATOR_SAID_NO } from '../pg-queue.messages.js';
 import { errorLine } from '../utils/error-text.js';
-import type { PayloadValidator } from './queue-definition.js';
+import type { PayloadValidator } from './payload-validator.js';
 
 /**
  * The validators of the queues defined in this process, by name, so that an enqueue by the queue's name is

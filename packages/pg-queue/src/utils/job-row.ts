@@ -1,6 +1,6 @@
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import { INVALID_OPTION } from '../pg-queue.messages.js';
-import type { NewJobRow } from '../store/job.store.js';
+import type { NewJobRow } from '../store/job-store.types.js';
 import { queueNameOf, type QueueDefinition } from '../typed/queue-definition.js';
 import { assertQueueName, type ResolvedModuleOptions } from './resolve-options.js';
 import { hasLoneSurrogate, serializePayload } from './serialize-payload.js';

@@ -1,7 +1,7 @@
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import { INVALID_OPTION } from '../pg-queue.messages.js';
 import { hasLoneSurrogate } from './serialize-payload.js';
-import type { OnConflict } from '../store/job.store.js';
+import type { OnConflict } from '../store/job-store.types.js';
 
 /** Longest unique key, in characters: an index entry must stay well inside a btree page (about 2,700 bytes). */
 export const MAX_UNIQUE_KEY_LENGTH = 255;

@@ -1,10 +1,11 @@
 import { Inject, Injectable, type BeforeApplicationShutdown } from '@nestjs/common';
 import { PgQueueConnection } from '../connection/pg-queue-connection.js';
 import { JobFailedError, JobWaitTimeoutError, PgQueueError } from '../errors/pg-queue.error.js';
-import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
+import { RESOLVED_OPTIONS } from '../pg-queue.constants.js';
 import { WAIT_JOB_GONE, WAIT_JOB_NOT_FOUND, WAIT_SHUTTING_DOWN } from '../pg-queue.messages.js';
-import { DONE_CHANNEL } from '../store/job.sql.js';
-import { JobStore, type JobOutcome } from '../store/job.store.js';
+import { DONE_CHANNEL } from '../store/shared.sql.js';
+import { JobStore } from '../store/job.store.js';
+import type { JobOutcome } from '../store/job-store.types.js';
 import { errorLine } from '../utils/error-text.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { NotificationListener } from '../worker/notification-listener.js';
@@ -26,7 +27,7 @@ interface Waiter {
 /**
  * The waiting side of QueueService.waitFor(), for jobs run by any process. A waiter marks its job's row
  * (awaited; the mark of a queued, due job also wakes its queue, since a claim skips the row while the mark
- * locks it: see markAwaited in job.sql.ts); the statement that finishes a marked job sends "id:status" on
+ * locks it: see markAwaited in job-read.sql.ts); the statement that finishes a marked job sends "id:status" on
  * DONE_CHANNEL, in the same statement, so queues nobody waits on send nothing. This instance LISTENs on its own connection (opened at
  * the first waitFor, on listenerUrl when set) and reads the outcome of the jobs it hears about, batched into
  * one statement. A notice can be missed (the LISTEN connection was down, or came up after the job finished),

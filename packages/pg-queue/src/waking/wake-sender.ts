@@ -1,6 +1,6 @@
 import type { LoggerService } from '@nestjs/common';
 import { WAKE_UP_FAILED, WAKE_UPS_DROPPED } from '../pg-queue.messages.js';
-import type { Wake } from '../store/job.sql.js';
+import type { Wake } from '../store/shared.sql.js';
 import { errorLine } from '../utils/error-text.js';
 import { RetryBackoff, wakeableSleep, withDeadline } from '../utils/retry-backoff.js';
 

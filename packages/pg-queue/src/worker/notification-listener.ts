@@ -1,7 +1,7 @@
 import type { LoggerService } from '@nestjs/common';
 import pg from 'pg';
 import { JOBS_CHANNEL } from '../pg-queue.constants.js';
-import { CANCEL_CHANNEL, DONE_CHANNEL, REVIEW_CHANNEL } from '../store/job.sql.js';
+import { CANCEL_CHANNEL, DONE_CHANNEL, REVIEW_CHANNEL } from '../store/shared.sql.js';
 import { abortConnect, cutClient } from '../utils/pg-client.js';
 import { RetryBackoff, wakeableSleep, withDeadline, withTimeout } from '../utils/retry-backoff.js';
 

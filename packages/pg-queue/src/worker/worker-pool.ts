@@ -7,7 +7,7 @@ import { transactionalHandle } from './transactional-attempt.js';
 import { JobEvents } from '../events/job-events.js';
 import { PgQueueConnection } from '../connection/pg-queue-connection.js';
 import { LEASE_JOB_STORE } from '../pg-queue.constants.js';
-import { RESOLVED_OPTIONS } from '../pg-queue.module-definition.js';
+import { RESOLVED_OPTIONS } from '../pg-queue.constants.js';
 import { JobStore } from '../store/job.store.js';
 import { traceBatchHandler, traceHandler } from '../tracing/consumer-span.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';

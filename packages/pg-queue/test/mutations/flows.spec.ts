@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { INestApplicationContext } from '@nestjs/common';
 import type pg from 'pg';
-import { JobStore, QueueService } from 'nestjs-pg-queue';
+import { QueueService } from 'nestjs-pg-queue';
+import { JobStore } from '../../src/internal.js';
 import { createTestDatabase } from '@internal/pg-harness';
 import { planFlow } from '../../src/flows/plan-flow.js';
 import { FLOW_SQL } from '../../src/store/flow.sql.js';

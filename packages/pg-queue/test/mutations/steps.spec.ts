@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { describe, expect, it } from '@jest/globals';
-import { JobHandler, QueueService, WorkerPool, type Job } from 'nestjs-pg-queue';
+import { JobHandler, QueueService, type Job } from 'nestjs-pg-queue';
+import { WorkerPool } from '../../src/internal.js';
 import { JOBS_CHANNEL } from '../../src/pg-queue.constants.js';
 import { MAX_STEPS_PER_JOB } from '../../src/steps/job-steps.js';
 import { useTestApp, waitFor } from '../support/test-app.js';

@@ -2,7 +2,8 @@ import { Injectable, type INestApplicationContext } from '@nestjs/common';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
 import { DataSource } from 'typeorm';
-import { JobHandler, PgQueueModule, QueueService, WorkerPool, type Job, type TransactionalJob } from 'nestjs-pg-queue';
+import { JobHandler, PgQueueModule, QueueService, type Job, type TransactionalJob } from 'nestjs-pg-queue';
+import { WorkerPool } from '../../src/internal.js';
 import { createTestDatabase } from '@internal/pg-harness';
 import { sqlPool, startApp, waitFor } from '../support/test-app.js';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { MAX_RETRY_DELAY_MS } from '../../src/pg-queue.messages.js';
-import type { NewJobRow, OnConflict } from '../../src/store/job.store.js';
+import type { NewJobRow, OnConflict } from '../../src/store/job-store.types.js';
 import { foldKeyedRows, unfoldOutcomes } from '../../src/store/unique-rows.js';
 import { snoozeDelay } from '../../src/utils/backoff.js';
 

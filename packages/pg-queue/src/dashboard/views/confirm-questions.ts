@@ -1,6 +1,6 @@
 import type { DashboardAction } from '../../store/dashboard.store.js';
 import { actionStatuses } from '../dashboard-actions.js';
-import type { ListedStatus } from './overview.view.js';
+import type { ListedStatus } from '../listed-status.js';
 
 /**
  * What each action asks before it runs, in one place: the browser asks it with confirm(), and a browser without

@@ -5,9 +5,10 @@ import { formatCount, formatDuration } from './format.js';
 import { html } from './html.js';
 import { queueQuestion } from './confirm-questions.js';
 import { actionForm, layout, type PageContext } from './layout.js';
+import type { ListedStatus } from '../listed-status.js';
 
-/** A status the dashboard lists and counts: the job statuses, and queued split into due and scheduled. */
-export type ListedStatus = JobStatus | 'due' | 'scheduled';
+export type { ListedStatus } from '../listed-status.js';
+
 
 /** A queue's counts by listed status; `approximate`: the estimated ones. */
 export type DashboardCounts = Record<ListedStatus, number> & { approximate?: ListedStatus[] };

@@ -1,0 +1,108 @@
+// Claim: JobStore's claims (plain, and of a limited queue inside the queue's lock) and the claimed rows as the worker takes them.
+import { beginWithQueueLock } from './claim.sql.js';
+import { inTransaction } from './in-transaction.js';
+import { explainPoolerError, type JobStatements } from './job-statements.js';
+import type { ClaimedJob, ClaimLimits, ClaimResult } from './job-store.types.js';
+
+/**
+ * Claims up to `limit` due jobs: the first `readAhead.startNow` (all, without it) start at once, leased for
+ * leaseMs, and up to `armAhead` more are started for the worker to hold ahead of a free slot (not past a job on its
+ * last attempt); the rest are read ahead (buffered, leased for bufferLeaseMs). `observed`: also return each job's claim latency and trace context
+ * (claimJobsObserved), for listeners and tracing.
+ */
+export async function claimJobs(
+  db: JobStatements,
+  queue: string,
+  limit: number,
+  workerId: string,
+  leaseMs: number,
+  observed = false,
+  readAhead?: { startNow: number; armAhead?: number; bufferLeaseMs: number },
+): Promise<ClaimResult> {
+  const values = [queue, limit, workerId, leaseMs, Math.min(readAhead?.startNow ?? limit, limit), readAhead?.bufferLeaseMs ?? leaseMs, readAhead?.armAhead ?? 0];
+  return toClaimResult(await db.run<ClaimRow>(observed ? 'claimJobsObserved' : 'claimJobs', values));
+}
+
+/**
+ * The claim of a queue with limits: the queue's advisory lock, then the claim, in one transaction of three
+ * round trips: BEGIN and the lock (one message), the claim, COMMIT. The lock must come before the claim's
+ * snapshot, so it cannot share the claim's statement; it is held for the last two round trips.
+ */
+export async function claimLimitedJobs(db: JobStatements, queue: string, limit: number, workerId: string, leaseMs: number, limits: ClaimLimits, keyCursor = ''): Promise<ClaimResult> {
+  const values: unknown[] = [queue, limit, workerId, leaseMs, limits.globalConcurrency ?? null, limits.rateLimit?.max ?? null, limits.rateLimit?.intervalMs ?? 0];
+  const keyed = limits.concurrencyPerKey !== undefined;
+  if (keyed) values.push(limits.concurrencyPerKey, keyCursor);
+  let rows: ClaimRow[];
+  try {
+    rows = await inTransaction(db.pool, 
+      async (client) => (await client.query<ClaimRow>(db.statement(keyed ? 'claimKeyedJobs' : 'claimLimitedJobs', values))).rows,
+      beginWithQueueLock(queueLockKey(queue)),
+    );
+  } catch (error) {
+    throw explainPoolerError(error);
+  }
+  const result = toClaimResult(rows);
+  for (const r of rows) {
+    if (keyed) result.keyCursor = r.key_cursor ?? keyCursor;
+    if (r.id !== null) continue;
+    result.rateWaitMs = r.rate_wait_ms ?? null;
+    result.atCapacity = r.at_capacity === true;
+  }
+  return result;
+}
+
+export interface ClaimRow {
+  id: string | null;
+  payload: unknown;
+  attempts: number;
+  fence_token: string;
+  max_attempts: number;
+  priority: number;
+  run_at_ms: number;
+  created_at_ms: number | null;
+  wait_ms?: number;
+  trace_context?: unknown;
+  buffered?: boolean;
+  next_due_ms: number | null;
+  rate_wait_ms?: number | null;
+  at_capacity?: boolean | null;
+  key_cursor?: string | null;
+}
+
+/** The second key of a limited queue's advisory lock: FNV-1a of its name, as an int4 (a collision only makes two queues take turns). */
+export function queueLockKey(queue: string): number {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < queue.length; i++) hash = Math.imul(hash ^ queue.charCodeAt(i), 0x01000193);
+  return hash | 0;
+}
+
+/** The claimed jobs, and the extra row (id NULL) of a short claim as nextDueMs. */
+function toClaimResult(rows: ClaimRow[]): ClaimResult {
+  const jobs: ClaimedJob[] = [];
+  let nextDueMs: number | null = null;
+  for (const r of rows) {
+    if (r.id === null) {
+      nextDueMs = r.next_due_ms;
+      continue;
+    }
+    jobs.push(toClaimedJob(r as ClaimRow & { id: string }));
+  }
+  return { jobs, nextDueMs };
+}
+
+/** A claimed row as the worker takes it (a claim's, or an eager start's insert). */
+export function toClaimedJob(r: ClaimRow & { id: string }): ClaimedJob {
+  return {
+    id: r.id,
+    payload: r.payload,
+    attempt: r.attempts,
+    token: r.fence_token,
+    maxAttempts: r.max_attempts,
+    priority: r.priority,
+    runAtMs: r.run_at_ms,
+    createdAtMs: r.created_at_ms ?? r.run_at_ms, // NULL when equal (CREATED_AT_MS in claim.sql.ts)
+    waitMs: r.wait_ms,
+    traceContext: r.trace_context,
+    buffered: r.buffered === true,
+  };
+}

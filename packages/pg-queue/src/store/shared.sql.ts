@@ -1,0 +1,83 @@
+// The pieces the job statements of several verb files share: notification channels, the finish notice, the flow
+// step, the attempt-history CTEs, the wake-up setting and the trace column.
+import { WAKE_SETTING } from '../pg-queue.constants.js';
+
+export const CANCEL_CHANNEL = 'pg_queue_cancel';
+/**
+ * Told a queue name when jobs of that queue that workers may hold in their buffers were paused or rewritten
+ * (replace): each holder checks what it holds with its next heartbeat, at once, and starts nothing from its
+ * buffer until that check has answered.
+ */
+export const REVIEW_CHANNEL = 'pg_queue_review';
+/** Told "id:status" when a job someone waits on (awaited, set by waitFor) finishes: completed, failed or cancelled. */
+export const DONE_CHANNEL = 'pg_queue_done';
+
+/**
+ * The finish notice of the rows of `cte` someone waits on, as a condition the final SELECT of a settle
+ * statement carries: uncorrelated, so PostgreSQL evaluates it once per statement, after the CTE ran. It is
+ * always true; for a batch nobody waits on it reads the CTE's rows once and sends nothing.
+ */
+export const notifyAwaited = (cte: string, status: string, where = 'true') =>
+  `(SELECT count(pg_notify('${DONE_CHANNEL}', w.id || ':' || ${status})) FROM ${cte} AS w WHERE w.awaited AND ${where}) >= 0`;
+
+/**
+ * The next step of the flows of the rows of `cte` that belong to one (pg_queue_flow_step in flow-functions.sql.ts: unblock the
+ * dependents of a completed job, apply the policies of a failed or cancelled one, settle the flow), as an always-true
+ * condition of a statement's final SELECT, like notifyAwaited: uncorrelated, evaluated once. The sort reads `cte`
+ * whole before the first call, so the statement's own writes are all done, and visible to the VOLATILE function. A
+ * batch without flow jobs pays a scan of its CTE. `cte` returns id, flow_id, flow_ref and compensates; `oldStatus` and
+ * `newStatus` are SQL over its row `w`, `where` filters them.
+ */
+export const stepFlows = (cte: string, oldStatus: string, newStatus: string, where = 'true') =>
+  `(SELECT count(pg_queue_flow_step(w.id, w.flow_id, w.flow_ref, w.compensates, ${oldStatus}, ${newStatus}))
+       FROM (SELECT * FROM ${cte} AS w WHERE w.flow_id IS NOT NULL AND ${where} ORDER BY w.id) AS w) >= 0`;
+
+/** The columns a CTE returns for stepFlows. */
+export const FLOW_COLUMNS = `j.flow_id, j.flow_ref, j.compensates`;
+
+/**
+ * The attempt-history rows of the attempts a statement ended without completing (README: "Attempt history"), as a
+ * data-modifying CTE (run whether or not the statement reads it). `cte` returns id, attempts, locked_by, locked_at and
+ * last_error; `where` filters its rows.
+ */
+export const recordAttempts = (cte: string, outcome: string, where = 'true') => `history AS (
+      INSERT INTO background_job_attempts (job_id, attempt, worker, started_at, outcome, error)
+      SELECT w.id, w.attempts, w.locked_by, w.locked_at, ${outcome}, w.last_error FROM ${cte} AS w WHERE ${where}
+    )`;
+
+/**
+ * Deletes the attempt history of the rows `cte` deleted, as a CTE: only of those that ever failed (`had_failed`: their
+ * last_error is set, as it stays from a job's first failed attempt on), so deleting jobs that never failed probes nothing.
+ */
+export const forgetAttempts = (cte: string) => `forgotten AS (
+      DELETE FROM background_job_attempts WHERE job_id = ANY(ARRAY(SELECT w.id FROM ${cte} AS w WHERE w.had_failed))
+    )`;
+
+export const MS = `* interval '1 millisecond'`;
+
+/** 5,000 years: any longer retention keeps rows forever, and now() minus it is still a valid timestamp. */
+export const RETENTION_CAP_MS = 157_788_000_000_000;
+
+/**
+ * The plain inserts, each in two variants: `traced` also writes trace_context (one value for the whole call, the
+ * last parameter), the enqueue's W3C trace context while an OpenTelemetry span is active. An enqueue without
+ * one keeps the statement it had before tracing existed: no extra parameter, no column written.
+ */
+export const TRACED = { column: ', trace_context', value: (n: number) => `, $${n}::jsonb` };
+
+/**
+ * Who wakes the workers after an insert: 'trigger', the table's NOTIFY trigger (raw SQL, and enqueues in a
+ * caller's transaction, whose commit only the caller sees); 'deferred', QueueService's own autocommit inserts,
+ * which set WAKE_SETTING in the same statement so that the trigger skips its pg_notify, and wake the queues
+ * after the commit through the WakeSender (waking/wake-sender.ts). A transaction that called pg_notify takes a
+ * database-wide lock at commit and holds it until its commit record is flushed: every enqueue that notifies
+ * waits for the flushes of all the others (docs/performance.md, Concurrent enqueue).
+ */
+export type Wake = 'trigger' | 'deferred';
+
+/**
+ * The setting, as a condition: the scalar subquery is an InitPlan, evaluated once per statement before its
+ * first row (also when it inserts none), so before the AFTER STATEMENT trigger reads it; the trigger clears it
+ * (migration DeferredWakeUps1764590000000). A bare set_config() in WHERE would run once per row (volatile).
+ */
+export const DEFER_WAKE = `(SELECT set_config('${WAKE_SETTING}', 'deferred', true)) IS NOT NULL`;
