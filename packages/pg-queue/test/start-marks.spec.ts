@@ -94,6 +94,12 @@ class EagerHandlers {
   async eager(job: Job) {
     await record(job, EagerHandlers.instanceOf.get(this.queue) ?? '?');
   }
+
+  /** Attempts to spare: inserted started (charged), as a claim into a free slot would make it. */
+  @JobHandler('sm-eager-retry', { concurrency: 2, maxAttempts: 3 })
+  async eagerRetry(job: Job) {
+    await record(job, EagerHandlers.instanceOf.get(this.queue) ?? '?');
+  }
 }
 
 describe('start marks: an eager insert whose answer is lost (issue 39 item 7)', () => {
@@ -114,18 +120,21 @@ describe('start marks: an eager insert whose answer is lost (issue 39 item 7)', 
     await db?.end();
   });
 
-  it('leaves a row the sweeper puts back uncharged: it runs once elsewhere and completes, never dead-lettered unrun', async () => {
+  it.each([
+    ['sm-eager', 'on its last attempt (maxAttempts 1): inserted buffered, put back uncharged', { buffered: true, attempts: 0 }, 1],
+    ['sm-eager-retry', 'with attempts to spare: inserted started, the lost answer costs that attempt', { buffered: false, attempts: 1 }, 2],
+  ])('%s, %s: it runs once elsewhere and completes, never dead-lettered unrun', async (queueName, _what, insertedAs, ranAs) => {
     const settings = { leaseMs: 2_000, heartbeatMs: 500, workerId: 'cut' };
     // No poll: no claim of this instance's may take the job (its answer would be lost too); only the eager insert does.
     cut = await startApp(proxy.url, { providers: [EagerHandlers], queue: { ...settings, pollIntervalMs: 600_000, maintenance: { enabled: false } } });
     EagerHandlers.instanceOf.set(cut.get(QueueService), 'cut');
     // A job through the proxy first: the pool then has a connection open, on which the eager insert goes.
-    const warm = await cut.get(QueueService).enqueue('sm-eager', { warm: true });
+    const warm = await cut.get(QueueService).enqueue(queueName, { warm: true });
     await waitFor('the warm-up job completed', async () => (await db.query(`SELECT status FROM background_jobs WHERE id = $1`, [warm])).rows[0]?.status === 'completed');
     await waitFor('no claim in flight', async () => cut!.get(WorkerPool).claimLoops().every((l) => l.claimingForMs === 0), 10_000, 2);
     proxy.holdReplies();
     const before = (await db.query<{ id: string }>(`SELECT coalesce(max(id), 0)::text AS id FROM background_jobs`)).rows[0].id;
-    void cut.get(QueueService).enqueue('sm-eager', { lost: true }).catch(() => undefined);
+    void cut.get(QueueService).enqueue(queueName, { lost: true }).catch(() => undefined);
     const id = await waitFor('the eager insert committed', async () => (await db.query<{ id: string }>(`SELECT id::text FROM background_jobs WHERE id > $1`, [before])).rows[0]?.id);
     const { rows: [inserted] } = await db.query(`SELECT status::text, locked_by, buffered, attempts FROM background_jobs WHERE id = $1`, [id]);
     // Another instance, with the sweeper, on a direct connection.
@@ -136,10 +145,15 @@ describe('start marks: an eager insert whose answer is lost (issue 39 item 7)', 
     const { rows: runs } = await db.query(`SELECT instance, attempt FROM sm_runs WHERE job_id = $1`, [id]);
     console.log(`eager insert with its answer lost: inserted ${JSON.stringify(inserted)}, ended ${JSON.stringify(row)}, runs ${JSON.stringify(runs)}`);
     expect({ inserted, row, runs }).toEqual({
-      inserted: { status: 'processing', locked_by: 'cut', buffered: true, attempts: 0 },
-      row: { status: 'completed', attempts: 1, locked_by: 'other' },
-      runs: [{ instance: 'other', attempt: 1 }],
+      inserted: { status: 'processing', locked_by: 'cut', ...insertedAs },
+      row: { status: 'completed', attempts: ranAs, locked_by: 'other' },
+      runs: [{ instance: 'other', attempt: ranAs }],
     });
+    await proxy.refuse();
+    await Promise.race([cut.close(), sleep(5_000)]).catch(() => undefined);
+    await other.close();
+    cut = other = undefined;
+    proxy = await TcpProxy.start(url);
   }, 60_000);
 });
 

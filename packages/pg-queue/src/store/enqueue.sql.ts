@@ -40,15 +40,18 @@ function insertJobPlain(wake: Wake): string {
  * Eager start (QueueService.enqueue, QueueWorker.eagerSlotFree and startEagerly): one job inserted already claimed by a
  * worker of this process that has a free slot, so that it starts when the insert returns: one statement, one WAL
  * flush and no NOTIFY, where the usual path takes the insert, the NOTIFY and the claim's own round trip and flush.
- * The row is what a claim into the read-ahead buffer would have made of it (processing, `buffered`, uncharged, fence
- * token 1, the buffer's short lease $6): the job starts through the start mark (markStarted), as a buffered job does,
- * so an insert that commits but whose answer never reaches this process leaves a row the sweeper soon puts back
- * uncharged, never one charged and `processing` that nobody runs (issue 39 item 7). The statement claims it only
+ * A job with attempts to spare is inserted started, as a claim into a free slot makes it (processing, charged, fence
+ * token 1, the full lease $7): it starts when the answer arrives, one round trip in all. One on its last attempt
+ * (max_attempts 1) is inserted as a claim into the read-ahead buffer would make it (`buffered`, uncharged, the
+ * buffer's short lease $6) and starts through the start mark (markStarted), a second round trip: an insert that
+ * commits but whose answer never reaches this process then leaves a row the sweeper soon puts back uncharged, never
+ * one that is dead-lettered without having run (issue 39 item 7). With attempts to spare, a lost answer costs the
+ * attempt, as a claim's lost answer does. The statement claims it only
  * when the claim itself would have taken it: the queue is not paused, and no due queued job of its priority or higher waits before it (the claim index walked one priority at a time,
  * as dueCandidates does, one probe each; rows locked by other claims count as waiting). Otherwise the job goes in
  * `queued` as any other and the trigger sends its NOTIFY; a claimed one sets WAKE_SETTING so that the trigger
- * wakes nobody for a job already taken. Parameters: queue, payload, priority, max_attempts, worker id, lease ms
- * (and the trace context).
+ * wakes nobody for a job already taken. Parameters: queue, payload, priority, max_attempts, worker id, the buffer's
+ * lease ms, the full lease ms (and the trace context).
  */
 function insertEagerJob(traced: boolean): string {
   return `
@@ -64,13 +67,15 @@ function insertEagerJob(traced: boolean): string {
     )
     INSERT INTO background_jobs AS j (queue_name, payload, priority, max_attempts, status, attempts, buffered, fence_token, locked_by, locked_at, lease_expires_at${traced ? TRACED.column : ''})
     SELECT $1::text, $2::jsonb, $3::int, $4::int,
-      CASE WHEN e.claimed THEN 'processing' ELSE 'queued' END::background_job_status, 0, e.claimed, e.claimed::int,
-      CASE WHEN e.claimed THEN $5::text END, CASE WHEN e.claimed THEN now() END, CASE WHEN e.claimed THEN now() + $6::int ${MS} END${traced ? TRACED.value(7) : ''}
+      CASE WHEN e.claimed THEN 'processing' ELSE 'queued' END::background_job_status,
+      (e.claimed AND $4::int > 1)::int, e.claimed AND $4::int <= 1, e.claimed::int,
+      CASE WHEN e.claimed THEN $5::text END, CASE WHEN e.claimed THEN now() END,
+      CASE WHEN e.claimed THEN now() + (CASE WHEN $4::int > 1 THEN $7 ELSE $6 END)::int ${MS} END${traced ? TRACED.value(8) : ''}
     FROM eager AS e
     -- An InitPlan, run once before the first row and so before the AFTER STATEMENT trigger reads it (see DEFER_WAKE).
     WHERE (SELECT set_config('${WAKE_SETTING}', CASE WHEN claimed THEN 'deferred' ELSE '' END, true) FROM eager) IS NOT NULL
     -- The claim's columns (ClaimRow): created_at equals run_at, and the job waited 0 ms from due to claimed.
-    RETURNING j.id, j.status = 'processing' AS claimed, CASE WHEN j.status = 'processing' THEN j.payload END AS payload, j.attempts + 1 AS attempts, j.fence_token,
+    RETURNING j.id, j.status = 'processing' AS claimed, CASE WHEN j.status = 'processing' THEN j.payload END AS payload, j.attempts + j.buffered::int AS attempts, j.fence_token,
       j.max_attempts, j.priority, j.buffered, date_part('epoch', j.run_at) * 1000 AS run_at_ms, NULL::float8 AS created_at_ms,
       0::float8 AS wait_ms, j.trace_context`;
 }

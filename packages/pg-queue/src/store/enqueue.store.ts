@@ -34,8 +34,13 @@ export async function insertJob(db: JobStatements, row: NewJobRow, tx?: CallerTr
  * claim (absent: the job went in queued, and the trigger woke the workers). Autocommit, never in a caller's
  * transaction: the job may start only once its row is committed.
  */
-export async function insertEagerJob(db: JobStatements, row: NewJobRow, claim: { workerId: string; leaseMs: number }, trace?: string): Promise<{ id: string; job?: ClaimedJob }> {
-  const values: unknown[] = [row.queue, row.payloadJson, row.priority, row.maxAttempts, claim.workerId, claim.leaseMs];
+export async function insertEagerJob(
+  db: JobStatements,
+  row: NewJobRow,
+  claim: { workerId: string; bufferLeaseMs: number; leaseMs: number },
+  trace?: string,
+): Promise<{ id: string; job?: ClaimedJob }> {
+  const values: unknown[] = [row.queue, row.payloadJson, row.priority, row.maxAttempts, claim.workerId, claim.bufferLeaseMs, claim.leaseMs];
   if (trace !== undefined) values.push(trace);
   const [r] = await db.run<ClaimRow & { id: string; claimed: boolean }>(trace === undefined ? 'insertEagerJob' : 'insertEagerJobTraced', values);
   return r.claimed ? { id: r.id, job: toClaimedJob(r) } : { id: r.id };

@@ -26,7 +26,7 @@ import { StartAhead } from './start-ahead.js';
 const mayStartAhead = (job: HeldJob) => job.attempt < job.maxAttempts;
 
 /** An eager start's insert (JobStore.insertEagerJob), given the claim it makes: the job's id, and the job if it claimed it. */
-type EagerInsert = (claim: { workerId: string; leaseMs: number }) => Promise<{ id: string; job?: ClaimedJob }>;
+type EagerInsert = (claim: { workerId: string; bufferLeaseMs: number; leaseMs: number }) => Promise<{ id: string; job?: ClaimedJob }>;
 
 /** How often a worker reviews its buffer (jobs past their start deadline, 'auto' surplus) while it holds any. */
 const BUFFER_REVIEW_MS = 250;
@@ -343,8 +343,9 @@ export class QueueWorker implements ClaimTarget {
     const sentAt = performance.now();
     let result: { id: string; job?: ClaimedJob };
     try {
-      // Claimed as a read-ahead claim is (buffered, uncharged, the short lease): it starts through the start mark.
-      result = await insert({ workerId: this.config.workerId, leaseMs: this.bufferLeaseMs });
+      // Claimed started (charged, the full lease), or on its last attempt as a read-ahead claim is (buffered, uncharged,
+      // the short lease), to start through the start mark: see insertEagerJob.
+      result = await insert({ workerId: this.config.workerId, bufferLeaseMs: this.bufferLeaseMs, leaseMs: this.config.leaseMs });
     } finally {
       this.eager -= 1;
     }
@@ -361,13 +362,22 @@ export class QueueWorker implements ClaimTarget {
     let givenBack: Promise<void> | undefined;
     this.guarded('starting an eagerly claimed job', () => {
       const job = new HeldJob(this.config.queue, claimed, this.shared.services);
-      // As for a buffered job (accept): its mark goes only in the first half of its short lease.
-      job.startBy = sentAt + this.bufferLeaseMs - this.startMarginMs;
+      // As for a claim's jobs (accept): a buffered one's mark goes only in the first half of its short lease; a started
+      // one starts in the first half of its lease (its slot was kept for it; armed if jobs marked ahead came first).
+      job.startBy = claimed.buffered ? sentAt + this.bufferLeaseMs - this.startMarginMs : sentAt + this.config.leaseMs / 2;
       if (!this.stopping) {
         this.held.set(job.id, job);
         if (performance.now() < job.startBy) {
-          this.gatherMark(job);
-          this.sendMarks();
+          if (claimed.buffered) {
+            this.gatherMark(job);
+            this.sendMarks();
+          } else if (this.armed.length > 0 || this.running + this.starting + this.reserved + this.eager >= this.config.options.concurrency) {
+            job.to('armed');
+            this.armed.push(job);
+          } else if (!this.startJob(job)) {
+            this.held.delete(job.id);
+            givenBack = this.giveBack([job], 'claimed at enqueue, not started in time');
+          }
           return;
         }
         this.shared.logger.warn(STALE_CLAIM(this.config.queue, 1, Math.round(performance.now() - sentAt), this.config.leaseMs));
