@@ -861,11 +861,11 @@ export class QueueWorker implements ClaimTarget {
     if (this.stopping) return;
     const busy = this.running + this.starting >= this.config.options.concurrency;
     if (this.armed.length > 0) {
-      // Armed jobs no slot freed for in time, and those beyond the depth once jobs turned slow (a stall is a sample:
-      // see StartAhead.stalled), go back, uncharged again, the last armed first.
+      // A stall is a sample (StartAhead.stalled): jobs turned slow or stuck stop being armed. Armed jobs no slot freed
+      // for in time go back, uncharged again. Not those beyond a depth that shrank: they are the next in claim order,
+      // ahead of every buffered job, and giving them back let the buffer's later (lower-priority) jobs start first.
       if (busy && !late) this.startAhead?.stalled(now - this.lastFreedAt);
-      const keep = this.startAhead?.depth ?? 0;
-      const out = this.armed.filter((job, i) => now >= job.startBy || i >= keep);
+      const out = this.armed.filter((job) => now >= job.startBy);
       if (out.length) {
         for (const job of out) this.disarm(job);
         void this.giveBack(out, 'marked started ahead, no slot freed in time');

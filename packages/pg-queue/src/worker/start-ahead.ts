@@ -16,8 +16,9 @@ import { movingAverage } from './read-ahead.js';
  * jobs not started (bulk cancel of queued jobs, `onConflict: 'replace'`, a failing flow's cancel) leaves it to its
  * worker, as it does a running job, and a process that dies holding it leaves it charged, as it does a job its claim
  * started. Jobs much longer than a round trip are never armed (a 50 ms job with a 0.5 ms mark rounds to 0), jobs
- * on their last attempt never (a death then would dead-letter a job that never ran), and the worker gives back what
- * it holds armed beyond the depth when jobs turn slow (QueueWorker.reviewBuffer).
+ * on their last attempt never (a death then would dead-letter a job that never ran), and a stall (no slot freed
+ * while all were busy) stops arming more; armed jobs are given back only when late (QueueWorker.reviewBuffer): they
+ * are the next in claim order, and giving back some while the buffer behind them stays would start jobs out of it.
  *
  * Nothing is armed until a job has finished and a mark (or claim) has answered. The estimates move as ReadAhead's
  * (movingAverage): jobs turning slow stop being armed within a few samples. Pure: no clock, no I/O.
