@@ -39,7 +39,7 @@ export interface Transition {
   new_hash: string | null;
   new_locked_by: string | null;
   priority: number;
-  /** The error this change wrote (first line, clipped), if it wrote one. */
+  /** The row's error after a change of status or error (first line, clipped). */
   new_error: string | null;
   txid: string;
   at: Date;
@@ -89,7 +89,8 @@ function blockedBy(facts: Facts, run: Run): boolean {
 }
 
 /** A transition by which the worker failed a running attempt on its timeout (JobTimeoutError's message). */
-const timedOut = (t: Transition) => t.op === 'update' && t.old_status === 'processing' && /job timed out after \d+ ms/.test(t.new_error ?? '');
+const timedOut = (t: Transition) =>
+  t.op === 'update' && t.old_status === 'processing' && (t.new_status === 'queued' || t.new_status === 'failed') && /job timed out after \d+ ms/.test(t.new_error ?? '');
 
 /** A transition that put a finished job back (an operator's retry). */
 const requeued = (t: Transition) => t.op === 'update' && ['failed', 'cancelled', 'completed'].includes(t.old_status ?? '') && ['queued', 'blocked'].includes(t.new_status ?? '');

@@ -22,8 +22,9 @@ export const SIM_TABLES = `
   CREATE TABLE sim_transitions (
     id bigserial PRIMARY KEY, job_id int8 NOT NULL, op text NOT NULL, old_status text, new_status text, old_attempts int, new_attempts int,
     old_buffered boolean, new_buffered boolean, old_hash text, new_hash text, old_locked_by text, new_locked_by text, priority int,
-    -- The error the change wrote (its first line, clipped): an attempt its worker failed (a timeout) is over for the
-    -- invariants even while its handler still runs (a hung handler ignores its signal).
+    -- The error the row holds after a change of status or error (its first line, clipped): an attempt its worker
+    -- failed (a timeout) is over for the invariants even while its handler still runs (a hung handler ignores its
+    -- signal). A second timeout writes the same text, so the status change records it too.
     new_error text,
     txid int8 NOT NULL DEFAULT txid_current(), at timestamptz NOT NULL DEFAULT clock_timestamp());
   CREATE INDEX sim_transitions_job_idx ON sim_transitions (job_id);
@@ -42,7 +43,8 @@ export const SIM_TABLES = `
       INSERT INTO sim_transitions (job_id, op, old_status, new_status, old_attempts, new_attempts, old_buffered, new_buffered, old_hash, new_hash, old_locked_by, new_locked_by, priority, new_error)
       VALUES (NEW.id, 'update', OLD.status::text, NEW.status::text, OLD.attempts, NEW.attempts, OLD.buffered, NEW.buffered,
               md5(OLD.payload::text), md5(NEW.payload::text), OLD.locked_by, NEW.locked_by, NEW.priority,
-              CASE WHEN NEW.last_error IS DISTINCT FROM OLD.last_error THEN left(split_part(NEW.last_error, E'\n', 1), 120) END);
+              CASE WHEN NEW.last_error IS DISTINCT FROM OLD.last_error OR NEW.status IS DISTINCT FROM OLD.status
+                THEN left(split_part(NEW.last_error, E'\n', 1), 120) END);
     END IF;
     RETURN NULL;
   END $$;
