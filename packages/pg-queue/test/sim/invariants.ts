@@ -196,7 +196,12 @@ export function replaceSparesRunning(facts: Facts): Violation[] {
   return out;
 }
 
-/** Attempts are never charged for a run that did not begin; a job is never dead-lettered without a run. */
+/**
+ * Attempts are never charged for a run that did not begin; a job is never dead-lettered without a run. Except where a
+ * fault of the charging worker, or a machine stall, came between the charge (a claim into a free slot, a job held
+ * started ahead, a start mark) and the start: at-least-once allows that, and nothing can tell it from a crash after
+ * the start.
+ */
 export async function attemptsCharged(db: pg.Pool, facts: Facts): Promise<Violation[]> {
   const { rows } = await db.query<{ id: string; status: string; attempts: number; last_error: string | null }>(
     `SELECT id::text, status::text, attempts, last_error FROM background_jobs WHERE flow_id IS NULL AND status IN ('completed', 'failed') AND attempts > 0`,
@@ -206,15 +211,21 @@ export async function attemptsCharged(db: pg.Pool, facts: Facts): Promise<Violat
   for (const h of heldRows) heldAttempts.set(h.job_id, (heldAttempts.get(h.job_id) ?? new Set()).add(h.attempt));
   // A claim that charges its attempt (no read-ahead) and whose process a fault hit before the handler began: the
   // attempt is charged as the claim's, which at-least-once allows.
-  const { rows: faults } = await db.query<{ worker: string; at: Date }>(`SELECT worker, at FROM fault_faults`);
+  // A machine stall (the stall watch's STALL rows, recorded at its end; it names only the workers that held started
+  // jobs) hits every process: one that ends after the charge and before the job's last change stopped the charging
+  // worker from starting it within its lease, as a fault of its own would have (it is a fault, never a failure).
+  const { rows: faults } = await db.query<{ worker: string; signal: string; at: Date }>(`SELECT worker, signal, at FROM fault_faults`);
   const faultAfterCharge = (jobId: string, attempts: number) => {
-    const charge = (facts.transitionsByJob.get(jobId) ?? []).find((t) => t.new_attempts === attempts && (t.old_attempts ?? 0) < attempts);
-    return charge !== undefined && faults.some((f) => f.worker === charge.new_locked_by && f.at >= charge.at);
+    const history = facts.transitionsByJob.get(jobId) ?? [];
+    const charge = history.find((t) => t.new_attempts === attempts && (t.old_attempts ?? 0) < attempts);
+    if (charge === undefined) return false;
+    const lastChange = history[history.length - 1].at;
+    return faults.some((f) => (f.worker === charge.new_locked_by && f.at >= charge.at) || (f.signal === 'STALL' && f.at >= charge.at && f.at <= lastChange));
   };
   const out: Violation[] = [];
   for (const j of rows) {
     const seen = new Set([...(facts.runsByJob.get(j.id) ?? []).map((r) => r.attempt), ...(heldAttempts.get(j.id) ?? [])]);
-    if (j.status === 'failed' && seen.size === 0) {
+    if (j.status === 'failed' && seen.size === 0 && !faultAfterCharge(j.id, j.attempts)) {
       out.push({ invariant: 'attempts.dead-lettered-without-a-run', jobIds: [j.id], detail: `failed at ${j.attempts} attempts, no run recorded: ${j.last_error ?? ''}`.slice(0, 300) });
     } else if (j.attempts > Math.max(0, ...seen) && !faultAfterCharge(j.id, j.attempts)) {
       out.push({ invariant: 'attempts.charged-without-a-run', jobIds: [j.id], detail: `${j.status} at ${j.attempts} attempts; runs recorded for attempts ${[...seen].sort().join(', ') || 'none'}: ${j.last_error ?? ''}`.slice(0, 300) });
