@@ -125,18 +125,30 @@ describe('start marks: an eager insert whose answer is lost (issue 39 item 7)', 
     ['sm-eager-retry', 'with attempts to spare: inserted started, the lost answer costs that attempt', { buffered: false, attempts: 1 }, 2],
   ])('%s, %s: it runs once elsewhere and completes, never dead-lettered unrun', async (queueName, _what, insertedAs, ranAs) => {
     const settings = { leaseMs: 2_000, heartbeatMs: 500, workerId: 'cut' };
-    // No poll: no claim of this instance's may take the job (its answer would be lost too); only the eager insert does.
-    cut = await startApp(proxy.url, { providers: [EagerHandlers], queue: { ...settings, pollIntervalMs: 600_000, maintenance: { enabled: false } } });
-    EagerHandlers.instanceOf.set(cut.get(QueueService), 'cut');
-    // A job through the proxy first: the pool then has a connection open, on which the eager insert goes.
-    const warm = await cut.get(QueueService).enqueue(queueName, { warm: true });
-    await waitFor('the warm-up job completed', async () => (await db.query(`SELECT status FROM background_jobs WHERE id = $1`, [warm])).rows[0]?.status === 'completed');
-    await waitFor('no claim in flight', async () => cut!.get(WorkerPool).claimLoops().every((l) => l.claimingForMs === 0), 10_000, 2);
-    proxy.holdReplies();
-    const before = (await db.query<{ id: string }>(`SELECT coalesce(max(id), 0)::text AS id FROM background_jobs`)).rows[0].id;
-    void cut.get(QueueService).enqueue(queueName, { lost: true }).catch(() => undefined);
-    const id = await waitFor('the eager insert committed', async () => (await db.query<{ id: string }>(`SELECT id::text FROM background_jobs WHERE id > $1`, [before])).rows[0]?.id);
-    const { rows: [inserted] } = await db.query(`SELECT status::text, locked_by, buffered, attempts FROM background_jobs WHERE id = $1`, [id]);
+    let id = '';
+    let inserted: { status: string } | undefined;
+    // An enqueue that finds the slot taken (a claim of the warm-up's wake-up slipped in after the check below) goes in
+    // `queued`, not eagerly: that try proves nothing, so it is set up again (at most three times).
+    for (let attempt = 0; attempt < 3 && inserted?.status !== 'processing'; attempt++) {
+      if (cut) {
+        await proxy.refuse();
+        await Promise.race([cut.close(), sleep(5_000)]).catch(() => undefined);
+        await db.query(`DELETE FROM background_jobs WHERE id = $1`, [id]);
+        proxy = await TcpProxy.start(url);
+      }
+      // No poll: no claim of this instance's may take the job (its answer would be lost too); only the eager insert does.
+      cut = await startApp(proxy.url, { providers: [EagerHandlers], queue: { ...settings, pollIntervalMs: 600_000, maintenance: { enabled: false } } });
+      EagerHandlers.instanceOf.set(cut.get(QueueService), 'cut');
+      // A job through the proxy first: the pool then has a connection open, on which the eager insert goes.
+      const warm = await cut.get(QueueService).enqueue(queueName, { warm: true });
+      await waitFor('the warm-up job completed', async () => (await db.query(`SELECT status FROM background_jobs WHERE id = $1`, [warm])).rows[0]?.status === 'completed');
+      await waitFor('no claim in flight', async () => cut!.get(WorkerPool).claimLoops().every((l) => l.claimingForMs === 0), 10_000, 2);
+      proxy.holdReplies();
+      const before = (await db.query<{ id: string }>(`SELECT coalesce(max(id), 0)::text AS id FROM background_jobs`)).rows[0].id;
+      void cut.get(QueueService).enqueue(queueName, { lost: true }).catch(() => undefined);
+      id = await waitFor('the eager insert committed', async () => (await db.query<{ id: string }>(`SELECT id::text FROM background_jobs WHERE id > $1`, [before])).rows[0]?.id);
+      inserted = (await db.query(`SELECT status::text, locked_by, buffered, attempts FROM background_jobs WHERE id = $1`, [id])).rows[0];
+    }
     // Another instance, with the sweeper, on a direct connection.
     other = await startApp(url, { providers: [EagerHandlers], queue: { ...settings, workerId: 'other', maintenance: { sweepIntervalMs: 200 } } });
     EagerHandlers.instanceOf.set(other.get(QueueService), 'other');
@@ -150,11 +162,11 @@ describe('start marks: an eager insert whose answer is lost (issue 39 item 7)', 
       runs: [{ instance: 'other', attempt: ranAs }],
     });
     await proxy.refuse();
-    await Promise.race([cut.close(), sleep(5_000)]).catch(() => undefined);
+    await Promise.race([cut!.close(), sleep(5_000)]).catch(() => undefined);
     await other.close();
     cut = other = undefined;
     proxy = await TcpProxy.start(url);
-  }, 60_000);
+  }, 120_000);
 });
 
 // Item 9: a heartbeat waits on the row lock of a transactional handler's transaction (a trigger holds it 400 ms after
