@@ -104,7 +104,7 @@ export class QueueTestKit {
 
   private readonly services: JobServices;
   /**
-   * The async context the kit's handlers run in, as a worker's (QueueWorker.scope): made with the kit, so that a job
+   * The async context the kit's handlers run in, as a worker's (RunningJobs.scope): made with the kit, so that a job
    * run inline by an enqueue inside a request (a CLS store, a `@nestjs-cls/transactional` transaction) does not see it.
    */
   private readonly scope = new AsyncResource('PgQueueTestKit');

@@ -26,7 +26,12 @@ import type { CommittedCompletion } from './transactional-attempt.js';
  */
 export type HeldState = 'claimed' | 'buffered' | 'starting' | 'armed' | 'running' | 'settling' | 'written' | 'given-back' | 'lost' | 'cancelled';
 
-const NEXT: Readonly<Record<HeldState, readonly HeldState[]>> = {
+/**
+ * The moves a held job may make, from each state: the one table of transitions (docs/concepts.md, The life of a held
+ * job, lists each with the event that makes it and the part of the worker that does; test/unit/held-job.spec.ts walks
+ * every entry and checks the two agree).
+ */
+export const NEXT: Readonly<Record<HeldState, readonly HeldState[]>> = {
   claimed: ['running', 'buffered', 'starting', 'armed', 'given-back'],
   buffered: ['starting', 'given-back', 'lost', 'cancelled'],
   starting: ['running', 'armed', 'given-back', 'lost', 'cancelled'],

@@ -2,7 +2,7 @@ import { AUTO_MAX_IN_HAND } from '../pg-queue.constants.js';
 
 /**
  * The read-ahead covers what the slots finish during this many claim round trips. The buffer is topped up
- * when half of it has gone (QueueWorker.claimSize), so the half left must keep the slots busy for the one
+ * when half of it has gone (Slots.claimWant in start-plan.ts), so the half left must keep the slots busy for the one
  * round trip the top-up takes.
  */
 const HORIZON_ROUND_TRIPS = 2;
@@ -32,7 +32,7 @@ const HOLD_ROUND_TRIPS = 4;
  * Nothing is read ahead until a job has finished (no duration known yet), and from there the read-ahead at
  * most doubles per claim: a queue whose first jobs are fast and the rest slow is not claimed in bulk on the
  * strength of one sample. It shrinks at once. The cost per job is one moving-average update (jobFinished);
- * claimSize reads `size` with a division, and nothing allocates.
+ * claimWant reads `size` with a division, and nothing allocates.
  *
  * River's fetch (free slots only) and graphile-worker's localQueue (a fixed size, jobs returned after a TTL)
  * are its two ends, picked per queue from measurements; why, and the figures: docs/performance.md, "Defaults".

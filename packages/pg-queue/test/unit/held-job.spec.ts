@@ -1,6 +1,8 @@
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from '@jest/globals';
 import { runAttempt } from '../../src/worker/attempt-runner.js';
-import { HeldJob, IllegalTransitionError, type HeldState } from '../../src/worker/held-job.js';
+import { HeldJob, IllegalTransitionError, NEXT, type HeldState } from '../../src/worker/held-job.js';
 import { JobBuffer } from '../../src/worker/job-buffer.js';
 
 function job(id = '1', buffered = true, attempt = 1): HeldJob {
@@ -52,6 +54,88 @@ describe('HeldJob: one state per held job, moved only along the table', () => {
     expect(walk('buffered', 'given-back', 'running')).toBe('IllegalTransitionError');
     expect(walk('running', 'settling', 'written', 'lost')).toBe('IllegalTransitionError');
     expect(() => job().to('written')).toThrow(IllegalTransitionError);
+  });
+});
+
+const STATES = Object.keys(NEXT) as HeldState[];
+const TERMINAL: readonly HeldState[] = ['written', 'given-back', 'lost', 'cancelled'];
+
+/** The shortest path of allowed moves from `claimed` to each state (breadth first over the table). */
+function pathsFromClaimed(): Map<HeldState, HeldState[]> {
+  const paths = new Map<HeldState, HeldState[]>([['claimed', []]]);
+  const queue: HeldState[] = ['claimed'];
+  for (let from = queue.shift(); from !== undefined; from = queue.shift()) {
+    for (const to of NEXT[from]) {
+      if (paths.has(to)) continue;
+      paths.set(to, [...paths.get(from)!, to]);
+      queue.push(to);
+    }
+  }
+  return paths;
+}
+
+/** A fresh job moved to `state` along allowed moves. */
+function jobIn(state: HeldState): HeldJob {
+  const j = job();
+  for (const s of pathsFromClaimed().get(state)!) j.to(s);
+  expect(j.state).toBe(state);
+  return j;
+}
+
+/**
+ * The transitions table of docs/concepts.md (The life of a held job): one row per move, `| \`from\` | \`to\` | event |
+ * who |`, and one row per terminal state with `—` for its moves.
+ */
+function documentedMoves(): { moves: Map<HeldState, HeldState[]>; rows: string[][] } {
+  const text = readFileSync(fileURLToPath(new URL('../../../../docs/concepts.md', import.meta.url)), 'utf8');
+  const section = text.slice(text.indexOf('## The life of a held job'), text.indexOf('\n## ', text.indexOf('## The life of a held job') + 1));
+  const rows = section
+    .split('\n')
+    .filter((line) => /^\| `[a-z-]+` \|/.test(line))
+    .map((line) => line.split('|').slice(1, -1).map((cell) => cell.trim()));
+  const moves = new Map<HeldState, HeldState[]>();
+  for (const [from, to] of rows) {
+    const list = moves.get(from.replaceAll('`', '') as HeldState) ?? [];
+    if (to !== '—') list.push(to.replaceAll('`', '') as HeldState);
+    moves.set(from.replaceAll('`', '') as HeldState, list);
+  }
+  return { moves, rows };
+}
+
+describe('HeldJob: the table of transitions (NEXT), entry by entry', () => {
+  it('every state is reachable from claimed, and only the terminal states have no move', () => {
+    expect(STATES).toEqual(['claimed', 'buffered', 'starting', 'armed', 'running', 'settling', 'written', 'given-back', 'lost', 'cancelled']);
+    expect([...pathsFromClaimed().keys()].sort()).toEqual([...STATES].sort());
+    expect(STATES.filter((s) => NEXT[s].length === 0)).toEqual(TERMINAL);
+    expect(STATES.filter((s) => NEXT[s].includes(s))).toEqual([]); // no move to itself
+    expect(STATES.filter((s) => NEXT[s].includes('claimed'))).toEqual([]); // nothing goes back to claimed
+  });
+
+  const allowed = STATES.flatMap((from) => NEXT[from].map((to) => [from, to] as const));
+  it.each(allowed)('%s -> %s is allowed', (from, to) => {
+    const j = jobIn(from);
+    j.to(to);
+    expect(j.state).toBe(to);
+  });
+
+  const refused = STATES.flatMap((from) => STATES.filter((to) => !NEXT[from].includes(to)).map((to) => [from, to] as const));
+  it.each(refused)('%s -> %s throws IllegalTransitionError and leaves the state', (from, to) => {
+    const j = jobIn(from);
+    expect(() => j.to(to)).toThrow(IllegalTransitionError);
+    expect(j.state).toBe(from);
+  });
+
+  it('the table lists 24 moves and refuses the other 76', () => {
+    expect([allowed.length, refused.length]).toEqual([24, 76]);
+  });
+
+  it('docs/concepts.md lists exactly these moves, each with its event and who makes it', () => {
+    const { moves, rows } = documentedMoves();
+    expect(Object.fromEntries(moves)).toEqual(NEXT);
+    for (const row of rows) {
+      expect(row).toHaveLength(4);
+      if (row[1] !== '—') expect(row[2].length * row[3].length).toBeGreaterThan(0); // an event and a part named
+    }
   });
 });
 
