@@ -331,21 +331,28 @@ export class QueueWorker implements ClaimTarget {
     this.lastReviewAt = now;
     if (state.stopping) return;
     const stalledMs = stalledFor(state.slots.allBusy(), late, now, state.lastFreedAt);
+    let changed = false;
+    if (state.buffer.size > 0) {
+      const out = state.buffer.review(now, stalledMs ?? 0);
+      if (out.length) state.giveBack(out, 'held too long or beyond the read-ahead');
+      changed = out.length > 0;
+    }
     if (state.armed.length > 0) {
       // A stall is a sample (StartAhead.stalled): jobs turned slow or stuck stop being armed. Armed jobs no slot freed
-      // for in time go back, uncharged again. Not those beyond a depth that shrank: they are the next in claim order,
-      // ahead of every buffered job, and giving them back let the buffer's later (lower-priority) jobs start first.
+      // for in time go back, uncharged again; and those beyond a depth that shrank (jobs turned slow: another
+      // instance may start them sooner), but only once nothing waits in the buffer behind them, so that what goes
+      // back is always the end of the claim order (giving some back while the buffer stayed started lower-priority
+      // jobs first).
       if (stalledMs !== undefined) state.startAhead?.stalled(stalledMs);
-      const out = armedGoingBack(state.armed, now);
+      const keep = state.buffer.size === 0 ? (state.startAhead?.depth ?? 0) : Infinity;
+      const out = armedGoingBack(state.armed, now, keep);
       if (out.length) {
         for (const job of out) state.disarm(job);
-        void state.giveBack(out, 'marked started ahead, no slot freed in time');
+        void state.giveBack(out, 'marked started ahead, beyond the depth or no slot freed in time');
+        changed = true;
       }
     }
-    if (state.buffer.size === 0) return;
-    const out = state.buffer.review(now, stalledMs ?? 0);
-    if (out.length) state.giveBack(out, 'held too long or beyond the read-ahead');
-    this.pump();
+    if (changed || state.buffer.size > 0) this.pump();
   }
 
   // ---- Shutdown ----

@@ -37,11 +37,12 @@ export function placeClaimed(buffered: boolean, batched: boolean, slotsLeft: num
 }
 
 /**
- * Armed jobs that go back at a review: those past their start deadline only. Not those beyond a depth that shrank:
- * they are the next in claim order, and giving some back while the buffer behind them stays starts later jobs first.
+ * Armed jobs that go back at a review: those past their start deadline, and those beyond `keep` (StartAhead's depth;
+ * the caller passes Infinity while jobs wait in the buffer behind them: what goes back must be the end of the claim
+ * order, or later jobs would start first).
  */
-export function armedGoingBack<T extends { startBy: number }>(armed: readonly T[], now: number): T[] {
-  return armed.filter((job) => now >= job.startBy);
+export function armedGoingBack<T extends { startBy: number }>(armed: readonly T[], now: number, keep: number): T[] {
+  return armed.filter((job, i) => now >= job.startBy || i >= keep);
 }
 
 /**

@@ -193,12 +193,16 @@ describe('a claim answered: where each job goes, and its deadlines', () => {
 describe("the review: which armed jobs go back, and the stall sample", () => {
   const at = (...startBys: number[]) => startBys.map((startBy, i) => ({ id: String(i), startBy }));
 
-  it('armedGoingBack: only those past their start deadline, in order, never the next ones for a shrunk depth', () => {
-    expect(armedGoingBack(at(100, 200, 300), 150).map((j) => j.id)).toEqual(['0']);
-    expect(armedGoingBack(at(500, 500, 500), 150).map((j) => j.id)).toEqual([]); // however many: they are next in claim order
-    expect(armedGoingBack(at(500, 100, 500), 150).map((j) => j.id)).toEqual(['1']);
-    expect(armedGoingBack(at(500, 500), 500).map((j) => j.id)).toEqual(['0', '1']); // at the deadline: too late
-    expect(armedGoingBack([], 0)).toEqual([]);
+  it('armedGoingBack: those past their start deadline, and those beyond the depth (the last armed), in order', () => {
+    expect(armedGoingBack(at(100, 200, 300), 150, 5).map((j) => j.id)).toEqual(['0']);
+    expect(armedGoingBack(at(500, 500, 500), 150, 1).map((j) => j.id)).toEqual(['1', '2']);
+    expect(armedGoingBack(at(500, 100, 500), 150, 3).map((j) => j.id)).toEqual(['1']);
+    expect(armedGoingBack(at(500, 100, 500), 150, 2).map((j) => j.id)).toEqual(['1', '2']); // the depth counts places, late ones too
+    expect(armedGoingBack(at(500, 500), 150, 0).map((j) => j.id)).toEqual(['0', '1']);
+    expect(armedGoingBack(at(500, 500), 500, 2).map((j) => j.id)).toEqual(['0', '1']); // at the deadline: too late
+    // Jobs wait in the buffer behind them: none goes back for the depth (the caller passes Infinity), only late ones.
+    expect(armedGoingBack(at(500, 100, 500), 150, Infinity).map((j) => j.id)).toEqual(['1']);
+    expect(armedGoingBack([], 0, 0)).toEqual([]);
   });
 
   it('stalledFor: how long no slot freed, only while all are busy and the review came on time', () => {
