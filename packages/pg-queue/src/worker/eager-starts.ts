@@ -74,8 +74,7 @@ export class EagerStarts {
         this.marks.gather(job);
         this.marks.send();
       } else if (place === 'arm') {
-        job.to('armed');
-        state.armed.push(job);
+        state.arm(job);
       } else if (place === 'start') {
         if (!this.runs.startJob(job)) {
           state.held.delete(job.id);

@@ -181,8 +181,7 @@ export class QueueWorker implements ClaimTarget {
         job.startBy = runBy;
         if (place === 'batch') batched.push(job);
         else if (place === 'arm') {
-          job.to('armed');
-          state.armed.push(job);
+          state.arm(job);
         } else {
           slotsLeft -= 1;
           if (!this.runs.startJob(job)) late.push(job);

@@ -104,8 +104,7 @@ export class StartMarks {
         job.startBy = runBy;
         if (place === 'give-back') late.push(job);
         else if (place === 'arm') {
-          job.to('armed');
-          state.armed.push(job);
+          state.arm(job);
         } else if (!this.runs.startJob(job)) late.push(job);
       }
       if (late.length) {

@@ -87,6 +87,12 @@ export class WorkerState {
     if (this.held.get(job.id) === job) this.held.delete(job.id);
   }
 
+  /** A job marked started before a slot is free for it waits, in claim order, to start when one frees. */
+  arm(job: HeldJob): void {
+    job.to('armed');
+    this.armed.push(job);
+  }
+
   /** An `armed` job leaves (cancelled, lost, given back) before its start. */
   disarm(job: HeldJob): void {
     const i = this.armed.indexOf(job);
