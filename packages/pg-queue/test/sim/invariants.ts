@@ -419,11 +419,17 @@ export async function flowPromises(db: pg.Pool, facts: Facts): Promise<Violation
       out.push({ invariant: 'flow.status-matches-jobs', jobIds: open.map((j) => j.id), detail: `flow ${flowId} ${status} with jobs still ${open.map((j) => `${j.id} ${j.status}`).join(', ')}` });
     }
     // A flow that failed had a step failed or cancelled when it turned failing (its row's status then, or a
-    // transition to failed or cancelled at or before that moment).
+    // transition to failed or cancelled at or before that moment). Only the steps that existed then are judged: a
+    // step retried after the flow ended runs alone and its spawn() adds children to the ended flow (seed 22: the
+    // flow's own steps were pruned, the late child of a retried step was all that was left of it).
     const failedThen = (j: (typeof steps)[number]) =>
       failingAt ? (facts.transitionsByJob.get(j.id) ?? []).some((t) => ['failed', 'cancelled'].includes(t.new_status ?? '') && by(t, failingAt)) : ['failed', 'cancelled'].includes(j.status);
-    if (['failed', 'compensated', 'compensation_failed'].includes(status) && !steps.some(failedThen)) {
-      out.push({ invariant: 'flow.status-matches-jobs', jobIds: steps.map((j) => j.id).slice(0, 10), detail: `flow ${flowId} ${status} but none of its steps had failed or been cancelled when it turned failing${failingAt ? ` (${failingAt.at.toISOString()}, transaction ${failingAt.txid})` : ''}` });
+    const existedThen = steps.filter((j) => {
+      const insert = (facts.transitionsByJob.get(j.id) ?? []).find((t) => t.op === 'insert');
+      return !failingAt || !insert || by(insert, failingAt);
+    });
+    if (['failed', 'compensated', 'compensation_failed'].includes(status) && existedThen.length > 0 && !existedThen.some(failedThen)) {
+      out.push({ invariant: 'flow.status-matches-jobs', jobIds: existedThen.map((j) => j.id).slice(0, 10), detail: `flow ${flowId} ${status} but none of its steps had failed or been cancelled when it turned failing${failingAt ? ` (${failingAt.at.toISOString()}, transaction ${failingAt.txid})` : ''}` });
     }
   }
   // Reverse order: the undo of a parent does not begin before the undo of its child ended.
