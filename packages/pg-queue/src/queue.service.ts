@@ -1,28 +1,28 @@
 import { Inject, Injectable, Optional } from '@nestjs/common';
 import { JobHandlerRegistry } from './discovery/job-handler.registry.js';
-import { JobWaitTimeoutError, PgQueueError } from './errors/pg-queue.error.js';
+import { PgQueueError } from './errors/pg-queue.error.js';
 import type { JobRecord, QueueStats } from './interfaces/job.interface.js';
 import { INVALID_OPTION } from './pg-queue.messages.js';
 import { RESOLVED_OPTIONS } from './pg-queue.constants.js';
 import { JobStore } from './store/job.store.js';
-import type { CancelResult, NewJobRow } from './store/job-store.types.js';
+import type { CancelResult, ChangeResult, NewJobRow } from './store/job-store.types.js';
 import type { InstanceRecord } from './store/instance.store.js';
 import type { WaitExplanation } from './waiting/wait-reasons.js';
 import { explainWait } from './waiting/explain-wait.js';
 import { assertQueueName, type ResolvedModuleOptions } from './utils/resolve-options.js';
-import { buildJobRow, defaultMaxAttemptsOf } from './utils/job-row.js';
+import { buildJobRow, checkDelayMs, checkPriority, checkRunAt, defaultMaxAttemptsOf } from './utils/job-row.js';
 import { flowAccess, type FlowAccess } from './flows/flow-access.js';
-import { FINAL_FLOW_STATUSES, type EnqueuedFlow, type FlowRecord, type FlowSpec, type FlowStatus, type FlowSummary } from './flows/flow.interfaces.js';
-import { hasLoneSurrogate } from './utils/serialize-payload.js';
+import { waitForFlow } from './flows/wait-for-flow.js';
+import type { EnqueuedFlow, FlowRecord, FlowSpec, FlowStatus, FlowSummary } from './flows/flow.interfaces.js';
+import { hasLoneSurrogate, serializePayload } from './utils/serialize-payload.js';
 import { QueueDatabases, type DatabaseEntry } from './databases/queue-databases.js';
 import { DatabaseCheck } from './databases/database-check.js';
 import { ownerOfCall } from './databases/queue-owner.js';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { ScheduleInfo, ScheduleSpec } from './interfaces/recurring-job.interface.js';
 import { DATABASE_NAME, DEFAULT_DATABASE } from './pg-queue.constants.js';
-import { nextFireAfter } from './recurring/fire-times.js';
 import { RecurringScheduler } from './recurring/recurring-scheduler.js';
 import { resolveSchedule } from './recurring/resolve-schedule.js';
+import { ScheduleCalls } from './recurring/schedule-calls.js';
 import { ScheduleStore } from './store/schedule.store.js';
 import { JobWaiters, type WaitOptions } from './waiting/job-waiters.js';
 import { batchCall, oneJobCall, setJobId, setKeyedOutcome, traceEnqueue } from './tracing/producer-span.js';
@@ -69,6 +69,7 @@ export class QueueService {
   ) {
     this.maxAttemptsOf = defaultMaxAttemptsOf(options, registry);
     this.flowKit = flowAccess(store.flows, options, registry);
+    this.scheduleCalls = new ScheduleCalls(scheduleStore, scheduler, options.recurring.orphanAfterMs);
   }
 
   /**
@@ -87,6 +88,7 @@ export class QueueService {
 
   private readonly maxAttemptsOf: (queue: string) => number;
   private readonly flowKit: FlowAccess;
+  private readonly scheduleCalls: ScheduleCalls;
 
   /**
    * The QueueService of the PgQueueModule named `name` (its calls by id read that database); this one for its own
@@ -275,25 +277,7 @@ export class QueueService {
    * no such flow.
    */
   async waitForFlow(id: string | number | bigint, options: WaitOptions = {}): Promise<FlowRecord> {
-    const text = jobId(id, 'flow');
-    const deadline = options.timeoutMs === undefined ? Infinity : Date.now() + options.timeoutMs;
-    for (let pauseMs = 25; ; pauseMs = Math.min(1_000, pauseMs * 2)) {
-      options.signal?.throwIfAborted();
-      const wait = Math.min(pauseMs, Math.max(1, deadline - Date.now()));
-      // Registered before the read (a notice sent during it is not missed); dropped on every way out but the wait.
-      const pause = this.waiters?.flowNotice(text, wait, options.signal) ?? { heard: sleep(wait, undefined, { signal: options.signal }), cancel: () => undefined };
-      let waiting = false;
-      try {
-        const state = await this.store.flows.flowStatus(text);
-        if (!state) throw new PgQueueError(`waitForFlow(${text}): no such flow.`);
-        if (FINAL_FLOW_STATUSES.includes(state.status)) return (await this.store.flows.getFlow(text))!;
-        if (Date.now() >= deadline) throw new JobWaitTimeoutError(text, options.timeoutMs!, 'flow');
-        waiting = true;
-      } finally {
-        if (!waiting) pause.cancel();
-      }
-      await pause.heard;
-    }
+    return waitForFlow(this.store.flows, this.waiters, jobId(id, 'flow'), options);
   }
 
   /** Flows, newest first (at most `limit`, 100 by default), optionally of one status. */
@@ -346,6 +330,41 @@ export class QueueService {
     return this.store.retryJob(jobId(id), resetSteps);
   }
 
+  /** Makes a job that waits for its run_at due now (a job already due keeps its place). See `ChangeResult`. */
+  async promote(id: string | number | bigint): Promise<ChangeResult> {
+    return this.store.changeJob(jobId(id), { promote: true });
+  }
+
+  /** Gives a job that has not started another priority (higher runs first). See `ChangeResult`. */
+  async changePriority(id: string | number | bigint, priority: number): Promise<ChangeResult> {
+    checkPriority(`changePriority(${String(id)})`, priority ?? null);
+    return this.store.changeJob(jobId(id), { priority });
+  }
+
+  /** Moves a job that has not started to `runAt` (a time past runs it now). See `ChangeResult`. */
+  async changeRunAt(id: string | number | bigint, runAt: Date): Promise<ChangeResult> {
+    checkRunAt(`changeRunAt(${String(id)})`, runAt ?? null);
+    return this.store.changeJob(jobId(id), { runAt });
+  }
+
+  /** Moves a job that has not started to `delayMs` from now (the database's clock). See `ChangeResult`. */
+  async changeDelay(id: string | number | bigint, delayMs: number): Promise<ChangeResult> {
+    checkDelayMs(`changeDelay(${String(id)})`, delayMs ?? null);
+    return this.store.changeJob(jobId(id), { delayMs });
+  }
+
+  /**
+   * Replaces the payload of a job that has not started, checked as at enqueue (JSON, size, and the validator of its
+   * queue's `defineQueue`). See `ChangeResult`: a job that started runs with the payload it started with.
+   */
+  async updatePayload(id: string | number | bigint, payload: unknown): Promise<ChangeResult> {
+    const text = jobId(id);
+    const queue = await this.store.jobQueue(text);
+    if (queue === null) return 'not-found';
+    await validatePayload(`updatePayload(${text})`, queue, payload);
+    return this.store.changeJob(text, { payloadJson: serializePayload(queue, payload, this.options.maxPayloadBytes), queue });
+  }
+
   /**
    * Stops every instance from starting jobs of this queue: no claim takes any, and jobs read ahead into workers'
    * buffers are given back instead of started (this process's at once; other instances' when they hear of it,
@@ -388,11 +407,7 @@ export class QueueService {
     checkScheduleSpec(spec);
     const definition = resolveSchedule(`upsertSchedule(${JSON.stringify(spec.name)})`, spec, this.options.maxPayloadBytes);
     const owner = this.elsewhere(definition.queue);
-    if (owner) return owner.upsertSchedule(spec);
-    const nowMs = await this.scheduleStore.dbNowMs();
-    const info = await this.scheduleStore.upsertSchedule(definition, nextFireAfter(definition.cron, definition.timeZone, nowMs));
-    this.scheduler.wake();
-    return info;
+    return owner ? owner.upsertSchedule(spec) : this.scheduleCalls.upsert(definition);
   }
 
   /** Deletes a schedule; its jobs already enqueued stay. A schedule declared in code comes back at the next boot (pause it instead). */
@@ -407,18 +422,7 @@ export class QueueService {
 
   /** Resumes a paused schedule from its next fire after now. False if no such schedule. */
   async resumeSchedule(name: string): Promise<boolean> {
-    for (let attempt = 0; ; attempt++) {
-      const row = await this.scheduleStore.getSchedule(scheduleName(name), this.options.recurring.orphanAfterMs);
-      if (!row) return false;
-      if (!row.paused) return true;
-      const nowMs = await this.scheduleStore.dbNowMs();
-      if (await this.scheduleStore.resumeSchedule(name, nextFireAfter(row.cron, row.timeZone, nowMs), row.revision)) {
-        this.scheduler.wake();
-        return true;
-      }
-      // Changed between the read and the write (another instance): read it again.
-      if (attempt === 5) throw new PgQueueError(`resumeSchedule(${JSON.stringify(name)}): the schedule kept changing; try again.`);
-    }
+    return this.scheduleCalls.resume(name);
   }
 
   /** Every schedule, with its next and last fire time (code and runtime ones, paused and orphaned ones too). */
@@ -427,10 +431,7 @@ export class QueueService {
   }
 
   async schedule(name: string): Promise<ScheduleInfo | null> {
-    const row = await this.scheduleStore.getSchedule(scheduleName(name), this.options.recurring.orphanAfterMs);
-    if (!row) return null;
-    const { revision: _revision, ...info } = row;
-    return info;
+    return this.scheduleCalls.get(name);
   }
 
   private toRow(spec: AnyJobSpec): NewJobRow {

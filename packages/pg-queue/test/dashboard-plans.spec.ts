@@ -116,7 +116,9 @@ describe(`dashboard statements on ${ROWS.toLocaleString('en')} jobs`, () => {
     ['action: bulk retry failed of a queue', ADMIN_SQL.retryJobs, adminFilter('0', null, 'emails', ['failed'])],
     ['action: bulk cancel queued', ADMIN_SQL.cancelJobs, adminFilter('0', null, null, ['queued', 'processing'])],
     ['action: bulk delete completed of a queue', ADMIN_SQL.deleteJobs, adminFilter('0', null, 'sync', ['completed'])],
-    ['action: bulk run now', DASHBOARD_SQL.runJobsNow, adminFilter('0', null, 'emails', ['queued'])],
+    ['action: bulk run now (promote)', ADMIN_SQL.changeJobs, [...adminFilter('0', null, 'emails', ['queued']), null, true, null, null, false, null]],
+    ['action: bulk priority of the scheduled jobs of a queue', ADMIN_SQL.changeJobs, [...adminFilter('0', null, 'emails', ['queued'], 'scheduled'), 5, false, null, null, false, null]],
+    ['job changes: one job (updatePayload)', SQL.changeJob, [someId, null, false, null, null, true, '{"a":1}', 'emails']],
     ['action: bulk cancel of the scheduled jobs of a queue', ADMIN_SQL.cancelJobs, adminFilter('0', null, 'emails', ['queued'], 'scheduled')],
     ['action: retry of ticked jobs', ADMIN_SQL.retryJobs, adminFilter('0', [someId, String(Number(someId) + 1)], null, ['failed', 'cancelled'])],
   ];

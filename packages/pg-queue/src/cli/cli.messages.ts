@@ -82,6 +82,16 @@ export const MIGRATION_CHANGED = (asked: string, now: string) => `the last appli
 
 export const JOB_NOT_FOUND = (id: string) => `job ${id} not found`;
 
+/** A change after enqueue that did not happen, with why (QueueService's ChangeResult). */
+export const NOT_CHANGED = (id: string, answer: string) =>
+  answer === 'not-found'
+    ? JOB_NOT_FOUND(id)
+    : answer === 'running'
+      ? `job ${id} is running: it keeps what it started with; nothing changed`
+      : answer === 'held'
+        ? `job ${id} was read ahead by a worker and starts as it is; nothing changed`
+        : `job ${id} is ${answer}: only a job that has not started can be changed; nothing changed`;
+
 export const BAD_FLOW_ID = (id: string) => `${JSON.stringify(id)} is not a flow id (a positive integer)`;
 
 export const FLOW_NOT_FOUND = (id: string) => `flow ${id} not found`;

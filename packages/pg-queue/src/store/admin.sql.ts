@@ -5,7 +5,7 @@
 // unnamed (planned per call), so PostgreSQL folds away the filters that are not given (NULL IS NULL).
 import { JOBS_CHANNEL } from '../pg-queue.constants.js';
 import { BRING_BACK } from './history.sql.js';
-import { RETRY_WAITS_FOR_PARENT } from './job-control.sql.js';
+import { CHANGEABLE, changeSet, RETRY_WAITS_FOR_PARENT } from './job-control.sql.js';
 import { CANCEL_CHANNEL, forgetAttempts, stepFlows } from './shared.sql.js';
 import { shownStatus, shownStatusIn } from './shown-status.sql.js';
 
@@ -101,6 +101,20 @@ export const ADMIN_SQL = {
     SELECT (SELECT count(*)::int FROM batch) AS seen, (SELECT max(id)::text FROM batch) AS last_id,
       (SELECT count(*)::int FROM cancelled) AS changed, ${stepFlows('cancelled', 'w.was::text', `'cancelled'`)} AS flows_stepped,
       (SELECT count(pg_notify('${CANCEL_CHANNEL}', c.id || ':' || c.fence_token)) FROM cancelled AS c WHERE c.was = 'processing') AS notified`,
+
+  // As changeJob (job-control.sql.ts), for a batch ($9.. changeSet): `pg-queue jobs promote`, `set-priority`,
+  // `delay`, the dashboard's Run now. A job read ahead into a worker's buffer matches --status queued but its holder
+  // owns it: seen, not changed. A promote changes (and counts) only the jobs that wait for a later run_at.
+  changeJobs: `
+    WITH ${LOCKED_BATCH}, changed AS (
+      UPDATE background_jobs AS j SET ${changeSet(9)}
+      FROM batch AS b
+      WHERE j.id = b.id AND b.was IN ${CHANGEABLE} AND (NOT $10::bool OR j.run_at > now())
+      RETURNING j.queue_name, j.run_at <= now() AS due
+    )
+    SELECT (SELECT count(*)::int FROM batch) AS seen, (SELECT max(id)::text FROM batch) AS last_id,
+      (SELECT count(*)::int FROM changed) AS changed,
+      (SELECT count(pg_notify('${JOBS_CHANNEL}', q.queue_name)) FROM (SELECT DISTINCT queue_name FROM changed WHERE due) AS q) AS notified`,
 
   // Partitioned history (README: "Long retention: partitioned history"): the failed and cancelled jobs of one batch
   // that history holds go back to background_jobs as they are, in the caller's transaction, where retryJobs then

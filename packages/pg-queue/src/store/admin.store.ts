@@ -2,6 +2,7 @@ import type { Pool, PoolClient, QueryResultRow } from 'pg';
 import type { JobStatus } from '../interfaces/job.interface.js';
 import { ADMIN_SQL } from './admin.sql.js';
 import { inTransaction } from './in-transaction.js';
+import type { JobChange } from './job-store.types.js';
 
 /** Which jobs an admin statement applies to; absent fields match any job. */
 export interface JobFilter {
@@ -38,9 +39,12 @@ export interface BatchResult {
   waiting?: { id: string; parent: string }[];
 }
 
-export type BulkAction = 'retry' | 'cancel' | 'delete';
+export type BulkAction = 'retry' | 'cancel' | 'delete' | 'promote' | 'set-priority' | 'delay';
 
-const BULK_STATEMENT = { retry: 'retryJobs', cancel: 'cancelJobs', delete: 'deleteJobs' } as const;
+const BULK_STATEMENT = { retry: 'retryJobs', cancel: 'cancelJobs', delete: 'deleteJobs', promote: 'changeJobs', 'set-priority': 'changeJobs', delay: 'changeJobs' } as const;
+
+/** What a bulk change sets (promote, set-priority, delay); the others take none. */
+export type BulkChange = Pick<JobChange, 'priority' | 'promote' | 'runAt' | 'delayMs'>;
 
 /**
  * The command line's table access (listing, bulk actions, doctor's probes), one method per statement of
@@ -78,13 +82,17 @@ export class AdminStore {
   }
 
   /**
-   * One batch of a retry, cancel or delete: up to `limit` matching jobs after `afterId`. Retry and delete reach the
+   * One batch of a retry, cancel, delete or change (promote, set-priority, delay: `change`): up to `limit` matching jobs after `afterId`. Retry and delete reach the
    * jobs partitioned history holds too (README: "Long retention: partitioned history"): a retry brings them back
    * first, in the same transaction (so the mover cannot take them away again before they are queued); a delete
    * deletes there as far as the batch of background_jobs reached.
    */
-  async bulkBatch(action: BulkAction, filter: JobFilter, afterId: string, limit: number): Promise<BatchResult> {
+  async bulkBatch(action: BulkAction, filter: JobFilter, afterId: string, limit: number, change: BulkChange = {}): Promise<BatchResult> {
     const values = filterValues(filter, afterId, limit);
+    if (BULK_STATEMENT[action] === 'changeJobs') {
+      const set = [change.priority ?? null, change.promote ?? false, change.runAt ?? null, change.delayMs ?? null, false, null];
+      return batchResult((await this.run<BatchRow>('changeJobs', [...values, ...set]))[0]);
+    }
     if (action === 'retry' && filter.statuses.some((s) => s === 'failed' || s === 'cancelled')) {
       return this.inTransaction(async (client) => {
         await client.query({ text: ADMIN_SQL.bringBackJobs, values });

@@ -2,8 +2,6 @@
 // through an index, whatever the table's size: a page never scans the table (test/dashboard-plans.spec.ts
 // EXPLAINs each on a million rows). They run unnamed inside a read transaction with a statement timeout
 // (dashboard.store.ts), so PostgreSQL plans each call with its actual filters (NULL IS NULL folds away).
-import { JOBS_CHANNEL } from '../pg-queue.constants.js';
-import { LOCKED_BATCH } from './admin.sql.js';
 import { JOB_READ_SQL } from './job-read.sql.js';
 import { bufferedHeads, IN_FLIGHT_READ, shownStatus, shownStatusIn } from './shown-status.sql.js';
 
@@ -207,17 +205,4 @@ export const DASHBOARD_SQL = {
     SELECT f.id::text AS id, f.name, f.status, j.flow_ref AS ref, ${waitingFor('j', '$3')}
     FROM background_flows AS f, background_jobs_all AS j
     WHERE f.id = $1::int8 AND j.id = $2::int8`,
-
-  // Run now: queued jobs of a batch (the admin filter and batch of admin.sql.ts) that wait for a later run_at
-  // become due at once, and their queues' idle workers are woken.
-  runJobsNow: `
-    WITH ${LOCKED_BATCH}, moved AS (
-      UPDATE background_jobs AS j SET run_at = now(), updated_at = now()
-      FROM batch AS b
-      WHERE j.id = b.id AND b.was = 'queued' AND j.run_at > now()
-      RETURNING j.queue_name
-    )
-    SELECT (SELECT count(*)::int FROM batch) AS seen, (SELECT max(id)::text FROM batch) AS last_id,
-      (SELECT count(*)::int FROM moved) AS changed,
-      (SELECT count(pg_notify('${JOBS_CHANNEL}', q.queue_name)) FROM (SELECT DISTINCT queue_name FROM moved) AS q) AS notified`,
 } as const;

@@ -1,7 +1,7 @@
 import type { Pool, PoolClient, QueryResultRow } from 'pg';
 import type { FlowStatus, OnParentFailure } from '../flows/flow.interfaces.js';
 import type { JobStatus, QueueStats } from '../interfaces/job.interface.js';
-import { AdminStore, filterValues, type BatchResult, type BulkAction, type JobFilter, type JobSummaryRow } from './admin.store.js';
+import { AdminStore, type BatchResult, type BulkAction, type JobFilter, type JobSummaryRow } from './admin.store.js';
 import { DASHBOARD_SQL } from './dashboard.sql.js';
 import { FlowStore } from './flow.store.js';
 import { inTransaction } from './in-transaction.js';
@@ -139,8 +139,8 @@ export interface JobFlowRow {
   waiting: number | null;
 }
 
-/** A dashboard action: the admin store's bulk actions, plus moving queued jobs' run_at to now. */
-export type DashboardAction = BulkAction | 'run-now';
+/** A dashboard action: the admin store's retry, cancel and delete, plus moving queued jobs' run_at to now (promote). */
+export type DashboardAction = Exclude<BulkAction, 'promote' | 'set-priority' | 'delay'> | 'run-now';
 
 /** How many ids one page of the jobs list reads at most before it stops and offers to go on. */
 export const LIST_SCAN_WINDOW = 100_000;
@@ -335,9 +335,7 @@ export class DashboardQueries {
 
   /** One batch of an action on up to `limit` jobs matching `filter` after id `afterId`. */
   async actionBatch(action: DashboardAction, filter: JobFilter, afterId: string, limit: number): Promise<BatchResult> {
-    if (action !== 'run-now') return this.admin.bulkBatch(action, filter, afterId, limit);
-    const [row] = await this.run<{ seen: number; last_id: string | null; changed: number }>('runJobsNow', filterValues(filter, afterId, limit));
-    return { seen: row.seen, lastId: row.last_id, changed: row.changed };
+    return action === 'run-now' ? this.admin.bulkBatch('promote', filter, afterId, limit, { promote: true }) : this.admin.bulkBatch(action, filter, afterId, limit);
   }
 }
 

@@ -1,6 +1,27 @@
-// An operator's actions on one job or queue (QueueService): cancel, retry, pause, resume.
+// An operator's actions on one job or queue (QueueService): cancel, retry, change, pause, resume.
 import { JOBS_CHANNEL } from '../pg-queue.constants.js';
-import { CANCEL_CHANNEL, DONE_CHANNEL, FLOW_COLUMNS, REVIEW_CHANNEL, stepFlows } from './shared.sql.js';
+import { CANCEL_CHANNEL, DONE_CHANNEL, FLOW_COLUMNS, MS, REVIEW_CHANNEL, stepFlows } from './shared.sql.js';
+
+/**
+ * The statuses in which a job may be changed after enqueue (promote, priority, run_at, payload): it has not
+ * started and no worker holds it. A job read ahead into a worker's buffer (or held armed) is a 'processing' row
+ * with `buffered` (docs/concepts.md, The life of a held job): its holder owns it, so it is not changed under it.
+ */
+export const CHANGEABLE = `('queued', 'blocked')`;
+
+/**
+ * The SET list of a change, on alias j, from parameters starting at $first: priority (NULL: kept), promote (run
+ * now: run_at no later than now()), run_at (NULL: kept), delay in ms from now (NULL: kept), then a payload flag and
+ * the payload (jsonb). Shared by changeJob and the command line's changeJobs (admin.sql.ts).
+ */
+export const changeSet = (first: number) => `
+        priority = coalesce($${first}::int, j.priority),
+        run_at = CASE WHEN $${first + 1}::bool THEN least(j.run_at, now())
+                      WHEN $${first + 2}::timestamptz IS NOT NULL THEN $${first + 2}::timestamptz
+                      WHEN $${first + 3}::int8 IS NOT NULL THEN now() + $${first + 3}::int8 ${MS}
+                      ELSE j.run_at END,
+        payload = CASE WHEN $${first + 4}::bool THEN $${first + 5}::jsonb ELSE j.payload END,
+        updated_at = now()`;
 
 /**
  * A job of a flow that retry() (and the bulk retry) leaves as it is: one of its parents has not completed (its edge is
@@ -79,4 +100,27 @@ export const JOB_CONTROL_SQL = {
     SELECT count(pg_notify('${JOBS_CHANNEL}', queue_name)) AS notified FROM resumed`,
 
   pausedQueues: `SELECT queue_name FROM background_queues WHERE paused ORDER BY queue_name`,
+
+  // promote / changePriority / changeRunAt / changeDelay / updatePayload of one job ($1 id, $2.. changeSet, $8 the
+  // queue the payload was validated for, NULL: any): only while it has not started and no worker holds it
+  // (CHANGEABLE), under the row's lock, so that a claim either took it before (the answer says so) or takes the
+  // changed row. A job now due sooner than before wakes its queue's workers (their next wake-up may be later). `was`:
+  // the status that answered (a finished job partitioned history holds answers from there).
+  changeJob: `
+    WITH target AS (
+      SELECT id, status, buffered, run_at, queue_name FROM background_jobs WHERE id = $1 FOR UPDATE
+    ), changed AS (
+      UPDATE background_jobs AS j SET ${changeSet(2)}
+      FROM target AS t
+      WHERE j.id = t.id AND t.status IN ${CHANGEABLE} AND ($8::text IS NULL OR j.queue_name = $8::text)
+      RETURNING j.queue_name, j.run_at < t.run_at AS sooner
+    )
+    SELECT w.was, w.buffered, w.queue_name, EXISTS (SELECT 1 FROM changed) AS changed,
+      (SELECT count(pg_notify('${JOBS_CHANNEL}', c.queue_name)) FROM changed AS c WHERE c.sooner) AS notified
+    FROM (SELECT t.status AS was, t.buffered, t.queue_name FROM target AS t
+          UNION ALL
+          SELECT h.status, false, h.queue_name FROM background_jobs_history AS h WHERE h.id = $1 AND NOT EXISTS (SELECT 1 FROM target)) AS w`,
+
+  // The queue of a job (updatePayload validates the new payload with that queue's validator before it changes it).
+  jobQueue: `SELECT queue_name FROM background_jobs_all WHERE id = $1`,
 } as const;

@@ -6,13 +6,35 @@ import { HISTORY_SQL } from './history.sql.js';
 import { inTransaction } from './in-transaction.js';
 import type { JobStatements } from './job-statements.js';
 import { SQL } from './job.sql.js';
-import type { CancelResult } from './job-store.types.js';
+import type { CancelResult, ChangeResult, JobChange } from './job-store.types.js';
 
 /** 'cancelled' when this call cancelled it; else the job's (terminal) status, or 'not-found'. */
 export async function cancelJob(db: JobStatements, id: string): Promise<CancelResult> {
   const [row] = await db.run<{ was: JobStatus; cancelled: boolean }>('cancelJob', [id]);
   if (!row) return 'not-found';
   return row.cancelled ? 'cancelled' : row.was;
+}
+
+/**
+ * Changes a job that has not started and that no worker holds (CHANGEABLE in job-control.sql.ts): 'changed', else
+ * what stopped it ('running', 'held' for a job in a worker's read-ahead buffer, its final status, or 'not-found').
+ * `change.queue`: change it only if it is still a job of that queue (whose validator checked the new payload).
+ */
+export async function changeJob(db: JobStatements, id: string, change: JobChange): Promise<ChangeResult> {
+  const values = [id, change.priority ?? null, change.promote ?? false, change.runAt ?? null, change.delayMs ?? null, change.payloadJson !== undefined, change.payloadJson ?? null, change.queue ?? null];
+  const [row] = await db.run<{ was: JobStatus; buffered: boolean; changed: boolean }>('changeJob', values);
+  if (!row) return 'not-found';
+  if (row.changed) return 'changed';
+  if (row.was === 'processing') return row.buffered ? 'held' : 'running';
+  // queued or blocked, yet not changed: it moved to another queue's name between the validation and the change
+  // (a job's queue never changes; only a deleted job re-created under its id could do that): as not found.
+  return row.was === 'queued' || row.was === 'blocked' ? 'not-found' : row.was;
+}
+
+/** The queue of job `id` (in background_jobs or partitioned history), or null. */
+export async function jobQueue(db: JobStatements, id: string): Promise<string | null> {
+  const [row] = await db.run<{ queue_name: string }>('jobQueue', [id]);
+  return row?.queue_name ?? null;
 }
 
 export async function pauseQueue(db: JobStatements, queue: string): Promise<void> {

@@ -103,6 +103,26 @@ export interface SnoozedAttempt extends JobRef {
 
 export type CancelResult = 'cancelled' | 'not-found' | JobStatus;
 
+/**
+ * What QueueService's promote / changePriority / changeRunAt / changeDelay / updatePayload answer: 'changed', or why
+ * not: 'running' (its handler started), 'held' (claimed into a worker's read-ahead buffer, about to start), its final
+ * status, or 'not-found'. Nothing changes unless the answer is 'changed'.
+ */
+export type ChangeResult = 'changed' | 'not-found' | 'running' | 'held' | 'completed' | 'failed' | 'cancelled';
+
+/** A change to a job that has not started (store/job-control.store.ts changeJob); absent fields are kept. */
+export interface JobChange {
+  priority?: number;
+  /** Due now: run_at becomes now() when it is later (an earlier run_at is kept: the job keeps its place). */
+  promote?: boolean;
+  runAt?: Date;
+  delayMs?: number;
+  /** The new payload as JSON text (serialized and validated as at enqueue). */
+  payloadJson?: string;
+  /** Change only a job of this queue (the one whose validator checked the payload). */
+  queue?: string;
+}
+
 export interface JobStoreOptions {
   /** Send every statement unnamed: named prepared statements fail behind a transaction pooler. */
   transactionPooler?: boolean;

@@ -104,6 +104,8 @@ export class JobStore {
   resumeQueue(...a: Args<typeof control.resumeQueue>) { return control.resumeQueue(this.db, ...a); }
   pausedQueues() { return control.pausedQueues(this.db); }
   retryJob(...a: Args<typeof control.retryJob>) { return control.retryJob(this.db, ...a); }
+  changeJob(...a: Args<typeof control.changeJob>) { return control.changeJob(this.db, ...a); }
+  jobQueue(...a: Args<typeof control.jobQueue>) { return control.jobQueue(this.db, ...a); }
 }
 
 export type {

@@ -33,23 +33,9 @@ export function buildJobRow(spec: JobRowSpec, maxPayloadBytes: number, defaultMa
   const queue = queueNameOf(spec.queue);
   assertQueueName(queue);
   const where = `enqueue("${queue}")`;
-  if (runAt !== undefined && (!(runAt instanceof Date) || Number.isNaN(runAt.getTime()))) {
-    throw new PgQueueError(INVALID_OPTION(where, 'runAt', runAt, 'a valid Date'));
-  }
-  // Within what PostgreSQL stores (a timestamptz, an interval): beyond, the insert failed with a bare
-  // "timestamp out of range" or "interval out of range" that named no option.
-  if (runAt !== undefined && (runAt.getTime() < RUN_AT_MIN_MS || runAt.getTime() > RUN_AT_MAX_MS)) {
-    throw new PgQueueError(INVALID_OPTION(where, 'runAt', runAt, 'a valid Date from year 1 to 9999'));
-  }
-  if (delayMs !== undefined && (!Number.isInteger(delayMs) || delayMs < 0)) {
-    throw new PgQueueError(INVALID_OPTION(where, 'delayMs', delayMs, 'a non-negative integer'));
-  }
-  if (delayMs !== undefined && delayMs > MAX_DELAY_MS) {
-    throw new PgQueueError(INVALID_OPTION(where, 'delayMs', delayMs, `a non-negative integer of at most ${MAX_DELAY_MS} (1,000 years)`));
-  }
-  if (priority !== undefined && (!Number.isInteger(priority) || Math.abs(priority) > INT32_MAX)) {
-    throw new PgQueueError(INVALID_OPTION(where, 'priority', priority, 'an integer (32-bit)'));
-  }
+  checkRunAt(where, runAt);
+  checkDelayMs(where, delayMs);
+  checkPriority(where, priority);
   if (maxAttempts !== undefined && (!Number.isInteger(maxAttempts) || maxAttempts < 1 || maxAttempts > 1_000)) {
     throw new PgQueueError(INVALID_OPTION(where, 'maxAttempts', maxAttempts, 'an integer from 1 to 1000'));
   }
@@ -69,6 +55,35 @@ export function buildJobRow(spec: JobRowSpec, maxPayloadBytes: number, defaultMa
   // Only a job with unique options pays for them: a plain enqueue builds the same row as before.
   if (spec.uniqueKey !== undefined || spec.onConflict !== undefined || spec.uniqueForMs !== undefined) Object.assign(row, uniqueFields(where, spec));
   return row;
+}
+
+/** A job's runAt (at enqueue, or changed after: QueueService.changeRunAt), or a clear error naming `where`. */
+export function checkRunAt(where: string, runAt: unknown): void {
+  if (runAt !== undefined && (!(runAt instanceof Date) || Number.isNaN(runAt.getTime()))) {
+    throw new PgQueueError(INVALID_OPTION(where, 'runAt', runAt, 'a valid Date'));
+  }
+  // Within what PostgreSQL stores (a timestamptz, an interval): beyond, the insert failed with a bare
+  // "timestamp out of range" or "interval out of range" that named no option.
+  if (runAt !== undefined && (runAt.getTime() < RUN_AT_MIN_MS || runAt.getTime() > RUN_AT_MAX_MS)) {
+    throw new PgQueueError(INVALID_OPTION(where, 'runAt', runAt, 'a valid Date from year 1 to 9999'));
+  }
+}
+
+/** A job's delayMs (at enqueue, or QueueService.changeDelay), or a clear error naming `where`. */
+export function checkDelayMs(where: string, delayMs: unknown): void {
+  if (delayMs !== undefined && (!Number.isInteger(delayMs) || (delayMs as number) < 0)) {
+    throw new PgQueueError(INVALID_OPTION(where, 'delayMs', delayMs, 'a non-negative integer'));
+  }
+  if (delayMs !== undefined && (delayMs as number) > MAX_DELAY_MS) {
+    throw new PgQueueError(INVALID_OPTION(where, 'delayMs', delayMs, `a non-negative integer of at most ${MAX_DELAY_MS} (1,000 years)`));
+  }
+}
+
+/** A job's priority (at enqueue, or QueueService.changePriority), or a clear error naming `where`. */
+export function checkPriority(where: string, priority: unknown): void {
+  if (priority !== undefined && (!Number.isInteger(priority) || Math.abs(priority as number) > INT32_MAX)) {
+    throw new PgQueueError(INVALID_OPTION(where, 'priority', priority, 'an integer (32-bit)'));
+  }
 }
 
 /**

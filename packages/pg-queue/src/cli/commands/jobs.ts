@@ -2,7 +2,7 @@ import { InvalidArgumentError, type Command } from 'commander';
 import type { JobStatus } from '../../interfaces/job.interface.js';
 import type { JobFilter } from '../../store/admin.store.js';
 import { assertQueueName } from '../../utils/resolve-options.js';
-import { BAD_JOB_ID, BAD_STATUS, JOB_NOT_FOUND } from '../cli.messages.js';
+import { BAD_JOB_ID, BAD_STATUS, JOB_NOT_FOUND, NOT_CHANGED } from '../cli.messages.js';
 import { parseDuration, parseInteger } from '../duration.js';
 import { CliError, UsageError } from '../errors.js';
 import { oneLine, print, printJson, printTable, time } from '../output.js';
@@ -67,7 +67,7 @@ export function jobId(id: string): string {
 }
 
 export function registerJobs(program: Command, run: Run): Command {
-  const jobs = program.command('jobs').description('list, show, retry, cancel and delete jobs');
+  const jobs = program.command('jobs').description('list, show, retry, cancel, delete and change jobs');
 
   addFilterOptions(jobs.command('list'))
     .description('jobs matching the filters, by id (oldest first), one page at a time')
@@ -139,6 +139,25 @@ export function registerJobs(program: Command, run: Run): Command {
         if (options.json) return printJson(why);
         print(`job ${why.id} (queue ${oneLine(why.queue)}) is ${why.status}`);
         for (const r of why.reasons) print(`  ${r.gate.padEnd(18)} ${oneLine(r.reason)}`);
+      }),
+    );
+  jobs
+    .command('update-payload')
+    .description("replace the payload of a job that has not started (a job that started, or that a worker read ahead, keeps its own)")
+    .argument('<id>', 'the job id')
+    .argument('<json>', 'the new payload as JSON, e.g. \'{"to":"ada@example.com"}\'')
+    .action(
+      run(async (connection, [id, json]) => {
+        let payload: unknown;
+        try {
+          payload = JSON.parse(json);
+        } catch (error) {
+          throw new UsageError(`the payload is not JSON (${(error as Error).message}); quote it for your shell, e.g. '{"a":1}'`);
+        }
+        const { service } = await queueServiceOf(connection);
+        const answer = await service.updatePayload(jobId(id), payload);
+        if (answer !== 'changed') throw new CliError(NOT_CHANGED(id, answer));
+        print(`job ${id}: payload replaced`);
       }),
     );
   return jobs;
