@@ -45,7 +45,13 @@ const ACTIONS: Record<BulkAction, Action> = {
     skipped: 'it ended first',
   },
   delete: { statuses: ['queued', 'completed', 'failed', 'cancelled'], verb: 'delete', done: 'deleted', help: 'delete jobs (never running ones: cancel them first)', skipped: 'a worker holds it' },
-  promote: { ...CHANGE, verb: 'promote', done: 'promoted', help: 'run waiting jobs now: a delayed, backing-off or snoozed job becomes due (a due one keeps its place)' },
+  promote: {
+    ...CHANGE,
+    verb: 'promote',
+    done: 'promoted',
+    help: 'run waiting jobs now: a delayed, backing-off or snoozed job becomes due (a due one keeps its place)',
+    skipped: 'already due, or held by a worker that read it ahead',
+  },
   'set-priority': { ...CHANGE, verb: 'set the priority of', done: 'changed the priority of', help: 'give jobs that have not started another priority (--to; higher runs first)' },
   delay: { ...CHANGE, verb: 'delay', done: 'delayed', help: 'move jobs that have not started to a later (or earlier) run_at: --by a duration from now, or --until a time' },
 };
