@@ -11,7 +11,7 @@ export type { PrismaClientLike } from './transactions/clients/prisma.js';
 export { defineQueue, type QueueDefinition, type QueueDefinitionOptions, type PayloadValidator, type PayloadOf, type ResultOf } from './typed/queue-definition.js';
 export type { TraceCarrier } from './tracing/trace-carrier.js';
 export type { UniqueOptions } from './utils/unique-options.js';
-export type { OnConflict } from './store/job-store.types.js';
+export type { CancelResult, ChangeResult, OnConflict } from './store/job-store.types.js';
 export { JobHandler, type TypedBatchHandlerDecorator, type TypedJobHandlerDecorator } from './decorators/job-handler.decorator.js';
 export { OnJobEvent } from './decorators/on-job-event.decorator.js';
 export type { WaitOptions } from './waiting/job-waiters.js';

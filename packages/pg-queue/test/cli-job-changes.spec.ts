@@ -56,6 +56,12 @@ describe('pg-queue jobs promote / set-priority / delay / update-payload', () => 
     expect(d.ms).toBeGreaterThan(590_000);
     expect(d.ms).toBeLessThanOrEqual(600_000);
 
+    expect((await cli('jobs', 'delay', second.id, '--until', '2031-01-02T03:04:05Z', '--yes')).code).toBe(0);
+    const { rows: [u] } = await sql.query<{ run_at: Date }>(`SELECT run_at FROM background_jobs WHERE id = $1`, [second.id]);
+    expect(u.run_at).toEqual(new Date('2031-01-02T03:04:05Z'));
+    const noSuchDay = await cli('jobs', 'delay', second.id, '--until', '2031-02-30', '--yes');
+    expect(noSuchDay.code).toBe(2);
+    expect(noSuchDay.stderr).toContain('February 2031 has 28 days');
     expect((await cli('jobs', 'delay', second.id, '--yes')).code).toBe(2);
     expect((await cli('jobs', 'set-priority', '--all', '--yes')).code).toBe(2);
   });

@@ -1,10 +1,10 @@
 import cliProgress from 'cli-progress';
-import { InvalidArgumentError, type Command } from 'commander';
+import type { Command } from 'commander';
 import type { JobStatus } from '../../interfaces/job.interface.js';
 import type { AdminStore, BulkAction, BulkChange, JobFilter } from '../../store/admin.store.js';
 import { IDS_AND_FILTERS, JOBS_NOT_FOUND, NO_TARGET, STATUS_NOT_ALLOWED } from '../cli.messages.js';
 import { confirm } from '../confirm.js';
-import { formatDuration, parseDuration, parseInteger } from '../duration.js';
+import { formatDuration, parseDuration, parseInstant, parseInteger } from '../duration.js';
 import { CliError, UsageError } from '../errors.js';
 import { count, print } from '../output.js';
 import type { Run } from '../run.js';
@@ -19,7 +19,7 @@ interface BulkOptions extends FilterOptions {
   to?: number;
   /** delay */
   by?: number;
-  until?: Date;
+  until?: string;
 }
 
 interface Action {
@@ -72,18 +72,10 @@ export function registerBulk(jobs: Command, run: Run): void {
     if (action === 'set-priority') command.requiredOption('--to <priority>', 'the new priority (an integer; higher runs first)', parseInteger('--to', -2_147_483_648, 2_147_483_647));
     if (action === 'delay') {
       command.option('--by <duration>', 'run_at becomes now (database clock) plus this, e.g. 30s, 10m, 2h', parseDuration('--by'));
-      command.option('--until <time>', 'run_at becomes this time (ISO 8601, e.g. 2026-12-24T09:00:00Z)', parseTime('--until'));
+      command.option('--until <time>', 'run_at becomes this time (ISO 8601, e.g. 2026-12-24T09:00:00Z)');
     }
     command.action(run(async (connection, ids, options: BulkOptions) => bulk(connection.adminStore(), action, ids, options)));
   }
-}
-
-function parseTime(flag: string): (value: string) => Date {
-  return (value) => {
-    const at = new Date(value);
-    if (!/^\d{4}-\d{2}-\d{2}/.test(value) || Number.isNaN(at.getTime())) throw new InvalidArgumentError(`${flag} takes a time in ISO 8601, e.g. 2026-12-24T09:00:00Z; got ${JSON.stringify(value)}`);
-    return at;
-  };
 }
 
 /** What a change action sets, from its options (promote, set-priority --to, delay --by / --until). */
@@ -92,7 +84,7 @@ function changeOf(action: BulkAction, options: BulkOptions): BulkChange {
   if (action === 'set-priority') return { priority: options.to };
   if (action !== 'delay') return {};
   if ((options.by === undefined) === (options.until === undefined)) throw new UsageError('delay takes one of --by <duration> and --until <time>.');
-  return options.by !== undefined ? { delayMs: options.by } : { runAt: options.until };
+  return options.by !== undefined ? { delayMs: options.by } : { runAt: parseInstant('--until', options.until!) };
 }
 
 async function bulk(store: AdminStore, action: BulkAction, ids: string[], options: BulkOptions): Promise<void> {
