@@ -132,8 +132,21 @@ export class LeaseAnswers {
     return told;
   }
 
-  /** Jobs of this queue may have been paused or rewritten where they sit in buffers: check ours before starting any. */
-  checkBuffer(): void {
+  /**
+   * Jobs of this queue may have been paused or rewritten where they sit in buffers: check ours before starting any.
+   * `review` (a pause, here or heard through a notice; not a lost connection): the jobs held started ahead (armed: their
+   * rows say started, so the check would keep them) go back now, uncharged, and a start mark in flight starts none of
+   * its jobs (state.reviews): once pause() returns in this process, nothing it held starts.
+   */
+  checkBuffer(review = false): void {
+    const { state } = this;
+    if (review) {
+      state.reviews += 1;
+      if (state.armed.length > 0 && !state.stopping) {
+        const out = state.armed.splice(0);
+        void state.giveBack(out, 'its queue was paused (or a notice asked for a check) before they started');
+      }
+    }
     this.askForCheck();
     this.pump();
   }

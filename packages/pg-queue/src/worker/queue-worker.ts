@@ -48,6 +48,8 @@ export class QueueWorker implements ClaimTarget {
   private readonly eager: EagerStarts;
   /** 'auto': the read-ahead the claim in flight was sized with (ReadAhead.claimed grows its ceiling from it). */
   private readAheadAtClaim = 0;
+  /** state.reviews when the claim in flight was sent (one at a time): a review asked since sends its jobs back. */
+  private reviewsAtClaim = 0;
   private reviewTimer: NodeJS.Timeout | undefined;
   private lastReviewAt = 0;
 
@@ -121,6 +123,7 @@ export class QueueWorker implements ClaimTarget {
   reserveSlots(want: number): { startNow: number; armAhead: number } {
     const { state } = this;
     if (!state.config.options.batch) this.readAheadAtClaim = state.buffer.readAhead;
+    this.reviewsAtClaim = state.reviews;
     return state.slots.reserve(want, state.armed.length, state.buffer.size, state.startAhead?.depth ?? 0);
   }
 
@@ -153,6 +156,13 @@ export class QueueWorker implements ClaimTarget {
           shared.logger.warn(STALE_CLAIM(config.queue, late.length, Math.round(tookMs), config.leaseMs));
           void state.giveBack(late, 'claimed before this process stalled');
         }
+        return;
+      }
+      // A pause asked (here, or heard) while the claim was in flight: it may have taken its jobs just before the pause
+      // committed. None starts (once pause() returns in this process, nothing it held starts); all go back, uncharged.
+      if (state.reviews !== this.reviewsAtClaim) {
+        const back = jobs.map((claimed) => new HeldJob(config.queue, claimed, shared.services));
+        if (back.length) void state.giveBack(back, 'claimed while its queue was being paused');
         return;
       }
       state.buffer.auto?.claimed(tookMs, this.readAheadAtClaim);
@@ -243,9 +253,9 @@ export class QueueWorker implements ClaimTarget {
     return this.answers.cancelled(jobId, token, reason);
   }
 
-  /** Jobs of this queue may have been paused or rewritten where they sit in buffers: check ours before starting any. */
-  checkBuffer(): void {
-    this.answers.checkBuffer();
+  /** Jobs of this queue may have been paused or rewritten where they sit in buffers: check ours before starting any (LeaseAnswers.checkBuffer). */
+  checkBuffer(review = false): void {
+    this.answers.checkBuffer(review);
   }
 
   /** A heartbeat failed: until one answers, nothing starts from the buffer (LeaseAnswers.distrust). */

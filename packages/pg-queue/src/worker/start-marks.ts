@@ -17,6 +17,8 @@ const MARK_RETRY_MS = 100;
 export class StartMarks {
   /** Jobs whose start mark waits for the next statement (the one in flight, if any, answers first), in claim order. */
   private gathered: HeldJob[] = [];
+  /** state.reviews when the first job of `gathered` was taken: a review asked since sends the marked jobs back. */
+  private gatheredAtReview = 0;
   /** The start mark in flight (stopClaiming waits for it), and the timer of a failed one's retry. */
   private markInFlight: Promise<void> | undefined;
   private markRetry: NodeJS.Timeout | undefined;
@@ -41,6 +43,7 @@ export class StartMarks {
   gather(job: HeldJob): void {
     job.to('starting');
     this.state.slots.starting += 1;
+    if (this.gathered.length === 0) this.gatheredAtReview = this.state.reviews;
     this.gathered.push(job);
   }
 
@@ -71,18 +74,20 @@ export class StartMarks {
     const batch = this.gathered;
     this.gathered = [];
     const sentAt = performance.now();
+    const review = this.gatheredAtReview;
     const { workerId, leaseMs } = this.state.config;
     return this.state.shared.store.markStarted(workerId, leaseMs, batch).then(
-      (marked) => this.marked(batch, marked, sentAt),
-      (error: unknown) => this.failed(batch, error),
+      (marked) => this.marked(batch, marked, sentAt, review),
+      (error: unknown) => this.failed(batch, error, review),
     );
   }
 
   /**
    * A start mark answered: the jobs it marked start, in claim order, while slots are free; the rest are `armed` (marked
-   * ahead: they start as slots free, see QueueWorker.startFromBuffer). The ones it refused are no longer ours.
+   * ahead: they start as slots free, see QueueWorker.startFromBuffer). The ones it refused are no longer ours. A review
+   * asked while it was in flight (a pause in this process: LeaseAnswers.checkBuffer) sends the marked jobs back instead.
    */
-  private marked(batch: HeldJob[], marked: Set<string>, sentAt: number): void {
+  private marked(batch: HeldJob[], marked: Set<string>, sentAt: number, review: number): void {
     this.markInFlight = undefined;
     const now = performance.now();
     const { state } = this;
@@ -90,11 +95,12 @@ export class StartMarks {
     state.guarded('starting marked jobs', () => {
       // As for a claim's jobs (accept): the row's full lease counts from the mark; start in its first half.
       const runBy = state.deadlines.started(sentAt);
+      const reviewed = state.reviews !== review;
       const late: HeldJob[] = [];
       for (const job of batch) {
         if (job.state !== 'starting') continue; // cancelled or lost while its mark was on its way: its slot is free already
         state.slots.starting -= 1;
-        const place = state.slots.afterMark(marked.has(job.id), state.stopping, state.armed.length);
+        const place = state.slots.afterMark(marked.has(job.id), state.stopping || reviewed, state.armed.length);
         if (place === 'lost') {
           state.forget(job);
           job.to('lost');
@@ -107,7 +113,9 @@ export class StartMarks {
           state.arm(job);
         } else if (!this.runs.startJob(job)) late.push(job);
       }
-      if (late.length) {
+      if (late.length && reviewed && !state.stopping) {
+        void state.giveBack(late, 'its queue was paused (or a notice asked for a check) while their start mark was on its way');
+      } else if (late.length) {
         const { queue, leaseMs } = state.config;
         if (!state.stopping) state.shared.logger.warn(LATE_STARTS(queue, late.length, Math.round(performance.now() - sentAt), leaseMs));
         void state.giveBack(late, state.stopping ? 'shutting down' : 'not started in time: this process stalled while starting them');
@@ -121,12 +129,14 @@ export class StartMarks {
    * its jobs keep their slots and are marked again shortly, first in line. The mark is fenced by the claim, so a row
    * taken back meanwhile (the short lease lapsed, then swept) is refused then, and never started.
    */
-  private failed(batch: HeldJob[], error: unknown): void {
+  private failed(batch: HeldJob[], error: unknown, review: number): void {
     this.markInFlight = undefined;
     const waiting = batch.filter((job) => job.state === 'starting');
     if (waiting.length === 0) return this.pump();
     this.state.shared.logger.warn(`queue "${this.state.config.queue}": the start mark of ${waiting.length} job(s) failed (${errorLine(error)}); trying again`);
     this.gathered.unshift(...waiting);
+    // The older batch's review goes with them (a review since then sends the whole next mark's jobs back).
+    this.gatheredAtReview = review;
     this.markRetry = setTimeout(() => {
       this.markRetry = undefined;
       this.send();

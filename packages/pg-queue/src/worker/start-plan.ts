@@ -177,11 +177,12 @@ export class Slots {
 
   /**
    * A start mark answered for a job still `starting` (its `starting` count already taken back): refused, it is lost; in
-   * a shutdown, it goes back; otherwise it starts if a slot is free and no armed job waits before it, else it is armed.
+   * a shutdown, or after a review asked while the mark was on its way (a pause), it goes back (`goBack`); otherwise it
+   * starts if a slot is free and no armed job waits before it, else it is armed.
    */
-  afterMark(marked: boolean, stopping: boolean, armed: number): MarkedPlace {
+  afterMark(marked: boolean, goBack: boolean, armed: number): MarkedPlace {
     if (!marked) return 'lost';
-    if (stopping) return 'give-back';
+    if (goBack) return 'give-back';
     return armed > 0 || !this.slotForStarted() ? 'arm' : 'start';
   }
 

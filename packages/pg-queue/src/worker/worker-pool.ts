@@ -97,7 +97,7 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
    * buffer until a heartbeat has checked it, at once, without waiting for the NOTIFY that tells other instances.
    */
   checkBuffer(queue: string): void {
-    this.guarded(`checking the buffer of queue "${queue}"`, () => this.workers.get(queue)?.checkBuffer());
+    this.guarded(`checking the buffer of queue "${queue}"`, () => this.workers.get(queue)?.checkBuffer(true));
   }
 
   onApplicationBootstrap(): void {

@@ -65,6 +65,12 @@ export class WorkerState {
   stopping = false;
   /** The buffer may hold jobs taken back: nothing starts from it until a beat numbered this or later answers. */
   unconfirmedUntilSeq = 0;
+  /**
+   * Reviews asked so far (a pause of the queue, here or heard through a notice): a start mark sent before the latest
+   * one starts none of the jobs it marked (StartMarks.marked), and the armed jobs went back when it was asked
+   * (LeaseAnswers.checkBuffer), so that nothing held starts after pause() returns in this process.
+   */
+  reviews = 0;
   /** performance.now() when a slot last freed (the review's stall sample). */
   lastFreedAt = performance.now();
 
