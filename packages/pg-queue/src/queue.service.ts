@@ -12,7 +12,7 @@ import { explainWait } from './waiting/explain-wait.js';
 import { assertQueueName, type ResolvedModuleOptions } from './utils/resolve-options.js';
 import { buildJobRow, defaultMaxAttemptsOf } from './utils/job-row.js';
 import { flowAccess, type FlowAccess } from './flows/flow-access.js';
-import { FINAL_FLOW_STATUSES, type EnqueuedFlow, type FlowRecord, type FlowSpec, type FlowStatus, type FlowSummary } from './flows/flow.interfaces.js';
+import { FINAL_FLOW_STATUSES, type EnqueuedFlow, type FlowJobSpecs, type FlowRecord, type FlowSpec, type FlowStatus, type FlowSummary } from './flows/flow.interfaces.js';
 import { hasLoneSurrogate } from './utils/serialize-payload.js';
 import { QueueDatabases, type DatabaseEntry } from './databases/queue-databases.js';
 import { DatabaseCheck } from './databases/database-check.js';
@@ -211,7 +211,11 @@ export class QueueService {
    * checked first (refs, cycles, options, typed payloads), and a refused flow stores nothing. Returns the flow's id
    * and each job's id by ref (docs/guides/flows.md).
    */
-  async enqueueFlow(spec: FlowSpec, options: { manager?: TransactionClient } = {}): Promise<EnqueuedFlow> {
+  async enqueueFlow<const T extends readonly unknown[]>(
+    typedSpec: { name?: string; jobs: FlowJobSpecs<T> },
+    options: { manager?: TransactionClient } = {},
+  ): Promise<EnqueuedFlow> {
+    const spec = typedSpec as unknown as FlowSpec;
     if (spec === null || typeof spec !== 'object') throw new PgQueueError('enqueueFlow expects { name?, jobs: [{ ref, queue, payload, dependsOn? }] }.');
     const owner = this.elsewhereMany('enqueueFlow', Array.isArray(spec.jobs) ? spec.jobs.map((job) => job?.queue) : []);
     if (owner) return owner.enqueueFlow(spec, options);
