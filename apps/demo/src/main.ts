@@ -2,6 +2,7 @@ import 'reflect-metadata';
 import { Logger, type INestApplication } from '@nestjs/common';
 import { startPostgres, type PostgresServer } from '@internal/pg-harness';
 import { randomBytes } from 'node:crypto';
+import { DataSource } from 'typeorm';
 import { relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SHUTDOWN_GRACE_MS } from './app.module.js';
@@ -75,7 +76,14 @@ async function boot(): Promise<void> {
     databaseKind: server.source === 'url' ? 'url' : server.source === 'shared' ? 'shared' : 'embedded',
     shutdownGraceMs: SHUTDOWN_GRACE_MS,
     dashboardPassword,
+    deadLetterId: await newestDeadLetter(app),
   });
+}
+
+/** The newest dead letter, for the banner's retry line (a completed job would answer 409); none on a fresh database. */
+async function newestDeadLetter(demo: INestApplication): Promise<string | undefined> {
+  const rows: { id: string }[] = await demo.get(DataSource).query(`SELECT id FROM background_jobs WHERE status = 'failed' ORDER BY id DESC LIMIT 1`);
+  return rows[0]?.id;
 }
 
 /** Records the embedded server's port for the next start; says so when the one remembered was taken. */
@@ -131,6 +139,8 @@ async function stopEmbedded(server: PostgresServer): Promise<void> {
 
 function postgresLog(message: string): void {
   for (const line of message.split('\n')) {
+    // Our own stop ends sessions with an admin shutdown (a second Ctrl-C does not wait for the pools to close): expected.
+    if (shuttingDown && !postgresVerbose && line.includes('terminating connection due to administrator command')) continue;
     if (line.trim() && (postgresVerbose || /\b(ERROR|FATAL|PANIC)\b/.test(line))) console.log(`[postgres] ${line}`);
   }
 }

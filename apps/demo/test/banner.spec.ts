@@ -15,7 +15,10 @@ describe('the start-up banner', () => {
   it('prints the embedded server’s URL whole (local only), a ready-to-paste CLI line, and how to start a second instance', () => {
     const lines = bannerLines(info);
     expect(lines).toContain("Database URL: postgres://postgres:postgres@127.0.0.1:54329/postgres  (local only; the embedded server's demo password)");
-    expect(lines).toContain('  npx pg-queue stats --url postgres://postgres:postgres@127.0.0.1:54329/postgres');
+    // The CLI reads the URL from DATABASE_URL: a password in --url shows in ps, and the CLI warns about it.
+    expect(lines).toContain('  export DATABASE_URL=postgres://postgres:postgres@127.0.0.1:54329/postgres');
+    expect(lines).toContain('  npx pg-queue stats');
+    expect(lines.filter((l) => l.includes('npx pg-queue') && l.includes('--url'))).toEqual([]);
     expect(lines).toContain('  PORT=3001 npm start');
     expect(lines.at(-1)).toBe('Ctrl-C stops: running jobs get 5 s to finish, then PostgreSQL stops (stop other instances sharing it first).');
   });
@@ -24,8 +27,17 @@ describe('the start-up banner', () => {
     const lines = bannerLines({ ...info, databaseKind: 'url', databaseUrl: 'postgres://app:s3cret@db.internal:5432/shop' });
     expect(lines.join('\n')).not.toContain('s3cret');
     expect(lines).toContain('Database URL: postgres://app:***@db.internal:5432/shop');
-    expect(lines).toContain('  npx pg-queue stats --url "$DATABASE_URL"');
+    expect(lines).toContain('  npx pg-queue stats');
+    expect(lines.join('\n')).not.toContain('--url');
+    expect(lines.join('\n')).not.toContain('export DATABASE_URL');
     expect(lines).toContain('  PORT=3001 npm start   (with the same DATABASE_URL)');
     expect(lines.at(-1)).toBe('Ctrl-C stops: running jobs get 5 s to finish.');
+  });
+
+  it('retries a dead letter by its id when there is one, and otherwise says how to find one (never job 1, which may have completed)', () => {
+    expect(bannerLines({ ...info, deadLetterId: '42' })).toContain('  curl -s -X POST http://localhost:3000/jobs/42/retry   (job 42 is a dead letter now)');
+    const none = bannerLines(info);
+    expect(none).toContain('  npx pg-queue jobs list --status failed   (none yet: a burst makes some in the sync queue within a minute)');
+    expect(none.join('\n')).not.toContain('/jobs/1/retry');
   });
 });

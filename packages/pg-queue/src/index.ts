@@ -28,6 +28,7 @@ export type {
   ScheduleSpec,
 } from './interfaces/recurring-job.interface.js';
 export type { BatchJob, Job, JobAttemptRecord, JobRecord, JobStatus, QueueCounts, QueueStats, TransactionalJob } from './interfaces/job.interface.js';
+export type { Jsonified } from './interfaces/jsonified.js';
 export type { JobStep } from './steps/step.interfaces.js';
 export type {
   CompensatedJob,
@@ -38,6 +39,7 @@ export type {
   FlowEdge,
   FlowJobRecord,
   FlowJobSpec,
+  FlowJobSpecs,
   FlowRecord,
   FlowSpec,
   FlowStatus,

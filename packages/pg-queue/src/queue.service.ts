@@ -13,7 +13,7 @@ import { assertQueueName, type ResolvedModuleOptions } from './utils/resolve-opt
 import { buildJobRow, checkDelayMs, checkPriority, checkRunAt, defaultMaxAttemptsOf } from './utils/job-row.js';
 import { flowAccess, type FlowAccess } from './flows/flow-access.js';
 import { waitForFlow } from './flows/wait-for-flow.js';
-import type { EnqueuedFlow, FlowRecord, FlowSpec, FlowStatus, FlowSummary } from './flows/flow.interfaces.js';
+import type { EnqueuedFlow, FlowJobSpecs, FlowRecord, FlowSpec, FlowStatus, FlowSummary } from './flows/flow.interfaces.js';
 import { hasLoneSurrogate, serializePayload } from './utils/serialize-payload.js';
 import { QueueDatabases, type DatabaseEntry } from './databases/queue-databases.js';
 import { DatabaseCheck } from './databases/database-check.js';
@@ -213,7 +213,11 @@ export class QueueService {
    * checked first (refs, cycles, options, typed payloads), and a refused flow stores nothing. Returns the flow's id
    * and each job's id by ref (docs/guides/flows.md).
    */
-  async enqueueFlow(spec: FlowSpec, options: { manager?: TransactionClient } = {}): Promise<EnqueuedFlow> {
+  async enqueueFlow<const T extends readonly unknown[]>(
+    typedSpec: { name?: string; jobs: FlowJobSpecs<T> },
+    options: { manager?: TransactionClient } = {},
+  ): Promise<EnqueuedFlow> {
+    const spec = typedSpec as unknown as FlowSpec;
     if (spec === null || typeof spec !== 'object') throw new PgQueueError('enqueueFlow expects { name?, jobs: [{ ref, queue, payload, dependsOn? }] }.');
     const owner = this.elsewhereMany('enqueueFlow', Array.isArray(spec.jobs) ? spec.jobs.map((job) => job?.queue) : []);
     if (owner) return owner.enqueueFlow(spec, options);

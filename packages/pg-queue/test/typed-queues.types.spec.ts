@@ -40,7 +40,7 @@ function expectedErrors(file: string): { line: number; code: string }[] {
     .flatMap((text, i) => [...text.matchAll(/\/\/ expect-error (TS\d+)/g)].map((m) => ({ line: i + 1, code: m[1] })));
 }
 
-describe('typed queues: a wrong payload, handler or result is a compile error', () => {
+describe('typed queues: a wrong payload, handler or result is a compile error; a step result is typed as its JSON form', () => {
   it('tsc accepts the correct uses and rejects each wrong one, on its line, with the expected code', () => {
     const problems = typeCheck([okFile, wrongFile]);
     // typed-ok.ts (and the library's sources it pulls in) compile cleanly: every problem is in typed-wrong.ts.
@@ -58,5 +58,10 @@ describe('typed queues: a wrong payload, handler or result is a compile error', 
     expect(text(lineOf('to: 42'))).toMatch(/Type 'number' is not assignable to type 'string'/);
     expect(text(lineOf('height: 2'))).toMatch(/'height' does not exist/);
     expect(text(lineOf("width: '100'"))).toMatch(/Type 'string' is not assignable to type 'number'/);
+    // enqueueFlow checks each job against its queue as enqueueMany does.
+    expect(text(lineOf('subject: 7'))).toMatch(/Type 'number' is not assignable to type 'string'/);
+    expect(text(lineOf('width: 1, height: 2'))).toMatch(/'height' does not exist/);
+    // A step's result is its JSON form: a Date property is a string there.
+    expect(text(lineOf('charged.at.toISOString()'))).toMatch(/'toISOString' does not exist on type 'string'/);
   }, 120_000);
 });

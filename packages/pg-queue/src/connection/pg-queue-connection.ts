@@ -72,7 +72,7 @@ export class PgQueueConnection implements OnApplicationShutdown {
     const logger: Logger = new PgQueueLogger('PgQueue');
     const pools = Object.fromEntries(
       POOL_ROLES.map((role) => {
-        const pool = new pg.Pool(queuePoolConfig(settings, resolved, role));
+        const pool = trackConnections(new pg.Pool(queuePoolConfig(settings, resolved, role)));
         // An idle client that loses its server emits here; without a listener that would crash the host.
         pool.on('error', (error) => logger.warn(`an idle connection of the queue's ${role} pool failed: ${error.message}`));
         return [role, pool];
@@ -91,7 +91,7 @@ export class PgQueueConnection implements OnApplicationShutdown {
   /** Closes the queue's pools (never the app's DataSource). Also used when the boot fails after opening them. */
   close(): Promise<void> {
     this.closing ??= Promise.all(
-      POOL_ROLES.map((role) => this.pools[role].end().catch((e: unknown) => this.logger.warn(`closing the queue's ${role} connection pool failed: ${String(e)}`))),
+      POOL_ROLES.map((role) => endPool(this.pools[role]).catch((e: unknown) => this.logger.warn(`closing the queue's ${role} connection pool failed: ${String(e)}`))),
     ).then(() => undefined);
     return this.closing;
   }
@@ -119,4 +119,39 @@ function migrationDataSource(settings: ConnectionSettings, connectTimeoutMs: num
 async function initialized(dataSource: DataSource): Promise<DataSource> {
   await dataSource.initialize();
   return dataSource;
+}
+
+/** How long close() waits for the pools' connections to be closed once it asked them to. */
+const CONNECTIONS_CLOSED_WITHIN_MS = 5_000;
+
+/** The connections of each queue pool that are open: connected, and not yet ended. */
+const openConnections = new WeakMap<Pool, Set<unknown>>();
+
+function trackConnections(pool: Pool): Pool {
+  const open = new Set<unknown>();
+  pool.on('connect', (client) => open.add(client));
+  // pg emits 'remove' once a removed client's connection has ended.
+  pool.on('remove', (client) => open.delete(client));
+  openConnections.set(pool, open);
+  return pool;
+}
+
+/**
+ * Ends a pool once its connections are closed, not merely asked to close: pg's end() resolves while their
+ * Terminate is still on its way, and a server stopped right after app.close() (a demo's embedded one, a test's)
+ * then kills them as live sessions ("FATAL: terminating connection due to administrator command", and an idle
+ * connection's error).
+ */
+async function endPool(pool: Pool): Promise<void> {
+  await pool.end();
+  const open = openConnections.get(pool);
+  if (!open?.size) return;
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, CONNECTIONS_CLOSED_WITHIN_MS).unref();
+    pool.on('remove', () => {
+      if (open.size > 0) return;
+      clearTimeout(timer);
+      resolve();
+    });
+  });
 }

@@ -46,6 +46,15 @@ export interface FlowSpec {
   jobs: readonly FlowJobSpec[];
 }
 
+/**
+ * The jobs of an enqueueFlow call, each checked against its own queue as enqueueMany's are (JobSpecs): a job whose
+ * queue is a definition must carry that definition's payload type (jobs of several definitions may be mixed); a job
+ * named by a string takes any payload. A compensation's payload is not checked against its queue's definition.
+ */
+export type FlowJobSpecs<T extends readonly unknown[]> = {
+  [K in keyof T]: Omit<FlowJobSpec, 'queue' | 'payload'> & { queue: string | QueueDefinition<T[K], unknown>; payload: NoInfer<T[K]> };
+};
+
 export interface EnqueuedFlow {
   id: string;
   /** Each job's id, by ref. */

@@ -3,6 +3,7 @@ import type { EntityManager } from 'typeorm';
 import type { QueueDefinition } from '../typed/queue-definition.js';
 import type { JobStep } from '../steps/step.interfaces.js';
 import type { JobStatus } from './job-status.js';
+import type { Jsonified } from './jsonified.js';
 
 export type { JobStatus } from './job-status.js';
 
@@ -50,11 +51,11 @@ export interface Job<TPayload = unknown> {
   /**
    * A durable step (docs/guides/durable-steps.md): the first time, runs `run` and records its result (JSON) with the
    * job, fenced by this attempt's lease, before returning it; on a later attempt of the same job (after a failure,
-   * a crash, a sleep), returns the recorded result without running `run`. The result is always the JSON round trip
-   * (a Date comes back as a string, on the first run as on a replay). At-least-once per step: a step whose record
+   * a crash, a sleep), returns the recorded result without running `run`. The result is always the JSON round trip,
+   * and typed so (`Jsonified<T>`: a Date comes back as a string, on the first run as on a replay). At-least-once per step: a step whose record
    * was lost to a crash runs again. Names are unique within an attempt; a step that throws records nothing.
    */
-  step<T>(name: string, run: () => T | PromiseLike<T>): Promise<T>;
+  step<T>(name: string, run: () => T | PromiseLike<T>): Promise<Jsonified<T>>;
   /**
    * A durable pause: the first time, records the sleep and ends the attempt (it throws a JobSnoozedError: let it
    * propagate), uncharged, with the job due again in `ms`; the next attempt passes it once that time has come (by

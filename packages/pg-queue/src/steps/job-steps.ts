@@ -1,4 +1,5 @@
 import { JobAbortedError, JobSnoozedError, PgQueueError } from '../errors/pg-queue.error.js';
+import type { Jsonified } from '../interfaces/jsonified.js';
 import { STEP_NOT_RECORDED } from '../pg-queue.messages.js';
 import type { LoadedSteps, StepStore } from '../store/step.store.js';
 import { storedResult } from '../worker/stored-result.js';
@@ -55,14 +56,14 @@ export class JobSteps {
     return this.memory;
   }
 
-  async step<T>(name: string, run: () => T | PromiseLike<T>): Promise<T> {
+  async step<T>(name: string, run: () => T | PromiseLike<T>): Promise<Jsonified<T>> {
     this.claimName('step', name);
     if (typeof run !== 'function') throw new PgQueueError(`job ${this.owner.id} (${this.owner.queue}): step "${name}" needs a function to run.`);
     const { steps } = await this.load();
     const found = steps.find((s) => s.name === name);
     if (found) {
       if (found.until !== undefined) throw new PgQueueError(`job ${this.owner.id} (${this.owner.queue}): "${name}" was recorded as a sleep, not a step; give the step another name.`);
-      return found.result as T;
+      return found.result as Jsonified<T>;
     }
     this.refuseIfAborted(name);
     if (steps.length >= MAX_STEPS_PER_JOB) {
@@ -76,7 +77,7 @@ export class JobSteps {
       entry.result = JSON.parse(stored.json);
     }
     await this.record(entry, null);
-    return entry.result as T;
+    return entry.result as Jsonified<T>;
   }
 
   async sleep(name: string, ms: number): Promise<void> {

@@ -2,7 +2,7 @@ import type { BeforeApplicationShutdown } from '@nestjs/common';
 import type { DataSource, EntitySubscriberInterface, QueryRunner } from 'typeorm';
 import { QueueService, type EnqueueOptions, type EnqueueResult, type JobSpecs } from '../queue.service.js';
 import { queueNameOf, type QueueDefinition } from '../typed/queue-definition.js';
-import type { EnqueuedFlow, FlowSpec } from '../flows/flow.interfaces.js';
+import type { EnqueuedFlow, FlowJobSpecs, FlowSpec } from '../flows/flow.interfaces.js';
 import type { QueueTestKit } from './queue-test-kit.js';
 import type { TransactionClient } from '../transactions/transaction-client.js';
 import { isTypeOrmManager } from '../transactions/clients/typeorm.js';
@@ -62,8 +62,12 @@ export class InlineQueueService extends QueueService implements BeforeApplicatio
   }
 
   /** Runs the whole flow (its dependents as they unblock, its compensations if it fails) once it is committed. */
-  override async enqueueFlow(spec: FlowSpec, options: { manager?: TransactionClient } = {}): Promise<EnqueuedFlow> {
-    const flow = await super.enqueueFlow(spec, options);
+  override async enqueueFlow<const T extends readonly unknown[]>(
+    typedSpec: { name?: string; jobs: FlowJobSpecs<T> },
+    options: { manager?: TransactionClient } = {},
+  ): Promise<EnqueuedFlow> {
+    const flow = await super.enqueueFlow(typedSpec, options);
+    const spec = typedSpec as unknown as FlowSpec;
     const queues = spec.jobs.flatMap((j) => [queueNameOf(j.queue), ...(j.compensate ? [queueNameOf(j.compensate.queue)] : [])]);
     await this.runCommitted(queues, options.manager);
     return flow;

@@ -2,6 +2,7 @@ import { inspect } from 'node:util';
 import type { EntityManager } from 'typeorm';
 import { JobAbortedError, JobSnoozedError, PgQueueError } from '../errors/pg-queue.error.js';
 import type { Job } from '../interfaces/job.interface.js';
+import type { Jsonified } from '../interfaces/jsonified.js';
 import type { FlowAccess } from '../flows/flow-access.js';
 import type { CompensatedJob, FlowJobSpec, ParentJob } from '../flows/flow.interfaces.js';
 import type { FlowPlan } from '../flows/plan-flow.js';
@@ -188,7 +189,7 @@ export class JobAttempt<TPayload = unknown> implements Job<TPayload> {
     );
   }
 
-  step<T>(name: string, run: () => T | PromiseLike<T>): Promise<T> {
+  step<T>(name: string, run: () => T | PromiseLike<T>): Promise<Jsonified<T>> {
     this.refuseStepsInTransaction('step', name);
     return this.stepRunner().step(name, run);
   }
