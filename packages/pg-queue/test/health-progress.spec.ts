@@ -127,7 +127,10 @@ describe('readiness means progress', () => {
     }
     await waitFor('the job ran', async () => (await jobStatus(id)) === 'completed', 20_000, 50);
     await waitFor('ready again', async () => (await indicator.isReady())['pg-queue'].status === 'up', 20_000, 50);
-    expect(sampleValue(await scrape(), 'pg_queue_unready', { reason: 'claim-stalled', queue: 'p-work' })).toBe(0);
+    const after = await scrape();
+    expect(sampleValue(after, 'pg_queue_unready', { reason: 'claim-stalled', queue: 'p-work' })).toBe(0);
+    // The loop answers again (at least once per 300 ms poll): the time since its last answer is back under the bound.
+    await waitFor('claims answer again', async () => sampleValue(await scrape(), 'pg_queue_claim_idle_seconds', { queue: 'p-work' })! < STALL_MS / 1000);
   }, 60_000);
 
   it('a limited queue\'s claim wedged behind its advisory lock: not ready, and doctor and the dashboard name the instance as alive but not claiming; cleared once it answers', async () => {
@@ -186,6 +189,29 @@ describe('readiness means progress', () => {
       locker.release();
       await db.query(`DELETE FROM background_jobs WHERE queue_name = 'p-work' AND status = 'queued'`);
     }
+  }, 60_000);
+
+  it('the LISTEN connection dead (the poll the only wake-up): not ready, the metrics say listener-down; ready again once it reconnects', async () => {
+    const u = new URL(url);
+    const dbName = u.pathname.slice(1);
+    u.pathname = '/postgres';
+    const admin = new pg.Client({ connectionString: u.toString() });
+    await admin.connect();
+    try {
+      await admin.query(`ALTER DATABASE ${pg.escapeIdentifier(dbName)} ALLOW_CONNECTIONS false`);
+      try {
+        const { rows } = await admin.query(`SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE datname = $1 AND application_name = 'nestjs-pg-queue listener'`, [dbName]);
+        expect(rows[0].n).toBe(1);
+        await waitFor('readiness down', async () => (await indicator.isReady())['pg-queue'].listener === 'down', 20_000, 50);
+        expect(sampleValue(await scrape(), 'pg_queue_unready', { reason: 'listener-down', queue: '' })).toBe(1);
+      } finally {
+        await admin.query(`ALTER DATABASE ${pg.escapeIdentifier(dbName)} ALLOW_CONNECTIONS true`);
+      }
+    } finally {
+      await admin.end();
+    }
+    await waitFor('ready again', async () => (await indicator.isReady())['pg-queue'].status === 'up', 30_000, 100);
+    expect(sampleValue(await scrape(), 'pg_queue_unready', { reason: 'listener-down', queue: '' })).toBe(0);
   }, 60_000);
 
   it('a blocked event loop: not ready past maxEventLoopLagMs (metrics say event-loop-lag), ready again once it turns freely', async () => {
