@@ -148,6 +148,12 @@ describe('readiness means progress', () => {
         const { rows } = await db.query(`SELECT queues FROM background_instances WHERE id = $1 AND now() < expires_at`, [WORKER_ID]);
         return ((rows[0]?.queues as { queue: string; sinceClaimMs: number }[] | undefined)?.find((q) => q.queue === 'p-limited')?.sinceClaimMs ?? 0) > STALL_MS;
       });
+      const instances = (await indicator.checkInstances())['pg-queue-instances'];
+      expect(instances).toMatchObject({ status: 'down', liveInstances: 1, stalled: [{ instance: WORKER_ID, queue: 'p-limited', sinceClaimMs: expect.any(Number) }] });
+      expect(instances.unserved).toBeUndefined();
+      expect(instances.message).toMatch(new RegExp(`^instance ${WORKER_ID} is alive but has not claimed queue "p-limited" for \\d+ ms \\(its bound 1500 ms\\), with due jobs and idle slots$`));
+      const listed = await runCli(['instances'], { DATABASE_URL: url });
+      expect(listed.stdout).toMatch(new RegExp(`^not claiming: ${WORKER_ID} has not claimed p-limited for \\d+ms \\(bound 1500ms; due jobs, idle slots\\)$`, 'm'));
       const progress = await doctorProgress();
       expect(progress.state).toBe('warn');
       expect(progress.detail).toMatch(new RegExp(`^alive but not claiming: ${WORKER_ID} has not claimed p-limited for \\d+ms \\(bound 1500ms\\)$`));
@@ -170,6 +176,7 @@ describe('readiness means progress', () => {
     await waitFor('the job ran', async () => (await jobStatus(id)) === 'completed', 20_000, 50);
     await waitFor('ready again', async () => (await indicator.isReady())['pg-queue'].status === 'up', 20_000, 50);
     await waitFor('doctor ok again', async () => (await doctorProgress()).state === 'ok', 20_000, 200);
+    expect((await indicator.checkInstances())['pg-queue-instances']).toEqual({ status: 'up', liveInstances: 1 });
   }, 120_000);
 
   it('a queue with no due job (none, or only scheduled ones) is not stalled however long ago it claimed', async () => {

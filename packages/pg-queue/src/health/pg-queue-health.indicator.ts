@@ -4,7 +4,7 @@ import { PgQueueError } from '../errors/pg-queue.error.js';
 import { BAD_HEALTH_OPTION } from '../metrics/metrics.messages.js';
 import { findQueueInternals, type QueueInternals } from '../metrics/queue-internals.js';
 import { errorLine } from '../utils/error-text.js';
-import { unservedQueues, type InstanceRecord } from '../store/instance.store.js';
+import { stalledInstances, unservedQueues, type InstanceRecord } from '../store/instance.store.js';
 import type { ClaimLoopsCheckOptions, DatabaseCheckOptions, HealthResult, LagCheckOptions, ReadinessCheckOptions } from './health-check-options.interface.js';
 import { eventLoopLag } from './event-loop-lag.js';
 import { readProgress } from './progress.js';
@@ -108,25 +108,33 @@ export class PgQueueHealthIndicator implements OnModuleInit, OnModuleDestroy {
 
   /**
    * Every queue with a due job is served: a live instance (the instances registry, README: "Instances") has a
-   * handler for it. A check of the whole deployment, not of this process: for a monitoring endpoint, not for
+   * handler for it, and no live instance has stopped claiming one of its queues with due jobs and idle slots for its
+   * `health.claimStalledAfterMs` (`stalled`: alive but not claiming). A check of the whole deployment, not of this process: for a monitoring endpoint, not for
    * liveness or readiness (an instance cannot fix it by restarting). Down names the queues nobody runs. Two reads
    * under `timeoutMs` (default 2_000).
    */
   async checkInstances<K extends string = 'pg-queue-instances'>(key: K = 'pg-queue-instances' as K, options: DatabaseCheckOptions = {}): Promise<HealthResult<K>> {
     const timeoutMs = positiveInt('checkInstances', 'timeoutMs', options.timeoutMs, DEFAULT_LAG_TIMEOUT_MS);
     return this.across(key, async (internals) => {
-      let due: string[];
+      let oldest: Record<string, number>;
       let instances: InstanceRecord[];
       try {
-        due = Object.keys(await internals.store.oldestDue(timeoutMs)).sort();
+        oldest = await internals.store.oldestDue(timeoutMs);
         instances = await withTimeout(internals.instances.list(), timeoutMs);
       } catch (error) {
         return detail('down', { message: `instances unknown, the query failed: ${errorLine(error)}` });
       }
+      const due = Object.keys(oldest).sort();
       const live = instances.filter((i) => i.live).length;
       const unserved = unservedQueues(due, instances);
-      if (unserved.length === 0) return detail('up', { liveInstances: live });
-      return detail('down', { liveInstances: live, unserved, message: `nobody runs queue ${unserved.map((q) => `"${q}"`).join(', ')}: due jobs, and no live instance has a handler for it` });
+      const stalled = stalledInstances(due.filter((q) => oldest[q] > 0), instances);
+      if (unserved.length === 0 && stalled.length === 0) return detail('up', { liveInstances: live });
+      const messages = [
+        ...(unserved.length > 0 ? [`nobody runs queue ${unserved.map((q) => `"${q}"`).join(', ')}: due jobs, and no live instance has a handler for it`] : []),
+        ...stalled.map((x) => `instance ${x.id} is alive but has not claimed queue "${x.queue}" for ${x.sinceClaimMs} ms (its bound ${x.stalledAfterMs} ms), with due jobs and idle slots`),
+      ];
+      const stalledDetail = stalled.map((x) => ({ instance: x.id, queue: x.queue, sinceClaimMs: x.sinceClaimMs }));
+      return detail('down', { liveInstances: live, ...(unserved.length > 0 && { unserved }), ...(stalled.length > 0 && { stalled: stalledDetail }), message: messages.join('; ') });
     });
   }
 
