@@ -97,7 +97,7 @@ describe('PgQueueHealthIndicator through @nestjs/terminus', () => {
 
   it('is up: database reachable, LISTEN up, claim loops alive, no lag', async () => {
     const ready = await get(base, '/health/ready');
-    expect(ready).toEqual({ status: 200, body: expect.objectContaining({ status: 'ok', info: { 'pg-queue': { status: 'up', database: 'up', listener: 'up' } } }) });
+    expect(ready).toEqual({ status: 200, body: expect.objectContaining({ status: 'ok', info: { 'pg-queue': { status: 'up', database: 'up', listener: 'up', claims: 'up', eventLoop: 'up' } } }) });
     const live = await get(base, '/health/live');
     expect(live.status).toBe(200);
     expect(live.body.info?.['pg-queue']).toEqual({ status: 'up', loops: 2 });

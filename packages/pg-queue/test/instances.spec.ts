@@ -45,6 +45,9 @@ async function startWorker(url: string, workerId: string, handlers: unknown, ext
   return app;
 }
 
+/** What a row says of a queue's progress (doctor's "alive but not claiming"): idle here, claims answered. */
+const progress = (idleSlots: number) => ({ sinceClaimMs: expect.any(Number), idleSlots, claimHeld: false, stalledAfterMs: 60_000 });
+
 interface InstanceRow {
   id: string;
   host: string;
@@ -79,8 +82,8 @@ describe('the instances registry', () => {
   it('each process with workers registers itself: host, pid, its queues with their concurrency', async () => {
     await waitFor('both rows', async () => (await rows()).length === 2);
     expect(await rows()).toEqual([
-      { id: 'instance-one', host: hostname(), pid: process.pid, queues: [{ queue: 'reg-slow', concurrency: 3, running: 0 }], live: true },
-      { id: 'instance-two', host: hostname(), pid: process.pid, queues: [{ queue: 'reg-other', concurrency: 2, running: 0 }], live: true },
+      { id: 'instance-one', host: hostname(), pid: process.pid, queues: [{ queue: 'reg-slow', concurrency: 3, running: 0, ...progress(3) }], live: true },
+      { id: 'instance-two', host: hostname(), pid: process.pid, queues: [{ queue: 'reg-other', concurrency: 2, running: 0, ...progress(2) }], live: true },
     ]);
     const seen = await first.get(QueueService).instances();
     expect(seen.map((i) => i.id).sort()).toEqual(['instance-one', 'instance-two']);

@@ -87,6 +87,10 @@ describe('several databases: metrics, health checks, dashboards and the CLI', ()
     expect(Object.keys(database.db.databases as object)).toEqual(['default', 'reports']);
     const loops = await health.checkClaimLoops('loops');
     expect(loops.loops).toEqual({ status: 'up', databases: { default: { status: 'up', loops: 1 }, reports: { status: 'up', loops: 1 } } });
+    const progress = await health.checkProgress('progress');
+    expect(progress.progress).toMatchObject({ status: 'up', databases: { default: { status: 'up', claims: 'up', eventLoop: 'up' }, reports: { status: 'up', claims: 'up', eventLoop: 'up' } } });
+    await waitFor('ready', async () => (await health.isReady('ready')).ready.status === 'up');
+    expect((await health.isReady('ready')).ready).toEqual({ status: 'up', database: 'up', listener: 'up', claims: 'up', eventLoop: 'up' });
     // A due job nobody can run yet (the queue paused): the lag check names its database.
     await app.get(QueueService).pause('reports.build');
     await app.get(QueueService).enqueue('reports.build', {});

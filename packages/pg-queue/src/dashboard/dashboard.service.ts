@@ -16,7 +16,7 @@ import type { FlowsData } from './views/flows.view.js';
 import type { JobsData } from './views/jobs.view.js';
 import type { DashboardCounts, ListedStatus, OverviewData } from './views/overview.view.js';
 import type { InstancesData } from './views/instances.view.js';
-import { unservedQueues } from '../store/instance.store.js';
+import { stalledInstances, unservedQueues } from '../store/instance.store.js';
 import type { WaitExplanation } from '../waiting/wait-reasons.js';
 import { PgQueueLogger } from '../utils/terminal-text.js';
 
@@ -69,12 +69,17 @@ export class DashboardService implements OnApplicationShutdown {
     await this.store.close();
   }
 
-  /** The instances registry, and the queues with queued jobs that no live instance serves. */
+  /**
+   * The instances registry, the queues with queued jobs that no live instance serves, and the live instances that
+   * have not claimed a queue with due jobs for their bound (stalledInstances).
+   */
   async instances(): Promise<InstancesData> {
     return this.store.read(async (q) => {
       const instances = await q.instances();
       const counts = await q.countByStatus();
-      return { instances, unserved: unservedQueues(Object.keys(counts).filter((n) => counts[n].queued > 0).sort(), instances) };
+      const queued = Object.keys(counts).filter((n) => counts[n].queued > 0).sort();
+      const due = [...(await q.oldestDue(queued))].filter(([, ms]) => ms !== null).map(([name]) => name);
+      return { instances, unserved: unservedQueues(queued, instances), stalled: stalledInstances(due, instances) };
     });
   }
 
@@ -97,6 +102,7 @@ export class DashboardService implements OnApplicationShutdown {
       this.store.read((q) => q.finishedPerMinute()),
     ]);
     const served = new Set(instances.filter((i) => i.live).flatMap((i) => i.queues.map((x) => x.queue)));
+    const stalled = stalledInstances([...oldest].filter(([, ms]) => ms !== null).map(([name]) => name), instances);
     const names = [...new Set([...Object.keys(counts), ...paused, ...chart.minutes.map((m) => m.queue_name)])].sort();
     const minutes = new Map<string, MinuteBucket[]>(names.map((n) => [n, Array.from({ length: 60 }, () => ({ completed: 0, failed: 0 }))]));
     for (const m of chart.minutes) {
@@ -111,6 +117,7 @@ export class DashboardService implements OnApplicationShutdown {
         oldestDueMs: oldest.get(name) ?? null,
         paused: paused.has(name),
         served: served.has(name),
+        stalledBy: stalled.filter((x) => x.queue === name).map((x) => x.id),
         minutes: minutes.get(name)!,
       })),
     };

@@ -1,11 +1,13 @@
-import { Injectable, type OnModuleInit } from '@nestjs/common';
+import { Injectable, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import { BAD_HEALTH_OPTION } from '../metrics/metrics.messages.js';
 import { findQueueInternals, type QueueInternals } from '../metrics/queue-internals.js';
 import { errorLine } from '../utils/error-text.js';
-import { unservedQueues, type InstanceRecord } from '../store/instance.store.js';
+import { stalledInstances, unservedQueues, type InstanceRecord } from '../store/instance.store.js';
 import type { ClaimLoopsCheckOptions, DatabaseCheckOptions, HealthResult, LagCheckOptions, ReadinessCheckOptions } from './health-check-options.interface.js';
+import { eventLoopLag } from './event-loop-lag.js';
+import { readProgress } from './progress.js';
 
 const DEFAULT_DB_TIMEOUT_MS = 2_000;
 const DEFAULT_LAG_TIMEOUT_MS = 2_000;
@@ -17,7 +19,7 @@ const DEFAULT_LAG_TIMEOUT_MS = 2_000;
  * serve an app's own health endpoint. docs/metrics.md says which check belongs to liveness and which to readiness.
  */
 @Injectable()
-export class PgQueueHealthIndicator implements OnModuleInit {
+export class PgQueueHealthIndicator implements OnModuleInit, OnModuleDestroy {
   /** One per database (PgQueueModule instance) of the app. */
   private internals!: QueueInternals[];
 
@@ -25,6 +27,11 @@ export class PgQueueHealthIndicator implements OnModuleInit {
 
   onModuleInit(): void {
     this.internals = findQueueInternals(this.moduleRef, 'PgQueueHealthModule');
+    eventLoopLag.acquire();
+  }
+
+  onModuleDestroy(): void {
+    eventLoopLag.release();
   }
 
   /** The database answers a `SELECT 1` on the queue's own pool within `timeoutMs` (default 2_000). */
@@ -101,25 +108,57 @@ export class PgQueueHealthIndicator implements OnModuleInit {
 
   /**
    * Every queue with a due job is served: a live instance (the instances registry, README: "Instances") has a
-   * handler for it. A check of the whole deployment, not of this process: for a monitoring endpoint, not for
+   * handler for it, and no live instance has stopped claiming one of its queues with due jobs and idle slots for its
+   * `health.claimStalledAfterMs` (`stalled`: alive but not claiming). A check of the whole deployment, not of this process: for a monitoring endpoint, not for
    * liveness or readiness (an instance cannot fix it by restarting). Down names the queues nobody runs. Two reads
    * under `timeoutMs` (default 2_000).
    */
   async checkInstances<K extends string = 'pg-queue-instances'>(key: K = 'pg-queue-instances' as K, options: DatabaseCheckOptions = {}): Promise<HealthResult<K>> {
     const timeoutMs = positiveInt('checkInstances', 'timeoutMs', options.timeoutMs, DEFAULT_LAG_TIMEOUT_MS);
     return this.across(key, async (internals) => {
-      let due: string[];
+      let oldest: Record<string, number>;
       let instances: InstanceRecord[];
       try {
-        due = Object.keys(await internals.store.oldestDue(timeoutMs)).sort();
+        oldest = await internals.store.oldestDue(timeoutMs);
         instances = await withTimeout(internals.instances.list(), timeoutMs);
       } catch (error) {
         return detail('down', { message: `instances unknown, the query failed: ${errorLine(error)}` });
       }
+      const due = Object.keys(oldest).sort();
       const live = instances.filter((i) => i.live).length;
       const unserved = unservedQueues(due, instances);
-      if (unserved.length === 0) return detail('up', { liveInstances: live });
-      return detail('down', { liveInstances: live, unserved, message: `nobody runs queue ${unserved.map((q) => `"${q}"`).join(', ')}: due jobs, and no live instance has a handler for it` });
+      const stalled = stalledInstances(due.filter((q) => oldest[q] > 0), instances);
+      if (unserved.length === 0 && stalled.length === 0) return detail('up', { liveInstances: live });
+      const messages = [
+        ...(unserved.length > 0 ? [`nobody runs queue ${unserved.map((q) => `"${q}"`).join(', ')}: due jobs, and no live instance has a handler for it`] : []),
+        ...stalled.map((x) => `instance ${x.id} is alive but has not claimed queue "${x.queue}" for ${x.sinceClaimMs} ms (its bound ${x.stalledAfterMs} ms), with due jobs and idle slots`),
+      ];
+      const stalledDetail = stalled.map((x) => ({ instance: x.id, queue: x.queue, sinceClaimMs: x.sinceClaimMs }));
+      return detail('down', { liveInstances: live, ...(unserved.length > 0 && { unserved }), ...(stalled.length > 0 && { stalled: stalledDetail }), message: messages.join('; ') });
+    });
+  }
+
+  /**
+   * Progress of this process (README: Health): no queue it serves has due jobs, idle slots and no claim answered for
+   * the module's `health.claimStalledAfterMs` (`claims`), and the event loop has not lagged past
+   * `health.maxEventLoopLagMs` in the last 5 s (`eventLoop`). Reads the database (which queues have due jobs) only
+   * when a claim loop has not answered for the bound, under `timeoutMs` (default 2_000). The metrics expose the same
+   * reasons (`pg_queue_unready`).
+   */
+  async checkProgress<K extends string = 'pg-queue-progress'>(key: K = 'pg-queue-progress' as K, options: DatabaseCheckOptions = {}): Promise<HealthResult<K>> {
+    const timeoutMs = positiveInt('checkProgress', 'timeoutMs', options.timeoutMs, DEFAULT_LAG_TIMEOUT_MS);
+    return this.across(key, async (internals) => {
+      const report = await readProgress(internals, eventLoopLag, timeoutMs);
+      const stalled = report.unready.filter((u) => u.reason === 'claim-stalled');
+      const lagging = report.unready.filter((u) => u.reason === 'event-loop-lag');
+      const details = {
+        claims: stalled.length === 0 ? 'up' : 'down',
+        eventLoop: lagging.length === 0 ? 'up' : 'down',
+        eventLoopLagMs: report.eventLoopLagMs,
+        ...(stalled.length > 0 && { stalled: stalled.map((u) => u.queue!) }),
+      };
+      const down = [...stalled, ...lagging];
+      return down.length === 0 ? detail('up', details) : detail('down', { ...details, message: down.map((u) => u.message).join('; ') });
     });
   }
 
@@ -140,11 +179,16 @@ export class PgQueueHealthIndicator implements OnModuleInit {
     return this.checkClaimLoops(key, options);
   }
 
-  /** Readiness: the database answers and the LISTEN connection is up, as one result (checkDatabase, checkListener). */
+  /**
+   * Readiness: the database answers, the LISTEN connection is up, and this process makes progress (no stalled claim
+   * loop, no event loop lag past the bound), as one result (checkDatabase, checkListener, checkProgress).
+   */
   async isReady<K extends string = 'pg-queue'>(key: K = 'pg-queue' as K, options: ReadinessCheckOptions = {}): Promise<HealthResult<K>> {
-    const [database, listener] = await Promise.all([this.checkDatabase('database', options), this.checkListener('listener')]);
-    const down = [database.database, listener.listener].filter((r) => r.status === 'down').map((r) => r.message as string);
-    const details = { database: database.database.status, listener: listener.listener.status };
+    const [database, listener, progress] = await Promise.all([this.checkDatabase('database', options), this.checkListener('listener'), this.checkProgress('progress', options)]);
+    const down = [database.database, listener.listener, progress.progress].filter((r) => r.status === 'down').map((r) => r.message as string);
+    const p = progress.progress;
+    const each = (field: 'claims' | 'eventLoop') => (p.databases ? (Object.values(p.databases as Record<string, Record<string, unknown>>).some((d) => d[field] === 'down') ? 'down' : 'up') : p[field]);
+    const details = { database: database.database.status, listener: listener.listener.status, claims: each('claims'), eventLoop: each('eventLoop') };
     return down.length === 0 ? result(key, 'up', details) : result(key, 'down', { ...details, message: down.join('; ') });
   }
 }

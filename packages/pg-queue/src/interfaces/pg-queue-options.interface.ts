@@ -64,6 +64,21 @@ export interface PgQueueHistoryOptions {
   moveBatchSize?: number;
 }
 
+/** What readiness (PgQueueHealthIndicator.isReady), the metrics and the instance's row call progress (README: Health). */
+export interface PgQueueHealthOptions {
+  /**
+   * A queue this process serves is stalled when it has due jobs and idle slots and none of its claims has answered for
+   * this long (a claim wedged behind a lock, a claim loop that no longer wakes). Must be longer than pollIntervalMs: an
+   * idle loop claims at least once per poll. Default the larger of 60_000 and 2 x pollIntervalMs.
+   */
+  claimStalledAfterMs?: number;
+  /**
+   * Readiness fails while the event loop lags more than this (a timer's drift, measured every 100 ms; the worst of
+   * the last 5 s): timers, heartbeats and claims of this process run this late. Default 2_000.
+   */
+  maxEventLoopLagMs?: number;
+}
+
 export interface PgQueueRecurringOptions {
   /** Sync this app's @RecurringJob schedules and fire due schedules from this instance. Default true. */
   enabled?: boolean;
@@ -169,6 +184,8 @@ export interface PgQueueModuleOptions {
   ambientTransactions?: boolean | { connectionName: string };
   /** Recurring jobs (@RecurringJob, QueueService.upsertSchedule). */
   recurring?: PgQueueRecurringOptions;
+  /** The bounds of progress that readiness, the metrics and `pg-queue doctor` check (README: Health). */
+  health?: PgQueueHealthOptions;
 }
 
 /** Given next to the options of forRoot / forRootAsync (known when the module is defined). */

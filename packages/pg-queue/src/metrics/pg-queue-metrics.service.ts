@@ -10,6 +10,9 @@ import { findQueueInternals, type QueueInternals } from './queue-internals.js';
 import { depthOfAll } from '../store/metrics.store.js';
 import type { ResolvedMetricsOptions } from './resolve-metrics-options.js';
 import { PgQueueLogger } from '../utils/terminal-text.js';
+import { eventLoopLag } from '../health/event-loop-lag.js';
+import { readProgress } from '../health/progress.js';
+import { mergeProgress, progressGauges } from './progress-gauges.js';
 
 /**
  * Wires the metrics of PgQueueMetricsModule once the app's providers exist: the sinks the options turn on
@@ -22,6 +25,7 @@ export class PgQueueMetrics implements OnModuleInit, OnApplicationBootstrap, OnM
   private prometheus: PrometheusMetrics | undefined;
   private collector: JobMetricsCollector | undefined;
   private internals: QueueInternals[] | undefined;
+  private lagAcquired = false;
 
   constructor(
     private readonly moduleRef: ModuleRef,
@@ -36,6 +40,10 @@ export class PgQueueMetrics implements OnModuleInit, OnApplicationBootstrap, OnM
     const { promClient, otelApi } = this.peers;
     if (promClient) {
       this.prometheus = new PrometheusMetrics(promClient, this.options, this.options.depth ? depthOfAll(internals.map((i) => i.store)) : undefined, this.logger);
+      eventLoopLag.acquire();
+      this.lagAcquired = true;
+      const progress = async () => mergeProgress(await Promise.all(internals.map((i) => readProgress(i, eventLoopLag, this.options.depthTimeoutMs))));
+      this.prometheus.addMetrics(progressGauges(promClient, this.options.prefix, progress));
       this.prometheus.registerAll();
       sinks.push(this.prometheus);
     }
@@ -59,6 +67,8 @@ export class PgQueueMetrics implements OnModuleInit, OnApplicationBootstrap, OnM
   onModuleDestroy(): void {
     this.collector?.stop();
     this.prometheus?.unregisterAll();
+    if (this.lagAcquired) eventLoopLag.release();
+    this.lagAcquired = false;
   }
 
   /** The Prometheus registry's text and content type (what GET /metrics serves). */

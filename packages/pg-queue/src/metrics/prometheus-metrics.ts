@@ -124,6 +124,11 @@ export class PrometheusMetrics implements JobMetricsSink {
     }
   }
 
+  /** Metrics built elsewhere (the progress gauges), registered with the rest by registerAll. */
+  addMetrics(metrics: readonly PromClient.Metric[]): void {
+    for (const metric of metrics) this.add(metric);
+  }
+
   /** Registers every metric; a name the registry already has fails the boot with the way out. */
   registerAll(): void {
     for (const metric of this.metrics) {

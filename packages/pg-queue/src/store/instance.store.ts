@@ -10,6 +10,15 @@ export interface InstanceQueue {
   running: number;
   /** The queue's limits across instances, as its handler sets them (absent: none). */
   limits?: { globalConcurrency?: number; rateLimit?: { max: number; intervalMs: number }; concurrencyPerKey?: number };
+  /**
+   * Progress, when the row was written (absent from versions before it): ms since one of the queue's claims last
+   * answered (measured in the process; add the row's age for now), its slots with no job in them, whether a limit
+   * held its claims back on purpose, and the instance's `health.claimStalledAfterMs`.
+   */
+  sinceClaimMs?: number;
+  idleSlots?: number;
+  claimHeld?: boolean;
+  stalledAfterMs?: number;
 }
 
 /** A process that runs workers, as its row in background_instances says (README: "Instances"). */
@@ -84,4 +93,32 @@ export function unservedQueues(due: readonly string[], instances: readonly Insta
   if (instances.length === 0) return [];
   const served = new Set(instances.filter((i) => i.live).flatMap((i) => i.queues.map((q) => q.queue)));
   return due.filter((queue) => !served.has(queue));
+}
+
+/** A live instance whose claims of a queue with due jobs have not answered for its bound (stalledInstances). */
+export interface StalledInstanceQueue {
+  id: string;
+  queue: string;
+  /** ms since one of its claims of the queue answered, now (as of its row, plus the row's age by the database clock). */
+  sinceClaimMs: number;
+  stalledAfterMs: number;
+}
+
+/**
+ * Live instances that serve a queue of `due` (queues with due jobs) with idle slots, no limit holding their claims
+ * back, and no claim answered for longer than their own `health.claimStalledAfterMs`: alive (writing their row) but
+ * not claiming, a wedged claim loop. Rows of versions that do not write progress are never named.
+ */
+export function stalledInstances(due: readonly string[], instances: readonly InstanceRecord[]): StalledInstanceQueue[] {
+  const dueSet = new Set(due);
+  const stalled: StalledInstanceQueue[] = [];
+  for (const i of instances) {
+    if (!i.live) continue;
+    for (const q of i.queues) {
+      if (!dueSet.has(q.queue) || q.sinceClaimMs === undefined || q.stalledAfterMs === undefined || q.claimHeld || !q.idleSlots) continue;
+      const sinceClaimMs = q.sinceClaimMs + i.seenMsAgo;
+      if (sinceClaimMs > q.stalledAfterMs) stalled.push({ id: i.id, queue: q.queue, sinceClaimMs, stalledAfterMs: q.stalledAfterMs });
+    }
+  }
+  return stalled;
 }

@@ -48,6 +48,10 @@ export interface ResolvedModuleOptions {
     pollIntervalMs: number;
     orphanAfterMs: number;
   };
+  health: {
+    claimStalledAfterMs: number;
+    maxEventLoopLagMs: number;
+  };
 }
 
 const MAX_TIMER_MS = 2_147_483_647; // setTimeout's limit
@@ -80,8 +84,9 @@ const KNOWN_MODULE_KEYS = new Set([
   'dataSource', 'connection', 'listenerUrl', 'migrationsRun', 'workers', 'queues', 'workerId', 'leaseMs',
   'heartbeatMs', 'pollIntervalMs', 'fallbackPollIntervalMs', 'shutdownGraceMs', 'maxPayloadBytes', 'maxResultBytes', 'maintenance',
   'isGlobal', 'dataSourceName', 'name', 'ambientTransactions', 'poolSize', 'leasePoolSize', 'maintenancePoolSize', 'statementTimeoutMs', 'connectTimeoutMs', 'transactionPooler',
-  'recurring',
+  'recurring', 'health',
 ]);
+const KNOWN_HEALTH_KEYS = new Set(['claimStalledAfterMs', 'maxEventLoopLagMs']);
 const KNOWN_RECURRING_KEYS = new Set(['enabled', 'pollIntervalMs', 'orphanAfterMs']);
 const KNOWN_MAINTENANCE_KEYS = new Set([
   'enabled', 'sweepIntervalMs', 'pruneIntervalMs', 'completedRetentionMs', 'failedRetentionMs', 'pruneBatchSize', 'history',
@@ -134,13 +139,15 @@ export function resolveModuleOptions(options: PgQueueModuleOptions): ResolvedMod
   const r = options.recurring ?? {};
   if (typeof r !== 'object') throw new PgQueueError(INVALID_OPTION(where, 'recurring', r, 'an object'));
   refuseUnknownKeys(`${where} recurring`, r, KNOWN_RECURRING_KEYS);
+  const pollIntervalMs = int(where, 'pollIntervalMs', options.pollIntervalMs, 30_000, 10);
+  const health = resolveHealth(`${where} health`, options.health, pollIntervalMs);
   return {
     workers: bool(where, 'workers', options.workers, true),
     migrationsRun: bool(where, 'migrationsRun', options.migrationsRun, true),
     workerId: options.workerId ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`,
     leaseMs,
     heartbeatMs,
-    pollIntervalMs: int(where, 'pollIntervalMs', options.pollIntervalMs, 30_000, 10),
+    pollIntervalMs,
     fallbackPollIntervalMs: int(where, 'fallbackPollIntervalMs', options.fallbackPollIntervalMs, 1_000, 10),
     shutdownGraceMs: int(where, 'shutdownGraceMs', options.shutdownGraceMs, 10_000, 0),
     maxPayloadBytes: int(where, 'maxPayloadBytes', options.maxPayloadBytes, 1_048_576, 2, 256 * 1_048_576),
@@ -171,7 +178,23 @@ export function resolveModuleOptions(options: PgQueueModuleOptions): ResolvedMod
       pollIntervalMs: int(`${where} recurring`, 'pollIntervalMs', r.pollIntervalMs, 10_000, 10, 60_000),
       orphanAfterMs: int(`${where} recurring`, 'orphanAfterMs', r.orphanAfterMs, 300_000, 3_000),
     },
+    health,
   };
+}
+
+/**
+ * health: the bounds of progress. A claim stall bound at or under pollIntervalMs is refused: an idle claim loop answers
+ * once per poll, so readiness would fail between two polls of a healthy queue whose jobs just came due.
+ */
+function resolveHealth(where: string, value: PgQueueModuleOptions['health'], pollIntervalMs: number): ResolvedModuleOptions['health'] {
+  const h = value ?? {};
+  if (h === null || typeof h !== 'object') throw new PgQueueError(INVALID_OPTION('PgQueueModule', 'health', h, '{ claimStalledAfterMs, maxEventLoopLagMs }'));
+  refuseUnknownKeys(where, h, KNOWN_HEALTH_KEYS);
+  const claimStalledAfterMs = int(where, 'claimStalledAfterMs', h.claimStalledAfterMs, Math.max(60_000, 2 * pollIntervalMs), 100);
+  if (claimStalledAfterMs <= pollIntervalMs) {
+    throw new PgQueueError(INVALID_OPTION(where, 'claimStalledAfterMs', claimStalledAfterMs, `more than pollIntervalMs (${pollIntervalMs}): an idle claim loop answers only once per poll, so a healthy queue would read as stalled`));
+  }
+  return { claimStalledAfterMs, maxEventLoopLagMs: int(where, 'maxEventLoopLagMs', h.maxEventLoopLagMs, 2_000, 50) };
 }
 
 /**

@@ -25,6 +25,14 @@ export interface ClaimTarget {
   readonly observed: boolean;
 }
 
+/** A claim loop as health checks read it (ClaimLoop.state). */
+export interface ClaimLoopState {
+  claimingForMs: number;
+  ended: boolean;
+  sinceAnswerMs: number;
+  held: boolean;
+}
+
 export interface ClaimLoopConfig {
   queue: string;
   workerId: string;
@@ -64,6 +72,12 @@ export class ClaimLoop {
   /** performance.now() when the claim in flight was sent (0: none), and whether the loop has ended: for health checks. */
   private sentAt = 0;
   private ended = false;
+  /**
+   * performance.now() when a claim last answered (rows or none), or when the loop started: readiness reads how long
+   * ago (a queue with due jobs and free slots that no claim has answered for a while is wedged). The loop is the
+   * only owner of this fact; one assignment per claim, nothing per job.
+   */
+  private answeredAt = 0;
   /** The last claim came back short: with gatherMs, the next one lets a batch fill first. */
   private gatherFirst = false;
 
@@ -76,9 +90,19 @@ export class ClaimLoop {
     this.backoff = new RetryBackoff(`claiming jobs of queue "${config.queue}"`, logger);
   }
 
-  /** How long the claim in flight has waited (0: none), and whether the loop has ended. */
-  get state(): { claimingForMs: number; ended: boolean } {
-    return { claimingForMs: this.sentAt === 0 ? 0 : performance.now() - this.sentAt, ended: this.ended };
+  /**
+   * How long the claim in flight has waited (0: none), whether the loop has ended, how long ago a claim last answered
+   * (`sinceAnswerMs`, from the loop's start before the first), and whether a limit of the queue holds claims back on
+   * purpose now (`held`: a rate limit's window or capacity, a batch gathering).
+   */
+  get state(): ClaimLoopState {
+    const now = performance.now();
+    return {
+      claimingForMs: this.sentAt === 0 ? 0 : now - this.sentAt,
+      ended: this.ended,
+      sinceAnswerMs: this.answeredAt === 0 ? 0 : now - this.answeredAt,
+      held: this.heldUntil > now,
+    };
   }
 
   /** True while the last claim failed (the database unreachable or refusing). */
@@ -87,6 +111,7 @@ export class ClaimLoop {
   }
 
   start(): void {
+    if (this.answeredAt === 0) this.answeredAt = performance.now();
     this.loop ??= this.run().finally(() => (this.ended = true));
   }
 
@@ -160,6 +185,7 @@ export class ClaimLoop {
         claimed = limits
           ? await this.store.claimLimitedJobs(queue, want, workerId, leaseMs, limits, this.keyCursor)
           : await this.store.claimJobs(queue, want, workerId, leaseMs, this.target.observed || tracingActive(), { startNow, armAhead, bufferLeaseMs });
+        this.answeredAt = performance.now();
         this.backoff.succeeded();
       } catch (error) {
         this.sentAt = 0;

@@ -1,7 +1,7 @@
 import type { JobRef, ClaimedJob } from '../store/job.store.js';
 import { LATE_STARTS, STALE_CLAIM, WORKER_DEFECT } from '../pg-queue.messages.js';
 import { errorLine } from '../utils/error-text.js';
-import { ClaimLoop, type ClaimTarget } from './claim-loop.js';
+import { ClaimLoop, type ClaimLoopState, type ClaimTarget } from './claim-loop.js';
 import { EagerStarts, type EagerInsert } from './eager-starts.js';
 import { HeldJob } from './held-job.js';
 import { LeaseAnswers } from './lease-answers.js';
@@ -90,9 +90,12 @@ export class QueueWorker implements ClaimTarget {
     return this.state.buffer.size + this.state.armed.length;
   }
 
-  /** The claim loop, read by health checks: how long its claim in flight has waited (0: none), and whether it has ended. */
-  get claimLoopState(): { claimingForMs: number; ended: boolean } {
-    return this.claims.state;
+  /**
+   * The claim loop, read by health checks (ClaimLoop.state), and the slots with no job in them (`idleSlots`: a claim
+   * in flight reserves slots but fills none until it answers).
+   */
+  get claimLoopState(): ClaimLoopState & { idleSlots: number } {
+    return { ...this.claims.state, idleSlots: this.state.slots.idle(this.state.armed.length) };
   }
 
   get observed(): boolean {

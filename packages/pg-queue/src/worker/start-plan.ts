@@ -137,6 +137,15 @@ export class Slots {
   }
 
   /**
+   * Slots with no job in them (health checks): neither running, starting, armed nor kept for an eager start. A claim in
+   * flight's reserved slots count as idle: they fill only when it answers, and a wedged claim never does.
+   */
+  idle(armed: number): number {
+    if (this.callSize !== undefined) return Math.max(0, this.concurrency - this.runningBatches);
+    return Math.max(0, this.concurrency - this.running - this.starting - armed - this.eager);
+  }
+
+  /**
    * A claim of `want` is being sent (ClaimTarget.reserveSlots): the slots its jobs that start at once take are kept
    * (`reserved`, until the claim answers), and the claim marks started `armAhead` more for the worker to hold ahead of a
    * free slot, up to `depth` (StartAhead's) held or on their way.

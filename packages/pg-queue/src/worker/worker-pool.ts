@@ -21,8 +21,12 @@ import { InstanceRegistration } from '../instances/instance-registration.js';
 import type { InstanceQueue } from '../store/instance.store.js';
 import { putBack } from './put-back.js';
 import { QueueWorker } from './queue-worker.js';
+import type { ClaimLoopState } from './claim-loop.js';
 import { RowLockLane } from './row-lock-lane.js';
 import { PgQueueLogger } from '../utils/terminal-text.js';
+
+/** One queue's claim loop as health checks and the instance's row read it (WorkerPool.claimLoops). */
+export type ClaimLoopReport = ClaimLoopState & { queue: string; idleSlots: number };
 
 /**
  * Orchestration: mounts one QueueWorker per discovered handler at bootstrap, shares one LISTEN connection, one
@@ -76,8 +80,8 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
     return this.listener?.connected ?? false;
   }
 
-  /** Each queue's claim loop (health checks): how long its claim in flight has waited, and whether it has ended. */
-  claimLoops(): { queue: string; claimingForMs: number; ended: boolean }[] {
+  /** Each queue's claim loop (health checks): its claim in flight, its last answer, a limit's hold, its idle slots. */
+  claimLoops(): ClaimLoopReport[] {
     return [...this.workers].map(([queue, w]) => ({ queue, ...w.claimLoopState }));
   }
 
@@ -148,7 +152,13 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
     this.listener.start();
     for (const worker of this.workers.values()) worker.start();
     const registered = new Map(handlers.map((h) => [h.queue, registeredQueue(h)]));
-    const queues = () => [...this.workers].map(([queue, w]) => ({ ...registered.get(queue)!, running: w.activeCount }));
+    const stalledAfterMs = this.options.health.claimStalledAfterMs;
+    const queues = () =>
+      [...this.workers].map(([queue, w]) => {
+        const loop = w.claimLoopState;
+        const progress = { sinceClaimMs: Math.round(loop.sinceAnswerMs), idleSlots: loop.idleSlots, claimHeld: loop.held, stalledAfterMs };
+        return { ...registered.get(queue)!, running: w.activeCount, ...progress };
+      });
     this.registration = new InstanceRegistration(this.store.instances, workerId, heartbeatMs, leaseMs + heartbeatMs, queues, this.logger);
     this.registration.start();
     this.logger.log(`worker ${workerId} processing ${handlers.map((h) => `${h.queue} (x${h.options.concurrency})`).join(', ')}`);

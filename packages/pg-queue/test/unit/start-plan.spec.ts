@@ -254,3 +254,17 @@ describe('claim -> start -> run -> settle, counted', () => {
     expect({ running: s.running, starting: s.starting, reserved: s.reserved, settling: s.settling, armed }).toEqual({ running: 2, starting: 0, reserved: 0, settling: 0, armed: 2 });
   });
 });
+
+describe('Slots.idle: slots with no job in them (readiness: a stalled claim needs idle slots)', () => {
+  it('counts neither running, starting, armed nor eager slots; a claim in flight reserves slots it has not filled', () => {
+    expect(slots(4).idle(0)).toBe(4);
+    expect(slots(4, { running: 1, starting: 1, eager: 1 }).idle(0)).toBe(1);
+    expect(slots(4, { running: 2 }).idle(2)).toBe(0);
+    expect(slots(4, { reserved: 4 }).idle(0)).toBe(4);
+    expect(slots(2, { running: 2 }).idle(1)).toBe(0); // never below 0
+  });
+  it('a batch handler counts its calls', () => {
+    const batch = Object.assign(new Slots(3, 10, 10), { runningBatches: 2 });
+    expect(batch.idle(0)).toBe(1);
+  });
+});

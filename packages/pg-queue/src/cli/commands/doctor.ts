@@ -7,17 +7,11 @@ import { CliError, describeError } from '../errors.js';
 import { print, printJson } from '../output.js';
 import type { Run } from '../run.js';
 import { unservedQueues } from '../../store/instance.store.js';
+import { progress } from './doctor-progress.js';
+import type { CheckResult } from './check-result.js';
 
-export type CheckState = 'ok' | 'warn' | 'fail';
+export type { CheckResult, CheckState } from './check-result.js';
 
-export interface CheckResult {
-  check: string;
-  state: CheckState;
-  /** What was found, in one line. */
-  detail: string;
-  /** What to do about it (warn and fail only). */
-  hint?: string;
-}
 
 interface DoctorOptions {
   json?: boolean;
@@ -70,7 +64,7 @@ const STUCK_COUNT_LIMIT = 1_000;
 export function registerDoctor(program: Command, run: Run): void {
   program
     .command('doctor')
-    .description('check the database: schema version, indexes, autovacuum settings, stuck leases, instances, LISTEN, transaction pooler; exit 1 if a check fails')
+    .description('check the database: schema version, indexes, autovacuum settings, stuck leases, instances, progress (unserved or unclaimed due jobs), LISTEN, transaction pooler; exit 1 if a check fails')
     .option('--sweep-interval <duration>', "the module's maintenance.sweepIntervalMs, if your app changes it (default 5s)", parseDuration('--sweep-interval'), 5_000)
     .option('--migrations-table <name>', "TypeORM's migrations table, if your DataSource names it (default: migrations)")
     .option('--json', 'as JSON: [{ check, state, detail, hint? }]')
@@ -79,7 +73,7 @@ export function registerDoctor(program: Command, run: Run): void {
         // Every check connects: without this one first, a wrong password or a dead server was reported six times.
         const unreachable = await connects(connection);
         const results: CheckResult[] = unreachable ? [unreachable] : [];
-        const checks = unreachable ? {} : { schema, indexes, autovacuum, leases: stuckLeases, instances, listen, pooler };
+        const checks = unreachable ? {} : { schema, indexes, autovacuum, leases: stuckLeases, instances, progress, listen, pooler };
         for (const [name, check] of Object.entries(checks)) {
           try {
             results.push(await check(connection, options));

@@ -32,6 +32,8 @@ export interface QueueOverview {
   paused: boolean;
   /** A live instance has a handler for it (the instances registry). */
   served: boolean;
+  /** Live instances serving it that have not claimed it for their bound while it has due jobs (a wedged claim loop). */
+  stalledBy: string[];
   /** The last 60 minutes, oldest first. */
   minutes: MinuteBucket[];
 }
@@ -58,7 +60,7 @@ export function overviewView(ctx: PageContext, data: OverviewData): string {
   <th scope="row"><a href="${ctx.base}/jobs?queue=${encodeURIComponent(q.name)}">${q.name}</a></th>
   ${COLUMNS.map((s) => count(q, s))}
   <td class="n" data-oldest="${q.name}">${formatDuration(q.oldestDueMs)}</td>
-  <td>${q.paused ? html`<span class="paused">paused</span>` : 'running'}${!q.served && q.counts.queued > 0 ? html` <a class="unserved" href="${ctx.base}/instances" data-unserved="${q.name}">nobody runs this queue</a>` : null}</td>
+  <td>${q.paused ? html`<span class="paused">paused</span>` : 'running'}${!q.served && q.counts.queued > 0 ? html` <a class="unserved" href="${ctx.base}/instances" data-unserved="${q.name}">nobody runs this queue</a>` : null}${q.stalledBy.length > 0 ? html` <a class="unserved" href="${ctx.base}/instances" data-stalled="${q.name}" title="${q.stalledBy.join(', ')}">${String(q.stalledBy.length)} instance(s) not claiming</a>` : null}</td>
   <td>${q.paused
       ? actionForm(ctx, `/queues/${encodeURIComponent(q.name)}/resume`, 'Resume', queueQuestion('resume', q.name))
       : actionForm(ctx, `/queues/${encodeURIComponent(q.name)}/pause`, 'Pause', queueQuestion('pause', q.name))}</td>
