@@ -1,33 +1,16 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
-import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from '@jest/globals';
 import { QueueService } from 'nestjs-pg-queue';
 import { createTestDatabase } from '@internal/pg-harness';
-import { buildWorker, type WorkerBuild } from './faults/support/build-worker.js';
-import { READ_AHEAD_TABLES, ReadAheadFleet } from './read-ahead/read-ahead-fleet.js';
+import { READ_AHEAD_TABLES } from './read-ahead/read-ahead-fleet.js';
 import type { ReadAheadPayload } from './read-ahead/read-ahead-worker.js';
+import { useReadAheadFleet } from './read-ahead/use-read-ahead-fleet.js';
 import { sqlPool, startApp, waitFor } from './support/test-app.js';
 
 // Issue 43, "Jobs after enqueue": a change (here updatePayload, the one a handler would see) applies only to a job that
 // has not started and that no worker holds. Two worker processes read ahead ('auto' and a fixed prefetch of 50) and
 // record every handler call with the payload it saw (ra_runs); this process changes jobs from the workers' front on,
 // where some are queued, some read ahead, some running. What each call answered must match what the tables hold.
-const WORKER_SOURCES = [fileURLToPath(new URL('./read-ahead/read-ahead-worker.ts', import.meta.url))];
-
-let build: WorkerBuild;
-let fleet: ReadAheadFleet;
-beforeAll(async () => {
-  build = await buildWorker(WORKER_SOURCES);
-  fleet = new ReadAheadFleet(build.script);
-  fleet.warm(2);
-}, 60_000);
-afterEach(async () => {
-  await fleet.killAll();
-  fleet.warm(2);
-});
-afterAll(async () => {
-  await fleet?.killAll();
-  await build?.remove();
-});
+const ra = useReadAheadFleet();
 
 describe('changing jobs after enqueue, with two processes reading ahead (issue 43)', () => {
   it.each([3, 40])('updatePayload answers what the tables hold, and no handler sees a payload change under it (jobs of %i ms)', async (ms) => {
@@ -38,7 +21,7 @@ describe('changing jobs after enqueue, with two processes reading ahead (issue 4
       await db.query(READ_AHEAD_TABLES);
       const queue = app.get(QueueService);
       const opts = (prefetch: number | 'auto') => ({ maintenance: { sweepIntervalMs: 500 }, queues: { q: { concurrency: 8, prefetch } } });
-      await Promise.all([fleet.start('a', url, url, opts('auto')), fleet.start('b', url, url, opts(50))]);
+      await Promise.all([ra.fleet.start('a', url, url, opts('auto')), ra.fleet.start('b', url, url, opts(50))]);
       const n = ms < 10 ? 4_000 : 1_200;
       await queue.enqueueMany(Array.from({ length: n }, () => ({ queue: 'q', payload: { ms, v: 'old' } satisfies ReadAheadPayload })));
       await waitFor('some jobs started', async () => (await db.query('SELECT 1 FROM ra_runs LIMIT 50')).rowCount! >= 50, 60_000, 10);
@@ -77,7 +60,7 @@ describe('changing jobs after enqueue, with two processes reading ahead (issue 4
       expect(byAnswer.changed ?? 0).toBeGreaterThan(0);
       expect((byAnswer.held ?? 0) + (byAnswer.running ?? 0)).toBeGreaterThan(0);
     } finally {
-      await fleet.killAll();
+      await ra.fleet.killAll();
       await app.close();
       await db.end();
     }

@@ -1,15 +1,12 @@
 import { Injectable, type INestApplicationContext } from '@nestjs/common';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
-import { symlink } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
 import { JobHandler, QueueService, type Job, type JobHandlerOptions, type PgQueueModuleOptions } from 'nestjs-pg-queue';
 import { MaintenanceScheduler } from '../src/internal.js';
 import { createTestDatabase } from '@internal/pg-harness';
-import { buildWorker, type WorkerBuild } from './faults/support/build-worker.js';
-import { dbNow, READ_AHEAD_TABLES, ReadAheadFleet, type ReadAheadWorker } from './read-ahead/read-ahead-fleet.js';
+import { dbNow, READ_AHEAD_TABLES, type ReadAheadWorker } from './read-ahead/read-ahead-fleet.js';
 import type { ReadAheadPayload } from './read-ahead/read-ahead-worker.js';
+import { useReadAheadFleet } from './read-ahead/use-read-ahead-fleet.js';
 import { runCli } from './support/run-cli.js';
 import { TcpProxy } from './support/tcp-proxy.js';
 import { sqlPool, startApp, waitFor } from './support/test-app.js';
@@ -20,29 +17,7 @@ import { sqlPool, startApp, waitFor } from './support/test-app.js';
 // job"): a job read ahead is `processing` with `buffered = true`, not charged an attempt, on a short lease
 // (about 5 s) that is not renewed; it is charged when it starts; pause, cancel, replace, a loss and shutdown
 // reach it before it starts.
-const WORKER_SOURCES = [fileURLToPath(new URL('./read-ahead/read-ahead-worker.ts', import.meta.url))];
-
-let build: WorkerBuild;
-let fleet: ReadAheadFleet;
-/** The `pg-queue` binary of the worker build (swc, like the workers): no tsc -b of dist/ racing cli.spec.ts's. */
-let cli: string;
-beforeAll(async () => {
-  build = await buildWorker(WORKER_SOURCES);
-  const outDir = join(dirname(build.script), '..', '..');
-  cli = join(outDir, 'src', 'cli', 'main.js');
-  // The package's own dependencies that npm did not hoist (commander) resolve from the build as from the package.
-  await symlink(fileURLToPath(new URL('../node_modules', import.meta.url)), join(outDir, 'node_modules'), 'dir');
-  fleet = new ReadAheadFleet(build.script);
-  fleet.warm(2);
-}, 60_000);
-afterEach(async () => {
-  await fleet.killAll();
-  fleet.warm(2);
-});
-afterAll(async () => {
-  await fleet?.killAll();
-  await build?.remove();
-});
+const ra = useReadAheadFleet();
 
 interface Setup {
   url: string;
@@ -64,7 +39,7 @@ async function setUp(label: string): Promise<Setup> {
     app,
     queue: app.get(QueueService),
     close: async () => {
-      await fleet.killAll();
+      await ra.fleet.killAll();
       await app.close();
       await db.end();
     },
@@ -128,7 +103,7 @@ describe('read-ahead keeps the promises of every job (issue 17)', () => {
   it('a job read ahead is processing + buffered, not charged, on a short lease not renewed; starting it charges it; stats() counts it queued', async () => {
     const s = await setUp('ra_states');
     try {
-      const a = await fleet.start('a', s.url, s.url, options({ concurrency: 1, prefetch: 5 }, { heartbeatMs: 300 }));
+      const a = await ra.fleet.start('a', s.url, s.url, options({ concurrency: 1, prefetch: 5 }, { heartbeatMs: 300 }));
       const ids = await s.queue.enqueueMany(jobs([{ ms: 2_500 }, ...Array.from({ length: 5 }, () => ({ ms: 50 }))]));
       await waitHolding(s.db, a, ids, 1);
       const [first, ...ahead] = await rowsOf(s.db, ids);
@@ -177,12 +152,12 @@ describe('read-ahead keeps the promises of every job (issue 17)', () => {
     const s = await setUp('ra_kill');
     try {
       // maxAttempts 1, as the README advises for work that must not run twice.
-      const a = await fleet.start('a', s.url, s.url, options({ concurrency: 1, prefetch: 20, maxAttempts: 1 }));
+      const a = await ra.fleet.start('a', s.url, s.url, options({ concurrency: 1, prefetch: 20, maxAttempts: 1 }));
       const ids = await s.queue.enqueueMany(jobs(Array.from({ length: 21 }, () => ({ ms: 2_000 })), 1));
       await waitHolding(s.db, a, ids, 1);
       // The other process: idle, listening and sweeping (default sweep, every 5 s), with room to run them all.
-      await fleet.start('b', s.url, s.url, options({ concurrency: 25, prefetch: 0, maxAttempts: 1 }));
-      const killedAt = await fleet.kill(a, s.db);
+      await ra.fleet.start('b', s.url, s.url, options({ concurrency: 25, prefetch: 0, maxAttempts: 1 }));
+      const killedAt = await ra.fleet.kill(a, s.db);
       const { rows: unstartedRows } = await s.db.query<{ id: string }>(
         `SELECT u.jid::text AS id FROM unnest($1::int8[]) AS u(jid) WHERE NOT EXISTS (SELECT 1 FROM ra_runs AS r WHERE r.job_id = u.jid AND r.worker = 'a')`,
         [ids],
@@ -234,17 +209,17 @@ describe('read-ahead keeps the promises of every job (issue 17)', () => {
       // A 4 s lease: jobs read ahead may start in the first 2 s after their claim, the window in which the test
       // must see the full buffer (with 2 s, a loaded machine could miss the 1 s window).
       const timings = { leaseMs: 4_000, maintenance: { sweepIntervalMs: 500 } };
-      const a = await fleet.start('a', proxy?.url ?? s.url, s.url, options({ concurrency: 4, prefetch: 20 }, timings));
+      const a = await ra.fleet.start('a', proxy?.url ?? s.url, s.url, options({ concurrency: 4, prefetch: 20 }, timings));
       const ids = await s.queue.enqueueMany(jobs(Array.from({ length: 24 }, (_, i) => ({ ms: 6_000 + (i % 5) * 500 }))));
       await waitHolding(s.db, a, ids, 4);
-      await fleet.start('b', s.url, s.url, options({ concurrency: 4, prefetch: 20 }, timings));
-      const faultAt = fault === 'freeze' ? await fleet.freeze(a, s.db) : (await proxy!.refuse(), await dbNow(s.db));
+      await ra.fleet.start('b', s.url, s.url, options({ concurrency: 4, prefetch: 20 }, timings));
+      const faultAt = fault === 'freeze' ? await ra.fleet.freeze(a, s.db) : (await proxy!.refuse(), await dbNow(s.db));
       const t0 = performance.now();
       // Every row taken from A (swept), and B running what its slots take: B gives back what it read ahead and
       // could not start within its buffer's hold time, so it need not hold all 24 at once.
       const taken = await pollUntil(async () => (await heldBy(s.db, 'a')).length === 0 && (await heldBy(s.db, 'b')).length >= 4, 20_000, 50);
       const cutMs = performance.now() - t0;
-      if (fault === 'freeze') fleet.resume(a);
+      if (fault === 'freeze') ra.fleet.resume(a);
       else await proxy!.reopen();
       const backAt = await dbNow(s.db);
       await sleep(2_500); // heartbeats, lost leases, whatever the returning worker does
@@ -271,7 +246,7 @@ describe('read-ahead keeps the promises of every job (issue 17)', () => {
         ranTwiceNotRunningAtTheFault: [],
       });
     } finally {
-      await fleet.killAll();
+      await ra.fleet.killAll();
       await proxy?.close();
     }
   }
@@ -297,10 +272,10 @@ describe('read-ahead keeps the promises of every job (issue 17)', () => {
   it('bulk cancel (pg-queue jobs cancel --queue q --yes): no handler starts for a cancelled job after the cancel', async () => {
     const s = await setUp('ra_cancel');
     try {
-      const a = await fleet.start('a', s.url, s.url, options({ concurrency: 2, prefetch: 20 }));
+      const a = await ra.fleet.start('a', s.url, s.url, options({ concurrency: 2, prefetch: 20 }));
       const ids = await s.queue.enqueueMany(jobs(Array.from({ length: 22 }, () => ({ ms: 8_000 }))));
       await waitHolding(s.db, a, ids, 2);
-      const cancel = await runCli(['jobs', 'cancel', '--queue', 'q', '--yes'], { DATABASE_URL: s.url, FORCE_COLOR: '0' }, undefined, cli);
+      const cancel = await runCli(['jobs', 'cancel', '--queue', 'q', '--yes'], { DATABASE_URL: s.url, FORCE_COLOR: '0' }, undefined, ra.cli);
       expect({ code: cancel.code, stderr: cancel.stderr }).toEqual({ code: 0, stderr: '' });
       await sleep(2_000);
       // finished_at of a cancelled row is the cancel's transaction time: no slot frees (8 s jobs) between it and the commit.
@@ -323,7 +298,7 @@ describe('read-ahead keeps the promises of every job (issue 17)', () => {
    * counted by the worker itself), or the database clock just after (another process: `slackMs` allowed).
    */
   async function pauseWithBuffer(s: Setup, pause: (a: ReadAheadWorker) => Promise<{ startsBefore: number } | { at: string }>, slackMs: number): Promise<void> {
-    const a = await fleet.start('a', s.url, s.url, options({ concurrency: 1, prefetch: 10 }));
+    const a = await ra.fleet.start('a', s.url, s.url, options({ concurrency: 1, prefetch: 10 }));
     const ids = await s.queue.enqueueMany(jobs(Array.from({ length: 16 }, () => ({ ms: 300 }))));
     await waitFor('a full buffer and a job running', async () => (await heldBy(s.db, 'a')).length >= 9 && (await runCount(s.db)) >= 1, 30_000, 10);
     const paused = await pause(a);
@@ -350,7 +325,7 @@ describe('read-ahead keeps the promises of every job (issue 17)', () => {
   it('pause() in the worker’s own process: no job starts after pause() returns; after resume() they all run', async () => {
     const s = await setUp('ra_pause_own');
     try {
-      await pauseWithBuffer(s, (a) => fleet.pause(a), 0);
+      await pauseWithBuffer(s, (a) => ra.fleet.pause(a), 0);
     } finally {
       await s.close();
     }
@@ -373,7 +348,7 @@ describe('read-ahead keeps the promises of every job (issue 17)', () => {
   it('onConflict replace reaches a job read ahead by another process: replaced, and it runs with the new payload only', async () => {
     const s = await setUp('ra_replace');
     try {
-      await fleet.start('a', s.url, s.url, options({ concurrency: 1, prefetch: 5 }));
+      await ra.fleet.start('a', s.url, s.url, options({ concurrency: 1, prefetch: 5 }));
       const blocker = await s.queue.enqueue('q', { ms: 2_500 } satisfies ReadAheadPayload);
       await waitFor('the blocker running', async () => (await runCount(s.db)) === 1, 30_000, 10);
       const { id } = await s.queue.enqueueUnique('q', { ms: 10, v: 'old' } satisfies ReadAheadPayload, { uniqueKey: 'k' });
@@ -395,11 +370,11 @@ describe('read-ahead keeps the promises of every job (issue 17)', () => {
   it('a fixed prefetch behind a hung handler: the jobs read ahead run on the idle process within ~6 s, not held for ever', async () => {
     const s = await setUp('ra_hung');
     try {
-      const a = await fleet.start('a', s.url, s.url, options({ concurrency: 1, prefetch: 20 }));
+      const a = await ra.fleet.start('a', s.url, s.url, options({ concurrency: 1, prefetch: 20 }));
       const ids = await s.queue.enqueueMany(jobs([{ hang: true }, ...Array.from({ length: 20 }, () => ({ ms: 20 }))]));
       await waitHolding(s.db, a, ids, 1);
       const { rows: [{ claimed_at: claimedAt }] } = await s.db.query<{ claimed_at: string }>('SELECT min(locked_at)::text AS claimed_at FROM background_jobs');
-      await fleet.start('b', s.url, s.url, options({ concurrency: 1, prefetch: 20 }));
+      await ra.fleet.start('b', s.url, s.url, options({ concurrency: 1, prefetch: 20 }));
       const rest = ids.slice(1);
       await pollUntil(async () => (await runCount(s.db, `job_id = ANY($1::int8[]) AND ended_at IS NOT NULL`, [rest])) === rest.length, 11_000, 100);
       const { rows: [r] } = await s.db.query<{ ran: number; on_b: number; last_start_s: number | null; most_runs: number }>(
@@ -421,11 +396,11 @@ describe('read-ahead keeps the promises of every job (issue 17)', () => {
   it('shutdown with a long job running and a full buffer: the buffer is back in the queue within 1 s of close(), not after shutdownGraceMs', async () => {
     const s = await setUp('ra_shutdown');
     try {
-      const a = await fleet.start('a', s.url, s.url, options({ concurrency: 1, prefetch: 20 }, { shutdownGraceMs: 4_000 }));
+      const a = await ra.fleet.start('a', s.url, s.url, options({ concurrency: 1, prefetch: 20 }, { shutdownGraceMs: 4_000 }));
       const ids = await s.queue.enqueueMany(jobs([{ ms: 10_000 }, ...Array.from({ length: 20 }, () => ({ ms: 100 }))]));
       await waitHolding(s.db, a, ids, 1);
       const rest = ids.slice(1);
-      const closed = fleet.close(a);
+      const closed = ra.fleet.close(a);
       let freedAt: string | undefined;
       await pollUntil(async () => {
         const { rows: [r] } = await s.db.query<{ held: number; at: string }>(

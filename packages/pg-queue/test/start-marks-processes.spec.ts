@@ -1,14 +1,11 @@
 import type { INestApplicationContext } from '@nestjs/common';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
-import { symlink } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
 import { QueueService, type JobHandlerOptions } from 'nestjs-pg-queue';
 import { createTestDatabase } from '@internal/pg-harness';
-import { buildWorker, type WorkerBuild } from './faults/support/build-worker.js';
-import { READ_AHEAD_TABLES, ReadAheadFleet } from './read-ahead/read-ahead-fleet.js';
+import { READ_AHEAD_TABLES } from './read-ahead/read-ahead-fleet.js';
 import type { ReadAheadPayload } from './read-ahead/read-ahead-worker.js';
+import { useReadAheadFleet } from './read-ahead/use-read-ahead-fleet.js';
 import { runCli } from './support/run-cli.js';
 import { sqlPool, startApp, waitFor } from './support/test-app.js';
 
@@ -16,28 +13,7 @@ import { sqlPool, startApp, waitFor } from './support/test-app.js';
 // jobs of a few ms and of 50 ms: whatever reads "not started" in the database (a bulk cancel of queued jobs,
 // onConflict 'replace', a failing flow's cancel of its pending steps) never acts on a job whose handler began. The
 // workers (read-ahead/read-ahead-worker.ts) record every handler call in ra_runs; the assertions join it with the jobs.
-const WORKER_SOURCES = [fileURLToPath(new URL('./read-ahead/read-ahead-worker.ts', import.meta.url))];
-
-let build: WorkerBuild;
-let fleet: ReadAheadFleet;
-let cli: string;
-beforeAll(async () => {
-  build = await buildWorker(WORKER_SOURCES);
-  const outDir = join(dirname(build.script), '..', '..');
-  cli = join(outDir, 'src', 'cli', 'main.js');
-  // The package's own dependencies that npm did not hoist (commander) resolve from the build as from the package.
-  await symlink(fileURLToPath(new URL('../node_modules', import.meta.url)), join(outDir, 'node_modules'), 'dir');
-  fleet = new ReadAheadFleet(build.script);
-  fleet.warm(2);
-}, 60_000);
-afterEach(async () => {
-  await fleet.killAll();
-  fleet.warm(2);
-});
-afterAll(async () => {
-  await fleet?.killAll();
-  await build?.remove();
-});
+const ra = useReadAheadFleet();
 
 interface Setup {
   url: string;
@@ -58,7 +34,7 @@ async function setUp(label: string): Promise<Setup> {
     app,
     queue: app.get(QueueService),
     close: async () => {
-      await fleet.killAll();
+      await ra.fleet.killAll();
       await app.close();
       await db.end();
     },
@@ -68,7 +44,7 @@ async function setUp(label: string): Promise<Setup> {
 /** Two workers of queue `queue`: 'a' with prefetch 'auto', 'b' with a fixed prefetch of 50, concurrency 8 each. */
 async function twoWorkers(s: Setup, queue: string, extra: Record<string, JobHandlerOptions> = {}): Promise<void> {
   const opts = (prefetch: number | 'auto') => ({ maintenance: { sweepIntervalMs: 500 }, queues: { ...extra, [queue]: { concurrency: 8, prefetch } } });
-  await Promise.all([fleet.start('a', s.url, s.url, opts('auto')), fleet.start('b', s.url, s.url, opts(50))]);
+  await Promise.all([ra.fleet.start('a', s.url, s.url, opts('auto')), ra.fleet.start('b', s.url, s.url, opts(50))]);
 }
 
 async function count(db: pg.Pool, sql: string, values: unknown[] = []): Promise<number> {
@@ -87,7 +63,7 @@ describe('start marks with two processes reading ahead (issue 39 items 1-3)', ()
       const n = ms < 10 ? 4_000 : 1_200;
       await s.queue.enqueueMany(Array.from({ length: n }, () => ({ queue: 'q', payload: { ms } satisfies ReadAheadPayload })));
       await waitFor('a fifth of the jobs started', async () => (await count(s.db, 'SELECT 1 FROM ra_runs')) >= n / 5, 60_000, 20);
-      const cancel = await runCli(['jobs', 'cancel', '--queue', 'q', '--status', 'queued', '--yes'], { DATABASE_URL: s.url, FORCE_COLOR: '0' }, undefined, cli);
+      const cancel = await runCli(['jobs', 'cancel', '--queue', 'q', '--status', 'queued', '--yes'], { DATABASE_URL: s.url, FORCE_COLOR: '0' }, undefined, ra.cli);
       expect({ code: cancel.code, stderr: cancel.stderr }).toEqual({ code: 0, stderr: '' });
       await settled(s.db, 'q');
       await new Promise((resolve) => setTimeout(resolve, 300)); // the last handlers' ra_runs rows
