@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { JobFailedError, JobHandler, JobWaitTimeoutError, PgQueueError, QueueService, type Job } from 'nestjs-pg-queue';
 import { createTestDatabase } from '@internal/pg-harness';
+import { AdminStore } from '../src/store/admin.store.js';
 import { JobWaiters } from '../src/waiting/job-waiters.js';
 import { sqlPool, startApp, waitFor } from './support/test-app.js';
 
@@ -107,6 +108,18 @@ describe('waitFor: waiting for a job from anywhere', () => {
     await waitFor('marked', async () => (await db.query(`SELECT awaited FROM background_jobs WHERE id = $1`, [held])).rows[0].awaited === true);
     expect(await queue.cancel(held)).toBe('cancelled');
     expect(await waiting).toMatchObject({ name: 'JobFailedError', status: 'cancelled', jobId: held });
+  });
+
+  it('a bulk cancel (pg-queue jobs cancel, the dashboard) tells the waiters of the jobs it cancels, as cancel(id) does', async () => {
+    const queue = producer.get(QueueService);
+    const id = await queue.enqueue('wf-report', { n: 1 }, { delayMs: 600_000 });
+    const waiting = queue.waitFor(id).catch((e: unknown) => e);
+    await waitFor('marked', async () => (await db.query(`SELECT awaited FROM background_jobs WHERE id = $1`, [id])).rows[0].awaited === true);
+    const batch = await new AdminStore(db).bulkBatch('cancel', { ids: [id], statuses: ['queued', 'processing'] }, '0', 10);
+    expect(batch.changed).toBe(1);
+    // The notice itself (the poll would answer too, up to its interval later): sent by the cancel's statement.
+    await waitFor('the done notice', async () => notices.includes(`${id}:cancelled`), 5_000);
+    expect(await waiting).toMatchObject({ name: 'JobFailedError', status: 'cancelled', jobId: id });
   });
 
   it('timeout and abort reject with clear errors and leave no waiter behind; bad ids and options are refused', async () => {

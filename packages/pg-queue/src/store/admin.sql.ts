@@ -6,7 +6,7 @@
 import { JOBS_CHANNEL } from '../pg-queue.constants.js';
 import { BRING_BACK } from './history.sql.js';
 import { CHANGEABLE, changeSet, RETRY_WAITS_FOR_PARENT } from './job-control.sql.js';
-import { CANCEL_CHANNEL, forgetAttempts, stepFlows } from './shared.sql.js';
+import { CANCEL_CHANNEL, DONE_CHANNEL, forgetAttempts, stepFlows } from './shared.sql.js';
 import { shownStatus, shownStatusIn } from './shown-status.sql.js';
 
 const MS = `* interval '1 millisecond'`;
@@ -96,11 +96,13 @@ export const ADMIN_SQL = {
       SET status = 'cancelled', buffered = false, finished_at = now(), lease_expires_at = NULL, updated_at = now()
       FROM batch AS b
       WHERE j.id = b.id AND b.was IN ('queued', 'processing')
-      RETURNING j.id, j.fence_token, b.was, j.flow_id, j.flow_ref, j.compensates
+      RETURNING j.id, j.fence_token, b.was, j.awaited, j.flow_id, j.flow_ref, j.compensates
     )
     SELECT (SELECT count(*)::int FROM batch) AS seen, (SELECT max(id)::text FROM batch) AS last_id,
       (SELECT count(*)::int FROM cancelled) AS changed, ${stepFlows('cancelled', 'w.was::text', `'cancelled'`)} AS flows_stepped,
-      (SELECT count(pg_notify('${CANCEL_CHANNEL}', c.id || ':' || c.fence_token)) FROM cancelled AS c WHERE c.was = 'processing') AS notified`,
+      (SELECT count(pg_notify('${CANCEL_CHANNEL}', c.id || ':' || c.fence_token)) FROM cancelled AS c WHERE c.was = 'processing') AS notified,
+      -- waitFor() of a cancelled job answers at once, as after cancel(id) (the simulation's wait.not-woken found it missing)
+      (SELECT count(pg_notify('${DONE_CHANNEL}', c.id || ':cancelled')) FROM cancelled AS c WHERE c.awaited) AS waiters_told`,
 
   // As changeJob (job-control.sql.ts), for a batch ($9.. changeSet): `pg-queue jobs promote`, `set-priority`,
   // `delay`, the dashboard's Run now. A job read ahead into a worker's buffer matches --status queued but its holder
