@@ -3,8 +3,13 @@
 // and SIGSTOP is written to fault_faults and fault_held (the jobs the process held and had started: the only runs
 // that may be redone), and every stall of the whole machine is recorded as a fault by the fleet's StallWatch,
 // never reported as a failure. A slot whose process was killed, or closed by the operator, is started again.
+//
+// The worker slots reach PostgreSQL through a TCP proxy each (test/support/tcp-proxy.ts), so that a network fault
+// hits one process: `cut` resets its connections, `blackhole` stops its open connections carrying bytes for a while
+// (nobody told; new connections still work) and then resets them. Their run log goes to the database directly.
 import type pg from 'pg';
 import { ProcessPool, WorkerFleet, type WorkerHandle } from '../faults/support/fleet.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
 import type { ProcessPlan } from './generator.js';
 import type { WorkerOp } from './sim-worker.js';
 
@@ -14,6 +19,8 @@ export interface SimProcess {
   handle: WorkerHandle | undefined;
   /** A start, kill or freeze in progress: faults on a busy slot are skipped (and recorded as skipped). */
   busy: boolean;
+  /** The proxy between the process and PostgreSQL (worker slots only; the enqueuing slot is never faulted). */
+  proxy?: TcpProxy;
 }
 
 export class SimProcesses {
@@ -23,18 +30,21 @@ export class SimProcesses {
   /** Faults injected, by kind (what actually happened, for the report). */
   readonly injected: Record<string, number> = {};
 
-  constructor(
+  private constructor(
     script: string,
     logDir: string,
-    private readonly url: string,
+    url: string,
     private readonly db: pg.Pool,
     plans: ProcessPlan[],
+    proxies: Map<string, TcpProxy & { url: string }>,
   ) {
     this.pool = new ProcessPool(script, logDir, 1);
     for (const plan of plans) {
+      const proxy = proxies.get(plan.slot);
       const fleet = new WorkerFleet({
         processes: this.pool,
-        url,
+        url: proxy?.url ?? url,
+        recordsUrl: url,
         db,
         poolSize: plan.poolSize,
         bootTimeoutMs: 120_000,
@@ -45,8 +55,15 @@ export class SimProcesses {
           queues: plan.queues,
         },
       });
-      this.slots.set(plan.slot, { plan, fleet, handle: undefined, busy: false });
+      this.slots.set(plan.slot, { plan, fleet, handle: undefined, busy: false, proxy });
     }
+  }
+
+  /** The processes of `plans`, every worker slot behind a proxy of its own. */
+  static async create(script: string, logDir: string, url: string, db: pg.Pool, plans: ProcessPlan[]): Promise<SimProcesses> {
+    const proxies = new Map<string, TcpProxy & { url: string }>();
+    for (const plan of plans) if (plan.slot !== 'e') proxies.set(plan.slot, await TcpProxy.start(url));
+    return new SimProcesses(script, logDir, url, db, plans, proxies);
   }
 
   async startAll(): Promise<void> {
@@ -130,6 +147,72 @@ export class SimProcesses {
     return true;
   }
 
+  /** Resets every connection of the slot's process (the proxy destroys both ends); new connections work at once. */
+  async cut(slot: string): Promise<boolean> {
+    const p = this.slots.get(slot)!;
+    if (p.busy || !p.proxy || !p.handle || !p.handle.ready || p.handle.stopped) return false;
+    p.busy = true;
+    const handle = p.handle;
+    try {
+      this.count('cut');
+      await this.recordNetFault(handle, 'CUT');
+      p.proxy.cut();
+      await this.recordHeldAfter(handle);
+    } finally {
+      p.busy = false;
+    }
+    return true;
+  }
+
+  /**
+   * The slot's open connections stop carrying bytes both ways for `holdMs` (past its lease when longer), nobody
+   * told, then are reset. New connections work meanwhile, as behind a NAT that dropped the flows.
+   */
+  async blackhole(slot: string, holdMs: number): Promise<boolean> {
+    const p = this.slots.get(slot)!;
+    if (p.busy || !p.proxy || !p.handle || !p.handle.ready || p.handle.stopped) return false;
+    p.busy = true;
+    const handle = p.handle;
+    try {
+      this.count(holdMs > p.plan.leaseMs ? 'blackhole-past-lease' : 'blackhole-within-lease');
+      await this.recordNetFault(handle, 'BLACKHOLE');
+      p.proxy.blackHole();
+      await sleep(holdMs);
+      // Jobs started meanwhile on a new connection may have their outcome stuck on a black-holed one: held too.
+      await this.recordHeldAfter(handle);
+      p.proxy.cut();
+      await this.recordHeldAfter(handle);
+    } finally {
+      p.busy = false;
+    }
+    return true;
+  }
+
+  /**
+   * A network fault is a fault of its process like a signal (fault_faults), and the jobs the process held and had
+   * started (their handler wrote its start in sim_runs) may have lost their lease or their outcome's write with
+   * it: they may run again (fault_held), as at-least-once allows after a partition.
+   */
+  private async recordNetFault(handle: WorkerHandle, signal: 'CUT' | 'BLACKHOLE'): Promise<void> {
+    await this.db.query(`INSERT INTO fault_faults (worker, pid, signal) VALUES ($1, $2, $3)`, [handle.workerId, handle.pid, signal]);
+    await this.recordHeld(handle);
+  }
+
+  /** A start whose run-log row was still on its way at the fault is written within a moment: read again. */
+  private async recordHeldAfter(handle: WorkerHandle): Promise<void> {
+    await sleep(300);
+    await this.recordHeld(handle);
+  }
+
+  private async recordHeld(handle: WorkerHandle): Promise<void> {
+    await this.db.query(
+      `INSERT INTO fault_held (worker, job_id, attempt)
+       SELECT DISTINCT $1, r.job_id, r.attempt FROM sim_runs r JOIN background_jobs j ON j.id = r.job_id
+       WHERE r.worker = $1 AND j.status = 'processing' AND j.locked_by = $1`,
+      [handle.workerId],
+    );
+  }
+
   /**
    * The operator's app.close() in the slot's process, then a fresh process. What the close cut is written as a
    * fault (signal 'CLOSE') with the jobs the process held and had started: runs past the grace are put back.
@@ -186,12 +269,18 @@ export class SimProcesses {
     );
     for (const p of this.slots.values()) await p.fleet.killAll();
     await this.pool.killAll();
+    await this.closeProxies();
     return results.filter((r) => r !== undefined && (!r.inTime || r.how !== 'exit 0')).map((r) => ({ worker: r!.worker, ms: r!.ms, how: r!.how, graceMs: r!.graceMs }));
   }
 
   async killAll(): Promise<void> {
     for (const p of this.slots.values()) await p.fleet.killAll();
     await this.pool.killAll();
+    await this.closeProxies();
+  }
+
+  private async closeProxies(): Promise<void> {
+    for (const p of this.slots.values()) await p.proxy?.close();
   }
 
   /** The machine stalls every fleet's watch recorded. */

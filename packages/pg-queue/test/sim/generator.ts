@@ -79,7 +79,7 @@ export interface ProcessPlan {
 
 export type EnqueueKind = 'single' | 'bulk' | 'tx-commit' | 'tx-rollback' | 'unique' | 'delayed' | 'priority' | 'flow' | 'sql' | 'limited';
 export type OperatorKind = 'bulk-cancel' | 'cancel' | 'retry' | 'bulk-retry' | 'replace' | 'pause-resume' | 'prune' | 'close' | 'priority-probe' | 'lock-wait';
-export type FaultKind = 'kill' | 'stop';
+export type FaultKind = 'kill' | 'stop' | 'cut' | 'blackhole';
 
 export interface FlowPlan {
   shape: 'chain' | 'fan' | 'diamond' | 'saga';
@@ -205,7 +205,7 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
       const kind = r.weighted<OperatorKind>({ 'bulk-cancel': 8, cancel: 10, retry: 12, 'bulk-retry': 4, replace: 14, 'pause-resume': 6, prune: 2, close: 2, 'priority-probe': 3, 'lock-wait': 3 });
       steps.push({ at, type, kind, pick: r.next(), holdMs: r.int(200, 2_000) });
     } else {
-      const kind = r.weighted<FaultKind>({ kill: 1, stop: 1 });
+      const kind = r.weighted<'kill' | 'stop'>({ kill: 1, stop: 1 });
       steps.push({ at, type, kind, target: r.int(1, workerCount), holdMs: r.int(1_500, 7_000) });
     }
   }
@@ -238,8 +238,27 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
       steps.push({ at, type: 'enqueue', kind: 'limited', jobs });
     }
   }
+  addNetFaults(seed, end, workerCount, steps);
   steps.sort((a, b) => a.at - b.at);
   return { seed, minutes, processes, steps, keys, globalConcurrency };
+}
+
+/**
+ * A stream of its own for each feature added after the second, so that adding one leaves every other part of a
+ * seed's plan as it was (a seed that found something still names the same plan).
+ */
+export const featureStream = (seed: number, salt: number) => new Prng((seed ^ salt) >>> 0);
+
+/**
+ * Network faults through each worker's proxy (faults.ts): a connection cut, or a black hole of 1.5 to 7 s (past the
+ * lease in most) ended by a cut; one every 4 to 15 s.
+ */
+function addNetFaults(seed: number, end: number, workerCount: number, steps: Step[]): void {
+  const y = featureStream(seed, 0x27d4eb2f);
+  for (let at = 2_000 + y.int(0, 3_000); at < end; at += y.int(4_000, 15_000)) {
+    const kind = y.weighted<'cut' | 'blackhole'>({ cut: 1, blackhole: 1 });
+    steps.push({ at, type: 'fault', kind, target: y.int(1, workerCount), holdMs: y.int(1_500, 7_000) });
+  }
 }
 
 /** Shares of the plan's steps by type and kind, for the report and docs/reliability.md. */

@@ -297,6 +297,18 @@ export function limitsHeld(facts: Facts, globalConcurrency: number): Violation[]
   return out;
 }
 
+/**
+ * No job is still processing once the drain is over: every handler the plan makes ends within 15 s and the drain
+ * gives 90 s, so a row still held then is a job whose outcome or lease was lost without the row hearing of it (a
+ * heartbeat that renews a lease its worker no longer acts on, an outcome stuck on a connection a network fault took).
+ */
+export async function processingAfterDrain(db: pg.Pool): Promise<Violation[]> {
+  const { rows } = await db.query<{ id: string; locked_by: string | null; attempts: number; lease: string | null }>(
+    `SELECT id::text, locked_by, attempts, lease_expires_at::text AS lease FROM background_jobs WHERE status = 'processing' ORDER BY id`,
+  );
+  return rows.map((r) => ({ invariant: 'lost.processing-after-drain', jobIds: [r.id], detail: `still processing after the drain: held by ${r.locked_by ?? 'nobody'} at ${r.attempts} attempts, lease until ${r.lease ?? 'none'}` }));
+}
+
 /** A unique key is never held by two live jobs (sampled during the run and at the end). */
 export async function uniqueKeysHeldOnce(db: pg.Pool): Promise<Violation[]> {
   const { rows } = await db.query<{ key: string; ids: string[] }>(

@@ -54,7 +54,7 @@ export async function runSim(url: string, seed: number, minutes: number): Promis
     await createFaultTables(db);
     await db.query(SIM_TABLES);
     const queue = host.get(QueueService);
-    processes = new SimProcesses(build.script, logDir, url, db, plan.processes);
+    processes = await SimProcesses.create(build.script, logDir, url, db, plan.processes);
     await processes.startAll();
     const played = await play(plan, { db, url, queue, processes, cli, workerSlots: plan.processes.slice(1).map((p) => p.slot) });
     // The end: every queue resumed, no new fault; the jobs drain.
@@ -78,6 +78,7 @@ export async function runSim(url: string, seed: number, minutes: number): Promis
       ...(await inv.noCrash(db)),
       ...exits.map((e) => ({ invariant: 'process.exit-past-grace', jobIds: [], detail: `${e.worker} took ${e.ms} ms to exit on SIGTERM (${e.how}; grace ${e.graceMs} ms + ${EXIT_SLACK_MS} ms)` })),
       ...(await inv.noJobLost(db, (id) => queue.whyNotRunning(id), drained.at)),
+      ...drained.processing,
     ];
     const report = await describe(db, plan, played, drained, processes, facts, violations, logDir);
     out(report);
@@ -139,18 +140,23 @@ async function runStep(step: Step, deps: Parameters<typeof act>[0]): Promise<str
     return note.includes('skipped') || note.includes('nothing') || note.includes('no live') ? 'skipped' : undefined;
   }
   const slot = `w${step.target}`;
-  const done = step.kind === 'kill' ? await deps.processes.kill(slot, Math.round(step.holdMs / 3)) : await deps.processes.freeze(slot, step.holdMs);
+  const p = deps.processes;
+  const done =
+    step.kind === 'kill' ? await p.kill(slot, Math.round(step.holdMs / 3))
+    : step.kind === 'stop' ? await p.freeze(slot, step.holdMs)
+    : step.kind === 'cut' ? await p.cut(slot)
+    : await p.blackhole(slot, step.holdMs);
   return done ? undefined : 'skipped (slot busy)';
 }
 
-/** Waits until no job is due and unclaimed or held, or DRAIN_MS passed. */
-async function drain(db: pg.Pool): Promise<{ ms: number; left: number; at: string }> {
+/** Waits until no job is due and unclaimed or held, or DRAIN_MS passed; returns the jobs still processing then. */
+async function drain(db: pg.Pool): Promise<{ ms: number; left: number; at: string; processing: inv.Violation[] }> {
   const start = Date.now();
   for (;;) {
     const { rows } = await db.query<{ n: number; at: string }>(
       `SELECT count(*)::int AS n, clock_timestamp()::text AS at FROM background_jobs WHERE (status = 'queued' AND run_at <= now()) OR status = 'processing'`,
     );
-    if (rows[0].n === 0 || Date.now() - start > DRAIN_MS) return { ms: Date.now() - start, left: rows[0].n, at: rows[0].at };
+    if (rows[0].n === 0 || Date.now() - start > DRAIN_MS) return { ms: Date.now() - start, left: rows[0].n, at: rows[0].at, processing: await inv.processingAfterDrain(db) };
     await sleep(500);
   }
 }

@@ -282,7 +282,8 @@ function recordCrashes(): void {
 
 async function boot(): Promise<void> {
   if (config.startsFile) starts = openSync(config.startsFile, 'a');
-  records = new pg.Pool({ connectionString: config.url, max: 6 });
+  // The run log goes straight to the database: only the queue's own connections pass the proxy the faults break.
+  records = new pg.Pool({ connectionString: config.recordsUrl ?? config.url, max: 6 });
   records.on('error', () => undefined);
   recordCrashes();
 
