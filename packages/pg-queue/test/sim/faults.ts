@@ -152,12 +152,11 @@ export class SimProcesses {
     const p = this.slots.get(slot)!;
     if (p.busy || !p.proxy || !p.handle || !p.handle.ready || p.handle.stopped) return false;
     p.busy = true;
-    const handle = p.handle;
     try {
       this.count('cut');
-      await this.recordNetFault(handle, 'CUT');
+      const since = await this.heldNow(p.handle);
       p.proxy.cut();
-      await this.recordHeldAfter(handle);
+      await this.recordNetFault(p.handle, 'CUT', since);
     } finally {
       p.busy = false;
     }
@@ -172,44 +171,46 @@ export class SimProcesses {
     const p = this.slots.get(slot)!;
     if (p.busy || !p.proxy || !p.handle || !p.handle.ready || p.handle.stopped) return false;
     p.busy = true;
-    const handle = p.handle;
     try {
       this.count(holdMs > p.plan.leaseMs ? 'blackhole-past-lease' : 'blackhole-within-lease');
-      await this.recordNetFault(handle, 'BLACKHOLE');
+      const since = await this.heldNow(p.handle);
       p.proxy.blackHole();
       await sleep(holdMs);
-      // Jobs started meanwhile on a new connection may have their outcome stuck on a black-holed one: held too.
-      await this.recordHeldAfter(handle);
       p.proxy.cut();
-      await this.recordHeldAfter(handle);
+      await this.recordNetFault(p.handle, 'BLACKHOLE', since);
     } finally {
       p.busy = false;
     }
     return true;
   }
 
-  /**
-   * A network fault is a fault of its process like a signal (fault_faults), and the jobs the process held and had
-   * started (their handler wrote its start in sim_runs) may have lost their lease or their outcome's write with
-   * it: they may run again (fault_held), as at-least-once allows after a partition.
-   */
-  private async recordNetFault(handle: WorkerHandle, signal: 'CUT' | 'BLACKHOLE'): Promise<void> {
-    await this.db.query(`INSERT INTO fault_faults (worker, pid, signal) VALUES ($1, $2, $3)`, [handle.workerId, handle.pid, signal]);
-    await this.recordHeld(handle);
-  }
-
-  /** A start whose run-log row was still on its way at the fault is written within a moment: read again. */
-  private async recordHeldAfter(handle: WorkerHandle): Promise<void> {
-    await sleep(300);
-    await this.recordHeld(handle);
-  }
-
-  private async recordHeld(handle: WorkerHandle): Promise<void> {
-    await this.db.query(
-      `INSERT INTO fault_held (worker, job_id, attempt)
-       SELECT DISTINCT $1, r.job_id, r.attempt FROM sim_runs r JOIN background_jobs j ON j.id = r.job_id
-       WHERE r.worker = $1 AND j.status = 'processing' AND j.locked_by = $1`,
+  /** The database clock, and the jobs the process holds and has started now (their handler wrote its start). */
+  private async heldNow(handle: WorkerHandle): Promise<{ at: string; held: string[] }> {
+    const { rows } = await this.db.query<{ at: string; held: string[] }>(
+      `SELECT clock_timestamp()::text AS at, ARRAY(
+         SELECT DISTINCT r.job_id || '/' || r.attempt FROM sim_runs r JOIN background_jobs j ON j.id = r.job_id
+         WHERE r.worker = $1 AND j.status = 'processing' AND j.locked_by = $1)::text[] AS held`,
       [handle.workerId],
+    );
+    return rows[0];
+  }
+
+  /**
+   * A network fault is a fault of its process like a signal, written at its end (fault_faults; as a stall is) so
+   * that a claim the fault left charged but unstarted counts as the fault's. What may run again because of it
+   * (fault_held): the jobs the process held and had started when it began, and every run it started while the
+   * fault lasted (a job claimed just before a black hole starts, and its outcome or heartbeat waits on a silent
+   * connection until the lease is gone: seed 31, job 1113). A start whose run-log row was on its way at the end is
+   * written within a moment: read after 300 ms.
+   */
+  private async recordNetFault(handle: WorkerHandle, signal: 'CUT' | 'BLACKHOLE', since: { at: string; held: string[] }): Promise<void> {
+    await sleep(300);
+    await this.db.query(
+      `WITH f AS (INSERT INTO fault_faults (worker, pid, signal) VALUES ($1, $2, $3))
+       INSERT INTO fault_held (worker, job_id, attempt)
+       SELECT $1, split_part(h, '/', 1)::int8, split_part(h, '/', 2)::int FROM unnest($4::text[]) AS h
+       UNION SELECT $1, r.job_id, r.attempt FROM sim_runs r WHERE r.worker = $1 AND r.started_at >= $5::timestamptz`,
+      [handle.workerId, handle.pid, signal, since.held, since.at],
     );
   }
 
