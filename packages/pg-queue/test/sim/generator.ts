@@ -42,7 +42,9 @@ export class Prng {
 export const SIM_QUEUES = ['sim', 'flow', 'undo', 'prio'] as const;
 /** The limited queues (the same limits in every process): `lim` with a global concurrency, `keyed` one per key. */
 export const LIMITED_QUEUES = ['lim', 'keyed'] as const;
-export type SimQueue = (typeof SIM_QUEUES)[number] | (typeof LIMITED_QUEUES)[number];
+/** Queues of handler kinds (same kind in every process): `batch` a batch handler, `txq` a transactional one. */
+export const HANDLER_KIND_QUEUES = ['batch', 'txq'] as const;
+export type SimQueue = (typeof SIM_QUEUES)[number] | (typeof LIMITED_QUEUES)[number] | (typeof HANDLER_KIND_QUEUES)[number];
 
 /** What a handler does, from its payload (sim-worker.ts). */
 export type Behaviour =
@@ -65,7 +67,11 @@ export interface SimPayload {
   v?: number;
   /** spawn: the unique key its child takes. */
   key?: string;
+  /** A job of queue `batch`: how the handler settles it (`none`: by the call's outcome; `throw-call`: the call throws). */
+  how?: BatchHow;
 }
+
+export type BatchHow = 'complete' | 'fail' | 'snooze' | 'none' | 'throw-call';
 
 /** The options one process runs with (given to WorkerFleet as its `queue` options). */
 export interface ProcessPlan {
@@ -77,7 +83,7 @@ export interface ProcessPlan {
   queues: Partial<Record<SimQueue, JobHandlerOptions>>;
 }
 
-export type EnqueueKind = 'single' | 'bulk' | 'tx-commit' | 'tx-rollback' | 'unique' | 'delayed' | 'priority' | 'flow' | 'sql' | 'limited';
+export type EnqueueKind = 'single' | 'bulk' | 'tx-commit' | 'tx-rollback' | 'unique' | 'delayed' | 'priority' | 'flow' | 'sql' | 'limited' | 'batch' | 'tx-handler';
 export type OperatorKind = 'bulk-cancel' | 'cancel' | 'retry' | 'bulk-retry' | 'replace' | 'pause-resume' | 'prune' | 'close' | 'priority-probe' | 'lock-wait';
 export type FaultKind = 'kill' | 'stop' | 'cut' | 'blackhole';
 
@@ -181,7 +187,7 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
   for (let at = 1_000; at < end; at += r.int(50, 450)) {
     const type = r.weighted({ enqueue: 80, operator: 15, fault: 5 });
     if (type === 'enqueue') {
-      const kind = r.weighted<Exclude<EnqueueKind, 'sql' | 'limited'>>({ single: 20, bulk: 12, 'tx-commit': 6, 'tx-rollback': 3, unique: 16, delayed: 6, priority: 5, flow: 12 });
+      const kind = r.weighted<Exclude<EnqueueKind, 'sql' | 'limited' | 'batch' | 'tx-handler'>>({ single: 20, bulk: 12, 'tx-commit': 6, 'tx-rollback': 3, unique: 16, delayed: 6, priority: 5, flow: 12 });
       if (kind === 'flow') {
         steps.push({ at, type, kind, jobs: [], flow: flowPlan(r, nonce, keys) });
         continue;
@@ -239,6 +245,7 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
     }
   }
   addNetFaults(seed, end, workerCount, steps);
+  addHandlerKinds(seed, end, processes, nonce, steps);
   steps.sort((a, b) => a.at - b.at);
   return { seed, minutes, processes, steps, keys, globalConcurrency };
 }
@@ -258,6 +265,37 @@ function addNetFaults(seed: number, end: number, workerCount: number, steps: Ste
   for (let at = 2_000 + y.int(0, 3_000); at < end; at += y.int(4_000, 15_000)) {
     const kind = y.weighted<'cut' | 'blackhole'>({ cut: 1, blackhole: 1 });
     steps.push({ at, type: 'fault', kind, target: y.int(1, workerCount), holdMs: y.int(1_500, 7_000) });
+  }
+}
+
+/**
+ * A batch handler (queue `batch`: calls of 2 to 20 jobs, gathered up to 0-200 ms) and a transactional one (queue
+ * `txq`: its app row written through job.manager commits with the completion), each process with its own options;
+ * enqueues of 2 to 30 batch jobs or 1 to 8 transactional ones every 1 to 4 s.
+ */
+function addHandlerKinds(seed: number, end: number, processes: ProcessPlan[], nonce: () => number, steps: Step[]): void {
+  const z = featureStream(seed, 0x165667b1);
+  for (const p of processes) {
+    // prefetch and transactional are refused beside batch; eager start does not apply (a batch is gathered by its claim).
+    p.queues.batch = { batch: { size: z.int(2, 20), waitMs: z.pick([0, 50, 200]) }, concurrency: z.pick([1, 2]), maxAttempts: z.int(1, 3), backoff: { baseMs: 50, maxMs: 500 }, timeoutMs: z.pick([3_000, 6_000]) };
+    p.queues.txq = { transactional: true, concurrency: z.pick([1, 2, 4]), prefetch: z.pick([0, 'auto' as const]), eagerStart: z.chance(0.5), maxAttempts: z.int(1, 3), backoff: { baseMs: 50, maxMs: 500 }, timeoutMs: z.pick([1_500, 3_000]) };
+  }
+  const txWeights: Record<Behaviour, number> = { ok: 80, throw: 8, junk: 0, timeout: 4, hang: 0, snooze: 0, block: 4, write: 0, step: 0, spawn: 0 };
+  for (let at = 1_200; at < end; at += z.int(1_000, 4_000)) {
+    if (z.chance(0.5)) {
+      const jobs = Array.from({ length: z.int(2, 30) }, (): PlannedJob => ({
+        payload: { b: 'ok', ms: z.chance(0.9) ? z.int(1, 50) : z.int(500, 2_000), n: nonce(), how: z.weighted<BatchHow>({ complete: 5, none: 8, fail: 2, snooze: 1, 'throw-call': 1 }) },
+        priority: 0,
+        delayMs: 0,
+      }));
+      steps.push({ at, type: 'enqueue', kind: 'batch', jobs });
+    } else {
+      const jobs = Array.from({ length: z.int(1, 8) }, (): PlannedJob => {
+        const b = z.weighted(txWeights);
+        return { payload: { b, ms: b === 'block' ? z.int(50, 300) : z.int(1, 100), n: nonce() }, priority: 0, delayMs: 0 };
+      });
+      steps.push({ at, type: 'enqueue', kind: 'tx-handler', jobs });
+    }
   }
 }
 

@@ -15,7 +15,8 @@ import { buildWorker } from '../faults/support/build-worker.js';
 import { createFaultTables } from '../faults/support/fault-db.js';
 import { sqlPool, startApp } from '../support/test-app.js';
 import { SimProcesses, sleep } from './faults.js';
-import { generatePlan, LIMITED_QUEUES, planShares, SIM_QUEUES, type SimPlan, type Step } from './generator.js';
+import { generatePlan, HANDLER_KIND_QUEUES, LIMITED_QUEUES, planShares, SIM_QUEUES, type SimPlan, type Step } from './generator.js';
+import * as invHandlers from './invariants-handlers.js';
 import * as inv from './invariants.js';
 import { act } from './operator.js';
 import { SIM_TABLES } from './tables.js';
@@ -58,7 +59,7 @@ export async function runSim(url: string, seed: number, minutes: number): Promis
     await processes.startAll();
     const played = await play(plan, { db, url, queue, processes, cli, workerSlots: plan.processes.slice(1).map((p) => p.slot) });
     // The end: every queue resumed, no new fault; the jobs drain.
-    for (const q of [...SIM_QUEUES, ...LIMITED_QUEUES]) await queue.resume(q);
+    for (const q of [...SIM_QUEUES, ...LIMITED_QUEUES, ...HANDLER_KIND_QUEUES]) await queue.resume(q);
     const drained = await drain(db);
     const exits = await processes.terminateAll(EXIT_SLACK_MS);
     const leaseOf = (worker: string) => plan.processes.find((p) => p.slot === worker.split('.')[0])?.leaseMs ?? 30_000;
@@ -75,6 +76,8 @@ export async function runSim(url: string, seed: number, minutes: number): Promis
       ...(await inv.flowOrder(db, facts)),
       ...(await inv.flowPromises(db, facts)),
       ...(await inv.stepsRunOnce(db, facts)),
+      ...(await invHandlers.transactionalRowsMatch(db)),
+      ...(await invHandlers.batchOutcomes(db, facts)),
       ...(await inv.noCrash(db)),
       ...exits.map((e) => ({ invariant: 'process.exit-past-grace', jobIds: [], detail: `${e.worker} took ${e.ms} ms to exit on SIGTERM (${e.how}; grace ${e.graceMs} ms + ${EXIT_SLACK_MS} ms)` })),
       ...(await inv.noJobLost(db, (id) => queue.whyNotRunning(id), drained.at)),

@@ -65,6 +65,8 @@ export const SIM_TABLES = `
   CREATE TRIGGER sim_track_flow AFTER INSERT OR UPDATE ON background_flows FOR EACH ROW EXECUTE FUNCTION sim_track_flow();
   -- What handlers write for the app (behaviour 'write') and what durable steps' functions record when they run.
   CREATE TABLE sim_app (job_id int8 NOT NULL, attempt int NOT NULL, worker text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp());
+  -- The app rows of transactional handlers (queue txq), written through job.manager: one per completed job, none else.
+  CREATE TABLE sim_tx (job_id int8 NOT NULL, attempt int NOT NULL, worker text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp());
   CREATE TABLE sim_steps (job_id int8 NOT NULL, name text NOT NULL, attempt int NOT NULL, worker text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp());
   -- Processes that ended: how (signal or code), whether the simulation meant it, and how long a SIGTERM took.
   CREATE TABLE sim_exits (worker text NOT NULL, pid int NOT NULL, how text NOT NULL, meant boolean NOT NULL, ms int, at timestamptz NOT NULL DEFAULT clock_timestamp());`;
