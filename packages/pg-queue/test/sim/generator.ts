@@ -44,7 +44,9 @@ export const SIM_QUEUES = ['sim', 'flow', 'undo', 'prio'] as const;
 export const LIMITED_QUEUES = ['lim', 'keyed'] as const;
 /** Queues of handler kinds (same kind in every process): `batch` a batch handler, `txq` a transactional one. */
 export const HANDLER_KIND_QUEUES = ['batch', 'txq'] as const;
-export type SimQueue = (typeof SIM_QUEUES)[number] | (typeof LIMITED_QUEUES)[number] | (typeof HANDLER_KIND_QUEUES)[number];
+/** Queue `rated`: a rate limit, the same in every process. */
+export const RATED_QUEUE = 'rated';
+export type SimQueue = (typeof SIM_QUEUES)[number] | (typeof LIMITED_QUEUES)[number] | (typeof HANDLER_KIND_QUEUES)[number] | typeof RATED_QUEUE;
 
 /** What a handler does, from its payload (sim-worker.ts). */
 export type Behaviour =
@@ -83,7 +85,7 @@ export interface ProcessPlan {
   queues: Partial<Record<SimQueue, JobHandlerOptions>>;
 }
 
-export type EnqueueKind = 'single' | 'bulk' | 'tx-commit' | 'tx-rollback' | 'unique' | 'delayed' | 'priority' | 'flow' | 'sql' | 'limited' | 'batch' | 'tx-handler';
+export type EnqueueKind = 'single' | 'bulk' | 'tx-commit' | 'tx-rollback' | 'unique' | 'delayed' | 'priority' | 'flow' | 'sql' | 'limited' | 'batch' | 'tx-handler' | 'rated';
 export type OperatorKind = 'bulk-cancel' | 'cancel' | 'retry' | 'bulk-retry' | 'replace' | 'pause-resume' | 'prune' | 'close' | 'priority-probe' | 'lock-wait';
 export type FaultKind = 'kill' | 'stop' | 'cut' | 'blackhole';
 
@@ -119,6 +121,8 @@ export interface SimPlan {
   keys: number;
   /** The global concurrency of queue `lim` (every process has it). */
   globalConcurrency: number;
+  /** The rate limit of queue `rated` (every process has it). */
+  rateLimit: { max: number; intervalMs: number };
 }
 
 const BEHAVIOURS: Record<Behaviour, number> = { ok: 62, throw: 7, junk: 3, timeout: 3, hang: 1, snooze: 4, block: 3, write: 8, step: 5, spawn: 0 };
@@ -187,7 +191,7 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
   for (let at = 1_000; at < end; at += r.int(50, 450)) {
     const type = r.weighted({ enqueue: 80, operator: 15, fault: 5 });
     if (type === 'enqueue') {
-      const kind = r.weighted<Exclude<EnqueueKind, 'sql' | 'limited' | 'batch' | 'tx-handler'>>({ single: 20, bulk: 12, 'tx-commit': 6, 'tx-rollback': 3, unique: 16, delayed: 6, priority: 5, flow: 12 });
+      const kind = r.weighted<Exclude<EnqueueKind, 'sql' | 'limited' | 'batch' | 'tx-handler' | 'rated'>>({ single: 20, bulk: 12, 'tx-commit': 6, 'tx-rollback': 3, unique: 16, delayed: 6, priority: 5, flow: 12 });
       if (kind === 'flow') {
         steps.push({ at, type, kind, jobs: [], flow: flowPlan(r, nonce, keys) });
         continue;
@@ -246,8 +250,9 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
   }
   addNetFaults(seed, end, workerCount, steps);
   addHandlerKinds(seed, end, processes, nonce, steps);
+  const rateLimit = addRated(seed, end, processes, nonce, steps);
   steps.sort((a, b) => a.at - b.at);
-  return { seed, minutes, processes, steps, keys, globalConcurrency };
+  return { seed, minutes, processes, steps, keys, globalConcurrency, rateLimit };
 }
 
 /**
@@ -297,6 +302,22 @@ function addHandlerKinds(seed: number, end: number, processes: ProcessPlan[], no
       steps.push({ at, type: 'enqueue', kind: 'tx-handler', jobs });
     }
   }
+}
+
+/**
+ * Queue `rated`: a rate limit of 2 to 10 starts per 0.5 to 2 s in all processes together, fed by bursts of 5 to 30
+ * short jobs every 2 to 6 s, more than the window lets start, so that the limit is what paces them.
+ */
+function addRated(seed: number, end: number, processes: ProcessPlan[], nonce: () => number, steps: Step[]): SimPlan['rateLimit'] {
+  const q = featureStream(seed, 0x85ebca6b);
+  const rateLimit = { max: q.int(2, 10), intervalMs: q.pick([500, 1_000, 2_000]) };
+  // A limited queue takes no prefetch and no eager start: the module refuses both.
+  for (const p of processes) p.queues.rated = { concurrency: q.pick([1, 2, 4]), prefetch: 0, eagerStart: false, rateLimit, maxAttempts: 2, timeoutMs: 3_000 };
+  for (let at = 2_500; at < end; at += q.int(2_000, 6_000)) {
+    const jobs = Array.from({ length: q.int(5, 30) }, (): PlannedJob => ({ payload: { b: q.chance(0.9) ? 'ok' : 'throw', ms: q.int(1, 200), n: nonce() }, priority: 0, delayMs: 0, queue: RATED_QUEUE }));
+    steps.push({ at, type: 'enqueue', kind: 'rated', jobs });
+  }
+  return rateLimit;
 }
 
 /** Shares of the plan's steps by type and kind, for the report and docs/reliability.md. */

@@ -15,8 +15,9 @@ import { buildWorker } from '../faults/support/build-worker.js';
 import { createFaultTables } from '../faults/support/fault-db.js';
 import { sqlPool, startApp } from '../support/test-app.js';
 import { SimProcesses, sleep } from './faults.js';
-import { generatePlan, HANDLER_KIND_QUEUES, LIMITED_QUEUES, planShares, SIM_QUEUES, type SimPlan, type Step } from './generator.js';
+import { generatePlan, HANDLER_KIND_QUEUES, LIMITED_QUEUES, planShares, RATED_QUEUE, SIM_QUEUES, type SimPlan, type Step } from './generator.js';
 import * as invHandlers from './invariants-handlers.js';
+import { rateLimitHeld } from './invariants-rate.js';
 import * as inv from './invariants.js';
 import { act } from './operator.js';
 import { SIM_TABLES } from './tables.js';
@@ -59,7 +60,7 @@ export async function runSim(url: string, seed: number, minutes: number): Promis
     await processes.startAll();
     const played = await play(plan, { db, url, queue, processes, cli, workerSlots: plan.processes.slice(1).map((p) => p.slot) });
     // The end: every queue resumed, no new fault; the jobs drain.
-    for (const q of [...SIM_QUEUES, ...LIMITED_QUEUES, ...HANDLER_KIND_QUEUES]) await queue.resume(q);
+    for (const q of [...SIM_QUEUES, ...LIMITED_QUEUES, ...HANDLER_KIND_QUEUES, RATED_QUEUE]) await queue.resume(q);
     const drained = await drain(db);
     const exits = await processes.terminateAll(EXIT_SLACK_MS);
     const leaseOf = (worker: string) => plan.processes.find((p) => p.slot === worker.split('.')[0])?.leaseMs ?? 30_000;
@@ -71,6 +72,7 @@ export async function runSim(url: string, seed: number, minutes: number): Promis
       ...(await inv.attemptsCharged(db, facts)),
       ...inv.priorityWithinClaims(facts),
       ...inv.limitsHeld(facts, plan.globalConcurrency),
+      ...(await rateLimitHeld(db, plan.rateLimit)),
       ...played.uniqueViolations,
       ...(await inv.uniqueKeysHeldOnce(db)),
       ...(await inv.flowOrder(db, facts)),
@@ -170,7 +172,7 @@ async function describe(db: pg.Pool, plan: SimPlan, played: Played, drained: { m
   const { rows: faults } = await db.query<{ signal: string; n: number }>(`SELECT signal, count(*)::int AS n FROM fault_faults GROUP BY 1 ORDER BY 1`);
   const lines = [
     `sim: seed ${plan.seed}: played ${plan.steps.length} steps in ${(played.ms / 1000).toFixed(0)} s (${played.late} more than 1 s late), drained in ${(drained.ms / 1000).toFixed(0)} s (${drained.left} left)`,
-    `  processes (global concurrency of lim: ${plan.globalConcurrency}): ${plan.processes.map((p) => `${p.slot} lease ${p.leaseMs} pool ${p.poolSize} ${Object.entries(p.queues).map(([q, o]) => `${q}[c${o!.concurrency} p${o!.prefetch} ${o!.eagerStart ? 'eager' : 'lazy'} a${o!.maxAttempts} t${o!.timeoutMs}]`).join(' ')}`).join('; ')}`,
+    `  processes (global concurrency of lim: ${plan.globalConcurrency}; rate limit of rated: ${plan.rateLimit.max} per ${plan.rateLimit.intervalMs} ms): ${plan.processes.map((p) => `${p.slot} lease ${p.leaseMs} pool ${p.poolSize} ${Object.entries(p.queues).map(([q, o]) => `${q}[c${o!.concurrency} p${o!.prefetch} ${o!.eagerStart ? 'eager' : 'lazy'} a${o!.maxAttempts} t${o!.timeoutMs}]`).join(' ')}`).join('; ')}`,
     `  plan: ${JSON.stringify(planShares(plan))}`,
     `  jobs: ${statuses.map((s) => `${s.status} ${s.n}`).join(', ')}; flows: ${flows.map((s) => `${s.status} ${s.n}`).join(', ') || 'none'}; runs: ${facts.runs.length}`,
     `  faults recorded: ${faults.map((f) => `${f.signal} ${f.n}`).join(', ') || 'none'}; injected: ${JSON.stringify(processes.injected)}; machine stalls: ${processes.stalls()}`,

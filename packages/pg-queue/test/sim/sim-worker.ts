@@ -167,6 +167,11 @@ class SimHandlers {
     return runBatch(jobs);
   }
 
+  @JobHandler('rated')
+  rated(job: Job<SimPayload>) {
+    return run(job);
+  }
+
   @JobHandler('txq')
   txq(job: TransactionalJob<SimPayload>) {
     return runTransactional(job);
@@ -283,8 +288,9 @@ async function enqueue(op: Extract<WorkerOp, { op: 'enqueue' }>): Promise<unknow
       return rows[0].id;
     }
     case 'batch':
-    case 'tx-handler': {
-      const ids = await queue.enqueueMany(op.jobs.map((j) => spec(op.kind === 'batch' ? 'batch' : 'txq', j)));
+    case 'tx-handler':
+    case 'rated': {
+      const ids = await queue.enqueueMany(op.jobs.map((j) => spec(op.kind === 'batch' ? 'batch' : op.kind === 'rated' ? 'rated' : 'txq', j)));
       await recordEnqueues(ids, op.kind, true, op.jobs);
       return ids;
     }

@@ -26,7 +26,9 @@ export const SIM_TABLES = `
     -- failed (a timeout) is over for the invariants even while its handler still runs (a hung handler ignores its
     -- signal). A second timeout writes the same text, so the status change records it too.
     new_error text,
-    txid int8 NOT NULL DEFAULT txid_current(), at timestamptz NOT NULL DEFAULT clock_timestamp());
+    txid int8 NOT NULL DEFAULT txid_current(), at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    -- The clock the rate limit counts starts by: the claim statement's statement_timestamp() (claim.sql.ts).
+    stmt_at timestamptz NOT NULL DEFAULT statement_timestamp());
   CREATE INDEX sim_transitions_job_idx ON sim_transitions (job_id);
   CREATE FUNCTION sim_track() RETURNS trigger LANGUAGE plpgsql AS $$
   BEGIN
