@@ -52,6 +52,7 @@ export class SimProcesses {
           leaseMs: plan.leaseMs,
           shutdownGraceMs: plan.shutdownGraceMs,
           maintenance: { sweepIntervalMs: plan.sweepIntervalMs, completedRetentionMs: 3_600_000 },
+          ...(plan.recurringPollMs ? { recurring: { pollIntervalMs: plan.recurringPollMs } } : {}),
           queues: plan.queues,
         },
       });

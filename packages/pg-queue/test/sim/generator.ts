@@ -82,6 +82,8 @@ export interface ProcessPlan {
   poolSize: number;
   shutdownGraceMs: number;
   sweepIntervalMs: number;
+  /** How often the recurring scheduler scans at least (the schedule `tick` fires every second in every process). */
+  recurringPollMs?: number;
   queues: Partial<Record<SimQueue, JobHandlerOptions>>;
 }
 
@@ -251,6 +253,9 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
   addNetFaults(seed, end, workerCount, steps);
   addHandlerKinds(seed, end, processes, nonce, steps);
   const rateLimit = addRated(seed, end, processes, nonce, steps);
+  // The schedule `tick` (sim-worker.ts) fires every second in every process; each scans at least this often.
+  const sched = featureStream(seed, 0xc2b2ae35);
+  for (const p of processes) p.recurringPollMs = sched.pick([200, 1_000, 5_000]);
   steps.sort((a, b) => a.at - b.at);
   return { seed, minutes, processes, steps, keys, globalConcurrency, rateLimit };
 }
@@ -325,5 +330,7 @@ export function planShares(plan: SimPlan): Record<string, string> {
   const counts = new Map<string, number>();
   for (const s of plan.steps) counts.set(`${s.type}:${s.kind}`, (counts.get(`${s.type}:${s.kind}`) ?? 0) + 1);
   const total = plan.steps.length;
-  return Object.fromEntries([...counts].sort((a, b) => b[1] - a[1]).map(([k, c]) => [k, `${c} (${((100 * c) / total).toFixed(1)}%)`]));
+  const shares = Object.fromEntries([...counts].sort((a, b) => b[1] - a[1]).map(([k, c]) => [k, `${c} (${((100 * c) / total).toFixed(1)}%)`]));
+  // Not a step: a schedule every process declares, firing every second for the whole run.
+  return { ...shares, 'recurring:tick': `every 1 s in ${plan.processes.length} processes (scans every ${plan.processes.map((p) => p.recurringPollMs).join('/')} ms)` };
 }

@@ -18,6 +18,7 @@ import { SimProcesses, sleep } from './faults.js';
 import { generatePlan, HANDLER_KIND_QUEUES, LIMITED_QUEUES, planShares, RATED_QUEUE, SIM_QUEUES, type SimPlan, type Step } from './generator.js';
 import * as invHandlers from './invariants-handlers.js';
 import { rateLimitHeld } from './invariants-rate.js';
+import { recurringFires } from './invariants-recurring.js';
 import * as inv from './invariants.js';
 import { act } from './operator.js';
 import { SIM_TABLES } from './tables.js';
@@ -60,7 +61,7 @@ export async function runSim(url: string, seed: number, minutes: number): Promis
     await processes.startAll();
     const played = await play(plan, { db, url, queue, processes, cli, workerSlots: plan.processes.slice(1).map((p) => p.slot) });
     // The end: every queue resumed, no new fault; the jobs drain.
-    for (const q of [...SIM_QUEUES, ...LIMITED_QUEUES, ...HANDLER_KIND_QUEUES, RATED_QUEUE]) await queue.resume(q);
+    for (const q of [...SIM_QUEUES, ...LIMITED_QUEUES, ...HANDLER_KIND_QUEUES, RATED_QUEUE, 'tick']) await queue.resume(q);
     const drained = await drain(db);
     const exits = await processes.terminateAll(EXIT_SLACK_MS);
     const leaseOf = (worker: string) => plan.processes.find((p) => p.slot === worker.split('.')[0])?.leaseMs ?? 30_000;
@@ -73,6 +74,7 @@ export async function runSim(url: string, seed: number, minutes: number): Promis
       ...inv.priorityWithinClaims(facts),
       ...inv.limitsHeld(facts, plan.globalConcurrency),
       ...(await rateLimitHeld(db, plan.rateLimit)),
+      ...(await recurringFires(db, drained.at)),
       ...played.uniqueViolations,
       ...(await inv.uniqueKeysHeldOnce(db)),
       ...(await inv.flowOrder(db, facts)),

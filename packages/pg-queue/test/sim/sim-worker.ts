@@ -13,7 +13,7 @@ import { NestFactory } from '@nestjs/core';
 import { openSync, writeSync } from 'node:fs';
 import pg from 'pg';
 import { DataSource } from 'typeorm';
-import { JobHandler, JobSnoozedError, PgQueueModule, QueueService, type BatchJob, type EnqueueResult, type Job, type TransactionalJob } from '../../src/index.js';
+import { JobHandler, JobSnoozedError, PgQueueModule, QueueService, RecurringJob, type BatchJob, type EnqueueResult, type Job, type TransactionalJob } from '../../src/index.js';
 import { serveStart } from '../support/serve-start.js';
 import type { WorkerProcessConfig } from '../faults/support/worker-process.js';
 import type { EnqueueKind, FlowPlan, PlannedJob, SimPayload } from './generator.js';
@@ -165,6 +165,13 @@ class SimHandlers {
   @JobHandler('batch')
   batch(jobs: BatchJob<SimPayload>[]) {
     return runBatch(jobs);
+  }
+
+  // Every process declares it; each fire time is enqueued by whichever instance wins it (invariants-recurring.ts).
+  // A window of 60 s: a fire missed while every scheduler was slow is caught up, so none may be missing.
+  @RecurringJob('* * * * * *', { name: 'tick', missedFires: { windowMs: 60_000 }, payload: { b: 'ok', ms: 1, n: 0 } })
+  tick(job: Job<SimPayload>) {
+    return run(job);
   }
 
   @JobHandler('rated')

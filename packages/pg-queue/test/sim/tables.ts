@@ -30,11 +30,16 @@ export const SIM_TABLES = `
     -- The clock the rate limit counts starts by: the claim statement's statement_timestamp() (claim.sql.ts).
     stmt_at timestamptz NOT NULL DEFAULT statement_timestamp());
   CREATE INDEX sim_transitions_job_idx ON sim_transitions (job_id);
+  -- Every job a recurring schedule fired (its payload's _schedule), by the same trigger: kept when the job is pruned.
+  CREATE TABLE sim_fires (job_id int8 NOT NULL, name text NOT NULL, fire_at timestamptz NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp());
   CREATE FUNCTION sim_track() RETURNS trigger LANGUAGE plpgsql AS $$
   BEGIN
     IF TG_OP = 'INSERT' THEN
       INSERT INTO sim_transitions (job_id, op, new_status, new_attempts, new_buffered, new_hash, new_locked_by, priority)
       VALUES (NEW.id, 'insert', NEW.status::text, NEW.attempts, NEW.buffered, md5(NEW.payload::text), NEW.locked_by, NEW.priority);
+      IF NEW.payload ? '_schedule' THEN
+        INSERT INTO sim_fires (job_id, name, fire_at) VALUES (NEW.id, NEW.payload->'_schedule'->>'name', (NEW.payload->'_schedule'->>'fireAt')::timestamptz);
+      END IF;
       RETURN NULL;
     ELSIF TG_OP = 'DELETE' THEN
       INSERT INTO sim_transitions (job_id, op, old_status, old_attempts, old_buffered, old_hash, old_locked_by, priority)
