@@ -87,7 +87,7 @@ export interface ProcessPlan {
   queues: Partial<Record<SimQueue, JobHandlerOptions>>;
 }
 
-export type EnqueueKind = 'single' | 'bulk' | 'tx-commit' | 'tx-rollback' | 'unique' | 'delayed' | 'priority' | 'flow' | 'sql' | 'limited' | 'batch' | 'tx-handler' | 'rated';
+export type EnqueueKind = 'single' | 'bulk' | 'tx-commit' | 'tx-rollback' | 'unique' | 'delayed' | 'priority' | 'flow' | 'sql' | 'limited' | 'batch' | 'tx-handler' | 'rated' | 'wait';
 export type OperatorKind = 'bulk-cancel' | 'cancel' | 'retry' | 'bulk-retry' | 'replace' | 'pause-resume' | 'prune' | 'close' | 'priority-probe' | 'lock-wait';
 export type FaultKind = 'kill' | 'stop' | 'cut' | 'blackhole';
 
@@ -193,7 +193,7 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
   for (let at = 1_000; at < end; at += r.int(50, 450)) {
     const type = r.weighted({ enqueue: 80, operator: 15, fault: 5 });
     if (type === 'enqueue') {
-      const kind = r.weighted<Exclude<EnqueueKind, 'sql' | 'limited' | 'batch' | 'tx-handler' | 'rated'>>({ single: 20, bulk: 12, 'tx-commit': 6, 'tx-rollback': 3, unique: 16, delayed: 6, priority: 5, flow: 12 });
+      const kind = r.weighted<Exclude<EnqueueKind, 'sql' | 'limited' | 'batch' | 'tx-handler' | 'rated' | 'wait'>>({ single: 20, bulk: 12, 'tx-commit': 6, 'tx-rollback': 3, unique: 16, delayed: 6, priority: 5, flow: 12 });
       if (kind === 'flow') {
         steps.push({ at, type, kind, jobs: [], flow: flowPlan(r, nonce, keys) });
         continue;
@@ -253,6 +253,7 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
   addNetFaults(seed, end, workerCount, steps);
   addHandlerKinds(seed, end, processes, nonce, steps);
   const rateLimit = addRated(seed, end, processes, nonce, steps);
+  addWaits(seed, end, nonce, steps);
   // The schedule `tick` (sim-worker.ts) fires every second in every process; each scans at least this often.
   const sched = featureStream(seed, 0xc2b2ae35);
   for (const p of processes) p.recurringPollMs = sched.pick([200, 1_000, 5_000]);
@@ -323,6 +324,19 @@ function addRated(seed: number, end: number, processes: ProcessPlan[], nonce: ()
     steps.push({ at, type: 'enqueue', kind: 'rated', jobs });
   }
   return rateLimit;
+}
+
+/**
+ * Jobs the enqueuing process waits for (QueueService.waitFor, answered in sim_waits): 1 to 5 plain jobs of queue
+ * `sim` every 1 to 3 s, most succeeding, some failing once or for good, timing out or sleeping.
+ */
+function addWaits(seed: number, end: number, nonce: () => number, steps: Step[]): void {
+  const w = featureStream(seed, 0x9e3779b9);
+  const weights: Record<Behaviour, number> = { ok: 70, throw: 10, junk: 3, timeout: 3, hang: 0, snooze: 5, block: 2, write: 4, step: 3, spawn: 0 };
+  for (let at = 1_800; at < end; at += w.int(1_000, 3_000)) {
+    const jobs = Array.from({ length: w.int(1, 5) }, (): PlannedJob => ({ payload: payload(w, nonce, weights), priority: 0, delayMs: w.chance(0.2) ? w.int(100, 2_000) : 0 }));
+    steps.push({ at, type: 'enqueue', kind: 'wait', jobs });
+  }
 }
 
 /** Shares of the plan's steps by type and kind, for the report and docs/reliability.md. */

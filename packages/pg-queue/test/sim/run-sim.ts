@@ -19,6 +19,7 @@ import { generatePlan, HANDLER_KIND_QUEUES, LIMITED_QUEUES, planShares, RATED_QU
 import * as invHandlers from './invariants-handlers.js';
 import { rateLimitHeld } from './invariants-rate.js';
 import { recurringFires } from './invariants-recurring.js';
+import { waitsMatchRows } from './invariants-waits.js';
 import * as inv from './invariants.js';
 import { act } from './operator.js';
 import { SIM_TABLES } from './tables.js';
@@ -75,6 +76,7 @@ export async function runSim(url: string, seed: number, minutes: number): Promis
       ...inv.limitsHeld(facts, plan.globalConcurrency),
       ...(await rateLimitHeld(db, plan.rateLimit)),
       ...(await recurringFires(db, drained.at)),
+      ...(await waitsMatchRows(db, drained.at)),
       ...played.uniqueViolations,
       ...(await inv.uniqueKeysHeldOnce(db)),
       ...(await inv.flowOrder(db, facts)),

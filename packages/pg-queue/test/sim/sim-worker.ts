@@ -13,7 +13,7 @@ import { NestFactory } from '@nestjs/core';
 import { openSync, writeSync } from 'node:fs';
 import pg from 'pg';
 import { DataSource } from 'typeorm';
-import { JobHandler, JobSnoozedError, PgQueueModule, QueueService, RecurringJob, type BatchJob, type EnqueueResult, type Job, type TransactionalJob } from '../../src/index.js';
+import { JobFailedError, JobHandler, JobSnoozedError, JobWaitTimeoutError, PgQueueModule, QueueService, RecurringJob, type BatchJob, type EnqueueResult, type Job, type TransactionalJob } from '../../src/index.js';
 import { serveStart } from '../support/serve-start.js';
 import type { WorkerProcessConfig } from '../faults/support/worker-process.js';
 import type { EnqueueKind, FlowPlan, PlannedJob, SimPayload } from './generator.js';
@@ -301,6 +301,13 @@ async function enqueue(op: Extract<WorkerOp, { op: 'enqueue' }>): Promise<unknow
       await recordEnqueues(ids, op.kind, true, op.jobs);
       return ids;
     }
+    case 'wait': {
+      const ids = await queue.enqueueMany(op.jobs.map((j) => spec('sim', j)));
+      await recordEnqueues(ids, op.kind, true, op.jobs);
+      // Waited for in the background: the step is the enqueue; each answer lands in sim_waits when it comes.
+      for (const id of ids) void waitAndRecord(queue, id);
+      return ids;
+    }
     case 'limited': {
       const ids = await queue.enqueueMany(op.jobs.map((j) => ({ queue: j.queue!, payload: j.payload, ...(j.concurrencyKey ? { concurrencyKey: j.concurrencyKey } : {}) })));
       await recordEnqueues(ids, op.kind, true, op.jobs);
@@ -324,6 +331,20 @@ async function enqueue(op: Extract<WorkerOp, { op: 'enqueue' }>): Promise<unknow
       return made;
     }
   }
+}
+
+/** waitFor(id), and what it answered: a result, a JobFailedError's status, a timeout, or another error. */
+async function waitAndRecord(queue: QueueService, id: string): Promise<void> {
+  await records.query('INSERT INTO sim_waits (job_id) VALUES ($1)', [id]);
+  let answer: [string, string | null, string | null];
+  try {
+    answer = ['result', null, JSON.stringify((await queue.waitFor(id, { timeoutMs: 150_000 })) ?? null)];
+  } catch (error) {
+    if (error instanceof JobFailedError) answer = ['failed', error.status, null];
+    else if (error instanceof JobWaitTimeoutError) answer = ['timeout', null, null];
+    else answer = ['error', null, JSON.stringify(error instanceof Error ? error.message : String(error))];
+  }
+  await records.query('UPDATE sim_waits SET answer = $2, status = $3, result = $4::jsonb, answered_at = clock_timestamp() WHERE job_id = $1', [id, ...answer]).catch(() => undefined);
 }
 
 async function dispatch(op: WorkerOp): Promise<unknown> {

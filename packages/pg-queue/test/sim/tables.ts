@@ -74,6 +74,9 @@ export const SIM_TABLES = `
   CREATE TABLE sim_app (job_id int8 NOT NULL, attempt int NOT NULL, worker text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp());
   -- The app rows of transactional handlers (queue txq), written through job.manager: one per completed job, none else.
   CREATE TABLE sim_tx (job_id int8 NOT NULL, attempt int NOT NULL, worker text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp());
+  -- What QueueService.waitFor answered the enqueuing process for each job it waited on: a result, a failure's
+  -- status (JobFailedError), a timeout or another error, with the database clock of the answer.
+  CREATE TABLE sim_waits (job_id int8 PRIMARY KEY, since timestamptz NOT NULL DEFAULT clock_timestamp(), answer text, status text, result jsonb, answered_at timestamptz);
   CREATE TABLE sim_steps (job_id int8 NOT NULL, name text NOT NULL, attempt int NOT NULL, worker text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp());
   -- Processes that ended: how (signal or code), whether the simulation meant it, and how long a SIGTERM took.
   CREATE TABLE sim_exits (worker text NOT NULL, pid int NOT NULL, how text NOT NULL, meant boolean NOT NULL, ms int, at timestamptz NOT NULL DEFAULT clock_timestamp());`;
