@@ -5,9 +5,12 @@ import type { Violation } from './invariants.js';
 
 /**
  * waitFor answers a job's result only once the job completed, and with the row's result; a failure only once the
- * job reached that final status (a failed attempt with attempts left keeps it waiting); never a timeout (150 s)
- * or another error; and every wait on a job that finished 10 s before the drain ended was answered. An operator's
- * retry after the answer changes the row, not the answer: the answer is judged by the history up to it.
+ * job reached that final status (a failed attempt with attempts left keeps it waiting); never a timeout (150 s) or
+ * an error. It answers soon: the statement that completes, dead-letters or cancels an awaited job sends a notice
+ * (README, "Waiting for a job"), and the enqueuing process's LISTEN is never faulted, so an answer more than 5 s
+ * after the job first finished is `wait.not-woken`; past the waiters' 30 s poll it is `wait.never-answered`. A wait
+ * still pending when its process shut down ("the application is shutting down") is judged as unanswered then. An
+ * operator's retry after the answer changes the row, not the answer: the answer is judged by the history up to it.
  */
 export async function waitsMatchRows(db: pg.Pool, until: string): Promise<Violation[]> {
   const { rows } = await db.query<{
@@ -23,11 +26,21 @@ export async function waitsMatchRows(db: pg.Pool, until: string): Promise<Violat
   );
   const { rows: end } = await db.query<{ until: Date }>('SELECT $1::timestamptz AS until', [until]);
   const out: Violation[] = [];
+  const NOTICE_MS = 5_000;
+  const POLL_MS = 30_000;
   for (const w of rows) {
     const said = `waitFor answered ${w.answer ?? 'nothing'}${w.status ? ` (${w.status})` : ''}${w.answer === 'result' || w.answer === 'error' ? ` ${JSON.stringify(w.result)}` : ''}`;
-    if (w.answer === null) {
-      if (w.final_before !== null && w.final_before.getTime() < end[0].until.getTime() - 10_000) {
-        out.push({ invariant: 'wait.never-answered', jobIds: [w.job_id], detail: `the job first finished at ${w.final_before.toISOString()}, the drain ended at ${until}, waitFor never answered` });
+    const shutDown = w.answer === 'error' && /shutting down/.test(JSON.stringify(w.result));
+    if (w.answer === null || shutDown) {
+      // Unanswered until the end (the drain's, or the shutdown that cut the wait).
+      const endMs = shutDown && w.answered_at ? w.answered_at.getTime() : end[0].until.getTime();
+      const waitedMs = w.final_before === null ? 0 : endMs - w.final_before.getTime();
+      if (waitedMs > NOTICE_MS) {
+        out.push({
+          invariant: waitedMs > POLL_MS ? 'wait.never-answered' : 'wait.not-woken',
+          jobIds: [w.job_id],
+          detail: `the job first finished (${w.row_status ?? 'pruned'} now) at ${w.final_before!.toISOString()}; ${waitedMs} ms later waitFor had not answered${shutDown ? ' (then the process shut down)' : ''}`,
+        });
       }
     } else if (w.answer === 'timeout' || w.answer === 'error') {
       out.push({ invariant: `wait.${w.answer === 'timeout' ? 'timed-out' : 'threw'}`, jobIds: [w.job_id], detail: `${said}; the job's row is ${w.row_status ?? 'pruned'}` });
@@ -35,6 +48,8 @@ export async function waitsMatchRows(db: pg.Pool, until: string): Promise<Violat
       out.push({ invariant: 'wait.answered-before-the-job-finished', jobIds: [w.job_id], detail: `${said} at ${w.answered_at?.toISOString()}, but the job had not reached that status then (row now ${w.row_status ?? 'pruned'})` });
     } else if (w.answer === 'result' && w.row_status === 'completed' && JSON.stringify(w.row_result ?? null) !== JSON.stringify(w.result)) {
       out.push({ invariant: 'wait.result-differs', jobIds: [w.job_id], detail: `${said}, the row's result is ${JSON.stringify(w.row_result)}` });
+    } else if (w.final_before !== null && w.answered_at !== null && w.answered_at.getTime() - w.final_before.getTime() > NOTICE_MS) {
+      out.push({ invariant: 'wait.not-woken', jobIds: [w.job_id], detail: `${said} at ${w.answered_at.toISOString()}, ${w.answered_at.getTime() - w.final_before.getTime()} ms after the job first finished` });
     }
   }
   return out;
