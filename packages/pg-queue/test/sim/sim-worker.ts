@@ -367,6 +367,33 @@ async function dispatch(op: WorkerOp): Promise<unknown> {
   }
 }
 
+/**
+ * A stall of this process alone is a fault, as a stall of the whole machine is (the fleet's StallWatch sees only
+ * the test's own event loop): a process booted a moment ago on a loaded 2-core machine can have its event loop held
+ * past a 1 s lease (seeds 31 and 32: fresh processes lost leases in their first seconds). A timer every 100 ms; a
+ * lag over half the lease is written at its end (signal PSTALL), with every run of this process that was running
+ * or had ended within the lag and two leases (its outcome may not have been written yet) as held. A heartbeat that
+ * waits on a pool or a lock leaves the event loop free: that is no stall, and stays unexcused.
+ */
+function watchOwnStalls(leaseMs: number): void {
+  const everyMs = 100;
+  let last = Date.now();
+  setInterval(() => {
+    const lagMs = Date.now() - last - everyMs;
+    last = Date.now();
+    if (lagMs < leaseMs / 2) return;
+    void records
+      .query(
+        `WITH f AS (INSERT INTO fault_faults (worker, pid, signal) VALUES ($1, $2, 'PSTALL'))
+         INSERT INTO fault_held (worker, job_id, attempt)
+         SELECT DISTINCT $1, r.job_id, r.attempt FROM sim_runs r
+         WHERE r.worker = $1 AND (r.ended_at IS NULL OR r.ended_at >= clock_timestamp() - $3 * interval '1 millisecond')`,
+        [config.workerId, process.pid, lagMs + 2 * leaseMs],
+      )
+      .catch(() => undefined);
+  }, everyMs).unref();
+}
+
 function recordCrashes(): void {
   const crash = (event: string) => (error: unknown) => {
     const text = error instanceof Error ? (error.stack ?? error.message) : String(error);
@@ -384,6 +411,7 @@ async function boot(): Promise<void> {
   records = new pg.Pool({ connectionString: config.recordsUrl ?? config.url, max: 6 });
   records.on('error', () => undefined);
   recordCrashes();
+  watchOwnStalls(config.queue.leaseMs ?? 30_000);
 
   // A DataSource rather than a connection of the queue's own: transactional handlers (queue txq) run in it.
   const dataSource = new DataSource({ type: 'postgres', url: config.url, extra: { max: config.poolSize } });
