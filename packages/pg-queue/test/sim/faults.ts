@@ -37,13 +37,14 @@ export class SimProcesses {
     private readonly db: pg.Pool,
     plans: ProcessPlan[],
     proxies: Map<string, TcpProxy & { url: string }>,
+    bounced: string | undefined,
   ) {
     this.pool = new ProcessPool(script, logDir, 1);
     for (const plan of plans) {
       const proxy = proxies.get(plan.slot);
       const fleet = new WorkerFleet({
         processes: this.pool,
-        url: proxy?.url ?? url,
+        url: proxy?.url ?? bounced ?? url,
         recordsUrl: url,
         db,
         poolSize: plan.poolSize,
@@ -54,17 +55,22 @@ export class SimProcesses {
           maintenance: { sweepIntervalMs: plan.sweepIntervalMs, completedRetentionMs: 3_600_000 },
           ...(plan.recurringPollMs ? { recurring: { pollIntervalMs: plan.recurringPollMs } } : {}),
           queues: plan.queues,
+          // Behind PgBouncer in transaction mode: unnamed statements, and LISTEN on PostgreSQL itself (docs/guides/pgbouncer.md).
+          ...(bounced ? { transactionPooler: true, listenerUrl: url } : {}),
         },
       });
       this.slots.set(plan.slot, { plan, fleet, handle: undefined, busy: false, proxy });
     }
   }
 
-  /** The processes of `plans`, every worker slot behind a proxy of its own. */
-  static async create(script: string, logDir: string, url: string, db: pg.Pool, plans: ProcessPlan[]): Promise<SimProcesses> {
+  /**
+   * The processes of `plans`, every worker slot behind a proxy of its own; with `bounced` (PgBouncer's URL of the
+   * database), every process reaches PostgreSQL through PgBouncer, the workers' proxies in front of it.
+   */
+  static async create(script: string, logDir: string, url: string, db: pg.Pool, plans: ProcessPlan[], bounced?: string): Promise<SimProcesses> {
     const proxies = new Map<string, TcpProxy & { url: string }>();
-    for (const plan of plans) if (plan.slot !== 'e') proxies.set(plan.slot, await TcpProxy.start(url));
-    return new SimProcesses(script, logDir, url, db, plans, proxies);
+    for (const plan of plans) if (plan.slot !== 'e') proxies.set(plan.slot, await TcpProxy.start(bounced ?? url));
+    return new SimProcesses(script, logDir, url, db, plans, proxies, bounced);
   }
 
   async startAll(): Promise<void> {

@@ -125,6 +125,8 @@ export interface SimPlan {
   globalConcurrency: number;
   /** The rate limit of queue `rated` (every process has it). */
   rateLimit: { max: number; intervalMs: number };
+  /** The processes reach PostgreSQL through PgBouncer in transaction mode (LISTEN on a direct connection). */
+  pgbouncer: boolean;
 }
 
 const BEHAVIOURS: Record<Behaviour, number> = { ok: 62, throw: 7, junk: 3, timeout: 3, hang: 1, snooze: 4, block: 3, write: 8, step: 5, spawn: 0 };
@@ -257,8 +259,10 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
   // The schedule `tick` (sim-worker.ts) fires every second in every process; each scans at least this often.
   const sched = featureStream(seed, 0xc2b2ae35);
   for (const p of processes) p.recurringPollMs = sched.pick([200, 1_000, 5_000]);
+  // Some runs put PgBouncer in transaction mode between every process and PostgreSQL (behind the workers' proxies).
+  const pgbouncer = featureStream(seed, 0x68e31da4).chance(0.4);
   steps.sort((a, b) => a.at - b.at);
-  return { seed, minutes, processes, steps, keys, globalConcurrency, rateLimit };
+  return { seed, minutes, processes, steps, keys, globalConcurrency, rateLimit, pgbouncer };
 }
 
 /**
@@ -346,5 +350,5 @@ export function planShares(plan: SimPlan): Record<string, string> {
   const total = plan.steps.length;
   const shares = Object.fromEntries([...counts].sort((a, b) => b[1] - a[1]).map(([k, c]) => [k, `${c} (${((100 * c) / total).toFixed(1)}%)`]));
   // Not a step: a schedule every process declares, firing every second for the whole run.
-  return { ...shares, 'recurring:tick': `every 1 s in ${plan.processes.length} processes (scans every ${plan.processes.map((p) => p.recurringPollMs).join('/')} ms)` };
+  return { ...shares, 'setup:pgbouncer': plan.pgbouncer ? 'every process, transaction mode' : 'no', 'recurring:tick': `every 1 s in ${plan.processes.length} processes (scans every ${plan.processes.map((p) => p.recurringPollMs).join('/')} ms)` };
 }

@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import type { INestApplicationContext } from '@nestjs/common';
 import type pg from 'pg';
 import { QueueService } from 'nestjs-pg-queue';
+import { startPgBouncer, withDatabaseName, type PgBouncer } from '@internal/pg-harness';
 import { buildWorker } from '../faults/support/build-worker.js';
 import { createFaultTables } from '../faults/support/fault-db.js';
 import { sqlPool, startApp } from '../support/test-app.js';
@@ -53,12 +54,15 @@ export async function runSim(url: string, seed: number, minutes: number): Promis
   let host: INestApplicationContext | undefined;
   const db = sqlPool(url);
   let processes: SimProcesses | undefined;
+  let bouncer: PgBouncer | undefined;
   try {
     host = await startApp(url, { queue: { workers: false, maintenance: { enabled: false } } });
     await createFaultTables(db);
     await db.query(SIM_TABLES);
     const queue = host.get(QueueService);
-    processes = await SimProcesses.create(build.script, logDir, url, db, plan.processes);
+    if (plan.pgbouncer) bouncer = await startPgBouncer(process.env.PG_QUEUE_TEST_SERVER_URL!, { poolMode: 'transaction', poolSize: 40 });
+    const bounced = bouncer ? withDatabaseName(bouncer.url, new URL(url).pathname.slice(1)) : undefined;
+    processes = await SimProcesses.create(build.script, logDir, url, db, plan.processes, bounced);
     await processes.startAll();
     const played = await play(plan, { db, url, queue, processes, cli, workerSlots: plan.processes.slice(1).map((p) => p.slot) });
     // The end: every queue resumed, no new fault; the jobs drain.
@@ -94,6 +98,7 @@ export async function runSim(url: string, seed: number, minutes: number): Promis
     return { seed, violations, report };
   } finally {
     await processes?.killAll();
+    await bouncer?.stop();
     await host?.close();
     await db.end();
     await build.remove();
