@@ -9,7 +9,8 @@ import type { Violation } from './invariants.js';
  * an error. It answers soon: the statement that completes, dead-letters or cancels an awaited job sends a notice
  * (README, "Waiting for a job"), and the enqueuing process's LISTEN is never faulted, so an answer more than 5 s
  * after the job first finished is `wait.not-woken`; past the waiters' 30 s poll it is `wait.never-answered`. A wait
- * still pending when its process shut down ("the application is shutting down") is judged as unanswered then. An
+ * still pending when its process shut down ("the application is shutting down"), or whose job the prune deleted
+ * first ("the job's row is gone"), is judged as unanswered then. An
  * operator's retry after the answer changes the row, not the answer: the answer is judged by the history up to it.
  */
 export async function waitsMatchRows(db: pg.Pool, until: string): Promise<Violation[]> {
@@ -30,7 +31,9 @@ export async function waitsMatchRows(db: pg.Pool, until: string): Promise<Violat
   const POLL_MS = 30_000;
   for (const w of rows) {
     const said = `waitFor answered ${w.answer ?? 'nothing'}${w.status ? ` (${w.status})` : ''}${w.answer === 'result' || w.answer === 'error' ? ` ${JSON.stringify(w.result)}` : ''}`;
-    const shutDown = w.answer === 'error' && /shutting down/.test(JSON.stringify(w.result));
+    // Cut by shutdown, or by the prune (5 s retention) deleting a job whose finish the waiter had not heard of: the
+    // wait was unanswered until then (seed 35: bulk-cancelled jobs pruned before the waiters' poll).
+    const shutDown = w.answer === 'error' && /shutting down|row is gone/.test(JSON.stringify(w.result));
     if (w.answer === null || shutDown) {
       // Unanswered until the end (the drain's, or the shutdown that cut the wait).
       const endMs = shutDown && w.answered_at ? w.answered_at.getTime() : end[0].until.getTime();
@@ -39,7 +42,7 @@ export async function waitsMatchRows(db: pg.Pool, until: string): Promise<Violat
         out.push({
           invariant: waitedMs > POLL_MS ? 'wait.never-answered' : 'wait.not-woken',
           jobIds: [w.job_id],
-          detail: `the job first finished (${w.row_status ?? 'pruned'} now) at ${w.final_before!.toISOString()}; ${waitedMs} ms later waitFor had not answered${shutDown ? ' (then the process shut down)' : ''}`,
+          detail: `the job first finished (${w.row_status ?? 'pruned'} now) at ${w.final_before!.toISOString()}; ${waitedMs} ms later waitFor had not answered${shutDown ? ` (then: ${String(w.result).slice(0, 80)})` : ''}`,
         });
       }
     } else if (w.answer === 'timeout' || w.answer === 'error') {
