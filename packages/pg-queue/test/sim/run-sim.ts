@@ -25,7 +25,7 @@ import * as inv from './invariants.js';
 import { act } from './operator.js';
 import { SIM_TABLES } from './tables.js';
 
-const WORKER_SOURCES = [fileURLToPath(new URL('./sim-worker.ts', import.meta.url))];
+const WORKER_SOURCES = [fileURLToPath(new URL('./sim-worker.ts', import.meta.url)), fileURLToPath(new URL('./sim-worker-records.ts', import.meta.url))];
 /** Steps in flight at once; a step that would exceed it waits (the plan's clock then runs late, which is recorded). */
 const MAX_IN_FLIGHT = 8;
 /** How long the end waits for every job to be final or legitimately waiting. */

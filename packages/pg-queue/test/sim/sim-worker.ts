@@ -13,10 +13,11 @@ import { NestFactory } from '@nestjs/core';
 import { openSync, writeSync } from 'node:fs';
 import pg from 'pg';
 import { DataSource } from 'typeorm';
-import { JobFailedError, JobHandler, JobSnoozedError, JobWaitTimeoutError, PgQueueModule, QueueService, RecurringJob, type BatchJob, type EnqueueResult, type Job, type TransactionalJob } from '../../src/index.js';
+import { JobHandler, JobSnoozedError, PgQueueModule, QueueService, RecurringJob, type BatchJob, type EnqueueResult, type Job, type TransactionalJob } from '../../src/index.js';
 import { serveStart } from '../support/serve-start.js';
 import type { WorkerProcessConfig } from '../faults/support/worker-process.js';
 import type { EnqueueKind, FlowPlan, PlannedJob, SimPayload } from './generator.js';
+import { waitAndRecord, watchOwnStalls } from './sim-worker-records.js';
 
 export type WorkerOp =
   | { op: 'enqueue'; kind: EnqueueKind; jobs: PlannedJob[]; flow?: FlowPlan }
@@ -305,7 +306,7 @@ async function enqueue(op: Extract<WorkerOp, { op: 'enqueue' }>): Promise<unknow
       const ids = await queue.enqueueMany(op.jobs.map((j) => spec('sim', j)));
       await recordEnqueues(ids, op.kind, true, op.jobs);
       // Waited for in the background: the step is the enqueue; each answer lands in sim_waits when it comes.
-      for (const id of ids) void waitAndRecord(queue, id);
+      for (const id of ids) void waitAndRecord(records, queue, id);
       return ids;
     }
     case 'limited': {
@@ -333,20 +334,6 @@ async function enqueue(op: Extract<WorkerOp, { op: 'enqueue' }>): Promise<unknow
   }
 }
 
-/** waitFor(id), and what it answered: a result, a JobFailedError's status, a timeout, or another error. */
-async function waitAndRecord(queue: QueueService, id: string): Promise<void> {
-  await records.query('INSERT INTO sim_waits (job_id) VALUES ($1)', [id]);
-  let answer: [string, string | null, string | null];
-  try {
-    answer = ['result', null, JSON.stringify((await queue.waitFor(id, { timeoutMs: 150_000 })) ?? null)];
-  } catch (error) {
-    if (error instanceof JobFailedError) answer = ['failed', error.status, null];
-    else if (error instanceof JobWaitTimeoutError) answer = ['timeout', null, null];
-    else answer = ['error', null, JSON.stringify(error instanceof Error ? error.message : String(error))];
-  }
-  await records.query('UPDATE sim_waits SET answer = $2, status = $3, result = $4::jsonb, answered_at = clock_timestamp() WHERE job_id = $1', [id, ...answer]).catch(() => undefined);
-}
-
 async function dispatch(op: WorkerOp): Promise<unknown> {
   switch (op.op) {
     case 'enqueue':
@@ -367,33 +354,6 @@ async function dispatch(op: WorkerOp): Promise<unknown> {
   }
 }
 
-/**
- * A stall of this process alone is a fault, as a stall of the whole machine is (the fleet's StallWatch sees only
- * the test's own event loop): a process booted a moment ago on a loaded 2-core machine can have its event loop held
- * past a 1 s lease (seeds 31 and 32: fresh processes lost leases in their first seconds). A timer every 100 ms; a
- * lag over half the lease is written at its end (signal PSTALL), with every run of this process that was running
- * or had ended within the lag and two leases (its outcome may not have been written yet) as held. A heartbeat that
- * waits on a pool or a lock leaves the event loop free: that is no stall, and stays unexcused.
- */
-function watchOwnStalls(leaseMs: number): void {
-  const everyMs = 100;
-  let last = Date.now();
-  setInterval(() => {
-    const lagMs = Date.now() - last - everyMs;
-    last = Date.now();
-    if (lagMs < leaseMs / 2) return;
-    void records
-      .query(
-        `WITH f AS (INSERT INTO fault_faults (worker, pid, signal) VALUES ($1, $2, 'PSTALL'))
-         INSERT INTO fault_held (worker, job_id, attempt)
-         SELECT DISTINCT $1, r.job_id, r.attempt FROM sim_runs r
-         WHERE r.worker = $1 AND (r.ended_at IS NULL OR r.ended_at >= clock_timestamp() - $3 * interval '1 millisecond')`,
-        [config.workerId, process.pid, lagMs + 2 * leaseMs],
-      )
-      .catch(() => undefined);
-  }, everyMs).unref();
-}
-
 function recordCrashes(): void {
   const crash = (event: string) => (error: unknown) => {
     const text = error instanceof Error ? (error.stack ?? error.message) : String(error);
@@ -411,7 +371,7 @@ async function boot(): Promise<void> {
   records = new pg.Pool({ connectionString: config.recordsUrl ?? config.url, max: 6 });
   records.on('error', () => undefined);
   recordCrashes();
-  watchOwnStalls(config.queue.leaseMs ?? 30_000);
+  watchOwnStalls(records, config.workerId, config.queue.leaseMs ?? 30_000);
 
   // A DataSource rather than a connection of the queue's own: transactional handlers (queue txq) run in it.
   const dataSource = new DataSource({ type: 'postgres', url: config.url, extra: { max: config.poolSize } });
