@@ -3,8 +3,13 @@
 // and SIGSTOP is written to fault_faults and fault_held (the jobs the process held and had started: the only runs
 // that may be redone), and every stall of the whole machine is recorded as a fault by the fleet's StallWatch,
 // never reported as a failure. A slot whose process was killed, or closed by the operator, is started again.
+//
+// The worker slots reach PostgreSQL through a TCP proxy each (test/support/tcp-proxy.ts), so that a network fault
+// hits one process: `cut` resets its connections, `blackhole` stops its open connections carrying bytes for a while
+// (nobody told; new connections still work) and then resets them. Their run log goes to the database directly.
 import type pg from 'pg';
 import { ProcessPool, WorkerFleet, type WorkerHandle } from '../faults/support/fleet.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
 import type { ProcessPlan } from './generator.js';
 import type { WorkerOp } from './sim-worker.js';
 
@@ -14,6 +19,8 @@ export interface SimProcess {
   handle: WorkerHandle | undefined;
   /** A start, kill or freeze in progress: faults on a busy slot are skipped (and recorded as skipped). */
   busy: boolean;
+  /** The proxy between the process and PostgreSQL (worker slots only; the enqueuing slot is never faulted). */
+  proxy?: TcpProxy;
 }
 
 export class SimProcesses {
@@ -23,18 +30,22 @@ export class SimProcesses {
   /** Faults injected, by kind (what actually happened, for the report). */
   readonly injected: Record<string, number> = {};
 
-  constructor(
+  private constructor(
     script: string,
     logDir: string,
-    private readonly url: string,
+    url: string,
     private readonly db: pg.Pool,
     plans: ProcessPlan[],
+    proxies: Map<string, TcpProxy & { url: string }>,
+    bounced: string | undefined,
   ) {
     this.pool = new ProcessPool(script, logDir, 1);
     for (const plan of plans) {
+      const proxy = proxies.get(plan.slot);
       const fleet = new WorkerFleet({
         processes: this.pool,
-        url,
+        url: proxy?.url ?? bounced ?? url,
+        recordsUrl: url,
         db,
         poolSize: plan.poolSize,
         bootTimeoutMs: 120_000,
@@ -42,11 +53,24 @@ export class SimProcesses {
           leaseMs: plan.leaseMs,
           shutdownGraceMs: plan.shutdownGraceMs,
           maintenance: { sweepIntervalMs: plan.sweepIntervalMs, completedRetentionMs: 3_600_000 },
+          ...(plan.recurringPollMs ? { recurring: { pollIntervalMs: plan.recurringPollMs } } : {}),
           queues: plan.queues,
+          // Behind PgBouncer in transaction mode: unnamed statements, and LISTEN on PostgreSQL itself (docs/guides/pgbouncer.md).
+          ...(bounced ? { transactionPooler: true, listenerUrl: url } : {}),
         },
       });
-      this.slots.set(plan.slot, { plan, fleet, handle: undefined, busy: false });
+      this.slots.set(plan.slot, { plan, fleet, handle: undefined, busy: false, proxy });
     }
+  }
+
+  /**
+   * The processes of `plans`, every worker slot behind a proxy of its own; with `bounced` (PgBouncer's URL of the
+   * database), every process reaches PostgreSQL through PgBouncer, the workers' proxies in front of it.
+   */
+  static async create(script: string, logDir: string, url: string, db: pg.Pool, plans: ProcessPlan[], bounced?: string): Promise<SimProcesses> {
+    const proxies = new Map<string, TcpProxy & { url: string }>();
+    for (const plan of plans) if (plan.slot !== 'e') proxies.set(plan.slot, await TcpProxy.start(bounced ?? url));
+    return new SimProcesses(script, logDir, url, db, plans, proxies, bounced);
   }
 
   async startAll(): Promise<void> {
@@ -130,6 +154,73 @@ export class SimProcesses {
     return true;
   }
 
+  /** Resets every connection of the slot's process (the proxy destroys both ends); new connections work at once. */
+  async cut(slot: string): Promise<boolean> {
+    const p = this.slots.get(slot)!;
+    if (p.busy || !p.proxy || !p.handle || !p.handle.ready || p.handle.stopped) return false;
+    p.busy = true;
+    try {
+      this.count('cut');
+      const since = await this.heldNow(p.handle);
+      p.proxy.cut();
+      await this.recordNetFault(p.handle, 'CUT', since);
+    } finally {
+      p.busy = false;
+    }
+    return true;
+  }
+
+  /**
+   * The slot's open connections stop carrying bytes both ways for `holdMs` (past its lease when longer), nobody
+   * told, then are reset. New connections work meanwhile, as behind a NAT that dropped the flows.
+   */
+  async blackhole(slot: string, holdMs: number): Promise<boolean> {
+    const p = this.slots.get(slot)!;
+    if (p.busy || !p.proxy || !p.handle || !p.handle.ready || p.handle.stopped) return false;
+    p.busy = true;
+    try {
+      this.count(holdMs > p.plan.leaseMs ? 'blackhole-past-lease' : 'blackhole-within-lease');
+      const since = await this.heldNow(p.handle);
+      p.proxy.blackHole();
+      await sleep(holdMs);
+      p.proxy.cut();
+      await this.recordNetFault(p.handle, 'BLACKHOLE', since);
+    } finally {
+      p.busy = false;
+    }
+    return true;
+  }
+
+  /** The database clock, and the jobs the process holds and has started now (their handler wrote its start). */
+  private async heldNow(handle: WorkerHandle): Promise<{ at: string; held: string[] }> {
+    const { rows } = await this.db.query<{ at: string; held: string[] }>(
+      `SELECT clock_timestamp()::text AS at, ARRAY(
+         SELECT DISTINCT r.job_id || '/' || r.attempt FROM sim_runs r JOIN background_jobs j ON j.id = r.job_id
+         WHERE r.worker = $1 AND j.status = 'processing' AND j.locked_by = $1)::text[] AS held`,
+      [handle.workerId],
+    );
+    return rows[0];
+  }
+
+  /**
+   * A network fault is a fault of its process like a signal, written at its end (fault_faults; as a stall is) so
+   * that a claim the fault left charged but unstarted counts as the fault's. What may run again because of it
+   * (fault_held): the jobs the process held and had started when it began, and every run it started while the
+   * fault lasted (a job claimed just before a black hole starts, and its outcome or heartbeat waits on a silent
+   * connection until the lease is gone: seed 31, job 1113). A start whose run-log row was on its way at the end is
+   * written within a moment: read after 300 ms.
+   */
+  private async recordNetFault(handle: WorkerHandle, signal: 'CUT' | 'BLACKHOLE', since: { at: string; held: string[] }): Promise<void> {
+    await sleep(300);
+    await this.db.query(
+      `WITH f AS (INSERT INTO fault_faults (worker, pid, signal) VALUES ($1, $2, $3))
+       INSERT INTO fault_held (worker, job_id, attempt)
+       SELECT $1, split_part(h, '/', 1)::int8, split_part(h, '/', 2)::int FROM unnest($4::text[]) AS h
+       UNION SELECT $1, r.job_id, r.attempt FROM sim_runs r WHERE r.worker = $1 AND r.started_at >= $5::timestamptz`,
+      [handle.workerId, handle.pid, signal, since.held, since.at],
+    );
+  }
+
   /**
    * The operator's app.close() in the slot's process, then a fresh process. What the close cut is written as a
    * fault (signal 'CLOSE') with the jobs the process held and had started: runs past the grace are put back.
@@ -186,12 +277,18 @@ export class SimProcesses {
     );
     for (const p of this.slots.values()) await p.fleet.killAll();
     await this.pool.killAll();
+    await this.closeProxies();
     return results.filter((r) => r !== undefined && (!r.inTime || r.how !== 'exit 0')).map((r) => ({ worker: r!.worker, ms: r!.ms, how: r!.how, graceMs: r!.graceMs }));
   }
 
   async killAll(): Promise<void> {
     for (const p of this.slots.values()) await p.fleet.killAll();
     await this.pool.killAll();
+    await this.closeProxies();
+  }
+
+  private async closeProxies(): Promise<void> {
+    for (const p of this.slots.values()) await p.proxy?.close();
   }
 
   /** The machine stalls every fleet's watch recorded. */

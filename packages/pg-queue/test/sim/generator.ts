@@ -42,7 +42,11 @@ export class Prng {
 export const SIM_QUEUES = ['sim', 'flow', 'undo', 'prio'] as const;
 /** The limited queues (the same limits in every process): `lim` with a global concurrency, `keyed` one per key. */
 export const LIMITED_QUEUES = ['lim', 'keyed'] as const;
-export type SimQueue = (typeof SIM_QUEUES)[number] | (typeof LIMITED_QUEUES)[number];
+/** Queues of handler kinds (same kind in every process): `batch` a batch handler, `txq` a transactional one. */
+export const HANDLER_KIND_QUEUES = ['batch', 'txq'] as const;
+/** Queue `rated`: a rate limit, the same in every process. */
+export const RATED_QUEUE = 'rated';
+export type SimQueue = (typeof SIM_QUEUES)[number] | (typeof LIMITED_QUEUES)[number] | (typeof HANDLER_KIND_QUEUES)[number] | typeof RATED_QUEUE;
 
 /** What a handler does, from its payload (sim-worker.ts). */
 export type Behaviour =
@@ -65,7 +69,11 @@ export interface SimPayload {
   v?: number;
   /** spawn: the unique key its child takes. */
   key?: string;
+  /** A job of queue `batch`: how the handler settles it (`none`: by the call's outcome; `throw-call`: the call throws). */
+  how?: BatchHow;
 }
+
+export type BatchHow = 'complete' | 'fail' | 'snooze' | 'none' | 'throw-call';
 
 /** The options one process runs with (given to WorkerFleet as its `queue` options). */
 export interface ProcessPlan {
@@ -74,12 +82,14 @@ export interface ProcessPlan {
   poolSize: number;
   shutdownGraceMs: number;
   sweepIntervalMs: number;
+  /** How often the recurring scheduler scans at least (the schedule `tick` fires every second in every process). */
+  recurringPollMs?: number;
   queues: Partial<Record<SimQueue, JobHandlerOptions>>;
 }
 
-export type EnqueueKind = 'single' | 'bulk' | 'tx-commit' | 'tx-rollback' | 'unique' | 'delayed' | 'priority' | 'flow' | 'sql' | 'limited';
+export type EnqueueKind = 'single' | 'bulk' | 'tx-commit' | 'tx-rollback' | 'unique' | 'delayed' | 'priority' | 'flow' | 'sql' | 'limited' | 'batch' | 'tx-handler' | 'rated' | 'wait';
 export type OperatorKind = 'bulk-cancel' | 'cancel' | 'retry' | 'bulk-retry' | 'replace' | 'pause-resume' | 'prune' | 'close' | 'priority-probe' | 'lock-wait';
-export type FaultKind = 'kill' | 'stop';
+export type FaultKind = 'kill' | 'stop' | 'cut' | 'blackhole';
 
 export interface FlowPlan {
   shape: 'chain' | 'fan' | 'diamond' | 'saga';
@@ -113,6 +123,10 @@ export interface SimPlan {
   keys: number;
   /** The global concurrency of queue `lim` (every process has it). */
   globalConcurrency: number;
+  /** The rate limit of queue `rated` (every process has it). */
+  rateLimit: { max: number; intervalMs: number };
+  /** The processes reach PostgreSQL through PgBouncer in transaction mode (LISTEN on a direct connection). */
+  pgbouncer: boolean;
 }
 
 const BEHAVIOURS: Record<Behaviour, number> = { ok: 62, throw: 7, junk: 3, timeout: 3, hang: 1, snooze: 4, block: 3, write: 8, step: 5, spawn: 0 };
@@ -181,7 +195,7 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
   for (let at = 1_000; at < end; at += r.int(50, 450)) {
     const type = r.weighted({ enqueue: 80, operator: 15, fault: 5 });
     if (type === 'enqueue') {
-      const kind = r.weighted<Exclude<EnqueueKind, 'sql' | 'limited'>>({ single: 20, bulk: 12, 'tx-commit': 6, 'tx-rollback': 3, unique: 16, delayed: 6, priority: 5, flow: 12 });
+      const kind = r.weighted<Exclude<EnqueueKind, 'sql' | 'limited' | 'batch' | 'tx-handler' | 'rated' | 'wait'>>({ single: 20, bulk: 12, 'tx-commit': 6, 'tx-rollback': 3, unique: 16, delayed: 6, priority: 5, flow: 12 });
       if (kind === 'flow') {
         steps.push({ at, type, kind, jobs: [], flow: flowPlan(r, nonce, keys) });
         continue;
@@ -205,7 +219,7 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
       const kind = r.weighted<OperatorKind>({ 'bulk-cancel': 8, cancel: 10, retry: 12, 'bulk-retry': 4, replace: 14, 'pause-resume': 6, prune: 2, close: 2, 'priority-probe': 3, 'lock-wait': 3 });
       steps.push({ at, type, kind, pick: r.next(), holdMs: r.int(200, 2_000) });
     } else {
-      const kind = r.weighted<FaultKind>({ kill: 1, stop: 1 });
+      const kind = r.weighted<'kill' | 'stop'>({ kill: 1, stop: 1 });
       steps.push({ at, type, kind, target: r.int(1, workerCount), holdMs: r.int(1_500, 7_000) });
     }
   }
@@ -238,8 +252,95 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
       steps.push({ at, type: 'enqueue', kind: 'limited', jobs });
     }
   }
+  addNetFaults(seed, end, workerCount, steps);
+  addHandlerKinds(seed, end, processes, nonce, steps);
+  const rateLimit = addRated(seed, end, processes, nonce, steps);
+  addWaits(seed, end, nonce, steps);
+  // The schedule `tick` (sim-worker.ts) fires every second in every process; each scans at least this often.
+  const sched = featureStream(seed, 0xc2b2ae35);
+  for (const p of processes) p.recurringPollMs = sched.pick([200, 1_000, 5_000]);
+  // Some runs put PgBouncer in transaction mode between every process and PostgreSQL (behind the workers' proxies).
+  const pgbouncer = featureStream(seed, 0x68e31da4).chance(0.4);
   steps.sort((a, b) => a.at - b.at);
-  return { seed, minutes, processes, steps, keys, globalConcurrency };
+  return { seed, minutes, processes, steps, keys, globalConcurrency, rateLimit, pgbouncer };
+}
+
+/**
+ * A stream of its own for each feature added after the second, so that adding one leaves every other part of a
+ * seed's plan as it was (a seed that found something still names the same plan).
+ */
+export const featureStream = (seed: number, salt: number) => new Prng((seed ^ salt) >>> 0);
+
+/**
+ * Network faults through each worker's proxy (faults.ts): a connection cut, or a black hole of 1.5 to 7 s (past the
+ * lease in most) ended by a cut; one every 4 to 15 s.
+ */
+function addNetFaults(seed: number, end: number, workerCount: number, steps: Step[]): void {
+  const y = featureStream(seed, 0x27d4eb2f);
+  for (let at = 2_000 + y.int(0, 3_000); at < end; at += y.int(4_000, 15_000)) {
+    const kind = y.weighted<'cut' | 'blackhole'>({ cut: 1, blackhole: 1 });
+    steps.push({ at, type: 'fault', kind, target: y.int(1, workerCount), holdMs: y.int(1_500, 7_000) });
+  }
+}
+
+/**
+ * A batch handler (queue `batch`: calls of 2 to 20 jobs, gathered up to 0-200 ms) and a transactional one (queue
+ * `txq`: its app row written through job.manager commits with the completion), each process with its own options;
+ * enqueues of 2 to 30 batch jobs or 1 to 8 transactional ones every 1 to 4 s.
+ */
+function addHandlerKinds(seed: number, end: number, processes: ProcessPlan[], nonce: () => number, steps: Step[]): void {
+  const z = featureStream(seed, 0x165667b1);
+  for (const p of processes) {
+    // prefetch and transactional are refused beside batch; eager start does not apply (a batch is gathered by its claim).
+    p.queues.batch = { batch: { size: z.int(2, 20), waitMs: z.pick([0, 50, 200]) }, concurrency: z.pick([1, 2]), maxAttempts: z.int(1, 3), backoff: { baseMs: 50, maxMs: 500 }, timeoutMs: z.pick([3_000, 6_000]) };
+    p.queues.txq = { transactional: true, concurrency: z.pick([1, 2, 4]), prefetch: z.pick([0, 'auto' as const]), eagerStart: z.chance(0.5), maxAttempts: z.int(1, 3), backoff: { baseMs: 50, maxMs: 500 }, timeoutMs: z.pick([1_500, 3_000]) };
+  }
+  const txWeights: Record<Behaviour, number> = { ok: 80, throw: 8, junk: 0, timeout: 4, hang: 0, snooze: 0, block: 4, write: 0, step: 0, spawn: 0 };
+  for (let at = 1_200; at < end; at += z.int(1_000, 4_000)) {
+    if (z.chance(0.5)) {
+      const jobs = Array.from({ length: z.int(2, 30) }, (): PlannedJob => ({
+        payload: { b: 'ok', ms: z.chance(0.9) ? z.int(1, 50) : z.int(500, 2_000), n: nonce(), how: z.weighted<BatchHow>({ complete: 5, none: 8, fail: 2, snooze: 1, 'throw-call': 1 }) },
+        priority: 0,
+        delayMs: 0,
+      }));
+      steps.push({ at, type: 'enqueue', kind: 'batch', jobs });
+    } else {
+      const jobs = Array.from({ length: z.int(1, 8) }, (): PlannedJob => {
+        const b = z.weighted(txWeights);
+        return { payload: { b, ms: b === 'block' ? z.int(50, 300) : z.int(1, 100), n: nonce() }, priority: 0, delayMs: 0 };
+      });
+      steps.push({ at, type: 'enqueue', kind: 'tx-handler', jobs });
+    }
+  }
+}
+
+/**
+ * Queue `rated`: a rate limit of 2 to 10 starts per 0.5 to 2 s in all processes together, fed by bursts of 5 to 30
+ * short jobs every 2 to 6 s, more than the window lets start, so that the limit is what paces them.
+ */
+function addRated(seed: number, end: number, processes: ProcessPlan[], nonce: () => number, steps: Step[]): SimPlan['rateLimit'] {
+  const q = featureStream(seed, 0x85ebca6b);
+  const rateLimit = { max: q.int(2, 10), intervalMs: q.pick([500, 1_000, 2_000]) };
+  // A limited queue takes no prefetch and no eager start: the module refuses both.
+  for (const p of processes) p.queues.rated = { concurrency: q.pick([1, 2, 4]), prefetch: 0, eagerStart: false, rateLimit, maxAttempts: 2, timeoutMs: 3_000 };
+  for (let at = 2_500; at < end; at += q.int(2_000, 6_000)) {
+    const jobs = Array.from({ length: q.int(5, 30) }, (): PlannedJob => ({ payload: { b: q.chance(0.9) ? 'ok' : 'throw', ms: q.int(1, 200), n: nonce() }, priority: 0, delayMs: 0, queue: RATED_QUEUE }));
+    steps.push({ at, type: 'enqueue', kind: 'rated', jobs });
+  }
+  return rateLimit;
+}
+
+/**
+ * Jobs the enqueuing process waits for (QueueService.waitFor, answered in sim_waits): 1 to 5 plain jobs of queue
+ * `sim` every 1 to 3 s, most succeeding, some failing once or for good, timing out or sleeping.
+ */
+function addWaits(seed: number, end: number, nonce: () => number, steps: Step[]): void {
+  const w = featureStream(seed, 0x9e3779b9);
+  const weights: Record<Behaviour, number> = { ok: 70, throw: 10, junk: 3, timeout: 3, hang: 0, snooze: 5, block: 2, write: 4, step: 3, spawn: 0 };
+  for (let at = 1_800; at < end; at += w.int(1_000, 3_000)) {
+    const jobs = Array.from({ length: w.int(1, 5) }, (): PlannedJob => ({ payload: payload(w, nonce, weights), priority: 0, delayMs: w.chance(0.2) ? w.int(100, 2_000) : 0 }));
+    steps.push({ at, type: 'enqueue', kind: 'wait', jobs });
+  }
 }
 
 /** Shares of the plan's steps by type and kind, for the report and docs/reliability.md. */
@@ -247,5 +348,7 @@ export function planShares(plan: SimPlan): Record<string, string> {
   const counts = new Map<string, number>();
   for (const s of plan.steps) counts.set(`${s.type}:${s.kind}`, (counts.get(`${s.type}:${s.kind}`) ?? 0) + 1);
   const total = plan.steps.length;
-  return Object.fromEntries([...counts].sort((a, b) => b[1] - a[1]).map(([k, c]) => [k, `${c} (${((100 * c) / total).toFixed(1)}%)`]));
+  const shares = Object.fromEntries([...counts].sort((a, b) => b[1] - a[1]).map(([k, c]) => [k, `${c} (${((100 * c) / total).toFixed(1)}%)`]));
+  // Not a step: a schedule every process declares, firing every second for the whole run.
+  return { ...shares, 'setup:pgbouncer': plan.pgbouncer ? 'every process, transaction mode' : 'no', 'recurring:tick': `every 1 s in ${plan.processes.length} processes (scans every ${plan.processes.map((p) => p.recurringPollMs).join('/')} ms)` };
 }

@@ -11,16 +11,21 @@ import { fileURLToPath } from 'node:url';
 import type { INestApplicationContext } from '@nestjs/common';
 import type pg from 'pg';
 import { QueueService } from 'nestjs-pg-queue';
+import { startPgBouncer, withDatabaseName, type PgBouncer } from '@internal/pg-harness';
 import { buildWorker } from '../faults/support/build-worker.js';
 import { createFaultTables } from '../faults/support/fault-db.js';
 import { sqlPool, startApp } from '../support/test-app.js';
 import { SimProcesses, sleep } from './faults.js';
-import { generatePlan, LIMITED_QUEUES, planShares, SIM_QUEUES, type SimPlan, type Step } from './generator.js';
+import { generatePlan, HANDLER_KIND_QUEUES, LIMITED_QUEUES, planShares, RATED_QUEUE, SIM_QUEUES, type SimPlan, type Step } from './generator.js';
+import * as invHandlers from './invariants-handlers.js';
+import { rateLimitHeld } from './invariants-rate.js';
+import { recurringFires } from './invariants-recurring.js';
+import { waitsMatchRows } from './invariants-waits.js';
 import * as inv from './invariants.js';
 import { act } from './operator.js';
 import { SIM_TABLES } from './tables.js';
 
-const WORKER_SOURCES = [fileURLToPath(new URL('./sim-worker.ts', import.meta.url))];
+const WORKER_SOURCES = [fileURLToPath(new URL('./sim-worker.ts', import.meta.url)), fileURLToPath(new URL('./sim-worker-records.ts', import.meta.url))];
 /** Steps in flight at once; a step that would exceed it waits (the plan's clock then runs late, which is recorded). */
 const MAX_IN_FLIGHT = 8;
 /** How long the end waits for every job to be final or legitimately waiting. */
@@ -49,16 +54,19 @@ export async function runSim(url: string, seed: number, minutes: number): Promis
   let host: INestApplicationContext | undefined;
   const db = sqlPool(url);
   let processes: SimProcesses | undefined;
+  let bouncer: PgBouncer | undefined;
   try {
     host = await startApp(url, { queue: { workers: false, maintenance: { enabled: false } } });
     await createFaultTables(db);
     await db.query(SIM_TABLES);
     const queue = host.get(QueueService);
-    processes = new SimProcesses(build.script, logDir, url, db, plan.processes);
+    if (plan.pgbouncer) bouncer = await startPgBouncer(process.env.PG_QUEUE_TEST_SERVER_URL!, { poolMode: 'transaction', poolSize: 40 });
+    const bounced = bouncer ? withDatabaseName(bouncer.url, new URL(url).pathname.slice(1)) : undefined;
+    processes = await SimProcesses.create(build.script, logDir, url, db, plan.processes, bounced);
     await processes.startAll();
     const played = await play(plan, { db, url, queue, processes, cli, workerSlots: plan.processes.slice(1).map((p) => p.slot) });
     // The end: every queue resumed, no new fault; the jobs drain.
-    for (const q of [...SIM_QUEUES, ...LIMITED_QUEUES]) await queue.resume(q);
+    for (const q of [...SIM_QUEUES, ...LIMITED_QUEUES, ...HANDLER_KIND_QUEUES, RATED_QUEUE, 'tick']) await queue.resume(q);
     const drained = await drain(db);
     const exits = await processes.terminateAll(EXIT_SLACK_MS);
     const leaseOf = (worker: string) => plan.processes.find((p) => p.slot === worker.split('.')[0])?.leaseMs ?? 30_000;
@@ -70,20 +78,27 @@ export async function runSim(url: string, seed: number, minutes: number): Promis
       ...(await inv.attemptsCharged(db, facts)),
       ...inv.priorityWithinClaims(facts),
       ...inv.limitsHeld(facts, plan.globalConcurrency),
+      ...(await rateLimitHeld(db, plan.rateLimit)),
+      ...(await recurringFires(db, drained.at)),
+      ...(await waitsMatchRows(db, drained.at)),
       ...played.uniqueViolations,
       ...(await inv.uniqueKeysHeldOnce(db)),
       ...(await inv.flowOrder(db, facts)),
       ...(await inv.flowPromises(db, facts)),
       ...(await inv.stepsRunOnce(db, facts)),
+      ...(await invHandlers.transactionalRowsMatch(db)),
+      ...(await invHandlers.batchOutcomes(db, facts)),
       ...(await inv.noCrash(db)),
       ...exits.map((e) => ({ invariant: 'process.exit-past-grace', jobIds: [], detail: `${e.worker} took ${e.ms} ms to exit on SIGTERM (${e.how}; grace ${e.graceMs} ms + ${EXIT_SLACK_MS} ms)` })),
       ...(await inv.noJobLost(db, (id) => queue.whyNotRunning(id), drained.at)),
+      ...drained.processing,
     ];
     const report = await describe(db, plan, played, drained, processes, facts, violations, logDir);
     out(report);
     return { seed, violations, report };
   } finally {
     await processes?.killAll();
+    await bouncer?.stop();
     await host?.close();
     await db.end();
     await build.remove();
@@ -139,18 +154,23 @@ async function runStep(step: Step, deps: Parameters<typeof act>[0]): Promise<str
     return note.includes('skipped') || note.includes('nothing') || note.includes('no live') ? 'skipped' : undefined;
   }
   const slot = `w${step.target}`;
-  const done = step.kind === 'kill' ? await deps.processes.kill(slot, Math.round(step.holdMs / 3)) : await deps.processes.freeze(slot, step.holdMs);
+  const p = deps.processes;
+  const done =
+    step.kind === 'kill' ? await p.kill(slot, Math.round(step.holdMs / 3))
+    : step.kind === 'stop' ? await p.freeze(slot, step.holdMs)
+    : step.kind === 'cut' ? await p.cut(slot)
+    : await p.blackhole(slot, step.holdMs);
   return done ? undefined : 'skipped (slot busy)';
 }
 
-/** Waits until no job is due and unclaimed or held, or DRAIN_MS passed. */
-async function drain(db: pg.Pool): Promise<{ ms: number; left: number; at: string }> {
+/** Waits until no job is due and unclaimed or held, or DRAIN_MS passed; returns the jobs still processing then. */
+async function drain(db: pg.Pool): Promise<{ ms: number; left: number; at: string; processing: inv.Violation[] }> {
   const start = Date.now();
   for (;;) {
     const { rows } = await db.query<{ n: number; at: string }>(
       `SELECT count(*)::int AS n, clock_timestamp()::text AS at FROM background_jobs WHERE (status = 'queued' AND run_at <= now()) OR status = 'processing'`,
     );
-    if (rows[0].n === 0 || Date.now() - start > DRAIN_MS) return { ms: Date.now() - start, left: rows[0].n, at: rows[0].at };
+    if (rows[0].n === 0 || Date.now() - start > DRAIN_MS) return { ms: Date.now() - start, left: rows[0].n, at: rows[0].at, processing: await inv.processingAfterDrain(db) };
     await sleep(500);
   }
 }
@@ -161,7 +181,7 @@ async function describe(db: pg.Pool, plan: SimPlan, played: Played, drained: { m
   const { rows: faults } = await db.query<{ signal: string; n: number }>(`SELECT signal, count(*)::int AS n FROM fault_faults GROUP BY 1 ORDER BY 1`);
   const lines = [
     `sim: seed ${plan.seed}: played ${plan.steps.length} steps in ${(played.ms / 1000).toFixed(0)} s (${played.late} more than 1 s late), drained in ${(drained.ms / 1000).toFixed(0)} s (${drained.left} left)`,
-    `  processes (global concurrency of lim: ${plan.globalConcurrency}): ${plan.processes.map((p) => `${p.slot} lease ${p.leaseMs} pool ${p.poolSize} ${Object.entries(p.queues).map(([q, o]) => `${q}[c${o!.concurrency} p${o!.prefetch} ${o!.eagerStart ? 'eager' : 'lazy'} a${o!.maxAttempts} t${o!.timeoutMs}]`).join(' ')}`).join('; ')}`,
+    `  processes (global concurrency of lim: ${plan.globalConcurrency}; rate limit of rated: ${plan.rateLimit.max} per ${plan.rateLimit.intervalMs} ms): ${plan.processes.map((p) => `${p.slot} lease ${p.leaseMs} pool ${p.poolSize} ${Object.entries(p.queues).map(([q, o]) => `${q}[c${o!.concurrency} p${o!.prefetch} ${o!.eagerStart ? 'eager' : 'lazy'} a${o!.maxAttempts} t${o!.timeoutMs}]`).join(' ')}`).join('; ')}`,
     `  plan: ${JSON.stringify(planShares(plan))}`,
     `  jobs: ${statuses.map((s) => `${s.status} ${s.n}`).join(', ')}; flows: ${flows.map((s) => `${s.status} ${s.n}`).join(', ') || 'none'}; runs: ${facts.runs.length}`,
     `  faults recorded: ${faults.map((f) => `${f.signal} ${f.n}`).join(', ') || 'none'}; injected: ${JSON.stringify(processes.injected)}; machine stalls: ${processes.stalls()}`,

@@ -12,10 +12,12 @@ import { Injectable, Module, type INestApplicationContext } from '@nestjs/common
 import { NestFactory } from '@nestjs/core';
 import { openSync, writeSync } from 'node:fs';
 import pg from 'pg';
-import { JobHandler, JobSnoozedError, PgQueueModule, QueueService, type EnqueueResult, type Job } from '../../src/index.js';
+import { DataSource } from 'typeorm';
+import { JobHandler, JobSnoozedError, PgQueueModule, QueueService, RecurringJob, type BatchJob, type EnqueueResult, type Job, type TransactionalJob } from '../../src/index.js';
 import { serveStart } from '../support/serve-start.js';
 import type { WorkerProcessConfig } from '../faults/support/worker-process.js';
 import type { EnqueueKind, FlowPlan, PlannedJob, SimPayload } from './generator.js';
+import { waitAndRecord, watchOwnStalls } from './sim-worker-records.js';
 
 export type WorkerOp =
   | { op: 'enqueue'; kind: EnqueueKind; jobs: PlannedJob[]; flow?: FlowPlan }
@@ -112,8 +114,77 @@ async function run(job: Job<SimPayload>): Promise<unknown> {
   return { n: p.n };
 }
 
+/**
+ * A batch call: each job's start and end in the run log, as for single jobs; each job settled as its payload says
+ * (`none`: by the call, which throws when one of its jobs says `throw-call`). A completed job's result names the
+ * run that completed it, so that a stale call's outcome shows in the row.
+ */
+async function runBatch(jobs: BatchJob<SimPayload>[]): Promise<void> {
+  const runIds = await Promise.all(jobs.map((job) => recordStart(job)));
+  await sleep(Math.max(...jobs.map((job) => job.payload.ms)));
+  // Only on a job's first attempt, or one such job would fail its whole call on every attempt.
+  const callThrows = jobs.some((job) => job.payload.how === 'throw-call' && job.attempt === 1);
+  const outcomes: string[] = [];
+  for (const [i, job] of jobs.entries()) {
+    const how = job.payload.how ?? 'none';
+    if (how === 'complete') job.complete({ n: job.payload.n, run: runIds[i] });
+    if (how === 'fail') job.fail(new Error('planned batch failure'));
+    // A snooze is uncharged: only the job's first run snoozes, or it would snooze for ever.
+    const snoozes = how === 'snooze' && (await records.query<{ n: number }>('SELECT count(*)::int AS n FROM sim_runs WHERE job_id = $1', [job.id])).rows[0].n === 1;
+    if (snoozes) job.snooze(200);
+    outcomes.push(how === 'complete' ? 'ok' : how === 'fail' ? 'threw:planned batch failure' : snoozes ? 'slept' : callThrows ? 'threw:call' : 'ok');
+  }
+  await Promise.all(runIds.map((id, i) => recordEnd(id, outcomes[i]).catch(() => undefined)));
+  if (callThrows) throw new Error('call');
+}
+
+/** A transactional handler: its app row (sim_tx) is written in the job's transaction, then it behaves as planned. */
+async function runTransactional(job: TransactionalJob<SimPayload>): Promise<unknown> {
+  const runId = await recordStart(job);
+  const p = job.payload;
+  try {
+    await job.manager.query('INSERT INTO sim_tx (job_id, attempt, worker) VALUES ($1, $2, $3)', [job.id, job.attempt, config.workerId]);
+    if (p.b === 'throw') throw new Error('planned failure');
+    if (p.b === 'block') {
+      const until = Date.now() + p.ms;
+      while (Date.now() < until) {
+        // the event loop is blocked, inside the transaction
+      }
+    } else {
+      await sleep(p.b === 'timeout' ? 3_600_000 : p.ms, job.signal);
+    }
+  } catch (error) {
+    await recordEnd(runId, outcomeOf(error)).catch(() => undefined);
+    throw error;
+  }
+  await recordEnd(runId, 'ok');
+  return { n: p.n };
+}
+
 @Injectable()
 class SimHandlers {
+  @JobHandler('batch')
+  batch(jobs: BatchJob<SimPayload>[]) {
+    return runBatch(jobs);
+  }
+
+  // Every process declares it; each fire time is enqueued by whichever instance wins it (invariants-recurring.ts).
+  // A window of 60 s: a fire missed while every scheduler was slow is caught up, so none may be missing.
+  @RecurringJob('* * * * * *', { name: 'tick', missedFires: { windowMs: 60_000 }, payload: { b: 'ok', ms: 1, n: 0 } })
+  tick(job: Job<SimPayload>) {
+    return run(job);
+  }
+
+  @JobHandler('rated')
+  rated(job: Job<SimPayload>) {
+    return run(job);
+  }
+
+  @JobHandler('txq')
+  txq(job: TransactionalJob<SimPayload>) {
+    return runTransactional(job);
+  }
+
   // Defaults only: each process's options come from the plan through `queues` (generator.ts, processPlan).
   @JobHandler('sim')
   sim(job: Job<SimPayload>) {
@@ -224,6 +295,20 @@ async function enqueue(op: Extract<WorkerOp, { op: 'enqueue' }>): Promise<unknow
       await recordEnqueues([rows[0].id], 'sql', true, op.jobs);
       return rows[0].id;
     }
+    case 'batch':
+    case 'tx-handler':
+    case 'rated': {
+      const ids = await queue.enqueueMany(op.jobs.map((j) => spec(op.kind === 'batch' ? 'batch' : op.kind === 'rated' ? 'rated' : 'txq', j)));
+      await recordEnqueues(ids, op.kind, true, op.jobs);
+      return ids;
+    }
+    case 'wait': {
+      const ids = await queue.enqueueMany(op.jobs.map((j) => spec('sim', j)));
+      await recordEnqueues(ids, op.kind, true, op.jobs);
+      // Waited for in the background: the step is the enqueue; each answer lands in sim_waits when it comes.
+      for (const id of ids) void waitAndRecord(records, queue, id);
+      return ids;
+    }
     case 'limited': {
       const ids = await queue.enqueueMany(op.jobs.map((j) => ({ queue: j.queue!, payload: j.payload, ...(j.concurrencyKey ? { concurrencyKey: j.concurrencyKey } : {}) })));
       await recordEnqueues(ids, op.kind, true, op.jobs);
@@ -282,12 +367,16 @@ function recordCrashes(): void {
 
 async function boot(): Promise<void> {
   if (config.startsFile) starts = openSync(config.startsFile, 'a');
-  records = new pg.Pool({ connectionString: config.url, max: 6 });
+  // The run log goes straight to the database: only the queue's own connections pass the proxy the faults break.
+  records = new pg.Pool({ connectionString: config.recordsUrl ?? config.url, max: 6 });
   records.on('error', () => undefined);
   recordCrashes();
+  watchOwnStalls(records, config.workerId, config.queue.leaseMs ?? 30_000);
 
+  // A DataSource rather than a connection of the queue's own: transactional handlers (queue txq) run in it.
+  const dataSource = new DataSource({ type: 'postgres', url: config.url, extra: { max: config.poolSize } });
   @Module({
-    imports: [PgQueueModule.forRoot({ migrationsRun: false, ...config.queue, connection: { url: config.url, poolSize: config.poolSize }, workerId: config.workerId })],
+    imports: [PgQueueModule.forRoot({ migrationsRun: false, ...config.queue, dataSource, poolSize: config.poolSize, workerId: config.workerId })],
     providers: [SimHandlers],
   })
   class SimWorkerModule {}

@@ -26,13 +26,20 @@ export const SIM_TABLES = `
     -- failed (a timeout) is over for the invariants even while its handler still runs (a hung handler ignores its
     -- signal). A second timeout writes the same text, so the status change records it too.
     new_error text,
-    txid int8 NOT NULL DEFAULT txid_current(), at timestamptz NOT NULL DEFAULT clock_timestamp());
+    txid int8 NOT NULL DEFAULT txid_current(), at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    -- The clock the rate limit counts starts by: the claim statement's statement_timestamp() (claim.sql.ts).
+    stmt_at timestamptz NOT NULL DEFAULT statement_timestamp());
   CREATE INDEX sim_transitions_job_idx ON sim_transitions (job_id);
+  -- Every job a recurring schedule fired (its payload's _schedule), by the same trigger: kept when the job is pruned.
+  CREATE TABLE sim_fires (job_id int8 NOT NULL, name text NOT NULL, fire_at timestamptz NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp());
   CREATE FUNCTION sim_track() RETURNS trigger LANGUAGE plpgsql AS $$
   BEGIN
     IF TG_OP = 'INSERT' THEN
       INSERT INTO sim_transitions (job_id, op, new_status, new_attempts, new_buffered, new_hash, new_locked_by, priority)
       VALUES (NEW.id, 'insert', NEW.status::text, NEW.attempts, NEW.buffered, md5(NEW.payload::text), NEW.locked_by, NEW.priority);
+      IF NEW.payload ? '_schedule' THEN
+        INSERT INTO sim_fires (job_id, name, fire_at) VALUES (NEW.id, NEW.payload->'_schedule'->>'name', (NEW.payload->'_schedule'->>'fireAt')::timestamptz);
+      END IF;
       RETURN NULL;
     ELSIF TG_OP = 'DELETE' THEN
       INSERT INTO sim_transitions (job_id, op, old_status, old_attempts, old_buffered, old_hash, old_locked_by, priority)
@@ -65,6 +72,11 @@ export const SIM_TABLES = `
   CREATE TRIGGER sim_track_flow AFTER INSERT OR UPDATE ON background_flows FOR EACH ROW EXECUTE FUNCTION sim_track_flow();
   -- What handlers write for the app (behaviour 'write') and what durable steps' functions record when they run.
   CREATE TABLE sim_app (job_id int8 NOT NULL, attempt int NOT NULL, worker text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp());
+  -- The app rows of transactional handlers (queue txq), written through job.manager: one per completed job, none else.
+  CREATE TABLE sim_tx (job_id int8 NOT NULL, attempt int NOT NULL, worker text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp());
+  -- What QueueService.waitFor answered the enqueuing process for each job it waited on: a result, a failure's
+  -- status (JobFailedError), a timeout or another error, with the database clock of the answer.
+  CREATE TABLE sim_waits (job_id int8 PRIMARY KEY, since timestamptz NOT NULL DEFAULT clock_timestamp(), answer text, status text, result jsonb, answered_at timestamptz);
   CREATE TABLE sim_steps (job_id int8 NOT NULL, name text NOT NULL, attempt int NOT NULL, worker text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp());
   -- Processes that ended: how (signal or code), whether the simulation meant it, and how long a SIGTERM took.
   CREATE TABLE sim_exits (worker text NOT NULL, pid int NOT NULL, how text NOT NULL, meant boolean NOT NULL, ms int, at timestamptz NOT NULL DEFAULT clock_timestamp());`;

@@ -103,6 +103,21 @@ export class TcpProxy {
     await closed;
   }
 
+  /**
+   * Every open connection is destroyed (black-holed ones too) while new ones are still accepted: the connections
+   * of one host reset by a network that came back, or a firewall that dropped their state.
+   */
+  cut(): number {
+    const n = this.pairs.size + this.holes.length / 2;
+    for (const { client, upstream } of this.pairs) {
+      client.destroy();
+      upstream.destroy();
+    }
+    this.pairs.clear();
+    for (const socket of this.holes.splice(0)) socket.destroy();
+    return n;
+  }
+
   /** After refuse(): accepts connections again, on the same port (the outage is over). */
   async reopen(): Promise<void> {
     const port = (this.server.address() as net.AddressInfo | null)?.port ?? this.port;

@@ -85,6 +85,8 @@ export class ProcessPool {
 export interface FleetOptions {
   processes: ProcessPool;
   url: string;
+  /** The database itself, for the process's records, when `url` goes through a proxy the test breaks. */
+  recordsUrl?: string;
   /** Where faults are recorded (fault_faults, fault_held). */
   db: pg.Pool;
   queue: WorkerProcessConfig['queue'];
@@ -129,6 +131,7 @@ export class WorkerFleet {
     await handle.loaded;
     const config: WorkerProcessConfig = {
       url: this.options.url,
+      ...(this.options.recordsUrl ? { recordsUrl: this.options.recordsUrl } : {}),
       workerId: handle.workerId,
       queue: this.options.queue,
       poolSize: this.options.poolSize ?? 4,

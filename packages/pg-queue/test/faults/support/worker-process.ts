@@ -23,6 +23,8 @@ export interface WorkerProcessConfig {
   /** forRoot options besides connection and workerId (leases, polling, maintenance, per-queue overrides). */
   queue: Omit<PgQueueModuleOptions, 'connection' | 'workerId' | 'dataSource'>;
   poolSize: number;
+  /** Where the process writes its records (run log, crashes), when `url` is not the database itself (a proxy the test breaks). */
+  recordsUrl?: string;
   logLevels: LogLevel[];
   /**
    * Every handler start is appended here ("<job id>/<attempt>" a line), synchronously, before the handler does

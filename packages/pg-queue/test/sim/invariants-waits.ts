@@ -1,0 +1,59 @@
+// The simulation's invariant for QueueService.waitFor (issue 40): what it answered the enqueuing process (sim_waits)
+// matches the job's row, read from its history (sim_transitions) and its final row (background_jobs).
+import type pg from 'pg';
+import type { Violation } from './invariants.js';
+
+/**
+ * waitFor answers a job's result only once the job completed, and with the row's result; a failure only once the
+ * job reached that final status (a failed attempt with attempts left keeps it waiting); never a timeout (150 s) or
+ * an error. It answers soon: the statement that completes, dead-letters or cancels an awaited job sends a notice
+ * (README, "Waiting for a job"), and the enqueuing process's LISTEN is never faulted, so an answer more than 5 s
+ * after the job first finished is `wait.not-woken`; past the waiters' 30 s poll it is `wait.never-answered`. A wait
+ * still pending when its process shut down ("the application is shutting down"), or whose job the prune deleted
+ * first ("the job's row is gone"), is judged as unanswered then. An
+ * operator's retry after the answer changes the row, not the answer: the answer is judged by the history up to it.
+ */
+export async function waitsMatchRows(db: pg.Pool, until: string): Promise<Violation[]> {
+  const { rows } = await db.query<{
+    job_id: string; answer: string | null; status: string | null; result: unknown; answered_at: Date | null;
+    row_status: string | null; row_result: unknown; reached: boolean; final_before: Date | null;
+  }>(
+    `SELECT w.job_id::text, w.answer, w.status, w.result, w.answered_at, j.status::text AS row_status, j.result AS row_result,
+       EXISTS (SELECT 1 FROM sim_transitions t WHERE t.job_id = w.job_id AND t.op = 'update'
+                 AND t.new_status = CASE w.answer WHEN 'result' THEN 'completed' ELSE w.status END AND t.at <= w.answered_at) AS reached,
+       (SELECT min(t.at) FROM sim_transitions t WHERE t.job_id = w.job_id AND t.op = 'update'
+          AND t.new_status IN ('completed', 'failed', 'cancelled')) AS final_before
+     FROM sim_waits w LEFT JOIN background_jobs j ON j.id = w.job_id ORDER BY w.job_id`,
+  );
+  const { rows: end } = await db.query<{ until: Date }>('SELECT $1::timestamptz AS until', [until]);
+  const out: Violation[] = [];
+  const NOTICE_MS = 5_000;
+  const POLL_MS = 30_000;
+  for (const w of rows) {
+    const said = `waitFor answered ${w.answer ?? 'nothing'}${w.status ? ` (${w.status})` : ''}${w.answer === 'result' || w.answer === 'error' ? ` ${JSON.stringify(w.result)}` : ''}`;
+    // Cut by shutdown, or by the prune (5 s retention) deleting a job whose finish the waiter had not heard of: the
+    // wait was unanswered until then (seed 35: bulk-cancelled jobs pruned before the waiters' poll).
+    const shutDown = w.answer === 'error' && /shutting down|row is gone/.test(JSON.stringify(w.result));
+    if (w.answer === null || shutDown) {
+      // Unanswered until the end (the drain's, or the shutdown that cut the wait).
+      const endMs = shutDown && w.answered_at ? w.answered_at.getTime() : end[0].until.getTime();
+      const waitedMs = w.final_before === null ? 0 : endMs - w.final_before.getTime();
+      if (waitedMs > NOTICE_MS) {
+        out.push({
+          invariant: waitedMs > POLL_MS ? 'wait.never-answered' : 'wait.not-woken',
+          jobIds: [w.job_id],
+          detail: `the job first finished (${w.row_status ?? 'pruned'} now) at ${w.final_before!.toISOString()}; ${waitedMs} ms later waitFor had not answered${shutDown ? ` (then: ${String(w.result).slice(0, 80)})` : ''}`,
+        });
+      }
+    } else if (w.answer === 'timeout' || w.answer === 'error') {
+      out.push({ invariant: `wait.${w.answer === 'timeout' ? 'timed-out' : 'threw'}`, jobIds: [w.job_id], detail: `${said}; the job's row is ${w.row_status ?? 'pruned'}` });
+    } else if (!w.reached) {
+      out.push({ invariant: 'wait.answered-before-the-job-finished', jobIds: [w.job_id], detail: `${said} at ${w.answered_at?.toISOString()}, but the job had not reached that status then (row now ${w.row_status ?? 'pruned'})` });
+    } else if (w.answer === 'result' && w.row_status === 'completed' && JSON.stringify(w.row_result ?? null) !== JSON.stringify(w.result)) {
+      out.push({ invariant: 'wait.result-differs', jobIds: [w.job_id], detail: `${said}, the row's result is ${JSON.stringify(w.row_result)}` });
+    } else if (w.final_before !== null && w.answered_at !== null && w.answered_at.getTime() - w.final_before.getTime() > NOTICE_MS) {
+      out.push({ invariant: 'wait.not-woken', jobIds: [w.job_id], detail: `${said} at ${w.answered_at.toISOString()}, ${w.answered_at.getTime() - w.final_before.getTime()} ms after the job first finished` });
+    }
+  }
+  return out;
+}
