@@ -265,3 +265,14 @@ export function beginWithQueueLock(queueKey: number): string {
   if (!Number.isInteger(queueKey)) throw new TypeError(`queue lock key must be an integer, got ${queueKey}`);
   return `BEGIN; SET LOCAL idle_in_transaction_session_timeout = ${LIMIT_LOCK_IDLE_MS}; SELECT pg_advisory_xact_lock(${LIMIT_LOCK_SPACE}, ${queueKey})`;
 }
+
+/**
+ * beginWithQueueLock as the workers take it: a try (its last statement answers `locked`), never a wait. A claim
+ * waiting on the lock held its connection of the leases pool, and a process holding the lock frozen (up to
+ * LIMIT_LOCK_IDLE_MS) blocked every limited queue's claim on it: with two limited queues they held both connections,
+ * and heartbeats and outcome writes waited behind them until leases lapsed (the simulation's seeds 31-33).
+ */
+export function beginWithQueueTryLock(queueKey: number): string {
+  if (!Number.isInteger(queueKey)) throw new TypeError(`queue lock key must be an integer, got ${queueKey}`);
+  return `BEGIN; SET LOCAL idle_in_transaction_session_timeout = ${LIMIT_LOCK_IDLE_MS}; SELECT pg_try_advisory_xact_lock(${LIMIT_LOCK_SPACE}, ${queueKey}) AS locked`;
+}

@@ -1,5 +1,7 @@
 // Claim: JobStore's claims (plain, and of a limited queue inside the queue's lock) and the claimed rows as the worker takes them.
-import { beginWithQueueLock } from './claim.sql.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { QueryResult } from 'pg';
+import { beginWithQueueTryLock, LIMIT_LOCK_IDLE_MS } from './claim.sql.js';
 import { inTransaction } from './in-transaction.js';
 import { explainPoolerError, type JobStatements } from './job-statements.js';
 import type { ClaimedJob, ClaimLimits, ClaimResult } from './job-store.types.js';
@@ -32,14 +34,25 @@ export async function claimLimitedJobs(db: JobStatements, queue: string, limit: 
   const values: unknown[] = [queue, limit, workerId, leaseMs, limits.globalConcurrency ?? null, limits.rateLimit?.max ?? null, limits.rateLimit?.intervalMs ?? 0];
   const keyed = limits.concurrencyPerKey !== undefined;
   if (keyed) values.push(limits.concurrencyPerKey, keyCursor);
-  let rows: ClaimRow[];
-  try {
-    rows = await inTransaction(db.pool, 
-      async (client) => (await client.query<ClaimRow>(db.statement(keyed ? 'claimKeyedJobs' : 'claimLimitedJobs', values))).rows,
-      beginWithQueueLock(queueLockKey(queue)),
-    );
-  } catch (error) {
-    throw explainPoolerError(error);
+  let rows: ClaimRow[] | undefined;
+  const begin = beginWithQueueTryLock(queueLockKey(queue));
+  const giveUpAt = performance.now() + LIMIT_LOCK_IDLE_MS + 1_000;
+  // The lock is tried, not waited for (beginWithQueueTryLock): no connection is held while another claimer has it. Its
+  // holders keep it for two round trips, so a miss tries again soon, a little later each time, with jitter.
+  for (let pauseMs = 2; ; pauseMs = Math.min(LOCK_RETRY_MAX_MS, pauseMs * 2)) {
+    try {
+      rows = await inTransaction(
+        db.pool,
+        async (client, opened) => (lockTaken(opened) ? (await client.query<ClaimRow>(db.statement(keyed ? 'claimKeyedJobs' : 'claimLimitedJobs', values))).rows : undefined),
+        begin,
+      );
+    } catch (error) {
+      throw explainPoolerError(error);
+    }
+    if (rows) break;
+    // Held all along (a holder frozen until PostgreSQL ends its session): an empty answer that says "look again soon".
+    if (performance.now() >= giveUpAt) return { jobs: [], nextDueMs: null, atCapacity: true, ...(keyed ? { keyCursor } : {}) };
+    await sleep(pauseMs * (0.5 + Math.random()));
   }
   const result = toClaimResult(rows);
   for (const r of rows) {
@@ -70,6 +83,15 @@ export interface ClaimRow {
 }
 
 /** The second key of a limited queue's advisory lock: FNV-1a of its name, as an int4 (a collision only makes two queues take turns). */
+/** The longest pause between two tries of a limited queue's lock. */
+const LOCK_RETRY_MAX_MS = 50;
+
+/** Whether the try of the queue's lock (the last statement of beginWithQueueTryLock) took it. */
+function lockTaken(opened: QueryResult | QueryResult[]): boolean {
+  const last = Array.isArray(opened) ? opened[opened.length - 1] : opened;
+  return (last.rows[0] as { locked?: boolean } | undefined)?.locked === true;
+}
+
 export function queueLockKey(queue: string): number {
   let hash = 0x811c9dc5;
   for (let i = 0; i < queue.length; i++) hash = Math.imul(hash ^ queue.charCodeAt(i), 0x01000193);

@@ -1,20 +1,23 @@
-import type { Pool, PoolClient } from 'pg';
+import type { Pool, PoolClient, QueryResult } from 'pg';
 
 /**
  * Runs `work` in a transaction on one pooled connection; a connection whose rollback failed, or that errored
  * meanwhile, is discarded. A checked-out client has no pool listener: a connection killed between two
  * statements would emit an unhandled 'error' (and crash the host), so one is attached while it is out.
  */
-/** `begin` opens the transaction (a limited claim also takes its queue's lock there, in the same round trip). */
-export async function inTransaction<T>(pool: Pool, work: (client: PoolClient) => Promise<T>, begin = 'BEGIN'): Promise<T> {
+/**
+ * `begin` opens the transaction (a limited claim also tries its queue's lock there, in the same round trip); `work` gets
+ * what it answered (one result per statement of a simple query of several).
+ */
+export async function inTransaction<T>(pool: Pool, work: (client: PoolClient, opened: QueryResult | QueryResult[]) => Promise<T>, begin = 'BEGIN'): Promise<T> {
   const client = await pool.connect();
   let broken: Error | undefined;
   const onError = (error: Error) => (broken = error);
   client.on('error', onError);
   try {
-    await client.query(begin);
+    const opened = (await client.query(begin)) as QueryResult | QueryResult[];
     try {
-      const result = await work(client);
+      const result = await work(client, opened);
       await client.query('COMMIT');
       return result;
     } catch (error) {
