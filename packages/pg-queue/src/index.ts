@@ -55,6 +55,7 @@ export type {
   PgQueueMaintenanceOptions,
   PgQueueHistoryOptions,
   PgQueueRecurringOptions,
+  PgQueueHealthOptions,
 } from './interfaces/pg-queue-options.interface.js';
 export { PgQueueError, JobTimeoutError, JobAbortedError, JobSnoozedError, JobFailedError, JobWaitTimeoutError } from './errors/pg-queue.error.js';
 export { InvalidPayloadError } from './errors/invalid-payload.error.js';
