@@ -88,7 +88,7 @@ export interface ProcessPlan {
 }
 
 export type EnqueueKind = 'single' | 'bulk' | 'tx-commit' | 'tx-rollback' | 'unique' | 'delayed' | 'priority' | 'flow' | 'sql' | 'limited' | 'batch' | 'tx-handler' | 'rated' | 'wait';
-export type OperatorKind = 'bulk-cancel' | 'cancel' | 'retry' | 'bulk-retry' | 'replace' | 'pause-resume' | 'prune' | 'close' | 'priority-probe' | 'lock-wait';
+export type OperatorKind = 'bulk-cancel' | 'cancel' | 'retry' | 'bulk-retry' | 'replace' | 'pause-resume' | 'prune' | 'close' | 'priority-probe' | 'lock-wait' | 'change';
 export type FaultKind = 'kill' | 'stop' | 'cut' | 'blackhole';
 
 export interface FlowPlan {
@@ -216,7 +216,7 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
       });
       steps.push({ at, type, kind, jobs });
     } else if (type === 'operator') {
-      const kind = r.weighted<OperatorKind>({ 'bulk-cancel': 8, cancel: 10, retry: 12, 'bulk-retry': 4, replace: 14, 'pause-resume': 6, prune: 2, close: 2, 'priority-probe': 3, 'lock-wait': 3 });
+      const kind = r.weighted<OperatorKind>({ 'bulk-cancel': 8, cancel: 10, retry: 12, 'bulk-retry': 4, replace: 14, 'pause-resume': 6, prune: 2, close: 2, 'priority-probe': 3, 'lock-wait': 3, change: 0 });
       steps.push({ at, type, kind, pick: r.next(), holdMs: r.int(200, 2_000) });
     } else {
       const kind = r.weighted<'kill' | 'stop'>({ kill: 1, stop: 1 });
@@ -256,6 +256,7 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
   addHandlerKinds(seed, end, processes, nonce, steps);
   const rateLimit = addRated(seed, end, processes, nonce, steps);
   addWaits(seed, end, nonce, steps);
+  addChanges(seed, end, steps);
   // The schedule `tick` (sim-worker.ts) fires every second in every process; each scans at least this often.
   const sched = featureStream(seed, 0xc2b2ae35);
   for (const p of processes) p.recurringPollMs = sched.pick([200, 1_000, 5_000]);
@@ -341,6 +342,17 @@ function addWaits(seed: number, end: number, nonce: () => number, steps: Step[])
     const jobs = Array.from({ length: w.int(1, 5) }, (): PlannedJob => ({ payload: payload(w, nonce, weights), priority: 0, delayMs: w.chance(0.2) ? w.int(100, 2_000) : 0 }));
     steps.push({ at, type: 'enqueue', kind: 'wait', jobs });
   }
+}
+
+/**
+ * Changes after enqueue (issue 43: promote, changePriority, changeDelay, updatePayload) of jobs at the workers' front,
+ * where some are queued, some read ahead, some running: every 1 to 5 s. The operator (operator.ts) picks the change
+ * from `pick`; the runs' payload invariant (a handler never runs with a payload its row no longer had when it started)
+ * and the answers recorded in sim_ops are what it checks.
+ */
+function addChanges(seed: number, end: number, steps: Step[]): void {
+  const c = featureStream(seed, 0x7feb352d);
+  for (let at = 2_200; at < end; at += c.int(1_000, 5_000)) steps.push({ at, type: 'operator', kind: 'change', pick: c.next(), holdMs: c.int(0, 30_000) });
 }
 
 /** Shares of the plan's steps by type and kind, for the report and docs/reliability.md. */

@@ -122,6 +122,27 @@ export async function act(d: OperatorDeps, kind: OperatorKind, pick: number, hol
       await record(d.db, kind, t0, ids, null);
       return `priority probe: ${ids.length} jobs`;
     }
+    case 'change': {
+      // Up to 8 jobs of queue `sim` from the workers' front on: the change answers 'changed' only for a job not
+      // started and not held; whatever it answered is in sim_ops, and the runs' payload invariant checks the rest.
+      const { rows } = await d.db.query<{ id: string }>(
+        `SELECT id::text FROM background_jobs WHERE queue_name = 'sim' AND status IN ('queued', 'processing', 'blocked') ORDER BY run_at, id LIMIT 8`,
+      );
+      const what = (['promote', 'priority', 'delay', 'payload'] as const)[Math.min(3, Math.floor(pick * 4))];
+      const answers = await Promise.all(
+        rows.map(({ id }) =>
+          what === 'promote'
+            ? d.queue.promote(id)
+            : what === 'priority'
+              ? d.queue.changePriority(id, Math.round(pick * 20) - 10)
+              : what === 'delay'
+                ? d.queue.changeDelay(id, holdMs)
+                : d.queue.updatePayload(id, { b: 'ok', ms: 5, n: ++nonce, v: nonce } satisfies SimPayload),
+        ),
+      );
+      await record(d.db, `change:${what}`, t0, rows.map((r) => r.id), answers);
+      return `change (${what}): ${answers.filter((a) => a === 'changed').length} of ${answers.length} changed`;
+    }
     case 'lock-wait': {
       // Issue 39 item 5: an app transaction holds a unique key for longer than a lease while the process holding the
       // most running jobs calls enqueue() of that key more times than its queue pool has connections.
