@@ -51,7 +51,7 @@ export async function claimLimitedJobs(db: JobStatements, queue: string, limit: 
     }
     if (rows) break;
     // Held all along (a holder frozen until PostgreSQL ends its session): an empty answer that says "look again soon".
-    if (performance.now() >= giveUpAt) return { jobs: [], nextDueMs: null, atCapacity: true, ...(keyed ? { keyCursor } : {}) };
+    if (performance.now() >= giveUpAt) return { jobs: [], nextDueMs: null, atCapacity: true, lockBusy: true, ...(keyed ? { keyCursor } : {}) };
     await sleep(pauseMs * (0.5 + Math.random()));
   }
   const result = toClaimResult(rows);

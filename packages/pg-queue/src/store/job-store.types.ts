@@ -31,6 +31,8 @@ export interface ClaimResult {
   atCapacity?: boolean;
   /** A keyed claim: the key cursor to pass to the next claim (the last key claimed from, in turn order). */
   keyCursor?: string;
+  /** A limited claim that never got its queue's lock (another claimer held it throughout): no answer about the queue. */
+  lockBusy?: boolean;
 }
 
 /** The limits a claim of a limited queue enforces across every instance. */

@@ -185,7 +185,8 @@ export class ClaimLoop {
         claimed = limits
           ? await this.store.claimLimitedJobs(queue, want, workerId, leaseMs, limits, this.keyCursor)
           : await this.store.claimJobs(queue, want, workerId, leaseMs, this.target.observed || tracingActive(), { startNow, armAhead, bufferLeaseMs });
-        this.answeredAt = performance.now();
+        // A claim that never got its queue's lock said nothing about the queue: a wedge (readiness) all the same.
+        if (!claimed.lockBusy) this.answeredAt = performance.now();
         this.backoff.succeeded();
       } catch (error) {
         this.sentAt = 0;
