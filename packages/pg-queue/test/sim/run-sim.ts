@@ -163,17 +163,29 @@ async function runStep(step: Step, deps: Parameters<typeof act>[0]): Promise<str
   return done ? undefined : 'skipped (slot busy)';
 }
 
-/** Waits until no job is due and unclaimed or held, or DRAIN_MS passed; returns the jobs still processing then. */
+/**
+ * Waits until no job is due and unclaimed or held; past DRAIN_MS, only while the backlog still shrinks (a plan heavier
+ * than the drain: seeds 15 and 31 left `prio`, one slot per process with jobs of seconds, draining when it stopped),
+ * and never past four times DRAIN_MS. Returns the jobs still processing then.
+ */
 async function drain(db: pg.Pool): Promise<{ ms: number; left: number; at: string; processing: inv.Violation[] }> {
   const start = Date.now();
+  let least = Infinity;
+  let shrankAt = start;
   for (;;) {
     const { rows } = await db.query<{ n: number; at: string }>(
       `SELECT count(*)::int AS n, clock_timestamp()::text AS at FROM background_jobs WHERE (status = 'queued' AND run_at <= now()) OR status = 'processing'`,
     );
-    if (rows[0].n === 0 || Date.now() - start > DRAIN_MS) return { ms: Date.now() - start, left: rows[0].n, at: rows[0].at, processing: await inv.processingAfterDrain(db) };
+    const now = Date.now();
+    if (rows[0].n < least) [least, shrankAt] = [rows[0].n, now];
+    const over = now - start > DRAIN_MS && (now - shrankAt > DRAIN_STALL_MS || now - start > 4 * DRAIN_MS);
+    if (rows[0].n === 0 || over) return { ms: now - start, left: rows[0].n, at: rows[0].at, processing: await inv.processingAfterDrain(db) };
     await sleep(500);
   }
 }
+
+/** Past DRAIN_MS, the drain goes on while its backlog shrank within this long. */
+const DRAIN_STALL_MS = 15_000;
 
 async function describe(db: pg.Pool, plan: SimPlan, played: Played, drained: { ms: number; left: number }, processes: SimProcesses, facts: inv.Facts, violations: inv.Violation[], logDir: string): Promise<string> {
   const { rows: statuses } = await db.query<{ status: string; n: number }>(`SELECT status::text, count(*)::int AS n FROM background_jobs GROUP BY 1 ORDER BY 1`);
