@@ -465,13 +465,19 @@ export async function flowPromises(db: pg.Pool, facts: Facts): Promise<Violation
   return out;
 }
 
-/** A recorded durable step's function is never called again by a later attempt (unless a fault cut the attempt that ran it). */
+/**
+ * A recorded durable step's function is never called again by a later attempt (unless a fault cut the attempt that ran
+ * it, or the attempt was aborted while the step ran: its timeout or a cancel, whose step result is refused, so the
+ * step was never recorded; seed 43: a step still running when its 1.5 s timeout fired, run again after a retry).
+ */
 export async function stepsRunOnce(db: pg.Pool, facts: Facts): Promise<Violation[]> {
   const { rows } = await db.query<{ job_id: string; name: string; attempts: number[]; workers: string[] }>(
     `SELECT job_id::text, name, array_agg(attempt ORDER BY at) AS attempts, array_agg(worker ORDER BY at) AS workers FROM sim_steps GROUP BY 1, 2 HAVING count(*) > 1`,
   );
+  const aborted = (job: string, attempt: number, worker: string) =>
+    (facts.runsByJob.get(job) ?? []).some((r) => r.attempt === attempt && r.worker === worker && (r.outcome ?? '').startsWith('abort:'));
   return rows
-    .filter((r) => !r.attempts.slice(0, -1).some((a, i) => facts.held.has(`${r.job_id}/${a}/${r.workers[i]}`)))
+    .filter((r) => !r.attempts.slice(0, -1).some((a, i) => facts.held.has(`${r.job_id}/${a}/${r.workers[i]}`) || aborted(r.job_id, a, r.workers[i])))
     .map((r) => ({ invariant: 'steps.called-again', jobIds: [r.job_id], detail: `step ${r.name} ran in attempts ${r.attempts.join(', ')}` }));
 }
 
