@@ -47,6 +47,10 @@ export function transactionalHandle(
     let committed: CommittedCompletion | undefined;
     const result = await deps.dataSource.transaction(async (manager) => {
       attempt.manager = manager;
+      // Aborted while the transaction opened (its connection waited, or this process froze past the timeout or the
+      // lease): the handler is not called at all; its job may run elsewhere already (the simulation's seed 46).
+      const before = attempt.abortReason();
+      if (before !== undefined) throw before;
       const value = await handle(job);
       const aborted = attempt.abortReason();
       if (aborted !== undefined) throw aborted;
