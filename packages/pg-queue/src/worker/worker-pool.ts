@@ -28,6 +28,9 @@ import { PgQueueLogger } from '../utils/terminal-text.js';
 /** One queue's claim loop as health checks and the instance's row read it (WorkerPool.claimLoops). */
 export type ClaimLoopReport = ClaimLoopState & { queue: string; idleSlots: number };
 
+/** How long after its own pause a process takes a pause notice of that queue for its echo. */
+const OWN_REVIEW_ECHO_MS = 5_000;
+
 /**
  * Orchestration: mounts one QueueWorker per discovered handler at bootstrap, shares one LISTEN connection, one
  * heartbeat and one outcome writer between them, routes what comes back (written outcomes, heartbeat answers,
@@ -35,6 +38,9 @@ export type ClaimLoopReport = ClaimLoopState & { queue: string; idleSlots: numbe
  */
 @Injectable()
 export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShutdown, LeaseHolders, OutcomeSink<HeldJob> {
+  /** When this process last reviewed a queue itself (a pause made here): its own NOTIFY, heard next, is not another. */
+  private readonly ownReviewAt = new Map<string, number>();
+
   private readonly logger: Logger = new PgQueueLogger('PgQueue');
   private readonly workers = new Map<string, QueueWorker>();
   private listener: NotificationListener | undefined;
@@ -101,7 +107,22 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
    * buffer until a heartbeat has checked it, at once, without waiting for the NOTIFY that tells other instances.
    */
   checkBuffer(queue: string): void {
+    this.ownReviewAt.set(queue, performance.now());
     this.guarded(`checking the buffer of queue "${queue}"`, () => this.workers.get(queue)?.checkBuffer(true));
+  }
+
+  /**
+   * A pause notice (REVIEW_CHANNEL). The echo of this process's own pause, which reviewed its worker already, is only a
+   * check: as a review it came after a resume had followed the pause and sent back the jobs of a claim made since.
+   */
+  private reviewHeard(queue: string): void {
+    const own = this.ownReviewAt.get(queue);
+    if (own !== undefined && performance.now() - own < OWN_REVIEW_ECHO_MS) {
+      this.ownReviewAt.delete(queue);
+      this.guarded(`checking the buffer of queue "${queue}"`, () => this.workers.get(queue)?.checkBuffer(false));
+      return;
+    }
+    this.checkBuffer(queue);
   }
 
   onApplicationBootstrap(): void {
@@ -138,7 +159,7 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
       {
         onJobs: (queue) => this.workers.get(queue)?.wake(),
         onCancel: (jobId, token) => this.cancelled(jobId, token),
-        onReview: (queue) => this.checkBuffer(queue),
+        onReview: (queue) => this.reviewHeard(queue),
         onUp: () => {
           this.setPoll(this.options.pollIntervalMs);
           this.wakeAll();
