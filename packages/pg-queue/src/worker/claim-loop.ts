@@ -210,6 +210,9 @@ export class ClaimLoop {
       this.gatherFirst = claimed.jobs.length < want;
       if (claimed.jobs.length === want) this.wakeRequested = true; // more may be waiting
       else if (claimed.rateWaitMs != null) this.hold(claimed.rateWaitMs, false);
+      // Another claimer held the queue's lock throughout (claimLimitedJobs tries it): no limit holds this loop back, it tries
+      // again at once (readiness must still see a queue nobody can claim, not one held back on purpose).
+      else if (claimed.lockBusy) this.wakeRequested = true;
       else if (claimed.atCapacity) this.hold(LIMIT_POLL_MS, true);
       else if (claimed.nextDueMs !== null) this.wakeAt(claimed.nextDueMs);
     }
