@@ -82,7 +82,6 @@ export interface ClaimRow {
   key_cursor?: string | null;
 }
 
-/** The second key of a limited queue's advisory lock: FNV-1a of its name, as an int4 (a collision only makes two queues take turns). */
 /** The longest pause between two tries of a limited queue's lock. */
 const LOCK_RETRY_MAX_MS = 50;
 
@@ -92,6 +91,7 @@ function lockTaken(opened: QueryResult | QueryResult[]): boolean {
   return (last.rows[0] as { locked?: boolean } | undefined)?.locked === true;
 }
 
+/** The second key of a limited queue's advisory lock: FNV-1a of its name, as an int4 (a collision only makes two queues take turns). */
 export function queueLockKey(queue: string): number {
   let hash = 0x811c9dc5;
   for (let i = 0; i < queue.length; i++) hash = Math.imul(hash ^ queue.charCodeAt(i), 0x01000193);

@@ -108,7 +108,12 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
    */
   checkBuffer(queue: string): void {
     this.ownReviewAt.set(queue, performance.now());
-    this.guarded(`checking the buffer of queue "${queue}"`, () => this.workers.get(queue)?.checkBuffer(true));
+    this.review(queue, true);
+  }
+
+  /** The worker of `queue` checks its buffer; `review`: a pause's review too (LeaseAnswers.checkBuffer). */
+  private review(queue: string, review: boolean): void {
+    this.guarded(`checking the buffer of queue "${queue}"`, () => this.workers.get(queue)?.checkBuffer(review));
   }
 
   /**
@@ -117,12 +122,10 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
    */
   private reviewHeard(queue: string): void {
     const own = this.ownReviewAt.get(queue);
-    if (own !== undefined && performance.now() - own < OWN_REVIEW_ECHO_MS) {
-      this.ownReviewAt.delete(queue);
-      this.guarded(`checking the buffer of queue "${queue}"`, () => this.workers.get(queue)?.checkBuffer(false));
-      return;
-    }
-    this.checkBuffer(queue);
+    const echo = own !== undefined && performance.now() - own < OWN_REVIEW_ECHO_MS;
+    if (echo) this.ownReviewAt.delete(queue);
+    // Another process's pause is a review here; it is not one of ours, so it does not make the next notice an echo.
+    this.review(queue, !echo);
   }
 
   onApplicationBootstrap(): void {
