@@ -44,18 +44,26 @@ class TwoSlots {
   }
 }
 
-const closing: { app?: INestApplicationContext; done?: Promise<void>; heldAtClose?: number } = {};
+const closing: { app?: INestApplicationContext; armed?: boolean; done?: Promise<void>; heldAtClose?: number } = {};
 
 @Injectable()
 class Closing {
-  /** Short jobs (one turn of the event loop each); the one with payload.close starts the app's shutdown. */
+  /**
+   * Short jobs (one turn of the event loop each). From the one with payload.close on, the first that runs while
+   * the worker's buffer holds jobs starts the app's shutdown. (The close job itself can be the last of its claim,
+   * run with the buffer empty and the next claim in flight: a CI run closed there and had nothing to put back.)
+   */
   @JobHandler('closing', { concurrency: 2 })
   async run(job: Job<{ close: boolean }>) {
-    if (job.payload.close && !closing.done) {
+    if (job.payload.close) closing.armed = true;
+    if (closing.armed && !closing.done) {
       // What the worker's buffer holds as shutdown begins: the jobs it must put back.
       const workers = (closing.app!.get(WorkerPool) as unknown as { workers: Map<string, { bufferedCount: number }> }).workers;
-      closing.heldAtClose = workers.get('closing')!.bufferedCount;
-      closing.done = closing.app!.close();
+      const held = workers.get('closing')!.bufferedCount;
+      if (held > 0) {
+        closing.heldAtClose = held;
+        closing.done = closing.app!.close();
+      }
     }
     await new Promise((r) => setImmediate(r));
   }
@@ -202,7 +210,6 @@ describe("prefetch: 'auto' (the default)", () => {
       );
       // How many the 'auto' estimate held at that moment varies (over 20 before start marks, 10 in a CI run since:
       // each start from the buffer now waits for its mark); every one of them went back, uncharged.
-      expect(closing.heldAtClose).toBeGreaterThan(0);
       expect(rows[0].back).toBeGreaterThanOrEqual(closing.heldAtClose!);
       expect(rows[0].counted).toBe(0);
     } finally {
