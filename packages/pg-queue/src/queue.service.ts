@@ -10,7 +10,8 @@ import type { InstanceRecord } from './store/instance.store.js';
 import type { WaitExplanation } from './waiting/wait-reasons.js';
 import { explainWait } from './waiting/explain-wait.js';
 import { assertQueueName, type ResolvedModuleOptions } from './utils/resolve-options.js';
-import { buildJobRow, checkDelayMs, checkPriority, checkRunAt, defaultMaxAttemptsOf } from './utils/job-row.js';
+import { checkedWeights } from './utils/fairness-weights.js';
+import { buildJobRow, checkDelayMs, checkPriority, checkRunAt, jobDefaultsOf, type JobDefaults } from './utils/job-row.js';
 import { flowAccess, type FlowAccess } from './flows/flow-access.js';
 import { waitForFlow } from './flows/wait-for-flow.js';
 import type { EnqueuedFlow, FlowJobSpecs, FlowRecord, FlowSpec, FlowStatus, FlowSummary } from './flows/flow.interfaces.js';
@@ -67,7 +68,7 @@ export class QueueService {
     /** This service's database: the one its calls by id (get, waitFor, cancel, ...) read. */
     @Optional() @Inject(DATABASE_NAME) readonly databaseName: string = DEFAULT_DATABASE,
   ) {
-    this.maxAttemptsOf = defaultMaxAttemptsOf(options, registry);
+    this.jobDefaults = jobDefaultsOf(options, registry);
     this.flowKit = flowAccess(store.flows, options, registry);
     this.scheduleCalls = new ScheduleCalls(scheduleStore, scheduler, options.recurring.orphanAfterMs);
   }
@@ -86,7 +87,7 @@ export class QueueService {
     return (this.checkOfDatabase ??= new DatabaseCheck(this.databaseName, () => this.store.databaseIdentity()));
   }
 
-  private readonly maxAttemptsOf: (queue: string) => number;
+  private readonly jobDefaults: JobDefaults;
   private readonly flowKit: FlowAccess;
   private readonly scheduleCalls: ScheduleCalls;
 
@@ -393,6 +394,23 @@ export class QueueService {
     await this.store.resumeQueue(queue);
   }
 
+  /**
+   * Stores fair share weights of the queue's keys (null: back to the `fairness` option's weight), read by the next
+   * claim in every process (README: "Fair share across keys").
+   */
+  async setFairnessWeights(queue: string, weights: Record<string, number | null>): Promise<void> {
+    assertQueueName(queue);
+    const owner = this.elsewhere(queue);
+    if (owner) return owner.setFairnessWeights(queue, weights);
+    await this.store.fairness.setWeights(queue, checkedWeights(`setFairnessWeights("${queue}")`, weights));
+  }
+
+  /** The fair share weights stored for the queue at runtime, by key. */
+  async fairnessWeights(queue: string): Promise<Record<string, number>> {
+    assertQueueName(queue);
+    return (this.elsewhere(queue) ?? this).store.fairness.weights(queue);
+  }
+
   async pausedQueues(): Promise<string[]> {
     return this.store.pausedQueues();
   }
@@ -439,6 +457,6 @@ export class QueueService {
   }
 
   private toRow(spec: AnyJobSpec): NewJobRow {
-    return buildJobRow(spec, this.options.maxPayloadBytes, this.maxAttemptsOf);
+    return buildJobRow(spec, this.options.maxPayloadBytes, this.jobDefaults);
   }
 }

@@ -1,6 +1,6 @@
 import type { JobHandlerRegistry } from '../discovery/job-handler.registry.js';
 import type { FlowStore } from '../store/flow.store.js';
-import { defaultMaxAttemptsOf } from '../utils/job-row.js';
+import { jobDefaultsOf } from '../utils/job-row.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
 import type { FlowJobSpec } from './flow.interfaces.js';
 import { planFlow, type FlowPlan } from './plan-flow.js';
@@ -12,6 +12,6 @@ export interface FlowAccess {
 }
 
 export function flowAccess(store: FlowStore, options: ResolvedModuleOptions, registry: JobHandlerRegistry): FlowAccess {
-  const defaultMaxAttempts = defaultMaxAttemptsOf(options, registry);
-  return { store, plan: (method, jobs) => planFlow(method, jobs, options.maxPayloadBytes, defaultMaxAttempts) };
+  const defaults = jobDefaultsOf(options, registry);
+  return { store, plan: (method, jobs) => planFlow(method, jobs, options.maxPayloadBytes, defaults) };
 }

@@ -2,7 +2,7 @@ import { PgQueueError } from '../errors/pg-queue.error.js';
 import type { NewJobRow } from '../store/job-store.types.js';
 import { checkPayloads, validatorOf, type PayloadToCheck } from '../typed/payload-validators.js';
 import { queueNameOf } from '../typed/queue-definition.js';
-import { buildJobRow } from '../utils/job-row.js';
+import { buildJobRow, type JobDefaults } from '../utils/job-row.js';
 import { assertQueueName } from '../utils/resolve-options.js';
 import { serializePayload } from '../utils/serialize-payload.js';
 import type { FlowDependency, FlowJobSpec, OnParentFailure } from './flow.interfaces.js';
@@ -44,7 +44,7 @@ export async function planFlow(
   method: string,
   jobs: readonly FlowJobSpec[],
   maxPayloadBytes: number,
-  defaultMaxAttempts: (queue: string) => number,
+  defaults: JobDefaults,
 ): Promise<FlowPlan> {
   if (!Array.isArray(jobs) || jobs.length === 0) throw new PgQueueError(`${method} needs a non-empty array of jobs ({ ref, queue, payload, dependsOn? }).`);
   if (jobs.length > MAX_FLOW_JOBS) throw new PgQueueError(`${method}: ${jobs.length} jobs; at most ${MAX_FLOW_JOBS} per call.`);
@@ -86,12 +86,12 @@ export async function planFlow(
     }
     let row: NewJobRow;
     try {
-      row = buildJobRow(job, maxPayloadBytes, defaultMaxAttempts);
+      row = buildJobRow(job, maxPayloadBytes, defaults);
     } catch (error) {
       if (error instanceof PgQueueError) throw new PgQueueError(`${method}: job "${job.ref}": ${error.message}`, { cause: error });
       throw error;
     }
-    return { ...row, ref: job.ref, blocked, compensateJson: compensation(method, job, maxPayloadBytes, defaultMaxAttempts) };
+    return { ...row, ref: job.ref, blocked, compensateJson: compensation(method, job, maxPayloadBytes, defaults) };
   });
 
   const chars = rows.reduce((n, r) => n + r.payloadJson.length + (r.compensateJson?.length ?? 0), 0);
@@ -123,7 +123,7 @@ function readDependency(method: string, ref: string, dependency: FlowDependency)
 }
 
 /** The compensation as stored on the job ({queue, payload, maxAttempts, priority}), its options checked as enqueue's. */
-function compensation(method: string, job: FlowJobSpec, maxPayloadBytes: number, defaultMaxAttempts: (queue: string) => number): string | null {
+function compensation(method: string, job: FlowJobSpec, maxPayloadBytes: number, defaults: JobDefaults): string | null {
   const compensate = job.compensate;
   if (compensate === undefined) return null;
   if (compensate === null || typeof compensate !== 'object') throw new PgQueueError(`${method}: job "${job.ref}": compensate must be { queue, payload, maxAttempts?, priority? }.`);
@@ -133,7 +133,7 @@ function compensation(method: string, job: FlowJobSpec, maxPayloadBytes: number,
   } catch (error) {
     throw new PgQueueError(`${method}: job "${job.ref}": compensate: ${(error as Error).message}`, { cause: error });
   }
-  const row = buildJobRow({ queue, payload: compensate.payload, maxAttempts: compensate.maxAttempts, priority: compensate.priority }, maxPayloadBytes, defaultMaxAttempts);
+  const row = buildJobRow({ queue, payload: compensate.payload, maxAttempts: compensate.maxAttempts, priority: compensate.priority }, maxPayloadBytes, defaults);
   return `{"queue":${JSON.stringify(queue)},"payload":${serializePayload(queue, compensate.payload, maxPayloadBytes)},"maxAttempts":${row.maxAttempts},"priority":${row.priority}}`;
 }
 

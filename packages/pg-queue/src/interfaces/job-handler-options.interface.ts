@@ -73,6 +73,15 @@ export interface JobHandlerOptions {
    */
   concurrencyPerKey?: number;
   /**
+   * Weighted fair share across the jobs' keys (tenants, accounts): each claim gives its free slots to the keys that
+   * have due jobs in proportion to their weights, counting the jobs each key already runs in every process, so a key
+   * with 100,000 jobs queued cannot hold back a key with 10; a key alone with work gets every slot. `true`: every
+   * key weighs 1. Jobs are keyed by `concurrencyKey` (or `fairness.key` at enqueue). Works with the other limits
+   * (claims take turns under the queue's lock, no read-ahead). Weights can change at runtime
+   * (`QueueService.setFairnessWeights`, `pg-queue weights`). See docs/guides/fair-share.md.
+   */
+  fairness?: true | FairnessOptions;
+  /**
    * A job enqueued in this process (`enqueue()` without a `manager` or ambient transaction, due now, without
    * `uniqueKey` or `concurrencyKey`) while this queue's worker here has a free slot and nothing read ahead is
    * inserted already claimed by it, and starts as soon as its insert commits: one statement and one WAL flush
@@ -83,6 +92,19 @@ export interface JobHandlerOptions {
    * limits across instances or of batches. Default true.
    */
   eagerStart?: boolean;
+}
+
+export interface FairnessOptions {
+  /** Weights of keys, integers from 1 to 1000 (a key of weight 3 gets three times the slots of one of weight 1). */
+  weights?: Record<string, number>;
+  /** The weight of a key without one here or stored at runtime. Default 1. */
+  defaultWeight?: number;
+  /**
+   * The key of a job enqueued without `concurrencyKey`, from its payload (a tenant id). Applied by enqueues in
+   * processes that know this queue's options (its handler, or the module's `queues`); elsewhere pass
+   * `concurrencyKey`. Default: the job's `concurrencyKey` only (jobs without one share one key).
+   */
+  key?: (payload: any) => string; // eslint-disable-line @typescript-eslint/no-explicit-any
 }
 
 export interface BatchOptions {
@@ -110,9 +132,17 @@ export interface ResolvedHandlerOptions {
   globalConcurrency: number | undefined;
   rateLimit: RateLimit | undefined;
   concurrencyPerKey: number | undefined;
+  /** Set when the queue shares its slots fairly across keys. */
+  fairness: ResolvedFairness | undefined;
   transactional: boolean;
   /** Set for a batch handler. */
   batch: { size: number; waitMs: number } | undefined;
   /** Off on queues with limits and batch handlers, whatever was asked. */
   eagerStart: boolean;
+}
+
+export interface ResolvedFairness {
+  weights: Record<string, number>;
+  defaultWeight: number;
+  key: ((payload: unknown) => string) | undefined;
 }

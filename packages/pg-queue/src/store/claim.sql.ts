@@ -159,6 +159,104 @@ function plainClaim(observed: boolean): string {
     WHERE (SELECT count(*) FROM claimed) < $2`;
 }
 
+/**
+ * The keys with queued jobs in turn order from a claimer's cursor ($9), as CTEs (after, upto, turn) that follow
+ * another CTE: see claimKeyedJobs.
+ */
+const KEY_TURN = `    ), after AS (
+      -- The keys with queued jobs after the cursor ($9: the last key this worker claimed from, '' at first),
+      -- then from the first key up to the cursor: a loose scan of the keyed claim index, one probe per key,
+      -- read only as far as the candidates below need (the LIMIT stops it).
+      (SELECT concurrency_key AS k FROM background_jobs
+       WHERE queue_name = $1 AND status = 'queued' AND concurrency_key IS NOT NULL AND concurrency_key > $9 ORDER BY concurrency_key LIMIT 1)
+      UNION ALL
+      SELECT (SELECT b.concurrency_key FROM background_jobs AS b
+              WHERE b.queue_name = $1 AND b.status = 'queued' AND b.concurrency_key IS NOT NULL AND b.concurrency_key > a.k ORDER BY b.concurrency_key LIMIT 1)
+      FROM after AS a WHERE a.k IS NOT NULL
+    ), upto AS (
+      (SELECT concurrency_key AS k FROM background_jobs
+       WHERE queue_name = $1 AND status = 'queued' AND concurrency_key IS NOT NULL AND concurrency_key <= $9 ORDER BY concurrency_key LIMIT 1)
+      UNION ALL
+      SELECT (SELECT b.concurrency_key FROM background_jobs AS b
+              WHERE b.queue_name = $1 AND b.status = 'queued' AND b.concurrency_key IS NOT NULL AND b.concurrency_key > u.k AND b.concurrency_key <= $9
+              ORDER BY b.concurrency_key LIMIT 1)
+      FROM upto AS u WHERE u.k IS NOT NULL
+    ), turn AS (
+      SELECT k FROM after WHERE k IS NOT NULL
+      UNION ALL
+      SELECT k FROM upto WHERE k IS NOT NULL
+`;
+
+/** The due keyless jobs of a keyed (or fair) claim, as a CTE that follows another: see claimKeyedJobs. */
+const KEYLESS = `    ), keyless AS (
+      -- Jobs without a key (enqueued by an instance that did not know the queue's options) are not limited per
+      -- key: taken from the first due entries of the plain claim index (a bounded read: a large keyed backlog
+      -- ahead of them delays them until it shrinks). Read without a lock (that would lock the keyed rows read
+      -- too), then the keyless ones locked with SKIP LOCKED: a keyless row another transaction holds is passed
+      -- over, not waited for while this claim holds the queue's lock (every claimer of the queue would stall).
+      SELECT k.id FROM background_jobs AS k
+      WHERE k.id IN (SELECT f.id FROM (
+        SELECT id, concurrency_key FROM background_jobs AS j
+        WHERE j.queue_name = $1 AND j.status = 'queued' AND j.run_at <= now()
+        ORDER BY j.priority DESC, j.run_at, j.id
+        LIMIT 200
+      ) AS f WHERE f.concurrency_key IS NULL)
+      FOR UPDATE OF k SKIP LOCKED
+`;
+
+/** The fewest keys a fair claim compares (its window): more than a claim of one or two free slots would look at. */
+export const FAIR_WINDOW_KEYS = 16;
+
+/**
+ * The candidates of a fair claim (claimFairJobs), as CTEs after KEY_TURN. A window of the keys in turn order that
+ * have a due job and a free per-key slot (the allowance's worth, at least FAIR_WINDOW_KEYS, so that weights can be
+ * compared), each with its weight (stored at runtime, else the option's, $10, else the default, $11) and the jobs it
+ * runs now in every process (the claim holds the queue's lock, so the count is exact). Each key offers its oldest due jobs, up to the allowance and its free
+ * per-key slots ($8, NULL: no cap); the i-th job of a key that runs r jobs stands at (r + i) / weight, and the claim
+ * takes the lowest (earliest in turn on ties): slots go to keys in proportion to their weights, counting what they
+ * already run, and a key alone with work takes them all. Jobs without a key are one more key of the default weight,
+ * first in turn, read from the first due entries of the plain claim index as the keyed claim reads them. The ids are
+ * read without locks and locked once chosen, skipping rows another statement holds (another claim of the queue
+ * waits for the queue's lock; a cancel or an operator's change may hold one).
+ */
+const FAIR_CANDIDATES = `${KEY_TURN}    ), fair_window AS (
+      SELECT f.k, f.running, row_number() OVER () AS pos,
+        coalesce((SELECT w.weight FROM background_queue_weights AS w WHERE w.queue_name = $1 AND w.key = f.k), ($10::jsonb ->> f.k)::int, $11::int) AS weight
+      FROM (
+        -- Keys in turn with a due job (the first of the key's queued jobs by run_at, one probe) and a free per-key
+        -- slot: a key whose jobs are all scheduled later, or at its cap, is passed over, not given a place.
+        SELECT t.k, r.n AS running FROM turn AS t
+        CROSS JOIN LATERAL (SELECT count(*)::int AS n FROM background_jobs AS r
+                            WHERE r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key = t.k) AS r
+        WHERE r.n < coalesce($8::int, 2147483647)
+          AND (SELECT j.run_at FROM background_jobs AS j
+               WHERE j.queue_name = $1 AND j.status = 'queued' AND j.concurrency_key = t.k ORDER BY j.run_at LIMIT 1) <= now()
+        LIMIT greatest((SELECT n FROM allowance), ${FAIR_WINDOW_KEYS})
+      ) AS f
+    ), offered AS (
+      SELECT c.id, w.pos, (w.running + c.rn)::float8 / w.weight AS share FROM fair_window AS w CROSS JOIN LATERAL (
+        SELECT id, row_number() OVER (ORDER BY j.run_at, j.id) AS rn FROM background_jobs AS j
+        WHERE j.queue_name = $1 AND j.status = 'queued' AND j.concurrency_key = w.k AND j.run_at <= now()
+        ORDER BY j.run_at, j.id
+        LIMIT least((SELECT n FROM allowance), greatest(0, coalesce($8::int, 2147483647) - w.running))
+      ) AS c
+      UNION ALL
+      SELECT f.id, 0, ((SELECT count(*) FROM background_jobs AS r
+                        WHERE r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key IS NULL)
+                       + row_number() OVER (ORDER BY f.priority DESC, f.run_at, f.id))::float8 / $11::int
+      FROM (
+        SELECT id, concurrency_key, priority, run_at FROM background_jobs AS j
+        WHERE j.queue_name = $1 AND j.status = 'queued' AND j.run_at <= now()
+        ORDER BY j.priority DESC, j.run_at, j.id
+        LIMIT 200
+      ) AS f WHERE f.concurrency_key IS NULL
+    ), candidates AS (
+      SELECT k.id FROM background_jobs AS k
+      WHERE k.id IN (SELECT id FROM offered ORDER BY share, pos LIMIT (SELECT n FROM allowance)) AND k.status = 'queued'
+        AND NOT EXISTS (SELECT 1 FROM background_queues WHERE queue_name = $1 AND paused)
+      FOR UPDATE OF k SKIP LOCKED
+`;
+
 export const CLAIM_SQL = {
   // Claim up to $2 due jobs in one short autocommit statement. SKIP LOCKED lets concurrent workers take
   // disjoint rows without waiting on each other. When the claim comes back short, the extra row (id NULL)
@@ -195,29 +293,7 @@ export const CLAIM_SQL = {
   // lock). The worker moves its cursor to the last key it claimed from. at_capacity is also set when the claim
   // came back short while keyed jobs run: a key's slot frees when one of them ends.
   claimKeyedJobs: limitedClaim(`
-    ), after AS (
-      -- The keys with queued jobs after the cursor ($9: the last key this worker claimed from, '' at first),
-      -- then from the first key up to the cursor: a loose scan of the keyed claim index, one probe per key,
-      -- read only as far as the candidates below need (the LIMIT stops it).
-      (SELECT concurrency_key AS k FROM background_jobs
-       WHERE queue_name = $1 AND status = 'queued' AND concurrency_key IS NOT NULL AND concurrency_key > $9 ORDER BY concurrency_key LIMIT 1)
-      UNION ALL
-      SELECT (SELECT b.concurrency_key FROM background_jobs AS b
-              WHERE b.queue_name = $1 AND b.status = 'queued' AND b.concurrency_key IS NOT NULL AND b.concurrency_key > a.k ORDER BY b.concurrency_key LIMIT 1)
-      FROM after AS a WHERE a.k IS NOT NULL
-    ), upto AS (
-      (SELECT concurrency_key AS k FROM background_jobs
-       WHERE queue_name = $1 AND status = 'queued' AND concurrency_key IS NOT NULL AND concurrency_key <= $9 ORDER BY concurrency_key LIMIT 1)
-      UNION ALL
-      SELECT (SELECT b.concurrency_key FROM background_jobs AS b
-              WHERE b.queue_name = $1 AND b.status = 'queued' AND b.concurrency_key IS NOT NULL AND b.concurrency_key > u.k AND b.concurrency_key <= $9
-              ORDER BY b.concurrency_key LIMIT 1)
-      FROM upto AS u WHERE u.k IS NOT NULL
-    ), turn AS (
-      SELECT k FROM after WHERE k IS NOT NULL
-      UNION ALL
-      SELECT k FROM upto WHERE k IS NOT NULL
-    ), keyed AS (
+${KEY_TURN}    ), keyed AS (
       -- Each key in turn gives its oldest due jobs, as many as it has free slots ($8 less its running jobs).
       SELECT c.id FROM turn AS t CROSS JOIN LATERAL (
         SELECT id FROM background_jobs AS j
@@ -228,25 +304,17 @@ export const CLAIM_SQL = {
         FOR UPDATE SKIP LOCKED
       ) AS c
       LIMIT (SELECT n FROM allowance)
-    ), keyless AS (
-      -- Jobs without a key (enqueued by an instance that did not know the queue's options) are not limited per
-      -- key: taken from the first due entries of the plain claim index (a bounded read: a large keyed backlog
-      -- ahead of them delays them until it shrinks). Read without a lock (that would lock the keyed rows read
-      -- too), then the keyless ones locked with SKIP LOCKED: a keyless row another transaction holds is passed
-      -- over, not waited for while this claim holds the queue's lock (every claimer of the queue would stall).
-      SELECT k.id FROM background_jobs AS k
-      WHERE k.id IN (SELECT f.id FROM (
-        SELECT id, concurrency_key FROM background_jobs AS j
-        WHERE j.queue_name = $1 AND j.status = 'queued' AND j.run_at <= now()
-        ORDER BY j.priority DESC, j.run_at, j.id
-        LIMIT 200
-      ) AS f WHERE f.concurrency_key IS NULL)
-      FOR UPDATE OF k SKIP LOCKED
-    ), candidates AS (
+${KEYLESS}    ), candidates AS (
       SELECT id FROM (SELECT id FROM keyed UNION ALL SELECT id FROM keyless) AS c
       WHERE NOT EXISTS (SELECT 1 FROM background_queues WHERE queue_name = $1 AND paused)
       LIMIT (SELECT n FROM allowance)
 `, 'true', ` OR (o.claimed < o.allowed AND EXISTS (\n        SELECT 1 FROM background_jobs AS r WHERE r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key IS NOT NULL))`, KEY_CURSOR),
+  // The claim of a queue with fairness (FAIR_CANDIDATES): claimKeyedJobs' lock, limits, answers and cursor, with
+  // $8 the per-key cap (NULL: none), $10 the option's weights (jsonb), $11 the default weight. A claim cut short
+  // while its window held every key it could see is short for want of due jobs; one cut short by the window's
+  // size asks for another claim at once (next_due_ms 0).
+  claimFairJobs: limitedClaim(`
+${FAIR_CANDIDATES}`, 'true', ` OR (o.claimed < o.allowed AND $8::int IS NOT NULL AND EXISTS (\n        SELECT 1 FROM background_jobs AS r WHERE r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key IS NOT NULL))`, KEY_CURSOR),
 } as const;
 
 /**

@@ -32,8 +32,11 @@ export async function claimJobs(
  */
 export async function claimLimitedJobs(db: JobStatements, queue: string, limit: number, workerId: string, leaseMs: number, limits: ClaimLimits, keyCursor = ''): Promise<ClaimResult> {
   const values: unknown[] = [queue, limit, workerId, leaseMs, limits.globalConcurrency ?? null, limits.rateLimit?.max ?? null, limits.rateLimit?.intervalMs ?? 0];
-  const keyed = limits.concurrencyPerKey !== undefined;
-  if (keyed) values.push(limits.concurrencyPerKey, keyCursor);
+  const fair = limits.fairness !== undefined;
+  const keyed = fair || limits.concurrencyPerKey !== undefined;
+  if (keyed) values.push(limits.concurrencyPerKey ?? null, keyCursor);
+  if (fair) values.push(JSON.stringify(limits.fairness!.weights), limits.fairness!.defaultWeight);
+  const statement = fair ? 'claimFairJobs' : keyed ? 'claimKeyedJobs' : 'claimLimitedJobs';
   let rows: ClaimRow[] | undefined;
   const begin = beginWithQueueTryLock(queueLockKey(queue));
   const giveUpAt = performance.now() + LIMIT_LOCK_IDLE_MS + 1_000;
@@ -43,7 +46,7 @@ export async function claimLimitedJobs(db: JobStatements, queue: string, limit: 
     try {
       rows = await inTransaction(
         db.pool,
-        async (client, opened) => (lockTaken(opened) ? (await client.query<ClaimRow>(db.statement(keyed ? 'claimKeyedJobs' : 'claimLimitedJobs', values))).rows : undefined),
+        async (client, opened) => (lockTaken(opened) ? (await client.query<ClaimRow>(db.statement(statement, values))).rows : undefined),
         begin,
       );
     } catch (error) {

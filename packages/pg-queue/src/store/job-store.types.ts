@@ -40,6 +40,8 @@ export interface ClaimLimits {
   globalConcurrency: number | undefined;
   rateLimit: { max: number; intervalMs: number } | undefined;
   concurrencyPerKey?: number | undefined;
+  /** Fair share across keys: the option's weights and the default weight (weights stored at runtime win). */
+  fairness?: { weights: Record<string, number>; defaultWeight: number } | undefined;
 }
 
 export interface NewJobRow {

@@ -2,6 +2,7 @@ import type { ClientBase, Pool, PoolClient } from 'pg';
 import type { JobStatus } from '../interfaces/job.interface.js';
 import * as claim from './claim.store.js';
 import * as enqueue from './enqueue.store.js';
+import { FairnessStore } from './fairness.store.js';
 import { FlowStore } from './flow.store.js';
 import { HistoryStore } from './history.store.js';
 import { InstanceStore } from './instance.store.js';
@@ -39,6 +40,8 @@ export class JobStore {
   readonly waits: WaitStore;
   /** Partitioned history's statements (README: "Long retention: partitioned history"), on the same pool. */
   readonly history: HistoryStore;
+  /** Fair share weights stored at runtime (README: "Fair share across keys"), on the same pool. */
+  readonly fairness: FairnessStore;
 
   constructor(
     private readonly pool: Pool,
@@ -50,6 +53,7 @@ export class JobStore {
     this.instances = new InstanceStore(pool, { transactionPooler: options.transactionPooler });
     this.waits = new WaitStore(pool, { transactionPooler: options.transactionPooler });
     this.history = new HistoryStore(pool, { transactionPooler: options.transactionPooler });
+    this.fairness = new FairnessStore(pool, { transactionPooler: options.transactionPooler });
   }
 
   // Enqueue (enqueue.store.ts)

@@ -1,5 +1,6 @@
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import { INVALID_OPTION } from '../pg-queue.messages.js';
+import { errorLine } from './error-text.js';
 import type { NewJobRow } from '../store/job-store.types.js';
 import { queueNameOf, type QueueDefinition } from '../typed/queue-definition.js';
 import { assertQueueName, type ResolvedModuleOptions } from './resolve-options.js';
@@ -24,11 +25,18 @@ const MAX_DELAY_MS = 31_557_600_000_000;
 const RUN_AT_MIN_MS = Date.parse('0001-01-01T00:00:00.000Z');
 const RUN_AT_MAX_MS = Date.parse('9999-12-31T23:59:59.999Z');
 
+/** What a job's row takes from its queue's options when its enqueue does not say: see jobDefaultsOf. */
+export interface JobDefaults {
+  maxAttempts(queue: string): number;
+  /** The queue's `fairness.key`, which keys a job enqueued without concurrencyKey. */
+  fairnessKey(queue: string): ((payload: unknown) => string) | undefined;
+}
+
 /**
  * A job's row, its options checked (each bad one named in a PgQueueError) and its payload serialised; maxAttempts
- * defaults to `defaultMaxAttempts(queue)`.
+ * and the key default to the queue's (`defaults`).
  */
-export function buildJobRow(spec: JobRowSpec, maxPayloadBytes: number, defaultMaxAttempts: (queue: string) => number): NewJobRow {
+export function buildJobRow(spec: JobRowSpec, maxPayloadBytes: number, defaults: JobDefaults): NewJobRow {
   const { payload, runAt, delayMs, priority, maxAttempts, concurrencyKey } = spec;
   const queue = queueNameOf(spec.queue);
   assertQueueName(queue);
@@ -47,10 +55,10 @@ export function buildJobRow(spec: JobRowSpec, maxPayloadBytes: number, defaultMa
     payloadJson: serializePayload(queue, payload, maxPayloadBytes),
     priority: priority ?? 0,
     // The module's `queues` options apply also where no handler runs (workers: false), as at the worker.
-    maxAttempts: maxAttempts ?? defaultMaxAttempts(queue),
+    maxAttempts: maxAttempts ?? defaults.maxAttempts(queue),
     runAt: runAt ?? null,
     delayMs: delayMs ?? 0,
-    concurrencyKey: concurrencyKey ?? null,
+    concurrencyKey: concurrencyKey ?? fairnessKeyOf(where, defaults.fairnessKey(queue), payload),
   };
   // Only a job with unique options pays for them: a plain enqueue builds the same row as before.
   if (spec.uniqueKey !== undefined || spec.onConflict !== undefined || spec.uniqueForMs !== undefined) Object.assign(row, uniqueFields(where, spec));
@@ -87,12 +95,34 @@ export function checkPriority(where: string, priority: unknown): void {
 }
 
 /**
- * A job's maxAttempts when its enqueue gives none: the module's `queues[queue].maxAttempts`, else the queue's
- * @JobHandler maxAttempts, else 5. The module's options apply also where no handler runs (workers: false).
+ * What a job takes from its queue when its enqueue does not say: maxAttempts from the module's
+ * `queues[queue].maxAttempts`, else the queue's @JobHandler maxAttempts, else 5; the key from the `fairness.key` of
+ * the same places. The module's options apply also where no handler runs (workers: false).
  */
-export function defaultMaxAttemptsOf(
+export function jobDefaultsOf(
   options: Pick<ResolvedModuleOptions, 'queues'>,
-  registry: { get(queue: string): { options: { maxAttempts: number } } | undefined },
-): (queue: string) => number {
-  return (queue) => options.queues[queue]?.maxAttempts ?? registry.get(queue)?.options.maxAttempts ?? 5;
+  registry: { get(queue: string): { options: { maxAttempts: number; fairness?: { key?: (payload: unknown) => string } | undefined } } | undefined },
+): JobDefaults {
+  return {
+    maxAttempts: (queue) => options.queues[queue]?.maxAttempts ?? registry.get(queue)?.options.maxAttempts ?? 5,
+    fairnessKey: (queue) => {
+      const declared = options.queues[queue]?.fairness;
+      return (typeof declared === 'object' ? declared.key : undefined) ?? registry.get(queue)?.options.fairness?.key;
+    },
+  };
+}
+
+/** The key `fairness.key` gives the payload (none without one), or a clear error: a throw or a bad key refuses the job. */
+function fairnessKeyOf(where: string, keyOf: ((payload: unknown) => string) | undefined, payload: unknown): string | null {
+  if (keyOf === undefined) return null;
+  let key: unknown;
+  try {
+    key = keyOf(payload);
+  } catch (error) {
+    throw new PgQueueError(`${where}: the queue's fairness.key threw for this payload: ${errorLine(error)}`, { cause: error });
+  }
+  if (typeof key !== 'string' || key.length === 0 || key.length > 512 || key.includes('\0') || hasLoneSurrogate(key)) {
+    throw new PgQueueError(INVALID_OPTION(where, 'the key fairness.key returned', key, 'a non-empty string of at most 512 characters, without NUL or a lone UTF-16 surrogate'));
+  }
+  return key;
 }

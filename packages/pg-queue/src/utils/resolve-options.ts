@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { PgQueueError } from '../errors/pg-queue.error.js';
-import type { JobHandlerOptions, ResolvedHandlerOptions } from '../interfaces/job-handler-options.interface.js';
+import type { JobHandlerOptions, ResolvedFairness, ResolvedHandlerOptions } from '../interfaces/job-handler-options.interface.js';
 import type { PgQueueMaintenanceOptions, PgQueueModuleOptions } from '../interfaces/pg-queue-options.interface.js';
 import { HISTORY_PARTITION_WIDTHS, type HistoryPartitionWidth } from '../store/history.sql.js';
 import { INVALID_DATABASE_NAME, INVALID_OPTION, INVALID_QUEUE_NAME, LIMIT_WITH_PREFETCH, POOLER_WITHOUT_LISTENER_URL } from '../pg-queue.messages.js';
@@ -93,7 +93,7 @@ const KNOWN_MAINTENANCE_KEYS = new Set([
 ]);
 const KNOWN_HISTORY_KEYS = new Set(['partitionWidth', 'moveAfterMs', 'moveIntervalMs', 'moveBatchSize']);
 const WIDTH_MS: Record<HistoryPartitionWidth, number> = { hour: 3_600_000, day: 86_400_000, week: 7 * 86_400_000, month: 31 * 86_400_000 };
-const KNOWN_HANDLER_KEYS = new Set(['concurrency', 'maxAttempts', 'backoff', 'timeoutMs', 'prefetch', 'batchSize', 'globalConcurrency', 'rateLimit', 'concurrencyPerKey', 'transactional', 'batch', 'eagerStart']);
+const KNOWN_HANDLER_KEYS = new Set(['concurrency', 'maxAttempts', 'backoff', 'timeoutMs', 'prefetch', 'batchSize', 'globalConcurrency', 'rateLimit', 'concurrencyPerKey', 'fairness', 'transactional', 'batch', 'eagerStart']);
 const KNOWN_BATCH_KEYS = new Set(['size', 'waitMs']);
 
 /** A transactional handler's default timeoutMs: it holds a connection of the app's pool while it runs. */
@@ -252,7 +252,7 @@ export function resolveHandlerOptions(queue: string, options: JobHandlerOptions 
   const prefetch = options.prefetch ?? (hasLimits(limits) || batch ? 0 : 'auto');
   const eagerStart = bool(where, 'eagerStart', options.eagerStart, true);
   if (options.eagerStart === true && (hasLimits(limits) || batch)) {
-    throw new PgQueueError(`${where}: eagerStart cannot be used with ${batch ? 'batch' : 'globalConcurrency, rateLimit or concurrencyPerKey'} (an eagerly claimed job would bypass the claim that ${batch ? 'gathers a batch' : 'enforces the limits'}).`);
+    throw new PgQueueError(`${where}: eagerStart cannot be used with ${batch ? 'batch' : 'globalConcurrency, rateLimit, concurrencyPerKey or fairness'} (an eagerly claimed job would bypass the claim that ${batch ? 'gathers a batch' : 'enforces the limits'}).`);
   }
   return {
     eagerStart: eagerStart && !hasLimits(limits) && !batch,
@@ -289,11 +289,43 @@ function resolveBatch(where: string, options: JobHandlerOptions, transactional: 
   return { size, waitMs };
 }
 
-type Limits = Pick<ResolvedHandlerOptions, 'globalConcurrency' | 'rateLimit' | 'concurrencyPerKey'>;
+type Limits = Pick<ResolvedHandlerOptions, 'globalConcurrency' | 'rateLimit' | 'concurrencyPerKey' | 'fairness'>;
 
-/** Whether a queue has any limit across instances (its claims then take turns and never read ahead). */
-export function hasLimits({ globalConcurrency, rateLimit, concurrencyPerKey }: Limits): boolean {
-  return globalConcurrency !== undefined || rateLimit !== undefined || concurrencyPerKey !== undefined;
+/** Whether a queue has any limit across instances, fair share included (its claims then take turns and never read ahead). */
+export function hasLimits({ globalConcurrency, rateLimit, concurrencyPerKey, fairness }: Pick<Limits, 'globalConcurrency' | 'rateLimit' | 'concurrencyPerKey'> & { fairness?: unknown }): boolean {
+  return globalConcurrency !== undefined || rateLimit !== undefined || concurrencyPerKey !== undefined || fairness !== undefined;
+}
+
+const KNOWN_FAIRNESS_KEYS = new Set(['weights', 'defaultWeight', 'key']);
+
+/** A fair share key's weight: an integer from 1 to 1000. */
+export function checkFairnessWeight(where: string, name: string, weight: unknown): number {
+  if (typeof weight !== 'number' || !Number.isInteger(weight) || weight < 1 || weight > 1_000) {
+    throw new PgQueueError(INVALID_OPTION(where, name, weight, 'an integer from 1 to 1000'));
+  }
+  return weight;
+}
+
+/** The fairness option (README, "Fair share across keys"). */
+function resolveFairness(where: string, value: JobHandlerOptions['fairness']): ResolvedFairness | undefined {
+  if (value === undefined) return undefined;
+  if (value === true) return { weights: {}, defaultWeight: 1, key: undefined };
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new PgQueueError(INVALID_OPTION(where, 'fairness', value, 'true or { weights?, defaultWeight?, key? }'));
+  }
+  refuseUnknownKeys(`${where} fairness`, value, KNOWN_FAIRNESS_KEYS);
+  const weights: Record<string, number> = {};
+  if (value.weights !== undefined) {
+    if (value.weights === null || typeof value.weights !== 'object' || Array.isArray(value.weights)) {
+      throw new PgQueueError(INVALID_OPTION(where, 'fairness.weights', value.weights, 'an object of key to weight'));
+    }
+    for (const [key, weight] of Object.entries(value.weights)) weights[key] = checkFairnessWeight(where, `fairness.weights[${JSON.stringify(key)}]`, weight);
+  }
+  const defaultWeight = value.defaultWeight === undefined ? 1 : checkFairnessWeight(where, 'fairness.defaultWeight', value.defaultWeight);
+  if (value.key !== undefined && typeof value.key !== 'function') {
+    throw new PgQueueError(INVALID_OPTION(where, 'fairness.key', value.key, 'a function (payload) => string'));
+  }
+  return { weights, defaultWeight, key: value.key };
 }
 
 /** The limits across instances (README, "Limits"). */
@@ -314,7 +346,7 @@ function resolveLimits(where: string, options: JobHandlerOptions): Limits {
         };
   // A prefetched job holds a slot (and used a start) while it waits for a free one in this process. Explicit
   // 'auto' is refused too: it would read ahead of short jobs.
-  const limits = { globalConcurrency, rateLimit, concurrencyPerKey };
+  const limits = { globalConcurrency, rateLimit, concurrencyPerKey, fairness: resolveFairness(where, options.fairness) };
   if (hasLimits(limits) && options.prefetch !== undefined && options.prefetch !== 0) throw new PgQueueError(LIMIT_WITH_PREFETCH(where));
   return limits;
 }

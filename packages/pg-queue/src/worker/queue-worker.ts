@@ -55,14 +55,14 @@ export class QueueWorker implements ClaimTarget {
 
   constructor(config: QueueWorkerConfig, shared: SharedParts) {
     const state = (this.state = new WorkerState(config, shared));
-    const { globalConcurrency, rateLimit, concurrencyPerKey } = config.options;
+    const { globalConcurrency, rateLimit, concurrencyPerKey, fairness } = config.options;
     this.claims = new ClaimLoop(
       {
         queue: config.queue,
         workerId: config.workerId,
         leaseMs: config.leaseMs,
         bufferLeaseMs: state.deadlines.bufferLeaseMs,
-        limits: state.limited ? { globalConcurrency, rateLimit, concurrencyPerKey } : undefined,
+        limits: state.limited ? { globalConcurrency, rateLimit, concurrencyPerKey, fairness: fairness && { weights: fairness.weights, defaultWeight: fairness.defaultWeight } } : undefined,
         gatherMs: config.options.batch?.waitMs,
       },
       shared.store,

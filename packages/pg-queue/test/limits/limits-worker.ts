@@ -72,6 +72,12 @@ class LimitHandlers {
     await run(job);
   }
 
+  // Fair share across keys (fairness, weights and per-key caps from the suite's `queues`: fair-share.spec.ts).
+  @JobHandler('fair')
+  async fair(job: Job<{ ms: number }>) {
+    await run(job);
+  }
+
   // A batch handler (batch: { size } from the suite's `queues`): limits count its jobs, not its calls.
   @JobHandler('globalbatch', { batch: { size: 5 } })
   async globalBatch(jobs: BatchJob<{ ms: number }>[]) {

@@ -127,7 +127,7 @@ describe('flow statements where two transactions meet', () => {
     const [current] = (await store.claimJobs('m-spawn', 1, 'w', 60_000)).jobs;
     expect(current.id).toBe(id);
     expect(current.token).not.toBe(stale.token);
-    const plan = await planFlow('spawn', [{ ref: 'child', queue: 'm-step', payload: {} }], 1_048_576, () => 3);
+    const plan = await planFlow('spawn', [{ ref: 'child', queue: 'm-step', payload: {} }], 1_048_576, { maxAttempts: () => 3, fairnessKey: () => undefined });
 
     expect(await store.flows.completeSpawning('w', { id, token: stale.token, resultJson: '"stale"' }, plan)).toMatchObject({ completed: false, spawned: 0 });
     expect((await db.query(`SELECT status, result FROM background_jobs WHERE id = $1`, [id])).rows[0]).toEqual({ status: 'processing', result: null });
