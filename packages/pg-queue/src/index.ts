@@ -47,7 +47,7 @@ export type {
   OnParentFailure,
   ParentJob,
 } from './flows/flow.interfaces.js';
-export type { JobHandlerOptions, BackoffFunction, BatchOptions, ExponentialBackoff, RateLimit } from './interfaces/job-handler-options.interface.js';
+export type { JobHandlerOptions, BackoffFunction, BatchOptions, ExponentialBackoff, FairnessOptions, RateLimit } from './interfaces/job-handler-options.interface.js';
 export type {
   PgQueueModuleOptions,
   PgQueueModuleExtras,
