@@ -46,7 +46,9 @@ export const LIMITED_QUEUES = ['lim', 'keyed'] as const;
 export const HANDLER_KIND_QUEUES = ['batch', 'txq'] as const;
 /** Queue `rated`: a rate limit, the same in every process. */
 export const RATED_QUEUE = 'rated';
-export type SimQueue = (typeof SIM_QUEUES)[number] | (typeof LIMITED_QUEUES)[number] | (typeof HANDLER_KIND_QUEUES)[number] | typeof RATED_QUEUE;
+/** Queue `fair`: fair share across keys f1..f4 (f1 of weight 3), a per-key cap in some seeds, the same in every process. */
+export const FAIR_QUEUE = 'fair';
+export type SimQueue = (typeof SIM_QUEUES)[number] | (typeof LIMITED_QUEUES)[number] | (typeof HANDLER_KIND_QUEUES)[number] | typeof RATED_QUEUE | typeof FAIR_QUEUE;
 
 /** What a handler does, from its payload (sim-worker.ts). */
 export type Behaviour =
@@ -87,8 +89,8 @@ export interface ProcessPlan {
   queues: Partial<Record<SimQueue, JobHandlerOptions>>;
 }
 
-export type EnqueueKind = 'single' | 'bulk' | 'tx-commit' | 'tx-rollback' | 'unique' | 'delayed' | 'priority' | 'flow' | 'sql' | 'limited' | 'batch' | 'tx-handler' | 'rated' | 'wait';
-export type OperatorKind = 'bulk-cancel' | 'cancel' | 'retry' | 'bulk-retry' | 'replace' | 'pause-resume' | 'prune' | 'close' | 'priority-probe' | 'lock-wait' | 'change';
+export type EnqueueKind = 'single' | 'bulk' | 'tx-commit' | 'tx-rollback' | 'unique' | 'delayed' | 'priority' | 'flow' | 'sql' | 'limited' | 'batch' | 'tx-handler' | 'rated' | 'wait' | 'fair';
+export type OperatorKind = 'bulk-cancel' | 'cancel' | 'retry' | 'bulk-retry' | 'replace' | 'pause-resume' | 'prune' | 'close' | 'priority-probe' | 'lock-wait' | 'change' | 'weights';
 export type FaultKind = 'kill' | 'stop' | 'cut' | 'blackhole';
 
 export interface FlowPlan {
@@ -125,6 +127,8 @@ export interface SimPlan {
   globalConcurrency: number;
   /** The rate limit of queue `rated` (every process has it). */
   rateLimit: { max: number; intervalMs: number };
+  /** Queue `fair`: its per-key cap (undefined: none) and its slots in all processes together. */
+  fair: { perKey: number | undefined; slots: number };
   /** The processes reach PostgreSQL through PgBouncer in transaction mode (LISTEN on a direct connection). */
   pgbouncer: boolean;
 }
@@ -195,7 +199,7 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
   for (let at = 1_000; at < end; at += r.int(50, 450)) {
     const type = r.weighted({ enqueue: 80, operator: 15, fault: 5 });
     if (type === 'enqueue') {
-      const kind = r.weighted<Exclude<EnqueueKind, 'sql' | 'limited' | 'batch' | 'tx-handler' | 'rated' | 'wait'>>({ single: 20, bulk: 12, 'tx-commit': 6, 'tx-rollback': 3, unique: 16, delayed: 6, priority: 5, flow: 12 });
+      const kind = r.weighted<Exclude<EnqueueKind, 'sql' | 'limited' | 'batch' | 'tx-handler' | 'rated' | 'wait' | 'fair'>>({ single: 20, bulk: 12, 'tx-commit': 6, 'tx-rollback': 3, unique: 16, delayed: 6, priority: 5, flow: 12 });
       if (kind === 'flow') {
         steps.push({ at, type, kind, jobs: [], flow: flowPlan(r, nonce, keys) });
         continue;
@@ -216,7 +220,7 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
       });
       steps.push({ at, type, kind, jobs });
     } else if (type === 'operator') {
-      const kind = r.weighted<OperatorKind>({ 'bulk-cancel': 8, cancel: 10, retry: 12, 'bulk-retry': 4, replace: 14, 'pause-resume': 6, prune: 2, close: 2, 'priority-probe': 3, 'lock-wait': 3, change: 0 });
+      const kind = r.weighted<OperatorKind>({ 'bulk-cancel': 8, cancel: 10, retry: 12, 'bulk-retry': 4, replace: 14, 'pause-resume': 6, prune: 2, close: 2, 'priority-probe': 3, 'lock-wait': 3, change: 0, weights: 0 });
       steps.push({ at, type, kind, pick: r.next(), holdMs: r.int(200, 2_000) });
     } else {
       const kind = r.weighted<'kill' | 'stop'>({ kill: 1, stop: 1 });
@@ -257,13 +261,14 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
   const rateLimit = addRated(seed, end, processes, nonce, steps);
   addWaits(seed, end, nonce, steps);
   addChanges(seed, end, steps);
+  const fair = addFair(seed, end, processes, nonce, steps);
   // The schedule `tick` (sim-worker.ts) fires every second in every process; each scans at least this often.
   const sched = featureStream(seed, 0xc2b2ae35);
   for (const p of processes) p.recurringPollMs = sched.pick([200, 1_000, 5_000]);
   // Some runs put PgBouncer in transaction mode between every process and PostgreSQL (behind the workers' proxies).
   const pgbouncer = featureStream(seed, 0x68e31da4).chance(0.4);
   steps.sort((a, b) => a.at - b.at);
-  return { seed, minutes, processes, steps, keys, globalConcurrency, rateLimit, pgbouncer };
+  return { seed, minutes, processes, steps, keys, globalConcurrency, rateLimit, fair, pgbouncer };
 }
 
 /**
@@ -353,6 +358,31 @@ function addWaits(seed: number, end: number, nonce: () => number, steps: Step[])
 function addChanges(seed: number, end: number, steps: Step[]): void {
   const c = featureStream(seed, 0x7feb352d);
   for (let at = 2_200; at < end; at += c.int(1_000, 5_000)) steps.push({ at, type: 'operator', kind: 'change', pick: c.next(), holdMs: c.int(0, 30_000) });
+}
+
+/**
+ * Queue `fair` (fair share across keys, issue 42): bursts of 4 to 30 jobs every 1.5 to 5 s over keys f1..f4 (f1, of
+ * option weight 3, gets the most) and a few without a key; a per-key cap of 2 in half the seeds; and an operator that
+ * stores runtime weights (or removes them) every 3 to 10 s. Invariants: invariants-fair.ts.
+ */
+function addFair(seed: number, end: number, processes: ProcessPlan[], nonce: () => number, steps: Step[]): SimPlan['fair'] {
+  const f = featureStream(seed, 0x27d4eb2f);
+  const perKey = f.chance(0.5) ? 2 : undefined;
+  let slots = 0;
+  for (const p of processes) {
+    const concurrency = f.pick([1, 2, 4]);
+    slots += concurrency;
+    p.queues.fair = { concurrency, prefetch: 0, eagerStart: false, fairness: { weights: { f1: 3 } }, ...(perKey && { concurrencyPerKey: perKey }), maxAttempts: 3, timeoutMs: 3_000 };
+  }
+  for (let at = 2_000; at < end; at += f.int(1_500, 5_000)) {
+    const jobs = Array.from({ length: f.int(4, 30) }, (): PlannedJob => {
+      const key = f.weighted({ f1: 4, f2: 2, f3: 1, f4: 1, none: 1 });
+      return { payload: { b: f.chance(0.92) ? 'ok' : 'throw', ms: f.int(5, 250), n: nonce() }, priority: 0, delayMs: 0, queue: FAIR_QUEUE, ...(key !== 'none' && { concurrencyKey: key }) };
+    });
+    steps.push({ at, type: 'enqueue', kind: 'fair', jobs });
+  }
+  for (let at = 3_000; at < end; at += f.int(3_000, 10_000)) steps.push({ at, type: 'operator', kind: 'weights', pick: f.next(), holdMs: 0 });
+  return { perKey, slots };
 }
 
 /** Shares of the plan's steps by type and kind, for the report and docs/reliability.md. */

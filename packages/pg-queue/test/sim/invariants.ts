@@ -272,29 +272,37 @@ export function priorityWithinClaims(facts: Facts): Violation[] {
  */
 export function limitsHeld(facts: Facts, globalConcurrency: number): Violation[] {
   const out: Violation[] = [];
-  const check = (name: string, runs: Run[], limit: number) => {
-    const events = runs.flatMap((r) => [
-      { at: r.started_at.getTime(), d: 1, r },
-      { at: (r.ended_at ?? r.started_at).getTime(), d: -1, r },
-    ]);
-    events.sort((a, b) => a.at - b.at || a.d - b.d);
-    const open = new Set<Run>();
-    for (const e of events) {
-      if (e.d < 0) open.delete(e.r);
-      else open.add(e.r);
-      if (open.size > limit) {
-        const now = [...open];
-        out.push({ invariant: `limits.${name}`, jobIds: now.map((r) => r.job_id), detail: `${now.length} runs at once (limit ${limit}) at ${new Date(e.at).toISOString()}: ${now.map((r) => `${r.job_id}/${r.attempt} on ${r.worker}`).join(', ')}` });
-        return;
-      }
-    }
-  };
-  const live = (r: Run) => r.ended_at !== null && !facts.held.has(heldKey(r));
+  const check = (name: string, runs: Run[], limit: number) => out.push(...overlapViolations(name, runs, limit));
+  const live = (r: Run) => liveRun(facts, r);
   check('global-concurrency', facts.runs.filter((r) => r.queue === 'lim' && live(r)), globalConcurrency);
   const byKey = new Map<string, Run[]>();
   for (const r of facts.runs) if (r.queue === 'keyed' && r.concurrency_key && live(r)) byKey.set(r.concurrency_key, [...(byKey.get(r.concurrency_key) ?? []), r]);
   for (const [key, runs] of byKey) check(`per-key(${key})`, runs, 1);
   return out;
+}
+
+/** A run the limits count: it ended, and no fault held it (a frozen process's run goes on after its lease was given away). */
+export function liveRun(facts: Facts, r: Run): boolean {
+  return r.ended_at !== null && !facts.held.has(heldKey(r));
+}
+
+/** The first moment more than `limit` of `runs` overlap (one violation `limits.<name>`), from their intervals. */
+export function overlapViolations(name: string, runs: Run[], limit: number): Violation[] {
+  const events = runs.flatMap((r) => [
+    { at: r.started_at.getTime(), d: 1, r },
+    { at: (r.ended_at ?? r.started_at).getTime(), d: -1, r },
+  ]);
+  events.sort((a, b) => a.at - b.at || a.d - b.d);
+  const open = new Set<Run>();
+  for (const e of events) {
+    if (e.d < 0) open.delete(e.r);
+    else open.add(e.r);
+    if (open.size > limit) {
+      const now = [...open];
+      return [{ invariant: `limits.${name}`, jobIds: now.map((r) => r.job_id), detail: `${now.length} runs at once (limit ${limit}) at ${new Date(e.at).toISOString()}: ${now.map((r) => `${r.job_id}/${r.attempt} on ${r.worker}`).join(', ')}` }];
+    }
+  }
+  return [];
 }
 
 /**

@@ -89,7 +89,7 @@ export async function act(d: OperatorDeps, kind: OperatorKind, pick: number, hol
       return `replace: ${answers.filter((a) => a.answer === 'replaced').length} of ${answers.length} replaced`;
     }
     case 'pause-resume': {
-      const queue = pick < 0.5 ? 'sim' : pick < 0.75 ? 'flow' : 'prio';
+      const queue = pick < 0.5 ? 'sim' : pick < 0.7 ? 'flow' : pick < 0.85 ? 'prio' : 'fair';
       await d.queue.pause(queue);
       await record(d.db, 'pause', t0, [], { queue });
       await sleep(holdMs);
@@ -142,6 +142,14 @@ export async function act(d: OperatorDeps, kind: OperatorKind, pick: number, hol
       );
       await record(d.db, `change:${what}`, t0, rows.map((r) => r.id), answers);
       return `change (${what}): ${answers.filter((a) => a === 'changed').length} of ${answers.length} changed`;
+    }
+    case 'weights': {
+      // Fair share weights stored at runtime (issue 42): every process's next fair claim reads them.
+      const keys = ['f1', 'f2', 'f3', 'f4'];
+      const weights = Object.fromEntries(keys.map((k, i) => [k, pick < 0.25 ? null : 1 + Math.floor(((pick * 1_000) / (i + 1)) % 5)]));
+      await d.queue.setFairnessWeights('fair', weights);
+      await record(d.db, kind, t0, [], weights);
+      return `weights of fair: ${JSON.stringify(weights)}`;
     }
     case 'lock-wait': {
       // Issue 39 item 5: an app transaction holds a unique key for longer than a lease while the process holding the

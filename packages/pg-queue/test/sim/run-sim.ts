@@ -16,8 +16,9 @@ import { buildWorker } from '../faults/support/build-worker.js';
 import { createFaultTables } from '../faults/support/fault-db.js';
 import { sqlPool, startApp } from '../support/test-app.js';
 import { SimProcesses, sleep } from './faults.js';
-import { generatePlan, HANDLER_KIND_QUEUES, LIMITED_QUEUES, planShares, RATED_QUEUE, SIM_QUEUES, type SimPlan, type Step } from './generator.js';
+import { FAIR_QUEUE, generatePlan, HANDLER_KIND_QUEUES, LIMITED_QUEUES, planShares, RATED_QUEUE, SIM_QUEUES, type SimPlan, type Step } from './generator.js';
 import * as invHandlers from './invariants-handlers.js';
+import { fairNotOvertaken, fairPerKeyHeld } from './invariants-fair.js';
 import { rateLimitHeld } from './invariants-rate.js';
 import { recurringFires } from './invariants-recurring.js';
 import { waitsMatchRows } from './invariants-waits.js';
@@ -66,7 +67,7 @@ export async function runSim(url: string, seed: number, minutes: number): Promis
     await processes.startAll();
     const played = await play(plan, { db, url, queue, processes, cli, workerSlots: plan.processes.slice(1).map((p) => p.slot) });
     // The end: every queue resumed, no new fault; the jobs drain.
-    for (const q of [...SIM_QUEUES, ...LIMITED_QUEUES, ...HANDLER_KIND_QUEUES, RATED_QUEUE, 'tick']) await queue.resume(q);
+    for (const q of [...SIM_QUEUES, ...LIMITED_QUEUES, ...HANDLER_KIND_QUEUES, RATED_QUEUE, FAIR_QUEUE, 'tick']) await queue.resume(q);
     const drained = await drain(db);
     const exits = await processes.terminateAll(EXIT_SLACK_MS);
     const leaseOf = (worker: string) => plan.processes.find((p) => p.slot === worker.split('.')[0])?.leaseMs ?? 30_000;
@@ -79,6 +80,8 @@ export async function runSim(url: string, seed: number, minutes: number): Promis
       ...inv.priorityWithinClaims(facts),
       ...inv.limitsHeld(facts, plan.globalConcurrency),
       ...(await rateLimitHeld(db, plan.rateLimit)),
+      ...fairPerKeyHeld(facts, plan.fair.perKey),
+      ...(await fairNotOvertaken(db, plan.fair)),
       ...(await recurringFires(db, drained.at)),
       ...(await waitsMatchRows(db, drained.at)),
       ...played.uniqueViolations,

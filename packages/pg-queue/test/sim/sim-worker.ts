@@ -215,12 +215,18 @@ class SimHandlers {
   keyed(job: Job<SimPayload>) {
     return run(job);
   }
+
+  @JobHandler('fair')
+  fair(job: Job<SimPayload>) {
+    return run(job);
+  }
 }
 
 async function recordEnqueues(ids: string[], kind: string, committed: boolean, jobs: PlannedJob[], answers?: EnqueueResult[]): Promise<void> {
   await records.query(
-    `INSERT INTO sim_enqueues (job_id, kind, committed, unique_key, on_conflict, answer, by_worker)
-     SELECT * , $7 FROM unnest($1::int8[], $2::text[], $3::boolean[], $4::text[], $5::text[], $6::text[])`,
+    `INSERT INTO sim_enqueues (job_id, kind, committed, unique_key, on_conflict, answer, by_worker, concurrency_key)
+     SELECT u.a, u.b, u.c, u.d, u.e, u.f, $7, key.k FROM unnest($1::int8[], $2::text[], $3::boolean[], $4::text[], $5::text[], $6::text[]) WITH ORDINALITY AS u (a, b, c, d, e, f, i)
+     JOIN unnest($8::text[]) WITH ORDINALITY AS key (k, i) ON key.i = u.i`,
     [
       ids,
       ids.map(() => kind),
@@ -229,6 +235,7 @@ async function recordEnqueues(ids: string[], kind: string, committed: boolean, j
       ids.map((_, i) => jobs[i]?.onConflict ?? null),
       ids.map((_, i) => (answers?.[i] ? (answers[i].replaced ? 'replaced' : answers[i].duplicate ? 'duplicate' : 'inserted') : 'inserted')),
       config.workerId,
+      ids.map((_, i) => jobs[i]?.concurrencyKey ?? null),
     ],
   );
 }
@@ -309,7 +316,8 @@ async function enqueue(op: Extract<WorkerOp, { op: 'enqueue' }>): Promise<unknow
       for (const id of ids) void waitAndRecord(records, queue, id);
       return ids;
     }
-    case 'limited': {
+    case 'limited':
+    case 'fair': {
       const ids = await queue.enqueueMany(op.jobs.map((j) => ({ queue: j.queue!, payload: j.payload, ...(j.concurrencyKey ? { concurrencyKey: j.concurrencyKey } : {}) })));
       await recordEnqueues(ids, op.kind, true, op.jobs);
       return ids;

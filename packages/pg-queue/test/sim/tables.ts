@@ -12,7 +12,7 @@ export const SIM_TABLES = `
   -- Every enqueue call's jobs: committed or rolled back, and what a unique enqueue answered.
   CREATE TABLE sim_enqueues (
     job_id int8 NOT NULL, kind text NOT NULL, committed boolean NOT NULL, unique_key text, on_conflict text, answer text,
-    by_worker text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp());
+    by_worker text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp(), concurrency_key text);
   -- Operator actions: when each was sent (t0) and answered (t1), the jobs it named, what it answered.
   CREATE TABLE sim_ops (
     id bigserial PRIMARY KEY, op text NOT NULL, job_ids int8[] NOT NULL DEFAULT '{}', detail jsonb,

@@ -1,0 +1,49 @@
+// The simulation's invariants for queue `fair` (fair share across keys, issue 42), from the run log and the
+// trigger-kept sim_transitions.
+import type pg from 'pg';
+import type { SimPlan } from './generator.js';
+import { liveRun, overlapViolations, type Facts, type Run, type Violation } from './invariants.js';
+
+/** With a per-key cap, no key of queue `fair` ever runs more than the cap at once (fairness passes a key at its cap over). */
+export function fairPerKeyHeld(facts: Facts, perKey: number | undefined): Violation[] {
+  if (perKey === undefined) return [];
+  const byKey = new Map<string, Run[]>();
+  for (const r of facts.runs) if (r.queue === 'fair' && r.concurrency_key && liveRun(facts, r)) byKey.set(r.concurrency_key, [...(byKey.get(r.concurrency_key) ?? []), r]);
+  return [...byKey].flatMap(([key, runs]) => overlapViolations(`fair-per-key(${key})`, runs, perKey));
+}
+
+/**
+ * No key starves: a job of queue `fair` whose key had nothing queued when it was enqueued (every earlier job of its key
+ * already claimed) is claimed before at most `10 x slots + 30` jobs of other keys (or without one) enqueued after it.
+ * Fair share gives such a job's key the lowest share among the keys with work but for what the key already runs, so
+ * later jobs of other keys overtake it only while the claims fill slots the key's running jobs and the weights leave
+ * to them; in run_at order none would. A key left out of every claim's window (the window stuck on other keys) would
+ * be overtaken by every later job. Only without a per-key cap (a key at its cap is passed over, rightly, for as long
+ * as its jobs run: a frozen holder keeps them for a lease). Times: each job's first claim (statement_timestamp()).
+ */
+export async function fairNotOvertaken(db: pg.Pool, fair: SimPlan['fair']): Promise<Violation[]> {
+  if (fair.perKey !== undefined) return [];
+  const bound = 10 * fair.slots + 30;
+  const { rows } = await db.query<{ job_id: string; k: string; overtaken: number }>(
+    `WITH jobs AS (
+       SELECT e.job_id, coalesce(e.concurrency_key, '') AS k,
+              min(t.at) FILTER (WHERE t.op = 'insert') AS ins,
+              min(t.stmt_at) FILTER (WHERE t.old_status = 'queued' AND t.new_status = 'processing') AS claimed
+       FROM sim_enqueues AS e JOIN sim_transitions AS t ON t.job_id = e.job_id
+       WHERE e.kind = 'fair' AND e.committed GROUP BY e.job_id, e.concurrency_key
+     ), fresh AS (
+       SELECT j.* FROM jobs AS j
+       WHERE j.claimed IS NOT NULL
+         AND NOT EXISTS (SELECT 1 FROM jobs AS b WHERE b.k = j.k AND b.ins < j.ins AND (b.claimed IS NULL OR b.claimed > j.ins))
+     )
+     SELECT f.job_id::text, f.k, (SELECT count(*)::int FROM jobs AS o WHERE o.k <> f.k AND o.ins > f.ins AND o.claimed < f.claimed) AS overtaken
+     FROM fresh AS f`,
+  );
+  return rows
+    .filter((r) => r.overtaken > bound)
+    .map((r) => ({
+      invariant: 'fair.overtaken',
+      jobIds: [r.job_id],
+      detail: `job ${r.job_id} of key ${r.k || '(none)'} was claimed after ${r.overtaken} jobs of other keys enqueued after it (bound ${bound}: ${fair.slots} slots)`,
+    }));
+}
