@@ -202,6 +202,26 @@ describe('fair share in one process', () => {
     expect(await queue.fairnessWeights('fair-live')).toEqual({});
   });
 
+  it('a key whose share is under one slot still gets it (weights 5, 5, 5, 5 and 1 over 4 slots)', async () => {
+    await queue.setFairnessWeights('fair-live', { a: 5, b: 5, c: 5, d: 5, e: 1 });
+    const { rows: t0 } = await db.query<{ t: Date }>(`SELECT now() AS t`);
+    await queue.enqueueMany(['a', 'b', 'c', 'd', 'e'].flatMap((k) => Array.from({ length: 100 }, () => ({ queue: 'fair-live', payload: { ms: 5 }, concurrencyKey: k }))));
+    await waitFor('all done', async () => (await doneCount(db, 'fair-live')()) === 420 + 500, 60_000);
+    // Claims while every key had work (before the first key ran out): e's share is 1 in 21.
+    const { rows } = await db.query<{ k: string; n: number }>(
+      `WITH mine AS (SELECT * FROM background_jobs WHERE queue_name = 'fair-live' AND locked_at >= $1),
+            last AS (SELECT min(m) AS t FROM (SELECT max(locked_at) AS m FROM mine GROUP BY concurrency_key) AS x)
+       SELECT concurrency_key AS k, count(*)::int AS n FROM mine, last WHERE locked_at < last.t GROUP BY concurrency_key`,
+      [t0[0].t],
+    );
+    const starts = Object.fromEntries(rows.map((r) => [r.k, r.n]));
+    const total = Object.values(starts).reduce((a, b) => a + b, 0);
+    console.log(`fair share 5:5:5:5:1 over 4 slots: ${JSON.stringify(starts)} while every key had work`);
+    expect(starts.e / total).toBeGreaterThanOrEqual(0.5 / 21);
+    expect(starts.e / total).toBeLessThanOrEqual(2 / 21);
+    await queue.setFairnessWeights('fair-live', { a: null, b: null, c: null, d: null, e: null });
+  });
+
   it('fairness.key keys a job enqueued without a concurrencyKey; a key function that throws refuses the enqueue', async () => {
     const id = await queue.enqueue('fair-keyed-by-payload', { tenant: 'acme' });
     const explicit = await queue.enqueue('fair-keyed-by-payload', { tenant: 'acme' }, { concurrencyKey: 'given' });

@@ -53,7 +53,7 @@ const DOCUMENTED = [
   'Instances1764650000000',
   'JobHistory1764660000000',
   'SqlEnqueueRunAt1764672000000',
-  'FairnessWeights1764690000000',
+  'FairShare1764690000000',
 ];
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../../..');

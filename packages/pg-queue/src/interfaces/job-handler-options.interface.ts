@@ -73,9 +73,9 @@ export interface JobHandlerOptions {
    */
   concurrencyPerKey?: number;
   /**
-   * Weighted fair share across the jobs' keys (tenants, accounts): each claim gives its free slots to the keys that
-   * have due jobs in proportion to their weights, counting the jobs each key already runs in every process, so a key
-   * with 100,000 jobs queued cannot hold back a key with 10; a key alone with work gets every slot. `true`: every
+   * Weighted fair share across the jobs' keys (tenants, accounts): the queue's starts go to the keys that have due
+   * jobs in proportion to their weights, in every process together (stride scheduling in the claim), so a key with
+   * 100,000 jobs queued cannot hold back a key with 10; a key alone with work gets every slot. `true`: every
    * key weighs 1. Jobs are keyed by `concurrencyKey` (or `fairness.key` at enqueue). Works with the other limits
    * (claims take turns under the queue's lock, no read-ahead). Weights can change at runtime
    * (`QueueService.setFairnessWeights`, `pg-queue weights`). See docs/guides/fair-share.md.
@@ -95,7 +95,7 @@ export interface JobHandlerOptions {
 }
 
 export interface FairnessOptions {
-  /** Weights of keys, integers from 1 to 1000 (a key of weight 3 gets three times the slots of one of weight 1). */
+  /** Weights of keys, integers from 1 to 1000 (a key of weight 3 gets three times the starts of one of weight 1). */
   weights?: Record<string, number>;
   /** The weight of a key without one here or stored at runtime. Default 1. */
   defaultWeight?: number;

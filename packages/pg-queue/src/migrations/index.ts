@@ -19,7 +19,7 @@ import { Instances1764650000000 } from './1764650000000-instances.js';
 import { JobHistory1764660000000 } from './1764660000000-job-history.js';
 import { FlowOperatorActions1764671390000 } from './1764671390000-flow-operator-actions.js';
 import { SqlEnqueueRunAt1764672000000 } from './1764672000000-sql-enqueue-run-at.js';
-import { FairnessWeights1764690000000 } from './1764690000000-fairness-weights.js';
+import { FairShare1764690000000 } from './1764690000000-fair-share.js';
 
 /** The queue's schema migrations, in order: add them to your own DataSource's `migrations`, or let the module run them. */
 export const PG_QUEUE_MIGRATIONS = [
@@ -44,7 +44,7 @@ export const PG_QUEUE_MIGRATIONS = [
   JobHistory1764660000000,
   FlowOperatorActions1764671390000,
   SqlEnqueueRunAt1764672000000,
-  FairnessWeights1764690000000,
+  FairShare1764690000000,
 ];
 
 export {
@@ -69,5 +69,5 @@ export {
   JobHistory1764660000000,
   FlowOperatorActions1764671390000,
   SqlEnqueueRunAt1764672000000,
-  FairnessWeights1764690000000,
+  FairShare1764690000000,
 };

@@ -13,7 +13,7 @@ const CREATED_AT_MS = `CASE WHEN j.created_at <> j.run_at THEN date_part('epoch'
  * The claim of a queue with limits, in two variants that differ only in how they pick candidates (see
  * claimLimitedJobs and claimKeyedJobs in CLAIM_SQL below).
  */
-function limitedClaim(candidates: string, limited: string, keysBusy: string, keyCursor: string): string {
+function limitedClaim(candidates: string, limited: string, keysBusy: string, keyCursor: string, afterClaim = ''): string {
   return `
     WITH RECURSIVE running AS (
       SELECT count(*)::int AS n FROM background_jobs WHERE queue_name = $1 AND status = 'processing' AND limited
@@ -32,7 +32,7 @@ ${candidates}    ), claimed AS (
       RETURNING j.id, j.payload, j.attempts, j.fence_token, j.max_attempts, j.priority, date_part('epoch', now() - j.run_at) * 1000 AS wait_ms,
         date_part('epoch', j.run_at) * 1000 AS run_at_ms, ${CREATED_AT_MS}, j.concurrency_key,
         j.trace_context
-    ), logged AS (
+${afterClaim}    ), logged AS (
       INSERT INTO background_queue_starts (queue_name, started_at, n)
       SELECT $1, statement_timestamp(), count(*) FROM claimed HAVING $6::int IS NOT NULL AND count(*) > 0
     ), forgotten AS (
@@ -208,53 +208,76 @@ const KEYLESS = `    ), keyless AS (
 export const FAIR_WINDOW_KEYS = 16;
 
 /**
- * The candidates of a fair claim (claimFairJobs), as CTEs after KEY_TURN. A window of the keys in turn order that
- * have a due job and a free per-key slot (the allowance's worth, at least FAIR_WINDOW_KEYS, so that weights can be
- * compared), each with its weight (stored at runtime, else the option's, $10, else the default, $11) and the jobs it
- * runs now in every process (the claim holds the queue's lock, so the count is exact). Each key offers its oldest due jobs, up to the allowance and its free
- * per-key slots ($8, NULL: no cap); the i-th job of a key that runs r jobs stands at (r + i) / weight, and the claim
- * takes the lowest (earliest in turn on ties): slots go to keys in proportion to their weights, counting what they
- * already run, and a key alone with work takes them all. Jobs without a key are one more key of the default weight,
- * first in turn, read from the first due entries of the plain claim index as the keyed claim reads them. The ids are
- * read without locks and locked once chosen, skipping rows another statement holds (another claim of the queue
- * waits for the queue's lock; a cancel or an operator's change may hold one).
+ * The candidates of a fair claim (claimFairJobs), as CTEs after KEY_TURN: stride scheduling over the queue's keys.
+ * Each key has a pass (background_fair_passes: the virtual time its next job stands at); the i-th due job of a key of
+ * weight w stands at pass + i / w, and the claim takes the lowest (earliest in turn on ties), so while keys have work
+ * each gets starts in proportion to its weight, and a key alone with work takes every slot. A key without a pass, or
+ * whose pass fell behind the queue's clock (background_queues.fair_clock: the last job given out) by more than one,
+ * starts one behind the clock: an idle key banks no credit, and one that comes back is served within about a job.
+ * Weights: stored at runtime, else the option's ($10), else the default ($11). The claim compares a window of the
+ * keys in turn order that have a due job and a free per-key slot ($8, NULL: no cap; a key's running jobs counted in
+ * every process under the queue's lock): the allowance's worth, at least FAIR_WINDOW_KEYS. Jobs without a key are one
+ * more key ('') of the default weight, read from the first due entries of the plain claim index as the keyed claim
+ * reads them. The ids are read without locks and locked once chosen, skipping rows another statement holds (another
+ * claim of the queue waits for the queue's lock; a cancel or an operator's change may hold one). FAIR_PASSES moves
+ * the passes and the clock past what the claim took.
  */
-const FAIR_CANDIDATES = `${KEY_TURN}    ), fair_window AS (
-      SELECT f.k, f.running, row_number() OVER () AS pos,
-        coalesce((SELECT w.weight FROM background_queue_weights AS w WHERE w.queue_name = $1 AND w.key = f.k), ($10::jsonb ->> f.k)::int, $11::int) AS weight
+const FAIR_CANDIDATES = `${KEY_TURN}    ), fair_clock AS (
+      SELECT coalesce((SELECT q.fair_clock FROM background_queues AS q WHERE q.queue_name = $1), 0) AS v
+    ), fair_window AS (
+      SELECT f.k, f.weight, row_number() OVER () AS pos,
+        greatest(coalesce((SELECT p.pass FROM background_fair_passes AS p WHERE p.queue_name = $1 AND p.key = f.k), c.v - 1), c.v - 1) AS pass,
+        least((SELECT n FROM allowance), greatest(0, coalesce($8::int, 2147483647) - f.running)) AS room
       FROM (
         -- Keys in turn with a due job (the first of the key's queued jobs by run_at, one probe) and a free per-key
         -- slot: a key whose jobs are all scheduled later, or at its cap, is passed over, not given a place.
-        SELECT t.k, r.n AS running FROM turn AS t
+        SELECT t.k, r.n AS running,
+          coalesce((SELECT w.weight FROM background_queue_weights AS w WHERE w.queue_name = $1 AND w.key = t.k), ($10::jsonb ->> t.k)::int, $11::int) AS weight
+        FROM turn AS t
         CROSS JOIN LATERAL (SELECT count(*)::int AS n FROM background_jobs AS r
                             WHERE r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key = t.k) AS r
         WHERE r.n < coalesce($8::int, 2147483647)
           AND (SELECT j.run_at FROM background_jobs AS j
                WHERE j.queue_name = $1 AND j.status = 'queued' AND j.concurrency_key = t.k ORDER BY j.run_at LIMIT 1) <= now()
         LIMIT greatest((SELECT n FROM allowance), ${FAIR_WINDOW_KEYS})
-      ) AS f
+      ) AS f, fair_clock AS c
     ), offered AS (
-      SELECT c.id, w.pos, (w.running + c.rn)::float8 / w.weight AS share FROM fair_window AS w CROSS JOIN LATERAL (
+      SELECT c.id, w.k, w.pos, w.pass + c.rn::float8 / w.weight AS vt FROM fair_window AS w CROSS JOIN LATERAL (
         SELECT id, row_number() OVER (ORDER BY j.run_at, j.id) AS rn FROM background_jobs AS j
         WHERE j.queue_name = $1 AND j.status = 'queued' AND j.concurrency_key = w.k AND j.run_at <= now()
         ORDER BY j.run_at, j.id
-        LIMIT least((SELECT n FROM allowance), greatest(0, coalesce($8::int, 2147483647) - w.running))
+        LIMIT w.room
       ) AS c
       UNION ALL
-      SELECT f.id, 0, ((SELECT count(*) FROM background_jobs AS r
-                        WHERE r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key IS NULL)
-                       + row_number() OVER (ORDER BY f.priority DESC, f.run_at, f.id))::float8 / $11::int
+      SELECT f.id, '', 0, kp.pass + (row_number() OVER (ORDER BY f.priority DESC, f.run_at, f.id))::float8 / $11::int
       FROM (
         SELECT id, concurrency_key, priority, run_at FROM background_jobs AS j
         WHERE j.queue_name = $1 AND j.status = 'queued' AND j.run_at <= now()
         ORDER BY j.priority DESC, j.run_at, j.id
         LIMIT 200
-      ) AS f WHERE f.concurrency_key IS NULL
+      ) AS f, (
+        SELECT greatest(coalesce((SELECT p.pass FROM background_fair_passes AS p WHERE p.queue_name = $1 AND p.key = ''), c.v - 1), c.v - 1) AS pass
+        FROM fair_clock AS c
+      ) AS kp
+      WHERE f.concurrency_key IS NULL
     ), candidates AS (
       SELECT k.id FROM background_jobs AS k
-      WHERE k.id IN (SELECT id FROM offered ORDER BY share, pos LIMIT (SELECT n FROM allowance)) AND k.status = 'queued'
+      WHERE k.id IN (SELECT id FROM offered ORDER BY vt, pos LIMIT (SELECT n FROM allowance)) AND k.status = 'queued'
         AND NOT EXISTS (SELECT 1 FROM background_queues WHERE queue_name = $1 AND paused)
       FOR UPDATE OF k SKIP LOCKED
+`;
+
+/** After a fair claim: each key served moves to the virtual time of its last job taken; the clock to the latest. */
+const FAIR_PASSES = `    ), fair_served AS (
+      SELECT o.k, max(o.vt) AS vt FROM claimed AS c JOIN offered AS o ON o.id = c.id GROUP BY o.k
+    ), passes_moved AS (
+      INSERT INTO background_fair_passes (queue_name, key, pass, updated_at)
+      SELECT $1, k, vt, now() FROM fair_served
+      ON CONFLICT (queue_name, key) DO UPDATE SET pass = EXCLUDED.pass, updated_at = now()
+    ), clock_moved AS (
+      INSERT INTO background_queues (queue_name, fair_clock)
+      SELECT $1, max(vt) FROM fair_served HAVING count(*) > 0
+      ON CONFLICT (queue_name) DO UPDATE SET fair_clock = greatest(coalesce(background_queues.fair_clock, 0), EXCLUDED.fair_clock)
 `;
 
 export const CLAIM_SQL = {
@@ -309,12 +332,10 @@ ${KEYLESS}    ), candidates AS (
       WHERE NOT EXISTS (SELECT 1 FROM background_queues WHERE queue_name = $1 AND paused)
       LIMIT (SELECT n FROM allowance)
 `, 'true', ` OR (o.claimed < o.allowed AND EXISTS (\n        SELECT 1 FROM background_jobs AS r WHERE r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key IS NOT NULL))`, KEY_CURSOR),
-  // The claim of a queue with fairness (FAIR_CANDIDATES): claimKeyedJobs' lock, limits, answers and cursor, with
-  // $8 the per-key cap (NULL: none), $10 the option's weights (jsonb), $11 the default weight. A claim cut short
-  // while its window held every key it could see is short for want of due jobs; one cut short by the window's
-  // size asks for another claim at once (next_due_ms 0).
+  // The claim of a queue with fairness (FAIR_CANDIDATES, FAIR_PASSES): claimKeyedJobs' lock, limits, answers and
+  // cursor, with $8 the per-key cap (NULL: none), $10 the option's weights (jsonb), $11 the default weight.
   claimFairJobs: limitedClaim(`
-${FAIR_CANDIDATES}`, 'true', ` OR (o.claimed < o.allowed AND $8::int IS NOT NULL AND EXISTS (\n        SELECT 1 FROM background_jobs AS r WHERE r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key IS NOT NULL))`, KEY_CURSOR),
+${FAIR_CANDIDATES}`, 'true', ` OR (o.claimed < o.allowed AND $8::int IS NOT NULL AND EXISTS (\n        SELECT 1 FROM background_jobs AS r WHERE r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key IS NOT NULL))`, KEY_CURSOR, FAIR_PASSES),
 } as const;
 
 /**
