@@ -15,11 +15,12 @@ export function fairPerKeyHeld(facts: Facts, perKey: number | undefined): Violat
 /**
  * No key starves: a job of queue `fair` whose key had nothing queued when it was enqueued (every earlier job of its key
  * already claimed) is claimed before at most `10 x slots + 30` jobs of other keys (or without one) enqueued after it.
- * Fair share gives such a job's key the lowest share among the keys with work but for what the key already runs, so
- * later jobs of other keys overtake it only while the claims fill slots the key's running jobs and the weights leave
- * to them; in run_at order none would. A key left out of every claim's window (the window stuck on other keys) would
- * be overtaken by every later job. Only without a per-key cap (a key at its cap is passed over, rightly, for as long
- * as its jobs run: a frozen holder keeps them for a lease). Times: each job's first claim (statement_timestamp()).
+ * Stride scheduling starts such a key one job behind the queue's clock, so its first job stands at most at the clock,
+ * and only jobs of other keys below the clock (about one clock unit times their weights: at most 4 keys x 5 + 1 here)
+ * or claimed in the same moment can go first; in run_at order none would. A key left out of every claim's window,
+ * or a pass that never moved, would be overtaken by every later job. Only without a per-key cap (a key at its cap is
+ * passed over, rightly, for as long as its jobs run: a frozen holder keeps them for a lease). Times: each job's first
+ * claim (statement_timestamp()).
  */
 export async function fairNotOvertaken(db: pg.Pool, fair: SimPlan['fair']): Promise<Violation[]> {
   if (fair.perKey !== undefined) return [];
