@@ -380,6 +380,11 @@ function addFair(seed: number, end: number, processes: ProcessPlan[], nonce: () 
       return { payload: { b: f.chance(0.92) ? 'ok' : 'throw', ms: f.int(5, 250), n: nonce() }, priority: 0, delayMs: 0, queue: FAIR_QUEUE, ...(key !== 'none' && { concurrencyKey: key }) };
     });
     steps.push({ at, type: 'enqueue', kind: 'fair', jobs });
+    // Now and then a backlog of key f1 (100 to 250 short jobs): the other keys' next jobs must not wait behind it.
+    if (f.chance(0.2)) {
+      const backlog = Array.from({ length: f.int(100, 250) }, (): PlannedJob => ({ payload: { b: 'ok', ms: f.int(5, 60), n: nonce() }, priority: 0, delayMs: 0, queue: FAIR_QUEUE, concurrencyKey: 'f1' }));
+      steps.push({ at: at + 1, type: 'enqueue', kind: 'fair', jobs: backlog });
+    }
   }
   for (let at = 3_000; at < end; at += f.int(3_000, 10_000)) steps.push({ at, type: 'operator', kind: 'weights', pick: f.next(), holdMs: 0 });
   return { perKey, slots };
