@@ -86,18 +86,32 @@ export function queuedPriorities(atLeast?: string): string {
       FROM priorities AS p WHERE p.priority IS NOT NULL`;
 }
 
-function dueCandidates(limit: string, lastAttempt = false): string {
+/**
+ * The single-row probe of the queue's row that stops a claim: paused, blocked by a partner's 429 (RateLimitedError),
+ * or, for a claim without the per-key check (`keyBlocks` false), any of its keys blocked (key_blocked_until: the worker
+ * then claims with the key-blocked variant, which skips only the blocked keys' jobs). Uncorrelated: run once per statement.
+ */
+export function queueStopped(keyBlocks: boolean): string {
+  return `EXISTS (SELECT 1 FROM background_queues WHERE queue_name = $1 AND (paused OR blocked_until > now()${keyBlocks ? '' : ' OR key_blocked_until > now()'}))`;
+}
+
+/** The per-row check of the key-blocked variants: the job's key is not blocked (background_queue_key_blocks' primary key). */
+const KEY_NOT_BLOCKED = (alias: string) =>
+  `NOT EXISTS (SELECT 1 FROM background_queue_key_blocks AS kb WHERE kb.queue_name = $1 AND kb.concurrency_key = ${alias}.concurrency_key AND kb.blocked_until > now())`;
+
+function dueCandidates(limit: string, lastAttempt = false, keyBlocks = false): string {
   return `priorities AS (
       ${queuedPriorities()}
     ), candidates AS (
       SELECT c.id${lastAttempt ? ', c.last_attempt' : ''} FROM priorities AS p CROSS JOIN LATERAL (
         SELECT id${lastAttempt ? ', j.attempts + 1 >= j.max_attempts AS last_attempt' : ''} FROM background_jobs AS j
-        WHERE j.queue_name = $1 AND j.status = 'queued' AND j.priority = p.priority AND j.run_at <= now()
+        WHERE j.queue_name = $1 AND j.status = 'queued' AND j.priority = p.priority AND j.run_at <= now()${keyBlocks ? `
+          AND (j.concurrency_key IS NULL OR ${KEY_NOT_BLOCKED('j')})` : ''}
         ORDER BY j.run_at, j.id
         LIMIT ${limit}
         FOR UPDATE SKIP LOCKED
       ) AS c
-      WHERE NOT EXISTS (SELECT 1 FROM background_queues WHERE queue_name = $1 AND paused)
+      WHERE NOT ${queueStopped(keyBlocks)}
       LIMIT ${limit}
 `;
 }
@@ -119,7 +133,7 @@ function dueCandidates(limit: string, lastAttempt = false): string {
  * nobody renews, so that they are back in the queue soon after their holder dies). Two UPDATEs on disjoint rows,
  * each a primary-key probe per id: no per-row test of which kind a row is.
  */
-function plainClaim(observed: boolean): string {
+function plainClaim(observed: boolean, keyBlocks = false): string {
   const extras = observed ? ['wait_ms', 'trace_context'] : [];
   const update = (ids: string, buffered: boolean) => `
       UPDATE background_jobs AS j
@@ -137,7 +151,7 @@ function plainClaim(observed: boolean): string {
         date_part('epoch', now() - j.run_at) * 1000 AS wait_ms, j.trace_context` : ''
         }`;
   return `
-    WITH RECURSIVE ${dueCandidates('$2', true)}    ), numbered AS (
+    WITH RECURSIVE ${dueCandidates('$2', true, keyBlocks)}    ), numbered AS (
       -- The walk's order (a CTE's rows come out in the order they were made), and the first armable row's end.
       SELECT id, row_number() OVER () AS rn, last_attempt FROM candidates
     ), split AS (
@@ -171,6 +185,11 @@ export const CLAIM_SQL = {
   // values per row cost 5-10% of no-op throughput at concurrency 50 when nobody used them, so the plain claim
   // goes without.
   claimJobsObserved: plainClaim(true),
+  // The same two while a key of the queue is blocked by a partner's 429 (RateLimitedError with a key; the worker knows
+  // from its queue's row, QueueLimitsKeeper): the jobs of blocked keys are passed over, one primary-key probe of
+  // background_queue_key_blocks per keyed candidate. The claims above claim nothing while any key is blocked.
+  claimJobsKeyBlocked: plainClaim(false, true),
+  claimJobsObservedKeyBlocked: plainClaim(true, true),
 
   // The claim of a queue with limits (globalConcurrency, rateLimit), run by JobStore.claimLimitedJobs inside a
   // transaction that first took the queue's advisory lock (beginWithQueueLock), so that claimers of the queue take turns
@@ -187,6 +206,9 @@ export const CLAIM_SQL = {
   // the queue runs globalConcurrency jobs while others are queued.
   claimLimitedJobs: limitedClaim(`
     ), ${dueCandidates('(SELECT n FROM allowance)')}`, 'CASE WHEN $5::int IS NOT NULL THEN true END', '', 'NULL::text'),
+  // claimLimitedJobs while a key of the queue is blocked (as claimJobsKeyBlocked).
+  claimLimitedJobsKeyBlocked: limitedClaim(`
+    ), ${dueCandidates('(SELECT n FROM allowance)', false, true)}`, 'CASE WHEN $5::int IS NOT NULL THEN true END', '', 'NULL::text'),
 
   // The claim of a queue with concurrencyPerKey ($8; and $9, this worker's key cursor): claimLimitedJobs' locks,
   // limits and answers, with candidates taken key by key in turn from the cursor (a round robin over the keys
@@ -219,7 +241,9 @@ export const CLAIM_SQL = {
       SELECT k FROM upto WHERE k IS NOT NULL
     ), keyed AS (
       -- Each key in turn gives its oldest due jobs, as many as it has free slots ($8 less its running jobs).
-      SELECT c.id FROM turn AS t CROSS JOIN LATERAL (
+      -- A key blocked by a partner's 429 (background_queue_key_blocks) gives none: one probe per key, not per row.
+      SELECT c.id FROM (SELECT k FROM turn WHERE NOT EXISTS (
+        SELECT 1 FROM background_queue_key_blocks AS kb WHERE kb.queue_name = $1 AND kb.concurrency_key = turn.k AND kb.blocked_until > now())) AS t CROSS JOIN LATERAL (
         SELECT id FROM background_jobs AS j
         WHERE j.queue_name = $1 AND j.status = 'queued' AND j.concurrency_key = t.k AND j.run_at <= now()
         ORDER BY j.run_at, j.id
@@ -244,7 +268,7 @@ export const CLAIM_SQL = {
       FOR UPDATE OF k SKIP LOCKED
     ), candidates AS (
       SELECT id FROM (SELECT id FROM keyed UNION ALL SELECT id FROM keyless) AS c
-      WHERE NOT EXISTS (SELECT 1 FROM background_queues WHERE queue_name = $1 AND paused)
+      WHERE NOT ${queueStopped(true)}
       LIMIT (SELECT n FROM allowance)
 `, 'true', ` OR (o.claimed < o.allowed AND EXISTS (\n        SELECT 1 FROM background_jobs AS r WHERE r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key IS NOT NULL))`, KEY_CURSOR),
 } as const;

@@ -21,6 +21,7 @@ import { InstanceRegistration } from '../instances/instance-registration.js';
 import type { InstanceQueue } from '../store/instance.store.js';
 import { putBack } from './put-back.js';
 import { QueueWorker } from './queue-worker.js';
+import { QueueLimitsKeeper, type KeptQueue } from './queue-limits-keeper.js';
 import type { ClaimLoopState } from './claim-loop.js';
 import { RowLockLane } from './row-lock-lane.js';
 import { PgQueueLogger } from '../utils/terminal-text.js';
@@ -50,6 +51,10 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
   private pollEveryMs = 0;
   private shuttingDown = false;
   private registration: InstanceRegistration | undefined;
+  /** The queues' limits as their rows say, read again on notices and every half second (QueueLimitsKeeper). */
+  private limits: QueueLimitsKeeper | undefined;
+  /** The first read of the queues' limits has answered (or failed): the claim loops run from then on. */
+  private limitsRead = false;
 
   /**
    * The store on the leases pool: heartbeats, outcomes, put-backs, claims, the instance's registration. Never the
@@ -94,7 +99,7 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
   /** The queue's worker here, if it may take a job of this process's enqueue at once (QueueWorker.eagerSlotFree). */
   eagerWorker(queue: string): QueueWorker | undefined {
     const worker = this.workers.get(queue);
-    return worker !== undefined && !this.shuttingDown && worker.eagerSlotFree ? worker : undefined;
+    return worker !== undefined && this.limitsRead && !this.shuttingDown && worker.eagerSlotFree ? worker : undefined;
   }
 
   /** Jobs running in this process, per queue (jobs read ahead and not started are not counted). */
@@ -142,7 +147,8 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
       flows: flowAccess(this.apiStore.flows, this.options, this.registry),
       steps: { store: this.apiStore.steps, workerId, maxResultBytes: this.options.maxResultBytes },
     };
-    const shared = { store: this.store, outcomes: this.outcomes, lane, logger: this.logger, events: this.events, leases, services };
+    const rateLimits = { rateLimited: (...a: Parameters<QueueLimitsKeeper['rateLimited']>) => this.limits?.rateLimited(...a), succeeded: (queue: string) => this.limits?.succeeded(queue) };
+    const shared = { store: this.store, outcomes: this.outcomes, lane, logger: this.logger, events: this.events, leases, services, rateLimits };
     for (const h of handlers) {
       const handle = h.options.transactional ? this.inTransaction(h) : h.handle;
       const config = {
@@ -157,13 +163,21 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
       };
       this.workers.set(h.queue, new QueueWorker(config, shared));
     }
+    const kept = new Map<string, KeptQueue>();
+    for (const h of handlers) {
+      const { concurrency, globalConcurrency, rateLimit, concurrencyPerKey } = h.options;
+      kept.set(h.queue, { defaults: { concurrency, globalConcurrency, rateLimit, concurrencyPerKey }, worker: this.workers.get(h.queue)! });
+    }
+    this.limits = new QueueLimitsKeeper(this.store, kept, this.logger, (queue) => this.checkBuffer(queue));
     this.listener = new NotificationListener(
       this.connection.listenerConfig,
       {
         onJobs: (queue) => this.workers.get(queue)?.wake(),
         onCancel: (jobId, token) => this.cancelled(jobId, token),
         onReview: (queue) => this.reviewHeard(queue),
+        onLimits: (queue) => this.workers.has(queue) && this.limits?.read(),
         onUp: () => {
+          this.limits?.read(); // a change sent while LISTEN was down was missed
           this.setPoll(this.options.pollIntervalMs);
           this.wakeAll();
         },
@@ -174,7 +188,13 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
     this.setPoll(this.options.fallbackPollIntervalMs); // until LISTEN is up
     leases.start();
     this.listener.start();
-    for (const worker of this.workers.values()) worker.start();
+    // The claims start once the queues' rows were read (or the read failed: then on the decorators' limits), so that a
+    // process joining after a change never claims on the decorator's limits first. Eager starts wait for it too.
+    void this.limits.start().then(() => {
+      if (this.shuttingDown) return;
+      this.limitsRead = true;
+      for (const worker of this.workers.values()) worker.start();
+    });
     const registered = new Map(handlers.map((h) => [h.queue, registeredQueue(h)]));
     const stalledAfterMs = this.options.health.claimStalledAfterMs;
     const queues = () =>
@@ -210,6 +230,7 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
       if (released > 0) this.logger.warn(`shutdown: ${what}; ${released} put back in the queue`);
     }
     this.leases!.stop();
+    await this.limits?.stop();
     await this.listener!.close();
     await this.registration?.stop();
     this.workers.clear();
