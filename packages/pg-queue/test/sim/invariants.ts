@@ -270,9 +270,11 @@ export function priorityWithinClaims(facts: Facts): Violation[] {
  * concurrency, nor more than one run of queue `keyed` per concurrency key. Runs a fault held are left out (a frozen
  * process's run goes on after its lease was given to another: the limit counts leases, not stale handlers).
  */
-export function limitsHeld(facts: Facts, globalConcurrency: number): Violation[] {
+export function limitsHeld(facts: Facts, globalConcurrency: number | ((atMs: number) => number)): Violation[] {
   const out: Violation[] = [];
-  const check = (name: string, runs: Run[], limit: number) => {
+  // The limit at each instant: changed at runtime (invariants-runtime-limits.ts, globalLimitOf), or fixed.
+  const check = (name: string, runs: Run[], fixedOrAt: number | ((atMs: number) => number)) => {
+    const limitAt = typeof fixedOrAt === 'number' ? () => fixedOrAt : fixedOrAt;
     const events = runs.flatMap((r) => [
       { at: r.started_at.getTime(), d: 1, r },
       { at: (r.ended_at ?? r.started_at).getTime(), d: -1, r },
@@ -282,9 +284,9 @@ export function limitsHeld(facts: Facts, globalConcurrency: number): Violation[]
     for (const e of events) {
       if (e.d < 0) open.delete(e.r);
       else open.add(e.r);
-      if (open.size > limit) {
+      if (e.d > 0 && open.size > limitAt(e.at)) {
         const now = [...open];
-        out.push({ invariant: `limits.${name}`, jobIds: now.map((r) => r.job_id), detail: `${now.length} runs at once (limit ${limit}) at ${new Date(e.at).toISOString()}: ${now.map((r) => `${r.job_id}/${r.attempt} on ${r.worker}`).join(', ')}` });
+        out.push({ invariant: `limits.${name}`, jobIds: now.map((r) => r.job_id), detail: `${now.length} runs at once (limit ${limitAt(e.at)}) at ${new Date(e.at).toISOString()}: ${now.map((r) => `${r.job_id}/${r.attempt} on ${r.worker}`).join(', ')}` });
         return;
       }
     }
