@@ -125,6 +125,11 @@ export class QueueLimitsKeeper implements RateLimitSink {
     }
   }
 
+  /** The limits this process applies to the queue now (its last read), for the instance's registration. */
+  inForce(queue: string): EffectiveLimits | undefined {
+    return this.applied.get(queue)?.limits;
+  }
+
   rateLimited(queue: string, ms: number, key: string | undefined, maxMs: number): void {
     void this.block(queue, ms, key, maxMs);
   }

@@ -29,6 +29,9 @@ import { PgQueueLogger } from '../utils/terminal-text.js';
 /** One queue's claim loop as health checks and the instance's row read it (WorkerPool.claimLoops). */
 export type ClaimLoopReport = ClaimLoopState & { queue: string; idleSlots: number };
 
+/** How long the boot waits for the first read of its queues' limits before the claims start anyway. */
+const FIRST_LIMITS_READ_MS = 2_000;
+
 /** How long after its own pause a process takes a pause notice of that queue for its echo. */
 const OWN_REVIEW_ECHO_MS = 5_000;
 
@@ -133,7 +136,7 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
     this.review(queue, !echo);
   }
 
-  onApplicationBootstrap(): void {
+  async onApplicationBootstrap(): Promise<void> {
     const handlers = this.registry.all();
     if (!this.options.workers || handlers.length === 0) return;
     const { workerId, leaseMs, heartbeatMs } = this.options;
@@ -189,19 +192,21 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
     leases.start();
     this.listener.start();
     // The claims start once the queues' rows were read (or the read failed: then on the decorators' limits), so that a
-    // process joining after a change never claims on the decorator's limits first. Eager starts wait for it too.
-    void this.limits.start().then(() => {
-      if (this.shuttingDown) return;
-      this.limitsRead = true;
-      for (const worker of this.workers.values()) worker.start();
-    });
-    const registered = new Map(handlers.map((h) => [h.queue, registeredQueue(h)]));
+    // process joining after a change never claims on the decorator's limits first; the boot waits for that read (one
+    // round trip), at most FIRST_LIMITS_READ_MS (a database that slow serves no claim either). Eager starts wait too.
+    await withDeadline(this.limits.start(), FIRST_LIMITS_READ_MS);
+    if (this.shuttingDown) return;
+    this.limitsRead = true;
+    for (const worker of this.workers.values()) worker.start();
+    const registered = new Map(handlers.map((h) => [h.queue, registeredQueue(h.queue, h.options)]));
     const stalledAfterMs = this.options.health.claimStalledAfterMs;
     const queues = () =>
       [...this.workers].map(([queue, w]) => {
         const loop = w.claimLoopState;
         const progress = { sinceClaimMs: Math.round(loop.sinceAnswerMs), idleSlots: loop.idleSlots, claimHeld: loop.held, stalledAfterMs };
-        return { ...registered.get(queue)!, running: w.activeCount, ...progress };
+        // The limits in force (changed at runtime: QueueLimitsKeeper), which whyNotRunning reads from the registration.
+        const inForce = this.limits?.inForce(queue);
+        return { ...(inForce ? registeredQueue(queue, inForce) : registered.get(queue)!), running: w.activeCount, ...progress };
       });
     this.registration = new InstanceRegistration(this.store.instances, workerId, heartbeatMs, leaseMs + heartbeatMs, queues, this.logger);
     this.registration.start();
@@ -302,12 +307,12 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
 }
 
 /** A queue as this instance registers it: its concurrency, and its limits across instances (whyNotRunning reads them). */
-function registeredQueue(h: RegisteredHandler): Omit<InstanceQueue, 'running'> {
-  const { globalConcurrency, rateLimit, concurrencyPerKey } = h.options;
+function registeredQueue(queue: string, options: Pick<RegisteredHandler['options'], 'concurrency' | 'globalConcurrency' | 'rateLimit' | 'concurrencyPerKey'>): Omit<InstanceQueue, 'running'> {
+  const { globalConcurrency, rateLimit, concurrencyPerKey } = options;
   const limits = {
     ...(globalConcurrency !== undefined && { globalConcurrency }),
     ...(rateLimit !== undefined && { rateLimit: { max: rateLimit.max, intervalMs: rateLimit.intervalMs } }),
     ...(concurrencyPerKey !== undefined && { concurrencyPerKey }),
   };
-  return { queue: h.queue, concurrency: h.options.concurrency, ...(Object.keys(limits).length > 0 && { limits }) };
+  return { queue, concurrency: options.concurrency, ...(Object.keys(limits).length > 0 && { limits }) };
 }
