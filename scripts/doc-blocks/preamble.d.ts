@@ -22,6 +22,7 @@ type QueueService = import('nestjs-pg-queue').QueueService;
 declare const JobHandler: typeof import('nestjs-pg-queue').JobHandler;
 declare const RecurringJob: typeof import('nestjs-pg-queue').RecurringJob;
 declare const JobSnoozedError: typeof import('nestjs-pg-queue').JobSnoozedError;
+declare const RateLimitedError: typeof import('nestjs-pg-queue').RateLimitedError;
 declare const PG_QUEUE_MIGRATIONS: typeof import('nestjs-pg-queue').PG_QUEUE_MIGRATIONS;
 type Job<T = unknown> = import('nestjs-pg-queue').Job<T>;
 type RecurringJobPayload<T extends object = Record<string, never>> = import('nestjs-pg-queue').RecurringJobPayload<T>;

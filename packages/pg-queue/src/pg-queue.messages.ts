@@ -148,6 +148,16 @@ export const UNIQUE_KEY_RETRY_TAKEN = (id: string) =>
 export const BAD_SNOOZE_DELAY = (queue: string, jobId: string, value: unknown, usedMs: number) =>
   `job ${jobId} (${queue}) snoozed with delayMs=${describe(value)}; it waits ${usedMs} ms instead (a delay must be a finite number of ms from 0 to ${MAX_RETRY_DELAY_MS})`;
 
+export const BAD_RATE_LIMITED_DELAY = (queue: string, jobId: string, value: unknown, usedMs: number) =>
+  `job ${jobId} (${queue}) threw RateLimitedError with delayMs=${describe(value)}; the block lasts ${usedMs} ms instead (a delay must be a finite number of ms from 1 to 86400000)`;
+
+// Limits changed at runtime and a partner's 429 (worker/queue-limits-keeper.ts).
+export const LIMITS_APPLIED = (queue: string, what: string) => `queue "${queue}": limits now ${what} (read from the database)`;
+export const LIMITED_NOT_MARKED = (queue: string, n: number, error: string) =>
+  `queue "${queue}": ${n} running job(s) could not be marked as counted by the new limits (${error}); the limits count them only once they end`;
+export const RATE_LIMITED_BLOCK = (queue: string, key: string | undefined, ms: number) =>
+  `queue "${queue}"${key === undefined ? '' : ` key ${JSON.stringify(key)}`}: rate limited by the partner, no job starts for ${Math.round(ms)} ms in any process`;
+
 // Recurring jobs.
 
 export const INVALID_SCHEDULE = (where: string, detail: string) => `${where}: ${detail}`;

@@ -37,6 +37,7 @@ import type { AnyJobSpec, EnqueueOptions, EnqueueResult, JobSpecs } from './inte
 import { batchRows, keyed, queuesOf, toResult, validatePayload } from './utils/enqueue-rows.js';
 import { woken } from './waking/woken-insert.js';
 import { checkScheduleSpec, jobId, scheduleName } from './utils/call-arguments.js';
+import { checkLimitsChange, limitsInForce, type QueueLimits, type QueueLimitsChange } from './limits/queue-limits.js';
 
 export type { EnqueueOptions, EnqueueResult, JobSpec, JobSpecs } from './interfaces/enqueue.interface.js';
 
@@ -409,6 +410,30 @@ export class QueueService {
   async fairnessWeights(queue: string): Promise<Record<string, number>> {
     assertQueueName(queue);
     return (this.elsewhere(queue) ?? this).store.fairness.weights(queue);
+  }
+
+  /**
+   * Changes the queue's limits at runtime, in every process serving it within a second (README, "Limits changed at
+   * runtime"): a key left out keeps what is stored, `null` gives back the decorator's value, `'none'` removes that
+   * limit. Checked before anything is stored (a PgQueueError names the problem). Lowering a limit aborts no running
+   * job: fewer start. Returns the limits in force after the change.
+   */
+  async setQueueLimits(queue: string, change: QueueLimitsChange): Promise<QueueLimits> {
+    assertQueueName(queue);
+    const owner = this.elsewhere(queue);
+    if (owner) return owner.setQueueLimits(queue, change);
+    const { set, clear } = checkLimitsChange(queue, change);
+    await this.store.setQueueLimits(queue, set, clear);
+    return this.getQueueLimits(queue);
+  }
+
+  /** The queue's limits in force, each with where it comes from (the database's override or the decorator's), and its blocks. */
+  async getQueueLimits(queue: string): Promise<QueueLimits> {
+    assertQueueName(queue);
+    const owner = this.elsewhere(queue);
+    if (owner) return owner.getQueueLimits(queue);
+    const [row] = await this.store.queueSettings([queue]);
+    return limitsInForce(queue, row?.limits ?? null, this.registry.get(queue)?.options, { blockedMs: row?.blockedMs ?? 0, keyBlockedMs: row?.keyBlockedMs ?? 0 });
   }
 
   async pausedQueues(): Promise<string[]> {

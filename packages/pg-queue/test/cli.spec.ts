@@ -10,7 +10,7 @@ import net from 'node:net';
 import { CANNOT_CONNECT, CONNECT_TIMEOUT, PASSWORD_IN_URL } from '../src/cli/cli.messages.js';
 
 /** What `migrate down` says undoing the last migration (SqlEnqueueRunAt) does. */
-const LAST_DOWN = 'puts the SQL enqueue functions back as SqlEnqueue1764640000000 made them (a run_at that does not exist raises 22008 again instead of 22023)';
+const LAST_DOWN = "drops the limits set at runtime and the rate-limit blocks (the decorators' limits apply again)";
 import { buildCli, runCli, runCliOnTerminal } from './support/run-cli.js';
 
 // The real binary (dist/cli/main.js, built by tsc -b) against a real database: output and exit codes.
@@ -40,7 +40,7 @@ describe('pg-queue command line', () => {
   it('--help lists the commands and exits 0; bad usage exits 2 with one line', async () => {
     const help = await runCli(['--help']);
     expect(help.code).toBe(0);
-    for (const command of ['migrate', 'stats', 'jobs', 'enqueue', 'pause', 'resume', 'prune', 'doctor', 'schedules', 'flows']) expect(help.stdout).toMatch(new RegExp(`^  ${command}`, 'm'));
+    for (const command of ['migrate', 'stats', 'jobs', 'enqueue', 'pause', 'resume', 'limits', 'prune', 'doctor', 'schedules', 'flows']) expect(help.stdout).toMatch(new RegExp(`^  ${command}`, 'm'));
     const jobsHelp = await runCli(['jobs', 'retry', '--help']);
     expect(jobsHelp.stdout).toContain('--dry-run');
 
@@ -108,8 +108,8 @@ describe('pg-queue command line', () => {
     expect(down.code).toBe(0);
     expect(down.stdout).toBe(`reverted ${names.at(-1)}\n`);
     expect((await sql.query(`SELECT name FROM migrations ORDER BY id`)).rows.map((r) => r.name)).toEqual(names.slice(0, -1));
-    // The last migration (SqlEnqueueRunAt) is undone: the SQL function is SqlEnqueue's again (February 30: 22008).
-    await expect(sql.query(`SELECT * FROM pg_queue_enqueue_many('[{"queue": "q", "payload": 1, "run_at": "2026-02-30T08:00:00Z"}]')`)).rejects.toMatchObject({ code: '22008' });
+    // The last migration (RuntimeLimits) is undone: the override and block columns are gone.
+    expect((await sql.query(`SELECT count(*)::int AS n FROM information_schema.columns WHERE table_name = 'background_queues' AND column_name = 'limits'`)).rows).toEqual([{ n: 0 }]);
 
     const status = await cli('migrate', 'status');
     expect(status.stdout).toContain(`${names.at(-1)}`);
@@ -424,6 +424,29 @@ describe('pg-queue command line', () => {
       expect(result.stderr).toContain(message);
     }
     expect((await sql.query(`SELECT count(*)::int AS n FROM background_jobs`)).rows[0].n).toBe(3);
+  });
+
+  it('limits: shows and changes a queue\'s limits at runtime; bad values exit 2 and store nothing', async () => {
+    const set = await cli('limits', 'api', '--global', '2', '--rate', '20/1000', '--per-key', 'none');
+    expect(set).toEqual({
+      code: 0,
+      stdout: "queue api\nconcurrency        the decorator's\nglobalConcurrency  2 (set here)\nrateLimit          20/1000 ms (set here)\nconcurrencyPerKey  none (set here)\n",
+      stderr: '',
+    });
+    expect((await sql.query(`SELECT limits FROM background_queues WHERE queue_name = 'api'`)).rows).toEqual([
+      { limits: { globalConcurrency: 2, rateLimit: { max: 20, intervalMs: 1_000 }, concurrencyPerKey: null } },
+    ]);
+    const bad = await cli('limits', 'api', '--global', '0');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('globalConcurrency must be an integer from 1 to 1000000');
+    expect((await cli('limits', 'api', '--rate', 'fast')).code).toBe(2);
+    expect((await cli('limits', 'api', '--concurrency', 'none')).code).toBe(2);
+    expect((await sql.query(`SELECT limits->'globalConcurrency' AS g FROM background_queues WHERE queue_name = 'api'`)).rows).toEqual([{ g: 2 }]);
+    const json = await cli('limits', 'api', '--json');
+    expect(JSON.parse(json.stdout)).toMatchObject({ queue: 'api', globalConcurrency: { value: 2, source: 'database' }, concurrency: { source: 'decorator' } });
+    expect((await cli('limits', 'api', '--reset')).code).toBe(0);
+    expect((await sql.query(`SELECT limits FROM background_queues WHERE queue_name = 'api'`)).rows).toEqual([{ limits: null }]);
+    await sql.query(`DELETE FROM background_queues WHERE queue_name = 'api'`);
   });
 
   it('pause and resume a queue; prune runs one pass of the pruner', async () => {

@@ -257,6 +257,32 @@ describeInBrowser('the dashboard in headless Chromium', () => {
     await page.close();
   });
 
+  it('the queue page shows the limits in force and changes them at runtime (full access, CSRF, confirmed); a viewer gets no form, bad input a 400', async () => {
+    const page = await open(admin, `${dash(express.baseUrl)}/queues/emails`);
+    await expect(page.locator('[data-limit="globalConcurrency"]').innerText()).resolves.toContain("the decorator's");
+    page.on('dialog', (dialog) => void dialog.accept());
+    await page.locator('form.limits input[name="global"]').fill('3');
+    await page.locator('form.limits input[name="rate"]').fill('10/1000');
+    await page.locator('form.limits input[name="perKey"]').fill('none');
+    await Promise.all([page.waitForURL(/flash=/), page.getByRole('button', { name: 'Save limits' }).click()]);
+    expect((await db.query(`SELECT limits FROM background_queues WHERE queue_name = 'emails'`)).rows).toEqual([
+      { limits: { globalConcurrency: 3, rateLimit: { max: 10, intervalMs: 1_000 }, concurrencyPerKey: null } },
+    ]);
+    await page.goto(`${dash(express.baseUrl)}/queues/emails`);
+    await expect(page.locator('[data-limit="globalConcurrency"]').innerText()).resolves.toBe('3 (set at runtime)');
+    await expect(page.locator('form.limits input[name="perKey"]').inputValue()).resolves.toBe('none');
+    // A bad value: 400 from the form's own check, nothing stored.
+    await page.locator('form.limits input[name="global"]').fill('0');
+    await Promise.all([page.waitForLoadState(), page.getByRole('button', { name: 'Save limits' }).click()]);
+    await expect(page.locator('p.error').innerText()).resolves.toContain('globalConcurrency must be an integer from 1 to 1000000');
+    expect((await db.query(`SELECT limits->'globalConcurrency' AS g FROM background_queues WHERE queue_name = 'emails'`)).rows).toEqual([{ g: 3 }]);
+    await page.close();
+    const readOnly = await open(viewer, `${dash(express.baseUrl)}/queues/emails`);
+    expect(await readOnly.locator('form.limits').count()).toBe(0);
+    await readOnly.close();
+    await express.app.get(QueueService).setQueueLimits('emails', { globalConcurrency: null, rateLimit: null, concurrencyPerKey: null });
+  });
+
   it('survives its idle connections being killed (a server restart): the next page opens new ones', async () => {
     const before = await fetch(`${dash(express.baseUrl)}/api/summary`, { headers: { authorization: `Basic ${Buffer.from('admin:admin-password').toString('base64')}` } });
     expect(before.status).toBe(200);

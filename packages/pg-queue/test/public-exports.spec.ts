@@ -28,6 +28,7 @@ const DOCUMENTED = [
   'JobTimeoutError',
   'JobAbortedError',
   'JobSnoozedError',
+  'RateLimitedError',
   'JobFailedError',
   'JobWaitTimeoutError',
   'InvalidPayloadError',
@@ -53,6 +54,7 @@ const DOCUMENTED = [
   'Instances1764650000000',
   'JobHistory1764660000000',
   'SqlEnqueueRunAt1764672000000',
+  'RuntimeLimits1764680000000',
   'FairShare1764690000000',
 ];
 

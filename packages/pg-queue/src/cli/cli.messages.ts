@@ -74,6 +74,7 @@ const MIGRATION_DOWN_DROPS: Record<string, string> = {
   JobHistory1764660000000: 'drops the view background_jobs_all and the table background_jobs_history with its partitions (every finished job moved there)',
   FlowOperatorActions1764671390000: 'puts the flow step function back as it was (a retried compensation then leaves its flow compensation_failed)',
   SqlEnqueueRunAt1764672000000: 'puts the SQL enqueue functions back as SqlEnqueue1764640000000 made them (a run_at that does not exist raises 22008 again instead of 22023)',
+  RuntimeLimits1764680000000: 'drops the limits set at runtime and the rate-limit blocks (the decorators\' limits apply again)',
   FairShare1764690000000: 'drops the tables background_queue_weights (every fair share weight stored at runtime; the fairness options\' weights apply again) and background_fair_passes, and the column fair_clock of background_queues',
 };
 

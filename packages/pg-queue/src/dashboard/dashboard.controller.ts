@@ -21,6 +21,8 @@ import { confirmPage, errorPage, layout, type PageContext } from './views/layout
 import { LISTED_STATUSES, overviewView, type ListedStatus } from './views/overview.view.js';
 import { instancesView } from './views/instances.view.js';
 import { schedulesView } from './views/schedules.view.js';
+import { queueLimitsView, limitsQuestion } from './views/queue-limits.view.js';
+import { LIMIT_FIELDS, limitsChangeOf } from './dashboard-limits.js';
 import { html } from './views/html.js';
 import { PgQueueLogger } from '../utils/terminal-text.js';
 
@@ -247,10 +249,20 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
       });
     }
 
+    @Get('queues/:name')
+    queue(@Req() req: AnyRequest, @Res() res: AnyResponse) {
+      const name = lastSegment(req);
+      return this.page(req, res, `/queues/${encodeURIComponent(name)}`, async (ctx) => queueLimitsView(ctx, await this.dashboard.queueLimits(name)));
+    }
+
     @Post('queues/:name/:action')
     async queueAction(@Req() req: AnyRequest, @Res() res: AnyResponse) {
       const [name, action] = lastSegments(req, 2);
       await this.action(req, res, `/queues/${encodeURIComponent(name)}/${action}`, () => {
+        if (action === 'limits') {
+          const change = limitsChangeOf(req);
+          return { question: limitsQuestion(name), run: async (viewer) => `Limits of queue ${name} saved: ${JSON.stringify(await this.dashboard.setLimits(viewer, name, change))}.`.slice(0, 280) };
+        }
         if (!TOGGLES.has(action)) throw new PgQueueError(`Unknown action ${JSON.stringify(action)}.`);
         const toggle = action as 'pause' | 'resume';
         return {
@@ -361,7 +373,7 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
         const { question, run } = prepare();
         if (field(req, 'confirmed') !== '1') {
           const carried: Record<string, string | string[]> = { return: back };
-          for (const key of ['queue', 'status']) {
+          for (const key of ['queue', 'status', ...LIMIT_FIELDS]) {
             const value = field(req, key);
             if (value) carried[key] = value;
           }

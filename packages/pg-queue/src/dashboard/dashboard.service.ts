@@ -3,6 +3,7 @@ import { Inject, Injectable, type OnApplicationShutdown } from '@nestjs/common';
 import type { FlowStatus } from '../flows/flow.interfaces.js';
 import type { JobStatus, QueueStats } from '../interfaces/job.interface.js';
 import { QueueService } from '../queue.service.js';
+import type { QueueLimits, QueueLimitsChange } from '../limits/queue-limits.js';
 import type { JobFilter } from '../store/admin.store.js';
 import { DashboardStore, FLOW_JOB_COUNT_CAP, SCHEDULED_COUNT_CAP, type AttemptHistoryRow, type DashboardAction, type DashboardQueries, type JobFlowRow, type JobListRow } from '../store/dashboard.store.js';
 import { actionStatuses } from './dashboard-actions.js';
@@ -251,6 +252,18 @@ export class DashboardService implements OnApplicationShutdown {
     if (action === 'pause') await this.queue.pause(queue);
     else await this.queue.resume(queue);
     this.logger.log(`${who(viewer)} ${action}d queue ${queue}`);
+  }
+
+  /** A queue's limits in force and where each comes from (the queue page). */
+  queueLimits(queue: string): Promise<QueueLimits> {
+    return this.queue.getQueueLimits(queue);
+  }
+
+  /** Changes a queue's limits at runtime (the queue page's form); QueueService checks them before anything is stored. */
+  async setLimits(viewer: Viewer, queue: string, change: QueueLimitsChange): Promise<QueueLimits> {
+    const limits = await this.queue.setQueueLimits(queue, change);
+    this.logger.log(`${who(viewer)} changed the limits of queue ${queue}: ${JSON.stringify(change)}`);
+    return limits;
   }
 
   async scheduleAction(viewer: Viewer, name: string, action: 'pause' | 'resume'): Promise<boolean> {

@@ -29,6 +29,26 @@ export class JobSnoozedError extends Error {
 }
 
 /**
+ * Thrown by a handler whose partner answered 429 ("too many requests", with or without Retry-After): the job goes
+ * back to the queue without using up an attempt, and the queue (or, with `key`, its jobs of that concurrencyKey)
+ * starts no job for `delayMs` ms in any process. 429s that come again without a success between grow the block
+ * (doubling, up to the handler's `rateLimitedBackoff.maxMs`). A delay that is not a finite number of ms from 1 to
+ * one day is clamped into that range (and logged). README, "Limits changed at runtime, and by the handler".
+ */
+export class RateLimitedError extends Error {
+  override name = 'RateLimitedError';
+  /** The concurrency key blocked; undefined: the whole queue. */
+  readonly key: string | undefined;
+  constructor(
+    readonly delayMs: number,
+    options: { key?: string } = {},
+  ) {
+    super(`rate limited by the partner for ${delayMs} ms${options.key === undefined ? '' : ` (key ${JSON.stringify(options.key)})`}`);
+    this.key = options.key;
+  }
+}
+
+/**
  * `QueueService.waitFor()` rejects with it when the job ended without completing: dead-lettered (`failed`,
  * with its last attempt's error) or `cancelled`.
  */

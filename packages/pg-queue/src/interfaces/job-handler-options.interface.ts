@@ -92,6 +92,12 @@ export interface JobHandlerOptions {
    * limits across instances or of batches. Default true.
    */
   eagerStart?: boolean;
+  /**
+   * A handler that throws `RateLimitedError(ms)` (a partner answered 429) blocks the queue (or the error's key) for
+   * `ms` in every process. 429s that come again without a success in between double the block, up to `maxMs`
+   * (never below the `ms` the handler asked). Default `{ maxMs: 300_000 }`. See README, "Limits changed at runtime".
+   */
+  rateLimitedBackoff?: { maxMs: number };
 }
 
 export interface FairnessOptions {
@@ -139,6 +145,8 @@ export interface ResolvedHandlerOptions {
   batch: { size: number; waitMs: number } | undefined;
   /** Off on queues with limits and batch handlers, whatever was asked. */
   eagerStart: boolean;
+  /** The longest block repeated 429s grow to (RateLimitedError). */
+  rateLimitedBackoff: { maxMs: number };
 }
 
 export interface ResolvedFairness {

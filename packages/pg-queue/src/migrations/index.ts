@@ -19,6 +19,7 @@ import { Instances1764650000000 } from './1764650000000-instances.js';
 import { JobHistory1764660000000 } from './1764660000000-job-history.js';
 import { FlowOperatorActions1764671390000 } from './1764671390000-flow-operator-actions.js';
 import { SqlEnqueueRunAt1764672000000 } from './1764672000000-sql-enqueue-run-at.js';
+import { RuntimeLimits1764680000000 } from './1764680000000-runtime-limits.js';
 import { FairShare1764690000000 } from './1764690000000-fair-share.js';
 
 /** The queue's schema migrations, in order: add them to your own DataSource's `migrations`, or let the module run them. */
@@ -44,6 +45,7 @@ export const PG_QUEUE_MIGRATIONS = [
   JobHistory1764660000000,
   FlowOperatorActions1764671390000,
   SqlEnqueueRunAt1764672000000,
+  RuntimeLimits1764680000000,
   FairShare1764690000000,
 ];
 
@@ -69,5 +71,6 @@ export {
   JobHistory1764660000000,
   FlowOperatorActions1764671390000,
   SqlEnqueueRunAt1764672000000,
+  RuntimeLimits1764680000000,
   FairShare1764690000000,
 };

@@ -86,18 +86,32 @@ export function queuedPriorities(atLeast?: string): string {
       FROM priorities AS p WHERE p.priority IS NOT NULL`;
 }
 
-function dueCandidates(limit: string, lastAttempt = false): string {
+/**
+ * The single-row probe of the queue's row that stops a claim: paused, blocked by a partner's 429 (RateLimitedError),
+ * or, for a claim without the per-key check (`keyBlocks` false), any of its keys blocked (key_blocked_until: the worker
+ * then claims with the key-blocked variant, which skips only the blocked keys' jobs). Uncorrelated: run once per statement.
+ */
+export function queueStopped(keyBlocks: boolean): string {
+  return `EXISTS (SELECT 1 FROM background_queues WHERE queue_name = $1 AND (paused OR blocked_until > now()${keyBlocks ? '' : ' OR key_blocked_until > now()'}))`;
+}
+
+/** The per-row check of the key-blocked variants: the job's key is not blocked (background_queue_key_blocks' primary key). */
+const KEY_NOT_BLOCKED = (alias: string) =>
+  `NOT EXISTS (SELECT 1 FROM background_queue_key_blocks AS kb WHERE kb.queue_name = $1 AND kb.concurrency_key = ${alias}.concurrency_key AND kb.blocked_until > now())`;
+
+function dueCandidates(limit: string, lastAttempt = false, keyBlocks = false): string {
   return `priorities AS (
       ${queuedPriorities()}
     ), candidates AS (
       SELECT c.id${lastAttempt ? ', c.last_attempt' : ''} FROM priorities AS p CROSS JOIN LATERAL (
         SELECT id${lastAttempt ? ', j.attempts + 1 >= j.max_attempts AS last_attempt' : ''} FROM background_jobs AS j
-        WHERE j.queue_name = $1 AND j.status = 'queued' AND j.priority = p.priority AND j.run_at <= now()
+        WHERE j.queue_name = $1 AND j.status = 'queued' AND j.priority = p.priority AND j.run_at <= now()${keyBlocks ? `
+          AND (j.concurrency_key IS NULL OR ${KEY_NOT_BLOCKED('j')})` : ''}
         ORDER BY j.run_at, j.id
         LIMIT ${limit}
         FOR UPDATE SKIP LOCKED
       ) AS c
-      WHERE NOT EXISTS (SELECT 1 FROM background_queues WHERE queue_name = $1 AND paused)
+      WHERE NOT ${queueStopped(keyBlocks)}
       LIMIT ${limit}
 `;
 }
@@ -119,7 +133,7 @@ function dueCandidates(limit: string, lastAttempt = false): string {
  * nobody renews, so that they are back in the queue soon after their holder dies). Two UPDATEs on disjoint rows,
  * each a primary-key probe per id: no per-row test of which kind a row is.
  */
-function plainClaim(observed: boolean): string {
+function plainClaim(observed: boolean, keyBlocks = false): string {
   const extras = observed ? ['wait_ms', 'trace_context'] : [];
   const update = (ids: string, buffered: boolean) => `
       UPDATE background_jobs AS j
@@ -137,7 +151,7 @@ function plainClaim(observed: boolean): string {
         date_part('epoch', now() - j.run_at) * 1000 AS wait_ms, j.trace_context` : ''
         }`;
   return `
-    WITH RECURSIVE ${dueCandidates('$2', true)}    ), numbered AS (
+    WITH RECURSIVE ${dueCandidates('$2', true, keyBlocks)}    ), numbered AS (
       -- The walk's order (a CTE's rows come out in the order they were made), and the first armable row's end.
       SELECT id, row_number() OVER () AS rn, last_attempt FROM candidates
     ), split AS (
@@ -215,7 +229,7 @@ export const FAIR_WINDOW_KEYS = 16;
  * whose pass fell behind the queue's clock (background_queues.fair_clock: the last job given out) by more than one,
  * starts one behind the clock: an idle key banks no credit, and one that comes back is served within about a job.
  * Weights: stored at runtime, else the option's ($10), else the default ($11). The claim compares a window of the
- * keys in turn order that have a due job and a free per-key slot ($8, NULL: no cap; a key's running jobs counted in
+ * keys in turn order that have a due job, no block from a partner's 429 and a free per-key slot ($8, NULL: no cap; a key's running jobs counted in
  * every process under the queue's lock): the allowance's worth, at least FAIR_WINDOW_KEYS. Jobs without a key are one
  * more key ('') of the default weight, read from the first due entries of the plain claim index as the keyed claim
  * reads them. The ids are read without locks and locked once chosen, skipping rows another statement holds (another
@@ -237,6 +251,8 @@ const FAIR_CANDIDATES = `${KEY_TURN}    ), fair_clock AS (
         CROSS JOIN LATERAL (SELECT count(*)::int AS n FROM background_jobs AS r
                             WHERE r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key = t.k) AS r
         WHERE r.n < coalesce($8::int, 2147483647)
+          -- A key blocked by a partner's 429 (background_queue_key_blocks) is passed over too.
+          AND NOT EXISTS (SELECT 1 FROM background_queue_key_blocks AS kb WHERE kb.queue_name = $1 AND kb.concurrency_key = t.k AND kb.blocked_until > now())
           AND (SELECT j.run_at FROM background_jobs AS j
                WHERE j.queue_name = $1 AND j.status = 'queued' AND j.concurrency_key = t.k ORDER BY j.run_at LIMIT 1) <= now()
         LIMIT greatest((SELECT n FROM allowance), ${FAIR_WINDOW_KEYS})
@@ -263,7 +279,7 @@ const FAIR_CANDIDATES = `${KEY_TURN}    ), fair_clock AS (
     ), candidates AS (
       SELECT k.id FROM background_jobs AS k
       WHERE k.id IN (SELECT id FROM offered ORDER BY vt, pos LIMIT (SELECT n FROM allowance)) AND k.status = 'queued'
-        AND NOT EXISTS (SELECT 1 FROM background_queues WHERE queue_name = $1 AND paused)
+        AND NOT ${queueStopped(true)}
       FOR UPDATE OF k SKIP LOCKED
 `;
 
@@ -292,6 +308,11 @@ export const CLAIM_SQL = {
   // values per row cost 5-10% of no-op throughput at concurrency 50 when nobody used them, so the plain claim
   // goes without.
   claimJobsObserved: plainClaim(true),
+  // The same two while a key of the queue is blocked by a partner's 429 (RateLimitedError with a key; the worker knows
+  // from its queue's row, QueueLimitsKeeper): the jobs of blocked keys are passed over, one primary-key probe of
+  // background_queue_key_blocks per keyed candidate. The claims above claim nothing while any key is blocked.
+  claimJobsKeyBlocked: plainClaim(false, true),
+  claimJobsObservedKeyBlocked: plainClaim(true, true),
 
   // The claim of a queue with limits (globalConcurrency, rateLimit), run by JobStore.claimLimitedJobs inside a
   // transaction that first took the queue's advisory lock (beginWithQueueLock), so that claimers of the queue take turns
@@ -308,6 +329,9 @@ export const CLAIM_SQL = {
   // the queue runs globalConcurrency jobs while others are queued.
   claimLimitedJobs: limitedClaim(`
     ), ${dueCandidates('(SELECT n FROM allowance)')}`, 'CASE WHEN $5::int IS NOT NULL THEN true END', '', 'NULL::text'),
+  // claimLimitedJobs while a key of the queue is blocked (as claimJobsKeyBlocked).
+  claimLimitedJobsKeyBlocked: limitedClaim(`
+    ), ${dueCandidates('(SELECT n FROM allowance)', false, true)}`, 'CASE WHEN $5::int IS NOT NULL THEN true END', '', 'NULL::text'),
 
   // The claim of a queue with concurrencyPerKey ($8; and $9, this worker's key cursor): claimLimitedJobs' locks,
   // limits and answers, with candidates taken key by key in turn from the cursor (a round robin over the keys
@@ -318,7 +342,9 @@ export const CLAIM_SQL = {
   claimKeyedJobs: limitedClaim(`
 ${KEY_TURN}    ), keyed AS (
       -- Each key in turn gives its oldest due jobs, as many as it has free slots ($8 less its running jobs).
-      SELECT c.id FROM turn AS t CROSS JOIN LATERAL (
+      -- A key blocked by a partner's 429 (background_queue_key_blocks) gives none: one probe per key, not per row.
+      SELECT c.id FROM (SELECT k FROM turn WHERE NOT EXISTS (
+        SELECT 1 FROM background_queue_key_blocks AS kb WHERE kb.queue_name = $1 AND kb.concurrency_key = turn.k AND kb.blocked_until > now())) AS t CROSS JOIN LATERAL (
         SELECT id FROM background_jobs AS j
         WHERE j.queue_name = $1 AND j.status = 'queued' AND j.concurrency_key = t.k AND j.run_at <= now()
         ORDER BY j.run_at, j.id
@@ -329,7 +355,7 @@ ${KEY_TURN}    ), keyed AS (
       LIMIT (SELECT n FROM allowance)
 ${KEYLESS}    ), candidates AS (
       SELECT id FROM (SELECT id FROM keyed UNION ALL SELECT id FROM keyless) AS c
-      WHERE NOT EXISTS (SELECT 1 FROM background_queues WHERE queue_name = $1 AND paused)
+      WHERE NOT ${queueStopped(true)}
       LIMIT (SELECT n FROM allowance)
 `, 'true', ` OR (o.claimed < o.allowed AND EXISTS (\n        SELECT 1 FROM background_jobs AS r WHERE r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key IS NOT NULL))`, KEY_CURSOR),
   // The claim of a queue with fairness (FAIR_CANDIDATES, FAIR_PASSES): claimKeyedJobs' lock, limits, answers and

@@ -10,7 +10,8 @@ import type { ClaimedJob, ClaimLimits, ClaimResult } from './job-store.types.js'
  * Claims up to `limit` due jobs: the first `readAhead.startNow` (all, without it) start at once, leased for
  * leaseMs, and up to `armAhead` more are started for the worker to hold ahead of a free slot (not past a job on its
  * last attempt); the rest are read ahead (buffered, leased for bufferLeaseMs). `observed`: also return each job's claim latency and trace context
- * (claimJobsObserved), for listeners and tracing.
+ * (claimJobsObserved), for listeners and tracing. `keyBlocks`: a key of the queue is blocked by a partner's 429: the
+ * variant that passes over that key's jobs (claimJobsKeyBlocked).
  */
 export async function claimJobs(
   db: JobStatements,
@@ -20,9 +21,11 @@ export async function claimJobs(
   leaseMs: number,
   observed = false,
   readAhead?: { startNow: number; armAhead?: number; bufferLeaseMs: number },
+  keyBlocks = false,
 ): Promise<ClaimResult> {
   const values = [queue, limit, workerId, leaseMs, Math.min(readAhead?.startNow ?? limit, limit), readAhead?.bufferLeaseMs ?? leaseMs, readAhead?.armAhead ?? 0];
-  return toClaimResult(await db.run<ClaimRow>(observed ? 'claimJobsObserved' : 'claimJobs', values));
+  const name = keyBlocks ? (observed ? 'claimJobsObservedKeyBlocked' : 'claimJobsKeyBlocked') : observed ? 'claimJobsObserved' : 'claimJobs';
+  return toClaimResult(await db.run<ClaimRow>(name, values));
 }
 
 /**
@@ -30,13 +33,13 @@ export async function claimJobs(
  * round trips: BEGIN and the lock (one message), the claim, COMMIT. The lock must come before the claim's
  * snapshot, so it cannot share the claim's statement; it is held for the last two round trips.
  */
-export async function claimLimitedJobs(db: JobStatements, queue: string, limit: number, workerId: string, leaseMs: number, limits: ClaimLimits, keyCursor = ''): Promise<ClaimResult> {
+export async function claimLimitedJobs(db: JobStatements, queue: string, limit: number, workerId: string, leaseMs: number, limits: ClaimLimits, keyCursor = '', keyBlocks = false): Promise<ClaimResult> {
   const values: unknown[] = [queue, limit, workerId, leaseMs, limits.globalConcurrency ?? null, limits.rateLimit?.max ?? null, limits.rateLimit?.intervalMs ?? 0];
   const fair = limits.fairness !== undefined;
   const keyed = fair || limits.concurrencyPerKey !== undefined;
   if (keyed) values.push(limits.concurrencyPerKey ?? null, keyCursor);
   if (fair) values.push(JSON.stringify(limits.fairness!.weights), limits.fairness!.defaultWeight);
-  const statement = fair ? 'claimFairJobs' : keyed ? 'claimKeyedJobs' : 'claimLimitedJobs';
+  const statement = fair ? 'claimFairJobs' : keyed ? 'claimKeyedJobs' : keyBlocks ? 'claimLimitedJobsKeyBlocked' : 'claimLimitedJobs';
   let rows: ClaimRow[] | undefined;
   const begin = beginWithQueueTryLock(queueLockKey(queue));
   const giveUpAt = performance.now() + LIMIT_LOCK_IDLE_MS + 1_000;

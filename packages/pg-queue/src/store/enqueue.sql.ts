@@ -58,7 +58,7 @@ function insertEagerJob(traced: boolean): string {
     WITH RECURSIVE priorities AS (
       ${queuedPriorities('$3')}
     ), eager AS (
-      SELECT NOT EXISTS (SELECT 1 FROM background_queues WHERE queue_name = $1 AND paused)
+      SELECT NOT EXISTS (SELECT 1 FROM background_queues WHERE queue_name = $1 AND (paused OR blocked_until > now()))
         AND NOT EXISTS (
           SELECT 1 FROM priorities AS p
           WHERE (SELECT j.run_at FROM background_jobs AS j

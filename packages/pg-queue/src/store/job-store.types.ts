@@ -103,6 +103,8 @@ export interface JobOutcome {
 
 export interface SnoozedAttempt extends JobRef {
   delayMs: number;
+  /** Written to last_error (a partner's 429: RateLimitedError); a plain snooze leaves last_error as it was. */
+  note?: string;
 }
 
 export type CancelResult = 'cancelled' | 'not-found' | JobStatus;

@@ -9,6 +9,7 @@ import { ENQUEUE_SQL } from './enqueue.sql.js';
 import { JOB_CONTROL_SQL } from './job-control.sql.js';
 import { JOB_READ_SQL } from './job-read.sql.js';
 import { MAINTENANCE_SQL } from './maintenance.sql.js';
+import { QUEUE_LIMITS_SQL } from './queue-limits.sql.js';
 import { SETTLE_SQL } from './settle.sql.js';
 
 export const SQL = {
@@ -20,6 +21,7 @@ export const SQL = {
   ...JOB_READ_SQL,
   ...JOB_CONTROL_SQL,
   ...DATABASE_SQL,
+  ...QUEUE_LIMITS_SQL,
 } as const;
 
 /**
@@ -44,4 +46,5 @@ export const PLANNED_PER_CALL: ReadonlySet<keyof typeof SQL> = new Set([
   'insertKeyedJobsWakeDeferred',
   'insertKeyedJobsTracedWakeDeferred',
   'snoozeJobs',
+  'markLimited',
 ]);

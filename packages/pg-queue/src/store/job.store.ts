@@ -7,6 +7,7 @@ import { FlowStore } from './flow.store.js';
 import { HistoryStore } from './history.store.js';
 import { InstanceStore } from './instance.store.js';
 import * as control from './job-control.store.js';
+import * as limits from './queue-limits.store.js';
 import * as read from './job-read.store.js';
 import { JobStatements } from './job-statements.js';
 import type { CompletedAttempt, FailedAttempt, JobStoreOptions, SettledBatch } from './job-store.types.js';
@@ -110,6 +111,13 @@ export class JobStore {
   retryJob(...a: Args<typeof control.retryJob>) { return control.retryJob(this.db, ...a); }
   changeJob(...a: Args<typeof control.changeJob>) { return control.changeJob(this.db, ...a); }
   jobQueue(...a: Args<typeof control.jobQueue>) { return control.jobQueue(this.db, ...a); }
+
+  // Limits changed at runtime and a partner's 429 (queue-limits.store.ts)
+  setQueueLimits(...a: Args<typeof limits.setQueueLimits>) { return limits.setQueueLimits(this.db, ...a); }
+  queueSettings(...a: Args<typeof limits.queueSettings>) { return limits.queueSettings(this.db, ...a); }
+  blockQueue(...a: Args<typeof limits.blockQueue>) { return limits.blockQueue(this.db, ...a); }
+  resetBackoff(...a: Args<typeof limits.resetBackoff>) { return limits.resetBackoff(this.db, ...a); }
+  markLimited(...a: Args<typeof limits.markLimited>) { return limits.markLimited(this.db, ...a); }
 }
 
 export type {

@@ -95,7 +95,8 @@ function heartbeat(extraSet: string): string {
         AND j.fence_token = ($4::jsonb ->> j.id::text)::int8
       RETURNING j.id
     ), paused AS (
-      SELECT queue_name FROM background_queues WHERE paused
+      -- A queue blocked by a partner's 429 (RateLimitedError) gives its buffered jobs back as a paused one does.
+      SELECT queue_name FROM background_queues WHERE paused OR blocked_until > now()
     ), given_back AS (
       UPDATE background_jobs AS j
       SET status = 'queued', buffered = false, lease_expires_at = NULL, updated_at = now()
@@ -164,11 +165,13 @@ export const SETTLE_SQL = {
 
   // A handler snoozed (JobSnoozedError): back to the queue after the delay, fenced like a failure. The attempt
   // is not counted (uncharged, as the put-back); fence_token keeps its value, so a late outcome of this claim
-  // stays fenced out. Delays come in a JSON object ($3: {"id": {token, delayMs}}), as for failJobs.
+  // stays fenced out. Delays come in a JSON object ($3: {"id": {token, delayMs, note?}}), as for failJobs.
   snoozeJobs: `
     UPDATE background_jobs AS j
     SET status = 'queued', attempts = j.attempts - (NOT j.buffered)::int, buffered = false,
-        run_at = now() + ($3::jsonb -> j.id::text ->> 'delayMs')::int8 ${MS}, lease_expires_at = NULL, updated_at = now()
+        run_at = now() + ($3::jsonb -> j.id::text ->> 'delayMs')::int8 ${MS}, lease_expires_at = NULL, updated_at = now(),
+        -- A partner's 429 (RateLimitedError) says so in last_error; a plain snooze leaves it as it was.
+        last_error = coalesce($3::jsonb -> j.id::text ->> 'note', j.last_error)
     WHERE j.id = ANY($2::int8[]) AND ${HELD_BY_WORKER}
       AND j.fence_token = ($3::jsonb -> j.id::text ->> 'token')::int8
     RETURNING j.id`,

@@ -45,8 +45,8 @@ export async function settleFailures(db: JobStatements, workerId: string, jobs: 
 
 /** Returns the ids put back (snoozed); any other id is no longer this worker's. */
 export async function snoozeJobs(db: JobStatements, workerId: string, jobs: SnoozedAttempt[]): Promise<Set<string>> {
-  const byId: Record<string, { token: string; delayMs: number }> = {};
-  for (const j of jobs) byId[j.id] = { token: j.token, delayMs: j.delayMs };
+  const byId: Record<string, { token: string; delayMs: number; note?: string }> = {};
+  for (const j of jobs) byId[j.id] = j.note === undefined ? { token: j.token, delayMs: j.delayMs } : { token: j.token, delayMs: j.delayMs, note: j.note };
   const rows = await db.run<{ id: string }>('snoozeJobs', [workerId, jobs.map((j) => j.id), JSON.stringify(byId)]);
   return new Set(rows.map((r) => r.id));
 }

@@ -9,6 +9,11 @@ export const CANCEL_CHANNEL = 'pg_queue_cancel';
  * buffer until that check has answered.
  */
 export const REVIEW_CHANNEL = 'pg_queue_review';
+/**
+ * Told a queue name when its limits changed (QueueService.setQueueLimits) or a partner's 429 blocked it or one of its
+ * keys (RateLimitedError): every process serving the queue reads its row again at once (QueueLimitsKeeper).
+ */
+export const LIMITS_CHANNEL = 'pg_queue_limits';
 /** Told "id:status" when a job someone waits on (awaited, set by waitFor) finishes: completed, failed or cancelled. */
 export const DONE_CHANNEL = 'pg_queue_done';
 

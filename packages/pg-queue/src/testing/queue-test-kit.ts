@@ -1,7 +1,7 @@
 import { AsyncResource } from 'node:async_hooks';
 import { flowAccess } from '../flows/flow-access.js';
 import type { JobHandlerRegistry, RegisteredHandler } from '../discovery/job-handler.registry.js';
-import { JobSnoozedError, JobTimeoutError } from '../errors/pg-queue.error.js';
+import { JobSnoozedError, JobTimeoutError, RateLimitedError } from '../errors/pg-queue.error.js';
 import type { JobRecord, JobStatus } from '../interfaces/job.interface.js';
 import type { RecurringScheduler } from '../recurring/recurring-scheduler.js';
 import type { JobStore } from '../store/job.store.js';
@@ -26,7 +26,7 @@ export type DrainOutcome =
   | 'retried'
   /** The handler threw on its last attempt: the job is dead-lettered (status failed). */
   | 'failed'
-  /** The handler threw JobSnoozedError: queued again `snoozeMs` from now, the attempt not counted. */
+  /** The handler threw JobSnoozedError (or RateLimitedError): queued again `snoozeMs` from now, the attempt not counted. */
   | 'snoozed'
   /** The row was no longer this claim's when the outcome was written (cancelled while running): nothing written. */
   | 'discarded';
@@ -290,9 +290,11 @@ export class QueueTestKit {
     const { workerId } = this.options;
     const ref = { id: job.id, token: job.token };
     const drained = drainedAs;
-    if (error instanceof JobSnoozedError) {
+    if (error instanceof JobSnoozedError || error instanceof RateLimitedError) {
+      // A partner's 429 is a snooze of the job here (the kit runs one process: the queue's block is not modelled).
       const { delayMs } = snoozeDelay(error.delayMs);
-      const snoozed = await this.store.snoozeJobs(workerId, [{ ...ref, delayMs }]);
+      const note = error instanceof RateLimitedError ? { note: `rate limited by the partner for ${delayMs} ms` } : {};
+      const snoozed = await this.store.snoozeJobs(workerId, [{ ...ref, delayMs, ...note }]);
       return { ...drained, outcome: snoozed.has(job.id) ? 'snoozed' : 'discarded', error, snoozeMs: delayMs };
     }
     if (error !== undefined) {

@@ -29,7 +29,7 @@ export class TestingWorkerPool extends WorkerPool {
     this.kit = new QueueTestKit(registry, store, new TestKitStore(connection.pool), options, mode, scheduler, connection.appDataSource);
   }
 
-  override onApplicationBootstrap(): void {}
+  override async onApplicationBootstrap(): Promise<void> {}
 
   /** An inline run the app did not await may still be going: let it settle before the pool closes. */
   override async beforeApplicationShutdown(): Promise<void> {

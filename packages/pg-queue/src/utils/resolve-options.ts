@@ -93,7 +93,7 @@ const KNOWN_MAINTENANCE_KEYS = new Set([
 ]);
 const KNOWN_HISTORY_KEYS = new Set(['partitionWidth', 'moveAfterMs', 'moveIntervalMs', 'moveBatchSize']);
 const WIDTH_MS: Record<HistoryPartitionWidth, number> = { hour: 3_600_000, day: 86_400_000, week: 7 * 86_400_000, month: 31 * 86_400_000 };
-const KNOWN_HANDLER_KEYS = new Set(['concurrency', 'maxAttempts', 'backoff', 'timeoutMs', 'prefetch', 'batchSize', 'globalConcurrency', 'rateLimit', 'concurrencyPerKey', 'fairness', 'transactional', 'batch', 'eagerStart']);
+const KNOWN_HANDLER_KEYS = new Set(['concurrency', 'maxAttempts', 'backoff', 'timeoutMs', 'prefetch', 'batchSize', 'globalConcurrency', 'rateLimit', 'concurrencyPerKey', 'fairness', 'transactional', 'batch', 'eagerStart', 'rateLimitedBackoff']);
 const KNOWN_BATCH_KEYS = new Set(['size', 'waitMs']);
 
 /** A transactional handler's default timeoutMs: it holds a connection of the app's pool while it runs. */
@@ -254,7 +254,11 @@ export function resolveHandlerOptions(queue: string, options: JobHandlerOptions 
   if (options.eagerStart === true && (hasLimits(limits) || batch)) {
     throw new PgQueueError(`${where}: eagerStart cannot be used with ${batch ? 'batch' : 'globalConcurrency, rateLimit, concurrencyPerKey or fairness'} (an eagerly claimed job would bypass the claim that ${batch ? 'gathers a batch' : 'enforces the limits'}).`);
   }
+  const rlb = options.rateLimitedBackoff;
+  if (rlb !== undefined && (rlb === null || typeof rlb !== 'object')) throw new PgQueueError(INVALID_OPTION(where, 'rateLimitedBackoff', rlb, '{ maxMs }'));
+  if (rlb !== undefined) refuseUnknownKeys(`${where} rateLimitedBackoff`, rlb, KNOWN_RATE_LIMITED_BACKOFF_KEYS);
   return {
+    rateLimitedBackoff: { maxMs: int(where, 'rateLimitedBackoff.maxMs', rlb?.maxMs, DEFAULT_RATE_LIMITED_MAX_MS, 1, MAX_BLOCK_MS) },
     eagerStart: eagerStart && !hasLimits(limits) && !batch,
     batch,
     ...limits,
@@ -352,6 +356,11 @@ function resolveLimits(where: string, options: JobHandlerOptions): Limits {
 }
 
 const KNOWN_RATE_LIMIT_KEYS = new Set(['max', 'intervalMs']);
+const KNOWN_RATE_LIMITED_BACKOFF_KEYS = new Set(['maxMs']);
+/** rateLimitedBackoff.maxMs when not set: five minutes. */
+const DEFAULT_RATE_LIMITED_MAX_MS = 300_000;
+/** The longest block a RateLimitedError may ask or grow to: one day (the block is an int of ms in the row). */
+export const MAX_BLOCK_MS = 86_400_000;
 
 function ambientTransactionsOf(where: string, value: PgQueueModuleOptions['ambientTransactions']): ResolvedModuleOptions['ambientTransactions'] {
   if (value === undefined || value === false) return false;

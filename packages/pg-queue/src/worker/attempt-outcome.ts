@@ -1,7 +1,8 @@
 import type { LoggerService } from '@nestjs/common';
-import { JobSnoozedError } from '../errors/pg-queue.error.js';
+import { JobSnoozedError, RateLimitedError } from '../errors/pg-queue.error.js';
 import type { BackoffFunction } from '../interfaces/job-handler-options.interface.js';
-import { BAD_SNOOZE_DELAY } from '../pg-queue.messages.js';
+import { BAD_RATE_LIMITED_DELAY, BAD_SNOOZE_DELAY } from '../pg-queue.messages.js';
+import { MAX_BLOCK_MS } from '../utils/resolve-options.js';
 import { retryDelay, snoozeDelay } from '../utils/backoff.js';
 import { PayloadRefusedAtStartError } from '../typed/payload-check-at-start.js';
 import { errorText, isInstanceOf } from '../utils/error-text.js';
@@ -38,6 +39,16 @@ export function decideOutcome(job: HeldJob, error: unknown, result: unknown, rul
       job.failure = { error: errorText(error.message), retryDelayMs: 0, thrown: error, final: true };
       return undefined;
     }
+    if (isInstanceOf(error, RateLimitedError)) {
+      // A partner's 429: back to the queue uncharged, as a snooze; the worker blocks the queue (or key) for everyone.
+      const asked = error.delayMs;
+      const ms = typeof asked === 'number' && Number.isFinite(asked) ? Math.min(MAX_BLOCK_MS, Math.max(1, Math.round(asked))) : 1_000;
+      if (ms !== asked) rules.logger.warn(BAD_RATE_LIMITED_DELAY(rules.queue, job.id, asked, ms));
+      const key = typeof error.key === 'string' ? error.key : undefined;
+      job.snoozeMs = ms;
+      job.rateLimited = { ms, key, note: `rate limited by the partner for ${ms} ms${key === undefined ? '' : ` (key ${JSON.stringify(key)})`}` };
+      return undefined;
+    }
     if (isInstanceOf(error, JobSnoozedError)) {
       const { delayMs, clamped } = snoozeDelay(error.delayMs);
       if (clamped) rules.logger.warn(BAD_SNOOZE_DELAY(rules.queue, job.id, error.delayMs, delayMs));
@@ -56,6 +67,7 @@ export function decideOutcome(job: HeldJob, error: unknown, result: unknown, rul
   } catch (unreadable) {
     job.resultJson = undefined;
     job.snoozeMs = undefined;
+    job.rateLimited = undefined;
     const text = `the handler's ${error === undefined ? 'result' : 'error'} could not be read (${safeText(unreadable)})`;
     job.failure = { error: text, retryDelayMs: 0, thrown: new Error(text) };
     return undefined;

@@ -39,8 +39,13 @@ export interface ClaimLoopConfig {
   leaseMs: number;
   /** A buffered job's lease (see BUFFER_LEASE_MS). */
   bufferLeaseMs: number;
-  /** Set for a queue with limits across instances: its claims go through claimLimitedJobs (nothing is read ahead). */
+  /**
+   * Set for a queue with limits across instances: its claims go through claimLimitedJobs (nothing is read ahead).
+   * Changed at runtime with the limits stored for the queue (QueueWorker.applyLimits), read by each claim.
+   */
   limits: ClaimLimits | undefined;
+  /** A key of the queue is blocked by a partner's 429: claims take the variant that passes over its jobs. */
+  keyBlocks?: boolean;
   /**
    * A batch handler's waitMs: after a claim that came back short (fewer due jobs than the free calls could take),
    * the next claim waits this long after it is asked for, so that a batch can fill in the table (not in memory: a
@@ -133,6 +138,19 @@ export class ClaimLoop {
     wakeUp?.();
   }
 
+  /**
+   * The queue's limits changed at runtime (QueueWorker.applyLimits): the next claim uses them; a hold of the old ones
+   * (a rate window, capacity) ends, since the new limits may allow a claim now.
+   */
+  setLimits(limits: ClaimLimits | undefined, keyBlocks: boolean): void {
+    this.config.limits = limits;
+    this.config.keyBlocks = keyBlocks;
+    this.heldUntil = 0;
+    this.holdLiftable = false;
+    clearTimeout(this.holdTimer);
+    this.wake();
+  }
+
   /** An outcome of this process was written: at a limit's capacity, that is a slot freed (see hold()). */
   slotFreedInDatabase(): void {
     if (!this.holdLiftable) return;
@@ -165,8 +183,9 @@ export class ClaimLoop {
   }
 
   private async run(): Promise<void> {
-    const { queue, workerId, leaseMs, bufferLeaseMs, limits } = this.config;
+    const { queue, workerId, leaseMs, bufferLeaseMs } = this.config;
     while (!this.stopping) {
+      const { limits, keyBlocks = false } = this.config; // changed at runtime (applyLimits): read per claim
       const want = this.target.claimWant();
       if (want === 0 || !this.wakeRequested || this.heldUntil > performance.now()) {
         await new Promise<void>((resolve) => (this.wakeUp = resolve));
@@ -183,8 +202,8 @@ export class ClaimLoop {
       let claimed;
       try {
         claimed = limits
-          ? await this.store.claimLimitedJobs(queue, want, workerId, leaseMs, limits, this.keyCursor)
-          : await this.store.claimJobs(queue, want, workerId, leaseMs, this.target.observed || tracingActive(), { startNow, armAhead, bufferLeaseMs });
+          ? await this.store.claimLimitedJobs(queue, want, workerId, leaseMs, limits, this.keyCursor, keyBlocks)
+          : await this.store.claimJobs(queue, want, workerId, leaseMs, this.target.observed || tracingActive(), { startNow, armAhead, bufferLeaseMs }, keyBlocks);
         // A claim that never got its queue's lock said nothing about the queue: a wedge (readiness) all the same.
         if (!claimed.lockBusy) this.answeredAt = performance.now();
         this.backoff.succeeded();

@@ -90,6 +90,8 @@ export class HeldJob extends JobAttempt {
   /** The outcome, set when the handler ends: a failure, a snooze (ms until it runs again), or neither (completed). */
   failure: AttemptFailure | undefined;
   snoozeMs: number | undefined;
+  /** The handler threw RateLimitedError: the block it asks (the snooze's last_error note says so). */
+  rateLimited: { ms: number; key: string | undefined; note: string } | undefined;
   /** What the handler returned (a completion only), and its JSON text when there is one to store. */
   result: unknown;
   resultJson: string | undefined;

@@ -31,6 +31,8 @@ export class JobBuffer {
   readonly auto: ReadAhead | undefined;
   /** Fixed prefetch: no refill until a slot frees after a give-back for age (a hung handler keeps its slot). */
   private refillHeld = false;
+  /** The queue has limits across instances now (set at runtime): nothing is read ahead, whatever the prefetch. */
+  off = false;
 
   constructor(
     concurrency: number,
@@ -46,7 +48,7 @@ export class JobBuffer {
 
   /** How many jobs to hold beyond the running ones now. */
   get readAhead(): number {
-    if (this.refillHeld) return 0;
+    if (this.refillHeld || this.off) return 0;
     return this.auto ? this.auto.size : this.fixed;
   }
 

@@ -1,7 +1,7 @@
 import type { LoggerService } from '@nestjs/common';
 import pg from 'pg';
 import { JOBS_CHANNEL } from '../pg-queue.constants.js';
-import { CANCEL_CHANNEL, DONE_CHANNEL, REVIEW_CHANNEL } from '../store/shared.sql.js';
+import { CANCEL_CHANNEL, DONE_CHANNEL, LIMITS_CHANNEL, REVIEW_CHANNEL } from '../store/shared.sql.js';
 import { abortConnect, cutClient } from '../utils/pg-client.js';
 import { RetryBackoff, wakeableSleep, withDeadline, withTimeout } from '../utils/retry-backoff.js';
 
@@ -12,6 +12,8 @@ export interface ListenerEvents {
   onCancel(jobId: string, token: string | undefined): void;
   /** Jobs of this queue that workers may hold in their buffers were paused or rewritten: check them. */
   onReview?(queue: string): void;
+  /** The queue's limits changed, or a partner's 429 blocked it or one of its keys: read its row again. */
+  onLimits?(queue: string): void;
   /** LISTEN is (re)established: anything sent while it was down was missed, so look now. */
   onUp(): void;
   /** LISTEN is down: fall back to polling. */
@@ -55,7 +57,7 @@ export class NotificationListener {
     private readonly logger: LoggerService,
     private readonly liveness: ListenerLiveness = DEFAULT_LIVENESS,
     /** What to LISTEN to: the workers' channels by default; waitFor's listener takes DONE_CHANNEL only. */
-    private readonly channels: readonly string[] = [JOBS_CHANNEL, CANCEL_CHANNEL, REVIEW_CHANNEL],
+    private readonly channels: readonly string[] = [JOBS_CHANNEL, CANCEL_CHANNEL, REVIEW_CHANNEL, LIMITS_CHANNEL],
   ) {
     this.backoff = new RetryBackoff('LISTEN connection', logger, 100, 5_000);
   }
@@ -122,6 +124,8 @@ export class NotificationListener {
         this.events.onCancel(jobId, token);
       } else if (n.channel === REVIEW_CHANNEL && n.payload) {
         this.events.onReview?.(n.payload);
+      } else if (n.channel === LIMITS_CHANNEL && n.payload) {
+        this.events.onLimits?.(n.payload);
       } else if (n.channel === DONE_CHANNEL && n.payload?.startsWith('flow:')) {
         const [, flowId, status] = n.payload.split(':', 3);
         this.events.onFlowDone?.(flowId, status);

@@ -25,6 +25,8 @@ export interface PendingOutcome extends JobRef {
   readonly spawned?: FlowPlan;
   /** Set when the handler snoozed (JobSnoozedError): ms until the job runs again; its attempt is not counted. */
   readonly snoozeMs: number | undefined;
+  /** Set with snoozeMs for a partner's 429 (RateLimitedError): its last_error note. */
+  readonly rateLimited?: { note: string };
   /** Times the database refused this outcome's row (not counting outages). */
   refusals: number;
 }
@@ -98,7 +100,7 @@ export class OutcomeWriter<O extends PendingOutcome = PendingOutcome> {
       return (o) => statuses.get(o.id);
     });
     this.snoozes = new OutcomeQueue<O>('snooze', logger, lane, sink, maxBatch, async (batch) => {
-      const snoozed = await store.snoozeJobs(workerId, batch.map((o) => ({ id: o.id, token: o.token, delayMs: o.snoozeMs! })));
+      const snoozed = await store.snoozeJobs(workerId, batch.map((o) => ({ id: o.id, token: o.token, delayMs: o.snoozeMs!, ...(o.rateLimited && { note: o.rateLimited.note }) })));
       return (o) => (snoozed.has(o.id) ? 'queued' : undefined);
     });
   }

@@ -1,5 +1,9 @@
 import type { JobRef, ClaimedJob } from '../store/job.store.js';
-import { LATE_STARTS, STALE_CLAIM, WORKER_DEFECT } from '../pg-queue.messages.js';
+import { LATE_STARTS, LIMITED_NOT_MARKED, STALE_CLAIM, WORKER_DEFECT } from '../pg-queue.messages.js';
+import type { EffectiveLimits } from '../limits/queue-limits.js';
+import type { ResolvedFairness } from '../interfaces/job-handler-options.interface.js';
+import type { ClaimLimits } from '../store/job-store.types.js';
+import { hasLimits } from '../utils/resolve-options.js';
 import { errorLine } from '../utils/error-text.js';
 import { ClaimLoop, type ClaimLoopState, type ClaimTarget } from './claim-loop.js';
 import { EagerStarts, type EagerInsert } from './eager-starts.js';
@@ -62,7 +66,7 @@ export class QueueWorker implements ClaimTarget {
         workerId: config.workerId,
         leaseMs: config.leaseMs,
         bufferLeaseMs: state.deadlines.bufferLeaseMs,
-        limits: state.limited ? { globalConcurrency, rateLimit, concurrencyPerKey, fairness: fairness && { weights: fairness.weights, defaultWeight: fairness.defaultWeight } } : undefined,
+        limits: state.limited ? claimLimits({ globalConcurrency, rateLimit, concurrencyPerKey }, fairness) : undefined,
         gatherMs: config.options.batch?.waitMs,
       },
       shared.store,
@@ -222,7 +226,7 @@ export class QueueWorker implements ClaimTarget {
    */
   get eagerSlotFree(): boolean {
     const { state } = this;
-    return state.config.options.eagerStart && !state.stopping && state.slots.eagerSlotFree(state.armed.length, state.buffer.size, state.buffer.readAhead);
+    return state.config.options.eagerStart && !state.limited && !state.stopping && state.slots.eagerSlotFree(state.armed.length, state.buffer.size, state.buffer.readAhead);
   }
 
   /**
@@ -254,6 +258,40 @@ export class QueueWorker implements ClaimTarget {
   /** A cancel notice (LeaseAnswers.cancelled): true if it aborted a running job. */
   cancelled(jobId: string, token: string | undefined, reason: Error): boolean {
     return this.answers.cancelled(jobId, token, reason);
+  }
+
+  // ---- Limits changed at runtime (QueueLimitsKeeper reads them from the queue's row) ----
+
+  /**
+   * The queue's limits in force changed, or whether a key of it is blocked by a partner's 429 (`keyBlocks`): the next
+   * claim and the next starts follow them. Lowering concurrency aborts nothing: fewer jobs start until the running ones
+   * are under it. A switch to limits across instances changes the claim (claimLimitedJobs, under the queue's lock) and
+   * gives the buffer back (a limited queue reads nothing ahead: a held job would have used a start); the jobs this
+   * worker runs are marked `limited`, so that the limited claims count them. Eager starts stop (eagerSlotFree).
+   */
+  applyLimits(limits: EffectiveLimits, keyBlocks: boolean): void {
+    const { state } = this;
+    state.slots.concurrency = limits.concurrency;
+    if (state.startAhead) state.startAhead.concurrency = limits.concurrency;
+    // Fair share is the decorator's (its weights change at runtime in their own table, read by every fair claim).
+    const { fairness } = state.config.options;
+    const limited = hasLimits({ ...limits, fairness });
+    const becameLimited = limited && !state.limited;
+    state.limited = state.buffer.off = limited;
+    if (becameLimited) {
+      const back = state.buffer.takeAll();
+      if (back.length) void state.giveBack(back, 'its queue has limits across instances now');
+      const started = [...state.held.values()].filter((job) => job.state !== 'buffered').map((job) => job.id);
+      const { store, logger } = state.shared;
+      store.markLimited(state.config.workerId, started).catch((error: unknown) => logger.warn(LIMITED_NOT_MARKED(state.config.queue, started.length, errorLine(error))));
+    }
+    this.claims.setLimits(limited ? claimLimits(limits, fairness) : undefined, keyBlocks);
+    this.pump();
+  }
+
+  /** The queue is blocked by a partner's 429 for `ms` more: the claim loop looks again when it ends (its claims until then take nothing). */
+  blockedFor(ms: number): void {
+    if (ms > 0) this.claims.wakeAt(ms + 1);
   }
 
   /** Jobs of this queue may have been paused or rewritten where they sit in buffers: check ours before starting any (LeaseAnswers.checkBuffer). */
@@ -394,4 +432,10 @@ export class QueueWorker implements ClaimTarget {
   abandonAll(): JobRef[] {
     return this.runs.abandonAll();
   }
+}
+
+/** What a limited claim enforces: the limits in force, and the queue's fair share (its weights' defaults) if it has one. */
+function claimLimits(limits: Pick<ClaimLimits, 'globalConcurrency' | 'rateLimit' | 'concurrencyPerKey'>, fairness: ResolvedFairness | undefined): ClaimLimits {
+  const { globalConcurrency, rateLimit, concurrencyPerKey } = limits;
+  return { globalConcurrency, rateLimit, concurrencyPerKey, ...(fairness && { fairness: { weights: fairness.weights, defaultWeight: fairness.defaultWeight } }) };
 }

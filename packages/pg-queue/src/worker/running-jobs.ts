@@ -145,6 +145,7 @@ export class RunningJobs {
       if (job.committed && error === undefined) {
         // A transactional handler: its transaction wrote and committed the completion with the handler's writes.
         job.result = result;
+        state.shared.rateLimits?.succeeded(state.config.queue);
         state.shared.outcomes.committed(job, job.committed.flowJobs);
       } else {
         const problem = decideOutcome(job, error, result, this.rules);
@@ -152,6 +153,9 @@ export class RunningJobs {
           this.backoffProblemLogged = true;
           state.shared.logger.error(`${problem} (job ${job.id}; further bad answers of this backoff are not logged)`);
         }
+        const sink = state.shared.rateLimits;
+        if (job.rateLimited) sink?.rateLimited(state.config.queue, job.rateLimited.ms, job.rateLimited.key, state.config.options.rateLimitedBackoff.maxMs);
+        else if (job.failure === undefined && job.snoozeMs === undefined) sink?.succeeded(state.config.queue);
         state.shared.outcomes.write(job);
       }
     } catch (error) {

@@ -29,7 +29,8 @@ export class StartAhead {
   /** Moving average of the start mark's (or claim's) round trip, ms; NaN until one has answered. */
   private markMs = NaN;
 
-  constructor(private readonly concurrency: number) {}
+  /** `concurrency` changes with the queue's limits at runtime (QueueWorker.applyLimits). */
+  constructor(public concurrency: number) {}
 
   /** A handler returned (or threw) after `ms`. */
   jobFinished(ms: number): void {

@@ -105,7 +105,8 @@ export class Slots {
    * @param callSize a batch handler's jobs per call; undefined for a handler of one job
    */
   constructor(
-    readonly concurrency: number,
+    /** Changed at runtime by the queue's limits (QueueWorker.applyLimits): lowered, the counts above it only start fewer. */
+    public concurrency: number,
     readonly batchSize: number,
     readonly callSize: number | undefined,
   ) {}

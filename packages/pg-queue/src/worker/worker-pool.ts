@@ -21,12 +21,16 @@ import { InstanceRegistration } from '../instances/instance-registration.js';
 import type { InstanceQueue } from '../store/instance.store.js';
 import { putBack } from './put-back.js';
 import { QueueWorker } from './queue-worker.js';
+import { QueueLimitsKeeper, type KeptQueue } from './queue-limits-keeper.js';
 import type { ClaimLoopState } from './claim-loop.js';
 import { RowLockLane } from './row-lock-lane.js';
 import { PgQueueLogger } from '../utils/terminal-text.js';
 
 /** One queue's claim loop as health checks and the instance's row read it (WorkerPool.claimLoops). */
 export type ClaimLoopReport = ClaimLoopState & { queue: string; idleSlots: number };
+
+/** How long the boot waits for the first read of its queues' limits before the claims start anyway. */
+const FIRST_LIMITS_READ_MS = 2_000;
 
 /** How long after its own pause a process takes a pause notice of that queue for its echo. */
 const OWN_REVIEW_ECHO_MS = 5_000;
@@ -50,6 +54,10 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
   private pollEveryMs = 0;
   private shuttingDown = false;
   private registration: InstanceRegistration | undefined;
+  /** The queues' limits as their rows say, read again on notices and every half second (QueueLimitsKeeper). */
+  private limits: QueueLimitsKeeper | undefined;
+  /** The first read of the queues' limits has answered (or failed): the claim loops run from then on. */
+  private limitsRead = false;
 
   /**
    * The store on the leases pool: heartbeats, outcomes, put-backs, claims, the instance's registration. Never the
@@ -94,7 +102,7 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
   /** The queue's worker here, if it may take a job of this process's enqueue at once (QueueWorker.eagerSlotFree). */
   eagerWorker(queue: string): QueueWorker | undefined {
     const worker = this.workers.get(queue);
-    return worker !== undefined && !this.shuttingDown && worker.eagerSlotFree ? worker : undefined;
+    return worker !== undefined && this.limitsRead && !this.shuttingDown && worker.eagerSlotFree ? worker : undefined;
   }
 
   /** Jobs running in this process, per queue (jobs read ahead and not started are not counted). */
@@ -128,7 +136,7 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
     this.review(queue, !echo);
   }
 
-  onApplicationBootstrap(): void {
+  async onApplicationBootstrap(): Promise<void> {
     const handlers = this.registry.all();
     if (!this.options.workers || handlers.length === 0) return;
     const { workerId, leaseMs, heartbeatMs } = this.options;
@@ -142,7 +150,8 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
       flows: flowAccess(this.apiStore.flows, this.options, this.registry),
       steps: { store: this.apiStore.steps, workerId, maxResultBytes: this.options.maxResultBytes },
     };
-    const shared = { store: this.store, outcomes: this.outcomes, lane, logger: this.logger, events: this.events, leases, services };
+    const rateLimits = { rateLimited: (...a: Parameters<QueueLimitsKeeper['rateLimited']>) => this.limits?.rateLimited(...a), succeeded: (queue: string) => this.limits?.succeeded(queue) };
+    const shared = { store: this.store, outcomes: this.outcomes, lane, logger: this.logger, events: this.events, leases, services, rateLimits };
     for (const h of handlers) {
       const handle = h.options.transactional ? this.inTransaction(h) : h.handle;
       const config = {
@@ -157,13 +166,21 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
       };
       this.workers.set(h.queue, new QueueWorker(config, shared));
     }
+    const kept = new Map<string, KeptQueue>();
+    for (const h of handlers) {
+      const { concurrency, globalConcurrency, rateLimit, concurrencyPerKey } = h.options;
+      kept.set(h.queue, { defaults: { concurrency, globalConcurrency, rateLimit, concurrencyPerKey }, worker: this.workers.get(h.queue)! });
+    }
+    this.limits = new QueueLimitsKeeper(this.store, kept, this.logger, (queue) => this.checkBuffer(queue));
     this.listener = new NotificationListener(
       this.connection.listenerConfig,
       {
         onJobs: (queue) => this.workers.get(queue)?.wake(),
         onCancel: (jobId, token) => this.cancelled(jobId, token),
         onReview: (queue) => this.reviewHeard(queue),
+        onLimits: (queue) => this.workers.has(queue) && this.limits?.read(),
         onUp: () => {
+          this.limits?.read(); // a change sent while LISTEN was down was missed
           this.setPoll(this.options.pollIntervalMs);
           this.wakeAll();
         },
@@ -174,14 +191,22 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
     this.setPoll(this.options.fallbackPollIntervalMs); // until LISTEN is up
     leases.start();
     this.listener.start();
+    // The claims start once the queues' rows were read (or the read failed: then on the decorators' limits), so that a
+    // process joining after a change never claims on the decorator's limits first; the boot waits for that read (one
+    // round trip), at most FIRST_LIMITS_READ_MS (a database that slow serves no claim either). Eager starts wait too.
+    await withDeadline(this.limits.start(), FIRST_LIMITS_READ_MS);
+    if (this.shuttingDown) return;
+    this.limitsRead = true;
     for (const worker of this.workers.values()) worker.start();
-    const registered = new Map(handlers.map((h) => [h.queue, registeredQueue(h)]));
+    const registered = new Map(handlers.map((h) => [h.queue, registeredQueue(h.queue, h.options)]));
     const stalledAfterMs = this.options.health.claimStalledAfterMs;
     const queues = () =>
       [...this.workers].map(([queue, w]) => {
         const loop = w.claimLoopState;
         const progress = { sinceClaimMs: Math.round(loop.sinceAnswerMs), idleSlots: loop.idleSlots, claimHeld: loop.held, stalledAfterMs };
-        return { ...registered.get(queue)!, running: w.activeCount, ...progress };
+        // The limits in force (changed at runtime: QueueLimitsKeeper), which whyNotRunning reads from the registration.
+        const inForce = this.limits?.inForce(queue);
+        return { ...(inForce ? registeredQueue(queue, inForce) : registered.get(queue)!), running: w.activeCount, ...progress };
       });
     this.registration = new InstanceRegistration(this.store.instances, workerId, heartbeatMs, leaseMs + heartbeatMs, queues, this.logger);
     this.registration.start();
@@ -210,6 +235,7 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
       if (released > 0) this.logger.warn(`shutdown: ${what}; ${released} put back in the queue`);
     }
     this.leases!.stop();
+    await this.limits?.stop();
     await this.listener!.close();
     await this.registration?.stop();
     this.workers.clear();
@@ -281,12 +307,12 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
 }
 
 /** A queue as this instance registers it: its concurrency, and its limits across instances (whyNotRunning reads them). */
-function registeredQueue(h: RegisteredHandler): Omit<InstanceQueue, 'running'> {
-  const { globalConcurrency, rateLimit, concurrencyPerKey } = h.options;
+function registeredQueue(queue: string, options: Pick<RegisteredHandler['options'], 'concurrency' | 'globalConcurrency' | 'rateLimit' | 'concurrencyPerKey'>): Omit<InstanceQueue, 'running'> {
+  const { globalConcurrency, rateLimit, concurrencyPerKey } = options;
   const limits = {
     ...(globalConcurrency !== undefined && { globalConcurrency }),
     ...(rateLimit !== undefined && { rateLimit: { max: rateLimit.max, intervalMs: rateLimit.intervalMs } }),
     ...(concurrencyPerKey !== undefined && { concurrencyPerKey }),
   };
-  return { queue: h.queue, concurrency: h.options.concurrency, ...(Object.keys(limits).length > 0 && { limits }) };
+  return { queue, concurrency: options.concurrency, ...(Object.keys(limits).length > 0 && { limits }) };
 }

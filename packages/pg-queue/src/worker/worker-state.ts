@@ -13,6 +13,7 @@ import type { JobServices } from './job-attempt.js';
 import { JobBuffer } from './job-buffer.js';
 import type { OutcomeWriter } from './outcome-writer.js';
 import { PUT_BACK_DEADLINE_MS } from './put-back.js';
+import type { RateLimitSink } from './queue-limits-keeper.js';
 import type { RowLockLane } from './row-lock-lane.js';
 import { StartAhead } from './start-ahead.js';
 import { Slots, StartDeadlines } from './start-plan.js';
@@ -41,6 +42,8 @@ export interface SharedParts {
   services?: JobServices;
   /** The heartbeat: check the buffers now. */
   leases: { checkNow(): void; readonly nextSeq: number };
+  /** Where a handler's 429 (RateLimitedError) and a success go (QueueLimitsKeeper); absent in tests of one worker. */
+  rateLimits?: RateLimitSink;
 }
 
 /**
@@ -59,8 +62,11 @@ export class WorkerState {
   /** How many jobs to mark ahead of the free slots; undefined for a batch handler (its calls start from claims). */
   readonly startAhead: StartAhead | undefined;
   readonly deadlines: StartDeadlines;
-  /** The queue has limits (globalConcurrency, rateLimit, concurrencyPerKey): see RunningJobs.freeSlot. */
-  readonly limited: boolean;
+  /**
+   * The queue has limits (globalConcurrency, rateLimit, concurrencyPerKey): see RunningJobs.freeSlot. Changed at runtime
+   * when the limits stored for the queue change (QueueWorker.applyLimits).
+   */
+  limited: boolean;
   readonly tell: AttemptReport;
   stopping = false;
   /** The buffer may hold jobs taken back: nothing starts from it until a beat numbered this or later answers. */

@@ -8,7 +8,7 @@ import 'reflect-metadata';
 import { Injectable, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import pg from 'pg';
-import { JobHandler, PgQueueModule, type BatchJob, type Job, type PgQueueModuleOptions } from '../../src/index.js';
+import { JobHandler, PgQueueModule, RateLimitedError, type BatchJob, type Job, type PgQueueModuleOptions } from '../../src/index.js';
 import { serveStart } from '../support/serve-start.js';
 
 export interface LimitsWorkerConfig {
@@ -75,6 +75,21 @@ class LimitHandlers {
   // Fair share across keys (fairness, weights and per-key caps from the suite's `queues`: fair-share.spec.ts).
   @JobHandler('fair')
   async fair(job: Job<{ ms: number }>) {
+    await run(job);
+  }
+
+  // Limits changed at runtime (runtime-limits-processes.spec.ts): no limit in the decorator. A job whose payload asks
+  // for it throws RateLimitedError once (its first run records it in limit_429s), as a partner's 429 would.
+  @JobHandler('runtime')
+  async runtime(job: Job<{ ms: number; rateLimitedMs?: number; key?: string }>) {
+    const ask = job.payload.rateLimitedMs;
+    if (ask !== undefined) {
+      const { rowCount } = await records.query(
+        `INSERT INTO limit_429s (job_id, worker, at) VALUES ($1, $2, clock_timestamp()) ON CONFLICT (job_id) DO NOTHING`,
+        [job.id, config.workerId],
+      );
+      if (rowCount === 1) throw new RateLimitedError(ask, job.payload.key === undefined ? {} : { key: job.payload.key });
+    }
     await run(job);
   }
 

@@ -61,7 +61,8 @@ export type Behaviour =
   | 'block' // blocks the event loop for `ms`
   | 'write' // writes a row of sim_app in its own statement
   | 'step' // two durable steps, throws on its first attempt after the first step
-  | 'spawn'; // (flow jobs) spawns children, one holding a unique key that may be held already
+  | 'spawn' // (flow jobs) spawns children, one holding a unique key that may be held already
+  | 'ratelimited'; // (queue lim) RateLimitedError(ms) on its first run: the queue starts nothing for ms in any process
 
 export interface SimPayload {
   b: Behaviour;
@@ -90,7 +91,7 @@ export interface ProcessPlan {
 }
 
 export type EnqueueKind = 'single' | 'bulk' | 'tx-commit' | 'tx-rollback' | 'unique' | 'delayed' | 'priority' | 'flow' | 'sql' | 'limited' | 'batch' | 'tx-handler' | 'rated' | 'wait' | 'fair';
-export type OperatorKind = 'bulk-cancel' | 'cancel' | 'retry' | 'bulk-retry' | 'replace' | 'pause-resume' | 'prune' | 'close' | 'priority-probe' | 'lock-wait' | 'change' | 'weights';
+export type OperatorKind = 'bulk-cancel' | 'cancel' | 'retry' | 'bulk-retry' | 'replace' | 'pause-resume' | 'prune' | 'close' | 'priority-probe' | 'lock-wait' | 'change' | 'weights' | 'limits';
 export type FaultKind = 'kill' | 'stop' | 'cut' | 'blackhole';
 
 export interface FlowPlan {
@@ -133,7 +134,7 @@ export interface SimPlan {
   pgbouncer: boolean;
 }
 
-const BEHAVIOURS: Record<Behaviour, number> = { ok: 62, throw: 7, junk: 3, timeout: 3, hang: 1, snooze: 4, block: 3, write: 8, step: 5, spawn: 0 };
+const BEHAVIOURS: Record<Behaviour, number> = { ok: 62, throw: 7, junk: 3, timeout: 3, hang: 1, snooze: 4, block: 3, write: 8, step: 5, spawn: 0, ratelimited: 0 };
 
 function handlerOptions(r: Prng, leaseMs: number): JobHandlerOptions {
   const prefetch = r.weighted({ none: 2, fixed: 3, auto: 3 });
@@ -220,7 +221,7 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
       });
       steps.push({ at, type, kind, jobs });
     } else if (type === 'operator') {
-      const kind = r.weighted<OperatorKind>({ 'bulk-cancel': 8, cancel: 10, retry: 12, 'bulk-retry': 4, replace: 14, 'pause-resume': 6, prune: 2, close: 2, 'priority-probe': 3, 'lock-wait': 3, change: 0, weights: 0 });
+      const kind = r.weighted<OperatorKind>({ 'bulk-cancel': 8, cancel: 10, retry: 12, 'bulk-retry': 4, replace: 14, 'pause-resume': 6, prune: 2, close: 2, 'priority-probe': 3, 'lock-wait': 3, change: 0, weights: 0, limits: 0 });
       steps.push({ at, type, kind, pick: r.next(), holdMs: r.int(200, 2_000) });
     } else {
       const kind = r.weighted<'kill' | 'stop'>({ kill: 1, stop: 1 });
@@ -261,6 +262,7 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
   const rateLimit = addRated(seed, end, processes, nonce, steps);
   addWaits(seed, end, nonce, steps);
   addChanges(seed, end, steps);
+  addRuntimeLimits(seed, end, nonce, steps);
   const fair = addFair(seed, end, processes, nonce, steps);
   // The schedule `tick` (sim-worker.ts) fires every second in every process; each scans at least this often.
   const sched = featureStream(seed, 0xc2b2ae35);
@@ -301,7 +303,7 @@ function addHandlerKinds(seed: number, end: number, processes: ProcessPlan[], no
     p.queues.batch = { batch: { size: z.int(2, 20), waitMs: z.pick([0, 50, 200]) }, concurrency: z.pick([1, 2]), maxAttempts: z.int(1, 3), backoff: { baseMs: 50, maxMs: 500 }, timeoutMs: z.pick([3_000, 6_000]) };
     p.queues.txq = { transactional: true, concurrency: z.pick([1, 2, 4]), prefetch: z.pick([0, 'auto' as const]), eagerStart: z.chance(0.5), maxAttempts: z.int(1, 3), backoff: { baseMs: 50, maxMs: 500 }, timeoutMs: z.pick([1_500, 3_000]) };
   }
-  const txWeights: Record<Behaviour, number> = { ok: 80, throw: 8, junk: 0, timeout: 4, hang: 0, snooze: 0, block: 4, write: 0, step: 0, spawn: 0 };
+  const txWeights: Record<Behaviour, number> = { ok: 80, throw: 8, junk: 0, timeout: 4, hang: 0, snooze: 0, block: 4, write: 0, step: 0, spawn: 0, ratelimited: 0 };
   for (let at = 1_200; at < end; at += z.int(1_000, 4_000)) {
     if (z.chance(0.5)) {
       const jobs = Array.from({ length: z.int(2, 30) }, (): PlannedJob => ({
@@ -342,7 +344,7 @@ function addRated(seed: number, end: number, processes: ProcessPlan[], nonce: ()
  */
 function addWaits(seed: number, end: number, nonce: () => number, steps: Step[]): void {
   const w = featureStream(seed, 0x9e3779b9);
-  const weights: Record<Behaviour, number> = { ok: 70, throw: 10, junk: 3, timeout: 3, hang: 0, snooze: 5, block: 2, write: 4, step: 3, spawn: 0 };
+  const weights: Record<Behaviour, number> = { ok: 70, throw: 10, junk: 3, timeout: 3, hang: 0, snooze: 5, block: 2, write: 4, step: 3, spawn: 0, ratelimited: 0 };
   for (let at = 1_800; at < end; at += w.int(1_000, 3_000)) {
     const jobs = Array.from({ length: w.int(1, 5) }, (): PlannedJob => ({ payload: payload(w, nonce, weights), priority: 0, delayMs: w.chance(0.2) ? w.int(100, 2_000) : 0 }));
     steps.push({ at, type: 'enqueue', kind: 'wait', jobs });
@@ -388,6 +390,29 @@ function addFair(seed: number, end: number, processes: ProcessPlan[], nonce: () 
   }
   for (let at = 3_000; at < end; at += f.int(3_000, 10_000)) steps.push({ at, type: 'operator', kind: 'weights', pick: f.next(), holdMs: 0 });
   return { perKey, slots };
+}
+
+/**
+ * Limits changed at runtime and by a handler (issue 42, part 2), on queue `lim`: every 2 to 6 s either the operator
+ * changes its limits (operator.ts, `limits`: globalConcurrency 1 to 4 or back to the decorator's, and sometimes each
+ * process's concurrency), or a job of it meets a partner's 429 (`ratelimited`: RateLimitedError of 200 to 1,000 ms on
+ * its first run). Checked from the tables: the global limit in force at each start (invariants.ts, limitsHeld, the
+ * changes read from sim_queue_changes) and no start inside a block (rateLimitedBlocks).
+ */
+function addRuntimeLimits(seed: number, end: number, nonce: () => number, steps: Step[]): void {
+  const l = featureStream(seed, 0x1b873593);
+  for (let at = 3_000; at < end; at += l.int(2_000, 6_000)) {
+    if (l.chance(0.5)) steps.push({ at, type: 'operator', kind: 'limits', pick: l.next(), holdMs: 0 });
+    else {
+      const jobs = Array.from({ length: l.int(3, 12) }, (_, i): PlannedJob => ({
+        payload: { b: i === 0 ? 'ratelimited' : 'ok', ms: i === 0 ? l.int(200, 1_000) : l.int(20, 200), n: nonce() },
+        priority: 0,
+        delayMs: 0,
+        queue: 'lim',
+      }));
+      steps.push({ at, type: 'enqueue', kind: 'limited', jobs });
+    }
+  }
 }
 
 /** Shares of the plan's steps by type and kind, for the report and docs/reliability.md. */

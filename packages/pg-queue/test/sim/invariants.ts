@@ -270,9 +270,9 @@ export function priorityWithinClaims(facts: Facts): Violation[] {
  * concurrency, nor more than one run of queue `keyed` per concurrency key. Runs a fault held are left out (a frozen
  * process's run goes on after its lease was given to another: the limit counts leases, not stale handlers).
  */
-export function limitsHeld(facts: Facts, globalConcurrency: number): Violation[] {
+export function limitsHeld(facts: Facts, globalConcurrency: number | ((atMs: number) => number)): Violation[] {
   const out: Violation[] = [];
-  const check = (name: string, runs: Run[], limit: number) => out.push(...overlapViolations(name, runs, limit));
+  const check = (name: string, runs: Run[], limit: number | ((atMs: number) => number)) => out.push(...overlapViolations(name, runs, limit));
   const live = (r: Run) => liveRun(facts, r);
   check('global-concurrency', facts.runs.filter((r) => r.queue === 'lim' && live(r)), globalConcurrency);
   const byKey = new Map<string, Run[]>();
@@ -286,8 +286,12 @@ export function liveRun(facts: Facts, r: Run): boolean {
   return r.ended_at !== null && !facts.held.has(heldKey(r));
 }
 
-/** The first moment more than `limit` of `runs` overlap (one violation `limits.<name>`), from their intervals. */
-export function overlapViolations(name: string, runs: Run[], limit: number): Violation[] {
+/**
+ * The first moment more than the limit of `runs` overlap (one violation `limits.<name>`), from their intervals. The
+ * limit is fixed, or the one in force at each instant (changed at runtime: invariants-runtime-limits.ts, globalLimitOf).
+ */
+export function overlapViolations(name: string, runs: Run[], fixedOrAt: number | ((atMs: number) => number)): Violation[] {
+  const limitAt = typeof fixedOrAt === 'number' ? () => fixedOrAt : fixedOrAt;
   const events = runs.flatMap((r) => [
     { at: r.started_at.getTime(), d: 1, r },
     { at: (r.ended_at ?? r.started_at).getTime(), d: -1, r },
@@ -297,9 +301,9 @@ export function overlapViolations(name: string, runs: Run[], limit: number): Vio
   for (const e of events) {
     if (e.d < 0) open.delete(e.r);
     else open.add(e.r);
-    if (open.size > limit) {
+    if (e.d > 0 && open.size > limitAt(e.at)) {
       const now = [...open];
-      return [{ invariant: `limits.${name}`, jobIds: now.map((r) => r.job_id), detail: `${now.length} runs at once (limit ${limit}) at ${new Date(e.at).toISOString()}: ${now.map((r) => `${r.job_id}/${r.attempt} on ${r.worker}`).join(', ')}` }];
+      return [{ invariant: `limits.${name}`, jobIds: now.map((r) => r.job_id), detail: `${now.length} runs at once (limit ${limitAt(e.at)}) at ${new Date(e.at).toISOString()}: ${now.map((r) => `${r.job_id}/${r.attempt} on ${r.worker}`).join(', ')}` }];
     }
   }
   return [];

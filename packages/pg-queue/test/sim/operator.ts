@@ -122,6 +122,16 @@ export async function act(d: OperatorDeps, kind: OperatorKind, pick: number, hol
       await record(d.db, kind, t0, ids, null);
       return `priority probe: ${ids.length} jobs`;
     }
+    case 'limits': {
+      // Queue lim's limits at runtime (README, "Limits changed at runtime"): its global limit 1 to 4 or the decorator's,
+      // and in a third of the changes each process's concurrency 1 or the decorator's. sim_queue_changes (a trigger)
+      // keeps when each took effect in the row; the invariants read the limit in force there.
+      const globalConcurrency = pick < 0.2 ? null : 1 + (Math.floor(pick * 1_000) % 4);
+      const change = { globalConcurrency, ...(pick > 0.66 ? { concurrency: pick > 0.83 ? 1 : null } : {}) };
+      const limits = await d.queue.setQueueLimits('lim', change);
+      await record(d.db, kind, t0, [], { change, limits });
+      return `limits of lim: ${JSON.stringify(change)}`;
+    }
     case 'change': {
       // Up to 8 jobs of queue `sim` from the workers' front on: the change answers 'changed' only for a job not
       // started and not held; whatever it answered is in sim_ops, and the runs' payload invariant checks the rest.

@@ -25,6 +25,7 @@ import { waitsMatchRows } from './invariants-waits.js';
 import * as inv from './invariants.js';
 import { act } from './operator.js';
 import { SIM_TABLES } from './tables.js';
+import { globalLimitOf, rateLimitedBlocks } from './invariants-runtime-limits.js';
 
 const WORKER_SOURCES = [fileURLToPath(new URL('./sim-worker.ts', import.meta.url)), fileURLToPath(new URL('./sim-worker-records.ts', import.meta.url))];
 /** Steps in flight at once; a step that would exceed it waits (the plan's clock then runs late, which is recorded). */
@@ -78,7 +79,8 @@ export async function runSim(url: string, seed: number, minutes: number): Promis
       ...inv.replaceSparesRunning(facts),
       ...(await inv.attemptsCharged(db, facts)),
       ...inv.priorityWithinClaims(facts),
-      ...inv.limitsHeld(facts, plan.globalConcurrency),
+      ...inv.limitsHeld(facts, await globalLimitOf(db, plan.globalConcurrency)),
+      ...(await rateLimitedBlocks(db)),
       ...(await rateLimitHeld(db, plan.rateLimit)),
       ...fairPerKeyHeld(facts, plan.fair.perKey),
       ...(await fairNotOvertaken(db, plan.fair)),

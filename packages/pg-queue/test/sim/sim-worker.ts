@@ -13,7 +13,7 @@ import { NestFactory } from '@nestjs/core';
 import { openSync, writeSync } from 'node:fs';
 import pg from 'pg';
 import { DataSource } from 'typeorm';
-import { JobHandler, JobSnoozedError, PgQueueModule, QueueService, RecurringJob, type BatchJob, type EnqueueResult, type Job, type TransactionalJob } from '../../src/index.js';
+import { JobHandler, JobSnoozedError, PgQueueModule, RateLimitedError, QueueService, RecurringJob, type BatchJob, type EnqueueResult, type Job, type TransactionalJob } from '../../src/index.js';
 import { serveStart } from '../support/serve-start.js';
 import type { WorkerProcessConfig } from '../faults/support/worker-process.js';
 import type { EnqueueKind, FlowPlan, PlannedJob, SimPayload } from './generator.js';
@@ -102,12 +102,19 @@ async function run(job: Job<SimPayload>): Promise<unknown> {
         await job.step('two', () => mark('two'));
         break;
       }
+      case 'ratelimited': {
+        // A partner's 429 on the job's first run (its attempt is not charged, so the count of its runs tells).
+        const { rows } = await records.query<{ n: number }>('SELECT count(*)::int AS n FROM sim_runs WHERE job_id = $1', [job.id]);
+        if (rows[0].n === 1) throw new RateLimitedError(p.ms);
+        await sleep(20, job.signal);
+        break;
+      }
       case 'spawn':
         await job.spawn([{ ref: 'child', queue: 'sim', payload: { b: 'ok', ms: 1, n: -Number(job.id) } satisfies SimPayload, uniqueKey: p.key }]);
         break;
     }
   } catch (error) {
-    await recordEnd(runId, error instanceof JobSnoozedError ? 'slept' : outcomeOf(error)).catch(() => undefined);
+    await recordEnd(runId, error instanceof JobSnoozedError || error instanceof RateLimitedError ? 'slept' : outcomeOf(error)).catch(() => undefined);
     throw error;
   }
   await recordEnd(runId, 'ok');

@@ -79,4 +79,14 @@ export const SIM_TABLES = `
   CREATE TABLE sim_waits (job_id int8 PRIMARY KEY, since timestamptz NOT NULL DEFAULT clock_timestamp(), answer text, status text, result jsonb, answered_at timestamptz);
   CREATE TABLE sim_steps (job_id int8 NOT NULL, name text NOT NULL, attempt int NOT NULL, worker text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp());
   -- Processes that ended: how (signal or code), whether the simulation meant it, and how long a SIGTERM took.
+  CREATE TABLE sim_queue_changes (queue text NOT NULL, limits jsonb, blocked_until timestamptz, at timestamptz NOT NULL DEFAULT clock_timestamp());
+  -- Limits changed at runtime and a partner's 429 blocks (issue 42): every change of a queue's row, by the database clock.
+  CREATE FUNCTION sim_track_queue() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN
+    IF TG_OP = 'INSERT' OR NEW.limits IS DISTINCT FROM OLD.limits OR NEW.blocked_until IS DISTINCT FROM OLD.blocked_until THEN
+      INSERT INTO sim_queue_changes (queue, limits, blocked_until) VALUES (NEW.queue_name, NEW.limits, NEW.blocked_until);
+    END IF;
+    RETURN NULL;
+  END $$;
+  CREATE TRIGGER sim_track_queue AFTER INSERT OR UPDATE ON background_queues FOR EACH ROW EXECUTE FUNCTION sim_track_queue();
   CREATE TABLE sim_exits (worker text NOT NULL, pid int NOT NULL, how text NOT NULL, meant boolean NOT NULL, ms int, at timestamptz NOT NULL DEFAULT clock_timestamp());`;

@@ -60,7 +60,7 @@ export function overviewView(ctx: PageContext, data: OverviewData): string {
   <th scope="row"><a href="${ctx.base}/jobs?queue=${encodeURIComponent(q.name)}">${q.name}</a></th>
   ${COLUMNS.map((s) => count(q, s))}
   <td class="n" data-oldest="${q.name}">${formatDuration(q.oldestDueMs)}</td>
-  <td>${q.paused ? html`<span class="paused">paused</span>` : 'running'}${!q.served && q.counts.queued > 0 ? html` <a class="unserved" href="${ctx.base}/instances" data-unserved="${q.name}">nobody runs this queue</a>` : null}${q.stalledBy.length > 0 ? html` <a class="unserved" href="${ctx.base}/instances" data-stalled="${q.name}" title="${q.stalledBy.join(', ')}">${String(q.stalledBy.length)} instance(s) not claiming</a>` : null}</td>
+  <td>${q.paused ? html`<span class="paused">paused</span>` : 'running'} <a href="${ctx.base}/queues/${encodeURIComponent(q.name)}" data-limits="${q.name}">limits</a>${!q.served && q.counts.queued > 0 ? html` <a class="unserved" href="${ctx.base}/instances" data-unserved="${q.name}">nobody runs this queue</a>` : null}${q.stalledBy.length > 0 ? html` <a class="unserved" href="${ctx.base}/instances" data-stalled="${q.name}" title="${q.stalledBy.join(', ')}">${String(q.stalledBy.length)} instance(s) not claiming</a>` : null}</td>
   <td>${q.paused
       ? actionForm(ctx, `/queues/${encodeURIComponent(q.name)}/resume`, 'Resume', queueQuestion('resume', q.name))
       : actionForm(ctx, `/queues/${encodeURIComponent(q.name)}/pause`, 'Pause', queueQuestion('pause', q.name))}</td>
