@@ -1,5 +1,5 @@
 import type { AttemptHistoryRow, JobFlowRow } from '../../store/dashboard.store.js';
-import { formatJson, formatRelative, formatSpan, formatTime } from './format.js';
+import { absTime, formatJson, formatRelative, formatSpan, formatTime } from './format.js';
 import { waitingText } from './flow-graph.js';
 import { instanceAnchor } from './instances.view.js';
 import type { WaitExplanation } from '../../waiting/wait-reasons.js';
@@ -58,11 +58,11 @@ function attemptsBlock(ctx: PageContext, attempts: AttemptHistoryRow[]): HtmlVal
   const rows = attempts.map((a) => {
     const error = a.error === null ? html`<span class="muted">none</span>` : ctx.hidePayloads ? html`<span class="muted">hidden (hidePayloads)</span>` : html`<span title="${a.error}">${a.error.split('\n', 1)[0]}</span>`;
     const duration = a.duration_ms === null ? '—' : formatSpan(a.duration_ms);
-    return html`<tr><td>${String(a.attempt)}</td><td>${a.worker ?? '—'}</td><td>${a.started_at === null ? '—' : formatTime(a.started_at)}</td><td>${duration}</td><td>${a.outcome}</td><td>${error}</td></tr>`;
+    return html`<tr><td data-label="attempt">${String(a.attempt)}</td><td data-label="worker">${a.worker ?? '—'}</td><td data-label="started">${a.started_at === null ? '—' : absTime(a.started_at)}</td><td data-label="ran for">${duration}</td><td data-label="outcome">${a.outcome}</td><td class="full" data-label="error">${error}</td></tr>`;
   });
   return html`<h2>Attempt history</h2>
 <p class="muted">Each attempt that did not complete, oldest first; the job's fields above are its latest attempt.</p>
-<table data-field="attempts"><thead><tr><th>attempt</th><th>worker</th><th>started</th><th>ran for</th><th>outcome</th><th>error</th></tr></thead><tbody>${rows}</tbody></table>`;
+<table data-field="attempts" class="stack"><thead><tr><th>attempt</th><th>worker</th><th>started</th><th>ran for</th><th>outcome</th><th>error</th></tr></thead><tbody>${rows}</tbody></table>`;
 }
 
 
@@ -75,17 +75,17 @@ function stepsBlock(ctx: PageContext, steps: unknown): HtmlValue {
   const rows = (steps as { name: string; result?: unknown; attempt: number; at: string; until?: string }[]).map((s) => {
     const what =
       s.until !== undefined
-        ? html`<span class="muted">sleep until ${formatTime(s.until)}</span>`
+        ? html`<span class="muted">sleep until ${absTime(s.until)}</span>`
         : ctx.hidePayloads
           ? html`<span class="muted">hidden (hidePayloads)</span>`
           : 'result' in s
             ? html`<pre>${formatJson(s.result)}</pre>`
             : html`<span class="muted">no result</span>`;
-    return html`<tr><td>${s.name}</td><td>${String(s.attempt)}</td><td>${formatTime(s.at)}</td><td>${what}</td></tr>`;
+    return html`<tr><td data-label="step">${s.name}</td><td data-label="attempt">${String(s.attempt)}</td><td data-label="recorded">${absTime(s.at)}</td><td class="full">${what}</td></tr>`;
   });
   return html`<h2>Steps</h2>
 <p class="muted">Recorded by job.step() and job.sleep(): a later attempt returns these results without running the step again.</p>
-<table data-field="steps"><thead><tr><th>step</th><th>attempt</th><th>recorded</th><th>result</th></tr></thead><tbody>${rows}</tbody></table>`;
+<table data-field="steps" class="stack"><thead><tr><th>step</th><th>attempt</th><th>recorded</th><th>result</th></tr></thead><tbody>${rows}</tbody></table>`;
 }
 
 /**
@@ -152,7 +152,7 @@ ${flowFields(ctx, row, flow)}
 <dt>Attempts</dt><dd>${String(row.attempts)} of ${String(row.max_attempts)}</dd>
 <dt>Priority</dt><dd>${String(row.priority)}</dd>
 ${status === 'processing'
-    ? html`<dt>Lease owner</dt><dd data-field="locked_by">${str('locked_by') ? html`<a href="${ctx.base}/instances#${instanceAnchor(str('locked_by')!)}">${str('locked_by')}</a>` : '—'}${str('lease_expires_at') ? ` (${buffered ? 'in its read-ahead buffer, ' : ''}lease until ${formatTime(str('lease_expires_at'))})` : ''}</dd>`
+    ? html`<dt>Lease owner</dt><dd data-field="locked_by">${str('locked_by') ? html`<a href="${ctx.base}/instances#${instanceAnchor(str('locked_by')!)}">${str('locked_by')}</a>` : '—'}${str('lease_expires_at') ? html` (${buffered ? 'in its read-ahead buffer, ' : ''}lease until ${absTime(str('lease_expires_at'))})` : ''}</dd>`
     : html`<dt>Last run by</dt><dd data-field="locked_by">${str('locked_by') ?? '—'}</dd>`}
 <dt>Unique key</dt><dd>${str('unique_key') ?? '—'}</dd>
 <dt>Concurrency key</dt><dd>${str('concurrency_key') ?? '—'}</dd>
@@ -160,7 +160,7 @@ ${typeof traceparent === 'string' ? html`<dt>Trace</dt><dd data-field="tracepare
 </dl>
 ${why ? html`<h2>Why it is not running</h2><ul class="why" data-field="why">${why.reasons.map((r) => html`<li data-gate="${r.gate}">${r.reason}</li>`)}</ul>` : null}
 <h2>Timeline</h2>
-<ol class="timeline">${timeline.map((t) => html`<li><strong>${t.label}</strong>: ${formatTime(t.at)} <span class="muted">(${formatRelative(t.at, now)})</span></li>`)}</ol>
+<ol class="timeline">${timeline.map((t) => html`<li><strong>${t.label}</strong>: ${absTime(t.at)} <span class="muted">(${formatRelative(t.at, now)})</span></li>`)}</ol>
 ${block('payload', 'Payload')}
 ${'result' in row ? block('result', 'Result') : html`<h2>Result</h2><p class="muted">Not recorded by this version of the schema.</p>`}
 ${'progress' in row && !bar ? block('progress', 'Progress') : null}

@@ -1,5 +1,5 @@
 import type { ScheduleInfo } from '../../interfaces/recurring-job.interface.js';
-import { formatTime } from './format.js';
+import { absTime } from './format.js';
 import { html } from './html.js';
 import { scheduleQuestion } from './confirm-questions.js';
 import { actionForm, layout, type PageContext } from './layout.js';
@@ -9,8 +9,8 @@ export function schedulesView(ctx: PageContext, schedules: ScheduleInfo[]): stri
     (s) => html`<tr data-schedule="${s.name}">
 <th scope="row">${s.name}</th><td><a href="${ctx.base}/jobs?queue=${encodeURIComponent(s.queue)}">${s.queue}</a></td>
 <td><code>${s.cron}</code> <span class="muted">${s.timeZone}</span></td>
-<td>${s.paused ? html`<span class="paused">paused</span>` : s.orphaned ? html`<span class="muted">orphaned (no instance declares it)</span>` : formatTime(s.nextFireAt)}</td>
-<td>${formatTime(s.lastFireAt)}</td><td>${s.source}</td>
+<td>${s.paused ? html`<span class="paused">paused</span>` : s.orphaned ? html`<span class="muted">orphaned (no instance declares it)</span>` : absTime(s.nextFireAt)}</td>
+<td>${absTime(s.lastFireAt)}</td><td>${s.source}</td>
 <td>${s.paused
       ? actionForm(ctx, `/schedules/${encodeURIComponent(s.name)}/resume`, 'Resume', scheduleQuestion('resume', s.name))
       : actionForm(ctx, `/schedules/${encodeURIComponent(s.name)}/pause`, 'Pause', scheduleQuestion('pause', s.name))}</td></tr>`,
