@@ -18,7 +18,9 @@ import { jobView } from './views/job.view.js';
 import { jobsView } from './views/jobs.view.js';
 import { bulkQuestion, flowQuestion, jobQuestion, queueQuestion, scheduleQuestion, selectedQuestion } from './views/confirm-questions.js';
 import { confirmPage, errorPage, layout, type PageContext } from './views/layout.js';
-import { LISTED_STATUSES, overviewView, type ListedStatus } from './views/overview.view.js';
+import { overviewView } from './views/overview.view.js';
+import { queueView } from './views/queue.view.js';
+import { isJobId, JOB_ID, lastSegment, lastSegments, listedStatus, refuseNul, SELECTION_MAX } from './dashboard-params.js';
 import { instancesView } from './views/instances.view.js';
 import { schedulesView } from './views/schedules.view.js';
 import { html } from './views/html.js';
@@ -39,21 +41,6 @@ const SECURITY_HEADERS: Record<string, string> = {
 
 const JOB_ACTIONS = new Set<DashboardAction>(['retry', 'cancel', 'delete', 'run-now']);
 const TOGGLES = new Set(['pause', 'resume']);
-const JOB_ID = /^[1-9][0-9]{0,18}$/;
-const INT8_MAX = 9223372036854775807n;
-/** The most jobs one action on a selection takes (a page of the list holds at most 500). */
-const SELECTION_MAX = 500;
-
-/** A job id within bigint's range (19 digits pass JOB_ID up to 9999999999999999999; PostgreSQL then refuses it). */
-function isJobId(text: string): boolean {
-  return JOB_ID.test(text) && BigInt(text) <= INT8_MAX;
-}
-
-/** Text PostgreSQL refuses in a text parameter ("invalid byte sequence"): a filter with it is bad input, not a 500. */
-function refuseNul(name: string, value: string | null): void {
-  if (value?.includes('\0')) throw new PgQueueError(`The ${name} cannot contain the NUL character.`);
-}
-
 interface Entered {
   viewer: Viewer;
   ctx: PageContext;
@@ -156,6 +143,15 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
         const found = isJobId(id) ? await this.dashboard.flow(id, after) : null; // past bigint: no such flow
         if (!found) return [404, layout(ctx, 'flows', `Flow ${id}`, html`<p class="muted">No flow ${id}: never enqueued, or deleted (the pruner deletes a finished flow once its jobs are gone).</p>`)];
         return flowView(ctx, found);
+      });
+    }
+
+    @Get('queues/:name')
+    queue(@Req() req: AnyRequest, @Res() res: AnyResponse) {
+      const name = lastSegment(req);
+      return this.page(req, res, `/queues/${encodeURIComponent(name)}`, async (ctx) => {
+        refuseNul('queue name', name);
+        return queueView(ctx, await this.dashboard.queuePage(name));
       });
     }
 
@@ -414,23 +410,4 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
     }
   }
   return PgQueueDashboardController;
-}
-
-/** The status filter of the jobs list or of a bulk action: a job status, due or scheduled; null when not given. */
-function listedStatus(value: string | null | undefined): ListedStatus | null {
-  if (!value) return null;
-  if (!LISTED_STATUSES.includes(value as ListedStatus)) throw new PgQueueError(`Unknown status ${JSON.stringify(value)}: one of ${LISTED_STATUSES.join(', ')}.`);
-  return value as ListedStatus;
-}
-
-function lastSegments(req: AnyRequest, n: number): string[] {
-  return requestUrl(req)
-    .pathname.replace(/\/+$/, '')
-    .split('/')
-    .slice(-n)
-    .map((s) => decodeURIComponent(s));
-}
-
-function lastSegment(req: AnyRequest): string {
-  return lastSegments(req, 1)[0];
 }

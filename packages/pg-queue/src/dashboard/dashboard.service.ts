@@ -16,6 +16,7 @@ import type { FlowsData } from './views/flows.view.js';
 import type { JobsData } from './views/jobs.view.js';
 import type { DashboardCounts, ListedStatus, OverviewData } from './views/overview.view.js';
 import type { InstancesData } from './views/instances.view.js';
+import type { QueueData } from './views/queue.view.js';
 import { stalledInstances, unservedQueues } from '../store/instance.store.js';
 import type { WaitExplanation } from '../waiting/wait-reasons.js';
 import { PgQueueLogger } from '../utils/terminal-text.js';
@@ -121,6 +122,25 @@ export class DashboardService implements OnApplicationShutdown {
         minutes: minutes.get(name)!,
       })),
     };
+  }
+
+  /**
+   * A queue's page: its counts, paused or not, its oldest due job's wait, the instances that serve it, and its finished
+   * jobs' throughput, wait and run percentiles over the last hour and day (on the pool's second connection, as the
+   * overview's chart).
+   */
+  async queuePage(name: string): Promise<QueueData> {
+    const [head, times] = await Promise.all([
+      this.store.read(async (q) => {
+        const counts = (await splitQueued(q, await q.countByStatus()))[name] ?? null;
+        const paused = (await q.pausedQueues()).includes(name);
+        const oldestDueMs = counts && counts.queued > 0 ? ((await q.oldestDue([name])).get(name) ?? null) : null;
+        const instances = (await q.instances()).filter((i) => i.queues.some((x) => x.queue === name));
+        return { counts, paused, oldestDueMs, instances };
+      }),
+      this.store.read((q) => q.queueTimes(name)),
+    ]);
+    return { name, ...head, times };
   }
 
   /**

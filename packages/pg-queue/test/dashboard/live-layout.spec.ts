@@ -8,6 +8,7 @@ import { dashboardBasicAuth } from 'nestjs-pg-queue/dashboard';
 import { createTestDatabase } from '@internal/pg-harness';
 import { findChromium, launchChromium } from './support/browser.js';
 import { startDashboardApp } from './support/dashboard-app.js';
+import { measure } from './support/layout-checks.js';
 import { sqlPool } from '../support/test-app.js';
 
 // Issue 44, the dashboard against Oban Web, River UI and bull-board: live tables and counts with a pause button,
@@ -20,30 +21,6 @@ const USERS = [{ name: 'admin', password: 'admin-password', access: 'full' as co
 const REFRESH_MS = 1_000;
 const chromiumPath = findChromium();
 const describeInBrowser = chromiumPath ? describe : describe.skip;
-
-/** What the checks read in the page (the test's tsconfig has no DOM types). */
-interface Measured {
-  page: number;
-  screen: number;
-  /** Elements whose right edge passes the screen's, as "tag.class". */
-  wide: string[];
-  /** Table cells whose text is cut (scrollWidth past clientWidth while not wrapping). */
-  clipped: string[];
-}
-
-async function measure(page: Page): Promise<Measured> {
-  return page.evaluate(() => {
-    type El = { tagName: string; className: string; scrollWidth: number; clientWidth: number; textContent: string; getBoundingClientRect(): { right: number; width: number }; closest(s: string): El | null };
-    const win = globalThis as unknown as { innerWidth: number; document: { documentElement: { scrollWidth: number }; querySelectorAll(s: string): ArrayLike<El> } };
-    const all = Array.from(win.document.querySelectorAll('body *'));
-    // Inside a scrolling <pre> (a payload or a stack) a long line scrolls in its own box, as it should.
-    const wide = all.filter((e) => e.getBoundingClientRect().width > 0 && e.getBoundingClientRect().right > win.innerWidth + 1 && !e.closest('pre')).map((e) => `${e.tagName.toLowerCase()}.${e.className}`);
-    const clipped = Array.from(win.document.querySelectorAll('td, th'))
-      .filter((c) => c.scrollWidth > c.clientWidth + 1)
-      .map((c) => `${c.tagName.toLowerCase()}.${c.className}: ${c.textContent.slice(0, 60)}`);
-    return { page: win.document.documentElement.scrollWidth, screen: win.innerWidth, wide, clipped };
-  });
-}
 
 describeInBrowser('the dashboard live and laid out for any screen, in headless Chromium', () => {
   let db: pg.Pool;

@@ -99,6 +99,12 @@ th.pick, td.pick { width:1.6rem; padding-right:0; }
 .rate-axis { text-align:left; color:var(--bad); }
 .x-axis { grid-column:2; display:flex; justify-content:space-between; font-size:.7rem; color:var(--muted); }
 svg .grid { stroke:#e7e8ea; stroke-dasharray:3 3; }
+svg .p50, svg .p95 { fill:none; stroke:#1b4aa0; stroke-width:1.5; vector-effect:non-scaling-stroke; }
+svg .p95 { stroke:#b26a00; stroke-dasharray:4 3; }
+svg circle.p50 { fill:#1b4aa0; stroke:none; } svg circle.p95 { fill:#b26a00; stroke:none; }
+svg .tip { fill:transparent; }
+.p50 { color:#1b4aa0; font-weight:600; } .p95 { color:#b26a00; font-weight:600; }
+.chart-grid > div:empty { width:0; }
 @media (max-width: 720px) {
   header { flex-wrap:wrap; gap:.4rem 1rem; padding:.5rem .8rem; }
   header nav { order:3; width:100%; display:flex; overflow-x:auto; white-space:nowrap; }

@@ -57,7 +57,7 @@ export function overviewView(ctx: PageContext, data: OverviewData): string {
   };
   const rows = data.queues.map(
     (q) => html`<tr data-queue="${q.name}">
-  <th scope="row"><a href="${ctx.base}/jobs?queue=${encodeURIComponent(q.name)}">${q.name}</a></th>
+  <th scope="row"><a href="${ctx.base}/queues/${encodeURIComponent(q.name)}" data-queue-link="${q.name}">${q.name}</a></th>
   ${COLUMNS.map((s) => count(q, s))}
   <td class="n" data-oldest="${q.name}" data-label="oldest due waits">${formatDuration(q.oldestDueMs)}</td>
   <td>${q.paused ? html`<span class="paused">paused</span>` : 'running'}${!q.served && q.counts.queued > 0 ? html` <a class="unserved" href="${ctx.base}/instances" data-unserved="${q.name}">nobody runs this queue</a>` : null}${q.stalledBy.length > 0 ? html` <a class="unserved" href="${ctx.base}/instances" data-stalled="${q.name}" title="${q.stalledBy.join(', ')}">${String(q.stalledBy.length)} instance(s) not claiming</a>` : null}</td>
