@@ -16,7 +16,7 @@ import { flowView } from './views/flow.view.js';
 import { flowsView } from './views/flows.view.js';
 import { jobView } from './views/job.view.js';
 import { jobsView } from './views/jobs.view.js';
-import { bulkQuestion, flowQuestion, jobQuestion, queueQuestion, scheduleQuestion, selectedQuestion } from './views/confirm-questions.js';
+import { bulkQuestion, duplicateQuestion, flowQuestion, jobQuestion, queueQuestion, scheduleQuestion, selectedQuestion } from './views/confirm-questions.js';
 import { confirmPage, errorPage, layout, type PageContext } from './views/layout.js';
 import { overviewView } from './views/overview.view.js';
 import { queueView } from './views/queue.view.js';
@@ -201,6 +201,23 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
             const { changed, waiting } = await this.dashboard.act(viewer, action, { ids });
             const others = changed + waiting.length < ids.length ? ' (the others are in a status it does not change, or gone)' : '';
             return `${action}: ${changed} of ${ids.length} selected job${ids.length === 1 ? '' : 's'} changed${others}.${waitingNote(waiting)}`;
+          },
+        };
+      });
+    }
+
+    // Before jobs/:id/:action, which would take "duplicate" for an action of the store.
+    @Post('jobs/:id/duplicate')
+    async duplicate(@Req() req: AnyRequest, @Res() res: AnyResponse) {
+      const [id] = lastSegments(req, 2);
+      await this.action(req, res, `/jobs/${id}/duplicate`, () => {
+        if (!isJobId(id)) throw new PgQueueError(`Not a job id: ${JSON.stringify(id)}.`);
+        return {
+          question: duplicateQuestion(id),
+          run: async (viewer) => {
+            const outcome = await this.dashboard.duplicate(viewer, id);
+            if (!outcome) return `Job ${id}: nothing to duplicate (it is gone).`;
+            return 'copy' in outcome ? `Job ${id} duplicated: the copy is job ${outcome.copy}.` : `Job ${id} not duplicated: ${outcome.refused}.`;
           },
         };
       });

@@ -238,6 +238,21 @@ export class DashboardService implements OnApplicationShutdown {
   }
 
   /**
+   * Enqueues a copy of job `id`: its queue, payload, priority and max attempts, due now; not its unique key (the copy
+   * would be refused as a duplicate), steps, progress or result. A job of a flow is not copied: its place in the flow
+   * cannot be. Null: no such job.
+   */
+  async duplicate(viewer: Viewer, id: string): Promise<{ copy: string } | { refused: string } | null> {
+    const found = await this.store.read((q) => q.jobDetail(id));
+    if (!found) return null;
+    const { row } = found;
+    if (row.flow_id !== null && row.flow_id !== undefined) return { refused: `job ${id} belongs to flow ${String(row.flow_id)}: a copy would have no place in it` };
+    const copy = await this.queue.enqueue(String(row.queue_name), row.payload, { priority: Number(row.priority), maxAttempts: Number(row.max_attempts) });
+    this.logger.log(`${who(viewer)} duplicated job ${id} as job ${copy} (queue ${String(row.queue_name)})`);
+    return { copy };
+  }
+
+  /**
    * An action on one job (`ids`) or on every job of a filter, in batches of ACTION_BATCH rows, each its own
    * short transaction, for at most ACTION_BUDGET_MS; logged with who did it and how many jobs it changed.
    */

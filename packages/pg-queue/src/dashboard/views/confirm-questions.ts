@@ -97,3 +97,7 @@ export function scheduleQuestion(action: 'pause' | 'resume', name: string): stri
 export function flowQuestion(id: string, name: string | null): string {
   return `Cancel flow ${id}${name === null ? '' : ` (${name})`}? Its queued and blocked jobs never run, its running ones are told to abort, and no compensation runs.`;
 }
+
+export function duplicateQuestion(id: string): string {
+  return `Enqueue a copy of job ${id} (same queue, payload, priority and max attempts, due now)?`;
+}
