@@ -16,7 +16,7 @@ import { flowView } from './views/flow.view.js';
 import { flowsView } from './views/flows.view.js';
 import { jobView } from './views/job.view.js';
 import { jobsView } from './views/jobs.view.js';
-import { bulkQuestion, duplicateQuestion, flowQuestion, jobQuestion, queueQuestion, scheduleQuestion, selectedQuestion } from './views/confirm-questions.js';
+import { bulkQuestion, duplicateQuestion, flowQuestion, jobQuestion, queueQuestion, SCHEDULE_ACTIONS, scheduleQuestion, selectedQuestion, type ScheduleAction } from './views/confirm-questions.js';
 import { confirmPage, errorPage, layout, type PageContext } from './views/layout.js';
 import { overviewView } from './views/overview.view.js';
 import { queueView } from './views/queue.view.js';
@@ -280,13 +280,14 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
     async scheduleAction(@Req() req: AnyRequest, @Res() res: AnyResponse) {
       const [name, action] = lastSegments(req, 2);
       await this.action(req, res, `/schedules/${encodeURIComponent(name)}/${action}`, () => {
-        if (!TOGGLES.has(action)) throw new PgQueueError(`Unknown action ${JSON.stringify(action)}.`);
-        const toggle = action as 'pause' | 'resume';
+        if (!SCHEDULE_ACTIONS.includes(action as ScheduleAction)) throw new PgQueueError(`Unknown action ${JSON.stringify(action)}.`);
+        const act = action as ScheduleAction;
         return {
-          question: scheduleQuestion(toggle, name),
+          question: scheduleQuestion(act, name, field(req, 'source') === 'code' ? 'code' : 'runtime'),
           run: async (viewer) => {
-            const found = await this.dashboard.scheduleAction(viewer, name, toggle);
-            return found ? `Schedule ${name} ${action}d.` : `No schedule ${name}.`;
+            const { found, job } = await this.dashboard.scheduleAction(viewer, name, act);
+            if (!found) return `No schedule ${name}.`;
+            return act === 'fire' ? `Schedule ${name} fired: job ${job} enqueued.` : `Schedule ${name} ${act === 'remove' ? 'removed' : `${act}d`}.`;
           },
         };
       });
@@ -374,7 +375,7 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
         const { question, run } = prepare();
         if (field(req, 'confirmed') !== '1') {
           const carried: Record<string, string | string[]> = { return: back };
-          for (const key of ['queue', 'status']) {
+          for (const key of ['queue', 'status', 'source']) {
             const value = field(req, key);
             if (value) carried[key] = value;
           }

@@ -17,6 +17,7 @@ import type { JobsData } from './views/jobs.view.js';
 import type { DashboardCounts, ListedStatus, OverviewData } from './views/overview.view.js';
 import type { InstancesData } from './views/instances.view.js';
 import type { QueueData } from './views/queue.view.js';
+import type { ScheduleAction } from './views/confirm-questions.js';
 import { stalledInstances, unservedQueues } from '../store/instance.store.js';
 import type { WaitExplanation } from '../waiting/wait-reasons.js';
 import { PgQueueLogger } from '../utils/terminal-text.js';
@@ -288,11 +289,20 @@ export class DashboardService implements OnApplicationShutdown {
     this.logger.log(`${who(viewer)} ${action}d queue ${queue}`);
   }
 
-  async scheduleAction(viewer: Viewer, name: string, action: 'pause' | 'resume'): Promise<boolean> {
-    const found = action === 'pause' ? await this.queue.pauseSchedule(name) : await this.queue.resumeSchedule(name);
-    this.logger.log(`${who(viewer)} ${action}d schedule ${name}${found ? '' : ' (no such schedule)'}`);
-    return found;
+  /** Pause, resume, fire now or remove a schedule (QueueService's methods); false: no such schedule. `fire` returns the job's id. */
+  async scheduleAction(viewer: Viewer, name: string, action: ScheduleAction): Promise<{ found: boolean; job?: string }> {
+    let found: boolean;
+    let job: string | undefined;
+    if (action === 'fire') {
+      job = (await this.queue.fireSchedule(name)) ?? undefined;
+      found = job !== undefined;
+    } else if (action === 'remove') found = await this.queue.removeSchedule(name);
+    else found = action === 'pause' ? await this.queue.pauseSchedule(name) : await this.queue.resumeSchedule(name);
+    const did = { pause: 'paused', resume: 'resumed', fire: 'fired', remove: 'removed' }[action];
+    this.logger.log(`${who(viewer)} ${did} schedule ${name}${job ? ` (job ${job})` : ''}${found ? '' : ' (no such schedule)'}`);
+    return { found, job };
   }
+
 }
 
 /**

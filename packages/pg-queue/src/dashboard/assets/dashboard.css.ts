@@ -79,6 +79,7 @@ ul.counts { list-style:none; margin:0; padding:0; display:flex; flex-wrap:wrap; 
 .legend { font-size:.8rem; }
 .status-due { background:#e7e8ea; }
 .status-scheduled { background:#f3ecfb; color:#5b2c91; }
+ol.fires { margin:0; padding-left:1.2rem; }
 .status-sleeping { background:#e6f0f5; color:#1e5a78; }
 table tr.run th { background:#f6f7f7; font-size:.8rem; color:var(--muted); border-top:2px solid var(--line); }
 .scroll { overflow-x:auto; -webkit-overflow-scrolling:touch; }
