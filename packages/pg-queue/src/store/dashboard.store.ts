@@ -6,6 +6,7 @@ import { DASHBOARD_SQL } from './dashboard.sql.js';
 import { FlowStore } from './flow.store.js';
 import { inTransaction } from './in-transaction.js';
 import { JobStore } from './job.store.js';
+import { STATS_EXACT_LIMIT } from './job-read.store.js';
 import type { InstanceRecord } from './instance.store.js';
 import { explainWait } from '../waiting/explain-wait.js';
 import type { WaitExplanation } from '../waiting/wait-reasons.js';
@@ -154,8 +155,11 @@ export const FLOW_JOB_COUNT_CAP = 10_000;
 export const WAITING_REFS_SHOWN = 10;
 /** The throughput chart reads at most this many finished rows per status (newest first). */
 export const CHART_ROW_CAP = 50_000;
-/** The dashboard's counts are exact up to this many jobs per queue and status, estimated above. */
-export const DASHBOARD_EXACT_LIMIT = 1_000;
+/**
+ * The dashboard's counts are exact up to this many jobs per queue and status, estimated above: the bound of
+ * QueueService.stats() and `pg-queue stats`, so that the dashboard and the command line show the same numbers.
+ */
+export const DASHBOARD_EXACT_LIMIT = STATS_EXACT_LIMIT;
 
 /** One bucket of a queue's finished jobs: counts, and percentiles in ms of their last attempt's wait and run (null: none). */
 export interface TimeBucket {
