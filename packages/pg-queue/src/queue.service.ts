@@ -472,6 +472,14 @@ export class QueueService {
     return this.scheduleCalls.resume(name);
   }
 
+  /**
+   * Enqueues one fire of a schedule now, the job a tick would insert (payload with `_schedule`, its priority and
+   * attempts, fire time by the database clock); the schedule's own next fire does not move. Null if no such schedule.
+   */
+  async fireSchedule(name: string): Promise<string | null> {
+    return this.scheduler.fireNow(scheduleName(name));
+  }
+
   /** Every schedule, with its next and last fire time (code and runtime ones, paused and orphaned ones too). */
   async schedules(): Promise<ScheduleInfo[]> {
     return this.scheduleStore.listSchedules(this.options.recurring.orphanAfterMs);

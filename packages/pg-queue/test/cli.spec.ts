@@ -125,6 +125,11 @@ describe('pg-queue command line', () => {
     const { version } = JSON.parse(await readFile(fileURLToPath(new URL('../package.json', import.meta.url)), 'utf8')) as { version: string };
     expect(await runCli(['--version'])).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' });
     expect(await cli('jobs', 'retry', '999999999', '--yes')).toEqual({ code: 1, stdout: '', stderr: 'pg-queue: job 999999999 not found: nothing changed\n' });
+    // A retry of a completed job is refused with the reason (it exited 0 having changed nothing); the row is as it was.
+    const { rows } = await sql.query<{ id: string }>(`INSERT INTO background_jobs (queue_name, payload, status, attempts, finished_at) VALUES ('done-q', '{}', 'completed', 1, now()) RETURNING id::text AS id`);
+    expect(await cli('jobs', 'retry', rows[0].id, '--yes')).toEqual({ code: 1, stdout: '', stderr: `pg-queue: job ${rows[0].id} is not failed or cancelled, the only statuses retry changes: nothing changed\n` });
+    expect((await sql.query<{ status: string }>('SELECT status::text AS status FROM background_jobs WHERE id = $1', [rows[0].id])).rows[0].status).toBe('completed');
+    await sql.query('DELETE FROM background_jobs WHERE id = $1', [rows[0].id]);
   });
 
   // Anyone on the machine reads a command line while it runs (ps, /proc/<pid>/cmdline): a password given with --url

@@ -94,6 +94,7 @@ describe(`dashboard statements on ${ROWS.toLocaleString('en')} jobs`, () => {
     ['overview: paused queues', DASHBOARD_SQL.pausedQueues, []],
     ['overview: oldest due job per queue', DASHBOARD_SQL.oldestDue, [['emails', 'thumbnails', 'sync']]],
     ['overview: finished per minute (chart)', DASHBOARD_SQL.finishedPerMinute, [CHART_ROW_CAP]],
+    ['queue page: throughput, wait and run percentiles of the last hour and day', DASHBOARD_SQL.queueTimes, ['sync', CHART_ROW_CAP]],
     ['jobs: newest id', DASHBOARD_SQL.maxId, []],
     ['jobs: no filter', DASHBOARD_SQL.listJobs, [maxId, from, null, null, 50, true, null, null]],
     ['jobs: one queue', DASHBOARD_SQL.listJobs, [maxId, from, 'sync', null, 50, true, null, null]],

@@ -124,6 +124,18 @@ describe(`statements that read history, on ${HISTORY_ROWS.toLocaleString('en')} 
     expect(await seqScans(sql, values)).toEqual([]);
   });
 
+  it("a queue page's times read the last day of history through the finish-time index, or a partition whole only when it holds fewer rows than the cap", async () => {
+    // The last day's failed partition holds ~10,500 rows, all in the range and under the cap (50,000): the planner rightly
+    // reads it whole and sorts it. A partition past the cap must be read newest first through its index, never whole.
+    const scanned = await seqScans(DASHBOARD_SQL.queueTimes, ['sync', CHART_ROW_CAP]);
+    expect(scanned.filter((s) => s === 'Seq Scan on background_jobs')).toEqual([]);
+    for (const scan of scanned) {
+      const table = scan.replace('Seq Scan on ', '');
+      const { rows } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table}`);
+      expect([table, rows[0].n < CHART_ROW_CAP]).toEqual([table, true]);
+    }
+  });
+
   it('the estimate above the cap samples history (TABLESAMPLE) rather than reading it', async () => {
     const { rows } = await db.query({ text: `EXPLAIN (FORMAT JSON) ${SQL.countSample}`, values: [5, 0.5] });
     const all = nodes(rows[0]['QUERY PLAN'][0].Plan as PlanNode);

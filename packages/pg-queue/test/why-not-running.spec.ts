@@ -109,7 +109,7 @@ describe('why a job is not running', () => {
     await queue.pause('why-gated');
     try {
       expect(await gatesOf(paused)).toEqual(['scheduled', 'paused']);
-      expect(await reasonOf(paused, 'paused')).toBe('queue "why-gated" is paused (resume() or the dashboard\'s Resume starts it again)');
+      expect(await reasonOf(paused, 'paused')).toBe('queue "why-gated" is paused: resume it with the Resume button on the queue\'s page of the dashboard (or its overview), `pg-queue resume why-gated`, or QueueService.resume()');
     } finally {
       await queue.resume('why-gated');
     }

@@ -19,6 +19,10 @@ export const CANNOT_CONNECT = () => 'cannot connect to the database: no other ch
 
 export const SCHEDULE_NOT_FOUND = (name: string) => `schedule ${JSON.stringify(name)} not found`;
 
+/** Jobs given by id, none of them in a status the action changes (a retry of a completed job): an error, not "done". */
+export const NOTHING_APPLIES = (verb: string, ids: string[], statuses: string[]) =>
+  `job${ids.length > 1 ? 's' : ''} ${ids.join(', ')} ${ids.length > 1 ? 'are' : 'is'} not ${statuses.join(' or ')}, the only statuses ${verb} changes: nothing changed`;
+
 export const JOBS_NOT_FOUND = (ids: string[]) => `job${ids.length > 1 ? 's' : ''} ${ids.join(', ')} not found: nothing changed`;
 
 export const BAD_DURATION = (option: string, value: string) =>

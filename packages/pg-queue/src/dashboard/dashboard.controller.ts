@@ -16,12 +16,14 @@ import { flowView } from './views/flow.view.js';
 import { flowsView } from './views/flows.view.js';
 import { jobView } from './views/job.view.js';
 import { jobsView } from './views/jobs.view.js';
-import { bulkQuestion, flowQuestion, jobQuestion, queueQuestion, scheduleQuestion, selectedQuestion } from './views/confirm-questions.js';
+import { bulkQuestion, duplicateQuestion, flowQuestion, jobQuestion, queueQuestion, SCHEDULE_ACTIONS, scheduleQuestion, selectedQuestion, type ScheduleAction } from './views/confirm-questions.js';
 import { confirmPage, errorPage, layout, type PageContext } from './views/layout.js';
-import { LISTED_STATUSES, overviewView, type ListedStatus } from './views/overview.view.js';
+import { overviewView } from './views/overview.view.js';
+import { queueView } from './views/queue.view.js';
+import { isJobId, JOB_ID, lastSegment, lastSegments, listedStatus, refuseNul, SELECTION_MAX } from './dashboard-params.js';
 import { instancesView } from './views/instances.view.js';
 import { schedulesView } from './views/schedules.view.js';
-import { queueLimitsView, limitsQuestion } from './views/queue-limits.view.js';
+import { limitsQuestion } from './views/queue-limits.view.js';
 import { LIMIT_FIELDS, limitsChangeOf } from './dashboard-limits.js';
 import { html } from './views/html.js';
 import { PgQueueLogger } from '../utils/terminal-text.js';
@@ -41,21 +43,6 @@ const SECURITY_HEADERS: Record<string, string> = {
 
 const JOB_ACTIONS = new Set<DashboardAction>(['retry', 'cancel', 'delete', 'run-now']);
 const TOGGLES = new Set(['pause', 'resume']);
-const JOB_ID = /^[1-9][0-9]{0,18}$/;
-const INT8_MAX = 9223372036854775807n;
-/** The most jobs one action on a selection takes (a page of the list holds at most 500). */
-const SELECTION_MAX = 500;
-
-/** A job id within bigint's range (19 digits pass JOB_ID up to 9999999999999999999; PostgreSQL then refuses it). */
-function isJobId(text: string): boolean {
-  return JOB_ID.test(text) && BigInt(text) <= INT8_MAX;
-}
-
-/** Text PostgreSQL refuses in a text parameter ("invalid byte sequence"): a filter with it is bad input, not a 500. */
-function refuseNul(name: string, value: string | null): void {
-  if (value?.includes('\0')) throw new PgQueueError(`The ${name} cannot contain the NUL character.`);
-}
-
 interface Entered {
   viewer: Viewer;
   ctx: PageContext;
@@ -161,6 +148,15 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
       });
     }
 
+    @Get('queues/:name')
+    queue(@Req() req: AnyRequest, @Res() res: AnyResponse) {
+      const name = lastSegment(req);
+      return this.page(req, res, `/queues/${encodeURIComponent(name)}`, async (ctx) => {
+        refuseNul('queue name', name);
+        return queueView(ctx, await this.dashboard.queuePage(name));
+      });
+    }
+
     @Get('schedules')
     schedules(@Req() req: AnyRequest, @Res() res: AnyResponse) {
       return this.page(req, res, '/schedules', async (ctx) => schedulesView(ctx, await this.dashboard.schedules()));
@@ -212,6 +208,23 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
       });
     }
 
+    // Before jobs/:id/:action, which would take "duplicate" for an action of the store.
+    @Post('jobs/:id/duplicate')
+    async duplicate(@Req() req: AnyRequest, @Res() res: AnyResponse) {
+      const [id] = lastSegments(req, 2);
+      await this.action(req, res, `/jobs/${id}/duplicate`, () => {
+        if (!isJobId(id)) throw new PgQueueError(`Not a job id: ${JSON.stringify(id)}.`);
+        return {
+          question: duplicateQuestion(id),
+          run: async (viewer) => {
+            const outcome = await this.dashboard.duplicate(viewer, id);
+            if (!outcome) return `Job ${id}: nothing to duplicate (it is gone).`;
+            return 'copy' in outcome ? `Job ${id} duplicated: the copy is job ${outcome.copy}.` : `Job ${id} not duplicated: ${outcome.refused}.`;
+          },
+        };
+      });
+    }
+
     @Post('jobs/:id/:action')
     async jobAction(@Req() req: AnyRequest, @Res() res: AnyResponse) {
       const [id, action] = lastSegments(req, 2) as [string, DashboardAction];
@@ -249,12 +262,6 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
       });
     }
 
-    @Get('queues/:name')
-    queue(@Req() req: AnyRequest, @Res() res: AnyResponse) {
-      const name = lastSegment(req);
-      return this.page(req, res, `/queues/${encodeURIComponent(name)}`, async (ctx) => queueLimitsView(ctx, await this.dashboard.queueLimits(name)));
-    }
-
     @Post('queues/:name/:action')
     async queueAction(@Req() req: AnyRequest, @Res() res: AnyResponse) {
       const [name, action] = lastSegments(req, 2);
@@ -279,13 +286,14 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
     async scheduleAction(@Req() req: AnyRequest, @Res() res: AnyResponse) {
       const [name, action] = lastSegments(req, 2);
       await this.action(req, res, `/schedules/${encodeURIComponent(name)}/${action}`, () => {
-        if (!TOGGLES.has(action)) throw new PgQueueError(`Unknown action ${JSON.stringify(action)}.`);
-        const toggle = action as 'pause' | 'resume';
+        if (!SCHEDULE_ACTIONS.includes(action as ScheduleAction)) throw new PgQueueError(`Unknown action ${JSON.stringify(action)}.`);
+        const act = action as ScheduleAction;
         return {
-          question: scheduleQuestion(toggle, name),
+          question: scheduleQuestion(act, name, field(req, 'source') === 'code' ? 'code' : 'runtime'),
           run: async (viewer) => {
-            const found = await this.dashboard.scheduleAction(viewer, name, toggle);
-            return found ? `Schedule ${name} ${action}d.` : `No schedule ${name}.`;
+            const { found, job } = await this.dashboard.scheduleAction(viewer, name, act);
+            if (!found) return `No schedule ${name}.`;
+            return act === 'fire' ? `Schedule ${name} fired: job ${job} enqueued.` : `Schedule ${name} ${act === 'remove' ? 'removed' : `${act}d`}.`;
           },
         };
       });
@@ -373,7 +381,7 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
         const { question, run } = prepare();
         if (field(req, 'confirmed') !== '1') {
           const carried: Record<string, string | string[]> = { return: back };
-          for (const key of ['queue', 'status', ...LIMIT_FIELDS]) {
+          for (const key of ['queue', 'status', 'source', ...LIMIT_FIELDS]) {
             const value = field(req, key);
             if (value) carried[key] = value;
           }
@@ -426,23 +434,4 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
     }
   }
   return PgQueueDashboardController;
-}
-
-/** The status filter of the jobs list or of a bulk action: a job status, due or scheduled; null when not given. */
-function listedStatus(value: string | null | undefined): ListedStatus | null {
-  if (!value) return null;
-  if (!LISTED_STATUSES.includes(value as ListedStatus)) throw new PgQueueError(`Unknown status ${JSON.stringify(value)}: one of ${LISTED_STATUSES.join(', ')}.`);
-  return value as ListedStatus;
-}
-
-function lastSegments(req: AnyRequest, n: number): string[] {
-  return requestUrl(req)
-    .pathname.replace(/\/+$/, '')
-    .split('/')
-    .slice(-n)
-    .map((s) => decodeURIComponent(s));
-}
-
-function lastSegment(req: AnyRequest): string {
-  return lastSegments(req, 1)[0];
 }

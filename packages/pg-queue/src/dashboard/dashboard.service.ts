@@ -17,6 +17,8 @@ import type { FlowsData } from './views/flows.view.js';
 import type { JobsData } from './views/jobs.view.js';
 import type { DashboardCounts, ListedStatus, OverviewData } from './views/overview.view.js';
 import type { InstancesData } from './views/instances.view.js';
+import type { QueueData } from './views/queue.view.js';
+import type { ScheduleAction } from './views/confirm-questions.js';
 import { stalledInstances, unservedQueues } from '../store/instance.store.js';
 import type { WaitExplanation } from '../waiting/wait-reasons.js';
 import { PgQueueLogger } from '../utils/terminal-text.js';
@@ -125,6 +127,26 @@ export class DashboardService implements OnApplicationShutdown {
   }
 
   /**
+   * A queue's page: its counts, paused or not, its oldest due job's wait, the instances that serve it, and its finished
+   * jobs' throughput, wait and run percentiles over the last hour and day (on the pool's second connection, as the
+   * overview's chart).
+   */
+  async queuePage(name: string): Promise<QueueData> {
+    const [head, times, limits] = await Promise.all([
+      this.store.read(async (q) => {
+        const counts = (await splitQueued(q, await q.countByStatus()))[name] ?? null;
+        const paused = (await q.pausedQueues()).includes(name);
+        const oldestDueMs = counts && counts.queued > 0 ? ((await q.oldestDue([name])).get(name) ?? null) : null;
+        const instances = (await q.instances()).filter((i) => i.queues.some((x) => x.queue === name));
+        return { counts, paused, oldestDueMs, instances };
+      }),
+      this.store.read((q) => q.queueTimes(name)),
+      this.queue.getQueueLimits(name),
+    ]);
+    return { name, ...head, times, limits };
+  }
+
+  /**
    * The jobs list: a lookup (an id, or a unique key), or a keyset page of the filter, newest first; `text` searches
    * payloads and errors within the page's ids (never with hidePayloads: the search would tell what they hold).
    */
@@ -219,6 +241,21 @@ export class DashboardService implements OnApplicationShutdown {
   }
 
   /**
+   * Enqueues a copy of job `id`: its queue, payload, priority and max attempts, due now; not its unique key (the copy
+   * would be refused as a duplicate), steps, progress or result. A job of a flow is not copied: its place in the flow
+   * cannot be. Null: no such job.
+   */
+  async duplicate(viewer: Viewer, id: string): Promise<{ copy: string } | { refused: string } | null> {
+    const found = await this.store.read((q) => q.jobDetail(id));
+    if (!found) return null;
+    const { row } = found;
+    if (row.flow_id !== null && row.flow_id !== undefined) return { refused: `job ${id} belongs to flow ${String(row.flow_id)}: a copy would have no place in it` };
+    const copy = await this.queue.enqueue(String(row.queue_name), row.payload, { priority: Number(row.priority), maxAttempts: Number(row.max_attempts) });
+    this.logger.log(`${who(viewer)} duplicated job ${id} as job ${copy} (queue ${String(row.queue_name)})`);
+    return { copy };
+  }
+
+  /**
    * An action on one job (`ids`) or on every job of a filter, in batches of ACTION_BATCH rows, each its own
    * short transaction, for at most ACTION_BUDGET_MS; logged with who did it and how many jobs it changed.
    */
@@ -254,11 +291,6 @@ export class DashboardService implements OnApplicationShutdown {
     this.logger.log(`${who(viewer)} ${action}d queue ${queue}`);
   }
 
-  /** A queue's limits in force and where each comes from (the queue page). */
-  queueLimits(queue: string): Promise<QueueLimits> {
-    return this.queue.getQueueLimits(queue);
-  }
-
   /** Changes a queue's limits at runtime (the queue page's form); QueueService checks them before anything is stored. */
   async setLimits(viewer: Viewer, queue: string, change: QueueLimitsChange): Promise<QueueLimits> {
     const limits = await this.queue.setQueueLimits(queue, change);
@@ -266,11 +298,20 @@ export class DashboardService implements OnApplicationShutdown {
     return limits;
   }
 
-  async scheduleAction(viewer: Viewer, name: string, action: 'pause' | 'resume'): Promise<boolean> {
-    const found = action === 'pause' ? await this.queue.pauseSchedule(name) : await this.queue.resumeSchedule(name);
-    this.logger.log(`${who(viewer)} ${action}d schedule ${name}${found ? '' : ' (no such schedule)'}`);
-    return found;
+  /** Pause, resume, fire now or remove a schedule (QueueService's methods); false: no such schedule. `fire` returns the job's id. */
+  async scheduleAction(viewer: Viewer, name: string, action: ScheduleAction): Promise<{ found: boolean; job?: string }> {
+    let found: boolean;
+    let job: string | undefined;
+    if (action === 'fire') {
+      job = (await this.queue.fireSchedule(name)) ?? undefined;
+      found = job !== undefined;
+    } else if (action === 'remove') found = await this.queue.removeSchedule(name);
+    else found = action === 'pause' ? await this.queue.pauseSchedule(name) : await this.queue.resumeSchedule(name);
+    const did = { pause: 'paused', resume: 'resumed', fire: 'fired', remove: 'removed' }[action];
+    this.logger.log(`${who(viewer)} ${did} schedule ${name}${job ? ` (job ${job})` : ''}${found ? '' : ' (no such schedule)'}`);
+    return { found, job };
   }
+
 }
 
 /**

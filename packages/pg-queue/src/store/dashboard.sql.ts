@@ -94,6 +94,43 @@ export const DASHBOARD_SQL = {
     ) AS f
     GROUP BY 1, 2, 3`,
 
+  // A queue's page (dashboard/views/queue.view.ts): its finished jobs of the last day in buckets of 5 minutes over the
+  // last hour ('hour', 12 buckets) and of an hour over the day ('day', 24), each with its completed and failed counts
+  // and the 50th and 95th percentiles of their last attempt's wait (due, run_at, to start, locked_at) and run (start to
+  // finish). Read as the throughput chart is: a range of the finished-jobs index (status, finished_at) per status,
+  // newest first, at most $2 rows each of every queue (the queue $1 is filtered after the cap, so a quiet queue beside
+  // busy ones costs the cap, not the day); read_completed / read_failed say whether a cap was reached.
+  queueTimes: `
+    WITH raw AS MATERIALIZED (
+      (SELECT queue_name, status, finished_at, locked_at, run_at FROM background_jobs_all
+       WHERE status = 'completed' AND finished_at IS NOT NULL AND finished_at >= now() - interval '24 hours'
+       ORDER BY finished_at DESC LIMIT $2)
+      UNION ALL
+      (SELECT queue_name, status, finished_at, locked_at, run_at FROM background_jobs_all
+       WHERE status = 'failed' AND finished_at IS NOT NULL AND finished_at >= now() - interval '24 hours'
+       ORDER BY finished_at DESC LIMIT $2)
+    ), mine AS (
+      SELECT status, extract(epoch FROM now() - finished_at) AS age_s,
+        CASE WHEN locked_at IS NOT NULL THEN greatest(0, extract(epoch FROM locked_at - run_at) * 1000) END AS wait_ms,
+        CASE WHEN locked_at IS NOT NULL THEN greatest(0, extract(epoch FROM finished_at - locked_at) * 1000) END AS run_ms
+      FROM raw WHERE queue_name = $1
+    ), bucketed AS (
+      SELECT 'hour' AS span, floor(age_s / 300)::int AS ago, status, wait_ms, run_ms FROM mine WHERE age_s < 3600
+      UNION ALL
+      SELECT 'day' AS span, floor(age_s / 3600)::int AS ago, status, wait_ms, run_ms FROM mine
+    )
+    SELECT b.span, b.ago,
+      count(*) FILTER (WHERE b.status = 'completed')::int AS completed,
+      count(*) FILTER (WHERE b.status = 'failed')::int AS failed,
+      percentile_cont(0.5) WITHIN GROUP (ORDER BY b.wait_ms)::float8 AS wait_p50,
+      percentile_cont(0.95) WITHIN GROUP (ORDER BY b.wait_ms)::float8 AS wait_p95,
+      percentile_cont(0.5) WITHIN GROUP (ORDER BY b.run_ms)::float8 AS run_p50,
+      percentile_cont(0.95) WITHIN GROUP (ORDER BY b.run_ms)::float8 AS run_p95,
+      (SELECT count(*) FROM raw WHERE status = 'completed')::int AS read_completed,
+      (SELECT count(*) FROM raw WHERE status = 'failed')::int AS read_failed
+    FROM bucketed AS b
+    GROUP BY b.span, b.ago`,
+
   // The newest id, read from the end of the primary key: where the first page of the jobs list starts.
   maxId: `SELECT coalesce(max(id), 0)::text AS id FROM background_jobs_all`,
 

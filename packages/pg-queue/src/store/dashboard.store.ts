@@ -6,6 +6,7 @@ import { DASHBOARD_SQL } from './dashboard.sql.js';
 import { FlowStore } from './flow.store.js';
 import { inTransaction } from './in-transaction.js';
 import { JobStore } from './job.store.js';
+import { STATS_EXACT_LIMIT } from './job-read.store.js';
 import type { InstanceRecord } from './instance.store.js';
 import { explainWait } from '../waiting/explain-wait.js';
 import type { WaitExplanation } from '../waiting/wait-reasons.js';
@@ -154,8 +155,41 @@ export const FLOW_JOB_COUNT_CAP = 10_000;
 export const WAITING_REFS_SHOWN = 10;
 /** The throughput chart reads at most this many finished rows per status (newest first). */
 export const CHART_ROW_CAP = 50_000;
-/** The dashboard's counts are exact up to this many jobs per queue and status, estimated above. */
-export const DASHBOARD_EXACT_LIMIT = 1_000;
+/**
+ * The dashboard's counts are exact up to this many jobs per queue and status, estimated above: the bound of
+ * QueueService.stats() and `pg-queue stats`, so that the dashboard and the command line show the same numbers.
+ */
+export const DASHBOARD_EXACT_LIMIT = STATS_EXACT_LIMIT;
+
+/** One bucket of a queue's finished jobs: counts, and percentiles in ms of their last attempt's wait and run (null: none). */
+export interface TimeBucket {
+  completed: number;
+  failed: number;
+  waitP50: number | null;
+  waitP95: number | null;
+  runP50: number | null;
+  runP95: number | null;
+}
+
+/** A queue's last hour (12 buckets of 5 minutes) and day (24 of an hour), oldest first; `capped`: a row cap was reached. */
+export interface QueueTimes {
+  hour: TimeBucket[];
+  day: TimeBucket[];
+  capped: boolean;
+}
+
+interface QueueTimeRow {
+  span: 'hour' | 'day';
+  ago: number;
+  completed: number;
+  failed: number;
+  wait_p50: number | null;
+  wait_p95: number | null;
+  run_p50: number | null;
+  run_p95: number | null;
+  read_completed: number;
+  read_failed: number;
+}
 
 /**
  * The statements one dashboard request runs, on one connection inside one transaction whose statement
@@ -217,6 +251,22 @@ export class DashboardQueries {
     const perStatus = new Map<string, number>();
     for (const m of minutes) perStatus.set(m.status, (perStatus.get(m.status) ?? 0) + m.n);
     return { minutes, capped: [...perStatus.values()].some((n) => n >= CHART_ROW_CAP) };
+  }
+
+  /** A queue's finished jobs of the last hour and day, in buckets, with wait and run percentiles (DASHBOARD_SQL.queueTimes). */
+  async queueTimes(queue: string): Promise<QueueTimes> {
+    const rows = await this.run<QueueTimeRow>('queueTimes', [queue, CHART_ROW_CAP]);
+    const empty = (n: number): TimeBucket[] => Array.from({ length: n }, () => ({ completed: 0, failed: 0, waitP50: null, waitP95: null, runP50: null, runP95: null }));
+    const hour = empty(12);
+    const day = empty(24);
+    for (const r of rows) {
+      const buckets = r.span === 'hour' ? hour : day;
+      if (r.ago < 0 || r.ago >= buckets.length) continue;
+      // Oldest first: bucket 0 is the earliest.
+      buckets[buckets.length - 1 - r.ago] = { completed: r.completed, failed: r.failed, waitP50: r.wait_p50, waitP95: r.wait_p95, runP50: r.run_p50, runP95: r.run_p95 };
+    }
+    const capped = rows.some((r) => r.read_completed >= CHART_ROW_CAP || r.read_failed >= CHART_ROW_CAP);
+    return { hour, day, capped };
   }
 
   async listJobs(q: JobListQuery): Promise<JobListPage> {

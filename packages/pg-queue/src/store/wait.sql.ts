@@ -9,12 +9,15 @@ export const WAIT_LIST_CAP = 10;
 export const AHEAD_CAP = 10_000;
 
 export const WAIT_SQL = {
-  // $1 the job's id. limited_running and key_holders read background_jobs_limited_idx (the running jobs a limited
+  // $1 the job's id. sleeping: the name of the durable sleep (job.sleep(), the last step recorded, with an `until`
+  // still ahead) the job is in, else null. limited_running and key_holders read background_jobs_limited_idx (the running jobs a limited
   // claim counts); open_parents background_job_deps_open_idx; ahead background_jobs_claim_idx (the claim's order:
   // priority DESC, run_at, id), stopping at AHEAD_CAP.
   jobWaitFacts: `
     SELECT now() AS now, j.id::text AS id, j.queue_name, j.status, j.buffered, j.locked_by, j.run_at, j.attempts, j.max_attempts,
       j.last_error, j.concurrency_key, j.fence_token > 0 AS ever_claimed,
+      CASE WHEN jsonb_typeof(j.steps) = 'array' AND (j.steps -> -1) ? 'until' AND (j.steps -> -1 ->> 'until')::timestamptz > now()
+           THEN j.steps -> -1 ->> 'name' END AS sleeping,
       (extract(epoch FROM j.run_at - now()) * 1000)::float8 AS due_in_ms,
       coalesce((SELECT q.paused FROM background_queues AS q WHERE q.queue_name = j.queue_name), false) AS paused,
       (SELECT count(*)::int FROM background_jobs AS r WHERE r.queue_name = j.queue_name AND r.status = 'processing' AND r.limited) AS limited_running,

@@ -11,6 +11,7 @@ export type WaitGate =
   | 'scheduled'
   | 'retry'
   | 'snoozed'
+  | 'sleeping'
   | 'paused'
   | 'unserved'
   | 'global-concurrency'
@@ -45,6 +46,8 @@ export interface WaitFacts {
   last_error: string | null;
   concurrency_key: string | null;
   ever_claimed: boolean;
+  /** The name of the durable sleep (job.sleep()) the job is in: the last step it recorded, its `until` ahead. */
+  sleeping: string | null;
   due_in_ms: number;
   paused: boolean;
   limited_running: number;
@@ -99,10 +102,16 @@ export function waitReasons(f: WaitFacts, instances: readonly InstanceRecord[], 
   if (due) {
     const when = `${new Date(now.getTime() + f.due_in_ms).toISOString()} (in ${ms(f.due_in_ms)})`;
     if (f.attempts > 0 && f.last_error !== null) reasons.push({ gate: 'retry', reason: `a retry after attempt ${f.attempts} of ${f.max_attempts} failed: due at ${when}` });
+    else if (f.sleeping !== null) reasons.push({ gate: 'sleeping', reason: `in its durable sleep ${quote(f.sleeping)} (job.sleep()) until ${when}; the handler runs again then and goes on after the sleep` });
     else if (f.ever_claimed) reasons.push({ gate: 'snoozed', reason: `snoozed (or put back) until ${when}` });
     else reasons.push({ gate: 'scheduled', reason: `due at ${when}` });
   }
-  if (f.paused) reasons.push({ gate: 'paused', reason: `queue ${quote(f.queue_name)} is paused (resume() or the dashboard's Resume starts it again)` });
+  if (f.paused) {
+    reasons.push({
+      gate: 'paused',
+      reason: `queue ${quote(f.queue_name)} is paused: resume it with the Resume button on the queue's page of the dashboard (or its overview), \`pg-queue resume ${f.queue_name}\`, or QueueService.resume()`,
+    });
+  }
   const { served, limits } = queueLimitsOf(f.queue_name, instances);
   if (!served) {
     reasons.push({

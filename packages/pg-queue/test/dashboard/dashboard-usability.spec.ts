@@ -99,7 +99,8 @@ describeInBrowser('the dashboard as operators use it, in headless Chromium', () 
     const runAt = (await db.query<{ run_at: Date }>('SELECT run_at FROM background_jobs WHERE id = $1', [weekly])).rows[0].run_at;
     const when = page.locator(`tr[data-job="${weekly}"] td.when time`).first();
     await expect(when.innerText()).resolves.toMatch(/^in [34] min$/);
-    await expect(when.getAttribute('title')).resolves.toBe(formatTime(runAt));
+    // The viewer's zone (this browser's is UTC) and the ISO time on hover.
+    await expect(when.getAttribute('title')).resolves.toBe(`${formatTime(runAt)} (${runAt.toISOString()})`);
     // A completed job: finished "N min ago", and "took" its claim-to-finish span, as the row holds it.
     const done = (await db.query<{ id: string; ms: number }>(`SELECT id::text AS id, (extract(epoch FROM finished_at - locked_at) * 1000)::int AS ms FROM background_jobs WHERE queue_name = 'mail' AND status = 'completed' ORDER BY id DESC LIMIT 1`)).rows[0];
     const cells = await page.locator(`tr[data-job="${done.id}"] td`).allInnerTexts();

@@ -234,7 +234,7 @@ describeInBrowser('what operators open the dashboard for, in headless Chromium',
     const why = page.locator('ul[data-field="why"] li[data-gate]');
     await expect(why.evaluateAll((items) => items.map((li) => li.getAttribute('data-gate')))).resolves.toEqual(['paused']);
     await expect(why.allInnerTexts()).resolves.toEqual(said!.reasons.map((r) => r.reason));
-    await expect(why.first().innerText()).resolves.toBe(`queue "ops-paused" is paused (resume() or the dashboard's Resume starts it again)`);
+    await expect(why.first().innerText()).resolves.toBe(`queue "ops-paused" is paused: resume it with the Resume button on the queue's page of the dashboard (or its overview), \`pg-queue resume ops-paused\`, or QueueService.resume()`);
     await page.screenshot({ path: `${ARTIFACTS}operator-job-why.png`, fullPage: true });
 
     // Resumed from the overview, in another tab.

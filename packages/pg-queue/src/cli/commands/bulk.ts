@@ -2,7 +2,7 @@ import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
 import type { JobStatus } from '../../interfaces/job.interface.js';
 import type { AdminStore, BulkAction, BulkChange, JobFilter } from '../../store/admin.store.js';
-import { IDS_AND_FILTERS, JOBS_NOT_FOUND, NO_TARGET, STATUS_NOT_ALLOWED } from '../cli.messages.js';
+import { IDS_AND_FILTERS, JOBS_NOT_FOUND, NO_TARGET, NOTHING_APPLIES, STATUS_NOT_ALLOWED } from '../cli.messages.js';
 import { confirm } from '../confirm.js';
 import { formatDuration, parseDuration, parseInstant, parseInteger } from '../duration.js';
 import { CliError, UsageError } from '../errors.js';
@@ -107,6 +107,8 @@ async function bulk(store: AdminStore, action: BulkAction, ids: string[], option
   }
   const summary = `${verb} ${count(total)} job(s) ${described}`;
   if (options.dryRun) return print(`dry run: would ${summary}; nothing changed`);
+  // Jobs named by id of which none can change (a retry of a completed job) fail: the caller asked for these jobs.
+  if (total === 0 && filter.ids) throw new CliError(NOTHING_APPLIES(verb, filter.ids, filter.statuses));
   if (total === 0) return print(`no job to ${verb} ${described}`);
   if (!options.yes) await confirm(summary);
 

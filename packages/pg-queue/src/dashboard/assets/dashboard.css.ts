@@ -11,7 +11,8 @@ header a[aria-current] { color:#fff; font-weight:600; border-bottom:2px solid #f
 .databases::before { content:"Database"; color:#c3c4c7; font-size:.8rem; margin-right:.8rem; }
 .who { margin-left:auto; color:#c3c4c7; font-size:.85rem; }
 .updated:not(:empty)::before { content:" · "; }
-main { padding:1rem 1.2rem 3rem; max-width:1200px; }
+main { padding:1rem 1.2rem 3rem; }
+main > p, main > dl.fields, main > .progress { max-width:75rem; }
 h1 { font-size:1.35rem; margin:.3rem 0 1rem; }
 h2 { font-size:1.1rem; margin:1.4rem 0 .6rem; }
 a { color:var(--link); }
@@ -78,10 +79,18 @@ ul.counts { list-style:none; margin:0; padding:0; display:flex; flex-wrap:wrap; 
 .legend { font-size:.8rem; }
 .status-due { background:#e7e8ea; }
 .status-scheduled { background:#f3ecfb; color:#5b2c91; }
+ol.fires { margin:0; padding-left:1.2rem; }
+.status-sleeping { background:#e6f0f5; color:#1e5a78; }
+table tr.run th { background:#f6f7f7; font-size:.8rem; color:var(--muted); border-top:2px solid var(--line); }
 .scroll { overflow-x:auto; -webkit-overflow-scrolling:touch; }
 td.when, td.n, time { white-space:nowrap; }
-td.error-cell { max-width:24rem; overflow:hidden; text-overflow:ellipsis; white-space:nowrap; }
-td.wide code { display:inline-block; max-width:22rem; overflow:hidden; text-overflow:ellipsis; white-space:nowrap; vertical-align:bottom; }
+td.error-cell { min-width:14rem; max-width:40rem; overflow-wrap:anywhere; }
+td.wide { max-width:24rem; overflow-wrap:anywhere; }
+.earlier { font-style:italic; }
+.live-toggle { margin-left:auto; background:transparent; color:#dbe6ff; border-color:#646970; font-size:.8rem; padding:.1rem .5rem; }
+.live-toggle:hover { background:#2c3338; }
+.live-toggle[aria-pressed="true"] { color:#fff; border-color:var(--warn); background:#50370a; }
+.live-toggle + .who { margin-left:0; }
 th.pick, td.pick { width:1.6rem; padding-right:0; }
 .selection { margin:.6rem 0; padding:.4rem .7rem; background:var(--card); border:1px solid var(--line); display:flex; flex-wrap:wrap; gap:.4rem; align-items:center; }
 .selection button { margin:0; }
@@ -93,6 +102,12 @@ th.pick, td.pick { width:1.6rem; padding-right:0; }
 .rate-axis { text-align:left; color:var(--bad); }
 .x-axis { grid-column:2; display:flex; justify-content:space-between; font-size:.7rem; color:var(--muted); }
 svg .grid { stroke:#e7e8ea; stroke-dasharray:3 3; }
+svg .p50, svg .p95 { fill:none; stroke:#1b4aa0; stroke-width:1.5; vector-effect:non-scaling-stroke; }
+svg .p95 { stroke:#b26a00; stroke-dasharray:4 3; }
+svg circle.p50 { fill:#1b4aa0; stroke:none; } svg circle.p95 { fill:#b26a00; stroke:none; }
+svg .tip { fill:transparent; }
+.p50 { color:#1b4aa0; font-weight:600; } .p95 { color:#b26a00; font-weight:600; }
+.chart-grid > div:empty { width:0; }
 @media (max-width: 720px) {
   header { flex-wrap:wrap; gap:.4rem 1rem; padding:.5rem .8rem; }
   header nav { order:3; width:100%; display:flex; overflow-x:auto; white-space:nowrap; }
@@ -104,8 +119,16 @@ svg .grid { stroke:#e7e8ea; stroke-dasharray:3 3; }
   .filters label, .filters input, .filters select { width:100%; }
   .filters { flex-direction:column; align-items:stretch; }
   th.wide, td.wide { display:none; }
-  table.queues td { white-space:nowrap; }
-  td.error-cell { max-width:12rem; }
+  /* Tables marked "stack": one block per row, each cell labelled, nothing wider than the screen. */
+  table.stack, table.stack > tbody { display:block; width:100%; }
+  table.stack > thead { display:none; }
+  table.stack > tbody > tr { display:flex; flex-wrap:wrap; gap:.15rem .9rem; padding:.4rem .6rem; border-bottom:1px solid var(--line); }
+  table.stack > tbody > tr > td, table.stack > tbody > tr > th { display:block; border:0; padding:0; min-width:0; text-align:left; }
+  table.stack > tbody > tr > th[scope="row"] { flex-basis:100%; font-size:1rem; }
+  table.stack td[data-label]::before { content:attr(data-label) ": "; color:var(--muted); font-size:.75rem; }
+  table.stack td.error-cell, table.stack td.full { flex-basis:100%; min-width:0; max-width:none; }
+  table.stack td:empty { display:none; }
+  table.stack > tbody > tr > td.wide { display:none; }
   dl.fields { grid-template-columns:1fr; }
   dl.fields dd { margin-bottom:.3rem; }
   button { padding:.35rem .8rem; }

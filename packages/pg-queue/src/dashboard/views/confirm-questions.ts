@@ -90,10 +90,27 @@ export function queueQuestion(action: 'pause' | 'resume', queue: string): string
   return action === 'pause' ? `Pause queue ${queue}? Running jobs finish; no new job starts.` : `Resume queue ${queue}?`;
 }
 
-export function scheduleQuestion(action: 'pause' | 'resume', name: string): string {
-  return action === 'pause' ? `Pause schedule ${name}? Fires during the pause never run.` : `Resume schedule ${name} from its next fire?`;
+export function scheduleQuestion(action: ScheduleAction, name: string, source: 'code' | 'runtime' = 'runtime'): string {
+  switch (action) {
+    case 'pause':
+      return `Pause schedule ${name}? Fires during the pause never run.`;
+    case 'resume':
+      return `Resume schedule ${name} from its next fire?`;
+    case 'fire':
+      return `Fire schedule ${name} now? One job is enqueued as a tick would; its next fire stays as it is.`;
+    case 'remove':
+      return `Remove schedule ${name}? Its jobs already enqueued stay.${source === 'code' ? ' It is declared in code (@RecurringJob): the next boot brings it back; pause it to stop it for good.' : ' This cannot be undone.'}`;
+  }
 }
+
+/** What the schedules page can do to a schedule. */
+export type ScheduleAction = 'pause' | 'resume' | 'fire' | 'remove';
+export const SCHEDULE_ACTIONS: readonly ScheduleAction[] = ['pause', 'resume', 'fire', 'remove'];
 
 export function flowQuestion(id: string, name: string | null): string {
   return `Cancel flow ${id}${name === null ? '' : ` (${name})`}? Its queued and blocked jobs never run, its running ones are told to abort, and no compensation runs.`;
+}
+
+export function duplicateQuestion(id: string): string {
+  return `Enqueue a copy of job ${id} (same queue, payload, priority and max attempts, due now)?`;
 }

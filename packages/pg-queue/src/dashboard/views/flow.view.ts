@@ -1,7 +1,7 @@
 import { FLOW_JOB_COUNT_CAP, type FlowHeader, type FlowJobRow } from '../../store/dashboard.store.js';
 import { flowQuestion } from './confirm-questions.js';
 import { flowGraph, waitingText, type FlowDrawing } from './flow-graph.js';
-import { formatCount, formatTime } from './format.js';
+import { absTime, formatCount } from './format.js';
 import { html, type HtmlValue } from './html.js';
 import { statusBadge } from './jobs.view.js';
 import { actionForm, layout, type PageContext } from './layout.js';
@@ -33,7 +33,7 @@ export function flowView(ctx: PageContext, d: FlowData): string {
   const rows = d.page.rows.map(
     (j) => html`<tr data-job="${j.id}">
 <td><a href="${ctx.base}/jobs/${j.id}">${j.id}</a></td><td>${j.ref ?? ''}</td><td>${j.queue_name}</td><td>${statusBadge(j.status)}</td>
-<td>${relation(ctx, j)}</td><td class="n">${j.attempts}/${j.max_attempts}</td><td>${formatTime(j.run_at)}</td><td>${formatTime(j.finished_at)}</td>
+<td>${relation(ctx, j)}</td><td class="n">${j.attempts}/${j.max_attempts}</td><td>${absTime(j.run_at)}</td><td>${absTime(j.finished_at)}</td>
 <td class="muted">${ctx.hidePayloads && j.last_error ? 'hidden' : (j.last_error ?? '')}</td></tr>`,
   );
   const here = `${ctx.base}/flows/${flow.id}`;
@@ -43,9 +43,9 @@ ${d.page.nextAfter ? html`<a href="${here}?after=${d.page.nextAfter}" rel="next"
 <dl class="fields">
 <dt>Name</dt><dd data-field="name">${flow.name ?? '—'}</dd>
 <dt>Reason</dt><dd data-field="reason">${flow.reason ?? '—'}${flow.failed_job_id ? html` (<a href="${ctx.base}/jobs/${flow.failed_job_id}">job ${flow.failed_job_id}</a>)` : null}</dd>
-<dt>Created</dt><dd>${formatTime(flow.created_at)}</dd>
-<dt>Last changed</dt><dd>${formatTime(flow.updated_at)}</dd>
-<dt>Finished</dt><dd>${formatTime(flow.finished_at)}</dd>
+<dt>Created</dt><dd>${absTime(flow.created_at)}</dd>
+<dt>Last changed</dt><dd>${absTime(flow.updated_at)}</dd>
+<dt>Finished</dt><dd>${absTime(flow.finished_at)}</dd>
 <dt>Jobs</dt><dd><ul class="counts">${counts.length ? counts : html`<li class="muted">none left</li>`}</ul>${flow.capped ? html` <span class="muted">(counted over its first ${formatCount(FLOW_JOB_COUNT_CAP)} jobs: more may be in each status)</span>` : null}</dd>
 </dl>
 <h2>Dependencies</h2>

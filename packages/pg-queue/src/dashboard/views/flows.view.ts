@@ -1,6 +1,6 @@
 import { FLOW_STATUSES, type FlowStatus } from '../../flows/flow.interfaces.js';
 import { FLOW_JOB_COUNT_CAP, type FlowListRow } from '../../store/dashboard.store.js';
-import { formatCount, formatTime } from './format.js';
+import { absTime, formatCount } from './format.js';
 import { html, type HtmlValue } from './html.js';
 import { statusBadge } from './jobs.view.js';
 import { layout, type PageContext } from './layout.js';
@@ -34,7 +34,7 @@ export function flowsView(ctx: PageContext, d: FlowsData): string {
   const rows = d.rows.map(
     (f) => html`<tr data-flow="${f.id}">
 <td><a href="${ctx.base}/flows/${f.id}">${f.id}</a></td><td>${f.name === null ? html`<span class="muted">—</span>` : html`<a href="${ctx.base}/flows/${f.id}">${f.name}</a>`}</td>
-<td>${statusBadge(f.status)}</td><td class="n">${flowJobCount(f.jobs)}</td><td>${formatTime(f.created_at)}</td><td>${formatTime(f.finished_at)}</td>
+<td>${statusBadge(f.status)}</td><td class="n">${flowJobCount(f.jobs)}</td><td>${absTime(f.created_at)}</td><td>${absTime(f.finished_at)}</td>
 <td class="muted">${f.reason ?? ''}</td></tr>`,
   );
   const pager = html`<div class="pager">${d.first ? null : html`<a href="${query({})}">« Newest</a>`}

@@ -1,4 +1,7 @@
-/** Display helpers shared by the views; times are the database's, shown in UTC. */
+/**
+ * Display helpers shared by the views. Times are the database's, written in UTC; the script rewrites them into the
+ * viewer's zone (`<time data-local>`) and puts the local and ISO times in a relative time's title.
+ */
 import { html, type HtmlValue } from './html.js';
 
 export function formatTime(value: Date | string | null | undefined): string {
@@ -56,4 +59,12 @@ export function timeCell(at: Date | string | null | undefined, now: Date | strin
   const date = new Date(at);
   if (Number.isNaN(date.getTime())) return String(at);
   return html`<time datetime="${date.toISOString()}" title="${formatTime(date)}">${formatRelative(date, now)}</time>`;
+}
+
+/** An absolute time: UTC as written (formatTime), the viewer's zone once the script has run, the ISO time on hover. */
+export function absTime(at: Date | string | null | undefined): HtmlValue {
+  if (at === null || at === undefined) return '—';
+  const date = new Date(at);
+  if (Number.isNaN(date.getTime())) return String(at);
+  return html`<time datetime="${date.toISOString()}" title="${date.toISOString()}" data-local>${formatTime(date)}</time>`;
 }

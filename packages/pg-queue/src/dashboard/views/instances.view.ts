@@ -1,5 +1,5 @@
 import type { InstanceRecord, StalledInstanceQueue } from '../../store/instance.store.js';
-import { formatDuration, formatTime } from './format.js';
+import { absTime, formatDuration } from './format.js';
 import { html } from './html.js';
 import { layout, type PageContext } from './layout.js';
 
@@ -21,7 +21,7 @@ export function instancesView(ctx: PageContext, data: InstancesData): string {
     (i) => html`<tr id="${instanceAnchor(i.id)}" data-instance="${i.id}" class="${i.live ? 'live' : 'gone'}">
 <th scope="row"><code>${i.id}</code></th><td>${i.host}</td><td class="n">${String(i.pid)}</td>
 <td>${i.queues.map((q) => html`<a href="${ctx.base}/jobs?queue=${encodeURIComponent(q.queue)}&amp;status=processing" data-queue="${q.queue}">${q.queue}</a> <span class="muted">${String(q.running)}/${String(q.concurrency)} running</span> `)}</td>
-<td>${formatTime(i.startedAt)}</td>
+<td>${absTime(i.startedAt)}</td>
 <td data-field="seen">${formatDuration(i.seenMsAgo)} ago</td>
 <td>${i.live ? 'live' : html`<span class="paused">gone</span> <span class="muted">(stopped writing its row: crashed, frozen or cut off)</span>`}</td></tr>`,
   );

@@ -1,10 +1,10 @@
 import type { AttemptHistoryRow, JobFlowRow } from '../../store/dashboard.store.js';
-import { formatJson, formatRelative, formatSpan, formatTime } from './format.js';
+import { absTime, formatJson, formatRelative, formatSpan, formatTime } from './format.js';
 import { waitingText } from './flow-graph.js';
 import { instanceAnchor } from './instances.view.js';
 import type { WaitExplanation } from '../../waiting/wait-reasons.js';
 import { html, type HtmlValue } from './html.js';
-import { jobQuestion } from './confirm-questions.js';
+import { duplicateQuestion, jobQuestion } from './confirm-questions.js';
 import { actionForm, layout, type PageContext } from './layout.js';
 import { listedStatus, statusBadge } from './jobs.view.js';
 
@@ -20,7 +20,7 @@ const PLACED = new Set([
  */
 const INTERNAL = new Set(['fence_token', 'awaited', 'limited']);
 
-/** A job's progress as a bar, when it is a number (a percentage) or { current, total } / { done, of }; null otherwise. */
+/** A job's progress as a bar, when it is a number or { percent } (a percentage), or { current, total } / { done, of }; null otherwise. */
 export function progressBar(value: unknown): HtmlValue {
   const finite = (n: unknown): n is number => typeof n === 'number' && Number.isFinite(n);
   let current: number;
@@ -28,6 +28,7 @@ export function progressBar(value: unknown): HtmlValue {
   if (finite(value)) [current, total] = [value, 100];
   else if (value !== null && typeof value === 'object' && finite((value as { current?: unknown }).current) && finite((value as { total?: unknown }).total)) [current, total] = [(value as { current: number }).current, (value as { total: number }).total];
   else if (value !== null && typeof value === 'object' && finite((value as { done?: unknown }).done) && finite((value as { of?: unknown }).of)) [current, total] = [(value as { done: number }).done, (value as { of: number }).of];
+  else if (value !== null && typeof value === 'object' && finite((value as { percent?: unknown }).percent)) return progressBar((value as { percent: number }).percent);
   else return null;
   if (!(total > 0)) return null;
   const part = Math.min(Math.max(current, 0), total);
@@ -55,14 +56,20 @@ const SENSITIVE = new Set(['payload', 'result', 'progress', 'compensate']);
  */
 function attemptsBlock(ctx: PageContext, attempts: AttemptHistoryRow[]): HtmlValue {
   if (attempts.length === 0) return null;
-  const rows = attempts.map((a) => {
+  // A retry starts the count again (1 2 3, retried, 1 2 3): each run under its own heading row.
+  const runs = attempts.reduce((n, a, i) => (i > 0 && a.attempt <= attempts[i - 1].attempt ? n + 1 : n), 1);
+  let run = 1;
+  const rows = attempts.map((a, i) => {
+    const newRun = i === 0 ? runs > 1 : a.attempt <= attempts[i - 1].attempt;
+    if (i > 0 && newRun) run++;
+    const separator = newRun ? html`<tr class="run" data-run="${String(run)}"><th colspan="6" scope="rowgroup">Run ${String(run)}${run > 1 ? ' (after a retry)' : ''}</th></tr>` : null;
     const error = a.error === null ? html`<span class="muted">none</span>` : ctx.hidePayloads ? html`<span class="muted">hidden (hidePayloads)</span>` : html`<span title="${a.error}">${a.error.split('\n', 1)[0]}</span>`;
     const duration = a.duration_ms === null ? '—' : formatSpan(a.duration_ms);
-    return html`<tr><td>${String(a.attempt)}</td><td>${a.worker ?? '—'}</td><td>${a.started_at === null ? '—' : formatTime(a.started_at)}</td><td>${duration}</td><td>${a.outcome}</td><td>${error}</td></tr>`;
+    return html`${separator}<tr><td data-label="attempt">${String(a.attempt)}</td><td data-label="worker">${a.worker ?? '—'}</td><td data-label="started">${a.started_at === null ? '—' : absTime(a.started_at)}</td><td data-label="ran for">${duration}</td><td data-label="outcome">${a.outcome}</td><td class="full" data-label="error">${error}</td></tr>`;
   });
   return html`<h2>Attempt history</h2>
-<p class="muted">Each attempt that did not complete, oldest first; the job's fields above are its latest attempt.</p>
-<table data-field="attempts"><thead><tr><th>attempt</th><th>worker</th><th>started</th><th>ran for</th><th>outcome</th><th>error</th></tr></thead><tbody>${rows}</tbody></table>`;
+<p class="muted">Each attempt that did not complete, oldest first, by run (a retry starts a new run at attempt 1); the job's fields above are its latest attempt.</p>
+<table data-field="attempts" class="stack"><thead><tr><th>attempt</th><th>worker</th><th>started</th><th>ran for</th><th>outcome</th><th>error</th></tr></thead><tbody>${rows}</tbody></table>`;
 }
 
 
@@ -75,17 +82,17 @@ function stepsBlock(ctx: PageContext, steps: unknown): HtmlValue {
   const rows = (steps as { name: string; result?: unknown; attempt: number; at: string; until?: string }[]).map((s) => {
     const what =
       s.until !== undefined
-        ? html`<span class="muted">sleep until ${formatTime(s.until)}</span>`
+        ? html`<span class="muted">sleep until ${absTime(s.until)}</span>`
         : ctx.hidePayloads
           ? html`<span class="muted">hidden (hidePayloads)</span>`
           : 'result' in s
             ? html`<pre>${formatJson(s.result)}</pre>`
             : html`<span class="muted">no result</span>`;
-    return html`<tr><td>${s.name}</td><td>${String(s.attempt)}</td><td>${formatTime(s.at)}</td><td>${what}</td></tr>`;
+    return html`<tr><td data-label="step">${s.name}</td><td data-label="attempt">${String(s.attempt)}</td><td data-label="recorded">${absTime(s.at)}</td><td class="full">${what}</td></tr>`;
   });
   return html`<h2>Steps</h2>
 <p class="muted">Recorded by job.step() and job.sleep(): a later attempt returns these results without running the step again.</p>
-<table data-field="steps"><thead><tr><th>step</th><th>attempt</th><th>recorded</th><th>result</th></tr></thead><tbody>${rows}</tbody></table>`;
+<table data-field="steps" class="stack"><thead><tr><th>step</th><th>attempt</th><th>recorded</th><th>result</th></tr></thead><tbody>${rows}</tbody></table>`;
 }
 
 /**
@@ -120,6 +127,8 @@ export function jobView(ctx: PageContext, row: Record<string, unknown>, now: Dat
   if (status === 'failed' || status === 'cancelled') actions.push(actionForm(ctx, `${path}/retry`, 'Retry', jobQuestion('retry', id)));
   if (waitsForLater) actions.push(actionForm(ctx, `${path}/run-now`, 'Run now', jobQuestion('run-now', id, formatTime(runAt))));
   if (status === 'queued' || status === 'processing') actions.push(actionForm(ctx, `${path}/cancel`, 'Cancel', jobQuestion('cancel', id), {}, true));
+  // A copy of it, enqueued anew (not for a job of a flow: the copy would have no place in it).
+  if (row.flow_id === null || row.flow_id === undefined) actions.push(actionForm(ctx, `${path}/duplicate`, 'Duplicate', duplicateQuestion(id)));
   // A blocked job is neither cancelled nor deleted on its own: its flow waits for it (cancel the flow instead).
   if (status !== 'processing' && status !== 'blocked') actions.push(actionForm(ctx, `${path}/delete`, 'Delete', jobQuestion('delete', id), { return: `${ctx.base}/jobs` }, true));
 
@@ -141,7 +150,13 @@ export function jobView(ctx: PageContext, row: Record<string, unknown>, now: Dat
     .map(([label, key]) => ({ label, at: str(key)! }))
     .sort((a, b) => new Date(a.at).getTime() - new Date(b.at).getTime());
   const others = Object.keys(row).filter((k) => !PLACED.has(k) && !INTERNAL.has(k));
-  const shown = buffered ? 'due' : listedStatus({ status, run_at: runAt ?? now, now });
+  // A job in a durable sleep (job.sleep(), its last step) is named so, not "scheduled" like any later run_at.
+  const sleeping = why?.reasons.some((r) => r.gate === 'sleeping') ?? false;
+  const shown = buffered ? 'due' : sleeping ? 'sleeping' : listedStatus({ status, run_at: runAt ?? now, now });
+  const queueName = String(row.queue_name);
+  const resumeWhere = why?.reasons.some((r) => r.gate === 'paused')
+    ? html`<p data-field="resume-where">Resume it on <a href="${ctx.base}/queues/${encodeURIComponent(queueName)}">the page of queue ${queueName}</a> (its Resume button), or with <code>pg-queue resume ${queueName}</code>.</p>`
+    : null;
   const traceparent = (row.trace_context as { traceparent?: unknown } | null | undefined)?.traceparent;
   const bar = 'progress' in row && !ctx.hidePayloads ? progressBar(row.progress) : null;
   const body = html`<p>${statusBadge(shown)}${readAhead}${waiting} ${actions}</p>
@@ -152,15 +167,15 @@ ${flowFields(ctx, row, flow)}
 <dt>Attempts</dt><dd>${String(row.attempts)} of ${String(row.max_attempts)}</dd>
 <dt>Priority</dt><dd>${String(row.priority)}</dd>
 ${status === 'processing'
-    ? html`<dt>Lease owner</dt><dd data-field="locked_by">${str('locked_by') ? html`<a href="${ctx.base}/instances#${instanceAnchor(str('locked_by')!)}">${str('locked_by')}</a>` : '—'}${str('lease_expires_at') ? ` (${buffered ? 'in its read-ahead buffer, ' : ''}lease until ${formatTime(str('lease_expires_at'))})` : ''}</dd>`
+    ? html`<dt>Lease owner</dt><dd data-field="locked_by">${str('locked_by') ? html`<a href="${ctx.base}/instances#${instanceAnchor(str('locked_by')!)}">${str('locked_by')}</a>` : '—'}${str('lease_expires_at') ? html` (${buffered ? 'in its read-ahead buffer, ' : ''}lease until ${absTime(str('lease_expires_at'))})` : ''}</dd>`
     : html`<dt>Last run by</dt><dd data-field="locked_by">${str('locked_by') ?? '—'}</dd>`}
 <dt>Unique key</dt><dd>${str('unique_key') ?? '—'}</dd>
 <dt>Concurrency key</dt><dd>${str('concurrency_key') ?? '—'}</dd>
 ${typeof traceparent === 'string' ? html`<dt>Trace</dt><dd data-field="traceparent"><code>${traceparent}</code></dd>` : null}
 </dl>
-${why ? html`<h2>Why it is not running</h2><ul class="why" data-field="why">${why.reasons.map((r) => html`<li data-gate="${r.gate}">${r.reason}</li>`)}</ul>` : null}
+${why ? html`<h2>Why it is not running</h2><ul class="why" data-field="why">${why.reasons.map((r) => html`<li data-gate="${r.gate}">${r.reason}</li>`)}</ul>${resumeWhere}` : null}
 <h2>Timeline</h2>
-<ol class="timeline">${timeline.map((t) => html`<li><strong>${t.label}</strong>: ${formatTime(t.at)} <span class="muted">(${formatRelative(t.at, now)})</span></li>`)}</ol>
+<ol class="timeline">${timeline.map((t) => html`<li><strong>${t.label}</strong>: ${absTime(t.at)} <span class="muted">(${formatRelative(t.at, now)})</span></li>`)}</ol>
 ${block('payload', 'Payload')}
 ${'result' in row ? block('result', 'Result') : html`<h2>Result</h2><p class="muted">Not recorded by this version of the schema.</p>`}
 ${'progress' in row && !bar ? block('progress', 'Progress') : null}

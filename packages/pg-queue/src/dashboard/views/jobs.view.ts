@@ -42,6 +42,17 @@ function took(r: JobListRow): string {
   return '';
 }
 
+/**
+ * The first line of last_error. It is kept through retries until an attempt fails again, so only a failed job's is its
+ * last word: on any other job it is labelled as an earlier attempt's (a completed job did not fail).
+ */
+function errorCell(ctx: PageContext, r: JobListRow): HtmlValue {
+  if (!r.last_error) return '';
+  const text = ctx.hidePayloads ? 'hidden' : r.last_error;
+  if (r.status === 'failed') return text;
+  return html`<span class="earlier" data-earlier-error>earlier attempt:</span> ${text}`;
+}
+
 const ACTIONS: { action: DashboardAction; label: string; danger: boolean }[] = [
   { action: 'retry', label: 'Retry', danger: false },
   { action: 'run-now', label: 'Run now', danger: false },
@@ -87,11 +98,11 @@ ${ACTIONS.map((a) => html`<button type="submit" formaction="${ctx.base}/jobs/sel
     const shown = listedStatus(r);
     return html`<tr data-job="${r.id}">
 ${selectable ? html`<td class="pick"><input type="checkbox" name="id" value="${r.id}" form="selected" aria-label="Select job ${r.id}"></td>` : null}
-<td><a href="${ctx.base}/jobs/${r.id}">${r.id}</a></td><td>${r.queue_name}</td><td>${statusBadge(shown)}</td>
-<td class="n">${r.attempts}/${r.max_attempts}</td><td class="when">${timeCell(r.run_at, r.now)}</td><td class="when">${timeCell(r.finished_at, r.now)}</td><td class="n">${took(r)}</td>
+<td data-label="Job"><a href="${ctx.base}/jobs/${r.id}">${r.id}</a></td><td data-label="Queue">${r.queue_name}</td><td>${statusBadge(shown)}</td>
+<td class="n" data-label="Attempts">${r.attempts}/${r.max_attempts}</td><td class="when" data-label="Run at">${timeCell(r.run_at, r.now)}</td><td class="when" data-label="Finished">${timeCell(r.finished_at, r.now)}</td><td class="n" data-label="Took">${took(r)}</td>
 <td class="wide">${r.unique_key ?? ''}</td>
 <td class="wide">${ctx.hidePayloads ? html`<span class="muted">hidden</span>` : html`<code>${r.payload_preview ?? ''}</code>`}</td>
-<td class="muted error-cell">${ctx.hidePayloads && r.last_error ? 'hidden' : (r.last_error ?? '')}</td></tr>`;
+<td class="muted error-cell">${errorCell(ctx, r)}</td></tr>`;
   });
   const scannedText = d.scanned
     ? html`<span class="muted" data-scanned>ids ${d.scanned.from} to ${BigInt(d.scanned.below) - 1n} ${d.text ? 'searched' : 'looked at'}${d.rows.length === 0 && d.nextBefore ? ': none matched, go on with Older' : ''}</span>`
@@ -101,13 +112,15 @@ ${selectable ? html`<td class="pick"><input type="checkbox" name="id" value="${r
     : null;
   const pager = d.search
     ? null
-    : html`<div class="pager">${d.first ? null : html`<a href="${query({})}">« Newest</a>`}
+    : html`<div class="pager" data-live="pager">${d.first ? null : html`<a href="${query({})}">« Newest</a>`}
 ${d.nextBefore ? html`<a href="${query({ before: d.nextBefore })}" rel="next">Older »</a>` : html`<span class="muted">No older jobs.</span>`}
 ${scannedText}</div>`;
   const columns = 10 + (selectable ? 1 : 0);
   const body = html`${filters}${bulk}${stopped}${selection}
-<div class="scroll"><table class="jobs"><thead><tr>${selectable ? html`<th class="pick"><input type="checkbox" class="select-all" aria-label="Select every job on this page" hidden></th>` : null}<th>Id</th><th>Queue</th><th>Status</th><th class="n">Attempts</th><th title="when it runs, or ran">Run at</th><th>Finished</th><th class="n" title="its last attempt, from claim to finish">Took</th><th class="wide">Unique key</th><th class="wide">Payload</th><th>Last error</th></tr></thead>
-<tbody>${d.rows.length ? rows : html`<tr><td colspan="${columns}" class="muted">No matching jobs${d.search ? '' : ' in this range of ids'}.</td></tr>`}</tbody></table></div>
+<div class="scroll"><table class="jobs stack"><thead><tr>${selectable ? html`<th class="pick"><input type="checkbox" class="select-all" aria-label="Select every job on this page" hidden></th>` : null}<th>Id</th><th>Queue</th><th>Status</th><th class="n">Attempts</th><th title="when it runs, or ran">Run at</th><th>Finished</th><th class="n" title="its last attempt, from claim to finish">Took</th><th class="wide">Unique key</th><th class="wide">Payload</th><th>Last error</th></tr></thead>
+<tbody data-live="rows">${d.rows.length ? rows : html`<tr><td colspan="${columns}" class="muted">No matching jobs${d.search ? '' : ' in this range of ids'}.</td></tr>`}</tbody></table></div>
 ${pager}`;
-  return layout(ctx, 'jobs', 'Jobs', body);
+  // The first page follows the table (new jobs appear, statuses change); an older page or a text search (which reads
+  // up to the statement timeout) does not.
+  return layout(ctx, 'jobs', 'Jobs', body, { live: d.first && !d.text && !d.search });
 }

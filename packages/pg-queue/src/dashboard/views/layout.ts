@@ -23,9 +23,12 @@ export type Section = 'overview' | 'jobs' | 'flows' | 'schedules' | 'instances';
 
 /**
  * `refresh`: the page's counts follow the summary endpoint. `live`: the page reloads its content in place every
- * refreshMs (a job's page while the job has not finished).
+ * refreshMs (a job's page while the job has not finished, the jobs list's first page): its `[data-live]` regions, or
+ * all of `<main>` when it has none. Either shows the "Pause live updates" button (the script unhides it).
  */
 export function layout(ctx: PageContext, section: Section, title: string, body: SafeHtml, options: { refresh?: boolean; live?: boolean } = {}): string {
+  const refreshing = options.refresh && ctx.refreshMs > 0;
+  const following = options.live && ctx.refreshMs > 0;
   const nav = (id: Section, href: string, label: string) => html`<a href="${ctx.base}${href}"${id === section ? html` aria-current="page"` : null}>${label}</a>`;
   return html`<!doctype html>
 <html lang="en">
@@ -37,11 +40,12 @@ export function layout(ctx: PageContext, section: Section, title: string, body: 
 <link rel="stylesheet" href="${ctx.base}/assets/dashboard.css?v=${ASSET_VERSION}">
 <script src="${ctx.base}/assets/dashboard.js?v=${ASSET_VERSION}" defer></script>
 </head>
-<body${options.refresh && ctx.refreshMs > 0 ? html` data-summary="${ctx.base}/api/summary" data-refresh-ms="${ctx.refreshMs}"` : null}${options.live && ctx.refreshMs > 0 ? html` data-live-ms="${ctx.refreshMs}"` : null}>
+<body${refreshing ? html` data-summary="${ctx.base}/api/summary" data-refresh-ms="${ctx.refreshMs}"` : null}${following ? html` data-live-ms="${ctx.refreshMs}"` : null}>
 <header>
   <strong class="brand">pg-queue</strong>
   <nav>${nav('overview', '/', 'Overview')}${nav('jobs', '/jobs', 'Jobs')}${nav('flows', '/flows', 'Flows')}${nav('schedules', '/schedules', 'Recurring')}${nav('instances', '/instances', 'Instances')}</nav>
   ${ctx.databases.length > 1 ? html`<nav class="databases" aria-label="Databases">${ctx.databases.map((d) => html`<a href="${d.base}/"${d.current ? html` aria-current="page"` : null}>${d.name}</a>`)}</nav>` : null}
+  ${refreshing || following ? html`<button type="button" class="live-toggle" data-live-toggle aria-pressed="false" hidden>Pause live updates</button>` : null}
   <span class="who">${ctx.user ?? 'anonymous'} · ${ctx.access === 'full' ? 'full access' : 'read-only'}<span class="updated" aria-live="polite"></span></span>
 </header>
 <main>

@@ -53,20 +53,20 @@ export const LISTED_STATUSES: ListedStatus[] = ['queued', 'due', 'scheduled', 'b
 export function overviewView(ctx: PageContext, data: OverviewData): string {
   const count = (q: QueueOverview, status: ListedStatus) => {
     const approx = q.counts.approximate?.includes(status) ?? false;
-    return html`<td class="n"><a href="${ctx.base}/jobs?queue=${encodeURIComponent(q.name)}&amp;status=${status}" data-count="${q.name}|${status}"${approx ? html` class="approx" title="an estimate"` : null}>${approx ? '≈' : ''}${formatCount(q.counts[status])}</a></td>`;
+    return html`<td class="n" data-label="${status}"><a href="${ctx.base}/jobs?queue=${encodeURIComponent(q.name)}&amp;status=${status}" data-count="${q.name}|${status}"${approx ? html` class="approx" title="an estimate"` : null}>${approx ? '≈' : ''}${formatCount(q.counts[status])}</a></td>`;
   };
   const rows = data.queues.map(
     (q) => html`<tr data-queue="${q.name}">
-  <th scope="row"><a href="${ctx.base}/jobs?queue=${encodeURIComponent(q.name)}">${q.name}</a></th>
+  <th scope="row"><a href="${ctx.base}/queues/${encodeURIComponent(q.name)}" data-queue-link="${q.name}">${q.name}</a></th>
   ${COLUMNS.map((s) => count(q, s))}
-  <td class="n" data-oldest="${q.name}">${formatDuration(q.oldestDueMs)}</td>
-  <td>${q.paused ? html`<span class="paused">paused</span>` : 'running'} <a href="${ctx.base}/queues/${encodeURIComponent(q.name)}" data-limits="${q.name}">limits</a>${!q.served && q.counts.queued > 0 ? html` <a class="unserved" href="${ctx.base}/instances" data-unserved="${q.name}">nobody runs this queue</a>` : null}${q.stalledBy.length > 0 ? html` <a class="unserved" href="${ctx.base}/instances" data-stalled="${q.name}" title="${q.stalledBy.join(', ')}">${String(q.stalledBy.length)} instance(s) not claiming</a>` : null}</td>
+  <td class="n" data-oldest="${q.name}" data-label="oldest due waits">${formatDuration(q.oldestDueMs)}</td>
+  <td>${q.paused ? html`<span class="paused">paused</span>` : 'running'}${!q.served && q.counts.queued > 0 ? html` <a class="unserved" href="${ctx.base}/instances" data-unserved="${q.name}">nobody runs this queue</a>` : null}${q.stalledBy.length > 0 ? html` <a class="unserved" href="${ctx.base}/instances" data-stalled="${q.name}" title="${q.stalledBy.join(', ')}">${String(q.stalledBy.length)} instance(s) not claiming</a>` : null}</td>
   <td>${q.paused
       ? actionForm(ctx, `/queues/${encodeURIComponent(q.name)}/resume`, 'Resume', queueQuestion('resume', q.name))
       : actionForm(ctx, `/queues/${encodeURIComponent(q.name)}/pause`, 'Pause', queueQuestion('pause', q.name))}</td>
 </tr>`,
   );
-  const body = html`<div class="scroll"><table class="queues">
+  const body = html`<div class="scroll"><table class="queues stack">
 <thead><tr><th>Queue</th>${COLUMNS.map((s) => html`<th class="n"${COLUMN_TITLES[s] ? html` title="${COLUMN_TITLES[s]!}"` : null}>${s}</th>`)}<th class="n">Oldest due waits</th><th>State</th><th></th></tr></thead>
 <tbody>${data.queues.length ? rows : html`<tr><td colspan="${COLUMNS.length + 4}" class="muted">No jobs yet.</td></tr>`}</tbody>
 </table></div>

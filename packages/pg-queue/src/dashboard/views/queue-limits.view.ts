@@ -1,6 +1,6 @@
 import type { LimitInForce, QueueLimits } from '../../limits/queue-limits.js';
-import { html } from './html.js';
-import { layout, type PageContext } from './layout.js';
+import { html, type HtmlValue } from './html.js';
+import type { PageContext } from './layout.js';
 
 /** The question a change of a queue's limits asks before it is stored. */
 export function limitsQuestion(queue: string): string {
@@ -21,10 +21,11 @@ function prefill<T>(limit: LimitInForce<T>, text: (value: T) => string): string 
 }
 
 /**
- * A queue's page: its limits in force and where each comes from, its blocks by a partner's 429, and (with full access)
- * a form that changes them at runtime (POST queues/:name/limits: CSRF-checked and confirmed, as every action).
+ * The queue page's limits section: the limits in force and where each comes from, its blocks by a partner's 429, and
+ * (with full access) a form that changes them at runtime (POST queues/:name/limits: CSRF-checked and confirmed, as every
+ * action).
  */
-export function queueLimitsView(ctx: PageContext, limits: QueueLimits): string {
+export function queueLimitsSection(ctx: PageContext, limits: QueueLimits): HtmlValue {
   const rate = (r: { max: number; intervalMs: number }) => `${r.max}/${r.intervalMs}`;
   const rows: [string, string, string, string, string][] = [
     ['concurrency', 'jobs at once in each process', shown(limits.concurrency, String), 'concurrency', prefill(limits.concurrency, String)],
@@ -41,10 +42,9 @@ ${rows.map(([name, , , field, value]) => html`<label>${name} <input name="${fiel
 <p class="muted">Empty: the decorator's value. <code>none</code>: no such limit (not for concurrency). A rate is <code>max/intervalMs</code>, e.g. <code>100/1000</code>.</p>
 </form>`
     : null;
-  const body = html`<p><a href="${ctx.base}/jobs?queue=${encodeURIComponent(limits.queue)}">Jobs of ${limits.queue}</a></p>
-<table class="limits"><thead><tr><th>Limit</th><th>What</th><th>In force</th></tr></thead>
-<tbody>${rows.map(([name, what, value]) => html`<tr><th scope="row">${name}</th><td>${what}</td><td data-limit="${name}">${value}</td></tr>`)}</tbody></table>
+  return html`<section id="limits" data-slot="limits"><h2>Limits</h2>
+<table class="limits stack"><thead><tr><th>Limit</th><th>What</th><th>In force</th></tr></thead>
+<tbody>${rows.map(([name, what, value]) => html`<tr><th scope="row">${name}</th><td data-label="what">${what}</td><td data-limit="${name}" data-label="in force">${value}</td></tr>`)}</tbody></table>
 ${blocked ? html`<p class="paused" data-blocked="${limits.queue}">Rate limited by a partner (RateLimitedError): ${limits.blockedForMs > 0 ? `no job starts for ${String(limits.blockedForMs)} ms more` : `a concurrency key is blocked for up to ${String(limits.keysBlockedForMs)} ms more`}.</p>` : null}
-${form}`;
-  return layout(ctx, 'overview', `Queue ${limits.queue}`, body);
+${form}</section>`;
 }

@@ -1,0 +1,139 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type { INestApplication } from '@nestjs/common';
+import { mkdirSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import type pg from 'pg';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { QueueService } from 'nestjs-pg-queue';
+import { dashboardBasicAuth } from 'nestjs-pg-queue/dashboard';
+import { createTestDatabase } from '@internal/pg-harness';
+import { cronInWords } from '../../src/dashboard/views/cron-words.js';
+import { nextFireAfter } from '../../src/recurring/fire-times.js';
+import { findChromium, launchChromium } from './support/browser.js';
+import { startDashboardApp } from './support/dashboard-app.js';
+import { measure } from './support/layout-checks.js';
+import { sqlPool } from '../support/test-app.js';
+
+// Issue 44, the schedules page: the cron in words, the next fires, Fire now and Remove (asked first, confirmed in the
+// tables), at 1400 px and 390 px, in headless Chromium against a real database.
+
+const ARTIFACTS = fileURLToPath(new URL('./artifacts/', import.meta.url));
+const USERS = [{ name: 'admin', password: 'admin-password', access: 'full' as const }];
+const chromiumPath = findChromium();
+const describeInBrowser = chromiumPath ? describe : describe.skip;
+
+describe('cronInWords', () => {
+  it.each([
+    ['* * * * *', 'every minute'],
+    ['*/15 * * * *', 'every 15 minutes'],
+    ['5 * * * *', 'every hour at :05'],
+    ['0 */6 * * *', 'every 6 hours, at minute 0'],
+    ['30 2 * * *', 'every day at 02:30'],
+    ['0 9 * * 1-5', 'on weekdays at 09:00'],
+    ['0 9 * * MON-FRI', 'on weekdays at 09:00'],
+    ['0 10 * * 0,6', 'on weekends at 10:00'],
+    ['0 8 * * 1', 'on Monday at 08:00'],
+    ['0 8 * * 1,3', 'on Monday, Wednesday at 08:00'],
+    ['0 0 1 * *', 'on the 1st of every month at 00:00'],
+    ['0 30 2 * * *', 'every day at 02:30'],
+  ])('%s: %s', (cron, words) => expect(cronInWords(cron)).toBe(words));
+
+  it.each(['0 0 1 1 *', '0 9-17 * * *', '*/5 9 * * *', '0 0 L * *', 'not a cron'])('%s: none (the expression alone)', (cron) => expect(cronInWords(cron)).toBeNull());
+});
+
+describeInBrowser('the dashboard: the schedules page, in headless Chromium', () => {
+  let db: pg.Pool;
+  let server: { app: INestApplication; baseUrl: string };
+  let browser: Browser;
+  let desk: BrowserContext;
+  let phone: BrowserContext;
+  let dash: string;
+
+  async function open(context: BrowserContext, path: string): Promise<Page> {
+    const page = await context.newPage();
+    const response = await page.goto(`${dash}${path}`);
+    expect(response?.status()).toBe(200);
+    return page;
+  }
+
+  beforeAll(async () => {
+    mkdirSync(ARTIFACTS, { recursive: true });
+    const url = await createTestDatabase('dashschedules');
+    db = sqlPool(url);
+    server = await startDashboardApp(url, {
+      adapter: 'express',
+      dashboard: { path: 'admin/queues', auth: dashboardBasicAuth({ users: USERS }), csrfSecret: 'schedules-secret-0123456789abcdef0123' },
+      handlers: false,
+    });
+    dash = `${server.baseUrl}/admin/queues`;
+    const queue = server.app.get(QueueService);
+    await queue.upsertSchedule({ name: 'nightly-report', cron: '30 2 * * 1-5', timeZone: 'Europe/Paris', queue: 'reports', payload: { kind: 'nightly' } });
+    await queue.upsertSchedule({ name: 'sync-prices', cron: '*/15 * * * *', queue: 'prices', payload: { source: 'feed' } });
+    browser = await launchChromium(chromiumPath!);
+    const credentials = { username: 'admin', password: 'admin-password' };
+    desk = await browser.newContext({ httpCredentials: credentials, viewport: { width: 1400, height: 900 } });
+    phone = await browser.newContext({ httpCredentials: credentials, viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true, deviceScaleFactor: 2 });
+  }, 120_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await server?.app.close();
+    await db?.end();
+  });
+
+  it('shows each cron in words and its next three fires, the first the row holds and the others the cron gives', async () => {
+    const page = await open(desk, '/schedules');
+    const row = page.locator('tr[data-schedule="nightly-report"]');
+    await expect(row.locator('[data-field="cron-words"]').innerText()).resolves.toBe('on weekdays at 02:30');
+    await expect(page.locator('tr[data-schedule="sync-prices"] [data-field="cron-words"]').innerText()).resolves.toBe('every 15 minutes');
+    const next = (await db.query<{ at: Date }>(`SELECT next_fire_at AS at FROM background_schedules WHERE name = 'nightly-report'`)).rows[0].at;
+    const second = nextFireAfter('30 2 * * 1-5', 'Europe/Paris', next.getTime());
+    const third = nextFireAfter('30 2 * * 1-5', 'Europe/Paris', second);
+    await expect(row.locator('[data-field="next-fires"] time').evaluateAll((ts) => ts.map((t) => t.getAttribute('datetime')))).resolves.toEqual([next.toISOString(), new Date(second).toISOString(), new Date(third).toISOString()]);
+    await page.screenshot({ path: `${ARTIFACTS}schedules-desk.png`, fullPage: true });
+    await page.close();
+  });
+
+  it('fires a schedule now after asking: one job of its queue with its payload, its next fire unmoved', async () => {
+    const before = (await db.query<{ at: Date }>(`SELECT next_fire_at AS at FROM background_schedules WHERE name = 'sync-prices'`)).rows[0].at;
+    const page = await open(desk, '/schedules');
+    const asked: string[] = [];
+    page.on('dialog', (dialog) => {
+      asked.push(dialog.message());
+      void dialog.accept();
+    });
+    await Promise.all([page.waitForURL(/flash=/), page.locator('tr[data-schedule="sync-prices"]').getByRole('button', { name: 'Fire now' }).click()]);
+    expect(asked).toEqual(['Fire schedule sync-prices now? One job is enqueued as a tick would; its next fire stays as it is.']);
+    const { rows } = await db.query<{ id: string; payload: { source: string; _schedule: { name: string } } }>(`SELECT id::text AS id, payload FROM background_jobs WHERE queue_name = 'prices'`);
+    expect(rows).toHaveLength(1);
+    expect(rows[0].payload.source).toBe('feed');
+    expect(rows[0].payload._schedule.name).toBe('sync-prices');
+    await expect(page.locator('.flash').innerText()).resolves.toBe(`Schedule sync-prices fired: job ${rows[0].id} enqueued.`);
+    expect((await db.query<{ at: Date }>(`SELECT next_fire_at AS at FROM background_schedules WHERE name = 'sync-prices'`)).rows[0].at).toEqual(before);
+    await page.close();
+  });
+
+  it('removes a schedule after asking, and only that one', async () => {
+    const page = await open(desk, '/schedules');
+    const asked: string[] = [];
+    page.on('dialog', (dialog) => {
+      asked.push(dialog.message());
+      void dialog.accept();
+    });
+    await Promise.all([page.waitForURL(/flash=/), page.locator('tr[data-schedule="nightly-report"]').getByRole('button', { name: 'Remove' }).click()]);
+    expect(asked).toEqual(['Remove schedule nightly-report? Its jobs already enqueued stay. This cannot be undone.']);
+    expect((await db.query<{ name: string }>(`SELECT name FROM background_schedules ORDER BY name`)).rows.map((r) => r.name)).toEqual(['sync-prices']);
+    await expect(page.locator('tr[data-schedule="nightly-report"]').count()).resolves.toBe(0);
+    await page.close();
+  });
+
+  for (const [screen, width] of [['desk', 1400], ['phone', 390]] as const) {
+    it(`at ${width} px: nothing wider than the screen and no clipped text in tables`, async () => {
+      const page = await open(screen === 'desk' ? desk : phone, '/schedules');
+      const seen = await measure(page);
+      expect({ width: seen.page, wide: seen.wide, clipped: seen.clipped }).toEqual({ width, wide: [], clipped: [] });
+      await page.screenshot({ path: `${ARTIFACTS}schedules-${screen}.png`, fullPage: true });
+      await page.close();
+    });
+  }
+});
