@@ -108,8 +108,9 @@ describe('pg-queue command line', () => {
     expect(down.code).toBe(0);
     expect(down.stdout).toBe(`reverted ${names.at(-1)}\n`);
     expect((await sql.query(`SELECT name FROM migrations ORDER BY id`)).rows.map((r) => r.name)).toEqual(names.slice(0, -1));
-    // The last migration (RuntimeLimits) is undone: the override and block columns are gone.
-    expect((await sql.query(`SELECT count(*)::int AS n FROM information_schema.columns WHERE table_name = 'background_queues' AND column_name = 'limits'`)).rows).toEqual([{ n: 0 }]);
+    // The last migration (FairShare) is undone: its tables and the clock column are gone.
+    expect((await sql.query(`SELECT count(*)::int AS n FROM information_schema.columns WHERE table_name = 'background_queues' AND column_name = 'fair_clock'`)).rows).toEqual([{ n: 0 }]);
+    expect((await sql.query(`SELECT to_regclass('background_fair_passes') AS t`)).rows).toEqual([{ t: null }]);
 
     const status = await cli('migrate', 'status');
     expect(status.stdout).toContain(`${names.at(-1)}`);
