@@ -74,6 +74,8 @@ export function checkTargets(aggregates: Aggregates, ratios: RatioAggregates, pr
     const bar = reference === 'fair.only.plain';
     add(`fairness, one key alone: throughput ${bar ? '>= 0.9x' : 'vs'} the same queue without fairness, ${label}`, fairRate / ref, bar ? (v) => v >= 0.9 : 'info', x);
   }
+  const oneProcess = (ours('fair.only1p.fair')?.median ?? NaN) / (ours('fair.only1p.plain')?.median ?? NaN);
+  add('fairness, one key alone, the same slots in 1 process: throughput vs the same queue without fairness, no read-ahead', oneProcess, 'info', x);
   const weights = ours('fair.weights.ratio')?.median ?? NaN;
   add('fairness: weights 3:1 give 3:1 +/- 10% of the runs while both keys have work', weights, (v) => v >= 2.7 && v <= 3.3, (v) => `${formatNumber(v, 2)}:1${spreadOf('fair.weights.ratio', (n) => `${formatNumber(n, 2)}:1`)}`);
   const idle = aggregates['steady.idleStatementsPerSec']?.['pg-queue']?.median ?? NaN;

@@ -27,6 +27,8 @@ export interface FairnessVariant {
   metric: string;
   shape: FairnessShape;
   limits: BenchLimits;
+  /** One process with all the slots instead of the profile's processes (the same slots): no turns at the queue's lock to wait for. */
+  oneProcess?: boolean;
 }
 
 /** The weighted cell's two keys and their weights. */
@@ -42,6 +44,9 @@ export function fairnessVariants(profile: ScenarioContext['profile']): FairnessV
     { metric: 'fair.only.plainReadAhead', shape: 'only', limits: {} },
     { metric: 'fair.only.perKey', shape: 'only', limits: { concurrencyPerKey: slots } },
     { metric: 'fair.only.fair', shape: 'only', limits: { fairness: true } },
+    // The same slots in one process: what the turns at the queue's lock between processes cost (the fair claim and the plain one).
+    { metric: 'fair.only1p.plain', shape: 'only', limits: { prefetch: 0 }, oneProcess: true },
+    { metric: 'fair.only1p.fair', shape: 'only', limits: { fairness: true }, oneProcess: true },
     { metric: 'fair.weights', shape: 'weights', limits: { fairness: { weights: WEIGHTS } } },
   ];
 }
@@ -54,14 +59,15 @@ export async function fairnessScenario(ctx: ScenarioContext, system: SystemInfo,
   if (!fairnessSupported(system)) return {};
   const f = ctx.profile.fairness;
   const name = databaseName(variant.metric.replace(/\W/g, '').toLowerCase(), system.id, ctx.run);
+  const [processes, concurrency] = variant.oneProcess ? [1, f.processes * f.concurrency] : [f.processes, f.concurrency];
   return withFreshDatabase(ctx.serverUrl, name, async (url) => {
     const start = () =>
-      SystemProcess.start({ system: system.id, url, role: 'worker', concurrency: f.concurrency, poolSize: workerPoolSize(f.concurrency), limits: variant.limits, jobMs: f.jobMs });
+      SystemProcess.start({ system: system.id, url, role: 'worker', concurrency, poolSize: workerPoolSize(concurrency), limits: variant.limits, jobMs: f.jobMs });
     const first = await start(); // creates the schema alone
     const workers = [first];
     let figures: Figures;
     try {
-      for (let i = 1; i < f.processes; i++) workers.push(await start());
+      for (let i = 1; i < processes; i++) workers.push(await start());
       await sleep(SETTLE_MS);
       await checkpoint(ctx.serverUrl);
       if (variant.shape === 'tenants') figures = await tenants(ctx, first, url, variant.metric);
