@@ -28,6 +28,12 @@ export interface Profile {
    * fan-ins, `diamonds` diamonds, each shape its own cell, one worker process at each concurrency.
    */
   flows: { chains: number; chainLength: number; fans: number; fanWidth: number; diamonds: number; concurrencies: number[] };
+  /**
+   * Fair share across keys (nestjs-pg-queue's `fairness`): `processes` workers at `concurrency`, handlers sleeping
+   * `jobMs`. Tenants: one key with `bigJobs` due jobs, then `smallTenants` keys of `smallJobs` each. Throughput: `jobs`
+   * of one key. Weights 3:1: `weightedJobs` jobs of each of two keys.
+   */
+  fairness: { processes: number; concurrency: number; jobMs: number; bigJobs: number; smallTenants: number; smallJobs: number; jobs: number; weightedJobs: number };
   /** Memory: one worker process's RSS and V8 heap after boot and after `jobs` no-op jobs through (enqueued by itself). */
   memory: { jobs: number; concurrency: number };
 }
@@ -46,6 +52,7 @@ export const PROFILES: Record<Profile['name'], Profile> = {
     scaleOut: { processes: [1, 2], jobs: 5_000, concurrency: 10 },
     limits: { jobs: 5_000, processes: 2, concurrency: 10, global: [20, 5], keys: 1_000 },
     flows: { chains: 50, chainLength: 10, fans: 2, fanWidth: 1_000, diamonds: 100, concurrencies: [10] },
+    fairness: { processes: 2, concurrency: 10, jobMs: 10, bigJobs: 20_000, smallTenants: 50, smallJobs: 20, jobs: 5_000, weightedJobs: 2_000 },
     memory: { jobs: 20_000, concurrency: 50 },
   },
   default: {
@@ -62,6 +69,7 @@ export const PROFILES: Record<Profile['name'], Profile> = {
     scaleOut: { processes: [1, 2, 4], jobs: 10_000, concurrency: 10 },
     limits: { jobs: 10_000, processes: 2, concurrency: 10, global: [20, 5], keys: 1_000 },
     flows: { chains: 200, chainLength: 10, fans: 4, fanWidth: 1_000, diamonds: 500, concurrencies: [10, 50] },
+    fairness: { processes: 2, concurrency: 10, jobMs: 10, bigJobs: 100_000, smallTenants: 50, smallJobs: 20, jobs: 20_000, weightedJobs: 4_000 },
     memory: { jobs: 200_000, concurrency: 50 },
   },
   full: {
@@ -77,11 +85,12 @@ export const PROFILES: Record<Profile['name'], Profile> = {
     scaleOut: { processes: [1, 2, 4], jobs: 20_000, concurrency: 10 },
     limits: { jobs: 20_000, processes: 2, concurrency: 10, global: [20, 5], keys: 1_000 },
     flows: { chains: 200, chainLength: 10, fans: 4, fanWidth: 1_000, diamonds: 500, concurrencies: [10, 50] },
+    fairness: { processes: 2, concurrency: 10, jobMs: 10, bigJobs: 100_000, smallTenants: 50, smallJobs: 20, jobs: 20_000, weightedJobs: 4_000 },
     memory: { jobs: 1_000_000, concurrency: 50 },
   },
 };
 
-export const SCENARIOS = ['enqueue', 'interleaved', 'process', 'defaults', 'spread', 'latency', 'backlog', 'steady', 'scaleout', 'limits', 'flows', 'modes', 'memory'] as const;
+export const SCENARIOS = ['enqueue', 'interleaved', 'process', 'defaults', 'spread', 'latency', 'backlog', 'steady', 'scaleout', 'limits', 'flows', 'fairness', 'modes', 'memory'] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 
 /** Pool size for a worker of this concurrency, the same for every system (graphile-worker's advice). */

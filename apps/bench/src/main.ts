@@ -27,6 +27,7 @@ import { backlogScenario } from './scenarios/backlog.js';
 import type { Figures, ScenarioContext } from './scenarios/context.js';
 import { enqueueScenario } from './scenarios/enqueue.js';
 import { interleavedEnqueueScenario } from './scenarios/interleaved-enqueue.js';
+import { fairnessScenario, fairnessSupported, fairnessVariants } from './scenarios/fairness.js';
 import { flowsScenario, flowsSupported, flowsVariants } from './scenarios/flows.js';
 import { latencyScenario } from './scenarios/latency.js';
 import { limitsScenario, limitsSupported, limitsVariants } from './scenarios/limits.js';
@@ -115,6 +116,13 @@ function steps(options: BenchOptions): Step[] {
         for (const v of flowsVariants(p)) {
           const only = options.systems.filter((id) => flowsSupported(SYSTEMS[id], v.shape));
           out.push({ scenario, label: v.metric, run: (ctx, s) => flowsScenario(ctx, s, v), only });
+        }
+        break;
+      case 'fairness':
+        // Fair share across keys: only the systems that have it (SystemInfo.limits: nestjs-pg-queue alone).
+        for (const v of fairnessVariants(p)) {
+          const only = options.systems.filter((id) => fairnessSupported(SYSTEMS[id]));
+          out.push({ scenario, label: v.metric, run: (ctx, s) => fairnessScenario(ctx, s, v), only });
         }
         break;
       case 'modes':

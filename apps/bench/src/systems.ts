@@ -34,7 +34,8 @@ export interface SystemInfo {
   relations: string[];
   /**
    * The limits across instances the limits scenario can ask of it: 'global' caps the queue's running jobs over
-   * every process, 'perKey' caps them per concurrency key. Absent: none, and the limits scenario skips it.
+   * every process, 'perKey' caps them per concurrency key. Absent: none, and the limits scenario skips it. 'fairness':
+   * weighted fair share of the slots across keys (the fairness scenario runs only the systems that have it).
    */
   limits?: readonly LimitKind[];
   /**
@@ -61,7 +62,7 @@ export interface SystemFlows {
   settings: string;
 }
 
-export type LimitKind = 'global' | 'perKey';
+export type LimitKind = 'global' | 'perKey' | 'fairness';
 
 const FUTURE_TS = `now() + interval '1 day' + g * interval '1 millisecond'`;
 
@@ -87,7 +88,7 @@ export const SYSTEMS: Record<SystemId, SystemInfo> = {
     id: 'pg-queue',
     label: 'nestjs-pg-queue',
     packageName: 'nestjs-pg-queue',
-    limits: ['global', 'perKey'],
+    limits: ['global', 'perKey', 'fairness'],
     settings:
       'Nest application context, PgQueueModule.forRoot({ connection: { url, poolSize }, queues: { bench: { concurrency, prefetch: 500 - concurrency, batchSize: 500 } } }): claims of up to 500 ahead of free slots (its option for many short jobs, the size of graphile-worker\'s localQueue here); every other option at its default (lease 30 s, heartbeat 10 s, fenced completion, poll 30 s behind LISTEN, sweeper 5 s, pruner 60 s)',
     ...BACKGROUND_JOBS_TABLE,

@@ -108,8 +108,13 @@ function queueOptions(options: AdapterOptions) {
  * turn of slots, and the limits asked for; `limits: {}` is the same sizing without limits, the reference.
  */
 function limitedQueue(options: AdapterOptions) {
-  const { globalConcurrency, concurrencyPerKey } = options.limits!;
-  return { concurrency: options.concurrency, batchSize: options.concurrency, globalConcurrency, concurrencyPerKey };
+  const { globalConcurrency, concurrencyPerKey, fairness, prefetch } = options.limits!;
+  return { concurrency: options.concurrency, batchSize: options.concurrency, globalConcurrency, concurrencyPerKey, fairness, prefetch };
+}
+
+/** The fairness scenario's jobs carry their tenant (`k`), enqueued as the job's concurrencyKey; others get `k${i % keys}` with limits.keys. */
+function keyOf(payload: BenchPayload, keys: number | undefined): string | undefined {
+  return payload.k ?? (keys ? `k${payload.i % keys}` : undefined);
 }
 
 /** nestjs-pg-queue through a real Nest application context, enqueueing through QueueService. */
@@ -122,10 +127,10 @@ export const pgQueueAdapter: Adapter = {
     const app = await NestFactory.createApplicationContext(BenchAppModule.forRoot(options), { logger: ['error', 'warn'] });
     const queue = app.get(QueueService);
     const keys = options.limits?.keys;
-    if (keys) {
+    if (options.limits) {
       return {
-        enqueue: async (payload) => void (await queue.enqueue(QUEUE, payload, { concurrencyKey: `k${payload.i % keys}` })),
-        enqueueMany: async (payloads) => (await queue.enqueueMany(payloads.map((payload) => ({ queue: QUEUE, payload, concurrencyKey: `k${payload.i % keys}` })))).length,
+        enqueue: async (payload) => void (await queue.enqueue(QUEUE, payload, { concurrencyKey: keyOf(payload, keys) })),
+        enqueueMany: async (payloads) => (await queue.enqueueMany(payloads.map((payload) => ({ queue: QUEUE, payload, concurrencyKey: keyOf(payload, keys) })))).length,
         stop: () => app.close(),
       };
     }

@@ -66,6 +66,10 @@ export interface BenchLimits {
   concurrencyPerKey?: number;
   /** Enqueue job i with concurrencyKey `k${i % keys}`. */
   keys?: number;
+  /** The fairness scenario: fair share across the jobs' keys (the payload's `k`, enqueued as concurrencyKey). */
+  fairness?: true | { weights: Record<string, number> };
+  /** The fairness scenario's references: the queue's read-ahead set explicitly (0: none); absent, the library's default. */
+  prefetch?: number;
 }
 
 export interface RunningSystem {

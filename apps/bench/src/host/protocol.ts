@@ -10,6 +10,8 @@ export type Command =
   | { cmd: 'enqueue-concurrent'; n: number; callers: number }
   /** n jobs through the bulk API, `batch` per call, calls one after another; every call must return `batch` ids. */
   | { cmd: 'enqueue-bulk'; n: number; batch: number }
+  /** The fairness scenario: `n` jobs of each key in turn (key order), through the bulk API, `batch` per call. */
+  | { cmd: 'enqueue-keyed'; groups: { key: string; n: number }[]; batch: number }
   /** n jobs, one every intervalMs, each stamped with its enqueue time; resolves once all have started. */
   | { cmd: 'latency'; n: number; intervalMs: number; timeoutMs: number }
   /** The same stamped jobs from a producer, without waiting for their starts (another process records them). */

@@ -95,7 +95,7 @@ export class SystemProcess {
   }
 
   send(command: Extract<Command, { cmd: 'start' }>): Promise<HostStats>;
-  send(command: Extract<Command, { cmd: 'enqueue-sequential' | 'enqueue-concurrent' | 'enqueue-bulk' | 'enqueue-flows' }>): Promise<TimedResult>;
+  send(command: Extract<Command, { cmd: 'enqueue-sequential' | 'enqueue-concurrent' | 'enqueue-bulk' | 'enqueue-keyed' | 'enqueue-flows' }>): Promise<TimedResult>;
   send(command: Extract<Command, { cmd: 'flow-report' }>): Promise<FlowReport>;
   send(command: Extract<Command, { cmd: 'latency' | 'latency-samples' }>): Promise<number[]>;
   send(command: Extract<Command, { cmd: 'enqueue-stamped' }>): Promise<number>;

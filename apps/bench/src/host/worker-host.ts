@@ -63,6 +63,16 @@ async function handle(command: Command): Promise<unknown> {
           await enqueueWithIds(Math.min(command.batch, command.n - done));
         }
       });
+    case 'enqueue-keyed': {
+      const all = command.groups.flatMap((g) => Array.from({ length: g.n }, () => ({ i: nextIndex++, k: g.key })));
+      return timed(all.length, async () => {
+        for (let done = 0; done < all.length; done += command.batch) {
+          const chunk = all.slice(done, done + command.batch);
+          const ids = await running().enqueueMany(chunk);
+          if (ids !== chunk.length) throw new Error(`bulk enqueue of ${chunk.length} jobs returned ${ids} ids`);
+        }
+      });
+    }
     case 'latency': {
       // One job every intervalMs on a fixed schedule (not intervalMs after the previous call returned),
       // each stamped just before its enqueue call; the handler subtracts the stamp from its start time.

@@ -104,6 +104,25 @@ export function metricCatalog(profile: Profile): MetricDef[] {
   defs.push(rate('limits.none', `limits: none (reference), ${where}`));
   for (const n of l.global) defs.push(rate(`limits.global${n}`, `limits: globalConcurrency ${n}, ${where}`));
   defs.push(rate(`limits.perKey1x${l.keys}`, `limits: concurrencyPerKey 1, ${l.keys.toLocaleString('en-US')} keys, ${where}`));
+  const fr = profile.fairness;
+  const fairWhere = `${fr.processes} processes x c${fr.concurrency}, ${fr.jobMs} ms jobs, no read-ahead`;
+  defs.push(
+    info('fair.tenants.worstRatio', `fairness: 1 key of ${sizeLabel(fr.bigJobs)} then ${fr.smallTenants} keys of ${fr.smallJobs}, ${fairWhere}: worst small key's finish / its fair share`, 'x', 2),
+    info('fair.tenants.medianRatio', `  median small key's finish / its fair share`, 'x', 2),
+    info('fair.tenants.worstRatioMeasured', `  worst small key's finish / its fair share at the measured time per job and slot`, 'x', 2),
+    info('fair.tenants.worstMs', `  worst small key's last finish after their enqueue`, 'ms', 0),
+    info('fair.tenants.fairMs', `  its fair share: ${fr.smallJobs} jobs x ${fr.jobMs} ms x ${fr.smallTenants + 1} keys / ${fr.processes * fr.concurrency} slots`, 'ms', 0),
+    info('fair.tenants.slotMsPerJob', `  measured time per job and slot in that window (job, claim, settle)`, 'ms', 1),
+    info('fair.tenants.bigShare', `  the big key's share of the jobs finished in that window (fair: ${(100 / (fr.smallTenants + 1)).toFixed(1)}%)`, '%', 1),
+    rate('fair.only.plain', `fairness: one key alone, ${sizeLabel(fr.jobs)}, ${fairWhere}: no fairness (reference)`, false),
+    rate('fair.only.plainReadAhead', `  no fairness, the library's default read-ahead`, false),
+    rate('fair.only.perKey', `  concurrencyPerKey ${fr.processes * fr.concurrency} (the keyed claim, never binding)`, false),
+    rate('fair.only.fair', `  fairness: true`, false),
+    rate('fair.only1p.plain', `  the same slots in 1 process (no turns at the lock between processes): no fairness, no read-ahead`, false),
+    rate('fair.only1p.fair', `  the same slots in 1 process: fairness: true`, false),
+    info('fair.weights.ratio', `fairness: weights 3:1, two keys of ${sizeLabel(fr.weightedJobs)} each, ${fairWhere}: heavy / light starts while both had work`, 'x', 2),
+    info('fair.weights.heavyShare', `  the heavy key's share of those starts (3:1 is 75%)`, '%', 1),
+  );
   for (const v of flowsVariants(profile)) {
     const notes = flowNotes(v.shape, profile);
     // A row with a note compares different things (or nothing) for that system: not drawn as bars side by side.

@@ -57,6 +57,27 @@ export function checkTargets(aggregates: Aggregates, ratios: RatioAggregates, pr
     const tuned = ratios[`defaults.c${c}`]?.['pg-queue-defaults'];
     add(`defaults (bare @JobHandler) at c=${c}: share of the tuned throughput`, tuned ? 1 / tuned.median : NaN, 'info', (v) => `${Math.round(v * 100)}%`);
   }
+  // Issue 42, part 1: fair share across keys (nestjs-pg-queue alone; scenarios/fairness.ts).
+  const ours = (metric: string) => aggregates[metric]?.['pg-queue'];
+  const spreadOf = (metric: string, show: (v: number) => string) => {
+    const a = ours(metric);
+    return a && a.runs > 1 ? ` (${show(a.min)}-${show(a.max)})` : '';
+  };
+  const x = (v: number) => `${formatNumber(v, 2)}x`;
+  const worst = ours('fair.tenants.worstRatio')?.median ?? NaN;
+  add('fairness: every small tenant done within 2x its fair share (worst of 50)', worst, (v) => v <= 2, (v) => `${x(v)}${spreadOf('fair.tenants.worstRatio', x)}`);
+  const measured = ours('fair.tenants.worstRatioMeasured')?.median ?? NaN;
+  add('  the same at the measured time per job and slot', measured, 'info', (v) => `${x(v)}${spreadOf('fair.tenants.worstRatioMeasured', x)}`);
+  const fairRate = ours('fair.only.fair')?.median ?? NaN;
+  for (const [reference, label] of [['fair.only.plain', 'no read-ahead'], ['fair.only.plainReadAhead', "the library's default read-ahead"], ['fair.only.perKey', 'concurrencyPerKey (keyed claim)']] as const) {
+    const ref = ours(reference)?.median ?? NaN;
+    const bar = reference === 'fair.only.plain';
+    add(`fairness, one key alone: throughput ${bar ? '>= 0.9x' : 'vs'} the same queue without fairness, ${label}`, fairRate / ref, bar ? (v) => v >= 0.9 : 'info', x);
+  }
+  const oneProcess = (ours('fair.only1p.fair')?.median ?? NaN) / (ours('fair.only1p.plain')?.median ?? NaN);
+  add('fairness, one key alone, the same slots in 1 process: throughput vs the same queue without fairness, no read-ahead', oneProcess, 'info', x);
+  const weights = ours('fair.weights.ratio')?.median ?? NaN;
+  add('fairness: weights 3:1 give 3:1 +/- 10% of the runs while both keys have work', weights, (v) => v >= 2.7 && v <= 3.3, (v) => `${formatNumber(v, 2)}:1${spreadOf('fair.weights.ratio', (n) => `${formatNumber(n, 2)}:1`)}`);
   const idle = aggregates['steady.idleStatementsPerSec']?.['pg-queue']?.median ?? NaN;
   add('idle: <= 1 query/s per worker process', idle, (v) => v <= 1, (v) => `${formatNumber(v, 2)}/s`);
   return checks;

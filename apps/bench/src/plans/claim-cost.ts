@@ -1,0 +1,151 @@
+// The fair claim's cost at scale (issue 42, part 1; docs/performance.md, "Fair share"): a table of --rows queued jobs
+// over --keys keys, and the mean execution time of claimFairJobs next to the plain claim (claimJobs) and the keyed
+// claim (claimKeyedJobs, concurrencyPerKey 1), for claims of each --sizes, each statement run --reps times in a
+// transaction rolled back (the table never changes), in turn (so that noise on a shared machine falls on all three):
+//
+//   npm run claim-cost --workspace apps/bench -- [--rows 1000000] [--keys 10000] [--reps 200] [--sizes 10,50] [--pg-bin /usr/lib/postgresql/15/bin]
+//
+// Two measures per statement: the server's own execution time (EXPLAIN (ANALYZE, TIMING OFF): no client, no network,
+// no planning) and the round trip of the statement as the workers send it (named, so planned once), timed by the client.
+// A throwaway server (embedded PostgreSQL 18, or the binaries of --pg-bin / PG_QUEUE_TEST_PG_BIN), removed at the end.
+import 'reflect-metadata';
+import { Module } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import pg from 'pg';
+import { PgQueueModule } from 'nestjs-pg-queue';
+import { createDatabase, startPostgres } from '@internal/pg-harness';
+
+// The claims' SQL and the limited claims' lock: internals, not in the package's exports, so loaded by path from its
+// build; typed from its source.
+type JobSql = typeof import('../../../../packages/pg-queue/src/store/job.sql.js');
+type ClaimSql = typeof import('../../../../packages/pg-queue/src/store/claim.sql.js');
+const { SQL }: JobSql = await import(new URL('../../../../packages/pg-queue/dist/store/job.sql.js', import.meta.url).href);
+const { beginWithQueueLock }: ClaimSql = await import(new URL('../../../../packages/pg-queue/dist/store/claim.sql.js', import.meta.url).href);
+
+const args = process.argv.slice(2);
+const arg = (name: string, fallback: string) => {
+  const i = args.indexOf(name);
+  return i >= 0 ? args[i + 1] : fallback;
+};
+const ROWS = Number(arg('--rows', '1000000'));
+const KEYS = Number(arg('--keys', '10000'));
+const REPS = Number(arg('--reps', '200'));
+const SIZES = arg('--sizes', '10,50').split(',').map(Number);
+const BIN = arg('--pg-bin', '') || undefined;
+/** Jobs running (processing, limited), spread over the keys, as a busy fair queue has: the window counts them per key. */
+const RUNNING = 40;
+const QUEUE = 'fair';
+
+type Name = 'claimJobs' | 'claimKeyedJobs' | 'claimFairJobs';
+const NAMES: Name[] = ['claimJobs', 'claimKeyedJobs', 'claimFairJobs'];
+const LABEL: Record<Name, string> = {
+  claimJobs: 'plain claim (claimJobs)',
+  claimKeyedJobs: 'keyed claim (claimKeyedJobs, concurrencyPerKey 1)',
+  claimFairJobs: 'fair claim (claimFairJobs)',
+};
+
+const key = (n: number) => `k${String(n % KEYS).padStart(String(KEYS - 1).length, '0')}`;
+
+/** The statement's values as the store sends them (claim.store.ts), the keyed claims from a random cursor. */
+function values(name: Name, limit: number): unknown[] {
+  const cursor = key(Math.floor(Math.random() * KEYS));
+  if (name === 'claimJobs') return [QUEUE, limit, 'w', 30_000, limit, 30_000, 0];
+  if (name === 'claimKeyedJobs') return [QUEUE, limit, 'w', 30_000, null, null, 0, 1, cursor];
+  return [QUEUE, limit, 'w', 30_000, null, null, 0, null, cursor, '{}', 1];
+}
+
+/** One run of the statement in a transaction that is rolled back: the limited claims after the queue's lock, as the workers run them. */
+async function once(client: pg.Client, name: Name, limit: number): Promise<{ execMs: number; roundTripMs: number; rows: number }> {
+  const v = values(name, limit);
+  await client.query(name === 'claimJobs' ? 'BEGIN' : beginWithQueueLock(1));
+  try {
+    const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, TIMING OFF, SUMMARY ON, COSTS OFF) ${SQL[name]}`, v);
+    const text = rows.map((r) => r['QUERY PLAN']).join('\n');
+    const execMs = Number(/Execution Time: ([\d.]+) ms/.exec(text)?.[1]);
+    await client.query('ROLLBACK');
+    await client.query(name === 'claimJobs' ? 'BEGIN' : beginWithQueueLock(1));
+    const t0 = performance.now();
+    const result = await client.query({ name: `cost_${name}`, text: SQL[name], values: v });
+    const roundTripMs = performance.now() - t0;
+    return { execMs, roundTripMs, rows: result.rows.filter((r: { id: string | null }) => r.id !== null).length };
+  } finally {
+    await client.query('ROLLBACK');
+  }
+}
+
+const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(p * xs.length))];
+
+async function main(): Promise<void> {
+  const server = await startPostgres({ url: null, containers: false, binDir: BIN, log: () => {} });
+  try {
+    const url = await createDatabase(server.url, 'claim_cost');
+    // The schema, as the library migrates it.
+    @Module({ imports: [PgQueueModule.forRoot({ connection: url, workers: false, maintenance: { enabled: false } })] })
+    class SchemaModule {}
+    const app = await NestFactory.createApplicationContext(SchemaModule, { logger: ['error'] });
+    await app.close();
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      const { rows: version } = await client.query<{ v: string }>(`SELECT version() AS v`);
+      console.log(`${version[0].v.split(' on ')[0]}; ${ROWS.toLocaleString('en-US')} queued jobs over ${KEYS.toLocaleString('en-US')} keys, ${RUNNING} running; ${REPS} repetitions per cell`);
+      const t0 = performance.now();
+      // Keys interleaved (job g of key g % keys) and run_at spread 1 ms apart in the past, as jobs enqueued over time.
+      await client.query(
+        `INSERT INTO background_jobs (queue_name, payload, concurrency_key, run_at, created_at, updated_at)
+         SELECT $1, jsonb_build_object('i', g), 'k' || lpad((g % $3)::text, length(($3 - 1)::text), '0'), t.ts, t.ts, t.ts
+         FROM generate_series(1, $2::int) AS g, LATERAL (SELECT now() - ($2::int - g) * interval '1 millisecond' AS ts) AS t`,
+        [QUEUE, ROWS, KEYS],
+      );
+      await client.query(
+        `UPDATE background_jobs SET status = 'processing', limited = true, attempts = 1, locked_by = 'other', locked_at = now(), lease_expires_at = now() + interval '1 hour'
+         WHERE id IN (SELECT id FROM background_jobs WHERE queue_name = $1 ORDER BY id LIMIT $2)`,
+        [QUEUE, RUNNING],
+      );
+      await client.query('VACUUM (ANALYZE) background_jobs');
+      console.log(`filled and vacuumed in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+      // Warm-up: every statement a few times (caches, hint bits, the named statements prepared).
+      for (const limit of SIZES) for (const name of NAMES) for (let i = 0; i < 10; i++) await once(client, name, limit);
+      const lines = [
+        '| claim | statement | rows | execution: mean | median | p10-p90 | mean vs plain | median vs plain | round trip: mean | median | p10-p90 | mean vs plain | median vs plain |',
+        '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+      ];
+      for (const limit of SIZES) {
+        const samples = new Map<Name, { exec: number[]; rt: number[]; rows: number }>(NAMES.map((n) => [n, { exec: [], rt: [], rows: 0 }]));
+        for (let r = 0; r < REPS; r++) {
+          for (const name of NAMES) {
+            const s = await once(client, name, limit);
+            const cell = samples.get(name)!;
+            cell.exec.push(s.execMs);
+            cell.rt.push(s.roundTripMs);
+            cell.rows = s.rows;
+          }
+        }
+        const plain = samples.get('claimJobs')!;
+        for (const name of NAMES) {
+          const s = samples.get(name)!;
+          const f = (xs: number[]) => xs.map((x) => x.toFixed(3));
+          const cells = (xs: number[], ref: number[]) =>
+            `${mean(xs).toFixed(3)} ms | ${pct(xs, 0.5).toFixed(3)} ms | ${f([pct(xs, 0.1), pct(xs, 0.9)]).join('-')} | ${(mean(xs) / mean(ref)).toFixed(2)}x | ${(pct(xs, 0.5) / pct(ref, 0.5)).toFixed(2)}x`;
+          lines.push(`| ${limit} | ${LABEL[name]} | ${s.rows} | ${cells(s.exec, plain.exec)} | ${cells(s.rt, plain.rt)} |`);
+        }
+      }
+      console.log(lines.join('\n'));
+      if (args.includes('--plans')) {
+        for (const name of NAMES) {
+          await client.query(name === 'claimJobs' ? 'BEGIN' : beginWithQueueLock(1));
+          const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${SQL[name]}`, values(name, SIZES[0]));
+          await client.query('ROLLBACK');
+          console.log(`\n${name}, a claim of ${SIZES[0]}:\n${rows.map((r) => r['QUERY PLAN']).join('\n')}`);
+        }
+      }
+    } finally {
+      await client.end();
+    }
+  } finally {
+    await server.stop();
+  }
+}
+
+await main();

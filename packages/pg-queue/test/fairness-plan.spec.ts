@@ -1,0 +1,67 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type { INestApplicationContext } from '@nestjs/common';
+import type pg from 'pg';
+import { QueueService } from 'nestjs-pg-queue';
+import { createTestDatabase } from '@internal/pg-harness';
+import { beginWithQueueLock, FAIR_WINDOW_KEYS } from '../src/store/claim.sql.js';
+import { SQL } from '../src/store/job.sql.js';
+import { sqlPool, startApp } from './support/test-app.js';
+
+// Plans of the fair claim (claimFairJobs) on a table of 100,000 queued jobs over 1,000 keys: every read goes through
+// an index, and its window walks max(allowance, FAIR_WINDOW_KEYS) keys in turn, not all 1,000 that have queued jobs.
+// The cost at 1M jobs over 10,000 keys, next to the plain and the keyed claim: apps/bench/src/plans/claim-cost.ts.
+describe('fair claim plans', () => {
+  let app: INestApplicationContext;
+  let db: pg.Pool;
+
+  beforeAll(async () => {
+    const url = await createTestDatabase('fairplan');
+    db = sqlPool(url);
+    app = await startApp(url, { queue: { workers: false, maintenance: { enabled: false } } });
+    const queue = app.get(QueueService);
+    for (let c = 0; c < 10; c++) {
+      await queue.enqueueMany(Array.from({ length: 10_000 }, (_, i) => ({ queue: 'fair', payload: { i }, concurrencyKey: `k${String((i + c * 10_000) % 1_000).padStart(4, '0')}` })));
+    }
+    // A few running jobs, as a fair queue has: the window counts each key's running jobs through background_jobs_limited_idx.
+    await db.query(`UPDATE background_jobs SET status = 'processing', limited = true, locked_by = 'w', locked_at = now(), lease_expires_at = now() + interval '1 minute', attempts = 1
+                    WHERE id IN (SELECT id FROM background_jobs WHERE queue_name = 'fair' AND concurrency_key IN ('k0501', 'k0502') ORDER BY id LIMIT 4)`);
+    await db.query('ANALYZE background_jobs');
+  }, 120_000);
+  afterAll(async () => {
+    await app?.close();
+    await db?.end();
+  });
+
+  /** EXPLAIN ANALYZE of the fair claim inside the transaction it runs in, rolled back. */
+  async function explain(limit: number, weights: Record<string, number> = {}): Promise<string> {
+    const client = await db.connect();
+    try {
+      await client.query(beginWithQueueLock(1));
+      // $1 queue, $2 jobs wanted, $3 worker, $4 lease ms, $5 globalConcurrency, $6/$7 rate limit, $8 concurrencyPerKey, $9 key cursor, $10 weights, $11 default weight
+      const { rows } = await client.query(`EXPLAIN (ANALYZE, COSTS OFF) ${SQL.claimFairJobs}`, ['fair', limit, 'w', 30_000, null, null, 0, null, 'k0500', JSON.stringify(weights), 1]);
+      return rows.map((r) => r['QUERY PLAN']).join('\n');
+    } finally {
+      await client.query('ROLLBACK');
+      client.release();
+    }
+  }
+
+  /** Rows the window's walk of the keys after the cursor made (its recursive CTE, one probe per key). */
+  const walked = (plan: string) => Number(/CTE after\s+->\s+Recursive Union \(actual time=[\d.]+\.\.[\d.]+ rows=(\d+)/.exec(plan)?.[1]);
+  /** Rows the claim's UPDATE changed: the jobs it claimed. */
+  const claimed = (plan: string) => Number(/CTE claimed\s+->\s+Update on background_jobs \w+ \(actual time=[\d.]+\.\.[\d.]+ rows=(\d+)/.exec(plan)?.[1]);
+
+  it.each([10, 50])('a claim of %i reads through indexes only and walks max(allowance, 16) keys, not 1,000', async (limit) => {
+    const plan = await explain(limit, { k0501: 3 });
+    if (process.env.PRINT_PLAN) console.log(plan);
+    expect(plan).not.toMatch(/Seq Scan on background_jobs/);
+    expect(claimed(plan)).toBe(limit);
+    // The window takes max(allowance, FAIR_WINDOW_KEYS) keys after the cursor; the recursive walk makes one row more
+    // (the probe that found the next key, read before the LIMIT stopped it) at most.
+    const window = Math.max(limit, FAIR_WINDOW_KEYS);
+    expect(walked(plan)).toBeGreaterThanOrEqual(window);
+    expect(walked(plan)).toBeLessThanOrEqual(window + 1);
+    // 500 keys follow the cursor: the walk from the first key up to it is never needed.
+    expect(plan).toMatch(/CTE upto\s+->\s+Recursive Union \(never executed\)/);
+  });
+});
