@@ -100,10 +100,11 @@ describe('start ahead: buffered jobs marked started before a slot frees (armed)'
   it('armed rows say started (charged, full lease) before any handler; a cancel drops one uncalled; shutdown gives the rest back uncharged', async () => {
     const { gated, behind } = await holdBothSlots('sa-arm', 'arm');
     // Both slots busy: the next jobs in claim order are held started ahead (by the claim, or by a start mark), as many
-    // as the slots finish during one round trip: no-op jobs, so several.
+    // as the slots finish during one round trip: no-op jobs, so several on a quiet machine. On one loaded to 12 runnable
+    // processes per core the estimates held one (a CI run): the cancel below needs one, the shutdown the rest (if any).
     const armed = await waitFor('jobs marked ahead', async () => {
       const rows = await startedUncalled('sa-arm');
-      return rows.length >= 2 ? rows : undefined;
+      return rows.length >= 1 ? rows : undefined;
     });
     expect(armed.map((r) => r.id)).toEqual(behind.slice(0, armed.length));
     expect(armed.every((r) => r.attempts === 1)).toBe(true);
