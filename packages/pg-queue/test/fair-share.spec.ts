@@ -1,47 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { fileURLToPath } from 'node:url';
 import { Injectable, type INestApplicationContext } from '@nestjs/common';
 import type pg from 'pg';
 import { JobHandler, QueueService, type Job } from 'nestjs-pg-queue';
 import { createTestDatabase } from '@internal/pg-harness';
-import { buildWorker, type WorkerBuild } from './faults/support/build-worker.js';
-import { LIMIT_TABLES, LimitsFleet, maxOverlap } from './limits/limits-fleet.js';
+import { LimitsFleet, maxOverlap } from './limits/limits-fleet.js';
+import { LIMITS_MAINTENANCE, setUpLimits, tearDownLimits, useLimitsWorkerBuild } from './limits/limits-setup.js';
 import { sqlPool, startApp, waitFor } from './support/test-app.js';
 
 // Fair share across keys (the `fairness` option, README "Fair share across keys"), read back from the tables: what
 // the handlers of real OS processes recorded (limit_runs: each run's key and its start by the database clock), or
 // the jobs' own rows (locked_at: the claim that started them).
-const WORKER_SOURCES = [fileURLToPath(new URL('./limits/limits-worker.ts', import.meta.url))];
-const MAINTENANCE = { sweepIntervalMs: 200, pruneIntervalMs: 600_000 };
 
-let build: WorkerBuild;
-beforeAll(async () => {
-  build = await buildWorker(WORKER_SOURCES);
-});
-afterAll(async () => {
-  await build?.remove();
-});
-
-interface Setup {
-  db: pg.Pool;
-  app: INestApplicationContext;
-  queue: QueueService;
-  url: string;
-}
-
-async function setUp(label: string): Promise<Setup> {
-  const url = await createTestDatabase(label);
-  const db = sqlPool(url);
-  const app = await startApp(url, { queue: { workers: false, maintenance: { enabled: false } } });
-  await db.query(LIMIT_TABLES);
-  return { db, app, queue: app.get(QueueService), url };
-}
-
-async function tearDown(s: Setup, fleet?: LimitsFleet): Promise<void> {
-  await fleet?.killAll();
-  await s.app.close();
-  await s.db.end();
-}
+const workerScript = useLimitsWorkerBuild();
 
 const doneCount = (db: pg.Pool, queue: string, key?: string) => async () => {
   const { rows } = await db.query<{ n: number }>(
@@ -63,9 +33,9 @@ async function startsWhileBothHadWork(db: pg.Pool, keys: [string, string]): Prom
 
 describe('fair share across keys, over OS processes', () => {
   it('weights 3:1 give 3:1 of the starts while both keys have work (three processes)', async () => {
-    const s = await setUp('fairweights');
-    const fleet = new LimitsFleet(build.script, s.url, {
-      maintenance: MAINTENANCE,
+    const s = await setUpLimits('fairweights');
+    const fleet = new LimitsFleet(workerScript(), s.url, {
+      maintenance: LIMITS_MAINTENANCE,
       queues: { fair: { concurrency: 4, fairness: { weights: { heavy: 3 } } } },
     });
     try {
@@ -81,14 +51,14 @@ describe('fair share across keys, over OS processes', () => {
       expect(ratio).toBeGreaterThanOrEqual(2.7);
       expect(ratio).toBeLessThanOrEqual(3.3);
     } finally {
-      await tearDown(s, fleet);
+      await tearDownLimits(s, fleet);
     }
   });
 
   it("a key with 3,000 jobs queued first does not hold back 40 small keys; the per-key cap holds beside it", async () => {
-    const s = await setUp('fairtenants');
-    const fleet = new LimitsFleet(build.script, s.url, {
-      maintenance: MAINTENANCE,
+    const s = await setUpLimits('fairtenants');
+    const fleet = new LimitsFleet(workerScript(), s.url, {
+      maintenance: LIMITS_MAINTENANCE,
       queues: { fair: { concurrency: 4, fairness: true, concurrencyPerKey: 3 } },
     });
     try {
@@ -109,7 +79,7 @@ describe('fair share across keys, over OS processes', () => {
       expect(Math.max(...overlap.values())).toBeLessThanOrEqual(3);
       expect(overlap.get('big')).toBe(3);
     } finally {
-      await tearDown(s, fleet);
+      await tearDownLimits(s, fleet);
     }
   });
 });

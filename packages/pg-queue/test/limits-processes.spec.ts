@@ -1,46 +1,12 @@
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { fileURLToPath } from 'node:url';
-import type { INestApplicationContext } from '@nestjs/common';
+import { describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
-import { QueueService } from 'nestjs-pg-queue';
-import { createTestDatabase } from '@internal/pg-harness';
-import { buildWorker, type WorkerBuild } from './faults/support/build-worker.js';
-import { LIMIT_TABLES, LimitsFleet, maxOverlap, sampleRunning } from './limits/limits-fleet.js';
-import { sqlPool, startApp, waitFor } from './support/test-app.js';
+import { LimitsFleet, maxOverlap, sampleRunning } from './limits/limits-fleet.js';
+import { LIMITS_MAINTENANCE, setUpLimits, tearDownLimits, useLimitsWorkerBuild } from './limits/limits-setup.js';
+import { waitFor } from './support/test-app.js';
 
 // Limits across instances, read back from what the handlers of real OS processes recorded (limit_runs).
-const WORKER_SOURCES = [fileURLToPath(new URL('./limits/limits-worker.ts', import.meta.url))];
-const MAINTENANCE = { sweepIntervalMs: 200, pruneIntervalMs: 600_000 };
 
-let build: WorkerBuild;
-beforeAll(async () => {
-  build = await buildWorker(WORKER_SOURCES);
-});
-afterAll(async () => {
-  await build?.remove();
-});
-
-interface Setup {
-  db: pg.Pool;
-  app: INestApplicationContext;
-  queue: QueueService;
-  url: string;
-}
-
-async function setUp(label: string): Promise<Setup> {
-  const url = await createTestDatabase(label);
-  const db = sqlPool(url);
-  // Migrates, then enqueues; runs no worker of its own.
-  const app = await startApp(url, { queue: { workers: false, maintenance: { enabled: false } } });
-  await db.query(LIMIT_TABLES);
-  return { db, app, queue: app.get(QueueService), url };
-}
-
-async function tearDown(s: Setup, fleet: LimitsFleet): Promise<void> {
-  await fleet.killAll();
-  await s.app.close();
-  await s.db.end();
-}
+const workerScript = useLimitsWorkerBuild();
 
 const completed = (db: pg.Pool, queue: string) => async () => {
   const { rows } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM background_jobs WHERE queue_name = $1 AND status = 'completed'`, [queue]);
@@ -49,11 +15,11 @@ const completed = (db: pg.Pool, queue: string) => async () => {
 
 describe('limits across OS processes', () => {
   it('globalConcurrency 3 over 4 processes: never more than 3 runs at once, through SIGKILLs and the sweeper', async () => {
-    const s = await setUp('limglobal');
-    const fleet = new LimitsFleet(build.script, s.url, {
+    const s = await setUpLimits('limglobal');
+    const fleet = new LimitsFleet(workerScript(), s.url, {
       leaseMs: 1_500,
       heartbeatMs: 300,
-      maintenance: MAINTENANCE,
+      maintenance: LIMITS_MAINTENANCE,
       queues: { global: { concurrency: 3, globalConcurrency: 3, backoff: { baseMs: 10, maxMs: 50 } } },
     });
     const sampler = sampleRunning(s.db, 'global');
@@ -101,16 +67,16 @@ describe('limits across OS processes', () => {
       expect(runs.workers).toBeGreaterThanOrEqual(4);
     } finally {
       await sampler.stop();
-      await tearDown(s, fleet);
+      await tearDownLimits(s, fleet);
     }
   }, 180_000);
 
   it('globalConcurrency 3 through a freeze past the lease: the sweeper hands the slot on once, the late outcome frees nothing', async () => {
-    const s = await setUp('limfreeze');
-    const fleet = new LimitsFleet(build.script, s.url, {
+    const s = await setUpLimits('limfreeze');
+    const fleet = new LimitsFleet(workerScript(), s.url, {
       leaseMs: 1_200,
       heartbeatMs: 300,
-      maintenance: MAINTENANCE,
+      maintenance: LIMITS_MAINTENANCE,
       queues: { global: { concurrency: 3, globalConcurrency: 3 } },
     });
     try {
@@ -149,16 +115,16 @@ describe('limits across OS processes', () => {
       expect(late.most_frozen).toBeLessThanOrEqual(1);
       expect(late.completed_once).toBe(true); // the second attempt's outcome stands; the frozen one's was fenced out
     } finally {
-      await tearDown(s, fleet);
+      await tearDownLimits(s, fleet);
     }
   }, 150_000);
 
   it('globalConcurrency 8 over 3 processes of batch handlers (calls of up to 5): never more than 8 jobs run at once, each once', async () => {
-    const s = await setUp('limbatch');
-    const fleet = new LimitsFleet(build.script, s.url, {
+    const s = await setUpLimits('limbatch');
+    const fleet = new LimitsFleet(workerScript(), s.url, {
       leaseMs: 3_000,
       heartbeatMs: 500,
-      maintenance: MAINTENANCE,
+      maintenance: LIMITS_MAINTENANCE,
       // Two calls at once per process, up to 5 jobs a call: 30 jobs could run across the 3 processes without the limit.
       queues: { globalbatch: { concurrency: 2, globalConcurrency: 8 } },
     });
@@ -185,14 +151,14 @@ describe('limits across OS processes', () => {
       expect(runs.biggest).toBeLessThanOrEqual(5);
     } finally {
       await sampler.stop();
-      await tearDown(s, fleet);
+      await tearDownLimits(s, fleet);
     }
   }, 180_000);
 
   it('rateLimit 10 per 500 ms over 3 processes: no window of 500 ms holds more than 10 starts', async () => {
-    const s = await setUp('limrate');
-    const fleet = new LimitsFleet(build.script, s.url, {
-      maintenance: MAINTENANCE,
+    const s = await setUpLimits('limrate');
+    const fleet = new LimitsFleet(workerScript(), s.url, {
+      maintenance: LIMITS_MAINTENANCE,
       queues: { rated: { concurrency: 8, rateLimit: { max: 10, intervalMs: 500 } } },
     });
     try {
@@ -215,13 +181,13 @@ describe('limits across OS processes', () => {
       expect(w.span_ms).toBeLessThan(8_000);
       expect(w.workers).toBeGreaterThanOrEqual(2);
     } finally {
-      await tearDown(s, fleet);
+      await tearDownLimits(s, fleet);
     }
   }, 120_000);
 
   it('concurrencyPerKey 1 over 4 processes: each key serial and in order, and a key with a backlog starves none of the 20 others', async () => {
-    const s = await setUp('limkeys');
-    const fleet = new LimitsFleet(build.script, s.url, { maintenance: MAINTENANCE, queues: { keyed: { concurrency: 4, concurrencyPerKey: 1 } } });
+    const s = await setUpLimits('limkeys');
+    const fleet = new LimitsFleet(workerScript(), s.url, { maintenance: LIMITS_MAINTENANCE, queues: { keyed: { concurrency: 4, concurrencyPerKey: 1 } } });
     try {
       // The backlog first: a plain queue would run its 100 jobs before any other key's.
       await s.queue.enqueueMany(Array.from({ length: 100 }, () => ({ queue: 'keyed', payload: { ms: 10 }, concurrencyKey: 'backlog' })));
@@ -251,7 +217,7 @@ describe('limits across OS processes', () => {
       expect(f.last_other.getTime()).toBeLessThan(f.backlog_third.getTime());
       expect(f.workers).toBeGreaterThanOrEqual(2);
     } finally {
-      await tearDown(s, fleet);
+      await tearDownLimits(s, fleet);
     }
   }, 150_000);
 });

@@ -1,52 +1,20 @@
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { fileURLToPath } from 'node:url';
-import type { INestApplicationContext } from '@nestjs/common';
+import { describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
-import { QueueService } from 'nestjs-pg-queue';
-import { createTestDatabase } from '@internal/pg-harness';
-import { buildWorker, type WorkerBuild } from './faults/support/build-worker.js';
-import { LIMIT_TABLES, LimitsFleet } from './limits/limits-fleet.js';
-import { sqlPool, startApp, waitFor } from './support/test-app.js';
+import { LimitsFleet } from './limits/limits-fleet.js';
+import { LIMITS_MAINTENANCE, setUpLimits, tearDownLimits, useLimitsWorkerBuild } from './limits/limits-setup.js';
+import { waitFor } from './support/test-app.js';
 
 // Limits changed at runtime and by a handler's 429 (issue 42, part 2), read back from what the handlers of three real
 // OS processes recorded (limit_runs: each run's start and end by the database clock) and from the queue's row.
-const WORKER_SOURCES = [fileURLToPath(new URL('./limits/limits-worker.ts', import.meta.url))];
-const MAINTENANCE = { sweepIntervalMs: 200, pruneIntervalMs: 600_000 };
 /**
  * A claim or start mark in flight when a block commits may still start its jobs: its snapshot, or its worker's
  * review, came before. Starts are asserted absent from the block's start plus this until its end.
  */
 const IN_FLIGHT_MS = 150;
+/** The 429s the handlers threw (limits-worker.ts, queue `runtime`). */
+const LIMIT_429S = `CREATE TABLE limit_429s (job_id int8 PRIMARY KEY, worker text NOT NULL, at timestamptz NOT NULL)`;
 
-let build: WorkerBuild;
-beforeAll(async () => {
-  build = await buildWorker(WORKER_SOURCES);
-});
-afterAll(async () => {
-  await build?.remove();
-});
-
-interface Setup {
-  db: pg.Pool;
-  app: INestApplicationContext;
-  queue: QueueService;
-  url: string;
-}
-
-async function setUp(label: string): Promise<Setup> {
-  const url = await createTestDatabase(label);
-  const db = sqlPool(url);
-  const app = await startApp(url, { queue: { workers: false, maintenance: { enabled: false } } });
-  await db.query(LIMIT_TABLES);
-  await db.query(`CREATE TABLE limit_429s (job_id int8 PRIMARY KEY, worker text NOT NULL, at timestamptz NOT NULL)`);
-  return { db, app, queue: app.get(QueueService), url };
-}
-
-async function tearDown(s: Setup, fleet: LimitsFleet): Promise<void> {
-  await fleet.killAll();
-  await s.app.close();
-  await s.db.end();
-}
+const workerScript = useLimitsWorkerBuild();
 
 /** The database clock's reading, as epoch ms. */
 async function dbNow(db: pg.Pool): Promise<number> {
@@ -89,9 +57,9 @@ async function until(db: pg.Pool, atMs: number, what: string): Promise<void> {
 
 describe('limits changed at runtime, across three OS processes', () => {
   it('a global limit holds from its commit plus one second, a per-process concurrency change too, and null gives back the decorator\'s', async () => {
-    const s = await setUp('rtlimits');
+    const s = await setUpLimits('rtlimits', LIMIT_429S);
     // No limit in the decorator: the plain claim, with read-ahead ('auto'), until the limit is stored.
-    const fleet = new LimitsFleet(build.script, s.url, { maintenance: MAINTENANCE, queues: { runtime: { concurrency: 4 } } });
+    const fleet = new LimitsFleet(workerScript(), s.url, { maintenance: LIMITS_MAINTENANCE, queues: { runtime: { concurrency: 4 } } });
     try {
       await s.queue.enqueueMany(Array.from({ length: 3_000 }, (_, i) => ({ queue: 'runtime', payload: { ms: 30 + (i % 5) * 10 } })));
       await fleet.start(3);
@@ -129,13 +97,13 @@ describe('limits changed at runtime, across three OS processes', () => {
       await until(s.db, t3 + 2_500, 'the decorator\'s concurrency again');
       expect((await mostAtStarts(s.db, 'runtime', t3 + 1_000, true)).most).toBeGreaterThan(1);
     } finally {
-      await tearDown(s, fleet);
+      await tearDownLimits(s, fleet);
     }
   }, 180_000);
 
   it('a 429 from one handler stops starts in every process for its time; the job goes back uncharged; a key\'s 429 stops only that key', async () => {
-    const s = await setUp('rt429');
-    const fleet = new LimitsFleet(build.script, s.url, { maintenance: MAINTENANCE, queues: { runtime: { concurrency: 2 } } });
+    const s = await setUpLimits('rt429', LIMIT_429S);
+    const fleet = new LimitsFleet(workerScript(), s.url, { maintenance: LIMITS_MAINTENANCE, queues: { runtime: { concurrency: 2 } } });
     try {
       const BLOCK_MS = 1_500;
       await s.queue.enqueueMany(Array.from({ length: 1_500 }, (_, i) => ({ queue: 'runtime', payload: i === 150 ? { ms: 20, rateLimitedMs: BLOCK_MS } : { ms: 20 } })));
@@ -196,7 +164,7 @@ describe('limits changed at runtime, across three OS processes', () => {
       expect(counts.a ?? 0).toBe(0);
       expect(counts.b).toBeGreaterThan(10);
     } finally {
-      await tearDown(s, fleet);
+      await tearDownLimits(s, fleet);
     }
   }, 180_000);
 });
