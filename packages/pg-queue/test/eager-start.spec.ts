@@ -333,7 +333,7 @@ describe('eagerStart option', () => {
     expect(resolveHandlerOptions('q', { eagerStart: false }).eagerStart).toBe(false);
     expect(resolveHandlerOptions('q', { globalConcurrency: 2 }).eagerStart).toBe(false);
     expect(resolveHandlerOptions('q', { batch: { size: 10 } }).eagerStart).toBe(false);
-    expect(() => resolveHandlerOptions('q', { eagerStart: true, rateLimit: { max: 1, intervalMs: 1000 } })).toThrow(/eagerStart cannot be used with globalConcurrency, rateLimit or concurrencyPerKey/);
+    expect(() => resolveHandlerOptions('q', { eagerStart: true, rateLimit: { max: 1, intervalMs: 1000 } })).toThrow(/eagerStart cannot be used with globalConcurrency, rateLimit, concurrencyPerKey or fairness/);
     expect(() => resolveHandlerOptions('q', { eagerStart: true, batch: { size: 10 } })).toThrow(/eagerStart cannot be used with batch/);
     expect(() => resolveHandlerOptions('q', { eagerStart: 'yes' as unknown as boolean })).toThrow(/eagerStart/);
   });
