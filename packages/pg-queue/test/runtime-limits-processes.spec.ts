@@ -109,10 +109,12 @@ describe('limits changed at runtime, across three OS processes', () => {
       await s.queue.enqueueMany(Array.from({ length: 1_500 }, (_, i) => ({ queue: 'runtime', payload: i === 150 ? { ms: 20, rateLimitedMs: BLOCK_MS } : { ms: 20 } })));
       await fleet.start(3);
       const thrown = await waitFor('the 429', async () => (await s.db.query<{ job_id: string; worker: string }>(`SELECT job_id, worker FROM limit_429s`)).rows[0], 60_000);
-      const { rows: blocks } = await s.db.query<{ from_ms: number; until_ms: number }>(
+      // The handler's row is written before it throws; the block is the worker's outcome write, a moment later.
+      const block = await waitFor('the queue\'s block', async () => (await s.db.query<{ from_ms: number; until_ms: number }>(
         `SELECT date_part('epoch', blocked_until - rate_backoff_ms * interval '1 millisecond') * 1000 AS from_ms, date_part('epoch', blocked_until) * 1000 AS until_ms
-         FROM background_queues WHERE queue_name = 'runtime'`,
-      );
+         FROM background_queues WHERE queue_name = 'runtime' AND blocked_until IS NOT NULL`,
+      )).rows[0]);
+      const blocks = [block];
       expect(blocks[0].until_ms - blocks[0].from_ms).toBe(BLOCK_MS);
       // The job went back uncharged, saying why.
       const job = await waitFor('the job back in the queue', async () => {
@@ -149,11 +151,11 @@ describe('limits changed at runtime, across three OS processes', () => {
       );
       const keyed = await waitFor('the key\'s 429', async () => (await s.db.query<{ job_id: string }>(`SELECT job_id FROM limit_429s WHERE job_id <> $1`, [thrown.job_id])).rows[0], 60_000);
       expect(keyed).toBeDefined();
-      const { rows: keyBlocks } = await s.db.query<{ from_ms: number; until_ms: number }>(
+      const keyBlock = await waitFor('the key\'s block', async () => (await s.db.query<{ from_ms: number; until_ms: number }>(
         `SELECT date_part('epoch', blocked_until - backoff_ms * interval '1 millisecond') * 1000 AS from_ms, date_part('epoch', blocked_until) * 1000 AS until_ms
          FROM background_queue_key_blocks WHERE queue_name = 'runtime' AND concurrency_key = 'a'`,
-      );
-      expect(keyBlocks).toHaveLength(1);
+      )).rows[0]);
+      const keyBlocks = [keyBlock];
       await until(s.db, keyBlocks[0].until_ms + 500, 'the key\'s block over');
       const { rows: byKey } = await s.db.query<{ concurrency_key: string; n: number }>(
         `SELECT concurrency_key, count(*)::int AS n FROM limit_runs
