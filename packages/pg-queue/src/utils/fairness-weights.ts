@@ -1,15 +1,7 @@
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import { INVALID_OPTION } from '../pg-queue.messages.js';
 import { checkFairnessWeight } from './resolve-options.js';
-import { hasLoneSurrogate } from './serialize-payload.js';
-
-/** A key as enqueue takes it (concurrencyKey): a non-empty string of at most 512 characters. */
-export function checkFairnessKey(where: string, name: string, key: unknown): string {
-  if (typeof key !== 'string' || key.length === 0 || key.length > 512 || key.includes('\0') || hasLoneSurrogate(key)) {
-    throw new PgQueueError(INVALID_OPTION(where, name, key, 'a non-empty string of at most 512 characters, without NUL or a lone UTF-16 surrogate'));
-  }
-  return key;
-}
+import { checkJobKey } from './job-key.js';
 
 /** setFairnessWeights' argument as pairs, every key and weight checked before anything is stored. */
 export function checkedWeights(where: string, weights: unknown): Array<[string, number | null]> {
@@ -17,7 +9,7 @@ export function checkedWeights(where: string, weights: unknown): Array<[string, 
     throw new PgQueueError(INVALID_OPTION(where, 'weights', weights, 'an object of key to weight (an integer from 1 to 1000, or null to remove)'));
   }
   const pairs = Object.entries(weights as Record<string, unknown>).map(([key, weight]): [string, number | null] => [
-    checkFairnessKey(where, 'key', key),
+    checkJobKey(where, 'key', key),
     weight === null ? null : checkFairnessWeight(where, `weights[${JSON.stringify(key)}]`, weight),
   ]);
   if (pairs.length === 0) throw new PgQueueError(INVALID_OPTION(where, 'weights', weights, 'at least one key'));

@@ -4,7 +4,8 @@ import { errorLine } from './error-text.js';
 import type { NewJobRow } from '../store/job-store.types.js';
 import { queueNameOf, type QueueDefinition } from '../typed/queue-definition.js';
 import { assertQueueName, type ResolvedModuleOptions } from './resolve-options.js';
-import { hasLoneSurrogate, serializePayload } from './serialize-payload.js';
+import { checkJobKey } from './job-key.js';
+import { serializePayload } from './serialize-payload.js';
 import { uniqueFields, type UniqueOptions } from './unique-options.js';
 
 /** The options of one job as enqueue, enqueueMany and enqueueFlow take them (the row they become: buildJobRow). */
@@ -47,9 +48,7 @@ export function buildJobRow(spec: JobRowSpec, maxPayloadBytes: number, defaults:
   if (maxAttempts !== undefined && (!Number.isInteger(maxAttempts) || maxAttempts < 1 || maxAttempts > 1_000)) {
     throw new PgQueueError(INVALID_OPTION(where, 'maxAttempts', maxAttempts, 'an integer from 1 to 1000'));
   }
-  if (concurrencyKey !== undefined && (typeof concurrencyKey !== 'string' || concurrencyKey.length === 0 || concurrencyKey.length > 512 || concurrencyKey.includes('\0') || hasLoneSurrogate(concurrencyKey))) {
-    throw new PgQueueError(INVALID_OPTION(where, 'concurrencyKey', concurrencyKey, 'a non-empty string of at most 512 characters, without NUL or a lone UTF-16 surrogate'));
-  }
+  if (concurrencyKey !== undefined) checkJobKey(where, 'concurrencyKey', concurrencyKey);
   const row: NewJobRow = {
     queue,
     payloadJson: serializePayload(queue, payload, maxPayloadBytes),
@@ -121,8 +120,5 @@ function fairnessKeyOf(where: string, keyOf: ((payload: unknown) => string) | un
   } catch (error) {
     throw new PgQueueError(`${where}: the queue's fairness.key threw for this payload: ${errorLine(error)}`, { cause: error });
   }
-  if (typeof key !== 'string' || key.length === 0 || key.length > 512 || key.includes('\0') || hasLoneSurrogate(key)) {
-    throw new PgQueueError(INVALID_OPTION(where, 'the key fairness.key returned', key, 'a non-empty string of at most 512 characters, without NUL or a lone UTF-16 surrogate'));
-  }
-  return key;
+  return checkJobKey(where, 'the key fairness.key returned', key);
 }

@@ -8,7 +8,7 @@ import { QueueService } from 'nestjs-pg-queue';
 import { dashboardBasicAuth } from 'nestjs-pg-queue/dashboard';
 import { createTestDatabase } from '@internal/pg-harness';
 import { formatSpan, formatTime } from '../../src/dashboard/views/format.js';
-import { findChromium, launchChromium } from './support/browser.js';
+import { ADMIN_USERS, findChromium, launchChromium, openPage } from './support/browser.js';
 import { startDashboardApp, stepper } from './support/dashboard-app.js';
 import { sqlPool, waitFor } from '../support/test-app.js';
 
@@ -18,7 +18,6 @@ import { sqlPool, waitFor } from '../support/test-app.js';
 // case asserts what the table holds.
 
 const ARTIFACTS = fileURLToPath(new URL('./artifacts/', import.meta.url));
-const USERS = [{ name: 'admin', password: 'admin-password', access: 'full' as const }];
 const STATEMENT_TIMEOUT_MS = 1_000;
 const REFRESH_MS = 1_000;
 const chromiumPath = findChromium();
@@ -35,12 +34,7 @@ describeInBrowser('the dashboard as operators use it, in headless Chromium', () 
   const ids = async (sql: string, values: unknown[] = []) => (await db.query<{ id: string }>(sql, values)).rows.map((r) => r.id);
   const listed = (page: Page) => page.locator('tr[data-job]').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-job')));
 
-  async function open(context: BrowserContext, path: string): Promise<Page> {
-    const page = await context.newPage();
-    const response = await page.goto(`${dash}${path}`);
-    expect(response?.status()).toBe(200);
-    return page;
-  }
+  const open = (context: BrowserContext, path: string): Promise<Page> => openPage(context, `${dash}${path}`);
 
   beforeAll(async () => {
     mkdirSync(ARTIFACTS, { recursive: true });
@@ -48,7 +42,7 @@ describeInBrowser('the dashboard as operators use it, in headless Chromium', () 
     db = sqlPool(url);
     server = await startDashboardApp(url, {
       adapter: 'express',
-      dashboard: { path: 'admin/queues', auth: dashboardBasicAuth({ users: USERS }), csrfSecret: 'usability-secret-0123456789abcdef0123', refreshMs: REFRESH_MS, statementTimeoutMs: STATEMENT_TIMEOUT_MS },
+      dashboard: { path: 'admin/queues', auth: dashboardBasicAuth({ users: ADMIN_USERS }), csrfSecret: 'usability-secret-0123456789abcdef0123', refreshMs: REFRESH_MS, statementTimeoutMs: STATEMENT_TIMEOUT_MS },
       queue: { leaseMs: 3_000, heartbeatMs: 300 },
     });
     dash = `${server.baseUrl}/admin/queues`;

@@ -7,7 +7,7 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { QueueService } from 'nestjs-pg-queue';
 import { dashboardBasicAuth } from 'nestjs-pg-queue/dashboard';
 import { createTestDatabase } from '@internal/pg-harness';
-import { findChromium, launchChromium } from './support/browser.js';
+import { ADMIN_USERS, findChromium, openPage, openViewers } from './support/browser.js';
 import { startDashboardApp } from './support/dashboard-app.js';
 import { measure } from './support/layout-checks.js';
 import { sqlPool } from '../support/test-app.js';
@@ -17,7 +17,6 @@ import { sqlPool } from '../support/test-app.js';
 // prints), where to resume a paused queue, and Duplicate (a copy enqueued, asked first, confirmed in the table).
 
 const ARTIFACTS = fileURLToPath(new URL('./artifacts/', import.meta.url));
-const USERS = [{ name: 'admin', password: 'admin-password', access: 'full' as const }];
 const chromiumPath = findChromium();
 const describeInBrowser = chromiumPath ? describe : describe.skip;
 
@@ -32,12 +31,7 @@ describeInBrowser('the dashboard: the job page, in headless Chromium', () => {
   let sleeper: string;
   let paused: string;
 
-  async function open(context: BrowserContext, path: string): Promise<Page> {
-    const page = await context.newPage();
-    const response = await page.goto(`${dash}${path}`);
-    expect(response?.status()).toBe(200);
-    return page;
-  }
+  const open = (context: BrowserContext, path: string): Promise<Page> => openPage(context, `${dash}${path}`);
   const insert = async (sql: string, values: unknown[] = []) => (await db.query<{ id: string }>(`${sql} RETURNING id::text AS id`, values)).rows[0].id;
 
   beforeAll(async () => {
@@ -46,7 +40,7 @@ describeInBrowser('the dashboard: the job page, in headless Chromium', () => {
     db = sqlPool(url);
     server = await startDashboardApp(url, {
       adapter: 'express',
-      dashboard: { path: 'admin/queues', auth: dashboardBasicAuth({ users: USERS }), csrfSecret: 'job-page-secret-0123456789abcdef0123', refreshMs: 1_000 },
+      dashboard: { path: 'admin/queues', auth: dashboardBasicAuth({ users: ADMIN_USERS }), csrfSecret: 'job-page-secret-0123456789abcdef0123', refreshMs: 1_000 },
       handlers: false,
     });
     dash = `${server.baseUrl}/admin/queues`;
@@ -62,10 +56,7 @@ describeInBrowser('the dashboard: the job page, in headless Chromium', () => {
               jsonb_build_array(jsonb_build_object('name', 'fetch', 'result', 1, 'attempt', 1, 'at', now()), jsonb_build_object('name', 'cool-down', 'attempt', 1, 'at', now(), 'until', now() + interval '1 hour')))`);
     paused = await insert(`INSERT INTO background_jobs (queue_name, payload) VALUES ('held', '{"n": 1}')`);
     await server.app.get(QueueService).pause('held');
-    browser = await launchChromium(chromiumPath!);
-    const credentials = { username: 'admin', password: 'admin-password' };
-    desk = await browser.newContext({ httpCredentials: credentials, viewport: { width: 1400, height: 900 } });
-    phone = await browser.newContext({ httpCredentials: credentials, viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true, deviceScaleFactor: 2 });
+    ({ browser, desk, phone } = await openViewers(chromiumPath!));
   }, 120_000);
 
   afterAll(async () => {

@@ -6,7 +6,7 @@ import type pg from 'pg';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { dashboardBasicAuth } from 'nestjs-pg-queue/dashboard';
 import { createTestDatabase } from '@internal/pg-harness';
-import { findChromium, launchChromium } from './support/browser.js';
+import { ADMIN_USERS, findChromium, openPage, openViewers, stayed } from './support/browser.js';
 import { startDashboardApp } from './support/dashboard-app.js';
 import { measure } from './support/layout-checks.js';
 import { sqlPool } from '../support/test-app.js';
@@ -17,7 +17,6 @@ import { sqlPool } from '../support/test-app.js';
 // written with SQL and read back from the page without a reload.
 
 const ARTIFACTS = fileURLToPath(new URL('./artifacts/', import.meta.url));
-const USERS = [{ name: 'admin', password: 'admin-password', access: 'full' as const }];
 const REFRESH_MS = 1_000;
 const chromiumPath = findChromium();
 const describeInBrowser = chromiumPath ? describe : describe.skip;
@@ -32,15 +31,7 @@ describeInBrowser('the dashboard live and laid out for any screen, in headless C
   let completedWithError: string;
   let failed: string;
 
-  async function open(context: BrowserContext, path: string): Promise<Page> {
-    const page = await context.newPage();
-    const response = await page.goto(`${dash}${path}`);
-    expect(response?.status()).toBe(200);
-    // A navigation would drop this mark: the checks below read it to prove the page was never reloaded.
-    await page.evaluate(() => ((globalThis as unknown as { stayed: boolean }).stayed = true));
-    return page;
-  }
-  const stayed = (page: Page) => page.evaluate(() => (globalThis as unknown as { stayed?: boolean }).stayed === true);
+  const open = (context: BrowserContext, path: string): Promise<Page> => openPage(context, `${dash}${path}`);
   const enqueue = async (queue: string, n: number) =>
     (await db.query<{ id: string }>(`INSERT INTO background_jobs (queue_name, payload) SELECT $1, jsonb_build_object('n', g) FROM generate_series(1, $2::int) AS g RETURNING id::text AS id`, [queue, n])).rows.map((r) => r.id);
 
@@ -50,7 +41,7 @@ describeInBrowser('the dashboard live and laid out for any screen, in headless C
     db = sqlPool(url);
     server = await startDashboardApp(url, {
       adapter: 'express',
-      dashboard: { path: 'admin/queues', auth: dashboardBasicAuth({ users: USERS }), csrfSecret: 'live-layout-secret-0123456789abcdef0123', refreshMs: REFRESH_MS },
+      dashboard: { path: 'admin/queues', auth: dashboardBasicAuth({ users: ADMIN_USERS }), csrfSecret: 'live-layout-secret-0123456789abcdef0123', refreshMs: REFRESH_MS },
       handlers: false,
     });
     dash = `${server.baseUrl}/admin/queues`;
@@ -63,11 +54,8 @@ describeInBrowser('the dashboard live and laid out for any screen, in headless C
       [`Error: the upstream service answered 503 Service Unavailable after 30000 ms: https://reports.example.com/api/v2/render?report=annual&format=pdf&${long}\n    at render (reports.ts:12:3)`])).rows[0].id;
     completedWithError = (await db.query<{ id: string }>(`INSERT INTO background_jobs (queue_name, payload, status, attempts, max_attempts, locked_at, finished_at, last_error)
       VALUES ('reports', '{"report": "monthly"}', 'completed', 2, 3, now() - interval '90 seconds', now() - interval '1 minute', 'Error: socket hang up') RETURNING id::text AS id`)).rows[0].id;
-    browser = await launchChromium(chromiumPath!);
-    const credentials = { username: 'admin', password: 'admin-password' };
     // A zone that is not the server's (UTC) and has no daylight saving: the times must show in it.
-    desk = await browser.newContext({ httpCredentials: credentials, viewport: { width: 1400, height: 900 }, timezoneId: 'Asia/Kolkata' });
-    phone = await browser.newContext({ httpCredentials: credentials, viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true, deviceScaleFactor: 2, timezoneId: 'Asia/Kolkata' });
+    ({ browser, desk, phone } = await openViewers(chromiumPath!, 'Asia/Kolkata'));
   }, 120_000);
 
   afterAll(async () => {

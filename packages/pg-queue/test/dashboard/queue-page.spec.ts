@@ -7,7 +7,7 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { dashboardBasicAuth } from 'nestjs-pg-queue/dashboard';
 import { createTestDatabase } from '@internal/pg-harness';
 import { formatSpan } from '../../src/dashboard/views/format.js';
-import { findChromium, launchChromium } from './support/browser.js';
+import { ADMIN_USERS, findChromium, openPage, openViewers } from './support/browser.js';
 import { startDashboardApp } from './support/dashboard-app.js';
 import { measure } from './support/layout-checks.js';
 import { sqlPool } from '../support/test-app.js';
@@ -18,7 +18,6 @@ import { sqlPool } from '../support/test-app.js';
 // figures are checked against SQL over the same rows, the actions against the rows they change.
 
 const ARTIFACTS = fileURLToPath(new URL('./artifacts/', import.meta.url));
-const USERS = [{ name: 'admin', password: 'admin-password', access: 'full' as const }];
 const REFRESH_MS = 1_000;
 const chromiumPath = findChromium();
 const describeInBrowser = chromiumPath ? describe : describe.skip;
@@ -31,13 +30,7 @@ describeInBrowser('the dashboard: a page per queue, in headless Chromium', () =>
   let phone: BrowserContext;
   let dash: string;
 
-  async function open(context: BrowserContext, path: string): Promise<Page> {
-    const page = await context.newPage();
-    const response = await page.goto(`${dash}${path}`);
-    expect(response?.status()).toBe(200);
-    await page.evaluate(() => ((globalThis as unknown as { stayed: boolean }).stayed = true));
-    return page;
-  }
+  const open = (context: BrowserContext, path: string): Promise<Page> => openPage(context, `${dash}${path}`);
   const count = async (sql: string) => (await db.query<{ n: number }>(sql)).rows[0].n;
 
   beforeAll(async () => {
@@ -46,7 +39,7 @@ describeInBrowser('the dashboard: a page per queue, in headless Chromium', () =>
     db = sqlPool(url);
     server = await startDashboardApp(url, {
       adapter: 'express',
-      dashboard: { path: 'admin/queues', auth: dashboardBasicAuth({ users: USERS }), csrfSecret: 'queue-page-secret-0123456789abcdef0123', refreshMs: REFRESH_MS },
+      dashboard: { path: 'admin/queues', auth: dashboardBasicAuth({ users: ADMIN_USERS }), csrfSecret: 'queue-page-secret-0123456789abcdef0123', refreshMs: REFRESH_MS },
       queue: { leaseMs: 3_000, heartbeatMs: 300 },
     });
     dash = `${server.baseUrl}/admin/queues`;
@@ -65,10 +58,7 @@ describeInBrowser('the dashboard: a page per queue, in headless Chromium', () =>
       FROM generate_series(1, 3) AS g`);
     await db.query(`INSERT INTO background_jobs (queue_name, payload, run_at) SELECT 'billing', jsonb_build_object('due', g), now() - interval '1 minute' FROM generate_series(1, 5) AS g`);
     await db.query(`INSERT INTO background_jobs (queue_name, payload, run_at) SELECT 'billing', jsonb_build_object('later', g), now() + interval '2 hours' FROM generate_series(1, 2) AS g`);
-    browser = await launchChromium(chromiumPath!);
-    const credentials = { username: 'admin', password: 'admin-password' };
-    desk = await browser.newContext({ httpCredentials: credentials, viewport: { width: 1400, height: 900 } });
-    phone = await browser.newContext({ httpCredentials: credentials, viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true, deviceScaleFactor: 2 });
+    ({ browser, desk, phone } = await openViewers(chromiumPath!));
   }, 120_000);
 
   afterAll(async () => {

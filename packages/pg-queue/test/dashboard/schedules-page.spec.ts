@@ -9,7 +9,7 @@ import { dashboardBasicAuth } from 'nestjs-pg-queue/dashboard';
 import { createTestDatabase } from '@internal/pg-harness';
 import { cronInWords } from '../../src/dashboard/views/cron-words.js';
 import { nextFireAfter } from '../../src/recurring/fire-times.js';
-import { findChromium, launchChromium } from './support/browser.js';
+import { ADMIN_USERS, findChromium, openPage, openViewers } from './support/browser.js';
 import { startDashboardApp } from './support/dashboard-app.js';
 import { measure } from './support/layout-checks.js';
 import { sqlPool } from '../support/test-app.js';
@@ -18,7 +18,6 @@ import { sqlPool } from '../support/test-app.js';
 // tables), at 1400 px and 390 px, in headless Chromium against a real database.
 
 const ARTIFACTS = fileURLToPath(new URL('./artifacts/', import.meta.url));
-const USERS = [{ name: 'admin', password: 'admin-password', access: 'full' as const }];
 const chromiumPath = findChromium();
 const describeInBrowser = chromiumPath ? describe : describe.skip;
 
@@ -49,12 +48,7 @@ describeInBrowser('the dashboard: the schedules page, in headless Chromium', () 
   let phone: BrowserContext;
   let dash: string;
 
-  async function open(context: BrowserContext, path: string): Promise<Page> {
-    const page = await context.newPage();
-    const response = await page.goto(`${dash}${path}`);
-    expect(response?.status()).toBe(200);
-    return page;
-  }
+  const open = (context: BrowserContext, path: string): Promise<Page> => openPage(context, `${dash}${path}`);
 
   beforeAll(async () => {
     mkdirSync(ARTIFACTS, { recursive: true });
@@ -62,17 +56,14 @@ describeInBrowser('the dashboard: the schedules page, in headless Chromium', () 
     db = sqlPool(url);
     server = await startDashboardApp(url, {
       adapter: 'express',
-      dashboard: { path: 'admin/queues', auth: dashboardBasicAuth({ users: USERS }), csrfSecret: 'schedules-secret-0123456789abcdef0123' },
+      dashboard: { path: 'admin/queues', auth: dashboardBasicAuth({ users: ADMIN_USERS }), csrfSecret: 'schedules-secret-0123456789abcdef0123' },
       handlers: false,
     });
     dash = `${server.baseUrl}/admin/queues`;
     const queue = server.app.get(QueueService);
     await queue.upsertSchedule({ name: 'nightly-report', cron: '30 2 * * 1-5', timeZone: 'Europe/Paris', queue: 'reports', payload: { kind: 'nightly' } });
     await queue.upsertSchedule({ name: 'sync-prices', cron: '*/15 * * * *', queue: 'prices', payload: { source: 'feed' } });
-    browser = await launchChromium(chromiumPath!);
-    const credentials = { username: 'admin', password: 'admin-password' };
-    desk = await browser.newContext({ httpCredentials: credentials, viewport: { width: 1400, height: 900 } });
-    phone = await browser.newContext({ httpCredentials: credentials, viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true, deviceScaleFactor: 2 });
+    ({ browser, desk, phone } = await openViewers(chromiumPath!));
   }, 120_000);
 
   afterAll(async () => {
