@@ -24,6 +24,9 @@ interface Waiter {
   reject(error: unknown): void;
 }
 
+/** The first retry of a failed read of the awaited jobs (then doubling, up to the poll's interval). */
+const RETRY_FIRST_MS = 250;
+
 /**
  * The waiting side of QueueService.waitFor(), for jobs run by any process. A waiter marks its job's row
  * (awaited; the mark of a queued, due job also wakes its queue, since a claim skips the row while the mark
@@ -44,6 +47,9 @@ export class JobWaiters implements BeforeApplicationShutdown {
   private readonly toCheck = new Map<string, string | undefined>();
   private checking: Promise<void> | undefined;
   private checkFailing = false;
+  /** After a failed read of the awaited jobs: the next try's delay (doubling up to the poll) and its timer. */
+  private retryMs = 0;
+  private retryTimer: NodeJS.Timeout | undefined;
   private listener: NotificationListener | undefined;
   private pollTimer: NodeJS.Timeout | undefined;
   private pollEveryMs: number;
@@ -103,6 +109,7 @@ export class JobWaiters implements BeforeApplicationShutdown {
   async beforeApplicationShutdown(): Promise<void> {
     this.closed = true;
     this.stopPoll();
+    clearTimeout(this.retryTimer);
     for (const [id, set] of [...this.waiting]) for (const waiter of [...set]) waiter.reject(new PgQueueError(WAIT_SHUTTING_DOWN(id)));
     await this.listener?.close();
   }
@@ -192,10 +199,20 @@ export class JobWaiters implements BeforeApplicationShutdown {
       try {
         outcomes = await this.store.jobOutcomes(ids);
         this.checkFailing = false;
+        this.retryMs = 0;
       } catch (error) {
-        // The poll asks again; one line per outage, not one per poll.
-        if (!this.checkFailing) this.logger.warn(`waitFor: reading the awaited jobs failed: ${errorLine(error)}; the poll tries again`);
+        // Tried again with backoff from a quarter second up to the poll, the ids kept: LISTEN can be back before the
+        // pool's connections are (PgBouncer refuses logins for server_login_retry after a restart of PostgreSQL),
+        // and the notices it heard, or the read after it came up, would otherwise wait for the next poll (the
+        // simulation's seed 44: answers 17-27 s late). One line per outage, not one per try.
+        if (!this.checkFailing) this.logger.warn(`waitFor: reading the awaited jobs failed: ${errorLine(error)}; trying again with backoff`);
         this.checkFailing = true;
+        for (const [id, heard] of batch) if (!this.toCheck.has(id)) this.toCheck.set(id, heard);
+        this.retryMs = Math.min(this.retryMs ? this.retryMs * 2 : RETRY_FIRST_MS, this.pollEveryMs);
+        this.retryTimer ??= setTimeout(() => {
+          this.retryTimer = undefined;
+          this.check([]);
+        }, this.retryMs);
         return;
       }
       for (const id of ids) {
