@@ -8,6 +8,7 @@
 // hits one process: `cut` resets its connections, `blackhole` stops its open connections carrying bytes for a while
 // (nobody told; new connections still work) and then resets them. Their run log goes to the database directly.
 import type pg from 'pg';
+import type { PostgresServer } from '@internal/pg-harness';
 import { ProcessPool, WorkerFleet, type WorkerHandle } from '../faults/support/fleet.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 import type { ProcessPlan } from './generator.js';
@@ -37,7 +38,7 @@ export class SimProcesses {
     private readonly db: pg.Pool,
     plans: ProcessPlan[],
     proxies: Map<string, TcpProxy & { url: string }>,
-    bounced: string | undefined,
+    private readonly bounced: string | undefined,
   ) {
     this.pool = new ProcessPool(script, logDir, 1);
     for (const plan of plans) {
@@ -222,6 +223,46 @@ export class SimProcesses {
   }
 
   /**
+   * PostgreSQL restarted under every process: a fast shutdown (every session terminated, LISTEN too), down `downMs`,
+   * then up on the same port and data. Written, once the server answers again and a moment has passed (a start whose
+   * run-log row waited on the outage is written by then), as a fault of every live process (signal 'RESTART') with
+   * what may run again because of it: every run not ended, and every run that ended within two leases before the
+   * stop (its outcome may have been on its way, and lost with the connection). False when the server cannot be
+   * restarted (one given by URL).
+   */
+  async restartServer(server: PostgresServer | undefined, downMs: number): Promise<boolean> {
+    if (!server?.restart) return false;
+    const slots = [...this.slots.values()];
+    for (const p of slots) p.busy = true;
+    try {
+      this.count('restart');
+      const { rows } = await this.db.query<{ at: string }>('SELECT clock_timestamp()::text AS at');
+      await server.restart(downMs);
+      for (let i = 0; !(await this.db.query('SELECT 1').then(() => true, () => false)); i++) {
+        if (i > 300) throw new Error('PostgreSQL did not answer within 30 s of its restart');
+        await sleep(100);
+      }
+      // What the processes could not reach the database for: from the stop until now, and behind PgBouncer for its
+      // server_login_retry more (15 s: it refuses its clients' logins that long after one failed).
+      await this.db.query(`INSERT INTO sim_outages (from_at, until_at) VALUES ($1, clock_timestamp() + $2 * interval '1 millisecond')`, [rows[0].at, this.bounced ? PGBOUNCER_LOGIN_RETRY_MS : 0]);
+      await sleep(1_000);
+      for (const p of slots) {
+        if (!p.handle || p.handle.stopped) continue;
+        await this.db.query(
+          `WITH f AS (INSERT INTO fault_faults (worker, pid, signal) VALUES ($1, $2, 'RESTART'))
+           INSERT INTO fault_held (worker, job_id, attempt)
+           SELECT DISTINCT $1, r.job_id, r.attempt FROM sim_runs r
+           WHERE r.worker = $1 AND (r.ended_at IS NULL OR r.ended_at >= $3::timestamptz - $4 * interval '1 millisecond')`,
+          [p.handle.workerId, p.handle.pid, rows[0].at, 2 * p.plan.leaseMs],
+        );
+      }
+    } finally {
+      for (const p of slots) p.busy = false;
+    }
+    return true;
+  }
+
+  /**
    * The operator's app.close() in the slot's process, then a fresh process. What the close cut is written as a
    * fault (signal 'CLOSE') with the jobs the process held and had started: runs past the grace are put back.
    */
@@ -300,5 +341,8 @@ export class SimProcesses {
     this.injected[kind] = (this.injected[kind] ?? 0) + 1;
   }
 }
+
+/** PgBouncer's server_login_retry (its default, which libs/pg-harness keeps). */
+const PGBOUNCER_LOGIN_RETRY_MS = 15_000;
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

@@ -92,7 +92,7 @@ export interface ProcessPlan {
 
 export type EnqueueKind = 'single' | 'bulk' | 'tx-commit' | 'tx-rollback' | 'unique' | 'delayed' | 'priority' | 'flow' | 'sql' | 'limited' | 'batch' | 'tx-handler' | 'rated' | 'wait' | 'fair';
 export type OperatorKind = 'bulk-cancel' | 'cancel' | 'retry' | 'bulk-retry' | 'replace' | 'pause-resume' | 'prune' | 'close' | 'priority-probe' | 'lock-wait' | 'change' | 'weights' | 'limits';
-export type FaultKind = 'kill' | 'stop' | 'cut' | 'blackhole';
+export type FaultKind = 'kill' | 'stop' | 'cut' | 'blackhole' | 'restart';
 
 export interface FlowPlan {
   shape: 'chain' | 'fan' | 'diamond' | 'saga';
@@ -258,6 +258,7 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
     }
   }
   addNetFaults(seed, end, workerCount, steps);
+  addRestarts(seed, end, steps);
   addHandlerKinds(seed, end, processes, nonce, steps);
   const rateLimit = addRated(seed, end, processes, nonce, steps);
   addWaits(seed, end, nonce, steps);
@@ -289,6 +290,18 @@ function addNetFaults(seed: number, end: number, workerCount: number, steps: Ste
     const kind = y.weighted<'cut' | 'blackhole'>({ cut: 1, blackhole: 1 });
     steps.push({ at, type: 'fault', kind, target: y.int(1, workerCount), holdMs: y.int(1_500, 7_000) });
   }
+}
+
+/**
+ * PostgreSQL restarted (a fast shutdown, down 1.5 to 4 s, then up on the same port and data): in half the seeds,
+ * once, between a fifth and three quarters of the plan. Every process's connections break at once, LISTEN too;
+ * the plan's other steps wait until the server is back (faults.ts, restartPostgres). Only where the simulation
+ * runs its own server (sim.spec.ts); against a server given by URL the step is skipped, and says so.
+ */
+function addRestarts(seed: number, end: number, steps: Step[]): void {
+  const y = featureStream(seed, 0x7feb352d);
+  if (!y.chance(0.5)) return;
+  steps.push({ at: Math.round(end * (0.2 + 0.55 * y.next())), type: 'fault', kind: 'restart', target: 0, holdMs: y.int(1_500, 4_000) });
 }
 
 /**

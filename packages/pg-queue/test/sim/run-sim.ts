@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import type { INestApplicationContext } from '@nestjs/common';
 import type pg from 'pg';
 import { QueueService } from 'nestjs-pg-queue';
-import { startPgBouncer, withDatabaseName, type PgBouncer } from '@internal/pg-harness';
+import { startPgBouncer, withDatabaseName, type PgBouncer, type PostgresServer } from '@internal/pg-harness';
 import { buildWorker } from '../faults/support/build-worker.js';
 import { createFaultTables } from '../faults/support/fault-db.js';
 import { sqlPool, startApp } from '../support/test-app.js';
@@ -45,7 +45,11 @@ export const replayCommand = (seed: number, minutes: number) => `npm run test:si
 
 const out = (text: string) => process.stdout.write(`${text}\n`);
 
-export async function runSim(url: string, seed: number, minutes: number): Promise<SimResult> {
+/**
+ * `server`: the PostgreSQL `url`'s database lives on, when the simulation started it for itself (sim.spec.ts): its
+ * restart is one of the faults. Without one (a server given by URL), the plan's restarts are skipped.
+ */
+export async function runSim(url: string, seed: number, minutes: number, server?: PostgresServer): Promise<SimResult> {
   const plan = generatePlan(seed, minutes);
   out(`sim: seed ${seed}, ${minutes} min, ${plan.processes.length} processes, ${plan.steps.length} steps (replay: ${replayCommand(seed, minutes)})`);
   const build = await buildWorker(WORKER_SOURCES);
@@ -55,6 +59,8 @@ export async function runSim(url: string, seed: number, minutes: number): Promis
   const logDir = await mkdtemp(join(tmpdir(), `pg-queue-sim-${seed}-`));
   let host: INestApplicationContext | undefined;
   const db = sqlPool(url);
+  // A restart of the server ends the pool's idle sessions: the next query opens new ones.
+  db.on('error', () => undefined);
   let processes: SimProcesses | undefined;
   let bouncer: PgBouncer | undefined;
   try {
@@ -62,11 +68,11 @@ export async function runSim(url: string, seed: number, minutes: number): Promis
     await createFaultTables(db);
     await db.query(SIM_TABLES);
     const queue = host.get(QueueService);
-    if (plan.pgbouncer) bouncer = await startPgBouncer(process.env.PG_QUEUE_TEST_SERVER_URL!, { poolMode: 'transaction', poolSize: 40 });
+    if (plan.pgbouncer) bouncer = await startPgBouncer(server?.url ?? process.env.PG_QUEUE_TEST_SERVER_URL!, { poolMode: 'transaction', poolSize: 40 });
     const bounced = bouncer ? withDatabaseName(bouncer.url, new URL(url).pathname.slice(1)) : undefined;
     processes = await SimProcesses.create(build.script, logDir, url, db, plan.processes, bounced);
     await processes.startAll();
-    const played = await play(plan, { db, url, queue, processes, cli, workerSlots: plan.processes.slice(1).map((p) => p.slot) });
+    const played = await play(plan, { db, url, queue, processes, cli, workerSlots: plan.processes.slice(1).map((p) => p.slot) }, server);
     // The end: every queue resumed, no new fault; the jobs drain.
     for (const q of [...SIM_QUEUES, ...LIMITED_QUEUES, ...HANDLER_KIND_QUEUES, RATED_QUEUE, FAIR_QUEUE, 'tick']) await queue.resume(q);
     const drained = await drain(db);
@@ -118,8 +124,8 @@ interface Played {
   uniqueViolations: inv.Violation[];
 }
 
-async function play(plan: SimPlan, deps: Parameters<typeof act>[0]): Promise<Played> {
-  const start = Date.now();
+async function play(plan: SimPlan, deps: Parameters<typeof act>[0], server: PostgresServer | undefined): Promise<Played> {
+  let start = Date.now();
   const played: Played = { ms: 0, late: 0, errors: new Map(), notes: new Map(), uniqueViolations: [] };
   const inFlight = new Set<Promise<void>>();
   const count = (map: Map<string, number>, key: string) => map.set(key, (map.get(key) ?? 0) + 1);
@@ -130,6 +136,19 @@ async function play(plan: SimPlan, deps: Parameters<typeof act>[0]): Promise<Pla
     if (wait > 0) await sleep(wait);
     else if (wait < -1_000) played.late += 1;
     while (inFlight.size >= MAX_IN_FLIGHT) await Promise.race(inFlight);
+    if (step.type === 'fault' && step.kind === 'restart') {
+      // Nothing in flight across the restart, and nothing sent until the server is back; the rest of the plan keeps
+      // its spacing (its clock moves on by the restart's time).
+      await Promise.all(inFlight);
+      const t = Date.now();
+      const done = await deps.processes.restartServer(server, step.holdMs).catch((error: unknown) => {
+        count(played.errors, `fault:restart: ${(error as Error).message}`);
+        return true;
+      });
+      if (!done) count(played.notes, 'fault:restart: skipped (a server given by URL)');
+      start += Date.now() - t;
+      continue;
+    }
     const task = runStep(step, deps).then(
       (note) => void count(played.notes, `${step.type}:${step.kind}${note ? `: ${note}` : ''}`),
       (error: unknown) => void count(played.errors, `${step.type}:${step.kind}: ${(error as Error).message?.split('\n')[0].slice(0, 160)}`),

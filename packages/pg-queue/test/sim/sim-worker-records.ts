@@ -24,14 +24,19 @@ export async function waitAndRecord(records: pg.Pool, queue: QueueService, id: s
  * past a 1 s lease (seeds 31 and 32: fresh processes lost leases in their first seconds). A timer every 100 ms; a
  * lag over half the lease is written at its end (signal PSTALL), with every run of this process that was running
  * or had ended within the lag and two leases (its outcome may not have been written yet) as held. A heartbeat that
- * waits on a pool or a lock leaves the event loop free: that is no stall, and stays unexcused.
+ * waits on a pool or a lock leaves the event loop free: that is no stall, and stays unexcused. Every lag of a second
+ * or more is also written to sim_lags: not a fault of the runs, but it delays what the process hears (waitFor).
  */
+/** A lag this long or longer is written to sim_lags (it can make a waitFor answer late; invariants-waits.ts). */
+const LAG_MS = 1_000;
+
 export function watchOwnStalls(records: pg.Pool, workerId: string, leaseMs: number): void {
   const everyMs = 100;
   let last = Date.now();
   setInterval(() => {
     const lagMs = Date.now() - last - everyMs;
     last = Date.now();
+    if (lagMs >= LAG_MS) void records.query('INSERT INTO sim_lags (worker, lag_ms) VALUES ($1, $2)', [workerId, lagMs]).catch(() => undefined);
     if (lagMs < leaseMs / 2) return;
     void records
       .query(
@@ -43,4 +48,31 @@ export function watchOwnStalls(records: pg.Pool, workerId: string, leaseMs: numb
       )
       .catch(() => undefined);
   }, everyMs).unref();
+}
+
+/** SQLSTATEs and socket errors of a server going away or not yet back (admin shutdown, cannot connect now, ...). */
+const GONE = new Set(['57P01', '57P02', '57P03', '08000', '08001', '08003', '08004', '08006', 'ECONNREFUSED', 'ECONNRESET', 'EPIPE']);
+
+/**
+ * The run log's pool, its queries waiting out a restart of PostgreSQL (the fault 'restart': down for seconds):
+ * a query that meets a server gone is sent again every 100 ms for up to 30 s. A handler's first act is its
+ * run-log row, so a run during the outage begins when the server is back, as a handler of an app whose own
+ * statements wait on the database would; the rows stay the truth the invariants read.
+ */
+export function waitOutRestarts(pool: pg.Pool): void {
+  const query = pool.query.bind(pool) as (...args: unknown[]) => Promise<unknown>;
+  const gone = (error: unknown) => {
+    const e = error as { code?: string; message?: string };
+    return GONE.has(e.code ?? '') || /Connection terminated|terminating connection|the database system is (starting up|shutting down)/.test(e.message ?? '');
+  };
+  (pool as unknown as { query: (...args: unknown[]) => Promise<unknown> }).query = async (...args: unknown[]) => {
+    for (let tries = 1; ; tries++) {
+      try {
+        return await query(...args);
+      } catch (error) {
+        if (!gone(error) || tries >= 300) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    }
+  };
 }

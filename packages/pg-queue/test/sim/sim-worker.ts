@@ -17,7 +17,7 @@ import { JobHandler, JobSnoozedError, PgQueueModule, RateLimitedError, QueueServ
 import { serveStart } from '../support/serve-start.js';
 import type { WorkerProcessConfig } from '../faults/support/worker-process.js';
 import type { EnqueueKind, FlowPlan, PlannedJob, SimPayload } from './generator.js';
-import { waitAndRecord, watchOwnStalls } from './sim-worker-records.js';
+import { waitAndRecord, waitOutRestarts, watchOwnStalls } from './sim-worker-records.js';
 
 export type WorkerOp =
   | { op: 'enqueue'; kind: EnqueueKind; jobs: PlannedJob[]; flow?: FlowPlan }
@@ -385,6 +385,7 @@ async function boot(): Promise<void> {
   // The run log goes straight to the database: only the queue's own connections pass the proxy the faults break.
   records = new pg.Pool({ connectionString: config.recordsUrl ?? config.url, max: 6 });
   records.on('error', () => undefined);
+  waitOutRestarts(records);
   recordCrashes();
   watchOwnStalls(records, config.workerId, config.queue.leaseMs ?? 30_000);
 

@@ -77,6 +77,11 @@ export const SIM_TABLES = `
   -- What QueueService.waitFor answered the enqueuing process for each job it waited on: a result, a failure's
   -- status (JobFailedError), a timeout or another error, with the database clock of the answer.
   CREATE TABLE sim_waits (job_id int8 PRIMARY KEY, since timestamptz NOT NULL DEFAULT clock_timestamp(), answer text, status text, result jsonb, answered_at timestamptz);
+  -- Every second or more a process's event loop was held (sim-worker-records.ts, watchOwnStalls), written at its end:
+  -- what excuses a late answer of waitFor in that process (a lag too short to be a fault of its runs).
+  -- Every restart of PostgreSQL (faults.ts, restartServer): from the stop until the processes could log in again.
+  CREATE TABLE sim_outages (from_at timestamptz NOT NULL, until_at timestamptz NOT NULL);
+  CREATE TABLE sim_lags (worker text NOT NULL, lag_ms int NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp());
   CREATE TABLE sim_steps (job_id int8 NOT NULL, name text NOT NULL, attempt int NOT NULL, worker text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp());
   -- Processes that ended: how (signal or code), whether the simulation meant it, and how long a SIGTERM took.
   CREATE TABLE sim_queue_changes (queue text NOT NULL, limits jsonb, blocked_until timestamptz, at timestamptz NOT NULL DEFAULT clock_timestamp());
