@@ -248,8 +248,9 @@ const FAIR_CANDIDATES = `${KEY_TURN}    ), fair_clock AS (
         SELECT t.k, r.n AS running,
           coalesce((SELECT w.weight FROM background_queue_weights AS w WHERE w.queue_name = $1 AND w.key = t.k), ($10::jsonb ->> t.k)::int, $11::int) AS weight
         FROM turn AS t
+        -- A key's running jobs, counted only with a per-key cap ($8): without one the count is a one-time-filtered 0.
         CROSS JOIN LATERAL (SELECT count(*)::int AS n FROM background_jobs AS r
-                            WHERE r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key = t.k) AS r
+                            WHERE $8::int IS NOT NULL AND r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key = t.k) AS r
         WHERE r.n < coalesce($8::int, 2147483647)
           -- A key blocked by a partner's 429 (background_queue_key_blocks) is passed over too.
           AND NOT EXISTS (SELECT 1 FROM background_queue_key_blocks AS kb WHERE kb.queue_name = $1 AND kb.concurrency_key = t.k AND kb.blocked_until > now())
