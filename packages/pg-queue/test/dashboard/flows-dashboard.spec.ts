@@ -115,7 +115,7 @@ describe('the dashboard: flows', () => {
     // Job counts, the big flow's past the count's cap.
     const bigRow = new RegExp(`<tr data-flow="${flows.big.id}">[\\s\\S]*?</tr>`).exec(first.body)![0];
     expect(bigRow).toContain('over 10,000');
-    expect(new RegExp(`<tr data-flow="${flows.diamond.id}">[\\s\\S]*?<td class="n">4</td>`).test((await get(older.slice('/admin/queues'.length))).body)).toBe(true);
+    expect(new RegExp(`<tr data-flow="${flows.diamond.id}">[\\s\\S]*?<td class="n" data-label="Jobs">4</td>`).test((await get(older.slice('/admin/queues'.length))).body)).toBe(true);
     // The navigation links to it, and marks it on its pages.
     expect((await get('')).body).toContain('<a href="/admin/queues/flows">Flows</a>');
     expect(first.body).toContain('<a href="/admin/queues/flows" aria-current="page">Flows</a>');

@@ -4,6 +4,7 @@ import { mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { QueueService } from 'nestjs-pg-queue';
 import { dashboardBasicAuth } from 'nestjs-pg-queue/dashboard';
 import { createTestDatabase } from '@internal/pg-harness';
 import { ADMIN_USERS, findChromium, openPage, openViewers, stayed } from './support/browser.js';
@@ -30,6 +31,7 @@ describeInBrowser('the dashboard live and laid out for any screen, in headless C
   let dash: string;
   let completedWithError: string;
   let failed: string;
+  let flowId: string;
 
   const open = (context: BrowserContext, path: string): Promise<Page> => openPage(context, `${dash}${path}`);
   const enqueue = async (queue: string, n: number) =>
@@ -55,6 +57,16 @@ describeInBrowser('the dashboard live and laid out for any screen, in headless C
     completedWithError = (await db.query<{ id: string }>(`INSERT INTO background_jobs (queue_name, payload, status, attempts, max_attempts, locked_at, finished_at, last_error)
       VALUES ('reports', '{"report": "monthly"}', 'completed', 2, 3, now() - interval '90 seconds', now() - interval '1 minute', 'Error: socket hang up') RETURNING id::text AS id`)).rows[0].id;
     // A zone that is not the server's (UTC) and has no daylight saving: the times must show in it.
+    // A flow of long names nobody runs (its first job queued, the others blocked), for the flows list and its page.
+    const queue = server.app.get(QueueService);
+    flowId = (await queue.enqueueFlow({
+      name: 'quarterly-report-for-the-northern-region-with-every-appendix',
+      jobs: [
+        { ref: 'collect-every-figure-of-the-quarter', queue: 'archive', payload: { step: 'collect', filler: long } },
+        { ref: 'render-the-portable-document', queue: 'archive', payload: { step: 'render' }, dependsOn: ['collect-every-figure-of-the-quarter'] },
+        { ref: 'mail-it-to-the-board-of-directors', queue: 'archive', payload: { step: 'mail' }, dependsOn: ['render-the-portable-document'] },
+      ],
+    })).id;
     ({ browser, desk, phone } = await openViewers(chromiumPath!, 'Asia/Kolkata'));
   }, 120_000);
 
@@ -132,9 +144,13 @@ describeInBrowser('the dashboard live and laid out for any screen, in headless C
   });
 
   for (const [screen, width] of [['desk', 1400], ['phone', 390]] as const) {
-    it(`at ${width} px: no element wider than the screen and no clipped text in tables, on the overview, the jobs list and a job`, async () => {
+    it(`at ${width} px: no element wider than the screen and no clipped text in tables, on every page`, async () => {
       const context = screen === 'desk' ? desk : phone;
-      for (const [name, path] of [['overview', ''], ['jobs', '/jobs?queue=reports'], ['job', `/jobs/${failed}`], ['job-completed', `/jobs/${completedWithError}`]]) {
+      const pages = [
+        ['overview', ''], ['jobs', '/jobs?queue=reports'], ['job', `/jobs/${failed}`], ['job-completed', `/jobs/${completedWithError}`],
+        ['flows', '/flows'], ['flow', `/flows/${flowId}`], ['instances', '/instances'], ['queue', '/queues/reports'], ['schedules', '/schedules'],
+      ];
+      for (const [name, path] of pages) {
         const page = await open(context, path);
         const seen = await measure(page);
         expect({ name, width: seen.page, wide: seen.wide, clipped: seen.clipped }).toEqual({ name, width, wide: [], clipped: [] });

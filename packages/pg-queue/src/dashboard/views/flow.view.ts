@@ -32,9 +32,9 @@ export function flowView(ctx: PageContext, d: FlowData): string {
   const counts = STATUSES.filter((s) => (flow.counts[s] ?? 0) > 0).map((s) => html`<li>${statusBadge(s)} ${formatCount(flow.counts[s]!)}</li>`);
   const rows = d.page.rows.map(
     (j) => html`<tr data-job="${j.id}">
-<td><a href="${ctx.base}/jobs/${j.id}">${j.id}</a></td><td>${j.ref ?? ''}</td><td>${j.queue_name}</td><td>${statusBadge(j.status)}</td>
-<td>${relation(ctx, j)}</td><td class="n">${j.attempts}/${j.max_attempts}</td><td>${absTime(j.run_at)}</td><td>${absTime(j.finished_at)}</td>
-<td class="muted">${ctx.hidePayloads && j.last_error ? 'hidden' : (j.last_error ?? '')}</td></tr>`,
+<td data-label="Job"><a href="${ctx.base}/jobs/${j.id}">${j.id}</a></td><td data-label="Ref">${j.ref ?? ''}</td><td data-label="Queue">${j.queue_name}</td><td>${statusBadge(j.status)}</td>
+<td class="full">${relation(ctx, j)}</td><td class="n" data-label="Attempts">${j.attempts}/${j.max_attempts}</td><td data-label="Run at">${absTime(j.run_at)}</td><td data-label="Finished">${absTime(j.finished_at)}</td>
+<td class="muted error-cell">${ctx.hidePayloads && j.last_error ? 'hidden' : (j.last_error ?? '')}</td></tr>`,
   );
   const here = `${ctx.base}/flows/${flow.id}`;
   const pager = html`<div class="pager">${d.page.after === '0' ? null : html`<a href="${here}">« First jobs</a>`}
@@ -51,7 +51,7 @@ ${d.page.nextAfter ? html`<a href="${here}?after=${d.page.nextAfter}" rel="next"
 <h2>Dependencies</h2>
 ${flowGraph(ctx.base, d.drawing)}
 <h2>Jobs</h2>
-<table class="jobs"><thead><tr><th>Id</th><th>Ref</th><th>Queue</th><th>Status</th><th>Waits for / undoes</th><th class="n">Attempts</th><th>Run at</th><th>Finished</th><th>Last error</th></tr></thead>
+<table class="jobs stack"><thead><tr><th>Id</th><th>Ref</th><th>Queue</th><th>Status</th><th>Waits for / undoes</th><th class="n">Attempts</th><th>Run at</th><th>Finished</th><th>Last error</th></tr></thead>
 <tbody>${rows.length ? rows : html`<tr><td colspan="9" class="muted">No jobs${d.page.after === '0' ? '' : ' after this one'}.</td></tr>`}</tbody></table>
 ${pager}`;
   return layout(ctx, 'flows', flowTitle(flow), body);

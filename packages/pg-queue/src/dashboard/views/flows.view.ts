@@ -33,15 +33,15 @@ export function flowsView(ctx: PageContext, d: FlowsData): string {
 </form>`;
   const rows = d.rows.map(
     (f) => html`<tr data-flow="${f.id}">
-<td><a href="${ctx.base}/flows/${f.id}">${f.id}</a></td><td>${f.name === null ? html`<span class="muted">—</span>` : html`<a href="${ctx.base}/flows/${f.id}">${f.name}</a>`}</td>
-<td>${statusBadge(f.status)}</td><td class="n">${flowJobCount(f.jobs)}</td><td>${absTime(f.created_at)}</td><td>${absTime(f.finished_at)}</td>
-<td class="muted">${f.reason ?? ''}</td></tr>`,
+<td data-label="Flow"><a href="${ctx.base}/flows/${f.id}">${f.id}</a></td><td class="full">${f.name === null ? html`<span class="muted">—</span>` : html`<a href="${ctx.base}/flows/${f.id}">${f.name}</a>`}</td>
+<td>${statusBadge(f.status)}</td><td class="n" data-label="Jobs">${flowJobCount(f.jobs)}</td><td data-label="Created">${absTime(f.created_at)}</td><td data-label="Finished">${absTime(f.finished_at)}</td>
+<td class="muted full">${f.reason ?? ''}</td></tr>`,
   );
   const pager = html`<div class="pager">${d.first ? null : html`<a href="${query({})}">« Newest</a>`}
 ${d.nextBefore ? html`<a href="${query({ before: d.nextBefore })}" rel="next">Older »</a>` : html`<span class="muted">No older flows.</span>`}
 <span class="muted">flow ids ${d.scanned.from} to ${BigInt(d.scanned.below) - 1n} looked at${d.rows.length === 0 ? ': none matched, go on with Older' : ''}</span></div>`;
   const body = html`${filters}
-<table class="flows"><thead><tr><th>Id</th><th>Name</th><th>Status</th><th class="n">Jobs</th><th>Created</th><th>Finished</th><th>Reason</th></tr></thead>
+<table class="flows stack"><thead><tr><th>Id</th><th>Name</th><th>Status</th><th class="n">Jobs</th><th>Created</th><th>Finished</th><th>Reason</th></tr></thead>
 <tbody>${d.rows.length ? rows : html`<tr><td colspan="7" class="muted">No matching flows in this range of ids.</td></tr>`}</tbody></table>
 ${pager}`;
   return layout(ctx, 'flows', 'Flows', body);
