@@ -10,7 +10,7 @@ import net from 'node:net';
 import { CANNOT_CONNECT, CONNECT_TIMEOUT, PASSWORD_IN_URL } from '../src/cli/cli.messages.js';
 
 /** What `migrate down` says undoing the last migration (SqlEnqueueRunAt) does. */
-const LAST_DOWN = "drops the tables background_queue_weights (every fair share weight stored at runtime; the fairness options' weights apply again) and background_fair_passes, and the column fair_clock of background_queues";
+const LAST_DOWN = 'drops the column logs of background_jobs and background_jobs_history (every line job.log() wrote) and makes the view background_jobs_all again without it';
 import { buildCli, runCli, runCliOnTerminal } from './support/run-cli.js';
 
 // The real binary (dist/cli/main.js, built by tsc -b) against a real database: output and exit codes.
