@@ -7,8 +7,10 @@ import { JobStore, MaintenanceScheduler } from '../src/internal.js';
 import { FLOW_SQL } from '../src/store/flow.sql.js';
 import { JobStatements } from '../src/store/job-statements.js';
 import { SQL } from '../src/store/job.sql.js';
+import { getQueueTestKit } from 'nestjs-pg-queue/testing';
 import { createTestDatabase } from '@internal/pg-harness';
 import { sqlPool, startApp, waitFor } from './support/test-app.js';
+import { startTestingApp } from './support/testing-app.js';
 
 // Job logs (README: "Job logs"): job.log() lines stored with the job, bounded per job and per line, written with the
 // heartbeat or the outcome, read per attempt by QueueService.get. Asserted from the `logs` column and from get(); the
@@ -400,6 +402,28 @@ describe('a migration that adds a column to the jobs tables does not break this 
     } finally {
       await sapp.close();
       await sdb.end();
+    }
+  });
+});
+
+describe('job logs in the testing kit', () => {
+  it('drain() writes each attempt’s lines with its outcome, as the worker does, bounded by the module’s jobLogs', async () => {
+    const url = await createTestDatabase('job-logs-kit');
+    const app = await startTestingApp([PgQueueModule.forRoot({ connection: url, jobLogs: { maxLines: MAX_LINES, maxLineLength: MAX_LINE }, maintenance: { enabled: false } })], [Handlers]);
+    try {
+      const queue = app.get(QueueService);
+      const retried = await queue.enqueue('jl-retry', {});
+      const many = await queue.enqueue('jl-many', { n: 9 });
+      await getQueueTestKit(app).drain({ queue: ['jl-retry', 'jl-many'], includeScheduled: true });
+      expect((await queue.get(retried))!.logs.map((l) => [l.attempt, l.line])).toEqual([
+        [1, 'attempt 1 begins'],
+        [1, 'attempt 1 fails'],
+        [2, 'attempt 2 begins'],
+        [2, 'attempt 2 ends'],
+      ]);
+      expect((await queue.get(many))!).toMatchObject({ logsDropped: 4, logs: [{ line: 'line 5' }, {}, {}, {}, { line: 'line 9' }] });
+    } finally {
+      await app.close();
     }
   });
 });
