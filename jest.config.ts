@@ -51,6 +51,7 @@ const SLOW_SPECS = [
   '/prefetch-auto\\.spec\\.ts$',
   '/terminal-text\\.spec\\.ts$',
   '/start-marks\\.spec\\.ts$',
+  '/job-logs-views\\.spec\\.ts$',
 ];
 
 const config: Config = {

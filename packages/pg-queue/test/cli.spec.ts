@@ -9,8 +9,8 @@ import { spawnSync } from 'node:child_process';
 import net from 'node:net';
 import { CANNOT_CONNECT, CONNECT_TIMEOUT, PASSWORD_IN_URL } from '../src/cli/cli.messages.js';
 
-/** What `migrate down` says undoing the last migration (SqlEnqueueRunAt) does. */
-const LAST_DOWN = "drops the tables background_queue_weights (every fair share weight stored at runtime; the fairness options' weights apply again) and background_fair_passes, and the column fair_clock of background_queues";
+/** What `migrate down` says undoing the last migration (JobLogs) does. */
+const LAST_DOWN = 'drops the column logs of background_jobs and background_jobs_history (every line job.log() wrote) and makes the view background_jobs_all again without it';
 import { buildCli, runCli, runCliOnTerminal } from './support/run-cli.js';
 
 // The real binary (dist/cli/main.js, built by tsc -b) against a real database: output and exit codes.
@@ -108,9 +108,9 @@ describe('pg-queue command line', () => {
     expect(down.code).toBe(0);
     expect(down.stdout).toBe(`reverted ${names.at(-1)}\n`);
     expect((await sql.query(`SELECT name FROM migrations ORDER BY id`)).rows.map((r) => r.name)).toEqual(names.slice(0, -1));
-    // The last migration (FairShare) is undone: its tables and the clock column are gone.
-    expect((await sql.query(`SELECT count(*)::int AS n FROM information_schema.columns WHERE table_name = 'background_queues' AND column_name = 'fair_clock'`)).rows).toEqual([{ n: 0 }]);
-    expect((await sql.query(`SELECT to_regclass('background_fair_passes') AS t`)).rows).toEqual([{ t: null }]);
+    // The last migration (JobLogs) is undone: the column of both job tables is gone, and the view is there without it.
+    expect((await sql.query(`SELECT count(*)::int AS n FROM information_schema.columns WHERE table_name IN ('background_jobs', 'background_jobs_history', 'background_jobs_all') AND column_name = 'logs'`)).rows).toEqual([{ n: 0 }]);
+    expect((await sql.query(`SELECT to_regclass('background_jobs_all') IS NOT NULL AS v`)).rows).toEqual([{ v: true }]);
 
     const status = await cli('migrate', 'status');
     expect(status.stdout).toContain(`${names.at(-1)}`);
@@ -259,8 +259,8 @@ describe('pg-queue command line', () => {
     expect(stepped.stdout).toContain('progress        {"done":2}\n');
     expect(stepped.stdout).toContain('\n  charge  attempt 1  2026-12-02T10:00:00.000Z  {"id":"ch_1"}\n  nap  attempt 1  2026-12-02T10:00:01.000Z  sleep until 2026-12-02T11:00:01.000Z\n');
 
-    // The attempt history (README: "Attempt history"): each attempt that did not complete, oldest first, its error's
-    // first line; in --json as `history`.
+    // The attempt history (README: "Attempt history"): each attempt that did not complete, oldest first, its whole
+    // error indented under it; in --json as `history`.
     await sql.query(
       `INSERT INTO background_job_attempts (job_id, attempt, worker, started_at, finished_at, outcome, error)
        VALUES ($1, 1, 'w-1', '2026-12-02T10:00:00Z', '2026-12-02T10:00:00.250Z', 'failed', 'Error: upstream timed out
@@ -270,9 +270,12 @@ describe('pg-queue command line', () => {
     );
     const attempted = await cli('jobs', 'show', a);
     expect(attempted.stdout).toContain(
-      'attempt history (attempts that did not complete, oldest first)\n' +
-        '  1  failed  w-1  2026-12-02T10:00:00.000Z  250 ms  Error: upstream timed out\n' +
-        '  2  lease-expired  w-2  2026-12-02T10:01:00.000Z  30000 ms  lease expired\n',
+      'attempt history (attempts that did not complete, oldest first, each with its whole error)\n' +
+        '  1  failed  w-1  2026-12-02T10:00:00.000Z  250 ms\n' +
+        '      Error: upstream timed out\n' +
+        '          at call()\n' +
+        '  2  lease-expired  w-2  2026-12-02T10:01:00.000Z  30000 ms\n' +
+        '      lease expired\n',
     );
     expect(JSON.parse((await cli('jobs', 'show', a, '--json')).stdout).history).toMatchObject([
       { attempt: 1, worker: 'w-1', outcome: 'failed', durationMs: 250, error: 'Error: upstream timed out\n    at call()' },

@@ -21,6 +21,9 @@ const HISTORY = 12_000;
  * for every job the worker settled since the last vacuum. Completions of a 300k-job cell grew from 8 to 24 ms,
  * and processing fell from 30k to 12k jobs/s within the cell.
  */
+/** One job's unwritten lines, as the worker sends them (LogEntry). */
+const LOGGED = { m: 100, l: [[1, 0, 'a line']] };
+
 const SETTLES: Array<{ name: keyof typeof SQL; values: (ids: string[], tokens: Record<string, string>) => unknown[] }> = [
   { name: 'completeJobs', values: (ids) => [WORKER, ids, null, '1'] },
   { name: 'completeJobsWithResults', values: (ids, t) => [WORKER, ids, JSON.stringify(t), null, JSON.stringify({ [ids[0]]: { r: 1 } })] },
@@ -29,6 +32,12 @@ const SETTLES: Array<{ name: keyof typeof SQL; values: (ids: string[], tokens: R
   { name: 'snoozeJobs', values: (ids, t) => [WORKER, ids, JSON.stringify(Object.fromEntries(ids.map((id) => [id, { token: t[id], delayMs: 0 }])))] },
   { name: 'heartbeat', values: (ids, t) => [WORKER, 30_000, ids, JSON.stringify(t), null, [], '{}'] },
   { name: 'releaseJobs', values: (ids, t) => [WORKER, ids, JSON.stringify(t)] },
+  // The variants that carry lines a handler logged (job.log()): the same reads, each job's lines looked up by its id.
+  { name: 'completeJobsWithLogs', values: (ids, t) => [WORKER, ids, JSON.stringify(t), null, JSON.stringify({ [ids[0]]: { l: LOGGED } })] },
+  { name: 'failJobsWithLogs', values: (ids, t) => [WORKER, ids, JSON.stringify(Object.fromEntries(ids.map((id) => [id, { token: t[id], error: 'e', delayMs: 0, logs: LOGGED }])))] },
+  { name: 'snoozeJobsWithLogs', values: (ids, t) => [WORKER, ids, JSON.stringify(Object.fromEntries(ids.map((id) => [id, { token: t[id], delayMs: 0, logs: LOGGED }])))] },
+  { name: 'heartbeatWithLogs', values: (ids, t) => [WORKER, 30_000, ids, JSON.stringify(t), null, [], '{}', JSON.stringify({ [ids[0]]: LOGGED })] },
+  { name: 'releaseJobsWithLogs', values: (ids, t) => [WORKER, ids, JSON.stringify(t), JSON.stringify({ [ids[0]]: LOGGED })] },
 ];
 /**
  * One job's write (a durable step's record, job.step()): its id is a key of whichever index it probes. A named

@@ -80,6 +80,7 @@ const MIGRATION_DOWN_DROPS: Record<string, string> = {
   SqlEnqueueRunAt1764672000000: 'puts the SQL enqueue functions back as SqlEnqueue1764640000000 made them (a run_at that does not exist raises 22008 again instead of 22023)',
   RuntimeLimits1764680000000: 'drops the limits set at runtime and the rate-limit blocks (the decorators\' limits apply again)',
   FairShare1764690000000: 'drops the tables background_queue_weights (every fair share weight stored at runtime; the fairness options\' weights apply again) and background_fair_passes, and the column fair_clock of background_queues',
+  JobLogs1764710000000: 'drops the column logs of background_jobs and background_jobs_history (every line job.log() wrote) and makes the view background_jobs_all again without it',
 };
 
 export const MIGRATION_DOWN_SUMMARY = (name: string) => `undo the queue migration ${name}: ${MIGRATION_DOWN_DROPS[name] ?? 'runs its down()'}`;

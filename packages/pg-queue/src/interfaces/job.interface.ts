@@ -29,6 +29,16 @@ export interface Job<TPayload = unknown> {
    */
   progress(value: unknown): void;
   /**
+   * Adds a line to the job's log (README: "Job logs"), read back per attempt with `QueueService.get(id).logs`, on the
+   * dashboard's job page and with `pg-queue jobs show`. Cheap to call: the line is kept in memory and written with the
+   * next heartbeat or with the attempt's outcome, never in a statement of its own (an attempt that never logs writes
+   * nothing more than before). Each line records its attempt and when it was logged (the database clock). The row keeps
+   * the newest `jobLogs.maxLines` lines (100 by default; the oldest go first), each cut to `jobLogs.maxLineLength`
+   * characters (2,000). Lines logged after the last heartbeat of an attempt whose process dies are lost with it. A value
+   * that is not a string is logged as util.inspect shows it; never throws.
+   */
+  log(line: string): void;
+  /**
    * A job of a flow: its parents, each with its status and result (a parent it depends on with 'continue' may have
    * failed). [] for a job without parents. Read when called (one query).
    */
@@ -122,6 +132,27 @@ export interface JobRecord<TPayload = unknown, TResult = unknown> {
    * expired, with its worker, times and error. [] for a job that never failed; the job's own row is its latest attempt.
    */
   history: JobAttemptRecord[];
+  /**
+   * The lines handlers wrote with job.log() (README: "Job logs"), oldest first, each with the attempt that wrote it
+   * (`logs.filter((l) => l.attempt === 2)`: the second attempt's). At most the module's `jobLogs.maxLines`: [] for a
+   * job that never logged.
+   */
+  logs: JobLogLine[];
+  /** How many older lines the `jobLogs.maxLines` bound dropped (0 when none). */
+  logsDropped: number;
+}
+
+/** A line a handler wrote with job.log() (README: "Job logs"). */
+export interface JobLogLine {
+  /** The attempt that wrote it (1: the first run; a retry() starts counting again, as the attempt history does). */
+  attempt: number;
+  /**
+   * When it was logged, by the database clock: the time of the statement that wrote it (the next heartbeat, or the
+   * attempt's outcome) less how long the line had waited in the worker, as the worker's monotonic clock measured it.
+   */
+  at: Date;
+  /** The text, cut to `jobLogs.maxLineLength` characters (then ending "... [truncated]"). */
+  line: string;
 }
 
 /** One attempt of a job that did not complete (background_job_attempts). */

@@ -93,6 +93,17 @@ export interface PgQueueRecurringOptions {
   orphanAfterMs?: number;
 }
 
+/** The bounds of job.log() (README: "Job logs"), checked at boot. */
+export interface PgQueueJobLogsOptions {
+  /**
+   * Lines kept per job, across its attempts: past it the oldest go first (`QueueService.get(id).logsDropped` counts
+   * them). An integer from 1 to 10,000. Default 100.
+   */
+  maxLines?: number;
+  /** Characters kept per line: a longer line is cut there and ends with "... [truncated]". An integer from 1 to 100,000. Default 2,000. */
+  maxLineLength?: number;
+}
+
 export interface PgQueueModuleOptions {
   /** Reuse this DataSource (what makes transactional enqueue possible). */
   dataSource?: DataSource;
@@ -186,6 +197,8 @@ export interface PgQueueModuleOptions {
   recurring?: PgQueueRecurringOptions;
   /** The bounds of progress that readiness, the metrics and `pg-queue doctor` check (README: Health). */
   health?: PgQueueHealthOptions;
+  /** The bounds of the lines handlers write with job.log() (README: "Job logs"): 100 lines per job, 2,000 characters per line. */
+  jobLogs?: PgQueueJobLogsOptions;
 }
 
 /** Given next to the options of forRoot / forRootAsync (known when the module is defined). */

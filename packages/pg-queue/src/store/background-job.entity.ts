@@ -83,4 +83,11 @@ export class BackgroundJobEntity {
   /** What job.step() and job.sleep() recorded, in order (docs/guides/durable-steps.md); null when none. */
   @Column({ name: 'steps', type: 'jsonb', nullable: true })
   steps!: unknown;
+
+  /**
+   * The lines handlers wrote with job.log() (README: "Job logs"): { lines: [{ attempt, at, line }], total, ... }, the
+   * newest jobLogs.maxLines kept; null when none. Read it typed with QueueService.get (`logs`).
+   */
+  @Column({ name: 'logs', type: 'jsonb', nullable: true })
+  logs!: unknown;
 }

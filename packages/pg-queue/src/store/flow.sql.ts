@@ -1,7 +1,7 @@
 // The statements of flows (docs/guides/flows.md) that FlowStore runs; the SQL functions the Flows migration creates
 // are in flow-functions.sql.ts. All times from the database clock.
 import { LIVE } from './flow-functions.sql.js';
-import { CANCEL_CHANNEL, DEFER_WAKE, DONE_CHANNEL, MS, RETENTION_CAP_MS, stepFlows, type Wake } from './shared.sql.js';
+import { appendLogs, CANCEL_CHANNEL, DEFER_WAKE, DONE_CHANNEL, MS, RETENTION_CAP_MS, stepFlows, type Wake } from './shared.sql.js';
 
 /**
  * The rows of a flow (or of a job's spawned children), one statement: $n.. are the columns as arrays in the jobs'
@@ -55,22 +55,13 @@ function insertFlow(wake: Wake): string {
     SELECT (SELECT id FROM flow) AS flow_id, n.id FROM ids AS n ORDER BY n.ord`;
 }
 
-export const FLOW_SQL = {
-  insertFlow: insertFlow('trigger'),
-  insertFlowWakeDeferred: insertFlow('deferred'),
-
-  // A completion that adds children to the job's flow (job.spawn): fenced like completeJobs ($1 worker, $2 id, $3
-  // token, $4 result, $5 progress); the children ($6.., refs prefixed with the parent's) and their edges ($17) are
-  // inserted only when the completion was. The parent's own dependents are unblocked by its flow step as usual.
-  // A child whose unique key another job took after job.spawn() checked it (spawnKeysHeld) is a duplicate: it is not
-  // created (ON CONFLICT DO NOTHING: a held key never refuses the parent's completion), and the children of this
-  // spawn that depended on it do not wait for it (no edge; unblocked here when it was their last one). `duplicates`
-  // names them (their spawn refs), for the worker's warning.
-  completeSpawning: `
+/** A completion that adds children to the job's flow (see completeSpawning in FLOW_SQL). */
+function completeSpawning(extraSet: string): string {
+  return `
     WITH done AS (
       UPDATE background_jobs AS j
       SET status = 'completed', attempts = j.attempts + j.buffered::int, buffered = false, lease_expires_at = NULL,
-          finished_at = now(), updated_at = now(), result = $4::jsonb, progress = coalesce($5::jsonb, j.progress)
+          finished_at = now(), updated_at = now(), result = $4::jsonb, progress = coalesce($5::jsonb, j.progress)${extraSet}
       WHERE j.id = $2 AND j.status = 'processing' AND j.locked_by = $1 AND j.fence_token = $3::int8 AND j.flow_id IS NOT NULL
       RETURNING j.id, j.flow_id, j.flow_ref, j.compensates, coalesce(j.flow_ref, j.id::text) AS ref, j.awaited, j.trace_context
     ), ${FLOW_INPUT(6)}, jobs AS (
@@ -98,7 +89,23 @@ export const FLOW_SQL = {
          JOIN ids AS p ON p.ord = e.parent JOIN ids AS c ON c.ord = e.child
          WHERE p.id IN (SELECT id FROM skipped) AND (SELECT count(*) FROM edges) >= 0 ORDER BY c.id) AS c) AS orphans_tried,
       (SELECT count(pg_notify('${DONE_CHANNEL}', w.id || ':completed')) FROM done AS w WHERE w.awaited) AS waiters_told,
-      ${stepFlows('written', `'processing'`, `'completed'`)} AS flows_stepped`,
+      ${stepFlows('written', `'processing'`, `'completed'`)} AS flows_stepped`;
+}
+
+export const FLOW_SQL = {
+  insertFlow: insertFlow('trigger'),
+  insertFlowWakeDeferred: insertFlow('deferred'),
+
+  // A completion that adds children to the job's flow (job.spawn): fenced like completeJobs ($1 worker, $2 id, $3
+  // token, $4 result, $5 progress); the children ($6.., refs prefixed with the parent's) and their edges ($17) are
+  // inserted only when the completion was. The parent's own dependents are unblocked by its flow step as usual.
+  // A child whose unique key another job took after job.spawn() checked it (spawnKeysHeld) is a duplicate: it is not
+  // created (ON CONFLICT DO NOTHING: a held key never refuses the parent's completion), and the children of this
+  // spawn that depended on it do not wait for it (no edge; unblocked here when it was their last one). `duplicates`
+  // names them (their spawn refs), for the worker's warning.
+  completeSpawning: completeSpawning(''),
+  // The same, for a job that logged (job.log(): README, "Job logs"): its unwritten lines ($18: entry).
+  completeSpawningWithLogs: completeSpawning(`, logs = ${appendLogs('$18::jsonb')}`),
 
   // job.spawn(): which of the keys ($1 queues, $2 keys, by position) a live job holds, with its id (the check that
   // refuses the spawn call; the completion treats a key taken after it as a duplicate, see completeSpawning).

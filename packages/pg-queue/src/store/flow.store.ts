@@ -56,10 +56,14 @@ export class FlowStore {
    */
   async completeSpawning(workerId: string, job: CompletedAttempt, plan: FlowPlan, manager?: EntityManager): Promise<{ completed: boolean; spawned: number; duplicates: string[] }> {
     const values = [workerId, job.id, job.token, job.resultJson ?? null, job.progressJson ?? null, ...flowColumns(plan), edgesJson(plan.edges)];
+    // Lines the handler logged (job.log()) and no heartbeat wrote: the variant that appends them ($18).
+    const logs = job.logEntry;
+    if (logs !== undefined) values.push(JSON.stringify(logs));
+    const statement = logs === undefined ? 'completeSpawning' : 'completeSpawningWithLogs';
     // With a manager: in a transactional handler's transaction (worker/transactional-attempt.ts).
     const [row] = manager
-      ? await managerQuery<{ completed: boolean; spawned: number; duplicates: string[] }>(manager, FLOW_SQL.completeSpawning, values)
-      : await this.run<{ completed: boolean; spawned: number; duplicates: string[] }>('completeSpawning', values);
+      ? await managerQuery<{ completed: boolean; spawned: number; duplicates: string[] }>(manager, FLOW_SQL[statement], values)
+      : await this.run<{ completed: boolean; spawned: number; duplicates: string[] }>(statement, values);
     return { completed: row.completed, spawned: row.spawned, duplicates: row.duplicates ?? [] };
   }
 

@@ -1,6 +1,7 @@
 // Reads of jobs: one job and its attempts, what waitFor() marks and polls, the counts of stats(), the database's identity.
 import type { JobAttemptRecord, JobRecord, JobStatus, QueueStats } from '../interfaces/job.interface.js';
 import { toJobSteps } from '../steps/step.interfaces.js';
+import { storedLogs } from '../utils/stored-logs.js';
 import type { JobStatements } from './job-statements.js';
 import type { DatabaseIdentityRow, JobOutcome } from './job-store.types.js';
 
@@ -150,6 +151,8 @@ export interface JobRow {
   flow_id?: string | null;
   flow_ref?: string | null;
   steps?: unknown;
+  /** What job.log() wrote (absent before the JobLogs migration). */
+  logs?: unknown;
 }
 
 interface AttemptRow {
@@ -174,6 +177,7 @@ function toOutcome(r: OutcomeRow): JobOutcome {
 }
 
 export function toJobRecord(r: JobRow): JobRecord {
+  const logs = storedLogs(r.logs);
   return {
     id: r.id,
     queue: r.queue_name,
@@ -199,5 +203,7 @@ export function toJobRecord(r: JobRow): JobRecord {
     flowRef: r.flow_ref ?? null,
     steps: toJobSteps(r.steps),
     history: [],
+    logs: logs.lines,
+    logsDropped: logs.dropped,
   };
 }

@@ -79,6 +79,16 @@ export interface JobRef {
   token: string;
 }
 
+/**
+ * The lines a handler logged (job.log(): README, "Job logs") and no statement has written yet, as the worker sends them
+ * for one job (appendLogs in shared.sql.ts): the module's jobLogs.maxLines (`m`: the row keeps the newest that many),
+ * and each line as [its number in the attempt, ms it waited in the worker, its text].
+ */
+export interface LogEntry {
+  m: number;
+  l: [seq: number, msAgo: number, line: string][];
+}
+
 export interface FailedAttempt extends JobRef {
   error: string;
   retryDelayMs: number;
@@ -86,12 +96,16 @@ export interface FailedAttempt extends JobRef {
   final?: boolean;
   /** The handler's last progress (JSON text) not written yet. */
   progressJson?: string;
+  /** Lines the handler logged and no statement has written yet. */
+  logEntry?: LogEntry;
 }
 
 /** A completed attempt: its claim, and the handler's result and last progress as JSON text when it has them. */
 export interface CompletedAttempt extends JobRef {
   resultJson?: string;
   progressJson?: string;
+  /** Lines the handler logged and no statement has written yet. */
+  logEntry?: LogEntry;
 }
 
 /** Where a job stands, for waitFor(). */
@@ -105,6 +119,13 @@ export interface SnoozedAttempt extends JobRef {
   delayMs: number;
   /** Written to last_error (a partner's 429: RateLimitedError); a plain snooze leaves last_error as it was. */
   note?: string;
+  /** Lines the handler logged and no statement has written yet. */
+  logEntry?: LogEntry;
+}
+
+/** A claim put back (shutdown), with the lines its handler logged and no statement has written yet. */
+export interface ReleasedJob extends JobRef {
+  logEntry?: LogEntry;
 }
 
 export type CancelResult = 'cancelled' | 'not-found' | JobStatus;

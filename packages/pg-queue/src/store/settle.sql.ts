@@ -1,7 +1,7 @@
 // Settle: what ends or renews a claim (complete, fail, snooze, put back, heartbeat, the start mark), each
 // fenced on the worker and the claim's fence token.
 import { JOBS_CHANNEL } from '../pg-queue.constants.js';
-import { FLOW_COLUMNS, forgetAttempts, MS, notifyAwaited, recordAttempts, stepFlows } from './shared.sql.js';
+import { appendLogs, FLOW_COLUMNS, forgetAttempts, MS, notifyAwaited, recordAttempts, stepFlows } from './shared.sql.js';
 
 /**
  * The ids of a batch settle ($2) that `cte` did not settle (fenced out: normally none), as rows (id, false). When the
@@ -111,6 +111,48 @@ function heartbeat(extraSet: string): string {
       AND j.fence_token = ($7::jsonb ->> j.id::text)::int8 AND j.queue_name NOT IN (SELECT queue_name FROM paused)`;
 }
 
+/** The completion variant's results and progress ($5: {"id": {"r": result, "p": progress}}). */
+const RESULTS = `,
+          result = $5::jsonb -> j.id::text -> 'r', progress = coalesce($5::jsonb -> j.id::text -> 'p', j.progress)`;
+
+/** The failure variant's end condition: the last attempt, or `final` (a result the queue cannot store). */
+const FINAL_OR_LAST = `(j.attempts + j.buffered::int >= j.max_attempts OR ($3::jsonb -> j.id::text) ? 'final')`;
+
+/** The failure variant's last progress ($3: {"id": {..., "progress"}}). */
+const FAILED_PROGRESS = `, progress = coalesce($3::jsonb -> j.id::text -> 'progress', j.progress)`;
+
+/** The heartbeat variant's progress ($5: {"id": progress}). */
+const BEAT_PROGRESS = `, progress = coalesce($5::jsonb -> j.id::text, j.progress)`;
+
+/** A handler snoozed (see snoozeJobs below). */
+function snooze(extraSet: string): string {
+  return `
+    UPDATE background_jobs AS j
+    SET status = 'queued', attempts = j.attempts - (NOT j.buffered)::int, buffered = false,
+        run_at = now() + ($3::jsonb -> j.id::text ->> 'delayMs')::int8 ${MS}, lease_expires_at = NULL, updated_at = now(),
+        -- A partner's 429 (RateLimitedError) says so in last_error; a plain snooze leaves it as it was.
+        last_error = coalesce($3::jsonb -> j.id::text ->> 'note', j.last_error)${extraSet}
+    WHERE j.id = ANY($2::int8[]) AND ${HELD_BY_WORKER}
+      AND j.fence_token = ($3::jsonb -> j.id::text ->> 'token')::int8
+    RETURNING j.id`;
+}
+
+/** The put-back (see releaseJobs below). */
+function release(extraSet: string): string {
+  return `
+    WITH released AS (
+      UPDATE background_jobs AS j
+      SET status = 'queued', attempts = j.attempts - (NOT j.buffered)::int, buffered = false, run_at = now(),
+          lease_expires_at = NULL, updated_at = now()${extraSet}
+      WHERE j.id = ANY($2::int8[]) AND ${HELD_BY_WORKER}
+        AND j.fence_token = ($3::jsonb ->> j.id::text)::int8
+      RETURNING j.id, j.queue_name
+    )
+    SELECT count(*)::int AS released,
+      (SELECT count(pg_notify('${JOBS_CHANNEL}', q.queue_name)) FROM (SELECT DISTINCT queue_name FROM released) AS q) AS notified
+    FROM released`;
+}
+
 export const SETTLE_SQL = {
   // Outcomes are fenced: only the lease owner ($1) of the same claim (fence_token, which every claim
   // increments and nothing else touches) may settle a job in flight. A worker that lost its lease (frozen,
@@ -122,8 +164,10 @@ export const SETTLE_SQL = {
   // ids refused (normally none): sending back every completed id cost the worker a row object, a string and a
   // set entry per job, to learn what it already knew.
   completeJobs: completion(''),
-  completeJobsWithResults: completion(`,
-          result = $5::jsonb -> j.id::text -> 'r', progress = coalesce($5::jsonb -> j.id::text -> 'p', j.progress)`),
+  completeJobsWithResults: completion(RESULTS),
+  // A batch of which some job logged (job.log(): README, "Job logs"): results, progress and each job's unwritten
+  // lines ($5: {"id": {"r", "p", "l"}}). A batch in which no job logged keeps one of the two statements above.
+  completeJobsWithLogs: completion(`${RESULTS}, logs = ${appendLogs(`$5::jsonb -> j.id::text -> 'l'`)}`),
 
   // completedRetentionMs: 0. Deleting at completion skips writing a completed row version (and its index
   // entries) that the pruner would delete later anyway; same fence and result as completeJobs. No result
@@ -158,45 +202,34 @@ export const SETTLE_SQL = {
   // retry would only produce again) and the attempt's last `progress`; batches without either keep the plain
   // statement (the variant's extra lookups per row cost about a fifth more on a 500-row batch).
   failJobs: failure('j.attempts + j.buffered::int >= j.max_attempts', ''),
-  failJobsWithExtras: failure(
-    `(j.attempts + j.buffered::int >= j.max_attempts OR ($3::jsonb -> j.id::text) ? 'final')`,
-    `, progress = coalesce($3::jsonb -> j.id::text -> 'progress', j.progress)`,
-  ),
+  failJobsWithExtras: failure(FINAL_OR_LAST, FAILED_PROGRESS),
+  // A batch of which some job logged: the extras, and each job's unwritten lines ($3: {"id": {..., "logs"}}).
+  failJobsWithLogs: failure(FINAL_OR_LAST, `${FAILED_PROGRESS}, logs = ${appendLogs(`$3::jsonb -> j.id::text -> 'logs'`)}`),
 
   // A handler snoozed (JobSnoozedError): back to the queue after the delay, fenced like a failure. The attempt
   // is not counted (uncharged, as the put-back); fence_token keeps its value, so a late outcome of this claim
   // stays fenced out. Delays come in a JSON object ($3: {"id": {token, delayMs, note?}}), as for failJobs.
-  snoozeJobs: `
-    UPDATE background_jobs AS j
-    SET status = 'queued', attempts = j.attempts - (NOT j.buffered)::int, buffered = false,
-        run_at = now() + ($3::jsonb -> j.id::text ->> 'delayMs')::int8 ${MS}, lease_expires_at = NULL, updated_at = now(),
-        -- A partner's 429 (RateLimitedError) says so in last_error; a plain snooze leaves it as it was.
-        last_error = coalesce($3::jsonb -> j.id::text ->> 'note', j.last_error)
-    WHERE j.id = ANY($2::int8[]) AND ${HELD_BY_WORKER}
-      AND j.fence_token = ($3::jsonb -> j.id::text ->> 'token')::int8
-    RETURNING j.id`,
+  snoozeJobs: snooze(''),
+  // A batch of which some job logged: each job's unwritten lines ($3: {"id": {..., "logs"}}).
+  snoozeJobsWithLogs: snooze(`,
+        logs = ${appendLogs(`$3::jsonb -> j.id::text -> 'logs'`)}`),
 
   // Heartbeat (see heartbeat above): rows not returned are no longer ours. The fence tokens come as JSON
   // objects, as for completeJobs. A beat that carries progress (job.progress() called since the last one) takes
   // the second variant: progress rides the heartbeat, no statement of its own.
   heartbeat: heartbeat(''),
-  heartbeatWithProgress: heartbeat(`, progress = coalesce($5::jsonb -> j.id::text, j.progress)`),
+  heartbeatWithProgress: heartbeat(BEAT_PROGRESS),
+  // A beat that carries lines a handler logged since the last one (job.log(): README, "Job logs"): the progress
+  // variant, and each job's unwritten lines ($8: {"id": entry}, only the ids that logged).
+  heartbeatWithLogs: heartbeat(`${BEAT_PROGRESS}, logs = ${appendLogs(`$8::jsonb -> j.id::text`)}`),
 
   // Put-back (shutdown, a buffer given back): an attempt that ran did not fail, it was interrupted, so it is not
   // counted, and a buffered job was never charged (fence_token, which fences that attempt's late outcome, keeps
   // its value).
-  releaseJobs: `
-    WITH released AS (
-      UPDATE background_jobs AS j
-      SET status = 'queued', attempts = j.attempts - (NOT j.buffered)::int, buffered = false, run_at = now(),
-          lease_expires_at = NULL, updated_at = now()
-      WHERE j.id = ANY($2::int8[]) AND ${HELD_BY_WORKER}
-        AND j.fence_token = ($3::jsonb ->> j.id::text)::int8
-      RETURNING j.id, j.queue_name
-    )
-    SELECT count(*)::int AS released,
-      (SELECT count(pg_notify('${JOBS_CHANNEL}', q.queue_name)) FROM (SELECT DISTINCT queue_name FROM released) AS q) AS notified
-    FROM released`,
+  releaseJobs: release(''),
+  // The put-back of running jobs at shutdown of which some logged: their unwritten lines ($4: {"id": entry}).
+  releaseJobsWithLogs: release(`,
+          logs = ${appendLogs(`$4::jsonb -> j.id::text`)}`),
 
   // The start mark (QueueWorker.pump, issue 39): jobs of a worker's read-ahead buffer (or eager start) about to start,
   // told to their rows before any handler is called: charged their attempt, `buffered = false`, the full lease ($2).

@@ -3,7 +3,7 @@ import type { EntityManager } from 'typeorm';
 import type { JobStatus } from '../interfaces/job.interface.js';
 import type { JobStatements } from './job-statements.js';
 import { SQL } from './job.sql.js';
-import type { CompletedAttempt, FailedAttempt, JobRef, SettledBatch, SnoozedAttempt } from './job-store.types.js';
+import type { CompletedAttempt, FailedAttempt, JobRef, LogEntry, ReleasedJob, SettledBatch, SnoozedAttempt } from './job-store.types.js';
 import { managerQuery } from './manager-query.js';
 
 /** completeJobs, with the ids of the flow jobs the batch completed (the workers' path: see SettledBatch). */
@@ -25,14 +25,18 @@ export async function settleCompletionInTransaction(manager: EntityManager, work
 export async function settleFailures(db: JobStatements, workerId: string, jobs: FailedAttempt[]): Promise<SettledBatch<Map<string, JobStatus>>> {
   const byId: Record<string, object> = {};
   let extras = false;
+  let logged = false;
   for (const j of jobs) {
-    const entry: { token: string; error: string; delayMs: number; final?: true; progress?: unknown } = { token: j.token, error: j.error, delayMs: j.retryDelayMs };
+    const entry: { token: string; error: string; delayMs: number; final?: true; progress?: unknown; logs?: LogEntry } = { token: j.token, error: j.error, delayMs: j.retryDelayMs };
     if (j.final) entry.final = true;
     if (j.progressJson !== undefined) entry.progress = JSON.parse(j.progressJson);
     extras ||= j.final === true || j.progressJson !== undefined;
+    // Lines the handler logged (job.log()): the variant that appends them; a batch without any keeps its statement.
+    if (j.logEntry !== undefined) [entry.logs, logged] = [j.logEntry, true];
     byId[j.id] = entry;
   }
-  const rows = await db.run<{ id: string; status: JobStatus; flow: boolean }>(extras ? 'failJobsWithExtras' : 'failJobs', [workerId, jobs.map((j) => j.id), JSON.stringify(byId)]);
+  const statement = logged ? 'failJobsWithLogs' : extras ? 'failJobsWithExtras' : 'failJobs';
+  const rows = await db.run<{ id: string; status: JobStatus; flow: boolean }>(statement, [workerId, jobs.map((j) => j.id), JSON.stringify(byId)]);
   const statuses = new Map<string, JobStatus>();
   let flowJobs: string[] | undefined;
   for (const r of rows) {
@@ -45,9 +49,14 @@ export async function settleFailures(db: JobStatements, workerId: string, jobs: 
 
 /** Returns the ids put back (snoozed); any other id is no longer this worker's. */
 export async function snoozeJobs(db: JobStatements, workerId: string, jobs: SnoozedAttempt[]): Promise<Set<string>> {
-  const byId: Record<string, { token: string; delayMs: number; note?: string }> = {};
-  for (const j of jobs) byId[j.id] = j.note === undefined ? { token: j.token, delayMs: j.delayMs } : { token: j.token, delayMs: j.delayMs, note: j.note };
-  const rows = await db.run<{ id: string }>('snoozeJobs', [workerId, jobs.map((j) => j.id), JSON.stringify(byId)]);
+  const byId: Record<string, { token: string; delayMs: number; note?: string; logs?: LogEntry }> = {};
+  let logged = false;
+  for (const j of jobs) {
+    const entry: { token: string; delayMs: number; note?: string; logs?: LogEntry } = j.note === undefined ? { token: j.token, delayMs: j.delayMs } : { token: j.token, delayMs: j.delayMs, note: j.note };
+    if (j.logEntry !== undefined) [entry.logs, logged] = [j.logEntry, true];
+    byId[j.id] = entry;
+  }
+  const rows = await db.run<{ id: string }>(logged ? 'snoozeJobsWithLogs' : 'snoozeJobs', [workerId, jobs.map((j) => j.id), JSON.stringify(byId)]);
   return new Set(rows.map((r) => r.id));
 }
 
@@ -57,10 +66,20 @@ export async function snoozeJobs(db: JobStatements, workerId: string, jobs: Snoo
  * worker's; any other id is no longer its. `progress` ([id, JSON text] of the jobs whose progress changed since
  * the last beat) rides the same statement.
  */
-export async function extendLeases(db: JobStatements, workerId: string, leaseMs: number, started: JobRef[], progress: [string, string][] = [], buffered: JobRef[] = []): Promise<Set<string>> {
+export async function extendLeases(
+  db: JobStatements,
+  workerId: string,
+  leaseMs: number,
+  started: JobRef[],
+  progress: [string, string][] = [],
+  buffered: JobRef[] = [],
+  logs: [string, LogEntry][] = [],
+): Promise<Set<string>> {
   const values: unknown[] = [workerId, leaseMs, started.map((j) => j.id), tokensById(started), null, buffered.map((j) => j.id), tokensById(buffered)];
   if (progress.length > 0) values[4] = `{${progress.map(([id, json]) => `"${id}":${json}`).join(',')}}`;
-  const rows = await db.run<{ id: string }>(progress.length > 0 ? 'heartbeatWithProgress' : 'heartbeat', values);
+  // Lines handlers logged since the last beat (job.log()): only then the variant that appends them ($8).
+  if (logs.length > 0) values.push(JSON.stringify(Object.fromEntries(logs)));
+  const rows = await db.run<{ id: string }>(logs.length > 0 ? 'heartbeatWithLogs' : progress.length > 0 ? 'heartbeatWithProgress' : 'heartbeat', values);
   return new Set(rows.map((r) => r.id));
 }
 
@@ -74,8 +93,13 @@ export async function markStarted(db: JobStatements, workerId: string, leaseMs: 
   return new Set(rows.map((r) => r.id));
 }
 
-export async function releaseJobs(db: JobStatements, workerId: string, jobs: JobRef[]): Promise<number> {
-  const rows = await db.run<{ released: number }>('releaseJobs', [workerId, jobs.map((j) => j.id), tokensById(jobs)]);
+export async function releaseJobs(db: JobStatements, workerId: string, jobs: ReleasedJob[]): Promise<number> {
+  const values: unknown[] = [workerId, jobs.map((j) => j.id), tokensById(jobs)];
+  // Running jobs put back at shutdown whose handlers logged (job.log()): their lines go with the put-back ($4).
+  let logs: Record<string, LogEntry> | undefined;
+  for (const j of jobs) if (j.logEntry !== undefined) (logs ??= {})[j.id] = j.logEntry;
+  if (logs !== undefined) values.push(JSON.stringify(logs));
+  const rows = await db.run<{ released: number }>(logs === undefined ? 'releaseJobs' : 'releaseJobsWithLogs', values);
   return rows[0]?.released ?? 0;
 }
 
@@ -100,13 +124,18 @@ function tokensById(jobs: JobRef[]): string {
 }
 
 /** The completion statement for a batch (see completion() in settle.sql.ts) and its values. */
-function completionStatement(workerId: string, jobs: CompletedAttempt[], deleteRows: boolean): { statement: 'completeJobs' | 'completeJobsWithResults' | 'deleteCompletedJobs'; values: unknown[] } {
+function completionStatement(
+  workerId: string,
+  jobs: CompletedAttempt[],
+  deleteRows: boolean,
+): { statement: 'completeJobs' | 'completeJobsWithResults' | 'completeJobsWithLogs' | 'deleteCompletedJobs'; values: unknown[] } {
   const values: unknown[] = [workerId, jobs.map((j) => j.id), ...batchFence(jobs)];
+  // completedRetentionMs 0: the row goes, and its lines with it (a flow job's row stays, without the last lines).
   if (deleteRows) return { statement: 'deleteCompletedJobs', values };
   const extras = resultsById(jobs);
   if (extras === undefined) return { statement: 'completeJobs', values };
-  values.push(extras);
-  return { statement: 'completeJobsWithResults', values };
+  values.push(extras.text);
+  return { statement: extras.logged ? 'completeJobsWithLogs' : 'completeJobsWithResults', values };
 }
 
 /** A completion's answer: the ids it refused (fenced out), and those of flow jobs it completed. */
@@ -121,15 +150,23 @@ function refusedCompletions(rows: { id: string; flow: boolean }[]): SettledBatch
 }
 
 /**
- * The completion variant's $5, {"id": {"r": result, "p": progress}}, built from JSON texts already checked
- * (no parse and stringify again); undefined when no job of the batch has either.
+ * The completion variants' $5, {"id": {"r": result, "p": progress, "l": lines}}, built from JSON texts already checked
+ * (no parse and stringify again); undefined when no job of the batch has any. `logged`: some job has lines to write
+ * (job.log()), which only completeJobsWithLogs writes.
  */
-function resultsById(jobs: CompletedAttempt[]): string | undefined {
+function resultsById(jobs: CompletedAttempt[]): { text: string; logged: boolean } | undefined {
   let text: string | undefined;
+  let logged = false;
   for (const j of jobs) {
-    if (j.resultJson === undefined && j.progressJson === undefined) continue;
-    const fields = [j.resultJson !== undefined ? `"r":${j.resultJson}` : '', j.progressJson !== undefined ? `"p":${j.progressJson}` : ''].filter(Boolean).join(',');
+    const logs = j.logEntry;
+    if (j.resultJson === undefined && j.progressJson === undefined && logs === undefined) continue;
+    const fields = [
+      j.resultJson !== undefined ? `"r":${j.resultJson}` : '',
+      j.progressJson !== undefined ? `"p":${j.progressJson}` : '',
+      logs !== undefined ? `"l":${JSON.stringify(logs)}` : '',
+    ].filter(Boolean).join(',');
+    logged ||= logs !== undefined;
     text = `${text === undefined ? '{' : `${text},`}"${j.id}":{${fields}}`;
   }
-  return text === undefined ? undefined : `${text}}`;
+  return text === undefined ? undefined : { text: `${text}}`, logged };
 }

@@ -60,6 +60,45 @@ export const forgetAttempts = (cte: string) => `forgotten AS (
 
 export const MS = `* interval '1 millisecond'`;
 
+/**
+ * The new `logs` of row `j` (README: "Job logs"; migration JobLogs1764710000000) once the lines of `entry` are added,
+ * as a SET expression: the row's own `logs` when `entry` (SQL over the statement's parameters) is NULL, so a batch
+ * whose other jobs logged leaves the rows of those that did not as they were.
+ *
+ * `entry` is what the worker sends for one job: {"m": maxLines, "l": [[seq, msAgo, text], ...]}, `seq` numbering the
+ * attempt's job.log() calls from 1 (lines the worker dropped past its own bound leave gaps), `msAgo` how long the line
+ * waited in the worker (its monotonic clock) before the statement was built. The row keeps
+ * {"lines": [{"attempt", "at", "line"}], "total", "claim", "seq"}:
+ * - each line's `attempt` is the attempt the row charged for this claim (`attempts + buffered`, before the SET: the
+ *   attempt that ran, as job.step() records it) and its `at` the database's clock at the write less `msAgo`;
+ * - only the newest `m` lines are kept (the oldest go first); `total` counts every line ever logged, so that
+ *   `total - lines` tells how many went;
+ * - `claim` (the fence token of the claim that last wrote) and `seq` (the last line number it wrote) make a write sent
+ *   again land once: a heartbeat whose answer was lost after its commit, or a line sent by a heartbeat and then again by
+ *   the outcome, adds only numbers past `seq`. Every statement that runs this is fenced, so `j.fence_token` is the
+ *   writer's claim.
+ */
+export const appendLogs = (entry: string) => `CASE WHEN (${entry}) IS NULL THEN j.logs ELSE (
+          SELECT jsonb_build_object(
+              'lines', coalesce((
+                SELECT jsonb_agg(k.line ORDER BY k.n) FROM (
+                  SELECT a.line, a.n FROM jsonb_array_elements(coalesce(j.logs -> 'lines', '[]'::jsonb) || f.lines) WITH ORDINALITY AS a(line, n)
+                  ORDER BY a.n DESC LIMIT f.max) AS k), '[]'::jsonb),
+              'total', coalesce((j.logs ->> 'total')::int8, 0) + greatest(f.seq - f.prev, 0),
+              'claim', j.fence_token::text,
+              'seq', greatest(f.seq, f.prev))
+          FROM (
+            SELECT coalesce(jsonb_agg(jsonb_build_object('attempt', j.attempts + j.buffered::int, 'at', now() - (l.v ->> 1)::int8 ${MS}, 'line', l.v -> 2)
+                                      ORDER BY (l.v ->> 0)::int8) FILTER (WHERE (l.v ->> 0)::int8 > p.prev), '[]'::jsonb) AS lines,
+              coalesce(max((l.v ->> 0)::int8), 0) AS seq, p.prev, p.max
+            FROM (SELECT x.e, (x.e ->> 'm')::int AS max,
+                    CASE WHEN j.logs ->> 'claim' = j.fence_token::text THEN coalesce((j.logs ->> 'seq')::int8, 0) ELSE 0 END AS prev
+                  FROM (SELECT (${entry}) AS e) AS x) AS p
+            LEFT JOIN LATERAL jsonb_array_elements(p.e -> 'l') AS l(v) ON true
+            GROUP BY p.prev, p.max
+          ) AS f)
+        END`;
+
 /** 5,000 years: any longer retention keeps rows forever, and now() minus it is still a valid timestamp. */
 export const RETENTION_CAP_MS = 157_788_000_000_000;
 

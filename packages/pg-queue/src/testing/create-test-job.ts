@@ -28,6 +28,11 @@ export type TestJob<TPayload> = Job<TPayload> & {
   abort(reason: Error): void;
   /** The steps recorded so far (given in `steps`, and run by the handler), in order: { name, result }. */
   recordedSteps(): { name: string; result?: unknown }[];
+  /**
+   * The lines the handler logged with job.log(), in order, as the queue would keep them: the newest 100, each cut to
+   * 2,000 characters (the defaults of the module's `jobLogs`).
+   */
+  loggedLines(): string[];
 };
 
 /**
@@ -55,5 +60,6 @@ export function createTestJob<TPayload>(payload: TPayload, fields: TestJobFields
   );
   return Object.assign(job, {
     recordedSteps: () => job.stepRunner().inMemory.map((s) => ('result' in s ? { name: s.name, result: s.result } : { name: s.name })),
+    // loggedLines(): the Job's own (JobAttempt keeps the lines of a job with no database behind it).
   });
 }

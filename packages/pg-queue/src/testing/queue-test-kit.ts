@@ -99,6 +99,7 @@ export class QueueTestKit {
     this.services = {
       flows: flowAccess(store.flows, options, registry),
       steps: { store: store.steps, workerId: options.workerId, maxResultBytes: options.maxResultBytes },
+      logs: options.jobLogs,
     };
   }
 
@@ -287,6 +288,8 @@ export class QueueTestKit {
       return { ...drainedAs, outcome: 'completed' };
     }
     const progressJson = attempt.progressJson;
+    // The lines the handler logged (job.log()), written with the outcome as the worker writes them.
+    const logEntry = attempt.logEntry;
     const { workerId } = this.options;
     const ref = { id: job.id, token: job.token };
     const drained = drainedAs;
@@ -294,12 +297,12 @@ export class QueueTestKit {
       // A partner's 429 is a snooze of the job here (the kit runs one process: the queue's block is not modelled).
       const { delayMs } = snoozeDelay(error.delayMs);
       const note = error instanceof RateLimitedError ? { note: `rate limited by the partner for ${delayMs} ms` } : {};
-      const snoozed = await this.store.snoozeJobs(workerId, [{ ...ref, delayMs, ...note }]);
+      const snoozed = await this.store.snoozeJobs(workerId, [{ ...ref, delayMs, logEntry, ...note }]);
       return { ...drained, outcome: snoozed.has(job.id) ? 'snoozed' : 'discarded', error, snoozeMs: delayMs };
     }
     if (error !== undefined) {
       const retryDelayMs = !final && job.attempt < job.maxAttempts ? retryDelay(handler.options.backoff, job.attempt, error, handler.queue).delayMs : 0;
-      const statuses = await this.store.settleFailures(workerId, [{ ...ref, error: errorText(refusedAtStart ? (error as Error).message : error), retryDelayMs, final, progressJson }]);
+      const statuses = await this.store.settleFailures(workerId, [{ ...ref, error: errorText(refusedAtStart ? (error as Error).message : error), retryDelayMs, final, progressJson, logEntry }]);
       const status = statuses.answer.get(job.id);
       if (statuses.flowJobs) await this.store.flows.recheckFlowJobs(statuses.flowJobs);
       if (status === 'queued') return { ...drained, outcome: 'retried', error, retryInMs: retryDelayMs };
@@ -307,11 +310,11 @@ export class QueueTestKit {
     }
     if (attempt.spawned) {
       // As the worker writes it (worker/outcome-writer.ts): the children only with the completion.
-      const { completed } = await this.store.flows.completeSpawning(workerId, { ...ref, resultJson, progressJson }, attempt.spawned);
+      const { completed } = await this.store.flows.completeSpawning(workerId, { ...ref, resultJson, progressJson, logEntry }, attempt.spawned);
       if (completed) await this.store.flows.recheckFlowJobs([job.id]);
       return { ...drained, outcome: completed ? 'completed' : 'discarded' };
     }
-    const refused = await this.store.settleCompletions(workerId, [{ ...ref, resultJson, progressJson }], this.options.maintenance.completedRetentionMs === 0);
+    const refused = await this.store.settleCompletions(workerId, [{ ...ref, resultJson, progressJson, logEntry }], this.options.maintenance.completedRetentionMs === 0);
     if (refused.flowJobs) await this.store.flows.recheckFlowJobs(refused.flowJobs);
     return { ...drained, outcome: refused.answer.has(job.id) ? 'discarded' : 'completed' };
   }

@@ -6,8 +6,12 @@ const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[
 /** What is left when even describing the value threw. */
 const UNPRINTABLE = 'an unprintable value was thrown (describing it threw too)';
 
+/** How many causes (`new Error(message, { cause })`, each the next one's) the text follows. */
+const MAX_CAUSES = 5;
+
 /**
- * A readable last_error for anything a handler throws: an Error's stack, a string as is, and for junk
+ * A readable last_error for anything a handler throws: an Error's stack followed by its chain of causes ("Caused by:"
+ * and each cause's stack, up to MAX_CAUSES), a string as is, and for junk
  * (null, numbers, Symbols, plain or circular objects) util.inspect. The result is always text PostgreSQL
  * stores: no NUL (text columns refuse U+0000), no lone surrogate, and the length cut never splits a surrogate
  * pair; one refused last_error once held a whole batch of outcomes back.
@@ -45,13 +49,37 @@ export function storableText(text: string, maxChars: number): string {
 
 function rawText(error: unknown): string {
   if (typeof error === 'string') return error;
-  if (isError(error)) {
-    // The stack, when it is text; V8 formats it on first read, and that read throws when `name` or `message`
-    // cannot be made a string. Otherwise the first line it would have had.
-    const stack = read(() => error.stack);
-    return typeof stack === 'string' && stack !== '' ? stack : headline(error);
-  }
+  if (isError(error)) return stackOf(error) + causesOf(error);
   return `non-Error thrown: ${inspected(error)}`;
+}
+
+/**
+ * The stack, when it is text; V8 formats it on first read, and that read throws when `name` or `message` cannot be
+ * made a string. Otherwise the first line it would have had.
+ */
+function stackOf(error: Error): string {
+  const stack = read(() => error.stack);
+  return typeof stack === 'string' && stack !== '' ? stack : headline(error);
+}
+
+/**
+ * The error's causes, each on lines of its own after "Caused by: " (an Error's stack, anything else as inspected): a
+ * stack alone says where an error was rethrown, its cause where it began. A cause already shown ends the chain (a
+ * cycle), and so does the MAX_CAUSES-th; errorText's length cut bounds the whole.
+ */
+function causesOf(error: Error): string {
+  let text = '';
+  const seen = new Set<unknown>([error]);
+  let current: unknown = error;
+  for (let i = 0; i < MAX_CAUSES; i++) {
+    const cause = read(() => (current as { cause?: unknown }).cause);
+    if (cause === undefined || seen.has(cause)) break;
+    seen.add(cause);
+    text += `\nCaused by: ${isError(cause) ? stackOf(cause) : typeof cause === 'string' ? cause : inspected(cause)}`;
+    if (!isError(cause)) break;
+    current = cause;
+  }
+  return text;
 }
 
 /** `instanceof`, false where asking throws (a revoked Proxy, a Proxy whose getPrototypeOf trap throws). */

@@ -52,6 +52,11 @@ export interface ResolvedModuleOptions {
     claimStalledAfterMs: number;
     maxEventLoopLagMs: number;
   };
+  /** job.log()'s bounds: lines kept per job, characters per line. */
+  jobLogs: {
+    maxLines: number;
+    maxLineLength: number;
+  };
 }
 
 const MAX_TIMER_MS = 2_147_483_647; // setTimeout's limit
@@ -84,9 +89,10 @@ const KNOWN_MODULE_KEYS = new Set([
   'dataSource', 'connection', 'listenerUrl', 'migrationsRun', 'workers', 'queues', 'workerId', 'leaseMs',
   'heartbeatMs', 'pollIntervalMs', 'fallbackPollIntervalMs', 'shutdownGraceMs', 'maxPayloadBytes', 'maxResultBytes', 'maintenance',
   'isGlobal', 'dataSourceName', 'name', 'ambientTransactions', 'poolSize', 'leasePoolSize', 'maintenancePoolSize', 'statementTimeoutMs', 'connectTimeoutMs', 'transactionPooler',
-  'recurring', 'health',
+  'recurring', 'health', 'jobLogs',
 ]);
 const KNOWN_HEALTH_KEYS = new Set(['claimStalledAfterMs', 'maxEventLoopLagMs']);
+const KNOWN_JOB_LOGS_KEYS = new Set(['maxLines', 'maxLineLength']);
 const KNOWN_RECURRING_KEYS = new Set(['enabled', 'pollIntervalMs', 'orphanAfterMs']);
 const KNOWN_MAINTENANCE_KEYS = new Set([
   'enabled', 'sweepIntervalMs', 'pruneIntervalMs', 'completedRetentionMs', 'failedRetentionMs', 'pruneBatchSize', 'history',
@@ -179,6 +185,18 @@ export function resolveModuleOptions(options: PgQueueModuleOptions): ResolvedMod
       orphanAfterMs: int(`${where} recurring`, 'orphanAfterMs', r.orphanAfterMs, 300_000, 3_000),
     },
     health,
+    jobLogs: resolveJobLogs(`${where} jobLogs`, options.jobLogs),
+  };
+}
+
+/** jobLogs: job.log()'s bounds, each an integer; a job keeps at most maxLines lines of maxLineLength characters. */
+function resolveJobLogs(where: string, value: PgQueueModuleOptions['jobLogs']): ResolvedModuleOptions['jobLogs'] {
+  const l = value ?? {};
+  if (l === null || typeof l !== 'object') throw new PgQueueError(INVALID_OPTION('PgQueueModule', 'jobLogs', l, '{ maxLines, maxLineLength }'));
+  refuseUnknownKeys(where, l, KNOWN_JOB_LOGS_KEYS);
+  return {
+    maxLines: int(where, 'maxLines', l.maxLines, 100, 1, 10_000),
+    maxLineLength: int(where, 'maxLineLength', l.maxLineLength, 2_000, 1, 100_000),
   };
 }
 

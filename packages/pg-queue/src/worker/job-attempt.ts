@@ -13,6 +13,8 @@ import type { ClaimedJob } from '../store/job.store.js';
 import { JobSteps, type StepAccess } from '../steps/job-steps.js';
 import type { StoredStep } from '../steps/step.interfaces.js';
 import { serializeValue } from '../utils/serialize-payload.js';
+import type { LogEntry } from '../store/job-store.types.js';
+import { DEFAULT_JOB_LOG_LIMITS, PendingLogs, type JobLogLimits } from './job-logs.js';
 
 /** What a running job reaches the queue through (absent for a job with no database behind it). */
 export interface JobServices {
@@ -20,6 +22,8 @@ export interface JobServices {
   readonly steps?: StepAccess;
   /** Steps already recorded, for a job without a store (createTestJob's `steps`). */
   readonly recordedSteps?: readonly StoredStep[];
+  /** The module's jobLogs bounds (default DEFAULT_JOB_LOG_LIMITS). */
+  readonly logs?: JobLogLimits;
 }
 
 /** The parts of an attempt only some handlers use (see JobAttempt.ext). */
@@ -29,6 +33,8 @@ interface AttemptExtras {
   inBatch?: boolean;
   settledInTransaction?: boolean;
   mark?: { error: unknown; result?: unknown };
+  /** job.log() lines no statement has written yet (made on the first call). */
+  logs?: PendingLogs;
 }
 
 /**
@@ -108,7 +114,7 @@ export class JobAttempt<TPayload = unknown> implements Job<TPayload> {
    * What JSON.stringify(job) and console.log(job) show: the Job's fields as a plain object, since signal and
    * the dates are getters and a worker's bookkeeping (a subclass) is none of the handler's business.
    */
-  toJSON(): Omit<Job<TPayload>, 'signal' | 'progress' | 'parents' | 'parent' | 'compensating' | 'spawn' | 'step' | 'sleep' | 'manager' | 'complete' | 'fail' | 'snooze'> {
+  toJSON(): Omit<Job<TPayload>, 'signal' | 'progress' | 'log' | 'parents' | 'parent' | 'compensating' | 'spawn' | 'step' | 'sleep' | 'manager' | 'complete' | 'fail' | 'snooze'> {
     const { id, queue, payload, attempt, maxAttempts, priority, runAt, createdAt } = this;
     return { id, queue, payload, attempt, maxAttempts, priority, runAt, createdAt };
   }
@@ -122,6 +128,33 @@ export class JobAttempt<TPayload = unknown> implements Job<TPayload> {
     if (json.problem !== undefined) throw new PgQueueError(PROGRESS_NOT_JSON(this.id, json.problem));
     if (json.bytes > MAX_PROGRESS_BYTES) throw new PgQueueError(PROGRESS_TOO_LARGE(this.id, json.bytes, MAX_PROGRESS_BYTES));
     this.progressJson = json.text;
+  }
+
+  log(line: string): void {
+    (this.extras().logs ??= new PendingLogs(this.services?.logs ?? DEFAULT_JOB_LOG_LIMITS)).add(line);
+  }
+
+  /**
+   * @internal The lines logged and not written yet, as a statement sends them (undefined: none, the common case: a
+   * statement of a batch in which no job logged is the one it always was), with the number of the last one.
+   */
+  pendingLogs(): { entry: LogEntry; upTo: number } | undefined {
+    return this.ext?.logs?.entry();
+  }
+
+  /** @internal pendingLogs' entry alone: what an outcome (completion, failure, snooze, put-back) writes with it. */
+  get logEntry(): LogEntry | undefined {
+    return this.ext?.logs?.entry()?.entry;
+  }
+
+  /** @internal A heartbeat that carried the lines up to number `upTo` landed. */
+  logsWritten(upTo: number): void {
+    this.ext?.logs?.written(upTo);
+  }
+
+  /** @internal The lines waiting to be written (createTestJob's loggedLines). */
+  loggedLines(): string[] {
+    return this.ext?.logs?.texts() ?? [];
   }
 
   async parents(): Promise<ParentJob[]> {

@@ -1,5 +1,6 @@
 import type { LoggerService } from '@nestjs/common';
 import type { JobStore } from '../store/job.store.js';
+import type { LogEntry } from '../store/job-store.types.js';
 import { RetryBackoff } from '../utils/retry-backoff.js';
 import type { HeldJob } from './held-job.js';
 import type { RowLockLane } from './row-lock-lane.js';
@@ -40,7 +41,9 @@ export interface LeaseHolders {
  * renews them. Backing off up to leaseMs instead let two failed beats schedule the next one past the lease.
  *
  * Progress (job.progress()) rides the beat: the last value each job gave since the previous beat goes in the
- * same statement, so a handler reporting progress in a tight loop costs at most one row write per heartbeat.
+ * same statement, so a handler reporting progress in a tight loop costs at most one row write per heartbeat. So do
+ * the lines handlers logged (job.log()) since the previous beat: a job that dies between two beats keeps the lines
+ * the last one wrote.
  */
 export class LeaseKeeper {
   private timer: NodeJS.Timeout | undefined;
@@ -116,6 +119,8 @@ export class LeaseKeeper {
     this.beating = true;
     const load: BeatLoad = { started: [], buffered: [] };
     const progress: [string, string][] = [];
+    let logs: [string, LogEntry][] | undefined;
+    let logged: [HeldJob, number][] | undefined;
     let seq = 0;
     try {
       // The load is taken inside the lane, after any outcome batch ahead of it has landed.
@@ -123,10 +128,20 @@ export class LeaseKeeper {
         this.holders.collect(full, load);
         seq = ++this.seq;
         if (load.started.length === 0 && load.buffered.length === 0) return Promise.resolve(new Set<string>());
-        for (const job of load.started) if (job.progressJson !== undefined) progress.push([job.id, job.progressJson]);
-        return this.store.extendLeases(this.workerId, this.leaseMs, load.started, progress, load.buffered);
+        for (const job of load.started) {
+          if (job.progressJson !== undefined) progress.push([job.id, job.progressJson]);
+          // Lines logged since the last beat (job.log()); a beat in which no job logged sends the statement it always did.
+          const pending = job.pendingLogs();
+          if (pending !== undefined) {
+            (logs ??= []).push([job.id, pending.entry]);
+            (logged ??= []).push([job, pending.upTo]);
+          }
+        }
+        return this.store.extendLeases(this.workerId, this.leaseMs, load.started, progress, load.buffered, logs);
       });
       this.backoff.succeeded();
+      // Lines written: forgotten up to the last one sent (a line logged while the beat was in flight waits for the next).
+      if (logged !== undefined) for (const [job, upTo] of logged) if (kept.has(job.id)) job.logsWritten(upTo);
       // Progress written, unless the handler gave a newer value while the beat was in flight (the next beat takes it).
       let i = 0;
       for (const job of load.started) {

@@ -5,6 +5,7 @@ import { OUTCOME_UNWRITABLE, SPAWN_DUPLICATES } from '../pg-queue.messages.js';
 import type { FinishedFlow } from '../flows/flow.interfaces.js';
 import type { FlowPlan } from '../flows/plan-flow.js';
 import type { JobRef, JobStore } from '../store/job.store.js';
+import type { LogEntry } from '../store/job-store.types.js';
 import { errorLine } from '../utils/error-text.js';
 import { RetryBackoff, wakeableSleep } from '../utils/retry-backoff.js';
 import type { RowLockLane } from './row-lock-lane.js';
@@ -21,6 +22,8 @@ export interface PendingOutcome extends JobRef {
   readonly resultJson?: string;
   /** The handler's last progress (JSON text) not yet written by a heartbeat: the outcome writes it. */
   readonly progressJson?: string;
+  /** The lines the handler logged (job.log()) that no heartbeat wrote: the outcome writes them (read when its statement is built). */
+  readonly logEntry?: LogEntry;
   /** Children the handler spawned (job.spawn): created with the completion, in its statement, or not at all. */
   readonly spawned?: FlowPlan;
   /** Set when the handler snoozed (JobSnoozedError): ms until the job runs again; its attempt is not counted. */
@@ -95,12 +98,12 @@ export class OutcomeWriter<O extends PendingOutcome = PendingOutcome> {
       return (o) => (refused.has(o.id) ? undefined : 'completed');
     });
     this.failures = new OutcomeQueue<O>('failure', logger, lane, sink, maxBatch, async (batch) => {
-      const { answer: statuses, flowJobs } = await store.settleFailures(workerId, batch.map((o) => ({ id: o.id, token: o.token, progressJson: o.progressJson, ...o.failure! })));
+      const { answer: statuses, flowJobs } = await store.settleFailures(workerId, batch.map((o) => ({ id: o.id, token: o.token, progressJson: o.progressJson, logEntry: o.logEntry, ...o.failure! })));
       if (flowJobs) flows.recheck(jobsOf(batch, flowJobs));
       return (o) => statuses.get(o.id);
     });
     this.snoozes = new OutcomeQueue<O>('snooze', logger, lane, sink, maxBatch, async (batch) => {
-      const snoozed = await store.snoozeJobs(workerId, batch.map((o) => ({ id: o.id, token: o.token, delayMs: o.snoozeMs!, ...(o.rateLimited && { note: o.rateLimited.note }) })));
+      const snoozed = await store.snoozeJobs(workerId, batch.map((o) => ({ id: o.id, token: o.token, delayMs: o.snoozeMs!, logEntry: o.logEntry, ...(o.rateLimited && { note: o.rateLimited.note }) })));
       return (o) => (snoozed.has(o.id) ? 'queued' : undefined);
     });
   }

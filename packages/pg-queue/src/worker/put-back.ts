@@ -1,5 +1,6 @@
 import type { LoggerService } from '@nestjs/common';
-import type { JobRef, JobStore } from '../store/job.store.js';
+import type { JobStore } from '../store/job.store.js';
+import type { ReleasedJob } from '../store/job-store.types.js';
 import { errorLine } from '../utils/error-text.js';
 import { withTimeout } from '../utils/retry-backoff.js';
 
@@ -8,10 +9,10 @@ export const PUT_BACK_DEADLINE_MS = 5_000;
 
 /**
  * Puts jobs this process claimed but will not finish back in the queue at once, without counting the attempt
- * (shutdown). Never throws: what could not be put back is logged by id, and the sweeper takes it over.
- * Returns how many went back.
+ * (shutdown), with the lines their handlers logged that no heartbeat wrote (job.log()). Never throws: what could not
+ * be put back is logged by id, and the sweeper takes it over. Returns how many went back.
  */
-export async function putBack(store: JobStore, workerId: string, jobs: JobRef[], why: string, logger: LoggerService): Promise<number> {
+export async function putBack(store: JobStore, workerId: string, jobs: ReleasedJob[], why: string, logger: LoggerService): Promise<number> {
   if (jobs.length === 0) return 0;
   try {
     return await withTimeout(store.releaseJobs(workerId, jobs), PUT_BACK_DEADLINE_MS, 'putting jobs back');

@@ -60,7 +60,7 @@ export function transactionalHandle(
         if ('refused' in stored) throw stored.refused;
         resultJson = stored.json;
       }
-      const completed = { id: job.id, token: attempt.token, resultJson, progressJson: attempt.progressJson };
+      const completed = { id: job.id, token: attempt.token, resultJson, progressJson: attempt.progressJson, logEntry: attempt.logEntry };
       if (attempt.spawned) {
         const spawned = await deps.store.flows.completeSpawning(deps.workerId, completed, attempt.spawned, manager);
         if (!spawned.completed) throw lost(job);

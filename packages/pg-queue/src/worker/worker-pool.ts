@@ -149,6 +149,7 @@ export class WorkerPool implements OnApplicationBootstrap, BeforeApplicationShut
     const services = {
       flows: flowAccess(this.apiStore.flows, this.options, this.registry),
       steps: { store: this.apiStore.steps, workerId, maxResultBytes: this.options.maxResultBytes },
+      logs: this.options.jobLogs,
     };
     const rateLimits = { rateLimited: (...a: Parameters<QueueLimitsKeeper['rateLimited']>) => this.limits?.rateLimited(...a), succeeded: (queue: string) => this.limits?.succeeded(queue) };
     const shared = { store: this.store, outcomes: this.outcomes, lane, logger: this.logger, events: this.events, leases, services, rateLimits };

@@ -64,10 +64,12 @@ describe('the dashboard: durable steps on the job page', () => {
     expect(await page(0, plain)).not.toContain('<h2>Steps</h2>');
   });
 
-  it('lists the attempt history: each attempt that did not complete, its worker, duration, outcome and first error line', async () => {
+  it('lists the attempt history: each attempt that did not complete, its worker, duration, outcome and error (first line, then its whole stack)', async () => {
     const body = await page(0, id);
     const table = body.slice(body.indexOf('<h2>Attempt history</h2>'), body.indexOf('</table>', body.indexOf('<h2>Attempt history</h2>')));
-    expect(table).toMatch(/<td>1<\/td><td>worker-a<\/td><td>[^<]+<\/td><td>1\.5 s<\/td><td>failed<\/td><td><span title="Error: card_secret_42 declined\n {4}at charge\(\)">Error: card_secret_42 declined<\/span>/);
+    expect(table).toMatch(
+      /<td>1<\/td><td>worker-a<\/td><td>[^<]+<\/td><td>1\.5 s<\/td><td>failed<\/td><td><details class="stack"><summary>Error: card_secret_42 declined<\/summary><pre data-field="attempt-error">Error: card_secret_42 declined\n {4}at charge\(\)<\/pre><\/details>/,
+    );
     expect(table).toMatch(/<td>2<\/td><td>worker-b<\/td><td>[^<]+<\/td><td>30\.0 s<\/td><td>lease-expired<\/td>/);
     expect(await page(0, plain)).not.toContain('Attempt history');
     const hidden = await page(1, id);

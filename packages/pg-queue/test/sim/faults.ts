@@ -55,6 +55,7 @@ export class SimProcesses {
           shutdownGraceMs: plan.shutdownGraceMs,
           maintenance: { sweepIntervalMs: plan.sweepIntervalMs, completedRetentionMs: 3_600_000 },
           ...(plan.recurringPollMs ? { recurring: { pollIntervalMs: plan.recurringPollMs } } : {}),
+          ...(plan.jobLogs ? { jobLogs: plan.jobLogs } : {}),
           queues: plan.queues,
           // Behind PgBouncer in transaction mode: unnamed statements, and LISTEN on PostgreSQL itself (docs/guides/pgbouncer.md).
           ...(bounced ? { transactionPooler: true, listenerUrl: url } : {}),

@@ -88,6 +88,8 @@ export interface ProcessPlan {
   /** How often the recurring scheduler scans at least (the schedule `tick` fires every second in every process). */
   recurringPollMs?: number;
   queues: Partial<Record<SimQueue, JobHandlerOptions>>;
+  /** job.log()'s bounds (the same in every process: SimPlan.logs). */
+  jobLogs?: SimPlan['logs'];
 }
 
 export type EnqueueKind = 'single' | 'bulk' | 'tx-commit' | 'tx-rollback' | 'unique' | 'delayed' | 'priority' | 'flow' | 'sql' | 'limited' | 'batch' | 'tx-handler' | 'rated' | 'wait' | 'fair';
@@ -132,6 +134,8 @@ export interface SimPlan {
   fair: { perKey: number | undefined; slots: number };
   /** The processes reach PostgreSQL through PgBouncer in transaction mode (LISTEN on a direct connection). */
   pgbouncer: boolean;
+  /** job.log()'s bounds in every process (the module's jobLogs): small, so that the bounds drop and cut lines. */
+  logs: { maxLines: number; maxLineLength: number };
 }
 
 const BEHAVIOURS: Record<Behaviour, number> = { ok: 62, throw: 7, junk: 3, timeout: 3, hang: 1, snooze: 4, block: 3, write: 8, step: 5, spawn: 0, ratelimited: 0 };
@@ -270,8 +274,21 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
   for (const p of processes) p.recurringPollMs = sched.pick([200, 1_000, 5_000]);
   // Some runs put PgBouncer in transaction mode between every process and PostgreSQL (behind the workers' proxies).
   const pgbouncer = featureStream(seed, 0x68e31da4).chance(0.4);
+  const logs = addLogs(seed, processes);
   steps.sort((a, b) => a.at - b.at);
-  return { seed, minutes, processes, steps, keys, globalConcurrency, rateLimit, fair, pgbouncer };
+  return { seed, minutes, processes, steps, keys, globalConcurrency, rateLimit, fair, pgbouncer, logs };
+}
+
+/**
+ * Job logs (issue 43): the handlers of a third of the jobs log 1 to 7 lines each run, half before their work and the
+ * rest after it (or after it threw), some of them longer than the lines kept and some of two lines (sim-worker.ts,
+ * logLines); every process keeps 3, 5 or 20 lines per job, of 40 or 2,000 characters. Invariants: invariants-logs.ts.
+ */
+function addLogs(seed: number, processes: ProcessPlan[]): SimPlan['logs'] {
+  const g = featureStream(seed, 0x3c6ef372);
+  const logs = { maxLines: g.pick([3, 5, 20]), maxLineLength: g.pick([40, 2_000]) };
+  for (const p of processes) p.jobLogs = logs;
+  return logs;
 }
 
 /**
@@ -435,5 +452,5 @@ export function planShares(plan: SimPlan): Record<string, string> {
   const total = plan.steps.length;
   const shares = Object.fromEntries([...counts].sort((a, b) => b[1] - a[1]).map(([k, c]) => [k, `${c} (${((100 * c) / total).toFixed(1)}%)`]));
   // Not a step: a schedule every process declares, firing every second for the whole run.
-  return { ...shares, 'setup:pgbouncer': plan.pgbouncer ? 'every process, transaction mode' : 'no', 'recurring:tick': `every 1 s in ${plan.processes.length} processes (scans every ${plan.processes.map((p) => p.recurringPollMs).join('/')} ms)` };
+  return { ...shares, 'setup:pgbouncer': plan.pgbouncer ? 'every process, transaction mode' : 'no', 'setup:job-logs': `${plan.logs.maxLines} lines of ${plan.logs.maxLineLength} characters per job`, 'recurring:tick': `every 1 s in ${plan.processes.length} processes (scans every ${plan.processes.map((p) => p.recurringPollMs).join('/')} ms)` };
 }

@@ -19,6 +19,7 @@ import { SimProcesses, sleep } from './faults.js';
 import { FAIR_QUEUE, generatePlan, HANDLER_KIND_QUEUES, LIMITED_QUEUES, planShares, RATED_QUEUE, SIM_QUEUES, type SimPlan, type Step } from './generator.js';
 import * as invHandlers from './invariants-handlers.js';
 import { fairNotOvertaken, fairPerKeyHeld } from './invariants-fair.js';
+import { logsBelongToRuns } from './invariants-logs.js';
 import { rateLimitHeld } from './invariants-rate.js';
 import { recurringFires } from './invariants-recurring.js';
 import { waitsMatchRows } from './invariants-waits.js';
@@ -99,6 +100,7 @@ export async function runSim(url: string, seed: number, minutes: number, server?
       ...(await inv.stepsRunOnce(db, facts)),
       ...(await invHandlers.transactionalRowsMatch(db)),
       ...(await invHandlers.batchOutcomes(db, facts)),
+      ...(await logsBelongToRuns(db, plan.logs)),
       ...(await inv.noCrash(db)),
       ...exits.map((e) => ({ invariant: 'process.exit-past-grace', jobIds: [], detail: `${e.worker} took ${e.ms} ms to exit on SIGTERM (${e.how}; grace ${e.graceMs} ms + ${EXIT_SLACK_MS} ms)` })),
       ...(await inv.noJobLost(db, (id) => queue.whyNotRunning(id), drained.at)),

@@ -62,9 +62,34 @@ function outcomeOf(error: unknown): string {
   return 'threw:junk';
 }
 
+/**
+ * Job logs (issue 43): a third of the jobs (by nonce) log 1 to 7 lines per run, each naming its run (sim_runs' id), the
+ * attempt the handler saw and its number in the run (`r<run> a<attempt> <i>`), so that invariants-logs.ts can tie every
+ * stored line to a run of its job. Some lines are longer than the shortest bound, some of two lines. Returns the call
+ * that logs the next line; none for a job that does not log (it writes nothing more).
+ */
+function logLines(job: Job<SimPayload>, runId: string): { count: number; log: () => void } | undefined {
+  const n = job.payload?.n ?? 0;
+  if (!Number.isInteger(n) || Math.abs(n) % 3 !== 0) return undefined;
+  let i = 0;
+  const count = 1 + (Math.abs(n) % 7);
+  const long = Math.abs(n) % 5 === 0 ? ` ${'x'.repeat(60)}` : '';
+  const second = Math.abs(n) % 4 === 0 ? '\nand a second line' : '';
+  return { count, log: () => job.log(`r${runId} a${job.attempt} ${++i}${long}${second}`) };
+}
+
+/** Half the run's lines before its work (`first`), the rest after it, or after it threw. */
+function logHalf(lines: ReturnType<typeof logLines>, first: boolean): void {
+  if (!lines) return;
+  const half = Math.ceil(lines.count / 2);
+  for (let i = 0; i < (first ? half : lines.count - half); i++) lines.log();
+}
+
 async function run(job: Job<SimPayload>): Promise<unknown> {
   const runId = await recordStart(job);
   const p = job.payload;
+  const lines = logLines(job, runId);
+  logHalf(lines, true);
   try {
     switch (p.b) {
       case 'ok':
@@ -114,9 +139,11 @@ async function run(job: Job<SimPayload>): Promise<unknown> {
         break;
     }
   } catch (error) {
+    logHalf(lines, false);
     await recordEnd(runId, error instanceof JobSnoozedError || error instanceof RateLimitedError ? 'slept' : outcomeOf(error)).catch(() => undefined);
     throw error;
   }
+  logHalf(lines, false);
   await recordEnd(runId, 'ok');
   return { n: p.n };
 }
@@ -128,7 +155,10 @@ async function run(job: Job<SimPayload>): Promise<unknown> {
  */
 async function runBatch(jobs: BatchJob<SimPayload>[]): Promise<void> {
   const runIds = await Promise.all(jobs.map((job) => recordStart(job)));
+  const lines = jobs.map((job, i) => logLines(job, runIds[i]));
+  for (const l of lines) logHalf(l, true);
   await sleep(Math.max(...jobs.map((job) => job.payload.ms)));
+  for (const l of lines) logHalf(l, false);
   // Only on a job's first attempt, or one such job would fail its whole call on every attempt.
   const callThrows = jobs.some((job) => job.payload.how === 'throw-call' && job.attempt === 1);
   const outcomes: string[] = [];
@@ -149,6 +179,8 @@ async function runBatch(jobs: BatchJob<SimPayload>[]): Promise<void> {
 async function runTransactional(job: TransactionalJob<SimPayload>): Promise<unknown> {
   const runId = await recordStart(job);
   const p = job.payload;
+  const lines = logLines(job, runId);
+  logHalf(lines, true);
   try {
     await job.manager.query('INSERT INTO sim_tx (job_id, attempt, worker) VALUES ($1, $2, $3)', [job.id, job.attempt, config.workerId]);
     if (p.b === 'throw') throw new Error('planned failure');
@@ -161,9 +193,11 @@ async function runTransactional(job: TransactionalJob<SimPayload>): Promise<unkn
       await sleep(p.b === 'timeout' ? 3_600_000 : p.ms, job.signal);
     }
   } catch (error) {
+    logHalf(lines, false);
     await recordEnd(runId, outcomeOf(error)).catch(() => undefined);
     throw error;
   }
+  logHalf(lines, false);
   await recordEnd(runId, 'ok');
   return { n: p.n };
 }

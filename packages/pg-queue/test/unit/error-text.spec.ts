@@ -29,6 +29,38 @@ describe('errorText: a last_error PostgreSQL stores', () => {
   });
 });
 
+describe('errorText: the whole error, its causes included', () => {
+  it('follows the chain of causes after the stack, each as "Caused by:" and its own stack', () => {
+    const root = new Error('connection reset');
+    root.stack = 'Error: connection reset\n    at socket';
+    const middle = new TypeError('gateway failed', { cause: root });
+    middle.stack = 'TypeError: gateway failed\n    at gateway';
+    const top = new Error('charge failed', { cause: middle });
+    top.stack = 'Error: charge failed\n    at charge';
+    expect(errorText(top)).toBe('Error: charge failed\n    at charge\nCaused by: TypeError: gateway failed\n    at gateway\nCaused by: Error: connection reset\n    at socket');
+    expect(errorLine(top)).toBe('Error: charge failed');
+  });
+  it('shows a cause that is not an Error as it is (a string) or inspected, and stops there', () => {
+    expect(errorText(Object.assign(new Error('a'), { stack: 'Error: a', cause: 'the upstream said no' }))).toBe('Error: a\nCaused by: the upstream said no');
+    expect(errorText(Object.assign(new Error('b'), { stack: 'Error: b', cause: { status: 503 } }))).toBe('Error: b\nCaused by: { status: 503 }');
+  });
+  it('stops at a cycle, after at most five causes, and when reading the cause throws; the whole stays within the bound', () => {
+    const a = Object.assign(new Error('a'), { stack: 'Error: a' });
+    const b = Object.assign(new Error('b', { cause: a }), { stack: 'Error: b' });
+    (a as { cause?: unknown }).cause = b;
+    expect(errorText(a)).toBe('Error: a\nCaused by: Error: b');
+    let deep: Error = Object.assign(new Error('e0'), { stack: 'Error: e0' });
+    for (let i = 1; i <= 8; i++) deep = Object.assign(new Error(`e${i}`, { cause: deep }), { stack: `Error: e${i}` });
+    expect(errorText(deep).split('\n')).toEqual(['Error: e8', 'Caused by: Error: e7', 'Caused by: Error: e6', 'Caused by: Error: e5', 'Caused by: Error: e4', 'Caused by: Error: e3']);
+    const throwingCause = Object.assign(new Error('c'), { stack: 'Error: c' });
+    Object.defineProperty(throwingCause, 'cause', { get: throwing('cause') });
+    expect(expectTotal(throwingCause).text).toBe('Error: c');
+    const long = Object.assign(new Error('long', { cause: Object.assign(new Error('x'), { stack: 'x'.repeat(10_000) }) }), { stack: 'Error: long' });
+    expect(errorText(long)).toMatch(/^Error: long\nCaused by: x+\.\.\. \[truncated\]$/);
+    expect(errorText(long).length).toBeLessThanOrEqual(8_000 + '... [truncated]'.length);
+  });
+});
+
 /** A revoked Proxy: every operation on it throws, `instanceof` included. */
 function revokedProxy(target: object = {}): object {
   const { proxy, revoke } = Proxy.revocable(target, {});

@@ -12,6 +12,10 @@ describe('resolveModuleOptions', () => {
     expect(o.workerId).toMatch(/:\d+:[0-9a-f]{6}$/);
     expect(o).toMatchObject({ poolSize: 5, statementTimeoutMs: 60_000, connectTimeoutMs: 10_000, transactionPooler: false });
   });
+  it('job logs: 100 lines of 2,000 characters per job by default, or what jobLogs says', () => {
+    expect(resolveModuleOptions({}).jobLogs).toEqual({ maxLines: 100, maxLineLength: 2_000 });
+    expect(resolveModuleOptions({ jobLogs: { maxLines: 5 } }).jobLogs).toEqual({ maxLines: 5, maxLineLength: 2_000 });
+  });
   it('takes the queue pool size from poolSize, or from connection.poolSize', () => {
     expect(resolveModuleOptions({ connection: { url: 'postgres://h/d', poolSize: 2 } }).poolSize).toBe(2);
     expect(resolveModuleOptions({ poolSize: 7, connection: { url: 'postgres://h/d', poolSize: 2 } }).poolSize).toBe(7);
@@ -32,6 +36,11 @@ describe('resolveModuleOptions', () => {
     [{ transactionPooler: 'yes' }, 'transactionPooler="yes": expected true or false'],
     [{ transactionPooler: true }, /transactionPooler is true but listenerUrl is not set.*LISTEN.*migrations/],
     [{ maintenance: { pruneBatchSize: 50_001 } }, 'pruneBatchSize=50001: expected an integer from 1 to 50000'],
+    [{ jobLogs: { maxLines: 0 } }, 'Invalid PgQueueModule jobLogs option maxLines=0: expected an integer from 1 to 10000'],
+    [{ jobLogs: { maxLines: 2.5 } }, 'jobLogs option maxLines=2.5'],
+    [{ jobLogs: { maxLineLength: 100_001 } }, 'jobLogs option maxLineLength=100001: expected an integer from 1 to 100000'],
+    [{ jobLogs: { maxLength: 10 } }, 'Unknown PgQueueModule jobLogs option "maxLength"; known options: maxLines, maxLineLength.'],
+    [{ jobLogs: 100 }, 'option jobLogs=100: expected { maxLines, maxLineLength }'],
   ])('refuses %p', (options, message) => {
     expect(() => resolveModuleOptions(options as never)).toThrow(message);
   });

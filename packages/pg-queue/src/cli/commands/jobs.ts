@@ -66,6 +66,17 @@ export function jobId(id: string): string {
   return id;
 }
 
+/**
+ * Text of several lines (a stack, a logged line) under a heading: each line indented by `by`. print() then shows what
+ * a terminal would act on (ESC, carriage returns, the bidirectional overrides) as escapes.
+ */
+function indented(text: string, by: string): string {
+  return text
+    .split('\n')
+    .map((line) => `${by}${line}`)
+    .join('\n');
+}
+
 export function registerJobs(program: Command, run: Run): Command {
   const jobs = program.command('jobs').description('list, show, retry, cancel, delete and change jobs');
 
@@ -93,7 +104,7 @@ export function registerJobs(program: Command, run: Run): Command {
 
   jobs
     .command('show')
-    .description('one job, every column, with its payload and full last error')
+    .description('one job, every column, with its payload, full last error, attempt history (each error whole) and logs (job.log(), by attempt)')
     .argument('<id>', 'the job id')
     .option('--json', 'as JSON')
     .action(
@@ -101,7 +112,7 @@ export function registerJobs(program: Command, run: Run): Command {
         const job = await connection.jobStore().getJob(jobId(id));
         if (!job) throw new CliError(JOB_NOT_FOUND(id));
         if (options.json) return printJson(job);
-        const { payload, lastError, steps, history, ...fields } = job;
+        const { payload, lastError, steps, history, logs, logsDropped, ...fields } = job;
         const shown = (value: unknown) => (value instanceof Date ? value.toISOString() : value !== null && typeof value === 'object' ? JSON.stringify(value) : String(value ?? ''));
         for (const [key, value] of Object.entries(fields)) print(`${key.padEnd(15)} ${oneLine(shown(value))}`);
         print('payload');
@@ -118,10 +129,20 @@ export function registerJobs(program: Command, run: Run): Command {
           print(lastError);
         }
         if (history.length > 0) {
-          print('attempt history (attempts that did not complete, oldest first)');
+          print('attempt history (attempts that did not complete, oldest first, each with its whole error)');
           for (const a of history) {
             const ran = a.durationMs === null ? '' : `  ${Math.round(a.durationMs)} ms`;
-            print(`  ${a.attempt}  ${a.outcome}  ${oneLine(a.worker ?? '?')}  ${a.startedAt?.toISOString() ?? '?'}${ran}  ${oneLine((a.error ?? '').split('\n', 1)[0])}`);
+            print(`  ${a.attempt}  ${a.outcome}  ${oneLine(a.worker ?? '?')}  ${a.startedAt?.toISOString() ?? '?'}${ran}`);
+            if (a.error !== null) print(indented(a.error, '      '));
+          }
+        }
+        if (logs.length > 0 || logsDropped > 0) {
+          const older = logsDropped > 0 ? `, ${logsDropped} older dropped (jobLogs.maxLines)` : '';
+          print(`logs (job.log(), oldest first, by attempt: ${logs.length} line${logs.length === 1 ? '' : 's'}${older})`);
+          let attempt: number | undefined;
+          for (const l of logs) {
+            if (l.attempt !== attempt) print(`  attempt ${(attempt = l.attempt)}`);
+            print(`    ${l.at.toISOString()}  ${indented(l.line, '      ').trimStart()}`);
           }
         }
       }),

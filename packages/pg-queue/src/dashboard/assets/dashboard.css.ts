@@ -82,6 +82,9 @@ ul.counts { list-style:none; margin:0; padding:0; display:flex; flex-wrap:wrap; 
 ol.fires { margin:0; padding-left:1.2rem; }
 .status-sleeping { background:#e6f0f5; color:#1e5a78; }
 table tr.run th { background:#f6f7f7; font-size:.8rem; color:var(--muted); border-top:2px solid var(--line); }
+pre.log { margin:0; padding:.15rem .4rem; border:0; background:transparent; max-height:14rem; }
+details.stack summary { cursor:pointer; overflow-wrap:anywhere; }
+details.stack pre { margin:.3rem 0 0; font-size:.85rem; }
 .scroll { overflow-x:auto; -webkit-overflow-scrolling:touch; }
 td.when, td.n, time { white-space:nowrap; }
 td.error-cell { min-width:14rem; max-width:40rem; overflow-wrap:anywhere; }

@@ -1,4 +1,6 @@
 import type { AttemptHistoryRow, JobFlowRow } from '../../store/dashboard.store.js';
+import { storedLogs } from '../../utils/stored-logs.js';
+import { terminalText } from '../../utils/terminal-text.js';
 import { absTime, formatJson, formatRelative, formatSpan, formatTime } from './format.js';
 import { waitingText } from './flow-graph.js';
 import { instanceAnchor } from './instances.view.js';
@@ -12,7 +14,7 @@ import { listedStatus, statusBadge } from './jobs.view.js';
 const PLACED = new Set([
   'id', 'queue_name', 'status', 'payload', 'result', 'progress', 'attempts', 'max_attempts', 'priority', 'run_at', 'last_error',
   'locked_by', 'locked_at', 'lease_expires_at', 'created_at', 'updated_at', 'finished_at', 'unique_key', 'concurrency_key', 'buffered',
-  'flow_id', 'flow_ref', 'compensate', 'compensates', 'steps', 'trace_context',
+  'flow_id', 'flow_ref', 'compensate', 'compensates', 'steps', 'trace_context', 'logs',
 ]);
 /**
  * The queue's own bookkeeping, which nobody acts on: the claim's fence, the waiters' mark, the limits' mark. Not
@@ -44,15 +46,33 @@ export function progressBar(value: unknown): HtmlValue {
 function lastError(ctx: PageContext, text: string | null): HtmlValue {
   if (text === null) return html`<p class="muted">none</p>`;
   if (ctx.hidePayloads) return html`<p class="muted">hidden (hidePayloads)</p>`;
-  return html`<pre class="stack" data-field="last_error">${text}</pre>`;
+  return html`<pre class="stack" data-field="last_error">${shownText(text)}</pre>`;
 }
 
 /** Values the data may hold and hidePayloads hides (and the last error, above); a flow job's compensation holds a payload. */
 const SENSITIVE = new Set(['payload', 'result', 'progress', 'compensate']);
 
 /**
+ * Text a handler wrote (an error's stack, a logged line) as the page shows it: the characters a terminal would act on
+ * (ESC of an ANSI colour, the bidirectional overrides) as visible escapes (`\u001b`), line feeds and tabs kept; the
+ * template escapes the HTML.
+ */
+function shownText(text: string): string {
+  return terminalText(text);
+}
+
+/** An attempt's error: its first line, and the whole of it (the stack, its causes) when there is more, unfolded on a click. */
+function attemptError(text: string): HtmlValue {
+  const shown = shownText(text);
+  const newline = shown.indexOf('\n');
+  if (newline < 0) return html`<span>${shown}</span>`;
+  return html`<details class="stack"><summary>${shown.slice(0, newline)}</summary><pre data-field="attempt-error">${shown}</pre></details>`;
+}
+
+/**
  * The attempts that did not complete (README: "Attempt history"), oldest first: number, worker, when it started, how
- * long it ran, how it ended, and the first line of its error (hidden with hidePayloads, as last_error is).
+ * long it ran, how it ended, and its error: the first line, the whole stack unfolded (hidden with hidePayloads, as
+ * last_error is).
  */
 function attemptsBlock(ctx: PageContext, attempts: AttemptHistoryRow[]): HtmlValue {
   if (attempts.length === 0) return null;
@@ -63,15 +83,39 @@ function attemptsBlock(ctx: PageContext, attempts: AttemptHistoryRow[]): HtmlVal
     const newRun = i === 0 ? runs > 1 : a.attempt <= attempts[i - 1].attempt;
     if (i > 0 && newRun) run++;
     const separator = newRun ? html`<tr class="run" data-run="${String(run)}"><th colspan="6" scope="rowgroup">Run ${String(run)}${run > 1 ? ' (after a retry)' : ''}</th></tr>` : null;
-    const error = a.error === null ? html`<span class="muted">none</span>` : ctx.hidePayloads ? html`<span class="muted">hidden (hidePayloads)</span>` : html`<span title="${a.error}">${a.error.split('\n', 1)[0]}</span>`;
+    const error = a.error === null ? html`<span class="muted">none</span>` : ctx.hidePayloads ? html`<span class="muted">hidden (hidePayloads)</span>` : attemptError(a.error);
     const duration = a.duration_ms === null ? '—' : formatSpan(a.duration_ms);
     return html`${separator}<tr><td data-label="attempt">${String(a.attempt)}</td><td data-label="worker">${a.worker ?? '—'}</td><td data-label="started">${a.started_at === null ? '—' : absTime(a.started_at)}</td><td data-label="ran for">${duration}</td><td data-label="outcome">${a.outcome}</td><td class="full" data-label="error">${error}</td></tr>`;
   });
   return html`<h2>Attempt history</h2>
-<p class="muted">Each attempt that did not complete, oldest first, by run (a retry starts a new run at attempt 1); the job's fields above are its latest attempt.</p>
+<p class="muted">Each attempt that did not complete, oldest first, by run (a retry starts a new run at attempt 1), with its error's whole stack (click it); the job's fields above are its latest attempt.</p>
 <table data-field="attempts" class="stack"><thead><tr><th>attempt</th><th>worker</th><th>started</th><th>ran for</th><th>outcome</th><th>error</th></tr></thead><tbody>${rows}</tbody></table>`;
 }
 
+
+/**
+ * The lines handlers wrote with job.log() (README: "Job logs"), oldest first, under a heading row per attempt (and a
+ * run's, when a retry started the count again, as the attempt history splits them): when each was logged and its text,
+ * escaped. With hidePayloads, how many there are, not what they say (handlers log what their payloads hold).
+ */
+function logsBlock(ctx: PageContext, stored: unknown): HtmlValue {
+  const { lines, dropped } = storedLogs(stored);
+  if (lines.length === 0 && dropped === 0) return null;
+  const kept = `${lines.length} line${lines.length === 1 ? '' : 's'}`;
+  const older = dropped > 0 ? `; ${dropped} older line${dropped === 1 ? '' : 's'} dropped (the module's jobLogs.maxLines)` : '';
+  if (ctx.hidePayloads) return html`<h2>Logs</h2><p class="muted" data-field="logs">${kept}${older}: hidden (hidePayloads)</p>`;
+  let run = 1;
+  const rows = lines.map((l, i) => {
+    const previous = i > 0 ? lines[i - 1].attempt : undefined;
+    if (previous !== undefined && l.attempt < previous) run++;
+    const heading =
+      previous === l.attempt ? null : html`<tr class="run" data-attempt="${String(l.attempt)}"><th colspan="2" scope="rowgroup">Attempt ${String(l.attempt)}${run > 1 ? ` (run ${run}, after a retry)` : ''}</th></tr>`;
+    return html`${heading}<tr><td class="when" data-label="logged">${absTime(l.at)}</td><td class="full"><pre class="log">${shownText(l.line)}</pre></td></tr>`;
+  });
+  return html`<h2>Logs</h2>
+<p class="muted">Written by job.log(), oldest first, by attempt: ${kept}${older}.</p>
+<table data-field="logs" class="stack"><thead><tr><th>logged</th><th>line</th></tr></thead><tbody>${rows}</tbody></table>`;
+}
 
 /**
  * What job.step() and job.sleep() recorded (docs/guides/durable-steps.md), in order: each step, the attempt that
@@ -183,6 +227,7 @@ ${stepsBlock(ctx, row.steps)}
 ${row.compensate !== null && row.compensate !== undefined ? block('compensate', 'Compensation (runs if the flow fails after this job completed)') : null}
 <h2>${status === 'failed' ? 'Last error' : 'Previous attempt’s error'}</h2>${lastError(ctx, str('last_error'))}
 ${attemptsBlock(ctx, attempts)}
+${logsBlock(ctx, row.logs)}
 ${others.length ? html`<h2>Other columns</h2><dl class="fields">${others.map((k) => html`<dt>${k}</dt><dd>${formatJson(row[k])}</dd>`)}</dl>` : null}`;
   // Until it finishes, the page follows the job: the script reloads its content every refreshMs.
   const live = status === 'queued' || status === 'processing' || status === 'blocked';
