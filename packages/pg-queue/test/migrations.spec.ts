@@ -122,6 +122,19 @@ describe('migrations', () => {
     await app.get(QueueService).enqueue('q', {});
     await app.close();
     expect(await dataSource.query(`SELECT prosrc LIKE '%compensation_failed%' AS reopens FROM pg_proc WHERE proname = 'pg_queue_flow_step'`)).toEqual([{ reopens: true }]);
+    // Richer schedules (issue 43): an interval schedule is deleted, an ended cron schedule kept paused, the others as they were.
+    await dataSource.query(
+      `INSERT INTO background_schedules (name, queue_name, cron, every_ms, next_fire_at, fire_limit, fires, source) VALUES
+         ('pulse', 'q', NULL, 60000, now(), NULL, 0, 'runtime'),
+         ('done', 'q', '0 * * * *', NULL, NULL, 2, 2, 'runtime'),
+         ('hourly', 'q', '0 * * * *', NULL, now() + interval '1 hour', NULL, 0, 'runtime')`,
+    );
+    await dataSource.undoLastMigration();
+    expect(await dataSource.query(`SELECT name, paused, next_fire_at IS NOT NULL AS has_next FROM background_schedules ORDER BY name`)).toEqual([
+      { name: 'done', paused: true, has_next: true },
+      { name: 'hourly', paused: false, has_next: true },
+    ]);
+    expect(await dataSource.query(`SELECT count(*)::int AS n FROM information_schema.columns WHERE table_name = 'background_schedules' AND column_name IN ('every_ms', 'fire_limit', 'fires', 'start_at', 'end_at')`)).toEqual([{ n: 0 }]);
     await dataSource.undoLastMigration(); // fair share: its tables and the clock column
     expect(await dataSource.query(`SELECT to_regclass('background_queue_weights') AS w, to_regclass('background_fair_passes') AS p`)).toEqual([{ w: null, p: null }]);
     expect(await dataSource.query(`SELECT count(*)::int AS n FROM information_schema.columns WHERE table_name = 'background_queues' AND column_name = 'fair_clock'`)).toEqual([{ n: 0 }]);
