@@ -26,6 +26,7 @@ export type {
   ScheduleInfo,
   ScheduleOptions,
   ScheduleSpec,
+  ScheduleSpecBase,
 } from './interfaces/recurring-job.interface.js';
 export type { BatchJob, Job, JobAttemptRecord, JobLogLine, JobRecord, JobStatus, QueueCounts, QueueStats, TransactionalJob } from './interfaces/job.interface.js';
 export type { Jsonified } from './interfaces/jsonified.js';
@@ -61,6 +62,6 @@ export type {
 export type { QueueLimits, QueueLimitsChange, LimitInForce, LimitSource } from './limits/queue-limits.js';
 export { PgQueueError, JobTimeoutError, JobAbortedError, JobSnoozedError, RateLimitedError, JobFailedError, JobWaitTimeoutError } from './errors/pg-queue.error.js';
 export { InvalidPayloadError } from './errors/invalid-payload.error.js';
-export { PG_QUEUE_MIGRATIONS, CreateBackgroundJobs1764460000000, CreateBackgroundQueues1764470000000, DelayedJobsIndex1764480000000, InFlightIndexByJob1764490000000, FenceToken1764520000000, FinishedJobsIndex1764530000000, UniqueJobs1764540000000, CreateBackgroundSchedules1764550000000, Limits1764560000000, JobResults1764570000000, TraceContext1764580000000, DeferredWakeUps1764590000000, BufferedJobs1764600000000, Flows1764610000000, DurableSteps1764620000000, AttemptHistory1764630000000, SqlEnqueue1764640000000, Instances1764650000000, JobHistory1764660000000, SqlEnqueueRunAt1764672000000, RuntimeLimits1764680000000, FairShare1764690000000, JobLogs1764710000000 } from './migrations/index.js';
+export { PG_QUEUE_MIGRATIONS, CreateBackgroundJobs1764460000000, CreateBackgroundQueues1764470000000, DelayedJobsIndex1764480000000, InFlightIndexByJob1764490000000, FenceToken1764520000000, FinishedJobsIndex1764530000000, UniqueJobs1764540000000, CreateBackgroundSchedules1764550000000, Limits1764560000000, JobResults1764570000000, TraceContext1764580000000, DeferredWakeUps1764590000000, BufferedJobs1764600000000, Flows1764610000000, DurableSteps1764620000000, AttemptHistory1764630000000, SqlEnqueue1764640000000, Instances1764650000000, JobHistory1764660000000, SqlEnqueueRunAt1764672000000, RuntimeLimits1764680000000, FairShare1764690000000, JobLogs1764710000000, RicherSchedules1764720000000 } from './migrations/index.js';
 export { BackgroundJobEntity } from './store/background-job.entity.js';
 export { exponentialBackoff } from './utils/backoff.js';

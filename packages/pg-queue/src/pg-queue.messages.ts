@@ -174,6 +174,9 @@ export const RECURRING_HANDLER_OPTIONS_TWICE = (where: string, keys: string[]) =
 export const MISSED_FIRES_SKIPPED = (name: string, fromIso: string, throughIso: string, policy: string) =>
   `schedule "${name}": fires from ${fromIso} through ${throughIso} were missed (no instance was ticking) and are skipped under missedFires ${policy}`;
 
+export const SCHEDULE_ENDED = (name: string, why: string, fires: number) =>
+  `recurring jobs: schedule "${name}" fires no more: ${why} (${fires} fire(s) in all); schedules() shows it ended (upsertSchedule with a higher limit or a later endDate brings it back)`;
+
 export const SCHEDULE_NOT_FOUND = (name: string) => `No schedule named ${JSON.stringify(name)}.`;
 
 // Results, progress, waiting, events.

@@ -9,8 +9,9 @@ import { spawnSync } from 'node:child_process';
 import net from 'node:net';
 import { CANNOT_CONNECT, CONNECT_TIMEOUT, PASSWORD_IN_URL } from '../src/cli/cli.messages.js';
 
-/** What `migrate down` says undoing the last migration (JobLogs) does. */
-const LAST_DOWN = 'drops the column logs of background_jobs and background_jobs_history (every line job.log() wrote) and makes the view background_jobs_all again without it';
+/** What `migrate down` says undoing the last migration (RicherSchedules) does. */
+const LAST_DOWN =
+  'deletes every schedule with an interval (every; their jobs stay), pauses every schedule that ended, and drops the columns every_ms, fire_limit, fires, start_at and end_at of background_schedules (limits, counts of fires, start and end dates)';
 import { buildCli, runCli, runCliOnTerminal } from './support/run-cli.js';
 
 // The real binary (dist/cli/main.js, built by tsc -b) against a real database: output and exit codes.
@@ -108,9 +109,12 @@ describe('pg-queue command line', () => {
     expect(down.code).toBe(0);
     expect(down.stdout).toBe(`reverted ${names.at(-1)}\n`);
     expect((await sql.query(`SELECT name FROM migrations ORDER BY id`)).rows.map((r) => r.name)).toEqual(names.slice(0, -1));
-    // The last migration (JobLogs) is undone: the column of both job tables is gone, and the view is there without it.
-    expect((await sql.query(`SELECT count(*)::int AS n FROM information_schema.columns WHERE table_name IN ('background_jobs', 'background_jobs_history', 'background_jobs_all') AND column_name = 'logs'`)).rows).toEqual([{ n: 0 }]);
-    expect((await sql.query(`SELECT to_regclass('background_jobs_all') IS NOT NULL AS v`)).rows).toEqual([{ v: true }]);
+    // The last migration (RicherSchedules) is undone: its columns are gone, cron and next_fire_at are required again.
+    expect((await sql.query(`SELECT count(*)::int AS n FROM information_schema.columns WHERE table_name = 'background_schedules' AND column_name IN ('every_ms', 'fire_limit', 'fires', 'start_at', 'end_at')`)).rows).toEqual([{ n: 0 }]);
+    expect((await sql.query(`SELECT column_name, is_nullable FROM information_schema.columns WHERE table_name = 'background_schedules' AND column_name IN ('cron', 'next_fire_at') ORDER BY 1`)).rows).toEqual([
+      { column_name: 'cron', is_nullable: 'NO' },
+      { column_name: 'next_fire_at', is_nullable: 'NO' },
+    ]);
 
     const status = await cli('migrate', 'status');
     expect(status.stdout).toContain(`${names.at(-1)}`);
@@ -497,7 +501,7 @@ describe('pg-queue command line', () => {
     const list = await cli('schedules', 'list');
     expect(list.code).toBe(0);
     const lines = list.stdout.trimEnd().split('\n');
-    expect(lines[0].split(/\s{2,}/)).toEqual(['name', 'queue', 'cron', 'time zone', 'next fire', 'last fire', 'state', 'source']);
+    expect(lines[0].split(/\s{2,}/)).toEqual(['name', 'queue', 'when', 'time zone', 'next fire', 'last fire', 'fires', 'start', 'end', 'state', 'source']);
     expect(lines.slice(2).map((l) => l.split(/\s+/)[0] + ' ' + l.trim().split(/\s+/).slice(-2).join(' '))).toEqual([
       'cleanup active code',
       'nightly-report active runtime',
@@ -558,6 +562,63 @@ describe('pg-queue command line', () => {
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('Invalid schedule name "no spaces!"');
     expect((await cli('schedules', 'list', '--orphan-after', '1s')).code).toBe(2);
+  }, 120_000);
+
+  // Issue 43: every, limit, startDate / endDate and the payload template from the command line: `schedules set` is
+  // QueueService.upsertSchedule (its checks, its messages), and the list shows what the schedule holds.
+  it('schedules set: a cron or an interval with a limit, dates and a payload template; list shows when, fires of the limit, start, end and ended; bad input exits 2', async () => {
+    await sql.query(`DELETE FROM background_schedules`);
+    await sql.query(`DELETE FROM background_jobs`);
+    const set = await cli('schedules', 'set', 'pulse', '--queue', 'pulses', '--every', '90s', '--limit', '3', '--start', '2099-01-01T00:00:00Z', '--end', '2099-01-02T00:00:00Z', '--payload', '{"day":"{{fireDate}}","who":"{{name}}"}', '--time-zone', 'Europe/Paris');
+    expect(set).toEqual({ code: 0, stdout: 'set schedule pulse: every 90s into queue pulses; next fire 2099-01-01T00:00:00.000Z; 3 of 3 fire(s) left\n', stderr: '' });
+    const nightly = await cli('schedules', 'set', 'nightly', '--queue', 'reports', '--cron', '0 3 * * *', '--missed-fires', '2h', '--priority', '4', '--max-attempts', '2');
+    expect(nightly.code).toBe(0);
+    expect(nightly.stdout).toMatch(/^set schedule nightly: 0 3 \* \* \* into queue reports; next fire \d{4}-\d\d-\d\dT03:00:00\.000Z\n$/);
+    const { rows } = await sql.query(`SELECT name, cron, every_ms::int, fire_limit::int, fires::int, start_at, end_at, time_zone, payload, missed_fires, missed_window_ms::int, priority, max_attempts FROM background_schedules ORDER BY name`);
+    expect(rows).toEqual([
+      { name: 'nightly', cron: '0 3 * * *', every_ms: null, fire_limit: null, fires: 0, start_at: null, end_at: null, time_zone: 'UTC', payload: {}, missed_fires: 'window', missed_window_ms: 7_200_000, priority: 4, max_attempts: 2 },
+      { name: 'pulse', cron: null, every_ms: 90_000, fire_limit: 3, fires: 0, start_at: new Date('2099-01-01T00:00:00Z'), end_at: new Date('2099-01-02T00:00:00Z'), time_zone: 'Europe/Paris', payload: { day: '{{fireDate}}', who: '{{name}}' }, missed_fires: 'skip', missed_window_ms: null, priority: 0, max_attempts: null },
+    ]);
+    // The fire command fills the template in (and the limit does not count it).
+    const fired = await cli('schedules', 'fire', 'pulse');
+    expect(fired.code).toBe(0);
+    const { rows: jobs } = await sql.query<{ payload: { day: string; who: string; _schedule: { fireAt: string } } }>(`SELECT payload FROM background_jobs WHERE queue_name = 'pulses'`);
+    expect(jobs[0].payload.who).toBe('pulse');
+    expect(jobs[0].payload.day).toBe(new Intl.DateTimeFormat('en-CA', { timeZone: 'Europe/Paris' }).format(new Date(jobs[0].payload._schedule.fireAt)));
+
+    // As if it had fired its three times: ended, and the list says so.
+    await sql.query(`UPDATE background_schedules SET fires = 3, next_fire_at = NULL, last_fire_at = '2099-01-01T00:03:00Z' WHERE name = 'pulse'`);
+    const list = await cli('schedules', 'list');
+    const lines = list.stdout.trimEnd().split('\n');
+    const cells = (name: string) => lines.find((l) => l.startsWith(`${name} `))!.trim().split(/\s{2,}/);
+    expect(cells('pulse')).toEqual(['pulse', 'pulses', 'every 90s', 'Europe/Paris', '2099-01-01T00:03:00.000Z', '3/3', '2099-01-01T00:00:00.000Z', '2099-01-02T00:00:00.000Z', 'ended:limit', 'runtime']);
+    expect(cells('nightly')).toEqual(['nightly', 'reports', '0 3 * * *', 'UTC', expect.stringMatching(/T03:00:00\.000Z$/), '0', 'active', 'runtime']);
+    const json = JSON.parse((await cli('schedules', 'list', '--json')).stdout) as Record<string, unknown>[];
+    expect(json.find((s) => s.name === 'pulse')).toMatchObject({
+      cron: null, every: 90_000, limit: 3, fires: 3, firesLeft: 0, startDate: '2099-01-01T00:00:00.000Z', endDate: '2099-01-02T00:00:00.000Z', nextFireAt: null, ended: 'limit',
+    });
+    // A higher limit brings it back, from its start.
+    expect((await cli('schedules', 'set', 'pulse', '--queue', 'pulses', '--every', '90s', '--limit', '5', '--start', '2099-01-01T00:00:00Z')).stdout).toBe(
+      'set schedule pulse: every 90s into queue pulses; next fire 2099-01-01T00:00:00.000Z; 2 of 5 fire(s) left\n',
+    );
+    expect((await cli('schedules', 'remove', 'pulse')).stderr).toContain('remove the schedule pulse (queue pulses, every 90s)');
+
+    // Bad usage: exit 2, the library's own message, nothing stored.
+    const bad = async (...args: string[]) => {
+      const out = await cli('schedules', 'set', 'bad', '--queue', 'q', ...args);
+      expect(out.code).toBe(2);
+      return out.stderr;
+    };
+    expect(await bad('--cron', '* * * * *', '--every', '1m')).toContain('--cron and --every exclude each other');
+    expect(await bad()).toContain('give --cron <expression> or --every <duration>');
+    expect(await bad('--every', '500ms')).toContain('upsertSchedule("bad"): invalid every 500: expected an integer number of milliseconds from 1000 (1 s)');
+    expect(await bad('--every', '1m', '--limit', '0')).toContain('--limit "0" is not a whole number from 1');
+    expect(await bad('--every', '1m', '--start', '2099-02-30T00:00:00Z')).toContain('--start "2099-02-30T00:00:00Z" is not a date-time that exists (February 2099 has 28 days)');
+    expect(await bad('--every', '1m', '--start', '2099-01-02T00:00:00Z', '--end', '2099-01-01T00:00:00Z')).toContain('endDate 2099-01-01T00:00:00.000Z is not after startDate 2099-01-02T00:00:00.000Z');
+    expect(await bad('--every', '1m', '--missed-fires', '1h')).toContain('missedFires {"windowMs":3600000} given with every');
+    expect(await bad('--every', '1m', '--payload', '{"x":"{{nope}}"}')).toContain('payload.x holds the placeholder {{nope}}');
+    expect(await bad('--every', '1m', '--payload', '{oops')).toContain('the payload is not JSON');
+    expect((await sql.query(`SELECT name FROM background_schedules WHERE name = 'bad'`)).rows).toEqual([]);
   }, 120_000);
 
   describe('doctor', () => {

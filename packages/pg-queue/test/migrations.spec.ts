@@ -40,7 +40,7 @@ describe('migrations', () => {
     const apps = await Promise.all(Array.from({ length: 10 }, () => startApp(url, { queue: { workers: false, maintenance: { enabled: false }, connection: { url, poolSize: 2 } } })));
     const db = sqlPool(url);
     const { rows } = await db.query(`SELECT name FROM migrations ORDER BY id`);
-    expect(rows).toEqual([{ name: 'CreateBackgroundJobs1764460000000' }, { name: 'CreateBackgroundQueues1764470000000' }, { name: 'DelayedJobsIndex1764480000000' }, { name: 'InFlightIndexByJob1764490000000' }, { name: 'FenceToken1764520000000' }, { name: 'FinishedJobsIndex1764530000000' }, { name: 'UniqueJobs1764540000000' }, { name: 'CreateBackgroundSchedules1764550000000' }, { name: 'Limits1764560000000' }, { name: 'JobResults1764570000000' }, { name: 'TraceContext1764580000000' }, { name: 'DeferredWakeUps1764590000000' }, { name: 'BufferedJobs1764600000000' }, { name: 'Flows1764610000000' }, { name: 'DurableSteps1764620000000' }, { name: 'AttemptHistory1764630000000' }, { name: 'SqlEnqueue1764640000000' }, { name: 'Instances1764650000000' }, { name: 'JobHistory1764660000000' }, { name: 'FlowOperatorActions1764671390000' }, { name: 'SqlEnqueueRunAt1764672000000' }, { name: 'RuntimeLimits1764680000000' }, { name: 'FairShare1764690000000' }, { name: 'JobLogs1764710000000' }]);
+    expect(rows).toEqual([{ name: 'CreateBackgroundJobs1764460000000' }, { name: 'CreateBackgroundQueues1764470000000' }, { name: 'DelayedJobsIndex1764480000000' }, { name: 'InFlightIndexByJob1764490000000' }, { name: 'FenceToken1764520000000' }, { name: 'FinishedJobsIndex1764530000000' }, { name: 'UniqueJobs1764540000000' }, { name: 'CreateBackgroundSchedules1764550000000' }, { name: 'Limits1764560000000' }, { name: 'JobResults1764570000000' }, { name: 'TraceContext1764580000000' }, { name: 'DeferredWakeUps1764590000000' }, { name: 'BufferedJobs1764600000000' }, { name: 'Flows1764610000000' }, { name: 'DurableSteps1764620000000' }, { name: 'AttemptHistory1764630000000' }, { name: 'SqlEnqueue1764640000000' }, { name: 'Instances1764650000000' }, { name: 'JobHistory1764660000000' }, { name: 'FlowOperatorActions1764671390000' }, { name: 'SqlEnqueueRunAt1764672000000' }, { name: 'RuntimeLimits1764680000000' }, { name: 'FairShare1764690000000' }, { name: 'JobLogs1764710000000' }, { name: 'RicherSchedules1764720000000' }]);
     await apps[0].get(QueueService).enqueue('q', {});
     await Promise.all(apps.map((a) => a.close()));
     await db.end();
@@ -116,12 +116,25 @@ describe('migrations', () => {
     const url = await createTestDatabase('migrateapp');
     const dataSource = new DataSource({ type: 'postgres', url, migrations: PG_QUEUE_MIGRATIONS, migrationsTransactionMode: 'each' });
     await dataSource.initialize();
-    expect((await dataSource.runMigrations()).map((m) => m.name)).toEqual(['CreateBackgroundJobs1764460000000', 'CreateBackgroundQueues1764470000000', 'DelayedJobsIndex1764480000000', 'InFlightIndexByJob1764490000000', 'FenceToken1764520000000', 'FinishedJobsIndex1764530000000', 'UniqueJobs1764540000000', 'CreateBackgroundSchedules1764550000000', 'Limits1764560000000', 'JobResults1764570000000', 'TraceContext1764580000000', 'DeferredWakeUps1764590000000', 'BufferedJobs1764600000000', 'Flows1764610000000', 'DurableSteps1764620000000', 'AttemptHistory1764630000000', 'SqlEnqueue1764640000000', 'Instances1764650000000', 'JobHistory1764660000000', 'FlowOperatorActions1764671390000', 'SqlEnqueueRunAt1764672000000', 'RuntimeLimits1764680000000', 'FairShare1764690000000', 'JobLogs1764710000000']);
+    expect((await dataSource.runMigrations()).map((m) => m.name)).toEqual(['CreateBackgroundJobs1764460000000', 'CreateBackgroundQueues1764470000000', 'DelayedJobsIndex1764480000000', 'InFlightIndexByJob1764490000000', 'FenceToken1764520000000', 'FinishedJobsIndex1764530000000', 'UniqueJobs1764540000000', 'CreateBackgroundSchedules1764550000000', 'Limits1764560000000', 'JobResults1764570000000', 'TraceContext1764580000000', 'DeferredWakeUps1764590000000', 'BufferedJobs1764600000000', 'Flows1764610000000', 'DurableSteps1764620000000', 'AttemptHistory1764630000000', 'SqlEnqueue1764640000000', 'Instances1764650000000', 'JobHistory1764660000000', 'FlowOperatorActions1764671390000', 'SqlEnqueueRunAt1764672000000', 'RuntimeLimits1764680000000', 'FairShare1764690000000', 'JobLogs1764710000000', 'RicherSchedules1764720000000']);
     // The module's own runner finds nothing pending in the same migrations table.
     const app = await startApp(url, { queue: { dataSource, workers: false } });
     await app.get(QueueService).enqueue('q', {});
     await app.close();
     expect(await dataSource.query(`SELECT prosrc LIKE '%compensation_failed%' AS reopens FROM pg_proc WHERE proname = 'pg_queue_flow_step'`)).toEqual([{ reopens: true }]);
+    // Richer schedules (issue 43): an interval schedule is deleted, an ended cron schedule kept paused, the others as they were.
+    await dataSource.query(
+      `INSERT INTO background_schedules (name, queue_name, cron, every_ms, next_fire_at, fire_limit, fires, source) VALUES
+         ('pulse', 'q', NULL, 60000, now(), NULL, 0, 'runtime'),
+         ('done', 'q', '0 * * * *', NULL, NULL, 2, 2, 'runtime'),
+         ('hourly', 'q', '0 * * * *', NULL, now() + interval '1 hour', NULL, 0, 'runtime')`,
+    );
+    await dataSource.undoLastMigration();
+    expect(await dataSource.query(`SELECT name, paused, next_fire_at IS NOT NULL AS has_next FROM background_schedules ORDER BY name`)).toEqual([
+      { name: 'done', paused: true, has_next: true },
+      { name: 'hourly', paused: false, has_next: true },
+    ]);
+    expect(await dataSource.query(`SELECT count(*)::int AS n FROM information_schema.columns WHERE table_name = 'background_schedules' AND column_name IN ('every_ms', 'fire_limit', 'fires', 'start_at', 'end_at')`)).toEqual([{ n: 0 }]);
     await dataSource.undoLastMigration(); // job logs: the column of both tables, and the view made again without it
     expect(await dataSource.query(`SELECT count(*)::int AS n FROM information_schema.columns WHERE table_name IN ('background_jobs', 'background_jobs_history', 'background_jobs_all') AND column_name = 'logs'`)).toEqual([{ n: 0 }]);
     expect(await dataSource.query(`SELECT to_regclass('background_jobs_all') IS NOT NULL AS v`)).toEqual([{ v: true }]);

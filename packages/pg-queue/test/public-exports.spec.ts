@@ -57,6 +57,7 @@ const DOCUMENTED = [
   'RuntimeLimits1764680000000',
   'FairShare1764690000000',
   'JobLogs1764710000000',
+  'RicherSchedules1764720000000',
 ];
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../../..');

@@ -41,7 +41,7 @@ describe('recurring jobs', () => {
     expect(rows[0].max_attempts).toBe(2);
     const [info] = await queue().schedules();
     expect(info).toMatchObject({ name: 'every-second', queue: 'every-second', cron: '* * * * * *', timeZone: 'UTC', source: 'code', paused: false, orphaned: false, missedFires: 'skip' });
-    expect(info.nextFireAt.getTime()).toBeGreaterThan(info.lastFireAt!.getTime());
+    expect(info.nextFireAt!.getTime()).toBeGreaterThan(info.lastFireAt!.getTime());
   });
 
   it('runtime API: upsert, list with next fire, pause (no fires), resume, update, remove', async () => {
@@ -49,9 +49,9 @@ describe('recurring jobs', () => {
     const created = await q.upsertSchedule({ name: 'nightly', cron: '0 3 * * *', queue: 'runtime-target', timeZone: 'Europe/Berlin', payload: { kind: 'report' } });
     expect(created).toMatchObject({ name: 'nightly', queue: 'runtime-target', source: 'runtime', paused: false, lastFireAt: null });
     const { rows: [clock] } = await ctx.db.query(`SELECT now() AS now`);
-    expect(created.nextFireAt.getTime()).toBeGreaterThan(clock.now.getTime());
+    expect(created.nextFireAt!.getTime()).toBeGreaterThan(clock.now.getTime());
     // 03:00 in Berlin is 01:00 or 02:00 UTC.
-    expect([1, 2]).toContain(created.nextFireAt.getUTCHours());
+    expect([1, 2]).toContain(created.nextFireAt!.getUTCHours());
 
     // Same cron, new payload: the next fire stays; a new cron recomputes it.
     const samePlan = await q.upsertSchedule({ name: 'nightly', cron: '0 3 * * *', queue: 'runtime-target', timeZone: 'Europe/Berlin', payload: { kind: 'full' } });
@@ -73,7 +73,7 @@ describe('recurring jobs', () => {
     const resumed = (await q.schedule('nightly'))!;
     const { rows: [clock2] } = await ctx.db.query(`SELECT now() AS now`);
     // Resumed from the next fire after now: the fires of the pause are not caught up.
-    expect(resumed.nextFireAt.getTime()).toBeGreaterThan(clock2.now.getTime() - 1_000);
+    expect(resumed.nextFireAt!.getTime()).toBeGreaterThan(clock2.now.getTime() - 1_000);
     await waitFor('a fire after resume', async () => runs.filter((r) => r.queue === 'runtime-target').length > paused, 5_000);
 
     expect(await q.removeSchedule('nightly')).toBe(true);
@@ -91,7 +91,7 @@ describe('recurring jobs', () => {
     await expect(q.upsertSchedule({ name: 'bad', cron: '* * * * *', queue: 'x', missedFires: { windowMs: -1 } })).rejects.toThrow(/invalid missedFires/);
     await expect(q.upsertSchedule({ name: 'bad', cron: '* * * * *', queue: 'x', payload: [1] as never })).rejects.toThrow(/expected a JSON object/);
     await expect(q.upsertSchedule({ name: 'bad', cron: '0 0 30 2 *', queue: 'x' })).rejects.toThrow(/invalid cron/);
-    await expect(q.upsertSchedule({ name: 'bad', cron: '* * * * *', queue: 'x', every: 5 } as never)).rejects.toThrow(/unknown option "every"/);
+    await expect(q.upsertSchedule({ name: 'bad', cron: '* * * * *', queue: 'x', interval: 5 } as never)).rejects.toThrow(/unknown option "interval"/);
     await expect(q.upsertSchedule({ name: 'bad name!', cron: '* * * * *', queue: 'x' })).rejects.toThrow(/invalid schedule name/);
     expect(await q.schedule('bad')).toBeNull();
   });
@@ -113,8 +113,8 @@ describe('recurring jobs', () => {
     expect(await fires()).toHaveLength(1);
     const info = (await queue().schedule('sql-made'))!;
     expect(info.lastFireAt).not.toBeNull();
-    expect(info.nextFireAt.getUTCMonth()).toBe(0); // moved on to 1 January next year
-    expect(info.nextFireAt.getTime()).toBeGreaterThan(Date.now());
+    expect(info.nextFireAt!.getUTCMonth()).toBe(0); // moved on to 1 January next year
+    expect(info.nextFireAt!.getTime()).toBeGreaterThan(Date.now());
     await queue().removeSchedule('sql-made');
   });
 
@@ -150,7 +150,7 @@ describe('recurring jobs', () => {
     expect(fires('missed-window-all')).toEqual([newYear(year - 2), newYear(year - 1), newYear(year)]);
     for (const name of Object.keys(policies)) {
       const info = (await q.schedule(`missed-${name}`))!;
-      expect(info.nextFireAt.toISOString()).toBe(newYear(year + 1));
+      expect(info.nextFireAt!.toISOString()).toBe(newYear(year + 1));
       await q.removeSchedule(`missed-${name}`);
     }
     // A second tick finds nothing more to do.
@@ -369,16 +369,16 @@ describe('the compare-and-set that claims a fire', () => {
       await queue.upsertSchedule({ name: 'cas', cron: '0 0 1 1 *', queue: 'cas' });
       await db.query(`UPDATE background_schedules SET next_fire_at = now() - interval '1 hour' WHERE name = 'cas'`);
       const read = await scan();
-      expect(await store.claimFire(read, read.nextFireMs + 86_400_000, read.nextFireMs, insert)).toBe(true);
-      expect(await store.claimFire(read, read.nextFireMs + 86_400_000, read.nextFireMs, insert)).toBe(false); // the same fire, again
+      expect(await store.claimFire(read, read.nextFireMs + 86_400_000, read.nextFireMs, 1, insert)).toBe(true);
+      expect(await store.claimFire(read, read.nextFireMs + 86_400_000, read.nextFireMs, 1, insert)).toBe(false); // the same fire, again
 
       await db.query(`UPDATE background_schedules SET next_fire_at = now() - interval '1 hour' WHERE name = 'cas'`);
       const before = await scan();
       await queue.upsertSchedule({ name: 'cas', cron: '0 0 1 1 *', queue: 'cas', payload: { v: 2 } }); // same fire time, new revision
-      expect(await store.claimFire(before, before.nextFireMs + 86_400_000, before.nextFireMs, insert)).toBe(false);
+      expect(await store.claimFire(before, before.nextFireMs + 86_400_000, before.nextFireMs, 1, insert)).toBe(false);
       const after = await scan();
       expect(after.nextFireMs).toBe(before.nextFireMs);
-      expect(await store.claimFire(after, after.nextFireMs + 86_400_000, after.nextFireMs, insert)).toBe(true);
+      expect(await store.claimFire(after, after.nextFireMs + 86_400_000, after.nextFireMs, 1, insert)).toBe(true);
     } finally {
       await app.close();
       await db.end();

@@ -171,7 +171,7 @@ describe('testing kit, manual mode', () => {
     expect(rows[0].payload).toMatchObject({ kind: 'digest', _schedule: { name: 'every-second-digest', fireAt: expect.any(String) } });
     expect(await kit.drain()).toEqual([expect.objectContaining({ id, queue: 'digest', outcome: 'completed' })]);
     // The schedule row is not moved by a test fire.
-    expect((await queue.schedule('every-second-digest'))?.nextFireAt.getTime()).toBe(schedule.nextFireAt.getTime());
+    expect((await queue.schedule('every-second-digest'))?.nextFireAt?.getTime()).toBe(schedule.nextFireAt!.getTime());
 
     await expect(kit.fireSchedule('nightly')).rejects.toThrow('fireSchedule: no recurring schedule is named "nightly" (schedules: "every-second-digest").');
   });

@@ -183,8 +183,9 @@ export class JobHandlerExplorer implements OnModuleInit, OnModuleDestroy {
   /** Validates a @RecurringJob, records its schedule, and returns the handler metadata the method stands for. */
   private declareSchedule(where: string, recurring: RecurringJobMetadata, handlerMeta: JobHandlerMetadata | undefined): JobHandlerMetadata {
     const options = recurring.options ?? {};
-    const { name = where, queue, timeZone, payload, missedFires, priority, ...handlerOptions } = options;
+    const { name = where, queue, timeZone, payload, missedFires, priority, cron: optionsCron, every, limit, startDate, endDate, ...handlerOptions } = options;
     const label = `@RecurringJob on ${where}`;
+    if (recurring.cron !== undefined && optionsCron !== undefined) throw new PgQueueError(`${label}: cron given twice (the first argument and options.cron): give it once`);
     if (handlerMeta && queue !== undefined && queue !== handlerMeta.queue) throw new PgQueueError(RECURRING_QUEUE_MISMATCH(where, handlerMeta.queue, queue));
     if (handlerMeta && Object.keys(handlerOptions).length > 0) throw new PgQueueError(RECURRING_HANDLER_OPTIONS_TWICE(where, Object.keys(handlerOptions)));
     const meta = handlerMeta ?? { queue: scheduleQueue(where, recurring), options: handlerOptions };
@@ -194,7 +195,11 @@ export class JobHandlerExplorer implements OnModuleInit, OnModuleDestroy {
     } catch (error) {
       throw new PgQueueError(`${label}: ${(error as Error).message}`);
     }
-    const definition = resolveSchedule(label, { name, queue: meta.queue, cron: recurring.cron, timeZone, payload, missedFires, priority, maxAttempts }, this.options.maxPayloadBytes);
+    const definition = resolveSchedule(
+      label,
+      { name, queue: meta.queue, cron: recurring.cron ?? optionsCron, every, timeZone, payload, missedFires, priority, maxAttempts, limit, startDate, endDate },
+      this.options.maxPayloadBytes,
+    );
     const existing = this.schedules.get(definition.name);
     if (existing) throw new PgQueueError(DUPLICATE_SCHEDULE(definition.name, existing.declaredBy, where));
     this.schedules.add({ definition, declaredBy: where });

@@ -22,6 +22,7 @@ import { SqlEnqueueRunAt1764672000000 } from './1764672000000-sql-enqueue-run-at
 import { RuntimeLimits1764680000000 } from './1764680000000-runtime-limits.js';
 import { FairShare1764690000000 } from './1764690000000-fair-share.js';
 import { JobLogs1764710000000 } from './1764710000000-job-logs.js';
+import { RicherSchedules1764720000000 } from './1764720000000-richer-schedules.js';
 
 /** The queue's schema migrations, in order: add them to your own DataSource's `migrations`, or let the module run them. */
 export const PG_QUEUE_MIGRATIONS = [
@@ -49,6 +50,7 @@ export const PG_QUEUE_MIGRATIONS = [
   RuntimeLimits1764680000000,
   FairShare1764690000000,
   JobLogs1764710000000,
+  RicherSchedules1764720000000,
 ];
 
 export {
@@ -76,4 +78,5 @@ export {
   RuntimeLimits1764680000000,
   FairShare1764690000000,
   JobLogs1764710000000,
+  RicherSchedules1764720000000,
 };

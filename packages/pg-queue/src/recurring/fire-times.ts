@@ -83,3 +83,54 @@ function plannedFires(cron: string, timeZone: string, fromMs: number, toMs: numb
 export function assertTimeZone(timeZone: string): void {
   new Intl.DateTimeFormat('en-US', { timeZone }).format(0);
 }
+
+/** When a schedule fires: a cron expression (in its time zone), or a fixed interval from the last fire. */
+export type FireRule = { cron: string; timeZone: string; everyMs?: null } | { everyMs: number; cron?: null };
+
+/** When a schedule's definition fires, as the functions here take it. */
+export function ruleOf(d: { cron: string | null; everyMs: number | null; timeZone: string }): FireRule {
+  return d.everyMs !== null ? { everyMs: d.everyMs } : { cron: d.cron!, timeZone: d.timeZone };
+}
+
+/** What bounds a schedule's fires (null: no bound). */
+export interface FireBounds {
+  startMs: number | null;
+  endMs: number | null;
+  limit: number | null;
+}
+
+/** Why a schedule fires no more. */
+export type Ended = 'limit' | 'endDate';
+
+/**
+ * The first fire of a schedule stored, changed or resumed at `nowMs` (the database clock): a cron schedule's first
+ * fire time after now and at or after startDate; an `every` schedule's startDate while it is ahead, else one interval
+ * from now. Null when that is after endDate. The limit is not looked at here: the row's count of fires is the
+ * database's (the upsert statement ends a schedule that reached it).
+ */
+export function firstFire(rule: FireRule, bounds: Pick<FireBounds, 'startMs' | 'endMs'>, nowMs: number): number | null {
+  const { startMs, endMs } = bounds;
+  const first =
+    rule.everyMs != null
+      ? startMs !== null && startMs > nowMs
+        ? startMs
+        : nowMs + rule.everyMs
+      : nextFireAfter(rule.cron!, (rule as { timeZone: string }).timeZone, Math.max(nowMs, startMs === null ? -Infinity : startMs - 1));
+  return endMs !== null && first > endMs ? null : first;
+}
+
+/**
+ * A cron plan (planFires) within a schedule's bounds: the fires before startDate or after endDate left out, the
+ * earliest ones kept up to the limit (`fires` already counted), and the next fire, or null with the reason when the
+ * schedule ends with this claim. Pure.
+ */
+export function boundPlan(plan: FirePlan, cron: string, timeZone: string, bounds: FireBounds, fires: number): { fires: number[]; nextFireAtMs: number | null; ended: Ended | null } {
+  const { startMs, endMs, limit } = bounds;
+  let kept = plan.fires.filter((f) => (startMs === null || f >= startMs) && (endMs === null || f <= endMs));
+  if (limit !== null) kept = kept.slice(0, Math.max(0, limit - fires));
+  if (limit !== null && fires + kept.length >= limit) return { fires: kept, nextFireAtMs: null, ended: 'limit' };
+  let next = plan.nextFireAtMs;
+  if (startMs !== null && next < startMs) next = nextFireAfter(cron, timeZone, startMs - 1);
+  if (endMs !== null && next > endMs) return { fires: kept, nextFireAtMs: null, ended: 'endDate' };
+  return { fires: kept, nextFireAtMs: next, ended: null };
+}

@@ -1,6 +1,6 @@
 import { Inject, Injectable, Optional, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
 import { JobHandlerRegistry } from '../discovery/job-handler.registry.js';
-import { MISSED_FIRES_SKIPPED } from '../pg-queue.messages.js';
+import { MISSED_FIRES_SKIPPED, SCHEDULE_ENDED } from '../pg-queue.messages.js';
 import { MAINTENANCE_JOB_STORE, MAINTENANCE_SCHEDULE_STORE } from '../pg-queue.constants.js';
 import { RESOLVED_OPTIONS } from '../pg-queue.constants.js';
 import type { NewJobRow } from '../store/job-store.types.js';
@@ -9,7 +9,8 @@ import { ScheduleStore, type DueKey, type DueSchedule } from '../store/schedule.
 import { errorLine } from '../utils/error-text.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { RetryBackoff } from '../utils/retry-backoff.js';
-import { nextFireAfter, planFires } from './fire-times.js';
+import { boundPlan, firstFire, planFires, ruleOf, type Ended } from './fire-times.js';
+import { mayHoldPlaceholders, placeholderValues, renderPayload } from './payload-template.js';
 import { RecurringJobRegistry } from './recurring-job.registry.js';
 import { PgQueueLogger } from '../utils/terminal-text.js';
 
@@ -100,7 +101,7 @@ export class RecurringScheduler implements OnApplicationBootstrap, BeforeApplica
     const declared = this.declared.all().map((d) => d.definition);
     if (declared.length > 0) {
       const nowMs = await this.tickSchedules.dbNowMs();
-      const next = new Map(declared.map((d) => [d.name, nextFireAfter(d.cron, d.timeZone, nowMs)]));
+      const next = new Map(declared.map((d) => [d.name, firstFire(ruleOf(d), d, nowMs)]));
       const inserted = await this.tickSchedules.syncCodeSchedules(declared, next);
       this.logger.log(`recurring jobs: ${declared.length} schedule(s) declared in code, ${inserted} new`);
     }
@@ -125,9 +126,9 @@ export class RecurringScheduler implements OnApplicationBootstrap, BeforeApplica
         if (this.closing) break;
         const fired = await this.fire(due, scan.nowMs);
         if (fired === null) continue;
-        // Won or lost, the schedule's next fire is the planned one (the winner planned the same).
-        const plannedInMs = fired.nextFireAtMs - scan.nowMs;
-        next = earliest(next, plannedInMs);
+        // Won or lost, the schedule's next fire is the planned one (the winner planned the same; for an every
+        // schedule the loser's guess is the earliest it can be).
+        if (fired.nextFireAtMs !== null) next = earliest(next, fired.nextFireAtMs - scan.nowMs);
         if (!fired.won) continue;
         result.claimed += 1;
         result.jobs += fired.jobs;
@@ -139,9 +140,9 @@ export class RecurringScheduler implements OnApplicationBootstrap, BeforeApplica
   }
 
   /**
-   * Enqueues one fire of a schedule now: the job a tick would insert for it (payload with `_schedule`, its
-   * priority and attempts), fire time by the database clock. The schedule row is not moved. The testing kit's
-   * fireSchedule; null when no schedule has that name.
+   * Enqueues one fire of a schedule now: the job a tick would insert for it (its payload template filled in, with
+   * `_schedule`, its priority and attempts), fire time by the database clock. The schedule row is not moved and the
+   * fire is not counted against its limit. The testing kit's fireSchedule; null when no schedule has that name.
    */
   async fireNow(name: string): Promise<string | null> {
     const schedule = await this.schedules.getSchedule(name, this.options.recurring.orphanAfterMs);
@@ -151,20 +152,11 @@ export class RecurringScheduler implements OnApplicationBootstrap, BeforeApplica
   }
 
   /** Plans and claims one due schedule; won false when another instance claimed it first; null when it failed (logged). */
-  private async fire(due: DueSchedule, nowMs: number): Promise<{ won: boolean; jobs: number; nextFireAtMs: number } | null> {
+  private async fire(due: DueSchedule, nowMs: number): Promise<{ won: boolean; jobs: number; nextFireAtMs: number | null } | null> {
     try {
-      const plan = planFires(due.cron, due.timeZone, due.missed, due.nextFireMs, nowMs);
-      const rows = plan.fires.map((fireMs) => this.jobRow(due, fireMs));
-      const won = await this.tickSchedules.claimFire(due, plan.nextFireAtMs, plan.fires.at(-1) ?? null, (client) =>
-        rows.length > 0 ? this.tickJobs.insertJobsOn(client, rows) : Promise.resolve(),
-      );
+      const result = due.everyMs !== null ? await this.fireEvery(due, due.everyMs, nowMs) : await this.fireCron(due, due.cron!, nowMs);
       if (this.failing.delete(due.name)) this.logger.log(`recurring jobs: schedule "${due.name}" fires again`);
-      if (!won) return { won: false, jobs: 0, nextFireAtMs: plan.nextFireAtMs };
-      if (plan.skippedThroughMs !== null) {
-        const policy = due.missed.policy === 'window' ? `{ windowMs: ${due.missed.windowMs} }` : `'${due.missed.policy}'`;
-        this.logger.warn(MISSED_FIRES_SKIPPED(due.name, new Date(due.nextFireMs).toISOString(), new Date(plan.skippedThroughMs).toISOString(), policy));
-      }
-      return { won: true, jobs: rows.length, nextFireAtMs: plan.nextFireAtMs };
+      return result;
     } catch (error) {
       if (isConnectionError(error)) throw error;
       if (!this.failing.has(due.name)) {
@@ -175,11 +167,49 @@ export class RecurringScheduler implements OnApplicationBootstrap, BeforeApplica
     }
   }
 
-  private jobRow(due: Pick<DueSchedule, 'name' | 'queue' | 'payload' | 'priority' | 'maxAttempts'>, fireMs: number): NewJobRow {
+  /** A cron schedule: the cron library plans the fires (within the schedule's bounds), one compare-and-set claims them. */
+  private async fireCron(due: DueSchedule, cron: string, nowMs: number): Promise<{ won: boolean; jobs: number; nextFireAtMs: number | null }> {
+    const planned = planFires(cron, due.timeZone, due.missed, due.nextFireMs, nowMs);
+    const plan = boundPlan(planned, cron, due.timeZone, due, due.fires);
+    const rows = plan.fires.map((fireMs) => this.jobRow(due, fireMs));
+    const won = await this.tickSchedules.claimFire(due, plan.nextFireAtMs, plan.fires.at(-1) ?? null, rows.length, (client) =>
+      rows.length > 0 ? this.tickJobs.insertJobsOn(client, rows) : Promise.resolve(),
+    );
+    if (!won) return { won: false, jobs: 0, nextFireAtMs: plan.nextFireAtMs };
+    if (planned.skippedThroughMs !== null) {
+      const policy = due.missed.policy === 'window' ? `{ windowMs: ${due.missed.windowMs} }` : `'${due.missed.policy}'`;
+      this.logger.warn(MISSED_FIRES_SKIPPED(due.name, new Date(due.nextFireMs).toISOString(), new Date(planned.skippedThroughMs).toISOString(), policy));
+    }
+    if (plan.ended) this.sayEnded(due, plan.ended, due.fires + rows.length);
+    return { won: true, jobs: rows.length, nextFireAtMs: plan.nextFireAtMs };
+  }
+
+  /**
+   * An `every` schedule: the claim itself makes the fire time (the database clock) and the next fire; the job is
+   * built once the fire time is known, in the claim's transaction. A loser guesses the next fire one interval after
+   * the scan (the earliest the winner's can be): its timer looks again no sooner, even while a winner that stalled
+   * inside its transaction keeps the row locked.
+   */
+  private async fireEvery(due: DueSchedule, everyMs: number, nowMs: number): Promise<{ won: boolean; jobs: number; nextFireAtMs: number | null }> {
+    const claimed = await this.tickSchedules.claimEveryFire(due, (client, fireMs) => this.tickJobs.insertJobsOn(client, [this.jobRow(due, fireMs)]));
+    if (!claimed) return { won: false, jobs: 0, nextFireAtMs: Math.max(due.nextFireMs, nowMs) + everyMs };
+    if (claimed.nextFireAtMs === null) this.sayEnded(due, claimed.limit !== null && claimed.fires >= claimed.limit ? 'limit' : 'endDate', claimed.fires);
+    return { won: true, jobs: claimed.fired ? 1 : 0, nextFireAtMs: claimed.nextFireAtMs };
+  }
+
+  /** The winner of the claim that ended a schedule says so, once (every instance sees `ended` in schedules()). */
+  private sayEnded(due: DueSchedule, why: Ended, fires: number): void {
+    this.logger.log(SCHEDULE_ENDED(due.name, why === 'limit' ? `its limit of ${due.limit} fire(s) is reached` : `its endDate ${new Date(due.endMs!).toISOString()} is past`, fires));
+  }
+
+  private jobRow(due: Pick<DueSchedule, 'name' | 'queue' | 'payload' | 'priority' | 'maxAttempts' | 'timeZone'>, fireMs: number): NewJobRow {
     const queue = due.queue;
+    const fireAt = new Date(fireMs).toISOString();
+    // The payload template (README: Recurring jobs): most hold no placeholder and are copied as they are.
+    const payload = mayHoldPlaceholders(JSON.stringify(due.payload)) ? renderPayload(due.payload, placeholderValues(due.name, fireMs, due.timeZone)) : due.payload;
     return {
       queue,
-      payloadJson: JSON.stringify({ ...due.payload, _schedule: { name: due.name, fireAt: new Date(fireMs).toISOString() } }),
+      payloadJson: JSON.stringify({ ...payload, _schedule: { name: due.name, fireAt } }),
       priority: due.priority,
       // As at enqueue: the schedule's own, else the module's queues option, else the queue's handler, else 5.
       maxAttempts: due.maxAttempts ?? this.options.queues[queue]?.maxAttempts ?? this.handlers.get(queue)?.options.maxAttempts ?? 5,

@@ -4,7 +4,7 @@ import { PgQueueError } from '../errors/pg-queue.error.js';
 import type { ScheduleInfo } from '../interfaces/recurring-job.interface.js';
 import type { ScheduleDefinition, ScheduleStore } from '../store/schedule.store.js';
 import { scheduleName } from '../utils/call-arguments.js';
-import { nextFireAfter } from './fire-times.js';
+import { firstFire, ruleOf } from './fire-times.js';
 import type { RecurringScheduler } from './recurring-scheduler.js';
 
 export class ScheduleCalls {
@@ -14,10 +14,13 @@ export class ScheduleCalls {
     private readonly orphanAfterMs: number,
   ) {}
 
-  /** Stores the schedule with its next fire after now (a changed cron or zone; else the store keeps the next fire). */
+  /**
+   * Stores the schedule with its first fire after now (taken when its timing changed or it had ended; else the store
+   * keeps the next fire, within the new end and limit).
+   */
   async upsert(definition: ScheduleDefinition): Promise<ScheduleInfo> {
     const nowMs = await this.store.dbNowMs();
-    const info = await this.store.upsertSchedule(definition, nextFireAfter(definition.cron, definition.timeZone, nowMs));
+    const info = await this.store.upsertSchedule(definition, firstFire(ruleOf(definition), definition, nowMs));
     this.scheduler.wake();
     return info;
   }
@@ -29,7 +32,10 @@ export class ScheduleCalls {
       if (!row) return false;
       if (!row.paused) return true;
       const nowMs = await this.store.dbNowMs();
-      if (await this.store.resumeSchedule(name, nextFireAfter(row.cron, row.timeZone, nowMs), row.revision)) {
+      const bounds = { startMs: row.startDate?.getTime() ?? null, endMs: row.endDate?.getTime() ?? null };
+      // An ended schedule stays ended; one whose first fire after now is past its end ends now.
+      const next = row.firesLeft === 0 ? null : firstFire(row.every !== null ? { everyMs: row.every } : { cron: row.cron!, timeZone: row.timeZone }, bounds, nowMs);
+      if (await this.store.resumeSchedule(name, next, row.revision, row.fires)) {
         this.scheduler.wake();
         return true;
       }
@@ -45,3 +51,4 @@ export class ScheduleCalls {
     return info;
   }
 }
+

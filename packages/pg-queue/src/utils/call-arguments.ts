@@ -3,7 +3,7 @@ import { PgQueueError } from '../errors/pg-queue.error.js';
 import { QUEUE_NAME_PATTERN } from '../pg-queue.constants.js';
 
 /** The options upsertSchedule knows. */
-const SCHEDULE_SPEC_KEYS = new Set(['name', 'cron', 'queue', 'timeZone', 'payload', 'missedFires', 'priority', 'maxAttempts']);
+const SCHEDULE_SPEC_KEYS = new Set(['name', 'cron', 'every', 'queue', 'timeZone', 'payload', 'missedFires', 'priority', 'maxAttempts', 'limit', 'startDate', 'endDate']);
 
 /** A schedule's name as the calls by name take it, or an error that shows it. */
 export function scheduleName(name: unknown): string {
@@ -26,7 +26,7 @@ export function jobId(id: string | number | bigint, what = 'job'): string {
 
 /** upsertSchedule's argument: an object of known options (resolveSchedule checks their values). */
 export function checkScheduleSpec(spec: unknown): void {
-  if (spec === null || typeof spec !== 'object') throw new PgQueueError('upsertSchedule expects { name, cron, queue, ...options }.');
+  if (spec === null || typeof spec !== 'object') throw new PgQueueError('upsertSchedule expects { name, queue, cron or every, ...options }.');
   const unknown = Object.keys(spec).filter((key) => !SCHEDULE_SPEC_KEYS.has(key));
   if (unknown.length > 0) throw new PgQueueError(`upsertSchedule(${JSON.stringify((spec as { name?: unknown }).name)}): unknown option "${unknown[0]}"; known options: ${[...SCHEDULE_SPEC_KEYS].join(', ')}.`);
 }

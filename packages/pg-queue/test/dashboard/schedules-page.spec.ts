@@ -7,7 +7,7 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { QueueService } from 'nestjs-pg-queue';
 import { dashboardBasicAuth } from 'nestjs-pg-queue/dashboard';
 import { createTestDatabase } from '@internal/pg-harness';
-import { cronInWords } from '../../src/dashboard/views/cron-words.js';
+import { cronInWords, everyInWords } from '../../src/dashboard/views/cron-words.js';
 import { nextFireAfter } from '../../src/recurring/fire-times.js';
 import { ADMIN_USERS, findChromium, openPage, openViewers } from './support/browser.js';
 import { startDashboardApp } from './support/dashboard-app.js';
@@ -40,6 +40,20 @@ describe('cronInWords', () => {
   it.each(['0 0 1 1 *', '0 9-17 * * *', '*/5 9 * * *', '0 0 L * *', 'not a cron'])('%s: none (the expression alone)', (cron) => expect(cronInWords(cron)).toBeNull());
 });
 
+describe('everyInWords', () => {
+  it.each([
+    [1_000, 'every second'],
+    [30_000, 'every 30 seconds'],
+    [60_000, 'every minute'],
+    [90_000, 'every 1 minute 30 seconds'],
+    [3_600_000, 'every hour'],
+    [7_200_000, 'every 2 hours'],
+    [86_400_000 + 3_600_000, 'every 1 day 1 hour'],
+    [604_800_000, 'every week'],
+    [1_500, 'every 1500 ms'],
+  ])('%d ms: %s', (ms, words) => expect(everyInWords(ms)).toBe(words));
+});
+
 describeInBrowser('the dashboard: the schedules page, in headless Chromium', () => {
   let db: pg.Pool;
   let server: { app: INestApplication; baseUrl: string };
@@ -47,6 +61,7 @@ describeInBrowser('the dashboard: the schedules page, in headless Chromium', () 
   let desk: BrowserContext;
   let phone: BrowserContext;
   let dash: string;
+  let heartbeatStart: Date;
 
   const open = (context: BrowserContext, path: string): Promise<Page> => openPage(context, `${dash}${path}`);
 
@@ -63,6 +78,11 @@ describeInBrowser('the dashboard: the schedules page, in headless Chromium', () 
     const queue = server.app.get(QueueService);
     await queue.upsertSchedule({ name: 'nightly-report', cron: '30 2 * * 1-5', timeZone: 'Europe/Paris', queue: 'reports', payload: { kind: 'nightly' } });
     await queue.upsertSchedule({ name: 'sync-prices', cron: '*/15 * * * *', queue: 'prices', payload: { source: 'feed' } });
+    // Issue 43: an interval with a limit and dates, and one that fired its limit.
+    heartbeatStart = new Date(Math.ceil(Date.now() / 1_000) * 1_000 + 3_600_000);
+    await queue.upsertSchedule({ name: 'heartbeat', every: 90_000, queue: 'pings', limit: 5, startDate: heartbeatStart, endDate: new Date(heartbeatStart.getTime() + 86_400_000) });
+    await queue.upsertSchedule({ name: 'campaign', every: 60_000, queue: 'pings', limit: 2 });
+    await db.query(`UPDATE background_schedules SET fires = 2, next_fire_at = NULL, last_fire_at = now() WHERE name = 'campaign'`);
     ({ browser, desk, phone } = await openViewers(chromiumPath!));
   }, 120_000);
 
@@ -82,6 +102,29 @@ describeInBrowser('the dashboard: the schedules page, in headless Chromium', () 
     const third = nextFireAfter('30 2 * * 1-5', 'Europe/Paris', second);
     await expect(row.locator('[data-field="next-fires"] time').evaluateAll((ts) => ts.map((t) => t.getAttribute('datetime')))).resolves.toEqual([next.toISOString(), new Date(second).toISOString(), new Date(third).toISOString()]);
     await page.screenshot({ path: `${ARTIFACTS}schedules-desk.png`, fullPage: true });
+    await page.close();
+  });
+
+  it('shows an interval in words with its start and end, the fires of its limit and those left, the next fires from the start; an ended schedule says why', async () => {
+    const page = await open(desk, '/schedules');
+    const row = page.locator('tr[data-schedule="heartbeat"]');
+    await expect(row.locator('[data-field="every"]').innerText()).resolves.toBe('every 1 minute 30 seconds');
+    const start = heartbeatStart.getTime();
+    await expect(row.locator('[data-field="start"] time').getAttribute('datetime')).resolves.toBe(heartbeatStart.toISOString());
+    await expect(row.locator('[data-field="end"] time').getAttribute('datetime')).resolves.toBe(new Date(start + 86_400_000).toISOString());
+    await expect(row.locator('[data-field="fires"]').innerText()).resolves.toBe('0 of 5');
+    await expect(row.locator('[data-field="fires-left"]').innerText()).resolves.toBe('(5 left)');
+    await expect(row.locator('[data-field="next-fires"] time').evaluateAll((ts) => ts.map((t) => t.getAttribute('datetime')))).resolves.toEqual(
+      [0, 90_000, 180_000].map((ms) => new Date(start + ms).toISOString()),
+    );
+    const ended = page.locator('tr[data-schedule="campaign"]');
+    await expect(ended.locator('[data-field="ended"]').innerText()).resolves.toBe('ended: its limit of 2 fires is reached');
+    await expect(ended.locator('[data-field="fires"]').innerText()).resolves.toBe('2 of 2');
+    await expect(ended.locator('[data-field="fires-left"]').innerText()).resolves.toBe('(0 left)');
+    await expect(ended.locator('[data-field="next-fires"]').count()).resolves.toBe(0);
+    // A cron schedule without a limit: its count alone, no window.
+    await expect(page.locator('tr[data-schedule="sync-prices"] [data-field="fires"]').innerText()).resolves.toBe('0');
+    await expect(page.locator('tr[data-schedule="sync-prices"] [data-field="window"]').count()).resolves.toBe(0);
     await page.close();
   });
 
@@ -113,7 +156,7 @@ describeInBrowser('the dashboard: the schedules page, in headless Chromium', () 
     });
     await Promise.all([page.waitForURL(/flash=/), page.locator('tr[data-schedule="nightly-report"]').getByRole('button', { name: 'Remove' }).click()]);
     expect(asked).toEqual(['Remove schedule nightly-report? Its jobs already enqueued stay. This cannot be undone.']);
-    expect((await db.query<{ name: string }>(`SELECT name FROM background_schedules ORDER BY name`)).rows.map((r) => r.name)).toEqual(['sync-prices']);
+    expect((await db.query<{ name: string }>(`SELECT name FROM background_schedules ORDER BY name`)).rows.map((r) => r.name)).toEqual(['campaign', 'heartbeat', 'sync-prices']);
     await expect(page.locator('tr[data-schedule="nightly-report"]').count()).resolves.toBe(0);
     await page.close();
   });

@@ -136,6 +136,17 @@ export interface SimPlan {
   pgbouncer: boolean;
   /** job.log()'s bounds in every process (the module's jobLogs): small, so that the bounds drop and cut lines. */
   logs: { maxLines: number; maxLineLength: number };
+  /** The runtime schedule `every` (issue 43), into queue `tick`: its interval, limit, and start and end after the processes started. */
+  every: EveryPlan;
+}
+
+/** The `every` schedule the run makes with upsertSchedule once every process runs (run-sim.ts); its invariants: invariants-recurring.ts. */
+export interface EveryPlan {
+  everyMs: number;
+  limit: number;
+  /** startDate and endDate, ms after the schedule is made (database clock). */
+  startMs: number;
+  endMs: number;
 }
 
 const BEHAVIOURS: Record<Behaviour, number> = { ok: 62, throw: 7, junk: 3, timeout: 3, hang: 1, snooze: 4, block: 3, write: 8, step: 5, spawn: 0, ratelimited: 0 };
@@ -275,8 +286,9 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
   // Some runs put PgBouncer in transaction mode between every process and PostgreSQL (behind the workers' proxies).
   const pgbouncer = featureStream(seed, 0x68e31da4).chance(0.4);
   const logs = addLogs(seed, processes);
+  const every = planEvery(seed, end);
   steps.sort((a, b) => a.at - b.at);
-  return { seed, minutes, processes, steps, keys, globalConcurrency, rateLimit, fair, pgbouncer, logs };
+  return { seed, minutes, processes, steps, keys, globalConcurrency, rateLimit, fair, pgbouncer, logs, every };
 }
 
 /**
@@ -316,7 +328,7 @@ function addNetFaults(seed: number, end: number, workerCount: number, steps: Ste
  * runs its own server (sim.spec.ts); against a server given by URL the step is skipped, and says so.
  */
 function addRestarts(seed: number, end: number, steps: Step[]): void {
-  const y = featureStream(seed, 0x7feb352d);
+  const y = featureStream(seed, 0x1b873593);
   if (!y.chance(0.5)) return;
   steps.push({ at: Math.round(end * (0.2 + 0.55 * y.next())), type: 'fault', kind: 'restart', target: 0, holdMs: y.int(1_500, 4_000) });
 }
@@ -445,6 +457,17 @@ function addRuntimeLimits(seed: number, end: number, nonce: () => number, steps:
   }
 }
 
+/**
+ * The `every` schedule (issue 43): an interval of 1 to 3 s with a limit of 5 to 40 fires, starting 0 to 10 s after it
+ * is made and ending 15 s to the whole run later, so that in some seeds the limit ends it and in others the end date
+ * (every process fires it, faults and all; invariants-recurring.ts checks the spacing, the limit and the dates).
+ */
+function planEvery(seed: number, end: number): EveryPlan {
+  const e = featureStream(seed, 0x4cf5ad43);
+  const startMs = e.int(0, 10_000);
+  return { everyMs: e.pick([1_000, 1_500, 2_000, 3_000]), limit: e.int(5, 40), startMs, endMs: startMs + e.int(15_000, Math.max(15_000, end)) };
+}
+
 /** Shares of the plan's steps by type and kind, for the report and docs/reliability.md. */
 export function planShares(plan: SimPlan): Record<string, string> {
   const counts = new Map<string, number>();
@@ -452,5 +475,5 @@ export function planShares(plan: SimPlan): Record<string, string> {
   const total = plan.steps.length;
   const shares = Object.fromEntries([...counts].sort((a, b) => b[1] - a[1]).map(([k, c]) => [k, `${c} (${((100 * c) / total).toFixed(1)}%)`]));
   // Not a step: a schedule every process declares, firing every second for the whole run.
-  return { ...shares, 'setup:pgbouncer': plan.pgbouncer ? 'every process, transaction mode' : 'no', 'setup:job-logs': `${plan.logs.maxLines} lines of ${plan.logs.maxLineLength} characters per job`, 'recurring:tick': `every 1 s in ${plan.processes.length} processes (scans every ${plan.processes.map((p) => p.recurringPollMs).join('/')} ms)` };
+  return { ...shares, 'setup:pgbouncer': plan.pgbouncer ? 'every process, transaction mode' : 'no', 'setup:job-logs': `${plan.logs.maxLines} lines of ${plan.logs.maxLineLength} characters per job`, 'recurring:tick': `every 1 s in ${plan.processes.length} processes (scans every ${plan.processes.map((p) => p.recurringPollMs).join('/')} ms)`, 'recurring:every': `every ${plan.every.everyMs} ms, limit ${plan.every.limit}, from +${plan.every.startMs} ms until +${plan.every.endMs} ms` };
 }

@@ -21,7 +21,7 @@ import * as invHandlers from './invariants-handlers.js';
 import { fairNotOvertaken, fairPerKeyHeld } from './invariants-fair.js';
 import { logsBelongToRuns } from './invariants-logs.js';
 import { rateLimitHeld } from './invariants-rate.js';
-import { recurringFires } from './invariants-recurring.js';
+import { everyFires, recurringFires, type EverySchedule } from './invariants-recurring.js';
 import { waitsMatchRows } from './invariants-waits.js';
 import * as inv from './invariants.js';
 import { act } from './operator.js';
@@ -65,7 +65,8 @@ export async function runSim(url: string, seed: number, minutes: number, server?
   let processes: SimProcesses | undefined;
   let bouncer: PgBouncer | undefined;
   try {
-    host = await startApp(url, { queue: { workers: false, maintenance: { enabled: false } } });
+    // The host fires no schedule (recurring off): the faulted processes do, and the enqueuing one.
+    host = await startApp(url, { queue: { workers: false, maintenance: { enabled: false }, recurring: { enabled: false } } });
     await createFaultTables(db);
     await db.query(SIM_TABLES);
     const queue = host.get(QueueService);
@@ -73,6 +74,7 @@ export async function runSim(url: string, seed: number, minutes: number, server?
     const bounced = bouncer ? withDatabaseName(bouncer.url, new URL(url).pathname.slice(1)) : undefined;
     processes = await SimProcesses.create(build.script, logDir, url, db, plan.processes, bounced);
     await processes.startAll();
+    const every = await makeEvery(db, queue, plan);
     const played = await play(plan, { db, url, queue, processes, cli, workerSlots: plan.processes.slice(1).map((p) => p.slot) }, server);
     // The end: every queue resumed, no new fault; the jobs drain.
     for (const q of [...SIM_QUEUES, ...LIMITED_QUEUES, ...HANDLER_KIND_QUEUES, RATED_QUEUE, FAIR_QUEUE, 'tick']) await queue.resume(q);
@@ -92,6 +94,7 @@ export async function runSim(url: string, seed: number, minutes: number, server?
       ...fairPerKeyHeld(facts, plan.fair.perKey),
       ...(await fairNotOvertaken(db, plan.fair)),
       ...(await recurringFires(db, drained.at)),
+      ...(await everyFires(db, every, drained.at)),
       ...(await waitsMatchRows(db, drained.at)),
       ...played.uniqueViolations,
       ...(await inv.uniqueKeysHeldOnce(db)),
@@ -116,6 +119,18 @@ export async function runSim(url: string, seed: number, minutes: number, server?
     await db.end();
     await build.remove();
   }
+}
+
+/**
+ * The runtime schedule `every` (issue 43): an interval with a limit, a start and an end from the database clock, and a
+ * payload template, into queue `tick` (whose handler every process has). Made once the processes run; fired by them.
+ */
+async function makeEvery(db: pg.Pool, queue: QueueService, plan: SimPlan): Promise<EverySchedule> {
+  const now = (await db.query<{ now: Date }>('SELECT now()')).rows[0].now.getTime();
+  const startDate = new Date(now + plan.every.startMs);
+  const endDate = new Date(now + plan.every.endMs);
+  await queue.upsertSchedule({ name: 'every', queue: 'tick', every: plan.every.everyMs, limit: plan.every.limit, startDate, endDate, payload: { b: 'ok', ms: 1, n: 0, at: '{{fireAt}}' } });
+  return { everyMs: plan.every.everyMs, limit: plan.every.limit, startDate, endDate };
 }
 
 interface Played {

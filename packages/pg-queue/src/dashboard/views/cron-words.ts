@@ -51,3 +51,29 @@ export function cronInWords(cron: string): string | null {
   if (dow === '*' && NUMBER.test(dom)) return `on the ${ordinal(Number(dom))} of every month at ${time}`;
   return null;
 }
+
+const UNITS: [number, string][] = [
+  [604_800_000, 'week'],
+  [86_400_000, 'day'],
+  [3_600_000, 'hour'],
+  [60_000, 'minute'],
+  [1_000, 'second'],
+];
+
+/**
+ * An `every` schedule's interval in words: "every 30 seconds", "every minute", "every 1 hour 30 minutes", "every 1500
+ * ms" when it is no whole number of seconds.
+ */
+export function everyInWords(ms: number): string {
+  if (ms % 1_000 !== 0) return `every ${ms} ms`;
+  const parts: string[] = [];
+  let left = ms;
+  for (const [size, unit] of UNITS) {
+    const n = Math.floor(left / size);
+    if (n === 0) continue;
+    left -= n * size;
+    parts.push(`${n} ${unit}${n === 1 ? '' : 's'}`);
+  }
+  if (parts.length === 1 && parts[0].startsWith('1 ')) return `every ${parts[0].slice(2)}`;
+  return `every ${parts.join(' ')}`;
+}
