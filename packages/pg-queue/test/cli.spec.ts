@@ -10,7 +10,9 @@ import net from 'node:net';
 import { CANNOT_CONNECT, CONNECT_TIMEOUT, PASSWORD_IN_URL } from '../src/cli/cli.messages.js';
 
 /** What `migrate down` says undoing the last migration (SqlEnqueueRunAt) does. */
-const LAST_DOWN = "drops the tables background_queue_weights (every fair share weight stored at runtime; the fairness options' weights apply again) and background_fair_passes, and the column fair_clock of background_queues";
+const LAST_DOWN =
+  "drops the column lifo (LIFO jobs are claimed FIFO again), the column lifo_jobs of background_queues, the table background_job_successors " +
+  "and the successor functions (a successor still waiting, onConflict 'queue-after', stays blocked), and puts the SQL enqueue functions back as SqlEnqueueRunAt1764672000000 left them";
 import { buildCli, runCli, runCliOnTerminal } from './support/run-cli.js';
 
 // The real binary (dist/cli/main.js, built by tsc -b) against a real database: output and exit codes.
@@ -108,9 +110,11 @@ describe('pg-queue command line', () => {
     expect(down.code).toBe(0);
     expect(down.stdout).toBe(`reverted ${names.at(-1)}\n`);
     expect((await sql.query(`SELECT name FROM migrations ORDER BY id`)).rows.map((r) => r.name)).toEqual(names.slice(0, -1));
-    // The last migration (FairShare) is undone: its tables and the clock column are gone.
-    expect((await sql.query(`SELECT count(*)::int AS n FROM information_schema.columns WHERE table_name = 'background_queues' AND column_name = 'fair_clock'`)).rows).toEqual([{ n: 0 }]);
-    expect((await sql.query(`SELECT to_regclass('background_fair_passes') AS t`)).rows).toEqual([{ t: null }]);
+    // The last migration (LifoQueueAfter) is undone: its table, its columns and its indexes are gone, the SQL enqueue
+    // functions are as before (no lifo argument).
+    expect((await sql.query(`SELECT count(*)::int AS n FROM information_schema.columns WHERE table_name = 'background_jobs' AND column_name = 'lifo'`)).rows).toEqual([{ n: 0 }]);
+    expect((await sql.query(`SELECT to_regclass('background_job_successors') AS t, to_regclass('background_jobs_lifo_idx') AS i`)).rows).toEqual([{ t: null, i: null }]);
+    expect((await sql.query(`SELECT pg_queue_enqueue('after-down', '{}') > 0 AS ok`)).rows).toEqual([{ ok: true }]);
 
     const status = await cli('migrate', 'status');
     expect(status.stdout).toContain(`${names.at(-1)}`);

@@ -21,6 +21,7 @@ import { FlowOperatorActions1764671390000 } from './1764671390000-flow-operator-
 import { SqlEnqueueRunAt1764672000000 } from './1764672000000-sql-enqueue-run-at.js';
 import { RuntimeLimits1764680000000 } from './1764680000000-runtime-limits.js';
 import { FairShare1764690000000 } from './1764690000000-fair-share.js';
+import { LifoQueueAfter1764700000000 } from './1764700000000-lifo-queue-after.js';
 
 /** The queue's schema migrations, in order: add them to your own DataSource's `migrations`, or let the module run them. */
 export const PG_QUEUE_MIGRATIONS = [
@@ -47,6 +48,7 @@ export const PG_QUEUE_MIGRATIONS = [
   SqlEnqueueRunAt1764672000000,
   RuntimeLimits1764680000000,
   FairShare1764690000000,
+  LifoQueueAfter1764700000000,
 ];
 
 export {
@@ -73,4 +75,5 @@ export {
   SqlEnqueueRunAt1764672000000,
   RuntimeLimits1764680000000,
   FairShare1764690000000,
+  LifoQueueAfter1764700000000,
 };
