@@ -70,7 +70,9 @@ export const JOB_READ_SQL = {
     FROM ((SELECT queue_name FROM background_jobs WHERE status = 'blocked' AND flow_id IS NOT NULL ORDER BY status, id LIMIT $1 + 1)
           UNION ALL
           -- successors waiting for a running job of their key (onConflict 'queue-after'), through their table
-          (SELECT w.queue_name FROM background_job_successors AS s JOIN background_jobs AS w ON w.id = s.job_id AND w.status = 'blocked' LIMIT $1 + 1)) AS b
+          -- (a primary-key probe per successor: a join was planned as a hash join over a scan of background_jobs)
+          (SELECT w.queue_name FROM background_job_successors AS s
+           CROSS JOIN LATERAL (SELECT j.queue_name FROM background_jobs AS j WHERE j.id = s.job_id AND j.status = 'blocked' LIMIT 1) AS w LIMIT $1 + 1)) AS b
     GROUP BY 1
     UNION ALL
     SELECT f.queue_name, 'completed', count(*)::int
