@@ -135,7 +135,8 @@ export class QueueService {
     if (row.uniqueKey == null) {
       // Due now, autocommit, and this process's worker of the queue has a free slot: inserted already claimed by it
       // (docs/concepts.md, Eager start). The slot is checked and kept in one synchronous step: traceEnqueue calls the insert at once.
-      const eager = tx === undefined && row.runAt === null && row.delayMs === 0 && row.concurrencyKey === null ? this.workers?.eagerWorker(row.queue) : undefined;
+      // A LIFO job is not (its row must say so, and its queue be marked: insertLifoJobs); it is claimed first anyway.
+      const eager = tx === undefined && row.runAt === null && row.delayMs === 0 && row.concurrencyKey === null && !row.lifo ? this.workers?.eagerWorker(row.queue) : undefined;
       if (eager) return traceEnqueue(oneJobCall('enqueue', row.queue), (trace) => eager.startEagerly((claim) => this.store.insertEagerJob(row, claim, trace)), setJobId);
       return woken(this.wakes, tx, [row], (wake) => traceEnqueue(oneJobCall('enqueue', row.queue), (trace) => this.store.insertJob(row, tx, trace, wake), setJobId));
     }

@@ -427,7 +427,7 @@ describe('pg-queue command line', () => {
       [['no spaces', '{}'], 'pg-queue: Invalid queue name "no spaces"'],
       [['mail', '"\\u0000"'], 'NUL character'],
       [['mail', '{"a":1}', '--max-payload-bytes', '4'], 'pg-queue: Cannot enqueue to "mail"'],
-      [['mail', '{}', '--on-conflict', 'sometimes', '--unique-key', 'z'], `pg-queue: Invalid pg_queue_enqueue_unique("mail") option on_conflict="sometimes": expected one of 'keep', 'replace', 'keep-run-at'.`],
+      [['mail', '{}', '--on-conflict', 'sometimes', '--unique-key', 'z'], `pg-queue: Invalid pg_queue_enqueue_unique("mail") option on_conflict="sometimes": expected one of 'keep', 'replace', 'keep-run-at', 'queue-after'.`],
       [['mail', '{}', '--on-conflict', 'replace'], 'pg-queue: Invalid pg_queue_enqueue_unique("mail") option on_conflict="replace": expected no on_conflict without a unique_key.'],
       [['mail', '{}', '--delay', '1m', '--run-at', '2030-01-01T00:00:00Z'], 'pg-queue: Invalid pg_queue_enqueue("mail") option delay_ms=60000: expected no delay_ms with run_at (give one of them).'],
       [['mail', '{}', '--concurrency-key', ''], 'pg-queue: Invalid pg_queue_enqueue("mail") option concurrency_key="": expected a non-empty string of at most 512 characters.'],

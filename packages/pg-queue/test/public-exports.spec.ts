@@ -56,6 +56,7 @@ const DOCUMENTED = [
   'SqlEnqueueRunAt1764672000000',
   'RuntimeLimits1764680000000',
   'FairShare1764690000000',
+  'LifoQueueAfter1764700000000',
   'JobLogs1764710000000',
   'RicherSchedules1764720000000',
 ];

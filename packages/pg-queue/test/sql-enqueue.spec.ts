@@ -476,7 +476,7 @@ describe('enqueue from SQL: pg_queue_enqueue, pg_queue_enqueue_unique, pg_queue_
       [`pg_queue_enqueue('bad', '{}', unique_for_ms => 1000)`, 'Invalid pg_queue_enqueue("bad") option unique_for_ms=1000: expected no unique_for_ms without a unique_key.'],
       [`pg_queue_enqueue('bad', '{}', unique_key => '')`, 'Invalid pg_queue_enqueue("bad") option unique_key="": expected a string of 1 to 255 characters.'],
       [`pg_queue_enqueue('bad', '{}', unique_key => '${LONG}')`, `Invalid pg_queue_enqueue("bad") option unique_key="${LONG}": expected a string of 1 to 255 characters.`],
-      [`pg_queue_enqueue('bad', '{}', unique_key => 'k', on_conflict => 'sometimes')`, `Invalid pg_queue_enqueue("bad") option on_conflict="sometimes": expected one of 'keep', 'replace', 'keep-run-at'.`],
+      [`pg_queue_enqueue('bad', '{}', unique_key => 'k', on_conflict => 'sometimes')`, `Invalid pg_queue_enqueue("bad") option on_conflict="sometimes": expected one of 'keep', 'replace', 'keep-run-at', 'queue-after'.`],
       [`pg_queue_enqueue('bad', '{}', unique_key => 'k', unique_for_ms => 0)`, 'Invalid pg_queue_enqueue("bad") option unique_for_ms=0: expected an integer from 1 to 315360000000 (ms).'],
       [`pg_queue_enqueue('bad', '{}', unique_key => 'k', unique_for_ms => 1000, on_conflict => 'replace')`, `Invalid pg_queue_enqueue("bad") option on_conflict="replace": expected 'keep' with unique_for_ms (a window's job is not replaced).`],
       [`pg_queue_enqueue_unique('bad', '{}')`, 'pg_queue_enqueue_unique("bad") needs a unique_key; use pg_queue_enqueue() for a job without one.'],
@@ -485,7 +485,7 @@ describe('enqueue from SQL: pg_queue_enqueue, pg_queue_enqueue_unique, pg_queue_
       [`pg_queue_enqueue_many('[{"queue": "bad", "payload": 1}, 7]')`, 'pg_queue_enqueue_many: job #1: expected a job as a JSON object {"queue": ..., "payload": ..., ...options}; got 7'],
       [
         `pg_queue_enqueue_many('[{"queue": "bad", "payload": 1, "delayMs": 5}]')`,
-        'pg_queue_enqueue_many: job #0: unknown option "delayMs"; known options: queue, payload, run_at, delay_ms, priority, max_attempts, unique_key, on_conflict, unique_for_ms, concurrency_key, trace_context',
+        'pg_queue_enqueue_many: job #0: unknown option "delayMs"; known options: queue, payload, run_at, delay_ms, priority, max_attempts, unique_key, on_conflict, unique_for_ms, concurrency_key, trace_context, lifo',
       ],
       [`pg_queue_enqueue_many('[{"queue": "bad"}]')`, `pg_queue_enqueue_many: job #0: Cannot enqueue to "bad": the payload is missing (NULL); pass a JSON value ('null'::jsonb for a JSON null).`],
       [

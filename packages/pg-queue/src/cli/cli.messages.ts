@@ -80,6 +80,9 @@ const MIGRATION_DOWN_DROPS: Record<string, string> = {
   SqlEnqueueRunAt1764672000000: 'puts the SQL enqueue functions back as SqlEnqueue1764640000000 made them (a run_at that does not exist raises 22008 again instead of 22023)',
   RuntimeLimits1764680000000: 'drops the limits set at runtime and the rate-limit blocks (the decorators\' limits apply again)',
   FairShare1764690000000: 'drops the tables background_queue_weights (every fair share weight stored at runtime; the fairness options\' weights apply again) and background_fair_passes, and the column fair_clock of background_queues',
+  LifoQueueAfter1764700000000:
+    'drops the column lifo (LIFO jobs are claimed FIFO again), the column lifo_jobs of background_queues, the table background_job_successors ' +
+    'and the successor functions (a successor still waiting, onConflict \'queue-after\', stays blocked), and puts the SQL enqueue functions back as SqlEnqueueRunAt1764672000000 left them',
   JobLogs1764710000000: 'drops the column logs of background_jobs and background_jobs_history (every line job.log() wrote) and makes the view background_jobs_all again without it',
   RicherSchedules1764720000000:
     'deletes every schedule with an interval (every; their jobs stay), pauses every schedule that ended, and drops the columns every_ms, fire_limit, fires, start_at and end_at of background_schedules (limits, counts of fires, start and end dates)',

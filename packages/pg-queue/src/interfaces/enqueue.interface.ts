@@ -20,6 +20,11 @@ export interface EnqueueOptions extends UniqueOptions {
   maxAttempts?: number;
   /** The key the queue's `concurrencyPerKey` limit counts this job under (a tenant, an account). Default: none. */
   concurrencyKey?: string;
+  /**
+   * Last in, first out: this job is claimed before the FIFO jobs of its priority, the newest LIFO job first (README,
+   * "LIFO"). A queue whose handler has `lifo: true` takes every job that way. Default false.
+   */
+  lifo?: boolean;
 }
 
 /** One job of enqueueMany, named by its queue's name (a job may also name a definition: see JobSpecs). */
@@ -46,6 +51,12 @@ export interface EnqueueResult {
   id: string;
   /** true when a job already held the key, so this call added none. */
   duplicate: boolean;
-  /** true when this duplicate changed the queued holder (onConflict 'replace' or 'keep-run-at'). */
+  /** true when this duplicate changed the queued holder (onConflict 'replace' or 'keep-run-at'), or the waiting successor ('queue-after'). */
   replaced: boolean;
+  /**
+   * Set (true) when the key's holder was running and this call, with onConflict 'queue-after', made the successor
+   * that waits for it (`duplicate: false`) or gave its payload to the successor already waiting (`duplicate: true,
+   * replaced: true`): `id` is the successor's. Absent otherwise.
+   */
+  queuedAfter?: true;
 }

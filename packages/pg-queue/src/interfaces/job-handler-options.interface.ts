@@ -98,6 +98,13 @@ export interface JobHandlerOptions {
    * (never below the `ms` the handler asked). Default `{ maxMs: 300_000 }`. See README, "Limits changed at runtime".
    */
   rateLimitedBackoff?: { maxMs: number };
+  /**
+   * Last in, first out: within each priority, the job due last starts first (for jobs enqueued to run at once, the
+   * newest), whatever the jobs were enqueued with. The same claim index walked backwards: it costs nothing more than
+   * FIFO. Jobs can also ask for it one by one (`enqueue(..., { lifo: true })`). Where it does not hold exactly
+   * (read-ahead, keys): README, "LIFO". Default false.
+   */
+  lifo?: boolean;
 }
 
 export interface FairnessOptions {
@@ -147,6 +154,8 @@ export interface ResolvedHandlerOptions {
   eagerStart: boolean;
   /** The longest block repeated 429s grow to (RateLimitedError). */
   rateLimitedBackoff: { maxMs: number };
+  /** Claims take the newest due job first within each priority (or key). */
+  lifo: boolean;
 }
 
 export interface ResolvedFairness {

@@ -118,6 +118,15 @@ export interface JobRecord<TPayload = unknown, TResult = unknown> {
   uniqueKey: string | null;
   /** The key the queue's concurrencyPerKey limit counts the job under, if enqueued with one. */
   concurrencyKey: string | null;
+  /** Enqueued with `lifo: true`: claimed before the FIFO jobs of its priority, newest first (README: LIFO). */
+  lifo: boolean;
+  /**
+   * onConflict 'queue-after' (README: Unique jobs): the job that waits for this one, the key's queued or running
+   * holder, to end (`successorId`); or, for that waiting job (status `blocked`), the holder it waits for
+   * (`waitsForId`). null otherwise.
+   */
+  successorId: string | null;
+  waitsForId: string | null;
   /** What the handler returned, once completed (README: Results); null when it returned nothing (undefined or null). */
   result: TResult | null;
   /** The last value the handler gave `job.progress()` that was written (with a heartbeat or the outcome); null when none. */

@@ -2,6 +2,9 @@ import type { LoggerService } from '@nestjs/common';
 import { FORGET_GONE_INSTANCES_AFTER_MS } from '../pg-queue.constants.js';
 import type { JobStore } from '../store/job.store.js';
 
+/** Keys with a waiting successor one sweeper pass looks at (its safety net; normally none is stranded). */
+const STRANDED_SUCCESSORS_BATCH = 500;
+
 export interface SweepResult {
   /** False when another instance held the sweep lock and this pass did nothing. */
   ran: boolean;
@@ -32,6 +35,12 @@ export class Sweeper {
       if (stranded.unblocked + stranded.cancelled + stranded.settled > 0) {
         this.logger.warn(`sweeper: flows: ${stranded.unblocked} dependent job(s) unblocked, ${stranded.cancelled} job(s) of failed flows cancelled, ${stranded.settled} flow(s) settled that no worker had finished`);
       }
+    }
+    // Successors (onConflict 'queue-after') whose holder ended by a statement that did not step them (an operator's raw
+    // SQL, a flow's cancel of a queued holder): promoted here. Every statement of the library that ends a job steps them.
+    if (held) {
+      const promoted = await this.store.stepStrandedSuccessors(STRANDED_SUCCESSORS_BATCH);
+      if (promoted > 0) this.logger.warn(`sweeper: ${promoted} waiting successor(s) (onConflict 'queue-after') started, whose holder had ended without starting them`);
     }
     // The instances registry's rows of processes that stopped writing an hour ago: a crashed process shows as gone
     // for that hour (the dashboard, doctor), then leaves no trace. A DELETE of the few expired rows, under the lock.

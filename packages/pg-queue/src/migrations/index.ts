@@ -21,6 +21,7 @@ import { FlowOperatorActions1764671390000 } from './1764671390000-flow-operator-
 import { SqlEnqueueRunAt1764672000000 } from './1764672000000-sql-enqueue-run-at.js';
 import { RuntimeLimits1764680000000 } from './1764680000000-runtime-limits.js';
 import { FairShare1764690000000 } from './1764690000000-fair-share.js';
+import { LifoQueueAfter1764700000000 } from './1764700000000-lifo-queue-after.js';
 import { JobLogs1764710000000 } from './1764710000000-job-logs.js';
 import { RicherSchedules1764720000000 } from './1764720000000-richer-schedules.js';
 
@@ -49,6 +50,7 @@ export const PG_QUEUE_MIGRATIONS = [
   SqlEnqueueRunAt1764672000000,
   RuntimeLimits1764680000000,
   FairShare1764690000000,
+  LifoQueueAfter1764700000000,
   JobLogs1764710000000,
   RicherSchedules1764720000000,
 ];
@@ -77,6 +79,7 @@ export {
   SqlEnqueueRunAt1764672000000,
   RuntimeLimits1764680000000,
   FairShare1764690000000,
+  LifoQueueAfter1764700000000,
   JobLogs1764710000000,
   RicherSchedules1764720000000,
 };

@@ -6,7 +6,7 @@
 import { JOBS_CHANNEL } from '../pg-queue.constants.js';
 import { BRING_BACK } from './history.sql.js';
 import { CHANGEABLE, changeSet, RETRY_WAITS_FOR_PARENT } from './job-control.sql.js';
-import { CANCEL_CHANNEL, DONE_CHANNEL, forgetAttempts, stepFlows } from './shared.sql.js';
+import { CANCEL_CHANNEL, DONE_CHANNEL, forgetAttempts, stepFlows, stepSuccessors } from './shared.sql.js';
 import { shownStatus, shownStatusIn } from './shown-status.sql.js';
 
 const MS = `* interval '1 millisecond'`;
@@ -96,10 +96,11 @@ export const ADMIN_SQL = {
       SET status = 'cancelled', buffered = false, finished_at = now(), lease_expires_at = NULL, updated_at = now()
       FROM batch AS b
       WHERE j.id = b.id AND b.was IN ('queued', 'processing')
-      RETURNING j.id, j.fence_token, b.was, j.awaited, j.flow_id, j.flow_ref, j.compensates
+      RETURNING j.id, j.fence_token, b.was, j.awaited, j.flow_id, j.flow_ref, j.compensates, j.queue_name, j.unique_key
     )
     SELECT (SELECT count(*)::int FROM batch) AS seen, (SELECT max(id)::text FROM batch) AS last_id,
       (SELECT count(*)::int FROM cancelled) AS changed, ${stepFlows('cancelled', 'w.was::text', `'cancelled'`)} AS flows_stepped,
+      ${stepSuccessors('cancelled')} AS successors_stepped,
       (SELECT count(pg_notify('${CANCEL_CHANNEL}', c.id || ':' || c.fence_token)) FROM cancelled AS c WHERE c.was = 'processing') AS notified,
       -- waitFor() of a cancelled job answers at once, as after cancel(id) (the simulation's wait.not-woken found it missing)
       (SELECT count(pg_notify('${DONE_CHANNEL}', c.id || ':cancelled')) FROM cancelled AS c WHERE c.awaited) AS waiters_told`,
@@ -147,10 +148,12 @@ export const ADMIN_SQL = {
   deleteJobs: `
     WITH ${LOCKED_BATCH}, deleted AS (
       DELETE FROM background_jobs AS j USING batch AS b WHERE j.id = b.id AND b.was <> 'processing'
-      RETURNING j.id, b.was, j.flow_id, j.flow_ref, j.compensates, j.last_error IS NOT NULL AS had_failed
+      RETURNING j.id, b.was, j.flow_id, j.flow_ref, j.compensates, j.last_error IS NOT NULL AS had_failed, j.queue_name, j.unique_key
     ), ${forgetAttempts('deleted')}
     SELECT (SELECT count(*)::int FROM batch) AS seen, (SELECT max(id)::text FROM batch) AS last_id,
       (SELECT count(*)::int FROM deleted) AS changed,
+      -- a deleted holder or successor of a unique key (onConflict 'queue-after'): the successor goes on, or is forgotten
+      ${stepSuccessors('deleted')} AS successors_stepped,
       -- a deleted job of a flow that could still run is, to its flow, a cancelled one
       (SELECT count(pg_queue_flow_deleted(w.id, w.flow_id, w.flow_ref, w.compensates))
        FROM (SELECT * FROM deleted AS w WHERE w.flow_id IS NOT NULL AND w.was IN ('queued', 'blocked') ORDER BY w.id) AS w) AS flows_stepped`,

@@ -99,17 +99,59 @@ export function queueStopped(keyBlocks: boolean): string {
 const KEY_NOT_BLOCKED = (alias: string) =>
   `NOT EXISTS (SELECT 1 FROM background_queue_key_blocks AS kb WHERE kb.queue_name = $1 AND kb.concurrency_key = ${alias}.concurrency_key AND kb.blocked_until > now())`;
 
-function dueCandidates(limit: string, lastAttempt = false, keyBlocks = false): string {
+/**
+ * The order in which a claim takes a queue's due jobs within each priority (within each key, for the keyed and fair
+ * claims). The worker picks it per claim (ClaimLoop), from what it knows of the queue:
+ * - 'fifo': the earliest run_at first, then the lowest id. The plain claim and the limited claims of a queue without
+ *   LIFO: their statements and the claim index exactly as they were before LIFO existed, so such a queue pays nothing.
+ * - 'lifo': the queue's handler has `lifo: true` (README, LIFO): the latest run_at first (the job due last: for jobs
+ *   enqueued to run at once, the newest), then the highest id. The same index (claim index, keyed claim index) walked
+ *   backwards from now(): the range `run_at <= now()` bounds it as it bounds the forward walk.
+ * - 'mixed': a queue whose handler is FIFO but that has had jobs enqueued with `lifo: true` (background_queues.lifo_jobs,
+ *   set by the first such enqueue and read by every worker of the queue with its limits: QueueLimitsKeeper). Its LIFO
+ *   jobs come first, newest first, through background_jobs_lifo_idx (background_jobs_lifo_key_idx per key), an index of
+ *   LIFO jobs only, walked backwards; then its other jobs, oldest first, through the claim index (LIFO rows filtered
+ *   out). Two ordered walks appended, each locking only what it returns (SKIP LOCKED under the LIMIT).
+ * A job's order is stored at enqueue (`lifo`, and run_at): nothing is computed per claim but which walk to take.
+ */
+export type ClaimOrder = 'fifo' | 'lifo' | 'mixed';
+
+/**
+ * The due rows of one priority (or key) in the claim's order, as the body of a LATERAL subquery: `select` the select
+ * list, `where` the conditions (on alias j), `limit` the bound, locked FOR UPDATE SKIP LOCKED unless `lock` is false.
+ * 'fifo' is the text the claims always had.
+ */
+function orderedDue(select: string, where: string, limit: string, order: ClaimOrder, lock = true, indent = '        '): string {
+  const locking = lock ? `\n${indent}FOR UPDATE SKIP LOCKED` : '';
+  const walk = (extra: string, direction: '' | ' DESC') =>
+    `SELECT ${select} FROM background_jobs AS j
+${indent}WHERE ${where}${extra}
+${indent}ORDER BY j.run_at${direction}, j.id${direction}
+${indent}LIMIT ${limit}${locking}`;
+  if (order === 'fifo') return walk('', '');
+  if (order === 'lifo') return walk('', ' DESC');
+  return `SELECT * FROM (
+${indent}  ${walk(' AND j.lifo', ' DESC').replaceAll(`\n${indent}`, `\n${indent}  `)}
+${indent}) AS lifo_first
+${indent}UNION ALL
+${indent}SELECT * FROM (
+${indent}  ${walk(' AND j.lifo IS NOT TRUE', '').replaceAll(`\n${indent}`, `\n${indent}  `)}
+${indent}) AS fifo_after
+${indent}LIMIT ${limit}`;
+}
+
+function dueCandidates(limit: string, lastAttempt = false, keyBlocks = false, order: ClaimOrder = 'fifo'): string {
   return `priorities AS (
       ${queuedPriorities()}
     ), candidates AS (
       SELECT c.id${lastAttempt ? ', c.last_attempt' : ''} FROM priorities AS p CROSS JOIN LATERAL (
-        SELECT id${lastAttempt ? ', j.attempts + 1 >= j.max_attempts AS last_attempt' : ''} FROM background_jobs AS j
-        WHERE j.queue_name = $1 AND j.status = 'queued' AND j.priority = p.priority AND j.run_at <= now()${keyBlocks ? `
-          AND (j.concurrency_key IS NULL OR ${KEY_NOT_BLOCKED('j')})` : ''}
-        ORDER BY j.run_at, j.id
-        LIMIT ${limit}
-        FOR UPDATE SKIP LOCKED
+        ${orderedDue(
+          `id${lastAttempt ? ', j.attempts + 1 >= j.max_attempts AS last_attempt' : ''}`,
+          `j.queue_name = $1 AND j.status = 'queued' AND j.priority = p.priority AND j.run_at <= now()${keyBlocks ? `
+          AND (j.concurrency_key IS NULL OR ${KEY_NOT_BLOCKED('j')})` : ''}`,
+          limit,
+          order,
+        )}
       ) AS c
       WHERE NOT ${queueStopped(keyBlocks)}
       LIMIT ${limit}
@@ -133,7 +175,7 @@ function dueCandidates(limit: string, lastAttempt = false, keyBlocks = false): s
  * nobody renews, so that they are back in the queue soon after their holder dies). Two UPDATEs on disjoint rows,
  * each a primary-key probe per id: no per-row test of which kind a row is.
  */
-function plainClaim(observed: boolean, keyBlocks = false): string {
+function plainClaim(observed: boolean, keyBlocks = false, order: ClaimOrder = 'fifo'): string {
   const extras = observed ? ['wait_ms', 'trace_context'] : [];
   const update = (ids: string, buffered: boolean) => `
       UPDATE background_jobs AS j
@@ -151,7 +193,7 @@ function plainClaim(observed: boolean, keyBlocks = false): string {
         date_part('epoch', now() - j.run_at) * 1000 AS wait_ms, j.trace_context` : ''
         }`;
   return `
-    WITH RECURSIVE ${dueCandidates('$2', true, keyBlocks)}    ), numbered AS (
+    WITH RECURSIVE ${dueCandidates('$2', true, keyBlocks, order)}    ), numbered AS (
       -- The walk's order (a CTE's rows come out in the order they were made), and the first armable row's end.
       SELECT id, row_number() OVER () AS rn, last_attempt FROM candidates
     ), split AS (
@@ -163,8 +205,15 @@ function plainClaim(observed: boolean, keyBlocks = false): string {
     )
     -- In claim order (issue 39 item 4): the worker starts its buffered jobs in the order they come back, and the
     -- UPDATEs return rows in the order they visit them (primary key), not the candidates' priority order.
-    (SELECT id, payload, attempts, fence_token, max_attempts, priority, buffered, run_at_ms, created_at_ms${extras.map((c) => `, ${c}`).join('')}, NULL::float8 AS next_due_ms FROM claimed
-     ORDER BY priority DESC, run_at_ms, id)
+    ${
+      order === 'fifo'
+        ? `(SELECT id, payload, attempts, fence_token, max_attempts, priority, buffered, run_at_ms, created_at_ms${extras.map((c) => `, ${c}`).join('')}, NULL::float8 AS next_due_ms FROM claimed
+     ORDER BY priority DESC, run_at_ms, id)`
+        : // LIFO: the walk's own order (a LIFO job of a priority before its FIFO jobs), which no column of the rows says.
+          `(SELECT c.id, c.payload, c.attempts, c.fence_token, c.max_attempts, c.priority, c.buffered, c.run_at_ms, c.created_at_ms${extras.map((x) => `, c.${x}`).join('')}, NULL::float8 AS next_due_ms
+     FROM claimed AS c JOIN numbered AS n ON n.id = c.id
+     ORDER BY n.rn)`
+    }
     UNION ALL
     SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL${extras.map(() => ', NULL').join('')},
       (SELECT greatest(0, extract(epoch FROM run_at - clock_timestamp()) * 1000)::float8
@@ -218,6 +267,34 @@ const KEYLESS = `    ), keyless AS (
       FOR UPDATE OF k SKIP LOCKED
 `;
 
+/**
+ * What a key of a fair claim's window offers: its due jobs in the claim's order, numbered (rn: the i-th job of a key
+ * of weight w stands at pass + i / w), as many as its room and the bound allow.
+ */
+function fairOffer(order: ClaimOrder): string {
+  const limit = 'least(w.room, greatest(0, coalesce(floor(((SELECT u FROM fair_bound) - w.pass) * w.weight + 1e-9)::int, 2147483647)))';
+  const due = `j.queue_name = $1 AND j.status = 'queued' AND j.concurrency_key = w.k AND j.run_at <= now()`;
+  if (order === 'fifo') {
+    return `
+        SELECT id, row_number() OVER (ORDER BY j.run_at, j.id) AS rn FROM background_jobs AS j
+        WHERE ${due}
+        ORDER BY j.run_at, j.id
+        LIMIT ${limit}`;
+  }
+  if (order === 'lifo') {
+    return `
+        SELECT id, row_number() OVER (ORDER BY j.run_at DESC, j.id DESC) AS rn FROM background_jobs AS j
+        WHERE ${due}
+        ORDER BY j.run_at DESC, j.id DESC
+        LIMIT ${limit}`;
+  }
+  // The two walks appended (a subquery's rows come out in the order its Append makes them), then numbered.
+  return `
+        SELECT o.id, row_number() OVER () AS rn FROM (
+          ${orderedDue('id', due, limit, 'mixed', false, '          ')}
+        ) AS o`;
+}
+
 /** The fewest keys a fair claim compares (its window): more than a claim of one or two free slots would look at. */
 export const FAIR_WINDOW_KEYS = 16;
 
@@ -236,7 +313,7 @@ export const FAIR_WINDOW_KEYS = 16;
  * claim of the queue waits for the queue's lock; a cancel or an operator's change may hold one). FAIR_PASSES moves
  * the passes and the clock past what the claim took.
  */
-const FAIR_CANDIDATES = `${KEY_TURN}    ), fair_clock AS (
+const fairCandidates = (order: ClaimOrder) => `${KEY_TURN}    ), fair_clock AS (
       SELECT coalesce((SELECT q.fair_clock FROM background_queues AS q WHERE q.queue_name = $1), 0) AS v
     ), fair_window AS (
       SELECT f.k, f.weight, row_number() OVER () AS pos,
@@ -265,11 +342,7 @@ const FAIR_CANDIDATES = `${KEY_TURN}    ), fair_clock AS (
       SELECT CASE WHEN count(*) >= (SELECT n FROM allowance) THEN max(v) END AS u
       FROM (SELECT pass + 1.0 / weight AS v FROM fair_window ORDER BY 1 LIMIT (SELECT n FROM allowance)) AS x
     ), offered AS (
-      SELECT c.id, w.k, w.pos, w.pass + c.rn::float8 / w.weight AS vt FROM fair_window AS w CROSS JOIN LATERAL (
-        SELECT id, row_number() OVER (ORDER BY j.run_at, j.id) AS rn FROM background_jobs AS j
-        WHERE j.queue_name = $1 AND j.status = 'queued' AND j.concurrency_key = w.k AND j.run_at <= now()
-        ORDER BY j.run_at, j.id
-        LIMIT least(w.room, greatest(0, coalesce(floor(((SELECT u FROM fair_bound) - w.pass) * w.weight + 1e-9)::int, 2147483647)))
+      SELECT c.id, w.k, w.pos, w.pass + c.rn::float8 / w.weight AS vt FROM fair_window AS w CROSS JOIN LATERAL (${fairOffer(order)}
       ) AS c
       UNION ALL
       SELECT f.id, '', 0, kp.pass + (row_number() OVER (ORDER BY f.priority DESC, f.run_at, f.id))::float8 / $11::int
@@ -302,6 +375,45 @@ const FAIR_PASSES = `    ), fair_served AS (
       SELECT $1, max(vt) FROM fair_served HAVING count(*) > 0
       ON CONFLICT (queue_name) DO UPDATE SET fair_clock = greatest(coalesce(background_queues.fair_clock, 0), EXCLUDED.fair_clock)
 `;
+
+/** The per-key slots a keyed claim's key `t.k` has free: $8 less its running jobs (counted under the queue's lock). */
+const KEY_ROOM = `greatest(0, $8::int - (SELECT count(*) FROM background_jobs AS r
+                                     WHERE r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key = t.k))`;
+
+/** The claim of a queue with concurrencyPerKey (see claimKeyedJobs in CLAIM_SQL), in `order` within each key. */
+function keyedClaim(order: ClaimOrder): string {
+  const unblocked = `SELECT k FROM turn WHERE NOT EXISTS (
+        SELECT 1 FROM background_queue_key_blocks AS kb WHERE kb.queue_name = $1 AND kb.concurrency_key = turn.k AND kb.blocked_until > now())`;
+  const due = `j.queue_name = $1 AND j.status = 'queued' AND j.concurrency_key = t.k AND j.run_at <= now()`;
+  // 'fifo': the text this claim always had. Otherwise the key's room is computed once, beside the key (the walks use it thrice).
+  const keyed =
+    order === 'fifo'
+      ? `SELECT c.id FROM (${unblocked}) AS t CROSS JOIN LATERAL (
+        ${orderedDue('id', due, KEY_ROOM, 'fifo')}
+      ) AS c`
+      : `SELECT c.id FROM (SELECT t.k, ${KEY_ROOM} AS room FROM (${unblocked}) AS t) AS t CROSS JOIN LATERAL (
+        ${orderedDue('id', due, 't.room', order)}
+      ) AS c`;
+  // (Each key gives its newest due jobs first with LIFO: ClaimOrder. The statement's comment is kept as it was, so that
+  // the 'fifo' statement is byte for byte the one before LIFO.)
+  return limitedClaim(`
+${KEY_TURN}    ), keyed AS (
+      -- Each key in turn gives its oldest due jobs, as many as it has free slots ($8 less its running jobs).
+      -- A key blocked by a partner's 429 (background_queue_key_blocks) gives none: one probe per key, not per row.
+      ${keyed}
+      LIMIT (SELECT n FROM allowance)
+${KEYLESS}    ), candidates AS (
+      SELECT id FROM (SELECT id FROM keyed UNION ALL SELECT id FROM keyless) AS c
+      WHERE NOT ${queueStopped(true)}
+      LIMIT (SELECT n FROM allowance)
+`, 'true', ` OR (o.claimed < o.allowed AND EXISTS (\n        SELECT 1 FROM background_jobs AS r WHERE r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key IS NOT NULL))`, KEY_CURSOR);
+}
+
+/** The claim of a queue with fairness (see claimFairJobs in CLAIM_SQL), each key offering its due jobs in `order`. */
+function fairClaim(order: ClaimOrder): string {
+  return limitedClaim(`
+${fairCandidates(order)}`, 'true', ` OR (o.claimed < o.allowed AND $8::int IS NOT NULL AND EXISTS (\n        SELECT 1 FROM background_jobs AS r WHERE r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key IS NOT NULL))`, KEY_CURSOR, FAIR_PASSES);
+}
 
 export const CLAIM_SQL = {
   // Claim up to $2 due jobs in one short autocommit statement. SKIP LOCKED lets concurrent workers take
@@ -346,30 +458,34 @@ export const CLAIM_SQL = {
   // up to its free slots (its running jobs are counted through background_jobs_limited_idx, under the same
   // lock). The worker moves its cursor to the last key it claimed from. at_capacity is also set when the claim
   // came back short while keyed jobs run: a key's slot frees when one of them ends.
-  claimKeyedJobs: limitedClaim(`
-${KEY_TURN}    ), keyed AS (
-      -- Each key in turn gives its oldest due jobs, as many as it has free slots ($8 less its running jobs).
-      -- A key blocked by a partner's 429 (background_queue_key_blocks) gives none: one probe per key, not per row.
-      SELECT c.id FROM (SELECT k FROM turn WHERE NOT EXISTS (
-        SELECT 1 FROM background_queue_key_blocks AS kb WHERE kb.queue_name = $1 AND kb.concurrency_key = turn.k AND kb.blocked_until > now())) AS t CROSS JOIN LATERAL (
-        SELECT id FROM background_jobs AS j
-        WHERE j.queue_name = $1 AND j.status = 'queued' AND j.concurrency_key = t.k AND j.run_at <= now()
-        ORDER BY j.run_at, j.id
-        LIMIT greatest(0, $8::int - (SELECT count(*) FROM background_jobs AS r
-                                     WHERE r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key = t.k))
-        FOR UPDATE SKIP LOCKED
-      ) AS c
-      LIMIT (SELECT n FROM allowance)
-${KEYLESS}    ), candidates AS (
-      SELECT id FROM (SELECT id FROM keyed UNION ALL SELECT id FROM keyless) AS c
-      WHERE NOT ${queueStopped(true)}
-      LIMIT (SELECT n FROM allowance)
-`, 'true', ` OR (o.claimed < o.allowed AND EXISTS (\n        SELECT 1 FROM background_jobs AS r WHERE r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key IS NOT NULL))`, KEY_CURSOR),
-  // The claim of a queue with fairness (FAIR_CANDIDATES, FAIR_PASSES): claimKeyedJobs' lock, limits, answers and
+  claimKeyedJobs: keyedClaim('fifo'),
+  // The claim of a queue with fairness (fairCandidates, FAIR_PASSES): claimKeyedJobs' lock, limits, answers and
   // cursor, with $8 the per-key cap (NULL: none), $10 the option's weights (jsonb), $11 the default weight.
-  claimFairJobs: limitedClaim(`
-${FAIR_CANDIDATES}`, 'true', ` OR (o.claimed < o.allowed AND $8::int IS NOT NULL AND EXISTS (\n        SELECT 1 FROM background_jobs AS r WHERE r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key IS NOT NULL))`, KEY_CURSOR, FAIR_PASSES),
+  claimFairJobs: fairClaim('fifo'),
+
+  // The claims of a queue with LIFO (ClaimOrder): a queue whose handler has `lifo: true` ('lifo'), or that has LIFO jobs
+  // ('mixed'). The same statements with the other walk; a queue without LIFO never sends them.
+  ...ordered('lifo'),
+  ...ordered('mixed'),
 } as const;
+
+/** The claims above in another order, named with its suffix (claimJobsLifo, claimKeyedJobsMixed, ...). */
+function ordered<O extends 'lifo' | 'mixed'>(order: O) {
+  const suffix = order === 'lifo' ? 'Lifo' : 'Mixed';
+  const limited = (keyBlocks: boolean) =>
+    limitedClaim(`
+    ), ${dueCandidates('(SELECT n FROM allowance)', false, keyBlocks, order)}`, 'CASE WHEN $5::int IS NOT NULL THEN true END', '', 'NULL::text');
+  return {
+    [`claimJobs${suffix}`]: plainClaim(false, false, order),
+    [`claimJobsObserved${suffix}`]: plainClaim(true, false, order),
+    [`claimJobsKeyBlocked${suffix}`]: plainClaim(false, true, order),
+    [`claimJobsObservedKeyBlocked${suffix}`]: plainClaim(true, true, order),
+    [`claimLimitedJobs${suffix}`]: limited(false),
+    [`claimLimitedJobsKeyBlocked${suffix}`]: limited(true),
+    [`claimKeyedJobs${suffix}`]: keyedClaim(order),
+    [`claimFairJobs${suffix}`]: fairClaim(order),
+  } as Record<`${'claimJobs' | 'claimJobsObserved' | 'claimJobsKeyBlocked' | 'claimJobsObservedKeyBlocked' | 'claimLimitedJobs' | 'claimLimitedJobsKeyBlocked' | 'claimKeyedJobs' | 'claimFairJobs'}${typeof suffix}`, string>;
+}
 
 /**
  * A limited claim's transaction idle this long (its process frozen or stalled between two of its round trips)

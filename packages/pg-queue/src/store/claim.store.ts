@@ -1,7 +1,7 @@
 // Claim: JobStore's claims (plain, and of a limited queue inside the queue's lock) and the claimed rows as the worker takes them.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { QueryResult } from 'pg';
-import { beginWithQueueTryLock, LIMIT_LOCK_IDLE_MS } from './claim.sql.js';
+import { beginWithQueueTryLock, LIMIT_LOCK_IDLE_MS, type ClaimOrder } from './claim.sql.js';
 import { inTransaction } from './in-transaction.js';
 import { explainPoolerError, type JobStatements } from './job-statements.js';
 import type { ClaimedJob, ClaimLimits, ClaimResult } from './job-store.types.js';
@@ -11,7 +11,8 @@ import type { ClaimedJob, ClaimLimits, ClaimResult } from './job-store.types.js'
  * leaseMs, and up to `armAhead` more are started for the worker to hold ahead of a free slot (not past a job on its
  * last attempt); the rest are read ahead (buffered, leased for bufferLeaseMs). `observed`: also return each job's claim latency and trace context
  * (claimJobsObserved), for listeners and tracing. `keyBlocks`: a key of the queue is blocked by a partner's 429: the
- * variant that passes over that key's jobs (claimJobsKeyBlocked).
+ * variant that passes over that key's jobs (claimJobsKeyBlocked). `order`: the queue's LIFO, if any (ClaimOrder in
+ * claim.sql.ts): 'fifo' sends the statements a queue without LIFO always had.
  */
 export async function claimJobs(
   db: JobStatements,
@@ -22,10 +23,16 @@ export async function claimJobs(
   observed = false,
   readAhead?: { startNow: number; armAhead?: number; bufferLeaseMs: number },
   keyBlocks = false,
+  order: ClaimOrder = 'fifo',
 ): Promise<ClaimResult> {
   const values = [queue, limit, workerId, leaseMs, Math.min(readAhead?.startNow ?? limit, limit), readAhead?.bufferLeaseMs ?? leaseMs, readAhead?.armAhead ?? 0];
   const name = keyBlocks ? (observed ? 'claimJobsObservedKeyBlocked' : 'claimJobsKeyBlocked') : observed ? 'claimJobsObserved' : 'claimJobs';
-  return toClaimResult(await db.run<ClaimRow>(name, values));
+  return toClaimResult(await db.run<ClaimRow>(inOrder(name, order), values));
+}
+
+/** A claim statement's name in `order` (claimJobs, claimJobsLifo, claimJobsMixed). */
+function inOrder<N extends string>(name: N, order: ClaimOrder): N | `${N}Lifo` | `${N}Mixed` {
+  return order === 'fifo' ? name : order === 'lifo' ? `${name}Lifo` : `${name}Mixed`;
 }
 
 /**
@@ -33,13 +40,23 @@ export async function claimJobs(
  * round trips: BEGIN and the lock (one message), the claim, COMMIT. The lock must come before the claim's
  * snapshot, so it cannot share the claim's statement; it is held for the last two round trips.
  */
-export async function claimLimitedJobs(db: JobStatements, queue: string, limit: number, workerId: string, leaseMs: number, limits: ClaimLimits, keyCursor = '', keyBlocks = false): Promise<ClaimResult> {
+export async function claimLimitedJobs(
+  db: JobStatements,
+  queue: string,
+  limit: number,
+  workerId: string,
+  leaseMs: number,
+  limits: ClaimLimits,
+  keyCursor = '',
+  keyBlocks = false,
+  order: ClaimOrder = 'fifo',
+): Promise<ClaimResult> {
   const values: unknown[] = [queue, limit, workerId, leaseMs, limits.globalConcurrency ?? null, limits.rateLimit?.max ?? null, limits.rateLimit?.intervalMs ?? 0];
   const fair = limits.fairness !== undefined;
   const keyed = fair || limits.concurrencyPerKey !== undefined;
   if (keyed) values.push(limits.concurrencyPerKey ?? null, keyCursor);
   if (fair) values.push(JSON.stringify(limits.fairness!.weights), limits.fairness!.defaultWeight);
-  const statement = fair ? 'claimFairJobs' : keyed ? 'claimKeyedJobs' : keyBlocks ? 'claimLimitedJobsKeyBlocked' : 'claimLimitedJobs';
+  const statement = inOrder(fair ? 'claimFairJobs' : keyed ? 'claimKeyedJobs' : keyBlocks ? 'claimLimitedJobsKeyBlocked' : 'claimLimitedJobs', order);
   let rows: ClaimRow[] | undefined;
   const begin = beginWithQueueTryLock(queueLockKey(queue));
   const giveUpAt = performance.now() + LIMIT_LOCK_IDLE_MS + 1_000;

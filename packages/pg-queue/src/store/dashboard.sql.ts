@@ -186,7 +186,18 @@ export const DASHBOARD_SQL = {
     ORDER BY j.id DESC LIMIT 50`,
 
   // The whole row as JSON, so columns added by later migrations (result, progress) show without a change here.
-  jobDetail: `SELECT to_jsonb(j) AS row, now() AS now FROM background_jobs_all AS j WHERE j.id = $1::int8`,
+  // With, for onConflict 'queue-after', the successor waiting for this job, or the holder this waiting successor waits
+  // for (as getJob reads them: job-read.sql.ts).
+  jobDetail: `
+    SELECT to_jsonb(j) || jsonb_build_object(
+        'successor_id', (SELECT s.job_id::text FROM background_job_successors AS s
+                         WHERE j.unique_key IS NOT NULL AND j.status IN ('queued', 'processing') AND s.queue_name = j.queue_name AND s.unique_key = j.unique_key
+                           AND s.job_id <> j.id),
+        'waits_for_id', (SELECT h.id::text FROM background_jobs AS h
+                         WHERE j.unique_key IS NOT NULL AND j.status = 'blocked' AND j.flow_id IS NULL
+                           AND h.queue_name = j.queue_name AND h.unique_key = j.unique_key AND h.status IN ('queued', 'processing') LIMIT 1)) AS row,
+      now() AS now
+    FROM background_jobs_all AS j WHERE j.id = $1::int8`,
 
   // The job page's attempt history: the same read as QueueService.get's (job-read.sql.ts).
   jobAttempts: JOB_READ_SQL.jobAttempts,

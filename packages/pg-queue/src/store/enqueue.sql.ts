@@ -2,7 +2,7 @@
 // wake-up; the eager start's insert; the deferred wake-up itself. Jobs with a unique key: enqueue-keyed.sql.ts.
 import { JOBS_CHANNEL, WAKE_SETTING } from '../pg-queue.constants.js';
 import { queuedPriorities } from './claim.sql.js';
-import { DEFER_WAKE, MS, TRACED, type Wake } from './shared.sql.js';
+import { DEFER_WAKE, LIMITS_CHANNEL, MS, TRACED, type Wake } from './shared.sql.js';
 
 function insertJob(traced: boolean, wake: Wake): string {
   if (wake === 'deferred') {
@@ -107,6 +107,42 @@ function insertUniformJobs(traced: boolean, wake: Wake): string {
     RETURNING id`;
 }
 
+/**
+ * The queues of a call's LIFO jobs (`$1` queues, `lifo` the array of flags) marked as having LIFO jobs
+ * (background_queues.lifo_jobs), as a CTE `flagged` (the queues it marked now) to put first in a WITH: from then on their
+ * workers claim with the variant that takes LIFO jobs first (ClaimOrder in claim.sql.ts), told by a NOTIFY on
+ * pg_queue_limits from the statement that marked the queue. A queue marked already is only read (the NOT EXISTS):
+ * concurrent LIFO enqueues of one queue never lock its row after the first.
+ */
+const flagLifoQueues = (queues: string, lifo: string) => `flagged AS (
+      INSERT INTO background_queues AS b (queue_name, lifo_jobs)
+      SELECT DISTINCT t.q, true FROM unnest(${queues}, ${lifo}) AS t(q, lf)
+      WHERE t.lf AND NOT EXISTS (SELECT 1 FROM background_queues AS m WHERE m.queue_name = t.q AND m.lifo_jobs)
+      ON CONFLICT (queue_name) DO UPDATE SET lifo_jobs = true, updated_at = now() WHERE b.lifo_jobs IS NOT TRUE
+      RETURNING b.queue_name
+    )`;
+
+/**
+ * Jobs of which some were enqueued with `lifo: true` (README, LIFO), without a unique key: insertJobs with one more
+ * array ($8, the flags; the trace context is $9), the LIFO rows' `lifo` set (a FIFO row's stays NULL), and their queues
+ * marked (flagLifoQueues). Any number of rows, one of them too (enqueue). Calls without a LIFO job keep the statements
+ * above. The ids in input order (the CTE's rows come out in the order the INSERT wrote them).
+ */
+function insertLifoJobs(traced: boolean, wake: Wake): string {
+  return `
+    WITH ${flagLifoQueues('$1::text[]', '$8::bool[]')}, inserted AS (
+      INSERT INTO background_jobs (queue_name, payload, priority, max_attempts, run_at, concurrency_key, lifo${traced ? TRACED.column : ''})
+      SELECT q, p, pr, ma, coalesce(ra, now() + d ${MS}), ck, CASE WHEN lf THEN true END${traced ? TRACED.value(9) : ''}
+      FROM ROWS FROM (unnest($1::text[]), jsonb_array_elements($2::jsonb), unnest($3::int[]), unnest($4::int[]),
+                      unnest($5::timestamptz[]), unnest($6::int8[]), unnest($7::text[]), unnest($8::bool[])) WITH ORDINALITY
+        AS t(q, p, pr, ma, ra, d, ck, lf, ord)${wake === 'deferred' ? `
+      WHERE ${DEFER_WAKE}` : ''}
+      ORDER BY ord
+      RETURNING id
+    )
+    SELECT id FROM inserted WHERE (SELECT count(pg_notify('${LIMITS_CHANNEL}', f.queue_name)) FROM flagged AS f) >= 0`;
+}
+
 export const ENQUEUE_SQL = {
   insertJob: insertJob(false, 'trigger'),
   insertJobPlain: insertJobPlain('trigger'),
@@ -123,6 +159,14 @@ export const ENQUEUE_SQL = {
   insertJobTracedWakeDeferred: insertJob(true, 'deferred'),
   insertJobsTracedWakeDeferred: insertJobs(true, 'deferred'),
   insertUniformJobsTracedWakeDeferred: insertUniformJobs(true, 'deferred'),
+  // Jobs of which some are LIFO: see insertLifoJobs.
+  insertLifoJobs: insertLifoJobs(false, 'trigger'),
+  insertLifoJobsTraced: insertLifoJobs(true, 'trigger'),
+  insertLifoJobsWakeDeferred: insertLifoJobs(false, 'deferred'),
+  insertLifoJobsTracedWakeDeferred: insertLifoJobs(true, 'deferred'),
+  // The keyed jobs of a call with a LIFO job or an onConflict 'queue-after' (enqueue.store.ts, insertKeyedJobs): the SQL
+  // enqueue function's body (migration LifoQueueAfter1764700000000), which handles both; one row per job, in order.
+  enqueueJobsFunction: `SELECT e.id::text AS id, e.outcome FROM pg_queue_enqueue_jobs($1::jsonb, 'pg_queue_enqueue_many') AS e`,
   // Eager start: see insertEagerJob.
   insertEagerJob: insertEagerJob(false),
   insertEagerJobTraced: insertEagerJob(true),

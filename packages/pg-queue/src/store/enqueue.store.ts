@@ -17,6 +17,7 @@ import { foldKeyedRows, unfoldOutcomes, type KeyedOutcome } from './unique-rows.
  * only outside a caller's transaction (the caller then wakes the queues once this resolves, committed).
  */
 export async function insertJob(db: JobStatements, row: NewJobRow, tx?: CallerTransaction, trace?: string, wake: Wake = 'trigger'): Promise<string> {
+  if (row.lifo) return (await insertJobs(db, [row], tx, trace, wake))[0];
   if (trace === undefined && row.priority === 0 && row.runAt === null && row.delayMs === 0 && row.concurrencyKey === null) {
     // No option but maxAttempts: the three-parameter insert (the columns' defaults are the options' defaults).
     const plain = [row.queue, row.payloadJson, row.maxAttempts];
@@ -67,6 +68,8 @@ export async function insertJobs(db: JobStatements, rows: NewJobRow[], tx?: Call
  * without one and is sent again, alone with the others in that case, with a fresh snapshot.
  */
 export async function insertKeyedJobs(db: JobStatements, rows: NewJobRow[], tx?: CallerTransaction, trace?: string, wake: Wake = 'trigger'): Promise<KeyedOutcome[]> {
+  // LIFO and 'queue-after' take the SQL enqueue function (insertThroughFunction); every other call the statement below.
+  if (rows.some((r) => r.lifo || r.onConflict === 'queue-after')) return insertThroughFunction(db, rows, tx, trace);
   const { folded, slotOf } = foldKeyedRows(rows);
   const chunks = chunkByPayloadSize(folded, INSERT_CHUNK_CHARS);
   const insertAll = async (query: KeyedQuery) => {
@@ -133,6 +136,45 @@ function chunkByPayloadSize(rows: NewJobRow[], maxChars: number): NewJobRow[][] 
   return chunks;
 }
 
+/**
+ * The keyed jobs of a call with a LIFO job or an onConflict 'queue-after': one call of pg_queue_enqueue_jobs (the SQL
+ * enqueue function's body, migration LifoQueueAfter1764700000000) per 16 MB of payloads, in one transaction, which folds
+ * the jobs of one key, takes a 'queue-after' key's successor row before it looks at the holder, and returns each
+ * job's outcome in input order. The rows were checked here already; the function checks them again, as it checks any
+ * caller's. Its inserts wake the workers through the table's trigger, at the commit.
+ */
+async function insertThroughFunction(db: JobStatements, rows: NewJobRow[], tx: CallerTransaction | undefined, trace: string | undefined): Promise<KeyedOutcome[]> {
+  const chunks = chunkByPayloadSize(rows, INSERT_CHUNK_CHARS);
+  const run = async (query: (text: string, values: unknown[]) => Promise<{ id: string; outcome: EnqueueOutcome }[]>) => {
+    const outcomes: KeyedOutcome[] = [];
+    for (const chunk of chunks) for (const r of await query(SQL.enqueueJobsFunction, [functionSpecs(chunk, trace)])) outcomes.push({ id: r.id, outcome: r.outcome });
+    return outcomes;
+  };
+  if (tx) return chunks.length === 1 ? run((text, values) => tx.query(text, values)) : tx.atomically((inner) => run((text, values) => inner.query(text, values)));
+  if (chunks.length === 1) return (await db.run<{ id: string; outcome: EnqueueOutcome }>('enqueueJobsFunction', [functionSpecs(rows, trace)])).map((r) => ({ id: r.id, outcome: r.outcome }));
+  return inTransaction(db.pool, (client) => run(async (text, values) => (await client.query<{ id: string; outcome: EnqueueOutcome }>({ text, values })).rows));
+}
+
+/** The rows as the SQL enqueue function reads them: a JSON array of { queue, payload, ...options } (payloads as they are). */
+function functionSpecs(rows: NewJobRow[], trace: string | undefined): string {
+  return `[${rows
+    .map((r) => {
+      const options = {
+        queue: r.queue,
+        priority: r.priority,
+        max_attempts: r.maxAttempts,
+        ...(r.runAt === null ? { delay_ms: r.delayMs } : { run_at: r.runAt.toISOString() }),
+        ...(r.uniqueKey == null ? {} : { unique_key: r.uniqueKey, on_conflict: r.onConflict ?? 'keep' }),
+        ...(r.uniqueForMs == null ? {} : { unique_for_ms: r.uniqueForMs }),
+        ...(r.concurrencyKey === null ? {} : { concurrency_key: r.concurrencyKey }),
+        ...(r.lifo ? { lifo: true } : {}),
+      };
+      const json = JSON.stringify(options);
+      return `${json.slice(0, -1)},"payload":${r.payloadJson}${trace === undefined ? '' : `,"trace_context":${trace}`}}`;
+    })
+    .join(',')}]`;
+}
+
 /** Inserts the chunks one statement each, in order; the ids in input order. */
 async function insertChunks(chunks: NewJobRow[][], query: (text: string, values: unknown[]) => Promise<{ id: string }[]>, trace?: string, wake: Wake = 'trigger'): Promise<string[]> {
   const ids: string[] = [];
@@ -190,9 +232,18 @@ async function insertKeyedChunk(rows: NewJobRow[], query: KeyedQuery, trace: str
   return outcomes;
 }
 
-/** The scalar statement when every row goes to one queue with the same options, else the array one. */
-function insertJobsStatement(rows: NewJobRow[], trace?: string): { statement: 'insertJobs' | 'insertUniformJobs' | 'insertJobsTraced' | 'insertUniformJobsTraced'; values: unknown[] } {
+/** The scalar statement when every row goes to one queue with the same options, else the array one; with a LIFO row, insertLifoJobs. */
+function insertJobsStatement(
+  rows: NewJobRow[],
+  trace?: string,
+): { statement: 'insertJobs' | 'insertUniformJobs' | 'insertJobsTraced' | 'insertUniformJobsTraced' | 'insertLifoJobs' | 'insertLifoJobsTraced'; values: unknown[] } {
   const payloads = `[${rows.map((r) => r.payloadJson).join(',')}]`;
+  if (rows.some((r) => r.lifo)) {
+    const values = [rows.map((r) => r.queue), payloads, rows.map((r) => r.priority), rows.map((r) => r.maxAttempts), rows.map((r) => r.runAt), rows.map((r) => r.delayMs), rows.map((r) => r.concurrencyKey), rows.map((r) => r.lifo === true)];
+    if (trace === undefined) return { statement: 'insertLifoJobs', values };
+    values.push(trace);
+    return { statement: 'insertLifoJobsTraced', values };
+  }
   const first = rows[0];
   const uniform = rows.every(
     (r) =>

@@ -1,7 +1,7 @@
 // The statements of flows (docs/guides/flows.md) that FlowStore runs; the SQL functions the Flows migration creates
 // are in flow-functions.sql.ts. All times from the database clock.
 import { LIVE } from './flow-functions.sql.js';
-import { appendLogs, CANCEL_CHANNEL, DEFER_WAKE, DONE_CHANNEL, MS, RETENTION_CAP_MS, stepFlows, type Wake } from './shared.sql.js';
+import { appendLogs, CANCEL_CHANNEL, DEFER_WAKE, DONE_CHANNEL, MS, RETENTION_CAP_MS, stepFlows, stepSuccessors, type Wake } from './shared.sql.js';
 
 /**
  * The rows of a flow (or of a job's spawned children), one statement: $n.. are the columns as arrays in the jobs'
@@ -63,7 +63,7 @@ function completeSpawning(extraSet: string): string {
       SET status = 'completed', attempts = j.attempts + j.buffered::int, buffered = false, lease_expires_at = NULL,
           finished_at = now(), updated_at = now(), result = $4::jsonb, progress = coalesce($5::jsonb, j.progress)${extraSet}
       WHERE j.id = $2 AND j.status = 'processing' AND j.locked_by = $1 AND j.fence_token = $3::int8 AND j.flow_id IS NOT NULL
-      RETURNING j.id, j.flow_id, j.flow_ref, j.compensates, coalesce(j.flow_ref, j.id::text) AS ref, j.awaited, j.trace_context
+      RETURNING j.id, j.flow_id, j.flow_ref, j.compensates, coalesce(j.flow_ref, j.id::text) AS ref, j.awaited, j.trace_context, j.queue_name, j.unique_key
     ), ${FLOW_INPUT(6)}, jobs AS (
       INSERT INTO background_jobs (${FLOW_JOB_COLUMNS})
       SELECT ${flowJobValues('(SELECT flow_id FROM done)', `(SELECT ref FROM done) || '/' || i.ref`, '(SELECT trace_context FROM done)')}
@@ -89,7 +89,7 @@ function completeSpawning(extraSet: string): string {
          JOIN ids AS p ON p.ord = e.parent JOIN ids AS c ON c.ord = e.child
          WHERE p.id IN (SELECT id FROM skipped) AND (SELECT count(*) FROM edges) >= 0 ORDER BY c.id) AS c) AS orphans_tried,
       (SELECT count(pg_notify('${DONE_CHANNEL}', w.id || ':completed')) FROM done AS w WHERE w.awaited) AS waiters_told,
-      ${stepFlows('written', `'processing'`, `'completed'`)} AS flows_stepped`;
+      ${stepFlows('written', `'processing'`, `'completed'`)} AS flows_stepped, ${stepSuccessors('done')} AS successors_stepped`;
 }
 
 export const FLOW_SQL = {
@@ -190,9 +190,9 @@ export const FLOW_SQL = {
       UPDATE background_jobs AS j
       SET status = 'cancelled', buffered = false, finished_at = now(), lease_expires_at = NULL, updated_at = now()
       FROM targets AS t WHERE j.id = t.id
-      RETURNING j.id, j.fence_token, t.was, t.buffered, j.awaited
+      RETURNING j.id, j.fence_token, t.was, t.buffered, j.awaited, j.queue_name, j.unique_key
     )
-    SELECT EXISTS (SELECT 1 FROM flow) AS found,
+    SELECT EXISTS (SELECT 1 FROM flow) AS found, ${stepSuccessors('cancelled')} AS successors_stepped,
       (SELECT count(*)::int FROM cancelled) AS cancelled,
       (SELECT count(*)::int FROM cancelled WHERE was = 'processing' AND NOT buffered) AS signalled,
       (SELECT count(pg_notify('${CANCEL_CHANNEL}', c.id || ':' || c.fence_token)) FROM cancelled AS c WHERE c.was = 'processing') AS notified,

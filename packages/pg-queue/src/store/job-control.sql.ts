@@ -1,6 +1,6 @@
 // An operator's actions on one job or queue (QueueService): cancel, retry, change, pause, resume.
 import { JOBS_CHANNEL } from '../pg-queue.constants.js';
-import { CANCEL_CHANNEL, DONE_CHANNEL, FLOW_COLUMNS, MS, REVIEW_CHANNEL, stepFlows } from './shared.sql.js';
+import { CANCEL_CHANNEL, DONE_CHANNEL, FLOW_COLUMNS, MS, REVIEW_CHANNEL, stepFlows, stepSuccessors, SUCCESSOR_COLUMNS } from './shared.sql.js';
 
 /**
  * The statuses in which a job may be changed after enqueue (promote, priority, run_at, payload): it has not
@@ -44,12 +44,13 @@ export const JOB_CONTROL_SQL = {
       SET status = 'cancelled', buffered = false, finished_at = now(), lease_expires_at = NULL, updated_at = now()
       FROM target AS t
       WHERE j.id = t.id AND t.was IN ('queued', 'processing', 'blocked')
-      RETURNING j.id, j.fence_token, t.was, j.awaited, ${FLOW_COLUMNS}
+      RETURNING j.id, j.fence_token, t.was, j.awaited, ${FLOW_COLUMNS}, ${SUCCESSOR_COLUMNS}
     )
     SELECT t.was,
       (SELECT count(pg_notify('${CANCEL_CHANNEL}', c.id || ':' || c.fence_token)) FROM cancelled AS c WHERE c.was = 'processing') AS notified,
       (SELECT count(pg_notify('${DONE_CHANNEL}', c.id || ':cancelled')) FROM cancelled AS c WHERE c.awaited) AS waiters_told,
       ${stepFlows('cancelled', 'w.was::text', `'cancelled'`)} AS flows_stepped,
+      ${stepSuccessors('cancelled')} AS successors_stepped,
       EXISTS (SELECT 1 FROM cancelled) AS cancelled
     FROM (SELECT was FROM target
           UNION ALL

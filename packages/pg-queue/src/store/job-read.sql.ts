@@ -2,7 +2,18 @@
 import { JOBS_CHANNEL } from '../pg-queue.constants.js';
 
 export const JOB_READ_SQL = {
-  getJob: `SELECT * FROM background_jobs_all WHERE id = $1`,
+  // The row, and for onConflict 'queue-after' the successor that waits for it (a live holder's), or the holder a waiting
+  // successor (blocked, with a key, of no flow) waits for: two probes, of background_job_successors and of the unique
+  // index, made only for a job with a unique key.
+  getJob: `
+    SELECT j.*,
+      (SELECT s.job_id::text FROM background_job_successors AS s
+       WHERE j.unique_key IS NOT NULL AND j.status IN ('queued', 'processing') AND s.queue_name = j.queue_name AND s.unique_key = j.unique_key
+         AND s.job_id <> j.id) AS successor_id,
+      (SELECT h.id::text FROM background_jobs AS h
+       WHERE j.unique_key IS NOT NULL AND j.status = 'blocked' AND j.flow_id IS NULL
+         AND h.queue_name = j.queue_name AND h.unique_key = j.unique_key AND h.status IN ('queued', 'processing') LIMIT 1) AS waits_for_id
+    FROM background_jobs_all AS j WHERE j.id = $1`,
 
   // A job's attempt history (README: "Attempt history"), oldest first, the durations by the database clock.
   jobAttempts: `
@@ -56,7 +67,13 @@ export const JOB_READ_SQL = {
     FROM (SELECT queue_name, buffered FROM background_jobs WHERE status = 'processing' ORDER BY locked_by, id LIMIT $1 + 1) AS r GROUP BY 1, 2
     UNION ALL
     SELECT b.queue_name, 'blocked', count(*)::int
-    FROM (SELECT queue_name FROM background_jobs WHERE status = 'blocked' AND flow_id IS NOT NULL ORDER BY status, id LIMIT $1 + 1) AS b GROUP BY 1
+    FROM ((SELECT queue_name FROM background_jobs WHERE status = 'blocked' AND flow_id IS NOT NULL ORDER BY status, id LIMIT $1 + 1)
+          UNION ALL
+          -- successors waiting for a running job of their key (onConflict 'queue-after'), through their table
+          -- (a primary-key probe per successor: a join was planned as a hash join over a scan of background_jobs)
+          (SELECT w.queue_name FROM background_job_successors AS s
+           CROSS JOIN LATERAL (SELECT j.queue_name FROM background_jobs AS j WHERE j.id = s.job_id AND j.status = 'blocked' LIMIT 1) AS w LIMIT $1 + 1)) AS b
+    GROUP BY 1
     UNION ALL
     SELECT f.queue_name, 'completed', count(*)::int
     FROM (SELECT queue_name FROM background_jobs_all WHERE status = 'completed' AND finished_at IS NOT NULL ORDER BY finished_at LIMIT $1 + 1) AS f

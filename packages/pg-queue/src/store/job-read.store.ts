@@ -153,6 +153,10 @@ export interface JobRow {
   steps?: unknown;
   /** What job.log() wrote (absent before the JobLogs migration). */
   logs?: unknown;
+  lifo?: boolean | null;
+  /** getJob only (JOB_READ_SQL): onConflict 'queue-after', the successor waiting for this job, or the holder it waits for. */
+  successor_id?: string | null;
+  waits_for_id?: string | null;
 }
 
 interface AttemptRow {
@@ -197,6 +201,9 @@ export function toJobRecord(r: JobRow): JobRecord {
     finishedAt: r.finished_at,
     uniqueKey: r.unique_key,
     concurrencyKey: r.concurrency_key,
+    lifo: r.lifo === true,
+    successorId: r.successor_id ?? null,
+    waitsForId: r.waits_for_id ?? null,
     result: r.result ?? null,
     progress: r.progress ?? null,
     flowId: r.flow_id ?? null,

@@ -56,13 +56,19 @@ export interface NewJobRow {
   onConflict?: OnConflict;
   uniqueForMs?: number | null;
   concurrencyKey: string | null;
+  /** Enqueued with `lifo: true` (absent otherwise): claimed before the FIFO jobs of its priority, newest first. */
+  lifo?: true;
 }
 
 /** What an enqueue with a unique key does when a job already holds the key (see README, Unique jobs). */
-export type OnConflict = 'keep' | 'replace' | 'keep-run-at';
+export type OnConflict = 'keep' | 'replace' | 'keep-run-at' | 'queue-after';
 
-/** inserted: a new job; replaced: the queued holder took this call's payload (and run_at); duplicate: nothing changed. */
-export type EnqueueOutcome = 'inserted' | 'replaced' | 'duplicate';
+/**
+ * inserted: a new job; replaced: the queued holder took this call's payload (and run_at); duplicate: nothing changed;
+ * successor: a new job that waits for the key's running holder to end (onConflict 'queue-after'); successor-replaced:
+ * the successor already waiting took this call's payload (and run_at).
+ */
+export type EnqueueOutcome = 'inserted' | 'replaced' | 'duplicate' | 'successor' | 'successor-replaced';
 
 /**
  * A settle statement's answer, and the ids of the jobs of flows it finished (undefined: none): their dependents and

@@ -94,6 +94,7 @@ export class JobStore {
   rescueExpiredLeases() { return maintenance.rescueExpiredLeases(this.db); }
   deleteFinishedBefore(...a: Args<typeof maintenance.deleteFinishedBefore>) { return maintenance.deleteFinishedBefore(this.db, ...a); }
   deleteExpiredJobKeys(...a: Args<typeof maintenance.deleteExpiredJobKeys>) { return maintenance.deleteExpiredJobKeys(this.db, ...a); }
+  stepStrandedSuccessors(...a: Args<typeof maintenance.stepStrandedSuccessors>) { return maintenance.stepStrandedSuccessors(this.db, ...a); }
 
   // Reads (job-read.store.ts)
   markAwaited(...a: Args<typeof read.markAwaited>) { return read.markAwaited(this.db, ...a); }

@@ -1,6 +1,6 @@
 // Maintenance: the sweeper's rescue of expired leases, the pruner's deletes of finished jobs and expired key windows.
 import { ADVISORY_LOCK, JOBS_CHANNEL } from '../pg-queue.constants.js';
-import { DONE_CHANNEL, forgetAttempts, MS, recordAttempts, RETENTION_CAP_MS, stepFlows } from './shared.sql.js';
+import { DONE_CHANNEL, forgetAttempts, MS, recordAttempts, RETENTION_CAP_MS, stepFlows, stepSuccessors } from './shared.sql.js';
 
 /**
  * A finished row the pruner may delete: not of a flow, or of a flow that finished longer ago than the longest
@@ -31,7 +31,7 @@ export const MAINTENANCE_SQL = {
           locked_at = CASE WHEN buffered THEN NULL ELSE locked_at END,
           buffered = false, run_at = now(), lease_expires_at = NULL, updated_at = now()
       WHERE status = 'processing' AND lease_expires_at < now() AND (SELECT held FROM lock)
-      RETURNING id, queue_name, status, awaited, flow_id, flow_ref, compensates, attempts, locked_by, locked_at, last_error
+      RETURNING id, queue_name, status, awaited, flow_id, flow_ref, compensates, attempts, locked_by, locked_at, last_error, unique_key
     ), ${recordAttempts('rescued', `'lease-expired'`, 'w.locked_at IS NOT NULL')}
     SELECT (SELECT held FROM lock) AS held,
       count(*) FILTER (WHERE status = 'queued')::int AS requeued,
@@ -40,6 +40,7 @@ export const MAINTENANCE_SQL = {
        FROM (SELECT DISTINCT queue_name FROM rescued WHERE status = 'queued') AS q) AS notified,
       (SELECT count(pg_notify('${DONE_CHANNEL}', w.id || ':failed')) FROM rescued AS w WHERE w.awaited AND w.status = 'failed') AS waiters_told,
       ${stepFlows('rescued', `'processing'`, `'failed'`, `w.status = 'failed'`)} AS flows_stepped,
+      ${stepSuccessors('rescued', `w.status = 'failed'`)} AS successors_stepped,
       -- Whether the flows' safety net has anything to look at (every blocked job and failing flow belongs to an
       -- unfinished flow): an app without flows pays one index probe here, not the net's statements.
       EXISTS (SELECT 1 FROM background_flows WHERE finished_at IS NULL) AS open_flows
@@ -67,6 +68,18 @@ export const MAINTENANCE_SQL = {
       RETURNING id, last_error IS NOT NULL AS had_failed
     ), ${forgetAttempts('doomed')}
     SELECT (SELECT held FROM lock) AS held, (SELECT count(*)::int FROM doomed) AS deleted`,
+
+  // The sweeper's safety net for successors (onConflict 'queue-after'): every key whose successor still waits gets the
+  // step the statement that ended its holder gives it (pg_queue_successor_step), in bounded batches ($1 keys): it catches
+  // a holder ended by a statement that has no step (an operator's raw SQL, a flow's cancel of a queued job), and forgets
+  // the rows of successors cancelled or deleted that way. A key whose holder still runs is left as it is; a row another
+  // transaction holds is skipped. One probe of the unique index per waiting successor; without any, of an empty table.
+  stepStrandedSuccessors: `
+    SELECT count(*) FILTER (WHERE pg_queue_successor_step(s.queue_name, s.unique_key, false))::int AS promoted
+    FROM (SELECT r.queue_name, r.unique_key FROM background_job_successors AS r
+          WHERE NOT EXISTS (SELECT 1 FROM background_jobs AS j
+                            WHERE j.queue_name = r.queue_name AND j.unique_key = r.unique_key AND j.status IN ('queued', 'processing'))
+          ORDER BY r.queue_name, r.unique_key LIMIT $1) AS s`,
 
   // Pruner: expired uniqueForMs windows, one bounded batch per statement. held_until is checked again on the
   // row's latest version: an enqueue that took the window again meanwhile keeps it.

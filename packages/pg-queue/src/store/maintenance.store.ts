@@ -24,3 +24,13 @@ export async function deleteExpiredJobKeys(db: JobStatements, limit: number): Pr
   const [row] = await db.run<{ deleted: number }>('deleteExpiredJobKeys', [limit]);
   return row.deleted;
 }
+
+/**
+ * The sweeper's safety net for successors (onConflict 'queue-after'): up to `limit` keys whose successor still waits
+ * get their step (stepStrandedSuccessors); returns how many successors it promoted (normally none: the statement that
+ * ended the holder did).
+ */
+export async function stepStrandedSuccessors(db: JobStatements, limit: number): Promise<number> {
+  const [row] = await db.run<{ promoted: number }>('stepStrandedSuccessors', [limit]);
+  return row.promoted;
+}

@@ -84,6 +84,10 @@ export const METRICS_SQL = {
         UNION ALL
         -- flow jobs waiting for their parents, through the flow jobs' status index
         (SELECT queue_name, status FROM background_jobs WHERE status = 'blocked' AND flow_id IS NOT NULL ORDER BY status, id LIMIT $1 + 1)
+        UNION ALL
+        -- successors waiting for a running job of their key (onConflict 'queue-after'), through their table
+        (SELECT w.queue_name, w.status FROM background_job_successors AS s
+         CROSS JOIN LATERAL (SELECT j.queue_name, j.status FROM background_jobs AS j WHERE j.id = s.job_id AND j.status = 'blocked' LIMIT 1) AS w LIMIT $1 + 1)
       ) AS f GROUP BY f.queue_name, f.status
     ), over AS MATERIALIZED (
       SELECT queue_name, state FROM exact WHERE state = 'queued' AND n > $1

@@ -18,9 +18,11 @@ export const QUEUE_LIMITS_SQL = {
     SELECT limits, (SELECT count(pg_notify('${LIMITS_CHANNEL}', queue_name)) FROM changed) AS notified FROM changed`,
 
   // What a process serving queues $1 reads (on a notice, and every QUEUE_LIMITS_REREAD_MS as a fallback): the overrides,
-  // the ms left of the queue's block and of its keys' blocks, and whether an adaptive backoff waits for a success.
+  // the ms left of the queue's block and of its keys' blocks, whether an adaptive backoff waits for a success, and
+  // whether the queue has had LIFO jobs (its claims then take them first: ClaimOrder in claim.sql.ts).
   queueSettings: `
     SELECT queue_name, limits, ${MS_LEFT('blocked_until')} AS blocked_ms, ${MS_LEFT('key_blocked_until')} AS key_blocked_ms,
+      coalesce(lifo_jobs, false) AS lifo_jobs,
       rate_backoff_ms IS NOT NULL OR (key_blocked_until IS NOT NULL AND EXISTS (
         SELECT 1 FROM background_queue_key_blocks AS b WHERE b.queue_name = q.queue_name AND b.backoff_ms IS NOT NULL)) AS backoff
     FROM background_queues AS q WHERE queue_name = ANY($1::text[])`,

@@ -22,6 +22,8 @@ export interface QueueSettingsRow {
   keyBlockedMs: number;
   /** An adaptive backoff (of the queue or a key) waits for a success to start again from the partner's ms. */
   backoff: boolean;
+  /** A job was enqueued to the queue with `lifo: true` (background_queues.lifo_jobs): its claims take LIFO jobs first. */
+  lifoJobs: boolean;
 }
 
 /** Sets (`set`, null values meaning "none") and clears (`clear`, back to the decorator's) overrides; returns what is stored after. */
@@ -31,8 +33,8 @@ export async function setQueueLimits(db: JobStatements, queue: string, set: Stor
 }
 
 export async function queueSettings(db: JobStatements, queues: string[]): Promise<QueueSettingsRow[]> {
-  const rows = await db.run<{ queue_name: string; limits: StoredLimits | null; blocked_ms: number; key_blocked_ms: number; backoff: boolean }>('queueSettings', [queues]);
-  return rows.map((r) => ({ queue: r.queue_name, limits: r.limits, blockedMs: r.blocked_ms, keyBlockedMs: r.key_blocked_ms, backoff: r.backoff }));
+  const rows = await db.run<{ queue_name: string; limits: StoredLimits | null; blocked_ms: number; key_blocked_ms: number; backoff: boolean; lifo_jobs: boolean }>('queueSettings', [queues]);
+  return rows.map((r) => ({ queue: r.queue_name, limits: r.limits, blockedMs: r.blocked_ms, keyBlockedMs: r.key_blocked_ms, backoff: r.backoff, lifoJobs: r.lifo_jobs }));
 }
 
 /** Blocks the queue (or its `key`) for `ms`, grown by the adaptive backoff up to `maxMs`; returns the block's ms left. */

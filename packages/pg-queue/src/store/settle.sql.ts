@@ -1,7 +1,7 @@
 // Settle: what ends or renews a claim (complete, fail, snooze, put back, heartbeat, the start mark), each
 // fenced on the worker and the claim's fence token.
 import { JOBS_CHANNEL } from '../pg-queue.constants.js';
-import { appendLogs, FLOW_COLUMNS, forgetAttempts, MS, notifyAwaited, recordAttempts, stepFlows } from './shared.sql.js';
+import { appendLogs, FLOW_COLUMNS, forgetAttempts, MS, notifyAwaited, recordAttempts, stepFlows, stepSuccessors, SUCCESSOR_COLUMNS } from './shared.sql.js';
 
 /**
  * The ids of a batch settle ($2) that `cte` did not settle (fenced out: normally none), as rows (id, false). When the
@@ -51,11 +51,12 @@ function completion(extraSet: string): string {
       SET status = 'completed', attempts = j.attempts + j.buffered::int, buffered = false, lease_expires_at = NULL,
           finished_at = now(), updated_at = now()${extraSet}
       WHERE j.id = ANY($2::int8[]) AND ${HELD_BY_WORKER} AND ${BATCH_FENCE}
-      RETURNING j.id, j.awaited, ${FLOW_COLUMNS}
+      RETURNING j.id, j.awaited, ${FLOW_COLUMNS}, ${SUCCESSOR_COLUMNS}
     )
     ${REFUSED('done')}
     UNION ALL
-    SELECT id, true FROM done WHERE flow_id IS NOT NULL AND ${notifyAwaited('done', `'completed'`)} AND ${stepFlows('done', `'processing'`, `'completed'`)}`;
+    SELECT id, true FROM done WHERE flow_id IS NOT NULL AND ${notifyAwaited('done', `'completed'`)} AND ${stepFlows('done', `'processing'`, `'completed'`)}
+      AND ${stepSuccessors('done')}`;
 }
 
 /** The failure of a batch: `dead` says when the row ends failed; see failJobs. */
@@ -70,10 +71,11 @@ function failure(dead: string, extraSet: string): string {
           lease_expires_at = NULL, updated_at = now()${extraSet}
       WHERE j.id = ANY($2::int8[]) AND ${HELD_BY_WORKER}
         AND j.fence_token = ($3::jsonb -> j.id::text ->> 'token')::int8
-      RETURNING j.id, j.status, j.awaited, ${FLOW_COLUMNS}, j.attempts, j.locked_by, j.locked_at, j.last_error
+      RETURNING j.id, j.status, j.awaited, ${FLOW_COLUMNS}, j.attempts, j.locked_by, j.locked_at, j.last_error, ${SUCCESSOR_COLUMNS}
     ), ${recordAttempts('failed', `'failed'`)}
     SELECT id, status, flow_id IS NOT NULL AS flow FROM failed
-    WHERE ${notifyAwaited('failed', `'failed'`, `w.status = 'failed'`)} AND ${stepFlows('failed', `'processing'`, `'failed'`, `w.status = 'failed'`)}`;
+    WHERE ${notifyAwaited('failed', `'failed'`, `w.status = 'failed'`)} AND ${stepFlows('failed', `'processing'`, `'failed'`, `w.status = 'failed'`)}
+      AND ${stepSuccessors('failed', `w.status = 'failed'`)}`;
 }
 
 /**
@@ -179,7 +181,7 @@ export const SETTLE_SQL = {
       DELETE FROM background_jobs AS j
       WHERE j.id = ANY($2::int8[]) AND ${HELD_BY_WORKER}
         AND ${BATCH_FENCE} AND j.flow_id IS NULL
-      RETURNING j.id, j.awaited, j.flow_id, j.flow_ref, j.compensates, j.last_error IS NOT NULL AS had_failed
+      RETURNING j.id, j.awaited, j.flow_id, j.flow_ref, j.compensates, j.last_error IS NOT NULL AS had_failed, ${SUCCESSOR_COLUMNS}
     ), ${forgetAttempts('gone')}, kept AS (
       -- Only the ids the delete left (flow jobs, and refused ones): a batch of plain jobs probes no row twice.
       -- Of those, the ones still held and fenced are flow jobs (the delete took every other), so flow_id is not
@@ -188,13 +190,13 @@ export const SETTLE_SQL = {
       SET status = 'completed', attempts = j.attempts + j.buffered::int, buffered = false, lease_expires_at = NULL, finished_at = now(), updated_at = now()
       WHERE j.id = ANY(ARRAY(SELECT unnest($2::int8[]) EXCEPT SELECT id FROM gone)) AND ${HELD_BY_WORKER}
         AND ${BATCH_FENCE}
-      RETURNING j.id, j.awaited, ${FLOW_COLUMNS}
+      RETURNING j.id, j.awaited, ${FLOW_COLUMNS}, ${SUCCESSOR_COLUMNS}
     ), done AS (
-      SELECT id, awaited, flow_id, flow_ref, compensates FROM gone UNION ALL SELECT * FROM kept
+      SELECT id, awaited, flow_id, flow_ref, compensates, queue_name, unique_key FROM gone UNION ALL SELECT * FROM kept
     )
     ${REFUSED('done')}
     UNION ALL
-    SELECT id, true FROM kept WHERE ${notifyAwaited('done', `'completed'`)} AND ${stepFlows('kept', `'processing'`, `'completed'`)}`,
+    SELECT id, true FROM kept WHERE ${notifyAwaited('done', `'completed'`)} AND ${stepFlows('kept', `'processing'`, `'completed'`)} AND ${stepSuccessors('done')}`,
 
   // Each failed attempt's fence and outcome come in a JSON object ($3: {"id": {token, error, delayMs}}), looked
   // up per row like completeJobs' attempts, for the same reason: no join to nest-loop over. The variant also

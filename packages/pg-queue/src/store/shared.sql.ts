@@ -41,6 +41,21 @@ export const stepFlows = (cte: string, oldStatus: string, newStatus: string, whe
 export const FLOW_COLUMNS = `j.flow_id, j.flow_ref, j.compensates`;
 
 /**
+ * The waiting successors (onConflict 'queue-after') of the unique keys of the rows of `cte` that ended (completed,
+ * failed for good, cancelled, deleted), moved to queued where no live job holds the key any more
+ * (pg_queue_successor_step, migration LifoQueueAfter1764700000000), as an always-true condition of a statement's final
+ * SELECT, like stepFlows: uncorrelated, evaluated once, after the statement's own writes (the sort reads `cte` whole
+ * first). A row without a key costs a test of its CTE row; a key without a successor, one primary-key probe of
+ * background_job_successors. `cte` returns queue_name and unique_key (SUCCESSOR_COLUMNS); `where` filters its rows.
+ */
+export const stepSuccessors = (cte: string, where = 'true') =>
+  `(SELECT count(pg_queue_successor_step(w.queue_name, w.unique_key, false))
+       FROM (SELECT * FROM ${cte} AS w WHERE w.unique_key IS NOT NULL AND ${where} ORDER BY w.queue_name, w.unique_key) AS w) >= 0`;
+
+/** The columns a CTE returns for stepSuccessors. */
+export const SUCCESSOR_COLUMNS = `j.queue_name, j.unique_key`;
+
+/**
  * The attempt-history rows of the attempts a statement ended without completing (README: "Attempt history"), as a
  * data-modifying CTE (run whether or not the statement reads it). `cte` returns id, attempts, locked_by, locked_at and
  * last_error; `where` filters its rows.

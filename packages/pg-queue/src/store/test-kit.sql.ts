@@ -25,10 +25,11 @@ export const TEST_KIT_SQL = {
     WHERE $1::text[] IS NULL OR queue_name = ANY($1::text[])
     ORDER BY id`,
 
-  // Between tests: every job, every uniqueForMs window and every paused flag goes, in one transaction.
+  // Between tests: every job, every uniqueForMs window, every waiting successor's row and every paused flag goes, in one transaction.
   deleteAllJobs: `
     WITH jobs AS (DELETE FROM background_jobs RETURNING 1), moved AS (DELETE FROM background_jobs_history RETURNING 1), keys AS (DELETE FROM background_job_keys RETURNING 1),
-      queues AS (DELETE FROM background_queues RETURNING 1), attempts AS (DELETE FROM background_job_attempts RETURNING 1)
+      queues AS (DELETE FROM background_queues RETURNING 1), attempts AS (DELETE FROM background_job_attempts RETURNING 1),
+      successors AS (DELETE FROM background_job_successors RETURNING 1)
     SELECT ((SELECT count(*) FROM jobs) + (SELECT count(*) FROM moved))::int AS deleted`,
 
   scheduleNames: `SELECT name FROM background_schedules ORDER BY name`,

@@ -15,7 +15,7 @@ export const WAIT_SQL = {
   // priority DESC, run_at, id), stopping at AHEAD_CAP.
   jobWaitFacts: `
     SELECT now() AS now, j.id::text AS id, j.queue_name, j.status, j.buffered, j.locked_by, j.run_at, j.attempts, j.max_attempts,
-      j.last_error, j.concurrency_key, j.fence_token > 0 AS ever_claimed,
+      j.last_error, j.concurrency_key, j.flow_id::text AS flow_id, j.fence_token > 0 AS ever_claimed,
       CASE WHEN jsonb_typeof(j.steps) = 'array' AND (j.steps -> -1) ? 'until' AND (j.steps -> -1 ->> 'until')::timestamptz > now()
            THEN j.steps -> -1 ->> 'name' END AS sleeping,
       (extract(epoch FROM j.run_at - now()) * 1000)::float8 AS due_in_ms,
@@ -33,10 +33,22 @@ export const WAIT_SQL = {
       (SELECT coalesce(jsonb_agg(jsonb_build_object('id', p.id::text, 'ref', p.flow_ref, 'status', p.status) ORDER BY p.id), '[]'::jsonb) FROM (
          SELECT p.id, p.flow_ref, p.status FROM background_job_deps AS d JOIN background_jobs AS p ON p.id = d.parent_id
          WHERE d.child_id = j.id AND NOT d.done ORDER BY d.parent_id LIMIT ${WAIT_LIST_CAP}) AS p) AS open_parents,
+      -- onConflict 'queue-after': the live holder a waiting successor (blocked, with a key, of no flow) waits for.
+      (SELECT jsonb_build_object('id', h.id::text, 'status', h.status, 'buffered', h.buffered) FROM background_jobs AS h
+       WHERE j.status = 'blocked' AND j.flow_id IS NULL AND j.unique_key IS NOT NULL
+         AND h.queue_name = j.queue_name AND h.unique_key = j.unique_key AND h.status IN ('queued', 'processing') LIMIT 1) AS successor_of,
+      coalesce((SELECT q.lifo_jobs FROM background_queues AS q WHERE q.queue_name = j.queue_name), false) AS lifo_order,
+      -- In the claim's order: FIFO (ClaimOrder 'fifo'), or, in a queue with LIFO jobs ('mixed'), its LIFO jobs first,
+      -- newest first. (A queue whose handler has lifo: true walks every job newest first; the database does not know
+      -- the handler's options: the count is the FIFO one there.)
       (SELECT count(*)::int FROM (
          SELECT 1 FROM background_jobs AS a
          WHERE a.queue_name = j.queue_name AND a.status = 'queued' AND a.run_at <= now() AND a.id <> j.id
-           AND (a.priority > j.priority OR (a.priority = j.priority AND (a.run_at, a.id) < (j.run_at, j.id)))
+           AND (a.priority > j.priority OR (a.priority = j.priority AND CASE
+                 WHEN NOT coalesce((SELECT q.lifo_jobs FROM background_queues AS q WHERE q.queue_name = j.queue_name), false)
+                   THEN (a.run_at, a.id) < (j.run_at, j.id)
+                 WHEN j.lifo THEN a.lifo AND (a.run_at, a.id) > (j.run_at, j.id)
+                 ELSE a.lifo IS TRUE OR (a.run_at, a.id) < (j.run_at, j.id) END))
          LIMIT ${AHEAD_CAP}) AS a) AS ahead
     FROM background_jobs_all AS j WHERE j.id = $1::int8`,
 

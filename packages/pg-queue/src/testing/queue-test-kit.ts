@@ -229,7 +229,9 @@ export class QueueTestKit {
   }
 
   private async claim(handler: RegisteredHandler, n: number): Promise<ClaimedJob[]> {
-    return (await this.store.claimJobs(handler.queue, n, this.options.workerId, this.options.leaseMs)).jobs;
+    // In the workers' order (ClaimOrder): newest first for a LIFO handler, else LIFO jobs first (the kit does not read
+    // the queue's row: 'mixed' is the FIFO order when the queue has no LIFO job).
+    return (await this.store.claimJobs(handler.queue, n, this.options.workerId, this.options.leaseMs, false, undefined, false, handler.options.lifo ? 'lifo' : 'mixed')).jobs;
   }
 
   private track<T>(attempt: Promise<T>): Promise<T> {

@@ -56,5 +56,7 @@ export function queuesOf(jobs: unknown): (string | QueueDefinition<unknown, unkn
 
 /** A keyed insert's outcome as enqueueUnique answers it. */
 export function toResult({ id, outcome }: KeyedOutcome): EnqueueResult {
+  if (outcome === 'successor') return { id, duplicate: false, replaced: false, queuedAfter: true };
+  if (outcome === 'successor-replaced') return { id, duplicate: true, replaced: true, queuedAfter: true };
   return { id, duplicate: outcome !== 'inserted', replaced: outcome === 'replaced' };
 }

@@ -17,6 +17,7 @@ export interface JobRowSpec extends UniqueOptions {
   priority?: number;
   maxAttempts?: number;
   concurrencyKey?: string;
+  lifo?: boolean;
 }
 
 const INT32_MAX = 2_147_483_647;
@@ -61,6 +62,11 @@ export function buildJobRow(spec: JobRowSpec, maxPayloadBytes: number, defaults:
   };
   // Only a job with unique options pays for them: a plain enqueue builds the same row as before.
   if (spec.uniqueKey !== undefined || spec.onConflict !== undefined || spec.uniqueForMs !== undefined) Object.assign(row, uniqueFields(where, spec));
+  // Likewise LIFO (README, LIFO): the row says so only when it is one.
+  if (spec.lifo !== undefined) {
+    if (typeof spec.lifo !== 'boolean') throw new PgQueueError(INVALID_OPTION(where, 'lifo', spec.lifo, 'true or false'));
+    if (spec.lifo) row.lifo = true;
+  }
   return row;
 }
 

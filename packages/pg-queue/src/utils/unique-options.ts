@@ -8,7 +8,7 @@ export const MAX_UNIQUE_KEY_LENGTH = 255;
 /** Longest uniqueForMs window: ten years. */
 export const MAX_UNIQUE_FOR_MS = 10 * 365 * 86_400_000;
 
-const MODES: readonly OnConflict[] = ['keep', 'replace', 'keep-run-at'];
+const MODES: readonly OnConflict[] = ['keep', 'replace', 'keep-run-at', 'queue-after'];
 
 export interface UniqueOptions {
   /**
@@ -20,7 +20,10 @@ export interface UniqueOptions {
   /**
    * What a duplicate does to the holder while it is still queued: 'keep' (default) leaves it; 'replace'
    * gives it this call's payload and run_at (debounce); 'keep-run-at' gives it this call's payload and keeps
-   * its run_at (throttle). A running holder is never changed: the call is then a plain duplicate.
+   * its run_at (throttle). A running holder is never changed: the call is then a plain duplicate, except with
+   * 'queue-after' (BullMQ's keepLastIfActive): as 'replace' while the holder is queued, and while it runs one
+   * successor waits with the latest payload (later duplicates replace the successor's payload) and starts once the
+   * running job ends (completed, failed for good or cancelled). README, "Unique jobs".
    */
   onConflict?: OnConflict;
   /**

@@ -8,6 +8,7 @@ export type WaitGate =
   | 'running'
   | 'read-ahead'
   | 'parents'
+  | 'successor'
   | 'scheduled'
   | 'retry'
   | 'snoozed'
@@ -45,6 +46,8 @@ export interface WaitFacts {
   max_attempts: number;
   last_error: string | null;
   concurrency_key: string | null;
+  /** The job's flow (a blocked job of no flow waits as a successor: onConflict 'queue-after'). */
+  flow_id: string | null;
   ever_claimed: boolean;
   /** The name of the durable sleep (job.sleep()) the job is in: the last step it recorded, its `until` ahead. */
   sleeping: string | null;
@@ -54,6 +57,10 @@ export interface WaitFacts {
   limited_by_worker: { worker: string; n: number }[];
   key_holders: string[];
   open_parents: { id: string; ref: string | null; status: JobStatus }[];
+  /** onConflict 'queue-after': a waiting successor (blocked, of no flow) and the live holder of its key it waits for. */
+  successor_of: { id: string; status: JobStatus; buffered: boolean } | null;
+  /** The queue has LIFO jobs (background_queues.lifo_jobs): `ahead` counts in that claim's order (LIFO jobs first). */
+  lifo_order: boolean;
   ahead: number;
 }
 
@@ -92,6 +99,12 @@ export function waitReasons(f: WaitFacts, instances: readonly InstanceRecord[], 
   if (f.status === 'processing' && !f.buffered) return [{ gate: 'running', reason: `it is running on instance ${f.locked_by ?? '?'} (attempt ${f.attempts} of ${f.max_attempts})` }];
   if (f.status === 'processing') {
     return [{ gate: 'read-ahead', reason: `read ahead by instance ${f.locked_by ?? '?'} and not started: it starts when a slot there frees up, or goes back to the queue when its short lease lapses` }];
+  }
+  // A blocked job of no flow is a successor waiting for its key's holder (onConflict 'queue-after').
+  if (f.status === 'blocked' && f.flow_id === null) {
+    const h = f.successor_of;
+    const holder = h === null ? 'no job holds its key any more: it starts at the next look (the sweeper\'s at the latest)' : `job ${h.id}, ${h.status === 'processing' && !h.buffered ? 'running' : 'queued'}`;
+    return [{ gate: 'successor', reason: `waiting for the job that holds its unique key to end (onConflict 'queue-after'): ${holder}` }];
   }
   if (f.status === 'blocked') {
     const parents = f.open_parents.map((p) => `job ${p.id}${p.ref ? ` (${p.ref})` : ''}, ${p.status}`).join('; ');
@@ -132,7 +145,7 @@ export function waitReasons(f: WaitFacts, instances: readonly InstanceRecord[], 
   }
   if (reasons.length === 0) {
     const ahead = f.ahead >= AHEAD_CAP ? `at least ${AHEAD_CAP}` : String(f.ahead);
-    reasons.push({ gate: 'ready', reason: `due, and nothing holds it: ${ahead} due job(s) ahead of it in queue ${quote(f.queue_name)}; a worker starts it when it reaches them` });
+    reasons.push({ gate: 'ready', reason: `due, and nothing holds it: ${ahead} due job(s) ahead of it in queue ${quote(f.queue_name)}${f.lifo_order ? ' (LIFO jobs first, newest first)' : ''}; a worker starts it when it reaches them` });
   }
   return reasons;
 }

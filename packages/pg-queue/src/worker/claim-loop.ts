@@ -1,4 +1,5 @@
 import type { LoggerService } from '@nestjs/common';
+import type { ClaimOrder } from '../store/claim.sql.js';
 import type { ClaimedJob, ClaimLimits, JobStore } from '../store/job.store.js';
 import { tracingActive } from '../tracing/tracer.js';
 import { RetryBackoff, wakeableSleep } from '../utils/retry-backoff.js';
@@ -46,6 +47,12 @@ export interface ClaimLoopConfig {
   limits: ClaimLimits | undefined;
   /** A key of the queue is blocked by a partner's 429: claims take the variant that passes over its jobs. */
   keyBlocks?: boolean;
+  /**
+   * The order claims take the queue's due jobs in (ClaimOrder in store/claim.sql.ts): 'lifo' for a handler with
+   * `lifo: true`; 'mixed' once the queue's row says it has LIFO jobs (QueueWorker.applyLimits); else 'fifo', the plain
+   * claim. Read by each claim.
+   */
+  order?: ClaimOrder;
   /**
    * A batch handler's waitMs: after a claim that came back short (fewer due jobs than the free calls could take),
    * the next claim waits this long after it is asked for, so that a batch can fill in the table (not in memory: a
@@ -110,6 +117,11 @@ export class ClaimLoop {
     };
   }
 
+  /** The order of the queue's claims now (ClaimOrder): 'fifo' unless the queue has LIFO. */
+  get order(): ClaimOrder {
+    return this.config.order ?? 'fifo';
+  }
+
   /** True while the last claim failed (the database unreachable or refusing). */
   get failing(): boolean {
     return this.backoff.failing;
@@ -142,9 +154,10 @@ export class ClaimLoop {
    * The queue's limits changed at runtime (QueueWorker.applyLimits): the next claim uses them; a hold of the old ones
    * (a rate window, capacity) ends, since the new limits may allow a claim now.
    */
-  setLimits(limits: ClaimLimits | undefined, keyBlocks: boolean): void {
+  setLimits(limits: ClaimLimits | undefined, keyBlocks: boolean, order: ClaimOrder = this.config.order ?? 'fifo'): void {
     this.config.limits = limits;
     this.config.keyBlocks = keyBlocks;
+    this.config.order = order;
     this.heldUntil = 0;
     this.holdLiftable = false;
     clearTimeout(this.holdTimer);
@@ -185,7 +198,7 @@ export class ClaimLoop {
   private async run(): Promise<void> {
     const { queue, workerId, leaseMs, bufferLeaseMs } = this.config;
     while (!this.stopping) {
-      const { limits, keyBlocks = false } = this.config; // changed at runtime (applyLimits): read per claim
+      const { limits, keyBlocks = false, order = 'fifo' } = this.config; // changed at runtime (applyLimits): read per claim
       const want = this.target.claimWant();
       if (want === 0 || !this.wakeRequested || this.heldUntil > performance.now()) {
         await new Promise<void>((resolve) => (this.wakeUp = resolve));
@@ -202,8 +215,8 @@ export class ClaimLoop {
       let claimed;
       try {
         claimed = limits
-          ? await this.store.claimLimitedJobs(queue, want, workerId, leaseMs, limits, this.keyCursor, keyBlocks)
-          : await this.store.claimJobs(queue, want, workerId, leaseMs, this.target.observed || tracingActive(), { startNow, armAhead, bufferLeaseMs }, keyBlocks);
+          ? await this.store.claimLimitedJobs(queue, want, workerId, leaseMs, limits, this.keyCursor, keyBlocks, order)
+          : await this.store.claimJobs(queue, want, workerId, leaseMs, this.target.observed || tracingActive(), { startNow, armAhead, bufferLeaseMs }, keyBlocks, order);
         // A claim that never got its queue's lock said nothing about the queue: a wedge (readiness) all the same.
         if (!claimed.lockBusy) this.answeredAt = performance.now();
         this.backoff.succeeded();

@@ -68,6 +68,7 @@ export class QueueWorker implements ClaimTarget {
         bufferLeaseMs: state.deadlines.bufferLeaseMs,
         limits: state.limited ? claimLimits({ globalConcurrency, rateLimit, concurrencyPerKey }, fairness) : undefined,
         gatherMs: config.options.batch?.waitMs,
+        order: config.options.lifo ? 'lifo' : 'fifo',
       },
       shared.store,
       this,
@@ -131,7 +132,8 @@ export class QueueWorker implements ClaimTarget {
     const { state } = this;
     if (!state.config.options.batch) this.readAheadAtClaim = state.buffer.readAhead;
     this.reviewsAtClaim = state.reviews;
-    return state.slots.reserve(want, state.armed.length, state.buffer.size, state.startAhead?.depth ?? 0);
+    // A LIFO queue keeps its jobs in claim order across claims (start-plan.ts, reserve): the newest first, held ahead or not.
+    return state.slots.reserve(want, state.armed.length, state.buffer.size, state.startAhead?.depth ?? 0, this.claims.order !== 'fifo');
   }
 
   claimFailed(): void {
@@ -263,13 +265,14 @@ export class QueueWorker implements ClaimTarget {
   // ---- Limits changed at runtime (QueueLimitsKeeper reads them from the queue's row) ----
 
   /**
-   * The queue's limits in force changed, or whether a key of it is blocked by a partner's 429 (`keyBlocks`): the next
+   * The queue's limits in force changed, whether a key of it is blocked by a partner's 429 (`keyBlocks`), or whether it
+   * has LIFO jobs (`lifoJobs`: background_queues.lifo_jobs, set by the first enqueue of one, never cleared): the next
    * claim and the next starts follow them. Lowering concurrency aborts nothing: fewer jobs start until the running ones
    * are under it. A switch to limits across instances changes the claim (claimLimitedJobs, under the queue's lock) and
    * gives the buffer back (a limited queue reads nothing ahead: a held job would have used a start); the jobs this
    * worker runs are marked `limited`, so that the limited claims count them. Eager starts stop (eagerSlotFree).
    */
-  applyLimits(limits: EffectiveLimits, keyBlocks: boolean): void {
+  applyLimits(limits: EffectiveLimits, keyBlocks: boolean, lifoJobs = false): void {
     const { state } = this;
     state.slots.concurrency = limits.concurrency;
     if (state.startAhead) state.startAhead.concurrency = limits.concurrency;
@@ -285,7 +288,9 @@ export class QueueWorker implements ClaimTarget {
       const { store, logger } = state.shared;
       store.markLimited(state.config.workerId, started).catch((error: unknown) => logger.warn(LIMITED_NOT_MARKED(state.config.queue, started.length, errorLine(error))));
     }
-    this.claims.setLimits(limited ? claimLimits(limits, fairness) : undefined, keyBlocks);
+    // A queue whose row says it has LIFO jobs (enqueued with `lifo: true`) takes them first (ClaimOrder 'mixed'); a
+    // handler with `lifo: true` takes every job newest first whatever the row says.
+    this.claims.setLimits(limited ? claimLimits(limits, fairness) : undefined, keyBlocks, state.config.options.lifo ? 'lifo' : lifoJobs ? 'mixed' : 'fifo');
     this.pump();
   }
 

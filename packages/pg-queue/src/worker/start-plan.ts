@@ -149,9 +149,10 @@ export class Slots {
   /**
    * A claim of `want` is being sent (ClaimTarget.reserveSlots): the slots its jobs that start at once take are kept
    * (`reserved`, until the claim answers), and the claim marks started `armAhead` more for the worker to hold ahead of a
-   * free slot, up to `depth` (StartAhead's) held or on their way.
+   * free slot, up to `depth` (StartAhead's) held or on their way. `keepOrder`: the jobs must start in claim order across
+   * claims (a LIFO queue), so none is armed by a claim while an earlier one waits for its start mark.
    */
-  reserve(want: number, armed: number, buffered: number, depth: number): { startNow: number; armAhead: number } {
+  reserve(want: number, armed: number, buffered: number, depth: number, keepOrder = false): { startNow: number; armAhead: number } {
     if (this.callSize !== undefined) {
       this.reserved += Math.ceil(want / this.callSize);
       return { startNow: want, armAhead: 0 }; // every job of the claim starts now, in the calls reserved for it
@@ -164,7 +165,9 @@ export class Slots {
     // them later), unless jobs wait in the buffer (they go first, through start marks): those already marked ahead,
     // or on their way to be, count against it.
     const ahead = Math.max(0, this.running + this.starting + armed + this.reserved + this.eager - concurrency);
-    const armAhead = buffered === 0 ? Math.max(0, Math.min(want - startNow, depth - ahead)) : 0;
+    // `keepOrder` (a LIFO queue: ClaimOrder): nor while a job of an earlier claim waits for its start mark. Armed by
+    // this claim, its jobs would be ahead of that job (armed when its mark lands, behind them) and start first.
+    const armAhead = buffered === 0 && !(keepOrder && this.starting > 0) ? Math.max(0, Math.min(want - startNow, depth - ahead)) : 0;
     return { startNow, armAhead };
   }
 

@@ -107,7 +107,9 @@ export interface PlannedJob {
   priority: number;
   delayMs: number;
   key?: string;
-  onConflict?: 'keep' | 'replace' | 'keep-run-at';
+  onConflict?: 'keep' | 'replace' | 'keep-run-at' | 'queue-after';
+  /** Enqueued with `lifo: true` (issue 43): claimed before the queue's FIFO jobs of its priority. */
+  lifo?: boolean;
   /** limited jobs: their queue and key. */
   queue?: SimQueue;
   concurrencyKey?: string;
@@ -280,6 +282,7 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
   addChanges(seed, end, steps);
   addRuntimeLimits(seed, end, nonce, steps);
   const fair = addFair(seed, end, processes, nonce, steps);
+  addLifoAndQueueAfter(seed, end, nonce, steps);
   // The schedule `tick` (sim-worker.ts) fires every second in every process; each scans at least this often.
   const sched = featureStream(seed, 0xc2b2ae35);
   for (const p of processes) p.recurringPollMs = sched.pick([200, 1_000, 5_000]);
@@ -390,6 +393,30 @@ function addWaits(seed: number, end: number, nonce: () => number, steps: Step[])
   for (let at = 1_800; at < end; at += w.int(1_000, 3_000)) {
     const jobs = Array.from({ length: w.int(1, 5) }, (): PlannedJob => ({ payload: payload(w, nonce, weights), priority: 0, delayMs: w.chance(0.2) ? w.int(100, 2_000) : 0 }));
     steps.push({ at, type: 'enqueue', kind: 'wait', jobs });
+  }
+}
+
+/**
+ * LIFO and onConflict 'queue-after' (issue 43), from their own stream: every 0.5 to 2.5 s either a few LIFO jobs of
+ * queue `sim` (some with a priority), or a burst of 'queue-after' duplicates of one key (q1..q3, apart from the 'unique'
+ * keys: a key's duplicates meet its running holder, a successor waits and takes the later payloads). Invariants:
+ * invariants-lifo.ts (one successor per key at most, none left waiting without a holder, each run with the payload its
+ * row had, and a successor never running beside the holder it waited for).
+ */
+function addLifoAndQueueAfter(seed: number, end: number, nonce: () => number, steps: Step[]): void {
+  const l = featureStream(seed, 0x85ebca6b);
+  const weights: Record<Behaviour, number> = { ok: 80, throw: 8, junk: 0, timeout: 2, hang: 0, snooze: 4, block: 0, write: 3, step: 3, spawn: 0, ratelimited: 0 };
+  for (let at = 1_300; at < end; at += l.int(500, 2_500)) {
+    if (l.chance(0.5)) {
+      const jobs = Array.from({ length: l.int(1, 6) }, (): PlannedJob => ({ payload: payload(l, nonce, weights), priority: l.chance(0.3) ? l.int(1, 3) : 0, delayMs: 0, lifo: true }));
+      steps.push({ at, type: 'enqueue', kind: 'single', jobs: [jobs[0]] });
+      if (jobs.length > 1) steps.push({ at: at + 1, type: 'enqueue', kind: 'bulk', jobs });
+    } else {
+      const key = `q${l.int(1, 3)}`;
+      for (let i = 0, t = at; i < l.int(2, 6); i++, t += l.int(10, 400)) {
+        steps.push({ at: t, type: 'enqueue', kind: 'unique', jobs: [{ payload: { b: 'ok', ms: l.int(50, 600), n: nonce() }, priority: 0, delayMs: 0, key, onConflict: 'queue-after' }] });
+      }
+    }
   }
 }
 

@@ -332,10 +332,12 @@ export async function processingAfterDrain(db: pg.Pool): Promise<Violation[]> {
 }
 
 /** A unique key is never held by two live jobs (sampled during the run and at the end). */
+/** (A successor waiting for its key's holder, onConflict 'queue-after', is blocked with the key and of no flow: not a holder; invariants-lifo.ts.) */
 export async function uniqueKeysHeldOnce(db: pg.Pool): Promise<Violation[]> {
   const { rows } = await db.query<{ key: string; ids: string[] }>(
     `SELECT queue_name || '/' || unique_key AS key, array_agg(id::text) AS ids FROM background_jobs
-     WHERE unique_key IS NOT NULL AND status IN ('queued', 'processing', 'blocked') GROUP BY queue_name, unique_key HAVING count(*) > 1`,
+     WHERE unique_key IS NOT NULL AND (status IN ('queued', 'processing') OR (status = 'blocked' AND flow_id IS NOT NULL))
+     GROUP BY queue_name, unique_key HAVING count(*) > 1`,
   );
   return rows.map((r) => ({ invariant: 'unique.two-live-holders', jobIds: r.ids, detail: `key ${r.key} held by ${r.ids.join(', ')}` }));
 }

@@ -4,6 +4,7 @@
 // setup gives it a PostgreSQL); so does CI, for a fixed budget with a fresh seed. Every run prints its seed first;
 // a failing run prints the seed, each invariant broken with its jobs' history and run-log rows, and the replay
 // command.
+import * as invLifo from './invariants-lifo.js';
 import { mkdtemp, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -98,6 +99,8 @@ export async function runSim(url: string, seed: number, minutes: number, server?
       ...(await waitsMatchRows(db, drained.at)),
       ...played.uniqueViolations,
       ...(await inv.uniqueKeysHeldOnce(db)),
+      ...(await invLifo.successorsOnce(db)),
+      ...(await invLifo.successorsStartAfterHolders(db)),
       ...(await inv.flowOrder(db, facts)),
       ...(await inv.flowPromises(db, facts)),
       ...(await inv.stepsRunOnce(db, facts)),
@@ -174,7 +177,7 @@ async function play(plan: SimPlan, deps: Parameters<typeof act>[0], server: Post
     void task.finally(() => inFlight.delete(task));
     if (Date.now() >= nextSample) {
       nextSample = Date.now() + 2_000;
-      for (const v of await inv.uniqueKeysHeldOnce(deps.db)) {
+      for (const v of [...(await inv.uniqueKeysHeldOnce(deps.db)), ...(await invLifo.successorsOnce(deps.db))]) {
         if (!seenKeys.has(v.detail)) played.uniqueViolations.push(v);
         seenKeys.add(v.detail);
       }

@@ -287,6 +287,7 @@ const spec = (queue: string, j: PlannedJob) => ({
   priority: j.priority,
   ...(j.delayMs > 0 ? { delayMs: j.delayMs } : {}),
   ...(j.key ? { uniqueKey: j.key, onConflict: j.onConflict } : {}),
+  ...(j.lifo ? { lifo: true } : {}),
 });
 
 async function enqueue(op: Extract<WorkerOp, { op: 'enqueue' }>): Promise<unknown> {

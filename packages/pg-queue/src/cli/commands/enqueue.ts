@@ -38,7 +38,7 @@ export function registerEnqueue(program: Command, run: Run): void {
     .option('--max-attempts <n>', 'attempts before the job fails for good (default 5)', parseInteger('--max-attempts', 1, 1_000))
     .option('--concurrency-key <key>', "the key the queue's concurrencyPerKey limit counts the job under (README: Limits)")
     .option('--unique-key <key>', 'enqueue only if no queued or running job of the queue holds this key')
-    .option('--on-conflict <mode>', 'with --unique-key: keep, replace or keep-run-at (README: Unique jobs)')
+    .option('--on-conflict <mode>', 'with --unique-key: keep, replace, keep-run-at or queue-after (README: Unique jobs)')
     .option('--unique-for <duration>', 'with --unique-key: the key is held this long after the enqueue, whatever became of the job', parseDuration('--unique-for'))
     .option('--max-payload-bytes <n>', "the module's maxPayloadBytes, if your app sets it (default 1 MiB)", parseInteger('--max-payload-bytes', 2, 256 * 1_048_576))
     .action(

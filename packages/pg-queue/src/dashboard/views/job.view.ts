@@ -14,7 +14,7 @@ import { listedStatus, statusBadge } from './jobs.view.js';
 const PLACED = new Set([
   'id', 'queue_name', 'status', 'payload', 'result', 'progress', 'attempts', 'max_attempts', 'priority', 'run_at', 'last_error',
   'locked_by', 'locked_at', 'lease_expires_at', 'created_at', 'updated_at', 'finished_at', 'unique_key', 'concurrency_key', 'buffered',
-  'flow_id', 'flow_ref', 'compensate', 'compensates', 'steps', 'trace_context', 'logs',
+  'flow_id', 'flow_ref', 'compensate', 'compensates', 'steps', 'trace_context', 'logs', 'lifo', 'successor_id', 'waits_for_id',
 ]);
 /**
  * The queue's own bookkeeping, which nobody acts on: the claim's fence, the waiters' mark, the limits' mark. Not
@@ -214,6 +214,9 @@ ${status === 'processing'
     ? html`<dt>Lease owner</dt><dd data-field="locked_by">${str('locked_by') ? html`<a href="${ctx.base}/instances#${instanceAnchor(str('locked_by')!)}">${str('locked_by')}</a>` : '—'}${str('lease_expires_at') ? html` (${buffered ? 'in its read-ahead buffer, ' : ''}lease until ${absTime(str('lease_expires_at'))})` : ''}</dd>`
     : html`<dt>Last run by</dt><dd data-field="locked_by">${str('locked_by') ?? '—'}</dd>`}
 <dt>Unique key</dt><dd>${str('unique_key') ?? '—'}</dd>
+${str('successor_id') ? html`<dt>Successor</dt><dd data-field="successor_id"><a href="${ctx.base}/jobs/${str('successor_id')!}">job ${str('successor_id')!}</a> waits for this one to end (onConflict 'queue-after')</dd>` : null}
+${str('waits_for_id') ? html`<dt>Waits for</dt><dd data-field="waits_for_id"><a href="${ctx.base}/jobs/${str('waits_for_id')!}">job ${str('waits_for_id')!}</a>, the holder of its unique key (onConflict 'queue-after')</dd>` : null}
+${row.lifo === true ? html`<dt>Order</dt><dd data-field="lifo">LIFO: claimed before the FIFO jobs of its priority, the newest first</dd>` : null}
 <dt>Concurrency key</dt><dd>${str('concurrency_key') ?? '—'}</dd>
 ${typeof traceparent === 'string' ? html`<dt>Trace</dt><dd data-field="traceparent"><code>${traceparent}</code></dd>` : null}
 </dl>
