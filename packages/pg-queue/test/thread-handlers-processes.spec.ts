@@ -199,4 +199,24 @@ describe('thread handlers (two OS processes)', () => {
     const { rows: by } = await db.query<{ n: number }>(`SELECT count(DISTINCT pid)::int AS n FROM thread_runs WHERE job_id = ANY($1::int8[])`, [ids]);
     expect(by[0].n).toBe(2);
   }, 40_000);
+
+  // Last: it stops one of the two processes.
+  it('shutdown: the grace is honoured, then the thread is terminated and its job put back', async () => {
+    const id = await enqueue('cpu_cancel', { burnMs: 30_000 });
+    await waitFor('the job to start', async () => (await runsOf(id)).length === 1);
+    const [run] = await runsOf(id);
+    const holder = workers.find((w) => w.pid === run.pid)!;
+    const exited = new Promise<number>((resolve) => holder.once('exit', () => resolve(Date.now())));
+    const from = Date.now();
+    holder.kill('SIGTERM');
+    const at = await exited;
+    workers.splice(workers.indexOf(holder), 1);
+    // shutdownGraceMs 1000: the app waited for the job that long, aborted it, put it back, and closed the pool.
+    expect(at - from).toBeGreaterThanOrEqual(1_000);
+    expect(at - from).toBeLessThan(8_000);
+    // Put back without charging the attempt: pending, or taken already by the other process (a second run, attempt 1 again).
+    await waitFor('the job to be put back', async () => (await row(id)).status === 'pending' || (await runsOf(id)).length === 2);
+    expect((await row(id)).attempts).toBeLessThanOrEqual(1);
+    expect(await queue.cancel(id)).toBe('cancelled');
+  }, 30_000);
 });
