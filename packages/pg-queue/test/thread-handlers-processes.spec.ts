@@ -143,12 +143,17 @@ describe('thread handlers (two OS processes)', () => {
     if (ran.pid === killed.pid) expect(ran.thread_id).not.toBe(killed.thread_id);
   });
 
-  it('a cooperative thread function stops at the abort and keeps its thread', async () => {
-    const id = await enqueue('cpu_timeout', { burnMs: 30_000, cooperative: true });
-    expect((await settled(id)).status).toBe('failed');
-    // Give the thread the moment to answer, then the next job on the same process reuses the thread.
-    const next = await enqueue('cpu_timeout', { burnMs: 20 });
-    expect((await settled(next)).status).toBe('completed');
+  it('a CPU-bound loop that checks job.signal.aborted stops at the abort and keeps its thread', async () => {
+    // Two jobs at once: one on each process's only thread of this queue, so the next job's thread can be compared.
+    const ids = await Promise.all([0, 1].map(() => enqueue('cpu_timeout', { burnMs: 30_000, cooperative: true })));
+    for (const id of ids) expect((await settled(id)).last_error).toMatch(/timed out after 1000 ms/);
+    const next = await Promise.all([0, 1].map(() => enqueue('cpu_timeout', { burnMs: 20 })));
+    for (const id of next) expect((await settled(id)).status).toBe('completed');
+    const threadOf = new Map((await Promise.all(ids.map(runsOf))).map(([r]) => [r.pid, r.thread_id]));
+    const after = (await Promise.all(next.map(runsOf))).map(([r]) => r).filter((r) => threadOf.has(r.pid));
+    // The threads stopped within the grace: a next job on the same process ran on the same thread, not a new one.
+    expect(after.length).toBeGreaterThan(0);
+    for (const r of after) expect(r.thread_id).toBe(threadOf.get(r.pid));
   });
 
   it.each([

@@ -4,13 +4,13 @@
 // nothing of the library but the protocol's types, so a thread starts without loading Nest, TypeORM or pg.
 import { parentPort, workerData } from 'node:worker_threads';
 import { inspect } from 'node:util';
-import type { CrossedError, FromThread, ThreadEntryData, ThreadJobData, ToThread } from './thread-protocol.js';
+import { readAbort, type CrossedError, type FromThread, type ThreadEntryData, type ThreadJobData, type ToThread } from './thread-protocol.js';
 
 /** The job's progress value, as JSON, at most this long (the main thread stores it as job.progress() does). */
 const MAX_PROGRESS_CHARS = 65_536;
 
 const port = parentPort!;
-const { file } = workerData as ThreadEntryData;
+const { file, abort } = workerData as ThreadEntryData;
 let loaded: Promise<(job: unknown) => unknown> | undefined;
 let controller: AbortController | undefined;
 
@@ -48,9 +48,34 @@ function progress(this: void, jobId: string, value: unknown): void {
   send({ type: 'progress', value: JSON.parse(json) as unknown });
 }
 
+/** AbortSignal's own getter (the job's signal shadows it with one that polls first). */
+const ABORTED = Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'aborted')!.get!;
+
+/** Aborts the job's signal once the main thread has raised the shared flag. */
+function pollAbort(): void {
+  if (!controller || (ABORTED.call(controller.signal) as boolean)) return;
+  const reason = readAbort(abort);
+  if (!reason) return;
+  const error = new Error(reason.message);
+  error.name = reason.name;
+  controller.abort(error);
+}
+
+/**
+ * The job's AbortSignal, whose `aborted` and `throwIfAborted()` also read the shared flag: a CPU-bound loop that
+ * checks `job.signal.aborted` between slices sees the abort although its event loop never gets to the message.
+ */
+function signalOf(c: AbortController): AbortSignal {
+  const signal = c.signal;
+  Object.defineProperty(signal, 'aborted', { get: () => (pollAbort(), ABORTED.call(signal) as boolean) });
+  const throwIfAborted = signal.throwIfAborted.bind(signal);
+  Object.defineProperty(signal, 'throwIfAborted', { value: () => (pollAbort(), throwIfAborted()) });
+  return signal;
+}
+
 async function run(data: ThreadJobData): Promise<void> {
   controller = new AbortController();
-  const job = { ...data, signal: controller.signal, progress: (value: unknown) => progress(data.id, value) };
+  const job = { ...data, signal: signalOf(controller), progress: (value: unknown) => progress(data.id, value) };
   let result: unknown;
   try {
     const fn = await load();
@@ -72,9 +97,5 @@ async function run(data: ThreadJobData): Promise<void> {
 
 port.on('message', (message: ToThread) => {
   if (message.type === 'run') void run(message.job);
-  else if (message.type === 'abort' && controller) {
-    const reason = new Error(message.reason.message);
-    reason.name = message.reason.name;
-    controller.abort(reason);
-  }
+  else if (message.type === 'abort') pollAbort(); // an awaiting function hears it at once
 });

@@ -7,7 +7,7 @@ import { errorLine } from '../../utils/error-text.js';
 import type { PgQueueLogger } from '../../utils/terminal-text.js';
 import type { JobAttempt } from '../job-attempt.js';
 import { THREAD_ENTRY_MISSING } from './thread-messages.js';
-import type { CrossedError, FromThread, ThreadEntryData, ToThread } from './thread-protocol.js';
+import { ABORT_FLAG_BYTES, ABORT_REASON_BYTES, lowerAbort, raiseAbort, type CrossedError, type FromThread, type ThreadEntryData, type ToThread } from './thread-protocol.js';
 
 /** The compiled entry beside this file (dist/worker/threads/thread-entry.js). */
 const ENTRY = new URL('./thread-entry.js', import.meta.url);
@@ -23,6 +23,8 @@ interface Task {
 
 interface PooledThread {
   worker: Worker;
+  /** The abort notice shared with the thread (thread-protocol.ts). */
+  abort: SharedArrayBuffer;
   task: Task | undefined;
   /** Set once the thread was asked to stop: terminated if still busy when it fires. */
   killTimer: NodeJS.Timeout | undefined;
@@ -90,6 +92,7 @@ export class ThreadPool {
       if (!thread) return;
       const task = this.waiting.shift()!;
       thread.task = task;
+      lowerAbort(thread.abort);
       const { attempt } = task;
       const job = { id: attempt.id, queue: attempt.queue, attempt: attempt.attempt, maxAttempts: attempt.maxAttempts, priority: attempt.priority, payload: attempt.payload };
       try {
@@ -109,11 +112,12 @@ export class ThreadPool {
   }
 
   private spawn(): PooledThread {
-    const workerData: ThreadEntryData = { file: this.options.fileUrl };
+    const abort = new SharedArrayBuffer(ABORT_FLAG_BYTES + ABORT_REASON_BYTES);
+    const workerData: ThreadEntryData = { file: this.options.fileUrl, abort };
     const worker = new Worker(ENTRY, { workerData, resourceLimits: this.options.resourceLimits });
     // Idle threads do not keep the process alive; a running job's lease and connections do.
     worker.unref();
-    const thread: PooledThread = { worker, task: undefined, killTimer: undefined, gone: false };
+    const thread: PooledThread = { worker, abort, task: undefined, killTimer: undefined, gone: false };
     this.threads.add(thread);
     worker.on('message', (message: FromThread) => this.answered(thread, message));
     worker.on('error', (error: Error) => this.crashed(thread, `crashed: ${errorLine(error)}`, error.stack));
@@ -167,8 +171,8 @@ export class ThreadPool {
     this.settle(task, reason);
     const thread = [...this.threads].find((t) => t.task === task);
     if (!thread) return;
-    const crossedReason: CrossedError = { name: (reason as Error)?.name ?? 'Error', message: errorLine(reason), stack: undefined };
-    thread.worker.postMessage({ type: 'abort', reason: crossedReason } satisfies ToThread);
+    raiseAbort(thread.abort, reason instanceof Error ? reason : { name: 'Error', message: errorLine(reason) });
+    thread.worker.postMessage({ type: 'abort' } satisfies ToThread);
     thread.killTimer = setTimeout(() => {
       if (thread.task !== task) return;
       this.logger.warn(`job ${task.attempt.id} (${this.queue}): its thread ran on ${this.options.abortGraceMs} ms after the attempt was aborted (${errorLine(reason)}); terminating the thread`);
