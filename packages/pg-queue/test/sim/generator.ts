@@ -324,17 +324,17 @@ function addHandlerKinds(seed: number, end: number, processes: ProcessPlan[], no
 }
 
 /**
- * Queue `cpu`, a thread handler (sim-cpu.thread.ts, two threads per process): 1 to 6 jobs every 1.5 to 5 s that burn
+ * Queue `cpu`, a thread handler (sim-cpu.thread.ts, one thread per process): 1 to 6 jobs every 1.5 to 5 s that burn
  * the CPU in a thread for 5 to 60 ms (a few longer), throw, throw a non-Error, or run past the queue's timeout. The burns
  * are short: on the 2-core machine the simulation shares with its 4 processes, 400 ms burns took the CPU their event
- * loops needed, and leases of every queue lapsed (seed 43). Its own stream, so
+ * loops needed, and leases of every queue lapsed (seed 43); so did two threads per process, less often. Its own stream, so
  * that the plans of the other features stay as they were for a seed.
  */
 function addThreadJobs(seed: number, end: number, processes: ProcessPlan[], nonce: () => number, steps: Step[]): void {
   const c = featureStream(seed, 0x2f6b1c3d);
   for (const p of processes) {
     // The thread file and poolSize are the decorator's (a `thread` here would replace them whole).
-    p.queues.cpu = { concurrency: c.pick([1, 2]), maxAttempts: c.int(1, 3), backoff: { baseMs: 50, maxMs: 500 }, timeoutMs: c.pick([1_500, 3_000]), eagerStart: c.chance(0.5) };
+    p.queues.cpu = { concurrency: 1, maxAttempts: c.int(1, 3), backoff: { baseMs: 50, maxMs: 500 }, timeoutMs: c.pick([1_500, 3_000]), eagerStart: c.chance(0.5) };
   }
   const weights: Record<Behaviour, number> = { ok: 80, throw: 8, junk: 4, timeout: 3, hang: 0, snooze: 0, block: 0, write: 0, step: 0, spawn: 0, ratelimited: 0 };
   for (let at = 1_500; at < end; at += c.int(1_500, 5_000)) {

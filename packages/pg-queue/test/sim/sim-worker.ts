@@ -184,7 +184,7 @@ class SimHandlers {
   }
 
   // A thread handler: the method is not called; the jobs run in sim-cpu.thread.ts, which writes its own runs.
-  @JobHandler('cpu', { thread: { file: fileURLToPath(new URL('./sim-cpu.thread.js', import.meta.url)), poolSize: 2 } })
+  @JobHandler('cpu', { thread: { file: fileURLToPath(new URL('./sim-cpu.thread.js', import.meta.url)), poolSize: 1 } })
   cpu(): void {}
 
   @JobHandler('rated')
