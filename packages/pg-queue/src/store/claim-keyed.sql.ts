@@ -1,0 +1,196 @@
+// The claims of a queue whose jobs have keys: concurrencyPerKey (keyedClaim) and fair share (fairClaim), each a
+// limited claim (claim-parts.sql.ts) run inside beginWithQueueLock's transaction (claim.sql.ts).
+import { KEY_CURSOR, limitedClaim, orderedDue, queueStopped, type ClaimOrder } from './claim-parts.sql.js';
+
+/**
+ * The keys with queued jobs in turn order from a claimer's cursor ($9), as CTEs (after, upto, turn) that follow
+ * another CTE: see claimKeyedJobs.
+ */
+const KEY_TURN = `    ), after AS (
+      -- The keys with queued jobs after the cursor ($9: the last key this worker claimed from, '' at first),
+      -- then from the first key up to the cursor: a loose scan of the keyed claim index, one probe per key,
+      -- read only as far as the candidates below need (the LIMIT stops it).
+      (SELECT concurrency_key AS k FROM background_jobs
+       WHERE queue_name = $1 AND status = 'queued' AND concurrency_key IS NOT NULL AND concurrency_key > $9 ORDER BY concurrency_key LIMIT 1)
+      UNION ALL
+      SELECT (SELECT b.concurrency_key FROM background_jobs AS b
+              WHERE b.queue_name = $1 AND b.status = 'queued' AND b.concurrency_key IS NOT NULL AND b.concurrency_key > a.k ORDER BY b.concurrency_key LIMIT 1)
+      FROM after AS a WHERE a.k IS NOT NULL
+    ), upto AS (
+      (SELECT concurrency_key AS k FROM background_jobs
+       WHERE queue_name = $1 AND status = 'queued' AND concurrency_key IS NOT NULL AND concurrency_key <= $9 ORDER BY concurrency_key LIMIT 1)
+      UNION ALL
+      SELECT (SELECT b.concurrency_key FROM background_jobs AS b
+              WHERE b.queue_name = $1 AND b.status = 'queued' AND b.concurrency_key IS NOT NULL AND b.concurrency_key > u.k AND b.concurrency_key <= $9
+              ORDER BY b.concurrency_key LIMIT 1)
+      FROM upto AS u WHERE u.k IS NOT NULL
+    ), turn AS (
+      SELECT k FROM after WHERE k IS NOT NULL
+      UNION ALL
+      SELECT k FROM upto WHERE k IS NOT NULL
+`;
+
+/** The due keyless jobs of a keyed (or fair) claim, as a CTE that follows another: see claimKeyedJobs. */
+const KEYLESS = `    ), keyless AS (
+      -- Jobs without a key (enqueued by an instance that did not know the queue's options) are not limited per
+      -- key: taken from the first due entries of the plain claim index (a bounded read: a large keyed backlog
+      -- ahead of them delays them until it shrinks). Read without a lock (that would lock the keyed rows read
+      -- too), then the keyless ones locked with SKIP LOCKED: a keyless row another transaction holds is passed
+      -- over, not waited for while this claim holds the queue's lock (every claimer of the queue would stall).
+      SELECT k.id FROM background_jobs AS k
+      WHERE k.id IN (SELECT f.id FROM (
+        SELECT id, concurrency_key FROM background_jobs AS j
+        WHERE j.queue_name = $1 AND j.status = 'queued' AND j.run_at <= now()
+        ORDER BY j.priority DESC, j.run_at, j.id
+        LIMIT 200
+      ) AS f WHERE f.concurrency_key IS NULL)
+      FOR UPDATE OF k SKIP LOCKED
+`;
+
+/**
+ * What a key of a fair claim's window offers: its due jobs in the claim's order, numbered (rn: the i-th job of a key
+ * of weight w stands at pass + i / w), as many as its room and the bound allow.
+ */
+function fairOffer(order: ClaimOrder): string {
+  const limit = 'least(w.room, greatest(0, coalesce(floor(((SELECT u FROM fair_bound) - w.pass) * w.weight + 1e-9)::int, 2147483647)))';
+  const due = `j.queue_name = $1 AND j.status = 'queued' AND j.concurrency_key = w.k AND j.run_at <= now()`;
+  if (order === 'fifo') {
+    return `
+        SELECT id, row_number() OVER (ORDER BY j.run_at, j.id) AS rn FROM background_jobs AS j
+        WHERE ${due}
+        ORDER BY j.run_at, j.id
+        LIMIT ${limit}`;
+  }
+  if (order === 'lifo') {
+    return `
+        SELECT id, row_number() OVER (ORDER BY j.run_at DESC, j.id DESC) AS rn FROM background_jobs AS j
+        WHERE ${due}
+        ORDER BY j.run_at DESC, j.id DESC
+        LIMIT ${limit}`;
+  }
+  // The two walks appended (a subquery's rows come out in the order its Append makes them), then numbered.
+  return `
+        SELECT o.id, row_number() OVER () AS rn FROM (
+          ${orderedDue('id', due, limit, 'mixed', false, '          ')}
+        ) AS o`;
+}
+
+/** The fewest keys a fair claim compares (its window): more than a claim of one or two free slots would look at. */
+export const FAIR_WINDOW_KEYS = 16;
+
+/**
+ * The candidates of a fair claim (claimFairJobs), as CTEs after KEY_TURN: stride scheduling over the queue's keys.
+ * Each key has a pass (background_fair_passes: the virtual time its next job stands at); the i-th due job of a key of
+ * weight w stands at pass + i / w, and the claim takes the lowest (earliest in turn on ties), so while keys have work
+ * each gets starts in proportion to its weight, and a key alone with work takes every slot. A key without a pass, or
+ * whose pass fell behind the queue's clock (background_queues.fair_clock: the last job given out) by more than one,
+ * starts one behind the clock: an idle key banks no credit, and one that comes back is served within about a job.
+ * Weights: stored at runtime, else the option's ($10), else the default ($11). The claim compares a window of the
+ * keys in turn order that have a due job, no block from a partner's 429 and a free per-key slot ($8, NULL: no cap; a key's running jobs counted in
+ * every process under the queue's lock): the allowance's worth, at least FAIR_WINDOW_KEYS. Jobs without a key are one
+ * more key ('') of the default weight, read from the first due entries of the plain claim index as the keyed claim
+ * reads them. The ids are read without locks and locked once chosen, skipping rows another statement holds (another
+ * claim of the queue waits for the queue's lock; a cancel or an operator's change may hold one). FAIR_PASSES moves
+ * the passes and the clock past what the claim took.
+ */
+const fairCandidates = (order: ClaimOrder) => `${KEY_TURN}    ), fair_clock AS (
+      SELECT coalesce((SELECT q.fair_clock FROM background_queues AS q WHERE q.queue_name = $1), 0) AS v
+    ), fair_window AS (
+      SELECT f.k, f.weight, row_number() OVER () AS pos,
+        greatest(coalesce((SELECT p.pass FROM background_fair_passes AS p WHERE p.queue_name = $1 AND p.key = f.k), c.v - 1), c.v - 1) AS pass,
+        least((SELECT n FROM allowance), greatest(0, coalesce($8::int, 2147483647) - f.running)) AS room
+      FROM (
+        -- Keys in turn with a due job (the first of the key's queued jobs by run_at, one probe) and a free per-key
+        -- slot: a key whose jobs are all scheduled later, or at its cap, is passed over, not given a place.
+        SELECT t.k, r.n AS running,
+          coalesce((SELECT w.weight FROM background_queue_weights AS w WHERE w.queue_name = $1 AND w.key = t.k), ($10::jsonb ->> t.k)::int, $11::int) AS weight
+        FROM turn AS t
+        -- A key's running jobs, counted only with a per-key cap ($8): without one the count is a one-time-filtered 0.
+        CROSS JOIN LATERAL (SELECT count(*)::int AS n FROM background_jobs AS r
+                            WHERE $8::int IS NOT NULL AND r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key = t.k) AS r
+        WHERE r.n < coalesce($8::int, 2147483647)
+          -- A key blocked by a partner's 429 (background_queue_key_blocks) is passed over too.
+          AND NOT EXISTS (SELECT 1 FROM background_queue_key_blocks AS kb WHERE kb.queue_name = $1 AND kb.concurrency_key = t.k AND kb.blocked_until > now())
+          AND (SELECT j.run_at FROM background_jobs AS j
+               WHERE j.queue_name = $1 AND j.status = 'queued' AND j.concurrency_key = t.k ORDER BY j.run_at LIMIT 1) <= now()
+        LIMIT greatest((SELECT n FROM allowance), ${FAIR_WINDOW_KEYS})
+      ) AS f, fair_clock AS c
+    ), fair_bound AS (
+      -- Every window key has a due job: with at least the allowance's worth of keys, the jobs taken all stand at or
+      -- below the allowance-th lowest first job, so no key need offer jobs past it (a claim of 50 over 50 keys read
+      -- 2,500 rows to take 50 without this bound).
+      SELECT CASE WHEN count(*) >= (SELECT n FROM allowance) THEN max(v) END AS u
+      FROM (SELECT pass + 1.0 / weight AS v FROM fair_window ORDER BY 1 LIMIT (SELECT n FROM allowance)) AS x
+    ), offered AS (
+      SELECT c.id, w.k, w.pos, w.pass + c.rn::float8 / w.weight AS vt FROM fair_window AS w CROSS JOIN LATERAL (${fairOffer(order)}
+      ) AS c
+      UNION ALL
+      SELECT f.id, '', 0, kp.pass + (row_number() OVER (ORDER BY f.priority DESC, f.run_at, f.id))::float8 / $11::int
+      FROM (
+        SELECT id, concurrency_key, priority, run_at FROM background_jobs AS j
+        WHERE j.queue_name = $1 AND j.status = 'queued' AND j.run_at <= now()
+        ORDER BY j.priority DESC, j.run_at, j.id
+        LIMIT 200
+      ) AS f, (
+        SELECT greatest(coalesce((SELECT p.pass FROM background_fair_passes AS p WHERE p.queue_name = $1 AND p.key = ''), c.v - 1), c.v - 1) AS pass
+        FROM fair_clock AS c
+      ) AS kp
+      WHERE f.concurrency_key IS NULL
+    ), candidates AS (
+      SELECT k.id FROM background_jobs AS k
+      WHERE k.id IN (SELECT id FROM offered ORDER BY vt, pos LIMIT (SELECT n FROM allowance)) AND k.status = 'queued'
+        AND NOT ${queueStopped(true)}
+      FOR UPDATE OF k SKIP LOCKED
+`;
+
+/** After a fair claim: each key served moves to the virtual time of its last job taken; the clock to the latest. */
+const FAIR_PASSES = `    ), fair_served AS (
+      SELECT o.k, max(o.vt) AS vt FROM claimed AS c JOIN offered AS o ON o.id = c.id GROUP BY o.k
+    ), passes_moved AS (
+      INSERT INTO background_fair_passes (queue_name, key, pass, updated_at)
+      SELECT $1, k, vt, now() FROM fair_served
+      ON CONFLICT (queue_name, key) DO UPDATE SET pass = EXCLUDED.pass, updated_at = now()
+    ), clock_moved AS (
+      INSERT INTO background_queues (queue_name, fair_clock)
+      SELECT $1, max(vt) FROM fair_served HAVING count(*) > 0
+      ON CONFLICT (queue_name) DO UPDATE SET fair_clock = greatest(coalesce(background_queues.fair_clock, 0), EXCLUDED.fair_clock)
+`;
+
+/** The per-key slots a keyed claim's key `t.k` has free: $8 less its running jobs (counted under the queue's lock). */
+const KEY_ROOM = `greatest(0, $8::int - (SELECT count(*) FROM background_jobs AS r
+                                     WHERE r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key = t.k))`;
+
+/** The claim of a queue with concurrencyPerKey (see claimKeyedJobs in CLAIM_SQL), in `order` within each key. */
+export function keyedClaim(order: ClaimOrder): string {
+  const unblocked = `SELECT k FROM turn WHERE NOT EXISTS (
+        SELECT 1 FROM background_queue_key_blocks AS kb WHERE kb.queue_name = $1 AND kb.concurrency_key = turn.k AND kb.blocked_until > now())`;
+  const due = `j.queue_name = $1 AND j.status = 'queued' AND j.concurrency_key = t.k AND j.run_at <= now()`;
+  // 'fifo': the text this claim always had. Otherwise the key's room is computed once, beside the key (the walks use it thrice).
+  const keyed =
+    order === 'fifo'
+      ? `SELECT c.id FROM (${unblocked}) AS t CROSS JOIN LATERAL (
+        ${orderedDue('id', due, KEY_ROOM, 'fifo')}
+      ) AS c`
+      : `SELECT c.id FROM (SELECT t.k, ${KEY_ROOM} AS room FROM (${unblocked}) AS t) AS t CROSS JOIN LATERAL (
+        ${orderedDue('id', due, 't.room', order)}
+      ) AS c`;
+  // (Each key gives its newest due jobs first with LIFO: ClaimOrder. The statement's comment is kept as it was, so that
+  // the 'fifo' statement is byte for byte the one before LIFO.)
+  return limitedClaim(`
+${KEY_TURN}    ), keyed AS (
+      -- Each key in turn gives its oldest due jobs, as many as it has free slots ($8 less its running jobs).
+      -- A key blocked by a partner's 429 (background_queue_key_blocks) gives none: one probe per key, not per row.
+      ${keyed}
+      LIMIT (SELECT n FROM allowance)
+${KEYLESS}    ), candidates AS (
+      SELECT id FROM (SELECT id FROM keyed UNION ALL SELECT id FROM keyless) AS c
+      WHERE NOT ${queueStopped(true)}
+      LIMIT (SELECT n FROM allowance)
+`, 'true', ` OR (o.claimed < o.allowed AND EXISTS (\n        SELECT 1 FROM background_jobs AS r WHERE r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key IS NOT NULL))`, KEY_CURSOR);
+}
+
+/** The claim of a queue with fairness (see claimFairJobs in CLAIM_SQL), each key offering its due jobs in `order`. */
+export function fairClaim(order: ClaimOrder): string {
+  return limitedClaim(`
+${fairCandidates(order)}`, 'true', ` OR (o.claimed < o.allowed AND $8::int IS NOT NULL AND EXISTS (\n        SELECT 1 FROM background_jobs AS r WHERE r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key IS NOT NULL))`, KEY_CURSOR, FAIR_PASSES);
+}
