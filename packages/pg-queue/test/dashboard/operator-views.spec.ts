@@ -137,12 +137,13 @@ describeInBrowser('what operators open the dashboard for, in headless Chromium',
     const table = page.locator('table[data-field="attempts"]');
     await expect(table.locator('thead th').allInnerTexts()).resolves.toEqual(['attempt', 'worker', 'started', 'ran for', 'outcome', 'error']);
     const rows: string[][] = [];
-    for (const tr of await table.locator('tbody tr').all()) rows.push((await tr.locator('td').allTextContents()).map((text) => text.trim()));
+    for (const tr of await table.locator('tbody tr').all()) rows.push((await tr.locator('td').allInnerTexts()).map((text) => text.trim()));
     expect(rows).toEqual(history.map((h) => [String(h.attempt), WORKER, formatTime(h.started_at), formatSpan(h.ms), 'failed', h.error.split('\n')[0]]));
-    // The hostile error is text, in the cell and in its hover title (the whole error), never an element; nothing ran.
+    // The hostile error is text, in the cell and in its opened stack (the whole error), never an element; nothing ran.
     await expect(table.locator('img').count()).resolves.toBe(0);
     await expect(page.locator('main img').count()).resolves.toBe(0);
-    await expect(table.locator('tbody tr').nth(1).locator('td').last().locator('span').getAttribute('title')).resolves.toBe(history[1].error);
+    // The whole error (its stack) opens from the first line (job logs, issue 43: stacks per attempt), as text.
+    await expect(table.locator('tbody tr').nth(1).locator('td').last().locator('pre[data-field="attempt-error"]').textContent()).resolves.toBe(history[1].error);
     // The job's own error field is the last failed attempt's, kept after the completing one.
     await expect(page.locator('pre[data-field="last_error"]').innerText()).resolves.toBe(job.last_error);
     expect(job.last_error).toContain(HOSTILE);
