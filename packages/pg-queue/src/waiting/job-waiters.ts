@@ -6,7 +6,7 @@ import { WAIT_JOB_GONE, WAIT_JOB_NOT_FOUND, WAIT_SHUTTING_DOWN } from '../pg-que
 import { DONE_CHANNEL } from '../store/shared.sql.js';
 import { JobStore } from '../store/job.store.js';
 import type { JobOutcome } from '../store/job-store.types.js';
-import { errorLine } from '../utils/error-text.js';
+import { RetryBackoff } from '../utils/retry-backoff.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { NotificationListener } from '../worker/notification-listener.js';
 import { PgQueueLogger } from '../utils/terminal-text.js';
@@ -46,9 +46,8 @@ export class JobWaiters implements BeforeApplicationShutdown {
   /** Ids to read at the next check, with the status a notice gave (a job deleted at completion leaves no row). */
   private readonly toCheck = new Map<string, string | undefined>();
   private checking: Promise<void> | undefined;
-  private checkFailing = false;
-  /** After a failed read of the awaited jobs: the next try's delay (doubling up to the poll) and its timer. */
-  private retryMs = 0;
+  /** Failed reads of the awaited jobs: the backoff to the next try (from RETRY_FIRST_MS up to the poll) and its timer. */
+  private readonly readBackoff: RetryBackoff;
   private retryTimer: NodeJS.Timeout | undefined;
   private listener: NotificationListener | undefined;
   private pollTimer: NodeJS.Timeout | undefined;
@@ -61,6 +60,7 @@ export class JobWaiters implements BeforeApplicationShutdown {
     @Inject(RESOLVED_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {
     this.pollEveryMs = options.fallbackPollIntervalMs; // until LISTEN is up
+    this.readBackoff = new RetryBackoff('waitFor: reading the awaited jobs', this.logger, RETRY_FIRST_MS, options.pollIntervalMs);
   }
 
   /** Resolves with the job's result once it completes; rejects when it fails for good or is cancelled. */
@@ -198,21 +198,18 @@ export class JobWaiters implements BeforeApplicationShutdown {
       let outcomes: Map<string, JobOutcome>;
       try {
         outcomes = await this.store.jobOutcomes(ids);
-        this.checkFailing = false;
-        this.retryMs = 0;
+        this.readBackoff.succeeded();
       } catch (error) {
         // Tried again with backoff from a quarter second up to the poll, the ids kept: LISTEN can be back before the
         // pool's connections are (PgBouncer refuses logins for server_login_retry after a restart of PostgreSQL),
         // and the notices it heard, or the read after it came up, would otherwise wait for the next poll (the
-        // simulation's seed 44: answers 17-27 s late). One line per outage, not one per try.
-        if (!this.checkFailing) this.logger.warn(`waitFor: reading the awaited jobs failed: ${errorLine(error)}; trying again with backoff`);
-        this.checkFailing = true;
+        // simulation's seed 44: answers 17-27 s late). One line per outage, not one per try (RetryBackoff).
+        const delayMs = this.readBackoff.failed(error);
         for (const [id, heard] of batch) if (!this.toCheck.has(id)) this.toCheck.set(id, heard);
-        this.retryMs = Math.min(this.retryMs ? this.retryMs * 2 : RETRY_FIRST_MS, this.pollEveryMs);
         this.retryTimer ??= setTimeout(() => {
           this.retryTimer = undefined;
           this.check([]);
-        }, this.retryMs);
+        }, delayMs);
         return;
       }
       for (const id of ids) {
