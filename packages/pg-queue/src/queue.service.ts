@@ -2,7 +2,6 @@ import { Inject, Injectable, Optional } from '@nestjs/common';
 import { JobHandlerRegistry } from './discovery/job-handler.registry.js';
 import { PgQueueError } from './errors/pg-queue.error.js';
 import type { JobRecord, QueueStats } from './interfaces/job.interface.js';
-import { INVALID_OPTION } from './pg-queue.messages.js';
 import { RESOLVED_OPTIONS } from './pg-queue.constants.js';
 import { JobStore } from './store/job.store.js';
 import type { CancelResult, ChangeResult, NewJobRow } from './store/job-store.types.js';
@@ -14,11 +13,11 @@ import { checkedWeights } from './utils/fairness-weights.js';
 import { buildJobRow, checkDelayMs, checkPriority, checkRunAt, jobDefaultsOf, type JobDefaults } from './utils/job-row.js';
 import { flowAccess, type FlowAccess } from './flows/flow-access.js';
 import { waitForFlow } from './flows/wait-for-flow.js';
+import { checkFlowName } from './flows/plan-flow.js';
 import type { EnqueuedFlow, FlowJobSpecs, FlowRecord, FlowSpec, FlowStatus, FlowSummary } from './flows/flow.interfaces.js';
-import { hasLoneSurrogate, serializePayload } from './utils/serialize-payload.js';
+import { serializePayload } from './utils/serialize-payload.js';
 import { QueueDatabases, type DatabaseEntry } from './databases/queue-databases.js';
-import { DatabaseCheck } from './databases/database-check.js';
-import { ownerOfCall } from './databases/queue-owner.js';
+import { ServiceRouting } from './databases/service-routing.js';
 import type { ScheduleInfo, ScheduleSpec } from './interfaces/recurring-job.interface.js';
 import { DATABASE_NAME, DEFAULT_DATABASE } from './pg-queue.constants.js';
 import { RecurringScheduler } from './recurring/recurring-scheduler.js';
@@ -26,13 +25,14 @@ import { resolveSchedule } from './recurring/resolve-schedule.js';
 import { ScheduleCalls } from './recurring/schedule-calls.js';
 import { ScheduleStore } from './store/schedule.store.js';
 import { JobWaiters, type WaitOptions } from './waiting/job-waiters.js';
+import { checkWaitOptions } from './waiting/check-wait-options.js';
 import { batchCall, oneJobCall, setJobId, setKeyedOutcome, traceEnqueue } from './tracing/producer-span.js';
 import type { QueueDefinition } from './typed/queue-definition.js';
 import { WakeSender } from './waking/wake-sender.js';
 import { WorkerPool } from './worker/worker-pool.js';
 import { AmbientTransactions } from './transactions/ambient-transactions.js';
 import type { CallerTransaction } from './transactions/caller-transaction.js';
-import { callerTransaction, type TransactionClient } from './transactions/transaction-client.js';
+import type { TransactionClient } from './transactions/transaction-client.js';
 import type { AnyJobSpec, EnqueueOptions, EnqueueResult, JobSpecs } from './interfaces/enqueue.interface.js';
 import { batchRows, keyed, queuesOf, toResult, validatePayload } from './utils/enqueue-rows.js';
 import { woken } from './waking/woken-insert.js';
@@ -72,50 +72,32 @@ export class QueueService {
     this.jobDefaults = jobDefaultsOf(options, registry);
     this.flowKit = flowAccess(store.flows, options, registry);
     this.scheduleCalls = new ScheduleCalls(scheduleStore, scheduler, options.recurring.orphanAfterMs);
-  }
-
-  /**
-   * The app has several databases (or this one is named): enqueues are routed, and a manager's database checked. Read
-   * per call: the app's other databases register after this service is made.
-   */
-  private get routed(): boolean {
-    return this.databases !== undefined && (this.databaseName !== DEFAULT_DATABASE || this.databases.several);
-  }
-
-  private checkOfDatabase?: DatabaseCheck;
-  private get databaseCheck(): DatabaseCheck | undefined {
-    if (!this.routed) return undefined;
-    return (this.checkOfDatabase ??= new DatabaseCheck(this.databaseName, () => this.store.databaseIdentity()));
+    this.routing = new ServiceRouting<QueueService>(this, databases, databaseName, () => store.databaseIdentity());
   }
 
   private readonly jobDefaults: JobDefaults;
   private readonly flowKit: FlowAccess;
   private readonly scheduleCalls: ScheduleCalls;
+  /** Which database owns a call's queues, and the check of a caller's transaction, when the app has several. */
+  private readonly routing: ServiceRouting<QueueService>;
 
   /**
    * The QueueService of the PgQueueModule named `name` (its calls by id read that database); this one for its own
    * name. Enqueues need none of this: any QueueService sends each job to its queue's database.
    */
   database(name: string): QueueService {
-    if (name === this.databaseName) return this;
-    if (!this.databases) throw new PgQueueError(`database("${name}") needs the QueueService of a PgQueueModule app.`);
-    return this.databases.get(name).service;
+    return this.routing.database(name);
   }
 
   /** The service of the database that owns `queue` when that is another one (the app has several), else undefined. */
   private elsewhere(queue: string | QueueDefinition<unknown, unknown>): QueueService | undefined {
-    // The common app (one database, no name) skips the lookup; a named one also refuses a queue it does not own.
-    return this.routed ? this.ownerElsewhere('enqueue', [queue]) : undefined;
+    return this.routing.elsewhere(queue);
   }
 
-  /** elsewhere() for the jobs of one call: all of them must live in one database (one statement, one transaction). */
-  private elsewhereMany(method: string, queues: readonly (string | QueueDefinition<unknown, unknown>)[]): QueueService | undefined {
-    return this.routed && queues.length > 0 ? this.ownerElsewhere(method, queues) : undefined;
-  }
-
-  private ownerElsewhere(method: string, queues: readonly (string | QueueDefinition<unknown, unknown>)[]): QueueService | undefined {
-    const service = ownerOfCall(this.databases!, method, queues);
-    return service === this ? undefined : service;
+  /** elsewhere() of a queue named by an operator call (pause, limits, ...), its name checked first. */
+  private owning(queue: string): QueueService | undefined {
+    assertQueueName(queue);
+    return this.routing.elsewhere(queue);
   }
 
   /**
@@ -164,7 +146,7 @@ export class QueueService {
    * 16 MB of payloads it runs one statement per 16 MB in one transaction: all the jobs are added or none.
    */
   async enqueueMany<const T extends readonly unknown[]>(jobs: JobSpecs<T>, options: { manager?: TransactionClient } = {}): Promise<string[]> {
-    const owner = this.elsewhereMany('enqueueMany', queuesOf(jobs));
+    const owner = this.routing.elsewhereMany('enqueueMany', queuesOf(jobs));
     if (owner) return owner.enqueueMany(jobs, options);
     const rows = await batchRows(jobs as unknown as readonly AnyJobSpec[], 'enqueueMany', (spec) => this.toRow(spec));
     if (rows.length === 0) return [];
@@ -181,7 +163,7 @@ export class QueueService {
    * (of a job in the database, or of an earlier job of the same call). One statement, as enqueueMany.
    */
   async enqueueManyUnique<const T extends readonly unknown[]>(jobs: JobSpecs<T>, options: { manager?: TransactionClient } = {}): Promise<EnqueueResult[]> {
-    const owner = this.elsewhereMany('enqueueManyUnique', queuesOf(jobs));
+    const owner = this.routing.elsewhereMany('enqueueManyUnique', queuesOf(jobs));
     if (owner) return owner.enqueueManyUnique(jobs, options);
     const rows = await batchRows(jobs as unknown as readonly AnyJobSpec[], 'enqueueManyUnique', (spec) => this.toRow(spec));
     if (rows.length === 0) return [];
@@ -198,16 +180,9 @@ export class QueueService {
     return manager ?? this.ambient?.current();
   }
 
-  /**
-   * The caller's transaction an enqueue joins (clientOf), checked to be on this database when the app has several
-   * (databases/database-check.ts); a promise only then, so the common enqueue awaits nothing more.
-   */
+  /** The caller's transaction an enqueue joins (clientOf), checked to be on this database (ServiceRouting.joined). */
   private joined(manager: TransactionClient | undefined, method: string, queue: string): CallerTransaction | undefined | Promise<CallerTransaction | undefined> {
-    const client = this.clientOf(manager);
-    if (client === undefined) return undefined;
-    const tx = callerTransaction(client, method);
-    const check = this.databaseCheck;
-    return check ? check.assertSame(client, tx, method, queue).then(() => tx) : tx;
+    return this.routing.joined(this.clientOf(manager), method, queue);
   }
 
   /**
@@ -222,12 +197,9 @@ export class QueueService {
   ): Promise<EnqueuedFlow> {
     const spec = typedSpec as unknown as FlowSpec;
     if (spec === null || typeof spec !== 'object') throw new PgQueueError('enqueueFlow expects { name?, jobs: [{ ref, queue, payload, dependsOn? }] }.');
-    const owner = this.elsewhereMany('enqueueFlow', Array.isArray(spec.jobs) ? spec.jobs.map((job) => job?.queue) : []);
+    const owner = this.routing.elsewhereMany('enqueueFlow', Array.isArray(spec.jobs) ? spec.jobs.map((job) => job?.queue) : []);
     if (owner) return owner.enqueueFlow(spec, options);
-    const name = spec.name ?? null;
-    if (name !== null && (typeof name !== 'string' || name.length === 0 || name.length > 200 || hasLoneSurrogate(name) || name.includes('\0'))) {
-      throw new PgQueueError(INVALID_OPTION('enqueueFlow', 'name', name, 'a non-empty string of at most 200 characters'));
-    }
+    const name = checkFlowName('enqueueFlow', spec.name);
     const plan = await this.flowKit.plan('enqueueFlow', spec.jobs);
     const tx = await this.joined(options.manager, 'enqueueFlow', plan.rows[0]?.queue ?? '');
     // One producer span for the call, whose context every job of the flow carries: the flow is one trace. Woken as
@@ -284,7 +256,8 @@ export class QueueService {
    * no such flow.
    */
   async waitForFlow(id: string | number | bigint, options: WaitOptions = {}): Promise<FlowRecord> {
-    return waitForFlow(this.store.flows, this.waiters, jobId(id, 'flow'), options);
+    const text = jobId(id, 'flow');
+    return waitForFlow(this.store.flows, this.waiters, text, checkWaitOptions(`waitForFlow(${text})`, options));
   }
 
   /** Flows, newest first (at most `limit`, 100 by default), optionally of one status. */
@@ -306,14 +279,9 @@ export class QueueService {
    */
   async waitFor<TResult = unknown>(id: string | number | bigint, options: WaitOptions = {}): Promise<TResult | null> {
     const text = jobId(id);
-    if (options === null || typeof options !== 'object') throw new PgQueueError(`waitFor(${text}) options must be an object { timeoutMs?, signal? }.`);
-    const { timeoutMs, signal } = options;
-    if (timeoutMs !== undefined && (!Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > 2_147_483_647)) {
-      throw new PgQueueError(INVALID_OPTION(`waitFor(${text})`, 'timeoutMs', timeoutMs, 'an integer from 1 to 2147483647'));
-    }
-    if (signal !== undefined && !(signal instanceof AbortSignal)) throw new PgQueueError(INVALID_OPTION(`waitFor(${text})`, 'signal', signal, 'an AbortSignal'));
+    const checked = checkWaitOptions(`waitFor(${text})`, options);
     if (!this.waiters) throw new PgQueueError(`waitFor(${text}) needs the QueueService of a PgQueueModule app.`);
-    return (await this.waiters.wait(text, { timeoutMs, signal })) as TResult | null;
+    return (await this.waiters.wait(text, checked)) as TResult | null;
   }
 
   /**
@@ -378,8 +346,7 @@ export class QueueService {
    * a NOTIFY away). Running jobs finish; enqueueing still works.
    */
   async pause(queue: string): Promise<void> {
-    assertQueueName(queue);
-    const owner = this.elsewhere(queue);
+    const owner = this.owning(queue);
     if (owner) return owner.pause(queue);
     // Before (no job of this process may start from its buffer while the pause is on its way) and after (the
     // check that then answers is sent once the pause has committed).
@@ -390,8 +357,7 @@ export class QueueService {
 
   /** Lets the queue run again; idle workers wake at once. */
   async resume(queue: string): Promise<void> {
-    assertQueueName(queue);
-    const owner = this.elsewhere(queue);
+    const owner = this.owning(queue);
     if (owner) return owner.resume(queue);
     await this.store.resumeQueue(queue);
   }
@@ -401,16 +367,14 @@ export class QueueService {
    * claim in every process (README: "Fair share across keys").
    */
   async setFairnessWeights(queue: string, weights: Record<string, number | null>): Promise<void> {
-    assertQueueName(queue);
-    const owner = this.elsewhere(queue);
+    const owner = this.owning(queue);
     if (owner) return owner.setFairnessWeights(queue, weights);
     await this.store.fairness.setWeights(queue, checkedWeights(`setFairnessWeights("${queue}")`, weights));
   }
 
   /** The fair share weights stored for the queue at runtime, by key. */
   async fairnessWeights(queue: string): Promise<Record<string, number>> {
-    assertQueueName(queue);
-    return (this.elsewhere(queue) ?? this).store.fairness.weights(queue);
+    return (this.owning(queue) ?? this).store.fairness.weights(queue);
   }
 
   /**
@@ -420,8 +384,7 @@ export class QueueService {
    * job: fewer start. Returns the limits in force after the change.
    */
   async setQueueLimits(queue: string, change: QueueLimitsChange): Promise<QueueLimits> {
-    assertQueueName(queue);
-    const owner = this.elsewhere(queue);
+    const owner = this.owning(queue);
     if (owner) return owner.setQueueLimits(queue, change);
     const { set, clear } = checkLimitsChange(queue, change);
     await this.store.setQueueLimits(queue, set, clear);
@@ -430,8 +393,7 @@ export class QueueService {
 
   /** The queue's limits in force, each with where it comes from (the database's override or the decorator's), and its blocks. */
   async getQueueLimits(queue: string): Promise<QueueLimits> {
-    assertQueueName(queue);
-    const owner = this.elsewhere(queue);
+    const owner = this.owning(queue);
     if (owner) return owner.getQueueLimits(queue);
     const [row] = await this.store.queueSettings([queue]);
     return limitsInForce(queue, row?.limits ?? null, this.registry.get(queue)?.options, { blockedMs: row?.blockedMs ?? 0, keyBlockedMs: row?.keyBlockedMs ?? 0 });

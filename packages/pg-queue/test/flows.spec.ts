@@ -372,6 +372,10 @@ describe('flows', () => {
     expect((await waiting).status).toBe('cancelled');
     await expect(queue().waitForFlow('987654321')).rejects.toThrow('waitForFlow(987654321): no such flow.');
     await expect(queue().waitForFlow('x' as never)).rejects.toThrow('Invalid flow id "x"');
+    // Its options are checked as waitFor's are, before any wait starts.
+    await expect(queue().waitForFlow(flow.id, { timeoutMs: -5 })).rejects.toThrow(`Invalid waitForFlow(${flow.id}) option timeoutMs=-5: expected an integer from 1 to 2147483647.`);
+    await expect(queue().waitForFlow(flow.id, { signal: 'stop' as never })).rejects.toThrow(`Invalid waitForFlow(${flow.id}) option signal`);
+    await expect(queue().waitForFlow(flow.id, null as never)).rejects.toThrow(`waitForFlow(${flow.id}) options must be an object`);
   });
 
   it('counts blocked jobs apart from queued ones', async () => {

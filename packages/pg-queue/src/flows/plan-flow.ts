@@ -1,10 +1,11 @@
 import { PgQueueError } from '../errors/pg-queue.error.js';
+import { INVALID_OPTION } from '../pg-queue.messages.js';
 import type { NewJobRow } from '../store/job-store.types.js';
 import { checkPayloads, validatorOf, type PayloadToCheck } from '../typed/payload-validators.js';
 import { queueNameOf } from '../typed/queue-definition.js';
 import { buildJobRow, type JobDefaults } from '../utils/job-row.js';
 import { assertQueueName } from '../utils/resolve-options.js';
-import { serializePayload } from '../utils/serialize-payload.js';
+import { hasLoneSurrogate, serializePayload } from '../utils/serialize-payload.js';
 import type { FlowDependency, FlowJobSpec, OnParentFailure } from './flow.interfaces.js';
 
 /** A flow job's row: a job row with its ref, whether it starts blocked, and its compensation (JSON). */
@@ -24,6 +25,15 @@ export interface FlowEdgeRow {
 export interface FlowPlan {
   rows: FlowRow[];
   edges: FlowEdgeRow[];
+}
+
+/** A flow's name as enqueueFlow stores it (flows.name): absent (null), or a non-empty string of at most 200 characters PostgreSQL can store. */
+export function checkFlowName(method: string, name: unknown): string | null {
+  if (name === undefined || name === null) return null;
+  if (typeof name !== 'string' || name.length === 0 || name.length > 200 || hasLoneSurrogate(name) || name.includes('\0')) {
+    throw new PgQueueError(INVALID_OPTION(method, 'name', name, 'a non-empty string of at most 200 characters'));
+  }
+  return name;
 }
 
 /** At most this many jobs per enqueueFlow or spawn call (one statement). */
