@@ -28,6 +28,7 @@ const SETTLES: Array<{ name: keyof typeof SQL; values: (ids: string[], tokens: R
   { name: 'completeJobs', values: (ids) => [WORKER, ids, null, '1'] },
   { name: 'completeJobsWithResults', values: (ids, t) => [WORKER, ids, JSON.stringify(t), null, JSON.stringify({ [ids[0]]: { r: 1 } })] },
   { name: 'deleteCompletedJobs', values: (ids) => [WORKER, ids, null, '1'] },
+  { name: 'deleteCompletedJobsWithResults', values: (ids, t) => [WORKER, ids, JSON.stringify(t), null, JSON.stringify({ [ids[0]]: { r: 1, l: LOGGED } })] },
   { name: 'failJobs', values: (ids, t) => [WORKER, ids, JSON.stringify(Object.fromEntries(ids.map((id) => [id, { token: t[id], error: 'e', delayMs: 0 }])))] },
   { name: 'snoozeJobs', values: (ids, t) => [WORKER, ids, JSON.stringify(Object.fromEntries(ids.map((id) => [id, { token: t[id], delayMs: 0 }])))] },
   { name: 'heartbeat', values: (ids, t) => [WORKER, 30_000, ids, JSON.stringify(t), null, [], '{}'] },

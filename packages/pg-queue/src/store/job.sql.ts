@@ -36,6 +36,7 @@ export const PLANNED_PER_CALL: ReadonlySet<keyof typeof SQL> = new Set([
   'completeJobsWithResults',
   'completeJobsWithLogs',
   'deleteCompletedJobs',
+  'deleteCompletedJobsWithResults',
   'failJobs',
   'failJobsWithExtras',
   'failJobsWithLogs',

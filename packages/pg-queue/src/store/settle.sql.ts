@@ -155,6 +155,37 @@ function release(extraSet: string): string {
     FROM released`;
 }
 
+/**
+ * completedRetentionMs: 0. Deleting at completion skips writing a completed row version (and its index entries) that
+ * the pruner would delete later anyway; same fence as completeJobs. A deleted job keeps no result: a waiter hears
+ * "completed" and resolves with null. A job of a flow is kept, completed, whatever the retention (its dependents read
+ * its result, and the flow's jobs are pruned together once the flow has finished), so its row gets what completion()
+ * writes: `keptSet` is completion()'s extraSet, set on the kept rows only.
+ */
+function deletion(keptSet: string): string {
+  return `
+    WITH gone AS (
+      DELETE FROM background_jobs AS j
+      WHERE j.id = ANY($2::int8[]) AND ${HELD_BY_WORKER}
+        AND ${BATCH_FENCE} AND j.flow_id IS NULL
+      RETURNING j.id, j.awaited, j.flow_id, j.flow_ref, j.compensates, j.last_error IS NOT NULL AS had_failed, ${SUCCESSOR_COLUMNS}
+    ), ${forgetAttempts('gone')}, kept AS (
+      -- Only the ids the delete left (flow jobs, and refused ones): a batch of plain jobs probes no row twice.
+      -- Of those, the ones still held and fenced are flow jobs (the delete took every other), so flow_id is not
+      -- tested again: \`flow_id IS NOT NULL\` let the planner read the flows' partial index whole (see HELD_BY_WORKER).
+      UPDATE background_jobs AS j
+      SET status = 'completed', attempts = j.attempts + j.buffered::int, buffered = false, lease_expires_at = NULL, finished_at = now(), updated_at = now()${keptSet}
+      WHERE j.id = ANY(ARRAY(SELECT unnest($2::int8[]) EXCEPT SELECT id FROM gone)) AND ${HELD_BY_WORKER}
+        AND ${BATCH_FENCE}
+      RETURNING j.id, j.awaited, ${FLOW_COLUMNS}, ${SUCCESSOR_COLUMNS}
+    ), done AS (
+      SELECT id, awaited, flow_id, flow_ref, compensates, queue_name, unique_key FROM gone UNION ALL SELECT * FROM kept
+    )
+    ${REFUSED('done')}
+    UNION ALL
+    SELECT id, true FROM kept WHERE ${notifyAwaited('done', `'completed'`)} AND ${stepFlows('kept', `'processing'`, `'completed'`)} AND ${stepSuccessors('done')}`;
+}
+
 export const SETTLE_SQL = {
   // Outcomes are fenced: only the lease owner ($1) of the same claim (fence_token, which every claim
   // increments and nothing else touches) may settle a job in flight. A worker that lost its lease (frozen,
@@ -171,32 +202,11 @@ export const SETTLE_SQL = {
   // lines ($5: {"id": {"r", "p", "l"}}). A batch in which no job logged keeps one of the two statements above.
   completeJobsWithLogs: completion(`${RESULTS}, logs = ${appendLogs(`$5::jsonb -> j.id::text -> 'l'`)}`),
 
-  // completedRetentionMs: 0. Deleting at completion skips writing a completed row version (and its index
-  // entries) that the pruner would delete later anyway; same fence and result as completeJobs. No result
-  // is kept: a waiter hears "completed" and resolves with null.
-  // A job of a flow is kept, completed, whatever the retention: its dependents read its result, and the flow's jobs
-  // are pruned together once the flow has finished.
-  deleteCompletedJobs: `
-    WITH gone AS (
-      DELETE FROM background_jobs AS j
-      WHERE j.id = ANY($2::int8[]) AND ${HELD_BY_WORKER}
-        AND ${BATCH_FENCE} AND j.flow_id IS NULL
-      RETURNING j.id, j.awaited, j.flow_id, j.flow_ref, j.compensates, j.last_error IS NOT NULL AS had_failed, ${SUCCESSOR_COLUMNS}
-    ), ${forgetAttempts('gone')}, kept AS (
-      -- Only the ids the delete left (flow jobs, and refused ones): a batch of plain jobs probes no row twice.
-      -- Of those, the ones still held and fenced are flow jobs (the delete took every other), so flow_id is not
-      -- tested again: \`flow_id IS NOT NULL\` let the planner read the flows' partial index whole (see HELD_BY_WORKER).
-      UPDATE background_jobs AS j
-      SET status = 'completed', attempts = j.attempts + j.buffered::int, buffered = false, lease_expires_at = NULL, finished_at = now(), updated_at = now()
-      WHERE j.id = ANY(ARRAY(SELECT unnest($2::int8[]) EXCEPT SELECT id FROM gone)) AND ${HELD_BY_WORKER}
-        AND ${BATCH_FENCE}
-      RETURNING j.id, j.awaited, ${FLOW_COLUMNS}, ${SUCCESSOR_COLUMNS}
-    ), done AS (
-      SELECT id, awaited, flow_id, flow_ref, compensates, queue_name, unique_key FROM gone UNION ALL SELECT * FROM kept
-    )
-    ${REFUSED('done')}
-    UNION ALL
-    SELECT id, true FROM kept WHERE ${notifyAwaited('done', `'completed'`)} AND ${stepFlows('kept', `'processing'`, `'completed'`)} AND ${stepSuccessors('done')}`,
+  // completedRetentionMs: 0 (deletion()): plain, and, for a batch with a result, progress or lines, the variant that
+  // writes them on the flow jobs it keeps ($5, as completeJobsWithLogs reads it). A kept flow job that lost its result
+  // here made its children read null (job.parents()).
+  deleteCompletedJobs: deletion(''),
+  deleteCompletedJobsWithResults: deletion(`${RESULTS}, logs = ${appendLogs(`$5::jsonb -> j.id::text -> 'l'`)}`),
 
   // Each failed attempt's fence and outcome come in a JSON object ($3: {"id": {token, error, delayMs}}), looked
   // up per row like completeJobs' attempts, for the same reason: no join to nest-loop over. The variant also

@@ -128,11 +128,11 @@ function completionStatement(
   workerId: string,
   jobs: CompletedAttempt[],
   deleteRows: boolean,
-): { statement: 'completeJobs' | 'completeJobsWithResults' | 'completeJobsWithLogs' | 'deleteCompletedJobs'; values: unknown[] } {
+): { statement: 'completeJobs' | 'completeJobsWithResults' | 'completeJobsWithLogs' | 'deleteCompletedJobs' | 'deleteCompletedJobsWithResults'; values: unknown[] } {
   const values: unknown[] = [workerId, jobs.map((j) => j.id), ...batchFence(jobs)];
-  // completedRetentionMs 0: the row goes, and its lines with it (a flow job's row stays, without the last lines).
-  if (deleteRows) return { statement: 'deleteCompletedJobs', values };
   const extras = resultsById(jobs);
+  // completedRetentionMs 0: a plain job's row goes, with its result and lines; a flow job's row stays and gets them.
+  if (deleteRows) return extras === undefined ? { statement: 'deleteCompletedJobs', values } : { statement: 'deleteCompletedJobsWithResults', values: [...values, extras.text] };
   if (extras === undefined) return { statement: 'completeJobs', values };
   values.push(extras.text);
   return { statement: extras.logged ? 'completeJobsWithLogs' : 'completeJobsWithResults', values };
