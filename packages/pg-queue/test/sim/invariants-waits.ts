@@ -5,8 +5,8 @@ import type { Violation } from './invariants.js';
 
 /**
  * waitFor answers a job's result only once the job completed, and with the row's result; a failure only once the
- * job reached that final status (a failed attempt with attempts left keeps it waiting); never a timeout (150 s) or
- * an error. It answers soon: the statement that completes, dead-letters or cancels an awaited job sends a notice
+ * job reached that final status (a failed attempt with attempts left keeps it waiting); a timeout (150 s) only while
+ * the job was not final yet; never an error. It answers soon: the statement that completes, dead-letters or cancels an awaited job sends a notice
  * (README, "Waiting for a job"), and the enqueuing process's LISTEN is never faulted, so an answer more than 5 s
  * after the job first finished, less what held the waiting process (its event loop's lags, the machine's stalls, a restart of PostgreSQL), is
  * `wait.not-woken`; past the waiters' 30 s poll it is `wait.never-answered`. A wait
@@ -61,8 +61,16 @@ export async function waitsMatchRows(db: pg.Pool, until: string): Promise<Violat
           detail: `the job first finished (${w.row_status ?? 'pruned'} now) at ${w.final_before!.toISOString()}; ${waitedMs} ms later waitFor had not answered${shutDown ? ` (then: ${String(w.result).slice(0, 80)})` : ''}`,
         });
       }
-    } else if (w.answer === 'timeout' || w.answer === 'error') {
-      out.push({ invariant: `wait.${w.answer === 'timeout' ? 'timed-out' : 'threw'}`, jobIds: [w.job_id], detail: `${said}; the job's row is ${w.row_status ?? 'pruned'}` });
+    } else if (w.answer === 'timeout') {
+      // A timeout is right when the job was still not final as the wait gave up (seed 41: a job enqueued before a
+      // restart behind PgBouncer finished for good 171 s later); wrong when it had finished and no notice or poll told
+      // the waiter in time.
+      const missedMs = w.final_before === null || w.answered_at === null ? 0 : w.answered_at.getTime() - w.final_before.getTime();
+      if (missedMs > NOTICE_MS && missedMs - heldMs(w.final_before!, w.answered_at!.getTime()) > NOTICE_MS) {
+        out.push({ invariant: 'wait.timed-out', jobIds: [w.job_id], detail: `${said} at ${w.answered_at!.toISOString()}, ${missedMs} ms after the job first finished; the job's row is ${w.row_status ?? 'pruned'}` });
+      }
+    } else if (w.answer === 'error') {
+      out.push({ invariant: 'wait.threw', jobIds: [w.job_id], detail: `${said}; the job's row is ${w.row_status ?? 'pruned'}` });
     } else if (!w.reached) {
       out.push({ invariant: 'wait.answered-before-the-job-finished', jobIds: [w.job_id], detail: `${said} at ${w.answered_at?.toISOString()}, but the job had not reached that status then (row now ${w.row_status ?? 'pruned'})` });
     } else if (w.answer === 'result' && w.row_status === 'completed' && JSON.stringify(w.row_result ?? null) !== JSON.stringify(w.result)) {
