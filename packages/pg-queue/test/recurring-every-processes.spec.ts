@@ -1,11 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { fork, type ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
 import type { RecurringJobOptions } from 'nestjs-pg-queue';
 import { createTestDatabase } from '@internal/pg-harness';
-import { buildWorker, type WorkerBuild } from './faults/support/build-worker.js';
 import type { RecurringWorkerConfig } from './recurring/recurring-worker.js';
+import { dbNow, useRecurringProcesses } from './recurring/recurring-processes.js';
 import { sqlPool, startApp } from './support/test-app.js';
 
 // `every`, `limit` and `startDate` / `endDate` across three OS processes (issue 43), as recurring-processes.spec.ts
@@ -17,66 +15,13 @@ import { sqlPool, startApp } from './support/test-app.js';
 const RUN_MS = 20_000;
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-interface Instance {
-  child: ChildProcess;
-  loaded: Promise<void>;
-}
-
 interface FireRow {
   fireAt: number;
   createdAt: number;
 }
 
 describe('every, limit and dates across OS processes', () => {
-  let build: WorkerBuild;
-  const children = new Set<ChildProcess>();
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  delete env.NODE_OPTIONS; // Jest's --experimental-vm-modules is not for the children
-
-  beforeAll(async () => {
-    build = await buildWorker([fileURLToPath(new URL('./recurring/recurring-worker.ts', import.meta.url))]);
-  });
-  afterAll(async () => {
-    for (const child of children) child.kill('SIGKILL');
-    await build?.remove();
-  });
-
-  function spawn(): Instance {
-    const child = fork(build.script, [], { env, stdio: ['ignore', 'ignore', 'pipe', 'ipc'] });
-    children.add(child);
-    let stderr = '';
-    child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.once('exit', () => children.delete(child));
-    const loaded = new Promise<void>((resolve, reject) => {
-      child.once('message', () => resolve());
-      child.once('exit', (code) => reject(new Error(`worker exited (${code}) before loading: ${stderr}`)));
-    });
-    loaded.catch(() => undefined);
-    return { child, loaded };
-  }
-
-  async function start(instance: Instance, config: RecurringWorkerConfig): Promise<ChildProcess> {
-    await instance.loaded;
-    const ready = new Promise<void>((resolve, reject) => {
-      instance.child.once('message', () => resolve());
-      instance.child.once('exit', (code) => reject(new Error(`worker exited (${code}) while starting`)));
-    });
-    instance.child.send({ type: 'start', config });
-    await ready;
-    return instance.child;
-  }
-
-  function kill(child: ChildProcess): Promise<void> {
-    return new Promise((resolve) => {
-      if (child.exitCode !== null || child.signalCode !== null) return resolve();
-      child.once('exit', () => resolve());
-      child.kill('SIGKILL');
-    });
-  }
-
-  async function dbNow(db: pg.Pool): Promise<number> {
-    return (await db.query<{ now: Date }>('SELECT now()')).rows[0].now.getTime();
-  }
+  const { spawn, start, kill } = useRecurringProcesses();
 
   /** Each job a schedule fired (into the queue of its name): its fire time and when its row was inserted (database clock). */
   async function fires(db: pg.Pool, queue: string): Promise<FireRow[]> {
