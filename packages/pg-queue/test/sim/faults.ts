@@ -53,7 +53,7 @@ export class SimProcesses {
         queue: {
           leaseMs: plan.leaseMs,
           shutdownGraceMs: plan.shutdownGraceMs,
-          maintenance: { sweepIntervalMs: plan.sweepIntervalMs, completedRetentionMs: 3_600_000 },
+          maintenance: { sweepIntervalMs: plan.sweepIntervalMs, completedRetentionMs: plan.completedRetentionMs ?? 3_600_000 },
           ...(plan.recurringPollMs ? { recurring: { pollIntervalMs: plan.recurringPollMs } } : {}),
           ...(plan.jobLogs ? { jobLogs: plan.jobLogs } : {}),
           queues: plan.queues,

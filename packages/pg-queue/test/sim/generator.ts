@@ -90,6 +90,8 @@ export interface ProcessPlan {
   queues: Partial<Record<SimQueue, JobHandlerOptions>>;
   /** job.log()'s bounds (the same in every process: SimPlan.logs). */
   jobLogs?: SimPlan['logs'];
+  /** 0: the process deletes each plain job it completes, at its completion (maintenance.completedRetentionMs 0). */
+  completedRetentionMs?: 0;
 }
 
 export type EnqueueKind = 'single' | 'bulk' | 'tx-commit' | 'tx-rollback' | 'unique' | 'delayed' | 'priority' | 'flow' | 'sql' | 'limited' | 'batch' | 'tx-handler' | 'rated' | 'wait' | 'fair';
@@ -289,6 +291,7 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
   // Some runs put PgBouncer in transaction mode between every process and PostgreSQL (behind the workers' proxies).
   const pgbouncer = featureStream(seed, 0x68e31da4).chance(0.4);
   const logs = addLogs(seed, processes);
+  addRetention(seed, processes);
   const every = planEvery(seed, end);
   steps.sort((a, b) => a.at - b.at);
   return { seed, minutes, processes, steps, keys, globalConcurrency, rateLimit, fair, pgbouncer, logs, every };
@@ -304,6 +307,18 @@ function addLogs(seed: number, processes: ProcessPlan[]): SimPlan['logs'] {
   const logs = { maxLines: g.pick([3, 5, 20]), maxLineLength: g.pick([40, 2_000]) };
   for (const p of processes) p.jobLogs = logs;
   return logs;
+}
+
+/**
+ * completedRetentionMs 0 (README, "Retention"): in half the runs, each worker process deletes the plain jobs it
+ * completes at their completion (a flow's job is kept with its result, for its dependents), and its pruner deletes
+ * every completed job it finds; the other processes keep them. The run log reads such a deletion as the completion it
+ * is (tables.ts, sim_track), so every invariant judges those jobs as completed, then pruned.
+ */
+function addRetention(seed: number, processes: ProcessPlan[]): void {
+  const g = featureStream(seed, 0x7f4a7c15);
+  if (!g.chance(0.5)) return;
+  for (const p of processes) if (p.slot !== 'e' && g.chance(0.5)) p.completedRetentionMs = 0;
 }
 
 /**
@@ -502,5 +517,5 @@ export function planShares(plan: SimPlan): Record<string, string> {
   const total = plan.steps.length;
   const shares = Object.fromEntries([...counts].sort((a, b) => b[1] - a[1]).map(([k, c]) => [k, `${c} (${((100 * c) / total).toFixed(1)}%)`]));
   // Not a step: a schedule every process declares, firing every second for the whole run.
-  return { ...shares, 'setup:pgbouncer': plan.pgbouncer ? 'every process, transaction mode' : 'no', 'setup:job-logs': `${plan.logs.maxLines} lines of ${plan.logs.maxLineLength} characters per job`, 'recurring:tick': `every 1 s in ${plan.processes.length} processes (scans every ${plan.processes.map((p) => p.recurringPollMs).join('/')} ms)`, 'recurring:every': `every ${plan.every.everyMs} ms, limit ${plan.every.limit}, from +${plan.every.startMs} ms until +${plan.every.endMs} ms` };
+  return { ...shares, 'setup:pgbouncer': plan.pgbouncer ? 'every process, transaction mode' : 'no', 'setup:job-logs': `${plan.logs.maxLines} lines of ${plan.logs.maxLineLength} characters per job`, 'setup:retention-0': plan.processes.filter((p) => p.completedRetentionMs === 0).map((p) => p.slot).join(', ') || 'none', 'recurring:tick': `every 1 s in ${plan.processes.length} processes (scans every ${plan.processes.map((p) => p.recurringPollMs).join('/')} ms)`, 'recurring:every': `every ${plan.every.everyMs} ms, limit ${plan.every.limit}, from +${plan.every.startMs} ms until +${plan.every.endMs} ms` };
 }

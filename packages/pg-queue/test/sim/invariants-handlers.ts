@@ -73,3 +73,18 @@ export async function batchOutcomes(db: pg.Pool, facts: Facts): Promise<Violatio
   }
   return out;
 }
+
+/**
+ * A completed job holds what its handler returned: every handler but the batch one returns `{ n }` of the payload it
+ * ran with (sim-worker.ts), and a running job's payload never changes, so a completed row's result is `{ n }` of its
+ * payload; a completion with completedRetentionMs 0 deletes plain jobs with their results, but keeps a flow's job and
+ * its result, which its children read (job.parents()).
+ */
+export async function resultsKept(db: pg.Pool): Promise<Violation[]> {
+  const { rows } = await db.query<{ id: string; queue: string; result: unknown; n: unknown }>(
+    `SELECT id::text, queue_name AS queue, result, payload -> 'n' AS n FROM background_jobs
+     WHERE status = 'completed' AND queue_name <> 'batch' AND payload ? 'n' AND result IS DISTINCT FROM jsonb_build_object('n', payload -> 'n')
+     ORDER BY id`,
+  );
+  return rows.map((r) => ({ invariant: 'results.not-kept', jobIds: [r.id], detail: `completed (${r.queue}) with result ${JSON.stringify(r.result)}; its handler returned {"n":${JSON.stringify(r.n)}}` }));
+}

@@ -106,6 +106,7 @@ export async function runSim(url: string, seed: number, minutes: number, server?
       ...(await inv.stepsRunOnce(db, facts)),
       ...(await invHandlers.transactionalRowsMatch(db)),
       ...(await invHandlers.batchOutcomes(db, facts)),
+      ...(await invHandlers.resultsKept(db)),
       ...(await logsBelongToRuns(db, plan.logs)),
       ...(await inv.noCrash(db)),
       ...exits.map((e) => ({ invariant: 'process.exit-past-grace', jobIds: [], detail: `${e.worker} took ${e.ms} ms to exit on SIGTERM (${e.how}; grace ${e.graceMs} ms + ${EXIT_SLACK_MS} ms)` })),

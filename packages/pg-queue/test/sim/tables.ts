@@ -42,6 +42,16 @@ export const SIM_TABLES = `
       END IF;
       RETURN NULL;
     ELSIF TG_OP = 'DELETE' THEN
+      -- Only a completion with completedRetentionMs 0 deletes a row in processing (deleteCompletedJobs; an operator's
+      -- delete skips them): recorded as the completion it is, then the deletion of a completed row.
+      IF OLD.status = 'processing' THEN
+        INSERT INTO sim_transitions (job_id, op, old_status, new_status, old_attempts, new_attempts, old_buffered, new_buffered, old_hash, new_hash, old_locked_by, new_locked_by, priority)
+        VALUES (OLD.id, 'update', 'processing', 'completed', OLD.attempts, OLD.attempts + OLD.buffered::int, OLD.buffered, false,
+                md5(OLD.payload::text), md5(OLD.payload::text), OLD.locked_by, OLD.locked_by, OLD.priority);
+        INSERT INTO sim_transitions (job_id, op, old_status, old_attempts, old_buffered, old_hash, old_locked_by, priority)
+        VALUES (OLD.id, 'delete', 'completed', OLD.attempts + OLD.buffered::int, false, md5(OLD.payload::text), OLD.locked_by, OLD.priority);
+        RETURN NULL;
+      END IF;
       INSERT INTO sim_transitions (job_id, op, old_status, old_attempts, old_buffered, old_hash, old_locked_by, priority)
       VALUES (OLD.id, 'delete', OLD.status::text, OLD.attempts, OLD.buffered, md5(OLD.payload::text), OLD.locked_by, OLD.priority);
       RETURN NULL;
