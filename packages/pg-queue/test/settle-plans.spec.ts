@@ -27,6 +27,8 @@ const LOGGED = { m: 100, l: [[1, 0, 'a line']] };
 const SETTLES: Array<{ name: keyof typeof SQL; values: (ids: string[], tokens: Record<string, string>) => unknown[] }> = [
   { name: 'completeJobs', values: (ids) => [WORKER, ids, null, '1'] },
   { name: 'completeJobsWithResults', values: (ids, t) => [WORKER, ids, JSON.stringify(t), null, JSON.stringify({ [ids[0]]: { r: 1 } })] },
+  { name: 'completeJobsKeyless', values: (ids) => [WORKER, ids, null, '1'] },
+  { name: 'completeJobsWithResultsKeyless', values: (ids, t) => [WORKER, ids, JSON.stringify(t), null, JSON.stringify({ [ids[0]]: { r: 1 } })] },
   { name: 'deleteCompletedJobs', values: (ids) => [WORKER, ids, null, '1'] },
   { name: 'deleteCompletedJobsWithResults', values: (ids, t) => [WORKER, ids, JSON.stringify(t), null, JSON.stringify({ [ids[0]]: { r: 1, l: LOGGED } })] },
   { name: 'failJobs', values: (ids, t) => [WORKER, ids, JSON.stringify(Object.fromEntries(ids.map((id) => [id, { token: t[id], error: 'e', delayMs: 0 }])))] },

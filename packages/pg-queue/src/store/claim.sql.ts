@@ -37,8 +37,9 @@ function plainClaim(observed: boolean, keyBlocks = false, order: ClaimOrder = 'f
       -- Times as epoch milliseconds: parsing two timestamp strings per job was 5% of the worker's CPU. date_part,
       -- not extract: extract returns numeric since PostgreSQL 14 (0.2 µs more per value, three values per job).
       -- attempts: the attempt this claim runs, charged or not.
+      -- keyless: no unique key, so no successor can wait for it (onConflict 'queue-after'): see completeJobsKeyless.
       RETURNING j.id, j.payload, j.attempts${buffered ? ' + 1' : ''} AS attempts, j.fence_token, j.max_attempts, j.priority, ${buffered} AS buffered,
-        date_part('epoch', j.run_at) * 1000 AS run_at_ms, ${CREATED_AT_MS}${
+        date_part('epoch', j.run_at) * 1000 AS run_at_ms, ${CREATED_AT_MS}, j.unique_key IS NULL AS keyless${
           observed ? `,
         date_part('epoch', now() - j.run_at) * 1000 AS wait_ms, j.trace_context` : ''
         }`;
@@ -57,15 +58,15 @@ function plainClaim(observed: boolean, keyBlocks = false, order: ClaimOrder = 'f
     -- UPDATEs return rows in the order they visit them (primary key), not the candidates' priority order.
     ${
       order === 'fifo'
-        ? `(SELECT id, payload, attempts, fence_token, max_attempts, priority, buffered, run_at_ms, created_at_ms${extras.map((c) => `, ${c}`).join('')}, NULL::float8 AS next_due_ms FROM claimed
+        ? `(SELECT id, payload, attempts, fence_token, max_attempts, priority, buffered, run_at_ms, created_at_ms, keyless${extras.map((c) => `, ${c}`).join('')}, NULL::float8 AS next_due_ms FROM claimed
      ORDER BY priority DESC, run_at_ms, id)`
         : // LIFO: the walk's own order (a LIFO job of a priority before its FIFO jobs), which no column of the rows says.
-          `(SELECT c.id, c.payload, c.attempts, c.fence_token, c.max_attempts, c.priority, c.buffered, c.run_at_ms, c.created_at_ms${extras.map((x) => `, c.${x}`).join('')}, NULL::float8 AS next_due_ms
+          `(SELECT c.id, c.payload, c.attempts, c.fence_token, c.max_attempts, c.priority, c.buffered, c.run_at_ms, c.created_at_ms, c.keyless${extras.map((x) => `, c.${x}`).join('')}, NULL::float8 AS next_due_ms
      FROM claimed AS c JOIN numbered AS n ON n.id = c.id
      ORDER BY n.rn)`
     }
     UNION ALL
-    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL${extras.map(() => ', NULL').join('')},
+    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL${extras.map(() => ', NULL').join('')},
       (SELECT greatest(0, extract(epoch FROM run_at - clock_timestamp()) * 1000)::float8
        FROM background_jobs WHERE queue_name = $1 AND status = 'queued' AND run_at > created_at AND run_at > now()
        ORDER BY run_at LIMIT 1)

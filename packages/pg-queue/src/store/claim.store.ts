@@ -99,6 +99,8 @@ export interface ClaimRow {
   wait_ms?: number;
   trace_context?: unknown;
   buffered?: boolean;
+  /** The plain claim's and the eager insert's: the row has no unique key (absent: it may have one). */
+  keyless?: boolean;
   next_due_ms: number | null;
   rate_wait_ms?: number | null;
   at_capacity?: boolean | null;
@@ -149,5 +151,6 @@ export function toClaimedJob(r: ClaimRow & { id: string }): ClaimedJob {
     waitMs: r.wait_ms,
     traceContext: r.trace_context,
     buffered: r.buffered === true,
+    keyless: r.keyless === true,
   };
 }

@@ -77,7 +77,7 @@ function insertEagerJob(traced: boolean): string {
     -- The claim's columns (ClaimRow): created_at equals run_at, and the job waited 0 ms from due to claimed.
     RETURNING j.id, j.status = 'processing' AS claimed, CASE WHEN j.status = 'processing' THEN j.payload END AS payload, j.attempts + j.buffered::int AS attempts, j.fence_token,
       j.max_attempts, j.priority, j.buffered, date_part('epoch', j.run_at) * 1000 AS run_at_ms, NULL::float8 AS created_at_ms,
-      0::float8 AS wait_ms, j.trace_context`;
+      0::float8 AS wait_ms, j.trace_context, true AS keyless`;
 }
 
 // One statement for any number of jobs: arrays in, one round trip and one NOTIFY per queue. The payloads

@@ -19,6 +19,8 @@ export interface ClaimedJob {
   traceContext?: unknown;
   /** Claimed ahead of a free slot: not started, not charged, on a short lease (see plainClaim in claim.sql.ts). */
   buffered?: boolean;
+  /** The row has no unique key, so no successor waits for it (false: it may have one): see completeJobsKeyless. */
+  keyless?: boolean;
 }
 
 export interface ClaimResult {
@@ -108,6 +110,8 @@ export interface FailedAttempt extends JobRef {
 
 /** A completed attempt: its claim, and the handler's result and last progress as JSON text when it has them. */
 export interface CompletedAttempt extends JobRef {
+  /** The claim said the row has no unique key: a batch of such jobs completes without the successor step. */
+  keyless?: boolean;
   resultJson?: string;
   progressJson?: string;
   /** Lines the handler logged and no statement has written yet. */

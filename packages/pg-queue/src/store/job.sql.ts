@@ -34,6 +34,8 @@ export const SQL = {
 export const PLANNED_PER_CALL: ReadonlySet<keyof typeof SQL> = new Set([
   'completeJobs',
   'completeJobsWithResults',
+  'completeJobsKeyless',
+  'completeJobsWithResultsKeyless',
   'completeJobsWithLogs',
   'deleteCompletedJobs',
   'deleteCompletedJobsWithResults',

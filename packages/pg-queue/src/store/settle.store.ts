@@ -123,19 +123,22 @@ function tokensById(jobs: JobRef[]): string {
   return `${text}}`;
 }
 
+type CompletionStatement = 'completeJobs' | 'completeJobsWithResults' | 'completeJobsKeyless' | 'completeJobsWithResultsKeyless' | 'completeJobsWithLogs' | 'deleteCompletedJobs' | 'deleteCompletedJobsWithResults';
+
 /** The completion statement for a batch (see completion() in settle.sql.ts) and its values. */
 function completionStatement(
   workerId: string,
   jobs: CompletedAttempt[],
   deleteRows: boolean,
-): { statement: 'completeJobs' | 'completeJobsWithResults' | 'completeJobsWithLogs' | 'deleteCompletedJobs' | 'deleteCompletedJobsWithResults'; values: unknown[] } {
+): { statement: CompletionStatement; values: unknown[] } {
   const values: unknown[] = [workerId, jobs.map((j) => j.id), ...batchFence(jobs)];
   const extras = resultsById(jobs);
   // completedRetentionMs 0: a plain job's row goes, with its result and lines; a flow job's row stays and gets them.
   if (deleteRows) return extras === undefined ? { statement: 'deleteCompletedJobs', values } : { statement: 'deleteCompletedJobsWithResults', values: [...values, extras.text] };
-  if (extras === undefined) return { statement: 'completeJobs', values };
+  const keyless = jobs.every((j) => j.keyless === true);
+  if (extras === undefined) return { statement: keyless ? 'completeJobsKeyless' : 'completeJobs', values };
   values.push(extras.text);
-  return { statement: extras.logged ? 'completeJobsWithLogs' : 'completeJobsWithResults', values };
+  return { statement: extras.logged ? 'completeJobsWithLogs' : keyless ? 'completeJobsWithResultsKeyless' : 'completeJobsWithResults', values };
 }
 
 /** A completion's answer: the ids it refused (fenced out), and those of flow jobs it completed. */

@@ -104,10 +104,13 @@ export class HeldJob extends JobAttempt {
   private shape: { batch?: BatchRun; committed?: CommittedCompletion } | undefined;
   /** Due to claimed, by the database clock (the 'active' event carries it). */
   readonly claimLatencyMs: number | undefined;
+  /** The claim said the row has no unique key (CompletedAttempt.keyless). */
+  readonly keyless: boolean;
 
   constructor(queue: string, job: ClaimedJob, services?: JobServices) {
     super(queue, job, services);
     this.claimLatencyMs = job.waitMs;
+    this.keyless = job.keyless === true;
     this.state = 'claimed';
   }
 
