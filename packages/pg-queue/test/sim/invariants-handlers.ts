@@ -73,3 +73,31 @@ export async function batchOutcomes(db: pg.Pool, facts: Facts): Promise<Violatio
   }
   return out;
 }
+
+/**
+ * Thread handlers (queue `cpu`, sim-cpu.thread.ts writes its own runs): a completed job was completed by its thread
+ * (its result carries the thread's id, never 0, the main thread's) and by a run of the attempt the row charged that
+ * ended well; a failure the thread threw reaches last_error readably (the Error's message, a non-Error's value).
+ */
+export async function threadOutcomes(db: pg.Pool, facts: Facts): Promise<Violation[]> {
+  const { rows } = await db.query<{ id: string; status: string; attempts: number; thread: number | null; last_error: string | null }>(
+    `SELECT id::text, status::text, attempts, (result->>'thread')::int AS thread, last_error FROM background_jobs WHERE queue_name = 'cpu' AND status IN ('completed', 'failed')`,
+  );
+  const out: Violation[] = [];
+  for (const j of rows) {
+    const runs = (facts.runsByJob.get(j.id) ?? []).filter((r) => r.attempt === j.attempts);
+    if (j.status === 'completed') {
+      if (!j.thread) out.push({ invariant: 'thread.completed-off-its-thread', jobIds: [j.id], detail: `completed at ${j.attempts} attempts with a result that names no worker thread (thread ${j.thread})` });
+      if (!runs.some((r) => r.outcome === 'ok')) {
+        out.push({ invariant: 'thread.completed-without-its-run', jobIds: [j.id], detail: `completed at ${j.attempts} attempts, but no run of that attempt ended well: ${runs.map((r) => `${r.worker} ${r.outcome ?? 'no end'}`).join(', ') || 'no run'}` });
+      }
+      continue;
+    }
+    const last = runs[runs.length - 1];
+    const expected = last?.outcome === 'threw:junk' ? 'non-Error value' : last?.outcome === 'threw:planned failure' ? 'planned failure' : undefined;
+    if (expected && runs.every((r) => r.outcome === last.outcome) && !(j.last_error ?? '').includes(expected)) {
+      out.push({ invariant: 'thread.error-unreadable', jobIds: [j.id], detail: `failed after its thread's ${last.outcome}, but last_error says ${JSON.stringify((j.last_error ?? '').slice(0, 160))}` });
+    }
+  }
+  return out;
+}
