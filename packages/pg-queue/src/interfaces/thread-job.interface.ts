@@ -18,4 +18,10 @@ export interface ThreadJob<TPayload = unknown> {
   readonly signal: AbortSignal;
   /** Reports progress (a number or a small JSON value); the main thread writes it with the next heartbeat. */
   progress(value: unknown): void;
+  /**
+   * Adds a line to the job's log, as `Job.log()` does (README: "Job logs"): the line goes to the main thread at once
+   * (a value that is not a string as util.inspect shows it), which keeps it within `jobLogs`' bounds and writes it with
+   * the next heartbeat or the attempt's outcome. Never throws.
+   */
+  log(line: string): void;
 }

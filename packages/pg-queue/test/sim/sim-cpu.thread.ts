@@ -4,6 +4,7 @@
 // thread before the hand-over would say the job started even when the thread never ran it). It appends each start to
 // the fleet's starts file too, as the other handlers do. Its payload says what it does: `ok` burns the CPU for `ms`,
 // checking job.signal between slices; `timeout` burns past the queue's timeout the same way; `throw` and `junk` throw.
+// A third of its jobs log lines with job.log() as the other handlers do (logLines), from the thread.
 import { openSync, writeSync } from 'node:fs';
 import { threadId } from 'node:worker_threads';
 import pg from 'pg';
@@ -39,6 +40,24 @@ function outcomeOf(error: unknown): string {
   return 'threw:junk';
 }
 
+/**
+ * Job logs from a thread (job.log() crosses to the main thread): the lines sim-worker.ts's logLines writes, for the same
+ * jobs (a third, by nonce), `r<run> a<attempt> <i>`, half before the work and half after it (or after it threw), so
+ * that invariants-logs.ts ties each line the row holds to this run. Returns the call that logs one half.
+ */
+function logLines(job: ThreadJob<SimPayload>, runId: string): (first: boolean) => void {
+  const n = Math.abs(job.payload.n ?? 0);
+  if (!Number.isInteger(n) || n % 3 !== 0) return () => undefined;
+  const count = 1 + (n % 7);
+  const half = Math.ceil(count / 2);
+  const long = n % 5 === 0 ? ` ${'x'.repeat(60)}` : '';
+  const second = n % 4 === 0 ? '\nand a second line' : '';
+  let i = 0;
+  return (first) => {
+    for (let k = 0; k < (first ? half : count - half); k++) job.log(`r${runId} a${job.attempt} ${++i}${long}${second}`);
+  };
+}
+
 export default async function simCpu(job: ThreadJob<SimPayload>): Promise<unknown> {
   const seq = threadId * 1_000_000 + ++local;
   if (env.SIM_THREAD_STARTS_FILE) writeSync((starts ??= openSync(env.SIM_THREAD_STARTS_FILE, 'a')), `${job.id}/${job.attempt}\n`);
@@ -50,14 +69,18 @@ export default async function simCpu(job: ThreadJob<SimPayload>): Promise<unknow
   );
   const end = (outcome: string) => db().query('UPDATE sim_runs SET ended_at = clock_timestamp(), outcome = $2 WHERE id = $1', [rows[0].id, outcome]);
   const p = job.payload;
+  const log = logLines(job, rows[0].id);
+  log(true);
   try {
     if (p.b === 'throw') throw new Error('planned failure');
     if (p.b === 'junk') throw p.n % 2 === 0 ? 'a string' : { junk: p.n };
     burn(p.b === 'timeout' ? 3_600_000 : p.ms, job.signal);
   } catch (error) {
+    log(false);
     await end(outcomeOf(error)).catch(() => undefined);
     throw error;
   }
+  log(false);
   await end('ok');
   return { n: p.n, thread: threadId };
 }

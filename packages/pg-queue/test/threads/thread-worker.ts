@@ -27,7 +27,8 @@ class ThreadHandlers {
   @JobHandler('cpu_cancel', { thread: { file, poolSize: 1, abortGraceMs: 300 }, maxAttempts: 1 })
   cancel(): void {}
 
-  @JobHandler('cpu_timeout', { thread: { file, poolSize: 1, abortGraceMs: 300 }, timeoutMs: 1_000, maxAttempts: 1 })
+  // 2 s: the next job after a timeout starts a new thread (its imports, its connection) within its timeout under npm test's load.
+  @JobHandler('cpu_timeout', { thread: { file, poolSize: 1, abortGraceMs: 300 }, timeoutMs: 2_000, maxAttempts: 1 })
   timeout(): void {}
 
   // Crashes, throws and unclonable results, each failing its only attempt; 64 MB of heap per thread.

@@ -8,6 +8,11 @@ import { readAbort, type CrossedError, type FromThread, type ThreadEntryData, ty
 
 /** The job's progress value, as JSON, at most this long (the main thread stores it as job.progress() does). */
 const MAX_PROGRESS_CHARS = 65_536;
+/**
+ * A job.log() line crosses at most this long: the main thread cuts it to jobLogs.maxLineLength (2,000 by default, at
+ * most 100,000) and marks it cut, so a longer one would only be copied to be cut (one past the bound keeps the mark).
+ */
+const MAX_LOG_CHARS = 100_001;
 
 const port = parentPort!;
 const { file, abort } = workerData as ThreadEntryData;
@@ -48,6 +53,22 @@ function progress(this: void, jobId: string, value: unknown): void {
   send({ type: 'progress', value: JSON.parse(json) as unknown });
 }
 
+/**
+ * job.log(): the line crosses as text (a value that is not a string as util.inspect shows it, as the main thread's
+ * job.log() does; a clone of it could fail), cut to MAX_LOG_CHARS; the main thread keeps and writes it with the attempt's
+ * other lines. Sent at once, so a line logged inside a CPU-bound loop reaches the main thread while the loop runs on.
+ * Never throws.
+ */
+function log(this: void, line: unknown): void {
+  let text: string;
+  try {
+    text = typeof line === 'string' ? line : inspect(line, { depth: 3, breakLength: Infinity });
+  } catch {
+    text = `[unprintable ${typeof line}]`;
+  }
+  send({ type: 'log', line: text.length > MAX_LOG_CHARS ? text.slice(0, MAX_LOG_CHARS) : text });
+}
+
 /** AbortSignal's own getter (the job's signal shadows it with one that polls first). */
 const ABORTED = Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'aborted')!.get!;
 
@@ -75,7 +96,7 @@ function signalOf(c: AbortController): AbortSignal {
 
 async function run(data: ThreadJobData): Promise<void> {
   controller = new AbortController();
-  const job = { ...data, signal: signalOf(controller), progress: (value: unknown) => progress(data.id, value) };
+  const job = { ...data, signal: signalOf(controller), progress: (value: unknown) => progress(data.id, value), log };
   let result: unknown;
   try {
     const fn = await load();

@@ -120,14 +120,19 @@ export class ThreadPool {
     const thread: PooledThread = { worker, abort, task: undefined, killTimer: undefined, gone: false };
     this.threads.add(thread);
     worker.on('message', (message: FromThread) => this.answered(thread, message));
-    worker.on('error', (error: Error) => this.crashed(thread, `crashed: ${errorLine(error)}`, error.stack));
-    worker.on('exit', (code: number) => this.crashed(thread, `exited with code ${code}`, undefined));
+    worker.on('error', (error: Error) => this.crashed(thread, this.crashText(error), outOfMemory(error) ? undefined : error.stack, true));
+    worker.on('exit', (code: number) => this.crashed(thread, `exited with code ${code}`, undefined, false));
     return thread;
   }
 
   private answered(thread: PooledThread, message: FromThread): void {
     const task = thread.task;
     if (!task) return;
+    if (message.type === 'log') {
+      // A line logged before the abort was heard: the attempt's outcome (or put-back) writes it, as on the main thread.
+      task.attempt.log(message.line);
+      return;
+    }
     if (message.type === 'progress') {
       if (task.settled) return;
       try {
@@ -146,8 +151,21 @@ export class ThreadPool {
     this.dispatch();
   }
 
+  /**
+   * What a thread's 'error' event says in the job's error. Out of memory is worded by the library: Node's own text
+   * ("Worker terminated due to reaching memory limit: JS heap out of memory") reads, in a log, as if the process had
+   * died of it (V8's fatal "JavaScript heap out of memory" of a whole process; supervisors and test runners that
+   * watch a process's stderr for it take it so), while only the thread was stopped at its limit.
+   */
+  private crashText(error: Error): string {
+    if (!outOfMemory(error)) return `crashed: ${errorLine(error)}`;
+    const limits = this.options.resourceLimits;
+    const which = limits ? `resourceLimits ${JSON.stringify(limits)}` : "Node's default limit; resourceLimits sets it";
+    return `ran out of memory: stopped at its heap limit (ERR_WORKER_OUT_OF_MEMORY; ${which})`;
+  }
+
   /** The thread is gone (an uncaught error, process.exit, out of memory, or terminated by this pool): its job fails. */
-  private crashed(thread: PooledThread, what: string, stack: string | undefined): void {
+  private crashed(thread: PooledThread, what: string, stack: string | undefined, terminate: boolean): void {
     if (thread.gone && !this.threads.has(thread)) return;
     thread.gone = true;
     this.threads.delete(thread);
@@ -159,7 +177,7 @@ export class ThreadPool {
       if (stack) error.stack = `${error.name}: ${error.message}\n  thread's stack: ${stack}`;
       this.settle(task, error);
     }
-    if (what.startsWith('crashed')) void thread.worker.terminate();
+    if (terminate) void thread.worker.terminate();
     this.dispatch();
   }
 
@@ -187,6 +205,10 @@ export class ThreadPool {
     if (error === undefined) task.resolve(result);
     else task.reject(error);
   }
+}
+
+function outOfMemory(error: Error): boolean {
+  return (error as NodeJS.ErrnoException).code === 'ERR_WORKER_OUT_OF_MEMORY';
 }
 
 /** The thread's error as an Error of the main thread, with the thread's name, message and stack. */

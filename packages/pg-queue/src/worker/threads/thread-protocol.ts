@@ -25,6 +25,7 @@ export type ToThread = { type: 'run'; job: ThreadJobData } | { type: 'abort' };
 
 export type FromThread =
   | { type: 'progress'; value: unknown }
+  | { type: 'log'; line: string }
   | { type: 'done'; result: unknown }
   | { type: 'failed'; error: CrossedError };
 
