@@ -48,7 +48,8 @@ export type {
   OnParentFailure,
   ParentJob,
 } from './flows/flow.interfaces.js';
-export type { JobHandlerOptions, BackoffFunction, BatchOptions, ExponentialBackoff, FairnessOptions, RateLimit } from './interfaces/job-handler-options.interface.js';
+export type { JobHandlerOptions, BackoffFunction, BatchOptions, ExponentialBackoff, FairnessOptions, RateLimit, ThreadOptions, ThreadResourceLimits } from './interfaces/job-handler-options.interface.js';
+export type { ThreadJob } from './interfaces/thread-job.interface.js';
 export type {
   PgQueueModuleOptions,
   PgQueueModuleExtras,

@@ -1,4 +1,4 @@
-import { Inject, Injectable, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, type OnApplicationShutdown, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { ContextIdFactory, DiscoveryService, MetadataScanner, ModuleRef, Reflector } from '@nestjs/core';
 import { Injector } from '@nestjs/core/injector/injector.js';
 import type { InstanceWrapper } from '@nestjs/core/injector/instance-wrapper.js';
@@ -28,6 +28,8 @@ import { RESOLVED_OPTIONS } from '../pg-queue.constants.js';
 import { assertQueueName, resolveHandlerOptions, type ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { JobHandlerRegistry } from './job-handler.registry.js';
 import { PgQueueLogger } from '../utils/terminal-text.js';
+import { ThreadPool } from '../worker/threads/thread-pool.js';
+import { threadHandle } from '../worker/threads/thread-attempt.js';
 
 /** The queue a @RecurringJob without @JobHandler fires into (declareSchedule's default: the schedule's name). */
 function scheduleQueue(where: string, recurring: RecurringJobMetadata): string {
@@ -53,11 +55,13 @@ interface FoundListener {
  * providers are shared per the app's ContextIdStrategy, which receives the Job).
  */
 @Injectable()
-export class JobHandlerExplorer implements OnModuleInit, OnModuleDestroy {
+export class JobHandlerExplorer implements OnModuleInit, OnModuleDestroy, OnApplicationShutdown {
   private readonly logger = new PgQueueLogger('PgQueue');
   private readonly injector = new Injector();
   private readonly listeners: FoundListener[] = [];
   private unsubscribe: (() => void)[] = [];
+  /** The thread handlers' pools, closed after the worker pool's shutdown (its grace) is over. */
+  private readonly threadPools: ThreadPool[] = [];
 
   constructor(
     private readonly discovery: DiscoveryService,
@@ -105,6 +109,14 @@ export class JobHandlerExplorer implements OnModuleInit, OnModuleDestroy {
     this.unsubscribe = [];
   }
 
+  /**
+   * Every beforeApplicationShutdown hook (the worker pool's drain within shutdownGraceMs, then its abort and put-back
+   * of what still ran) has returned by now: the threads still running are terminated.
+   */
+  async onApplicationShutdown(): Promise<void> {
+    await Promise.all(this.threadPools.splice(0).map((pool) => pool.close()));
+  }
+
   private explore(wrapper: InstanceWrapper): void {
     // A singleton's instance tells its real class (also for useFactory / useValue providers); a request-scoped
     // provider has no instance yet, only its class.
@@ -134,6 +146,14 @@ export class JobHandlerExplorer implements OnModuleInit, OnModuleDestroy {
         const call = perAttempt ? this.perAttemptHandle(wrapper, methodName) : (jobs: Job[]) => instance[methodName](jobs as never);
         const handleBatch = batchCheckedAtStart(meta.queue, call as (jobs: Job[]) => unknown);
         this.registry.add({ queue: meta.queue, name, options, handle: (job) => handleBatch([job]), handleBatch, perAttempt });
+        continue;
+      }
+      if (options.thread) {
+        // A thread handler: the method is not called; its queue's jobs run in the thread file (worker/threads/). Its
+        // pool is made only where workers run, so an enqueue-only app neither needs the compiled entry nor starts threads.
+        const pool = this.options.workers ? new ThreadPool(meta.queue, options.thread, this.logger) : undefined;
+        if (pool) this.threadPools.push(pool);
+        this.registry.add({ queue: meta.queue, name, options, handle: checkedAtStart(meta.queue, threadHandle(meta.queue, pool)), perAttempt: false });
         continue;
       }
       this.registry.add({

@@ -105,6 +105,41 @@ export interface JobHandlerOptions {
    * (read-ahead, keys): README, "LIFO". Default false.
    */
   lifo?: boolean;
+  /**
+   * Runs the queue's jobs in a pool of `node:worker_threads` Workers instead of on the event loop, for handlers that
+   * compute for seconds: `file` (an absolute path or a file: URL) exports the function that processes a job
+   * (`export default async function (job: ThreadJob) { ... }`); the decorated method is not called. The main thread
+   * keeps the lease, heartbeat, timeout, cancel and progress, and writes the outcome. `concurrency` defaults to
+   * `poolSize` and may not exceed it. Not with `transactional` or `batch`. See docs/guides/cpu-heavy-handlers.md.
+   */
+  thread?: ThreadOptions;
+}
+
+export interface ThreadOptions {
+  /** The module the threads load: an absolute path or a file: URL of a JavaScript (ESM or CommonJS) file. */
+  file: string | URL;
+  /** Threads at most, 1 to 64, started as jobs need them. Default: the machine's cores minus one (at least 1). */
+  poolSize?: number;
+  /** After an abort (timeout, cancel, lost lease, shutdown), how long the thread may run on before it is terminated and replaced, 0 to 60000 ms. Default 1000. */
+  abortGraceMs?: number;
+  /** Each thread's memory limits (node:worker_threads ResourceLimits): a thread past them fails its job and is replaced. */
+  resourceLimits?: ThreadResourceLimits;
+}
+
+export interface ThreadResourceLimits {
+  maxOldGenerationSizeMb?: number;
+  maxYoungGenerationSizeMb?: number;
+  codeRangeSizeMb?: number;
+  stackSizeMb?: number;
+}
+
+/** `thread` after validation. */
+export interface ResolvedThreadOptions {
+  /** The file's URL (file://...), as the threads import it. */
+  fileUrl: string;
+  poolSize: number;
+  abortGraceMs: number;
+  resourceLimits: ThreadResourceLimits | undefined;
 }
 
 export interface FairnessOptions {
@@ -156,6 +191,8 @@ export interface ResolvedHandlerOptions {
   rateLimitedBackoff: { maxMs: number };
   /** Claims take the newest due job first within each priority (or key). */
   lifo: boolean;
+  /** Set for a thread handler (`thread`). */
+  thread?: ResolvedThreadOptions;
 }
 
 export interface ResolvedFairness {

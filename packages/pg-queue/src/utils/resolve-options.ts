@@ -7,6 +7,7 @@ import { HISTORY_PARTITION_WIDTHS, type HistoryPartitionWidth } from '../store/h
 import { INVALID_DATABASE_NAME, INVALID_OPTION, INVALID_QUEUE_NAME, LIMIT_WITH_PREFETCH, POOLER_WITHOUT_LISTENER_URL } from '../pg-queue.messages.js';
 import { AUTO_MAX_IN_HAND, DATABASE_NAME_PATTERN, QUEUE_NAME_PATTERN } from '../pg-queue.constants.js';
 import { exponentialBackoff } from './backoff.js';
+import { resolveThreadOptions } from './resolve-thread-options.js';
 
 /** Module options with every default filled in; validated once, at boot. */
 export interface ResolvedModuleOptions {
@@ -99,7 +100,7 @@ const KNOWN_MAINTENANCE_KEYS = new Set([
 ]);
 const KNOWN_HISTORY_KEYS = new Set(['partitionWidth', 'moveAfterMs', 'moveIntervalMs', 'moveBatchSize']);
 const WIDTH_MS: Record<HistoryPartitionWidth, number> = { hour: 3_600_000, day: 86_400_000, week: 7 * 86_400_000, month: 31 * 86_400_000 };
-const KNOWN_HANDLER_KEYS = new Set(['concurrency', 'maxAttempts', 'backoff', 'timeoutMs', 'prefetch', 'batchSize', 'globalConcurrency', 'rateLimit', 'concurrencyPerKey', 'fairness', 'transactional', 'batch', 'eagerStart', 'rateLimitedBackoff', 'lifo']);
+const KNOWN_HANDLER_KEYS = new Set(['concurrency', 'maxAttempts', 'backoff', 'timeoutMs', 'prefetch', 'batchSize', 'globalConcurrency', 'rateLimit', 'concurrencyPerKey', 'fairness', 'transactional', 'batch', 'eagerStart', 'rateLimitedBackoff', 'lifo', 'thread']);
 const KNOWN_BATCH_KEYS = new Set(['size', 'waitMs']);
 
 /** A transactional handler's default timeoutMs: it holds a connection of the app's pool while it runs. */
@@ -254,7 +255,9 @@ export function resolveHandlerOptions(queue: string, options: JobHandlerOptions 
   const where = `@JobHandler('${queue}')`;
   if (options === null || typeof options !== 'object') throw new PgQueueError(`${where} options must be an object.`);
   refuseUnknownKeys(where, options, KNOWN_HANDLER_KEYS);
-  const concurrency = int(where, 'concurrency', options.concurrency, 10, 1, 10_000);
+  // A thread handler's slots default to its threads (a job past them would hold its lease waiting for one).
+  const thread = resolveThreadOptions(queue, where, options);
+  const concurrency = int(where, 'concurrency', options.concurrency, thread ? thread.poolSize : 10, 1, 10_000);
   if (options.prefetch !== undefined && options.prefetch !== 'auto' && (typeof options.prefetch !== 'number' || !Number.isInteger(options.prefetch) || options.prefetch < 0 || options.prefetch > 10_000)) {
     throw new PgQueueError(INVALID_OPTION(where, 'prefetch', options.prefetch, `'auto' or an integer from 0 to 10000`));
   }
@@ -280,6 +283,7 @@ export function resolveHandlerOptions(queue: string, options: JobHandlerOptions 
     rateLimitedBackoff: { maxMs: int(where, 'rateLimitedBackoff.maxMs', rlb?.maxMs, DEFAULT_RATE_LIMITED_MAX_MS, 1, MAX_BLOCK_MS) },
     eagerStart: eagerStart && !hasLimits(limits) && !batch,
     batch,
+    ...(thread && { thread }),
     ...limits,
     concurrency,
     transactional,

@@ -42,8 +42,8 @@ export class Prng {
 export const SIM_QUEUES = ['sim', 'flow', 'undo', 'prio'] as const;
 /** The limited queues (the same limits in every process): `lim` with a global concurrency, `keyed` one per key. */
 export const LIMITED_QUEUES = ['lim', 'keyed'] as const;
-/** Queues of handler kinds (same kind in every process): `batch` a batch handler, `txq` a transactional one. */
-export const HANDLER_KIND_QUEUES = ['batch', 'txq'] as const;
+/** Queues of handler kinds (same kind in every process): `batch` a batch handler, `txq` a transactional one, `cpu` a thread handler. */
+export const HANDLER_KIND_QUEUES = ['batch', 'txq', 'cpu'] as const;
 /** Queue `rated`: a rate limit, the same in every process. */
 export const RATED_QUEUE = 'rated';
 /** Queue `fair`: fair share across keys f1..f4 (f1 of weight 3), a per-key cap in some seeds, the same in every process. */
@@ -94,7 +94,7 @@ export interface ProcessPlan {
   completedRetentionMs?: 0;
 }
 
-export type EnqueueKind = 'single' | 'bulk' | 'tx-commit' | 'tx-rollback' | 'unique' | 'delayed' | 'priority' | 'flow' | 'sql' | 'limited' | 'batch' | 'tx-handler' | 'rated' | 'wait' | 'fair';
+export type EnqueueKind = 'single' | 'bulk' | 'tx-commit' | 'tx-rollback' | 'unique' | 'delayed' | 'priority' | 'flow' | 'sql' | 'limited' | 'batch' | 'tx-handler' | 'rated' | 'wait' | 'fair' | 'thread';
 export type OperatorKind = 'bulk-cancel' | 'cancel' | 'retry' | 'bulk-retry' | 'replace' | 'pause-resume' | 'prune' | 'close' | 'priority-probe' | 'lock-wait' | 'change' | 'weights' | 'limits';
 export type FaultKind = 'kill' | 'stop' | 'cut' | 'blackhole' | 'restart';
 
@@ -219,7 +219,7 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
   for (let at = 1_000; at < end; at += r.int(50, 450)) {
     const type = r.weighted({ enqueue: 80, operator: 15, fault: 5 });
     if (type === 'enqueue') {
-      const kind = r.weighted<Exclude<EnqueueKind, 'sql' | 'limited' | 'batch' | 'tx-handler' | 'rated' | 'wait' | 'fair'>>({ single: 20, bulk: 12, 'tx-commit': 6, 'tx-rollback': 3, unique: 16, delayed: 6, priority: 5, flow: 12 });
+      const kind = r.weighted<Exclude<EnqueueKind, 'sql' | 'limited' | 'batch' | 'tx-handler' | 'rated' | 'wait' | 'fair' | 'thread'>>({ single: 20, bulk: 12, 'tx-commit': 6, 'tx-rollback': 3, unique: 16, delayed: 6, priority: 5, flow: 12 });
       if (kind === 'flow') {
         steps.push({ at, type, kind, jobs: [], flow: flowPlan(r, nonce, keys) });
         continue;
@@ -379,6 +379,27 @@ function addHandlerKinds(seed: number, end: number, processes: ProcessPlan[], no
       });
       steps.push({ at, type: 'enqueue', kind: 'tx-handler', jobs });
     }
+  }
+  addThreadJobs(seed, end, processes, nonce, steps);
+}
+
+/**
+ * Queue `cpu`, a thread handler (sim-cpu.thread.ts, one thread per process): 1 to 6 jobs every 1.5 to 5 s that burn
+ * the CPU in a thread for 5 to 60 ms (a few longer), throw, throw a non-Error, or run past the queue's timeout. The burns
+ * are short: on the 2-core machine the simulation shares with its 4 processes, 400 ms burns took the CPU their event
+ * loops needed, and leases of every queue lapsed (seed 43); so did two threads per process, less often. Its own stream, so
+ * that the plans of the other features stay as they were for a seed.
+ */
+function addThreadJobs(seed: number, end: number, processes: ProcessPlan[], nonce: () => number, steps: Step[]): void {
+  const c = featureStream(seed, 0x2f6b1c3d);
+  for (const p of processes) {
+    // The thread file and poolSize are the decorator's (a `thread` here would replace them whole).
+    p.queues.cpu = { concurrency: 1, maxAttempts: c.int(1, 3), backoff: { baseMs: 50, maxMs: 500 }, timeoutMs: c.pick([1_500, 3_000]), eagerStart: c.chance(0.5) };
+  }
+  const weights: Record<Behaviour, number> = { ok: 80, throw: 8, junk: 4, timeout: 3, hang: 0, snooze: 0, block: 0, write: 0, step: 0, spawn: 0, ratelimited: 0 };
+  for (let at = 1_500; at < end; at += c.int(1_500, 5_000)) {
+    const jobs = Array.from({ length: c.int(1, 6) }, (): PlannedJob => ({ payload: { b: c.weighted(weights), ms: c.chance(0.9) ? c.int(5, 60) : c.int(100, 300), n: nonce() }, priority: 0, delayMs: 0 }));
+    steps.push({ at, type: 'enqueue', kind: 'thread', jobs });
   }
 }
 

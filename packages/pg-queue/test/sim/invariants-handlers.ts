@@ -75,7 +75,8 @@ export async function batchOutcomes(db: pg.Pool, facts: Facts): Promise<Violatio
 }
 
 /**
- * A completed job holds what its handler returned: every handler but the batch one returns `{ n }` of the payload it
+ * A completed job holds what its handler returned: every handler but the batch and thread ones (their results name the
+ * run or the thread: batchOutcomes, threadOutcomes) returns `{ n }` of the payload it
  * ran with (sim-worker.ts), and a running job's payload never changes, so a completed row's result is `{ n }` of its
  * payload; a completion with completedRetentionMs 0 deletes plain jobs with their results, but keeps a flow's job and
  * its result, which its children read (job.parents()).
@@ -83,8 +84,36 @@ export async function batchOutcomes(db: pg.Pool, facts: Facts): Promise<Violatio
 export async function resultsKept(db: pg.Pool): Promise<Violation[]> {
   const { rows } = await db.query<{ id: string; queue: string; result: unknown; n: unknown }>(
     `SELECT id::text, queue_name AS queue, result, payload -> 'n' AS n FROM background_jobs
-     WHERE status = 'completed' AND queue_name <> 'batch' AND payload ? 'n' AND result IS DISTINCT FROM jsonb_build_object('n', payload -> 'n')
+     WHERE status = 'completed' AND queue_name NOT IN ('batch', 'cpu') AND payload ? 'n' AND result IS DISTINCT FROM jsonb_build_object('n', payload -> 'n')
      ORDER BY id`,
   );
   return rows.map((r) => ({ invariant: 'results.not-kept', jobIds: [r.id], detail: `completed (${r.queue}) with result ${JSON.stringify(r.result)}; its handler returned {"n":${JSON.stringify(r.n)}}` }));
+}
+
+/**
+ * Thread handlers (queue `cpu`, sim-cpu.thread.ts writes its own runs): a completed job was completed by its thread
+ * (its result carries the thread's id, never 0, the main thread's) and by a run of the attempt the row charged that
+ * ended well; a failure the thread threw reaches last_error readably (the Error's message, a non-Error's value).
+ */
+export async function threadOutcomes(db: pg.Pool, facts: Facts): Promise<Violation[]> {
+  const { rows } = await db.query<{ id: string; status: string; attempts: number; thread: number | null; last_error: string | null }>(
+    `SELECT id::text, status::text, attempts, (result->>'thread')::int AS thread, last_error FROM background_jobs WHERE queue_name = 'cpu' AND status IN ('completed', 'failed')`,
+  );
+  const out: Violation[] = [];
+  for (const j of rows) {
+    const runs = (facts.runsByJob.get(j.id) ?? []).filter((r) => r.attempt === j.attempts);
+    if (j.status === 'completed') {
+      if (!j.thread) out.push({ invariant: 'thread.completed-off-its-thread', jobIds: [j.id], detail: `completed at ${j.attempts} attempts with a result that names no worker thread (thread ${j.thread})` });
+      if (!runs.some((r) => r.outcome === 'ok')) {
+        out.push({ invariant: 'thread.completed-without-its-run', jobIds: [j.id], detail: `completed at ${j.attempts} attempts, but no run of that attempt ended well: ${runs.map((r) => `${r.worker} ${r.outcome ?? 'no end'}`).join(', ') || 'no run'}` });
+      }
+      continue;
+    }
+    const last = runs[runs.length - 1];
+    const expected = last?.outcome === 'threw:junk' ? 'non-Error value' : last?.outcome === 'threw:planned failure' ? 'planned failure' : undefined;
+    if (expected && runs.every((r) => r.outcome === last.outcome) && !(j.last_error ?? '').includes(expected)) {
+      out.push({ invariant: 'thread.error-unreadable', jobIds: [j.id], detail: `failed after its thread's ${last.outcome}, but last_error says ${JSON.stringify((j.last_error ?? '').slice(0, 160))}` });
+    }
+  }
+  return out;
 }

@@ -29,7 +29,7 @@ import { act } from './operator.js';
 import { SIM_TABLES } from './tables.js';
 import { globalLimitOf, rateLimitedBlocks } from './invariants-runtime-limits.js';
 
-const WORKER_SOURCES = [fileURLToPath(new URL('./sim-worker.ts', import.meta.url)), fileURLToPath(new URL('./sim-worker-records.ts', import.meta.url))];
+const WORKER_SOURCES = [fileURLToPath(new URL('./sim-worker.ts', import.meta.url)), fileURLToPath(new URL('./sim-worker-records.ts', import.meta.url)), fileURLToPath(new URL('./sim-cpu.thread.ts', import.meta.url))];
 /** Steps in flight at once; a step that would exceed it waits (the plan's clock then runs late, which is recorded). */
 const MAX_IN_FLIGHT = 8;
 /** How long the end waits for every job to be final or legitimately waiting. */
@@ -108,6 +108,7 @@ export async function runSim(url: string, seed: number, minutes: number, server?
       ...(await invHandlers.batchOutcomes(db, facts)),
       ...(await invHandlers.resultsKept(db)),
       ...(await logsBelongToRuns(db, plan.logs)),
+      ...(await invHandlers.threadOutcomes(db, facts)),
       ...(await inv.noCrash(db)),
       ...exits.map((e) => ({ invariant: 'process.exit-past-grace', jobIds: [], detail: `${e.worker} took ${e.ms} ms to exit on SIGTERM (${e.how}; grace ${e.graceMs} ms + ${EXIT_SLACK_MS} ms)` })),
       ...(await inv.noJobLost(db, (id) => queue.whyNotRunning(id), drained.at)),

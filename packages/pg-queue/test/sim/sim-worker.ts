@@ -11,6 +11,7 @@ import 'reflect-metadata';
 import { Injectable, Module, type INestApplicationContext } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { openSync, writeSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { DataSource } from 'typeorm';
 import { JobHandler, JobSnoozedError, PgQueueModule, RateLimitedError, QueueService, RecurringJob, type BatchJob, type EnqueueResult, type Job, type TransactionalJob } from '../../src/index.js';
@@ -216,6 +217,10 @@ class SimHandlers {
     return run(job);
   }
 
+  // A thread handler: the method is not called; the jobs run in sim-cpu.thread.ts, which writes its own runs.
+  @JobHandler('cpu', { thread: { file: fileURLToPath(new URL('./sim-cpu.thread.js', import.meta.url)), poolSize: 1 } })
+  cpu(): void {}
+
   @JobHandler('rated')
   rated(job: Job<SimPayload>) {
     return run(job);
@@ -346,8 +351,10 @@ async function enqueue(op: Extract<WorkerOp, { op: 'enqueue' }>): Promise<unknow
     }
     case 'batch':
     case 'tx-handler':
+    case 'thread':
     case 'rated': {
-      const ids = await queue.enqueueMany(op.jobs.map((j) => spec(op.kind === 'batch' ? 'batch' : op.kind === 'rated' ? 'rated' : 'txq', j)));
+      const into = ({ batch: 'batch', rated: 'rated', thread: 'cpu' } as Record<string, string>)[op.kind] ?? 'txq';
+      const ids = await queue.enqueueMany(op.jobs.map((j) => spec(into, j)));
       await recordEnqueues(ids, op.kind, true, op.jobs);
       return ids;
     }
@@ -417,6 +424,10 @@ function recordCrashes(): void {
 
 async function boot(): Promise<void> {
   if (config.startsFile) starts = openSync(config.startsFile, 'a');
+  // What the thread file (queue cpu) needs to write its runs: its threads read the process's environment.
+  process.env.SIM_THREAD_RECORDS_URL = config.recordsUrl ?? config.url;
+  process.env.SIM_THREAD_WORKER_ID = config.workerId;
+  if (config.startsFile) process.env.SIM_THREAD_STARTS_FILE = config.startsFile;
   // The run log goes straight to the database: only the queue's own connections pass the proxy the faults break.
   records = new pg.Pool({ connectionString: config.recordsUrl ?? config.url, max: 6 });
   records.on('error', () => undefined);

@@ -23,9 +23,15 @@ export function serveStart<M extends { type: string }>(boot: (message: M) => Pro
   process.send?.({ type: 'loaded' });
 }
 
-/** The test's side of the protocol: forks `script` and resolves once it has loaded its code (its boot is startForked's). */
-export async function forkLoaded(script: string, env?: Record<string, string>): Promise<ChildProcess> {
-  const child = fork(script, [], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], env: env && { ...process.env, ...env } });
+/**
+ * The test's side of the protocol: forks `script` and resolves once it has loaded its code (its boot is startForked's).
+ * The worker's stderr is the test process's unless `stderr: 'pipe'` (then the caller must read child.stderr): under
+ * `npm test` the test process is a Jest worker, and jest-worker reads its stderr for V8's out-of-memory texts ("heap out
+ * of memory", "Last few GCs"), taking any such line as its own crash: a worker that prints one (a thread stopped at its
+ * heap limit, a worker process that really ran out) would end the Jest worker and fail its spec as out of memory.
+ */
+export async function forkLoaded(script: string, env?: Record<string, string>, options: { stderr?: 'inherit' | 'pipe' } = {}): Promise<ChildProcess> {
+  const child = fork(script, [], { stdio: ['ignore', 'ignore', options.stderr ?? 'inherit', 'ipc'], env: env && { ...process.env, ...env } });
   await new Promise<void>((resolve, reject) => {
     const loaded = (m: { type: string }) => {
       if (m.type !== 'loaded') return;
