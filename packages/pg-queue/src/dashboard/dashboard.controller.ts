@@ -27,6 +27,11 @@ import { limitsQuestion } from './views/queue-limits.view.js';
 import { LIMIT_FIELDS, limitsChangeOf } from './dashboard-limits.js';
 import { html } from './views/html.js';
 import { PgQueueLogger } from '../utils/terminal-text.js';
+import { jobListOrderOf } from '../store/job-list-order.js';
+import { ADD_JOB_FIELDS, addJobOf } from './dashboard-add-job.js';
+import { addJobQuestion, addJobView } from './views/add-job.view.js';
+import { SCHEDULE_FIELDS, scheduleEditOf } from './dashboard-schedule-form.js';
+import { scheduleEditQuestion, scheduleEditView } from './views/schedule-edit.view.js';
 
 type AnyResponse = object;
 
@@ -108,7 +113,38 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
         refuseNul('queue filter', queue);
         refuseNul('search', search);
         refuseNul('text search', text);
-        return jobsView(ctx, await this.dashboard.jobs({ queue, status, search, text }, before));
+        const order = jobListOrderOf(params.get('order'));
+        const after = params.get('after') || null;
+        if (after !== null && !isJobId(after)) throw new PgQueueError(`"after" must be a job id, got ${JSON.stringify(after)}.`);
+        if (order === 'oldest' && text) throw new PgQueueError('A payload or error search lists newest first: drop "oldest first", or the search.');
+        return jobsView(ctx, await this.dashboard.jobs({ queue, status, search, text }, order === 'oldest' ? null : before, order, order === 'oldest' ? after : null));
+      });
+    }
+
+    // Before jobs/:id, which would take "new" for an id. ?from=<id> fills the form from that job (duplicate with changes).
+    @Get('jobs/new')
+    newJob(@Req() req: AnyRequest, @Res() res: AnyResponse) {
+      return this.page(req, res, '/jobs/new', async (ctx) => {
+        const params = requestUrl(req).searchParams;
+        const from = params.get('from') || null;
+        if (from !== null && !isJobId(from)) throw new PgQueueError(`"from" must be a job id, got ${JSON.stringify(from)}.`);
+        const form = from === null ? { queue: params.get('queue') ?? undefined } : await this.dashboard.jobForm(from);
+        if (!form) return [404, layout(ctx, 'jobs', `Job ${from}`, html`<p class="muted">No job ${from} to copy: never enqueued, or deleted.</p>`)];
+        return addJobView(ctx, form, from);
+      });
+    }
+
+    @Post('jobs/new')
+    async addJob(@Req() req: AnyRequest, @Res() res: AnyResponse) {
+      await this.action(req, res, '/jobs/new', () => {
+        const input = addJobOf(req);
+        return {
+          question: addJobQuestion(input.queue),
+          run: async (viewer) => {
+            const { id, duplicate, replaced } = await this.dashboard.addJob(viewer, input);
+            return duplicate ? `No job added: job ${id} holds the unique key${replaced ? ' (its payload replaced)' : ''}.` : `Job ${id} added to queue ${input.queue}.`;
+          },
+        };
       });
     }
 
@@ -160,6 +196,17 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
     @Get('schedules')
     schedules(@Req() req: AnyRequest, @Res() res: AnyResponse) {
       return this.page(req, res, '/schedules', async (ctx) => schedulesView(ctx, await this.dashboard.schedules()));
+    }
+
+    @Get('schedules/:name/edit')
+    editSchedule(@Req() req: AnyRequest, @Res() res: AnyResponse) {
+      const [name] = lastSegments(req, 2);
+      return this.page(req, res, `/schedules/${encodeURIComponent(name)}/edit`, async (ctx) => {
+        refuseNul('schedule name', name);
+        const found = await this.dashboard.scheduleForm(name);
+        if (!found) return [404, layout(ctx, 'schedules', `Schedule ${name}`, html`<p class="muted">No schedule ${name}: removed, or never set.</p>`)];
+        return scheduleEditView(ctx, name, found.source, found.form);
+      });
     }
 
     @Get('instances')
@@ -286,6 +333,16 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
     async scheduleAction(@Req() req: AnyRequest, @Res() res: AnyResponse) {
       const [name, action] = lastSegments(req, 2);
       await this.action(req, res, `/schedules/${encodeURIComponent(name)}/${action}`, () => {
+        if (action === 'edit') {
+          const edit = scheduleEditOf(name, req);
+          return {
+            question: scheduleEditQuestion(name, field(req, 'source') ?? 'runtime'),
+            run: async (viewer) => {
+              const info = await this.dashboard.editSchedule(viewer, edit);
+              return `Schedule ${name} saved${info.nextFireAt ? `: next fire ${info.nextFireAt.toISOString()}` : `: it has ended (${info.ended})`}${info.paused ? ' (paused)' : ''}.`;
+            },
+          };
+        }
         if (!SCHEDULE_ACTIONS.includes(action as ScheduleAction)) throw new PgQueueError(`Unknown action ${JSON.stringify(action)}.`);
         const act = action as ScheduleAction;
         return {
@@ -381,7 +438,7 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
         const { question, run } = prepare();
         if (field(req, 'confirmed') !== '1') {
           const carried: Record<string, string | string[]> = { return: back };
-          for (const key of ['queue', 'status', 'source', ...LIMIT_FIELDS]) {
+          for (const key of new Set(['queue', 'status', 'source', ...LIMIT_FIELDS, ...ADD_JOB_FIELDS, ...SCHEDULE_FIELDS])) {
             const value = field(req, key);
             if (value) carried[key] = value;
           }
