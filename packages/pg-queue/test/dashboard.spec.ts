@@ -11,7 +11,6 @@ import { createTestDatabase } from '@internal/pg-harness';
 import { findChromium, launchChromium } from './dashboard/support/browser.js';
 import { flaky, startDashboardApp } from './dashboard/support/dashboard-app.js';
 import { sqlPool, startApp, waitFor } from './support/test-app.js';
-import { buildCli, runCli } from './support/run-cli.js';
 
 const SECRET = 'test-secret-of-the-dashboard-csrf-hmac-0123456789';
 const USERS = [
@@ -37,7 +36,6 @@ const statusOf = async (db: pg.Pool, id: string) => (await db.query<{ status: st
 
 describeInBrowser('the dashboard in headless Chromium', () => {
   let db: pg.Pool;
-  let dbUrl: string;
   let express: { app: INestApplication; baseUrl: string };
   let fastify: { app: INestApplication; baseUrl: string };
   let browser: Browser;
@@ -50,7 +48,6 @@ describeInBrowser('the dashboard in headless Chromium', () => {
   beforeAll(async () => {
     mkdirSync(ARTIFACTS, { recursive: true });
     const url = await createTestDatabase('dashboard');
-    dbUrl = url;
     db = sqlPool(url);
     const dashboard = { path: 'admin/queues', auth: dashboardBasicAuth({ users: USERS }), csrfSecret: SECRET, refreshMs: 1_000 };
     express = await startDashboardApp(url, { adapter: 'express', dashboard, logs });
@@ -128,43 +125,6 @@ describeInBrowser('the dashboard in headless Chromium', () => {
     expect((await db.query('SELECT attempts, max_attempts FROM background_jobs WHERE id = $1', [failedId])).rows[0]).toEqual({ attempts: 1, max_attempts: 1 });
     // The audit log: who, what, how many.
     expect(logs).toContain(`user "admin" retried 1 job (retry on job ${failedId})`);
-    await page.close();
-  });
-
-  it('lists jobs in the order of `pg-queue jobs list`: newest first, oldest first on request, the same jobs page by page', async () => {
-    await buildCli();
-    const cliIds = async (args: string[]) => {
-      const result = await runCli(['jobs', 'list', '--json', '--limit', '50', ...args], { DATABASE_URL: dbUrl });
-      expect(result.code).toBe(0);
-      return result.stdout.trim().split('\n').filter(Boolean).map((line) => (JSON.parse(line) as { id: string }).id);
-    };
-    const page = await admin.newPage();
-    const pageIds = async (query: string) => {
-      await page.goto(`${dash(express.baseUrl)}/jobs?${query}`);
-      return page.locator('tr[data-job]').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-job')));
-    };
-    const cases: [string, string[], string][] = [
-      ['queue=emails', ['--queue', 'emails'], `queue_name = 'emails'`],
-      ['queue=emails&status=completed', ['--queue', 'emails', '--status', 'completed'], `queue_name = 'emails' AND status = 'completed'`],
-      ['queue=emails&status=failed', ['--queue', 'emails', '--status', 'failed'], `queue_name = 'emails' AND status = 'failed'`],
-    ];
-    for (const [query, args, where] of cases) {
-      const { rows } = await db.query<{ id: string }>(`SELECT j.id::text AS id FROM background_jobs AS j WHERE ${where} ORDER BY j.id DESC LIMIT 50`);
-      const { rows: oldest } = await db.query<{ id: string }>(`SELECT j.id::text AS id FROM background_jobs AS j WHERE ${where} ORDER BY j.id LIMIT 50`);
-      expect([await pageIds(query), await cliIds(args)]).toEqual([rows.map((r) => r.id), rows.map((r) => r.id)]);
-      expect([await pageIds(`${query}&order=oldest`), await cliIds([...args, '--oldest-first'])]).toEqual([oldest.map((r) => r.id), oldest.map((r) => r.id)]);
-    }
-    // Oldest first pages on with "Newer »": the 52 emails jobs are the 50 oldest, then 2, as the CLI's --after gives them.
-    await page.goto(`${dash(express.baseUrl)}/jobs?queue=emails&order=oldest`);
-    const first = await page.locator('tr[data-job]').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-job')!));
-    await page.getByRole('link', { name: 'Newer »' }).click();
-    const second = await page.locator('tr[data-job]').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-job')));
-    expect(second).toEqual(await cliIds(['--queue', 'emails', '--oldest-first', '--after', first.at(-1)!]));
-    expect(second).toHaveLength(2);
-    // A search of payloads and errors reads newest first only; an unknown order is refused by name.
-    expect((await page.goto(`${dash(express.baseUrl)}/jobs?text=user&order=oldest`))!.status()).toBe(400);
-    expect((await page.goto(`${dash(express.baseUrl)}/jobs?order=sideways`))!.status()).toBe(400);
-    await expect(page.locator('main').innerText()).resolves.toContain('Unknown job list order "sideways": one of newest, oldest.');
     await page.close();
   });
 
