@@ -121,7 +121,7 @@ describe('pg-queue flows', () => {
   });
 
   it('blocked jobs: jobs list --status blocked lists them, stats has a column for them', async () => {
-    const ids = async (...args: string[]) => (await cli('jobs', 'list', '--json', ...args)).stdout.trim().split('\n').filter(Boolean).map((line) => JSON.parse(line).id as string);
+    const ids = async (...args: string[]) => (await cli('jobs', 'list', '--json', '--oldest-first', ...args)).stdout.trim().split('\n').filter(Boolean).map((line) => JSON.parse(line).id as string);
     const { rows } = await sql.query<{ id: string }>(`SELECT j.id::text AS id FROM background_jobs AS j WHERE j.status = 'blocked' ORDER BY j.id`);
     expect(rows.map((r) => r.id)).toEqual([checkout.jobs.charge, checkout.jobs.ship]);
     expect(await ids('--status', 'blocked')).toEqual([checkout.jobs.charge, checkout.jobs.ship]);

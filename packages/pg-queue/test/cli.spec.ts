@@ -219,13 +219,21 @@ describe('pg-queue command line', () => {
       expect(result.code).toBe(0);
       return result.stdout.trim().split('\n').filter(Boolean).map((line) => JSON.parse(line).id as string);
     };
-    expect(await ids()).toEqual([a, b, c, d]);
-    expect(await ids('--queue', 'mail')).toEqual([a, b, c]);
-    expect(await ids('--status', 'failed')).toEqual([a, b, d]);
-    expect(await ids('--status', 'failed', '--status', 'queued', '--queue', 'mail')).toEqual([a, b, c]);
-    expect(await ids('--older-than', '1h')).toEqual([a, c, d]);
-    expect(await ids('--error', 'smtp timeout')).toEqual([a, d]);
-    expect(await ids('--error', 'smtp timeout', '--queue', 'mail', '--older-than', '90m')).toEqual([a]);
+    // Newest first by default (the dashboard's order, job-list-order.ts), oldest first with --oldest-first: the same jobs.
+    const listed = async (args: string[], oldestFirst: string[]) => {
+      expect(await ids(...args)).toEqual([...oldestFirst].reverse());
+      expect(await ids(...args, '--oldest-first')).toEqual(oldestFirst);
+    };
+    const filtered: [string[], string[]][] = [
+      [[], [a, b, c, d]],
+      [['--queue', 'mail'], [a, b, c]],
+      [['--status', 'failed'], [a, b, d]],
+      [['--status', 'failed', '--status', 'queued', '--queue', 'mail'], [a, b, c]],
+      [['--older-than', '1h'], [a, c, d]],
+      [['--error', 'smtp timeout'], [a, d]],
+      [['--error', 'smtp timeout', '--queue', 'mail', '--older-than', '90m'], [a]],
+    ];
+    for (const [args, oldestFirst] of filtered) await listed(args, oldestFirst);
     // Queued jobs as due (run_at come) or scheduled (run_at ahead), as the dashboard shows them apart.
     const { rows: later } = await sql.query<{ id: string }>(`INSERT INTO background_jobs (queue_name, payload, run_at) VALUES ('mail', '{"to":"e"}', now() + interval '1 hour') RETURNING id`);
     expect(await ids('--due')).toEqual([c]);
@@ -238,14 +246,18 @@ describe('pg-queue command line', () => {
     expect((await cli('jobs', 'retry', '--scheduled')).stderr).toContain('queued');
     await sql.query('DELETE FROM background_jobs WHERE id = $1', [later[0].id]);
     // Keyset pages: --limit, then --after the last id.
-    expect(await ids('--limit', '2')).toEqual([a, b]);
-    expect(await ids('--limit', '2', '--after', b)).toEqual([c, d]);
-    expect(await ids('--after', d)).toEqual([]);
+    expect(await ids('--limit', '2')).toEqual([d, c]);
+    expect(await ids('--limit', '2', '--after', c)).toEqual([b, a]);
+    expect(await ids('--after', a)).toEqual([]);
+    expect(await ids('--limit', '2', '--oldest-first')).toEqual([a, b]);
+    expect(await ids('--limit', '2', '--after', b, '--oldest-first')).toEqual([c, d]);
+    expect(await ids('--after', d, '--oldest-first')).toEqual([]);
 
-    const table = await cli('jobs', 'list', '--limit', '2');
+    const table = await cli('jobs', 'list', '--limit', '2', '--oldest-first');
     expect(table.stdout).toMatch(/^id\s+queue\s+status\s+attempts\s+priority\s+run at\s+created at\s+last error\n/);
     expect(table.stdout).toContain('SMTP timeout\n'); // the first line of the error only
-    expect(table.stdout).toContain(`next page: --after ${b}\n`);
+    expect(table.stdout).toContain(`next page: --after ${b} --oldest-first\n`);
+    expect((await cli('jobs', 'list', '--limit', '2')).stdout).toContain(`next page: --after ${c}\n`);
 
     const show = await cli('jobs', 'show', a);
     expect(show.code).toBe(0);
@@ -421,6 +433,16 @@ describe('pg-queue command line', () => {
     expect((await sql.query(`SELECT concurrency_key, run_at FROM background_jobs WHERE id = $1`, [keyedId])).rows).toEqual([
       { concurrency_key: 'tenant-7', run_at: new Date('2030-01-02T03:04:05Z') },
     ]);
+    // --lifo, plain and keyed: the job says so, and so does its queue's row (its workers then take LIFO jobs first).
+    const lifo = /^enqueued job (\d+)\n$/.exec((await cli('enqueue', 'stack', '{}', '--lifo')).stdout)![1];
+    const lifoKeyed = /^enqueued job (\d+)\n$/.exec((await cli('enqueue', 'stack', '{}', '--lifo', '--unique-key', 'l')).stdout)![1];
+    expect((await sql.query(`SELECT id::text, lifo FROM background_jobs WHERE queue_name = 'stack' ORDER BY id`)).rows).toEqual([
+      { id: lifo, lifo: true },
+      { id: lifoKeyed, lifo: true },
+    ]);
+    expect((await sql.query(`SELECT lifo_jobs FROM background_queues WHERE queue_name = 'stack'`)).rows).toEqual([{ lifo_jobs: true }]);
+    await sql.query(`DELETE FROM background_queues WHERE queue_name = 'stack'`); // the pause test reads the table whole
+    expect((await sql.query(`SELECT lifo FROM background_jobs WHERE id = $1`, [id])).rows).toEqual([{ lifo: null }]);
 
     for (const [args, message] of [
       [['mail', '{oops'], 'pg-queue: the payload is not JSON: '],
@@ -436,7 +458,7 @@ describe('pg-queue command line', () => {
       expect(result.code).toBe(2);
       expect(result.stderr).toContain(message);
     }
-    expect((await sql.query(`SELECT count(*)::int AS n FROM background_jobs`)).rows[0].n).toBe(3);
+    expect((await sql.query(`SELECT count(*)::int AS n FROM background_jobs`)).rows[0].n).toBe(5);
   });
 
   it('limits: shows and changes a queue\'s limits at runtime; bad values exit 2 and store nothing', async () => {

@@ -104,6 +104,8 @@ describe(`dashboard statements on ${ROWS.toLocaleString('en')} jobs`, () => {
     ['jobs: scheduled of every queue', DASHBOARD_SQL.listJobs, [maxId, from, null, 'queued', 50, true, 'scheduled', null]],
     ['jobs: running (rare), second page', DASHBOARD_SQL.listJobs, [from, String(Number(from) - LIST_SCAN_WINDOW), null, 'processing', 50, false, null, null]],
     ['jobs: search by id', DASHBOARD_SQL.listJobs, [String(Number(someId) + 1), String(Number(someId) + 1 - LIST_SCAN_WINDOW), null, null, 1, true, null, null]],
+    ['jobs, oldest first: the first page of one queue', DASHBOARD_SQL.listJobsOldest, [String(1 + LIST_SCAN_WINDOW), '1', 'sync', null, 50, true, null, null]],
+    ['jobs, oldest first: failed, a later page', DASHBOARD_SQL.listJobsOldest, [String(Number(from) + LIST_SCAN_WINDOW), from, null, 'failed', 50, false, null, null]],
     ['jobs: a chunk of a payload and error search', DASHBOARD_SQL.listJobs, [maxId, String(ROWS + 1 - SEARCH_CHUNK), null, null, 50, true, null, 'boom']],
     ['overview: scheduled jobs per queue', DASHBOARD_SQL.scheduledCounts, [['emails', 'thumbnails', 'sync'], SCHEDULED_COUNT_CAP]],
     ['jobs: search by unique key, any queue', DASHBOARD_SQL.findByUniqueKey, ['key-51', null, true]],

@@ -92,7 +92,7 @@ describe(`statements that read history, on ${HISTORY_ROWS.toLocaleString('en')} 
 
   const maxId = String(HISTORY_ROWS + HOT_ROWS + 1);
   const listFrom = (to: string) => String(Number(to) - LIST_SCAN_WINDOW);
-  const adminFilter = (afterId: string, ids: string[] | null, queue: string | null, statuses: string[]) => [afterId, ids, queue, statuses, null, null, 500, null];
+  const adminFilter = (afterId: string | null, ids: string[] | null, queue: string | null, statuses: string[]) => [afterId, ids, queue, statuses, null, null, 500, null];
 
   const statements: [string, string, unknown[]][] = [
     ['get(id)', SQL.getJob, [someId]],
@@ -110,7 +110,8 @@ describe(`statements that read history, on ${HISTORY_ROWS.toLocaleString('en')} 
     ['dashboard: a flow of moved jobs', DASHBOARD_SQL.flowJobs, ['1', '0', 50, 5]],
     ['flows: getFlow', FLOW_SQL.getFlow, ['1']],
     ['pruner: finished flows', FLOW_SQL.deleteFinishedFlows, [86_400_000, 500]],
-    ['cli: list failed of a queue', ADMIN_SQL.listJobs, adminFilter('0', null, 'emails', ['failed'])],
+    ['cli: list failed of a queue, oldest first', ADMIN_SQL.listJobsOldest, adminFilter('0', null, 'emails', ['failed'])],
+    ['cli: list failed of a queue, newest first', ADMIN_SQL.listJobsNewest, adminFilter(null, null, 'emails', ['failed'])],
     ['cli: count completed', ADMIN_SQL.countJobs, adminFilter('0', null, null, ['completed'])],
     ['cli: existing ids', ADMIN_SQL.existingIds, [[someId]]],
     ['retry: bring one back', HISTORY_SQL.bringBack, [[someId]]],

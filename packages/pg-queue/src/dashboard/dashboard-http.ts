@@ -51,3 +51,20 @@ export function fields(req: AnyRequest, name: string): string[] {
 export function isHttps(req: AnyRequest): boolean {
   return req.protocol === 'https' || header(req, 'x-forwarded-proto') === 'https';
 }
+
+/**
+ * Content-Security-Policy of every answer: only the package's own script and style sheet, no inline script,
+ * forms only to this origin, never framed (clickjacking the action buttons).
+ */
+export const SECURITY_HEADERS: Record<string, string> = {
+  'Content-Security-Policy': "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+  'X-Content-Type-Options': 'nosniff',
+  'X-Frame-Options': 'DENY',
+  'Referrer-Policy': 'same-origin',
+};
+
+/** Where a POST goes back to: a path of this dashboard only (never another site). */
+export function returnPath(base: string, wanted: string | undefined): string {
+  if (wanted && (wanted === base || wanted.startsWith(`${base}/`) || wanted.startsWith(`${base}?`)) && !/[\\\s]|\/\//.test(wanted)) return wanted;
+  return `${base}/`;
+}

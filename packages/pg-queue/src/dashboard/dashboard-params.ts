@@ -1,6 +1,8 @@
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import { requestUrl, type AnyRequest } from './dashboard-http.js';
 import { LISTED_STATUSES, type ListedStatus } from './views/overview.view.js';
+import { jobListOrderOf, type JobListOrder } from '../store/job-list-order.js';
+import { FLOW_STATUSES, type FlowStatus } from '../flows/flow.interfaces.js';
 
 // What the dashboard's routes read from a request (ids, filters, path segments), checked: bad input is a
 // PgQueueError, which the controller answers with a 400.
@@ -37,4 +39,48 @@ export function lastSegments(req: AnyRequest, n: number): string[] {
 
 export function lastSegment(req: AnyRequest): string {
   return lastSegments(req, 1)[0];
+}
+
+/** The jobs list's query: its filter, and its page (newest first by `before`, oldest first by `after`). */
+export function jobsQueryOf(req: AnyRequest): {
+  filter: { queue: string | null; status: ListedStatus | null; search: string | null; text: string | null };
+  before: string | null;
+  order: JobListOrder;
+  after: string | null;
+} {
+  const params = requestUrl(req).searchParams;
+  const queue = params.get('queue')?.trim() || null;
+  const status = listedStatus(params.get('status'));
+  const search = params.get('q')?.trim().slice(0, 512) || null;
+  const text = params.get('text')?.trim().slice(0, 512) || null;
+  refuseNul('queue filter', queue);
+  refuseNul('search', search);
+  refuseNul('text search', text);
+  const order = jobListOrderOf(params.get('order'));
+  const id = (name: 'before' | 'after') => {
+    const value = params.get(name) || null;
+    if (value !== null && !isJobId(value)) throw new PgQueueError(`"${name}" must be a job id, got ${JSON.stringify(value)}.`);
+    return value;
+  };
+  const [before, after] = [id('before'), id('after')];
+  if (order === 'oldest' && text) throw new PgQueueError('A payload or error search lists newest first: drop "oldest first", or the search.');
+  return { filter: { queue, status, search, text }, before: order === 'oldest' ? null : before, order, after: order === 'oldest' ? after : null };
+}
+
+/** The flows list's query: a status filter, and the page (`before` a flow id). */
+export function flowsQueryOf(req: AnyRequest): { status: FlowStatus | null; before: string | null } {
+  const params = requestUrl(req).searchParams;
+  const status = params.get('status') || null;
+  if (status !== null && !FLOW_STATUSES.includes(status as FlowStatus)) throw new PgQueueError(`Unknown flow status ${JSON.stringify(status)}: one of ${FLOW_STATUSES.join(', ')}.`);
+  const before = params.get('before') || null;
+  if (before !== null && !isJobId(before)) throw new PgQueueError(`"before" must be a flow id, got ${JSON.stringify(before)}.`);
+  return { status: status as FlowStatus | null, before };
+}
+
+/** The add-job form's query: the job it copies (`from`), or the queue it starts with. */
+export function newJobQueryOf(req: AnyRequest): { from: string | null; queue: string | undefined } {
+  const params = requestUrl(req).searchParams;
+  const from = params.get('from') || null;
+  if (from !== null && !isJobId(from)) throw new PgQueueError(`"from" must be a job id, got ${JSON.stringify(from)}.`);
+  return { from, queue: params.get('queue') ?? undefined };
 }

@@ -7,11 +7,10 @@ import { DASHBOARD_JS } from './assets/dashboard.client.js';
 import { DASHBOARD_CSS } from './assets/dashboard.css.js';
 import { authorizeRequest, type Viewer } from './dashboard-auth.js';
 import { DashboardCsrf } from './dashboard-csrf.js';
-import { field, fields, mountBase, requestUrl, type AnyRequest } from './dashboard-http.js';
+import { field, fields, mountBase, requestUrl, returnPath, SECURITY_HEADERS, type AnyRequest } from './dashboard-http.js';
 import { DASHBOARD_OPTIONS } from './dashboard.constants.js';
 import { DashboardService, waitingNote } from './dashboard.service.js';
 import type { ResolvedDashboardOptions } from './resolve-dashboard-options.js';
-import { FLOW_STATUSES, type FlowStatus } from '../flows/flow.interfaces.js';
 import { flowView } from './views/flow.view.js';
 import { flowsView } from './views/flows.view.js';
 import { jobView } from './views/job.view.js';
@@ -20,26 +19,20 @@ import { bulkQuestion, duplicateQuestion, flowQuestion, jobQuestion, queueQuesti
 import { confirmPage, errorPage, layout, type PageContext } from './views/layout.js';
 import { overviewView } from './views/overview.view.js';
 import { queueView } from './views/queue.view.js';
-import { isJobId, JOB_ID, lastSegment, lastSegments, listedStatus, refuseNul, SELECTION_MAX } from './dashboard-params.js';
+import { flowsQueryOf, isJobId, JOB_ID, jobsQueryOf, lastSegment, newJobQueryOf, lastSegments, listedStatus, refuseNul, SELECTION_MAX } from './dashboard-params.js';
 import { instancesView } from './views/instances.view.js';
 import { schedulesView } from './views/schedules.view.js';
 import { limitsQuestion } from './views/queue-limits.view.js';
 import { LIMIT_FIELDS, limitsChangeOf } from './dashboard-limits.js';
 import { html } from './views/html.js';
 import { PgQueueLogger } from '../utils/terminal-text.js';
+import { ADD_JOB_FIELDS, addJobOf } from './dashboard-add-job.js';
+import { addJobQuestion, addJobView } from './views/add-job.view.js';
+import { SCHEDULE_FIELDS, scheduleEditOf } from './dashboard-schedule-form.js';
+import { scheduleEditQuestion, scheduleEditView } from './views/schedule-edit.view.js';
 
 type AnyResponse = object;
 
-/**
- * Content-Security-Policy of every answer: only the package's own script and style sheet, no inline script,
- * forms only to this origin, never framed (clickjacking the action buttons).
- */
-const SECURITY_HEADERS: Record<string, string> = {
-  'Content-Security-Policy': "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-  'X-Content-Type-Options': 'nosniff',
-  'X-Frame-Options': 'DENY',
-  'Referrer-Policy': 'same-origin',
-};
 
 const JOB_ACTIONS = new Set<DashboardAction>(['retry', 'cancel', 'delete', 'run-now']);
 const TOGGLES = new Set(['pause', 'resume']);
@@ -98,17 +91,33 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
     @Get('jobs')
     jobs(@Req() req: AnyRequest, @Res() res: AnyResponse) {
       return this.page(req, res, '/jobs', async (ctx) => {
-        const params = requestUrl(req).searchParams;
-        const queue = params.get('queue')?.trim() || null;
-        const status = listedStatus(params.get('status'));
-        const before = params.get('before') || null;
-        if (before !== null && !isJobId(before)) throw new PgQueueError(`"before" must be a job id, got ${JSON.stringify(before)}.`);
-        const search = params.get('q')?.trim().slice(0, 512) || null;
-        const text = params.get('text')?.trim().slice(0, 512) || null;
-        refuseNul('queue filter', queue);
-        refuseNul('search', search);
-        refuseNul('text search', text);
-        return jobsView(ctx, await this.dashboard.jobs({ queue, status, search, text }, before));
+        const { filter, before, order, after } = jobsQueryOf(req);
+        return jobsView(ctx, await this.dashboard.jobs(filter, before, order, after));
+      });
+    }
+
+    // Before jobs/:id, which would take "new" for an id. ?from=<id> fills the form from that job (duplicate with changes).
+    @Get('jobs/new')
+    newJob(@Req() req: AnyRequest, @Res() res: AnyResponse) {
+      return this.page(req, res, '/jobs/new', async (ctx) => {
+        const { from, queue } = newJobQueryOf(req);
+        const form = from === null ? { queue } : await this.dashboard.jobForm(from);
+        if (!form) return [404, layout(ctx, 'jobs', `Job ${from}`, html`<p class="muted">No job ${from} to copy: never enqueued, or deleted.</p>`)];
+        return addJobView(ctx, form, from);
+      });
+    }
+
+    @Post('jobs/new')
+    async addJob(@Req() req: AnyRequest, @Res() res: AnyResponse) {
+      await this.action(req, res, '/jobs/new', () => {
+        const input = addJobOf(req);
+        return {
+          question: addJobQuestion(input.queue),
+          run: async (viewer) => {
+            const { id, duplicate, replaced } = await this.dashboard.addJob(viewer, input);
+            return duplicate ? `No job added: job ${id} holds the unique key${replaced ? ' (its payload replaced)' : ''}.` : `Job ${id} added to queue ${input.queue}.`;
+          },
+        };
       });
     }
 
@@ -126,12 +135,8 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
     @Get('flows')
     flows(@Req() req: AnyRequest, @Res() res: AnyResponse) {
       return this.page(req, res, '/flows', async (ctx) => {
-        const params = requestUrl(req).searchParams;
-        const status = params.get('status') || null;
-        if (status !== null && !FLOW_STATUSES.includes(status as FlowStatus)) throw new PgQueueError(`Unknown flow status ${JSON.stringify(status)}: one of ${FLOW_STATUSES.join(', ')}.`);
-        const before = params.get('before') || null;
-        if (before !== null && !isJobId(before)) throw new PgQueueError(`"before" must be a flow id, got ${JSON.stringify(before)}.`);
-        return flowsView(ctx, await this.dashboard.flows(status as FlowStatus | null, before));
+        const { status, before } = flowsQueryOf(req);
+        return flowsView(ctx, await this.dashboard.flows(status, before));
       });
     }
 
@@ -160,6 +165,17 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
     @Get('schedules')
     schedules(@Req() req: AnyRequest, @Res() res: AnyResponse) {
       return this.page(req, res, '/schedules', async (ctx) => schedulesView(ctx, await this.dashboard.schedules()));
+    }
+
+    @Get('schedules/:name/edit')
+    editSchedule(@Req() req: AnyRequest, @Res() res: AnyResponse) {
+      const [name] = lastSegments(req, 2);
+      return this.page(req, res, `/schedules/${encodeURIComponent(name)}/edit`, async (ctx) => {
+        refuseNul('schedule name', name);
+        const found = await this.dashboard.scheduleForm(name);
+        if (!found) return [404, layout(ctx, 'schedules', `Schedule ${name}`, html`<p class="muted">No schedule ${name}: removed, or never set.</p>`)];
+        return scheduleEditView(ctx, name, found.source, found.form);
+      });
     }
 
     @Get('instances')
@@ -286,6 +302,16 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
     async scheduleAction(@Req() req: AnyRequest, @Res() res: AnyResponse) {
       const [name, action] = lastSegments(req, 2);
       await this.action(req, res, `/schedules/${encodeURIComponent(name)}/${action}`, () => {
+        if (action === 'edit') {
+          const edit = scheduleEditOf(name, req);
+          return {
+            question: scheduleEditQuestion(name, field(req, 'source') ?? 'runtime'),
+            run: async (viewer) => {
+              const info = await this.dashboard.editSchedule(viewer, edit);
+              return `Schedule ${name} saved${info.nextFireAt ? `: next fire ${info.nextFireAt.toISOString()}` : `: it has ended (${info.ended})`}${info.paused ? ' (paused)' : ''}.`;
+            },
+          };
+        }
         if (!SCHEDULE_ACTIONS.includes(action as ScheduleAction)) throw new PgQueueError(`Unknown action ${JSON.stringify(action)}.`);
         const act = action as ScheduleAction;
         return {
@@ -376,12 +402,12 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
       const entered = await this.enter(req, res, suffix, true);
       if (!entered) return;
       const { ctx, viewer } = entered;
-      const back = this.returnPath(ctx.base, field(req, 'return'));
+      const back = returnPath(ctx.base, field(req, 'return'));
       await this.guarded(res, ctx, async () => {
         const { question, run } = prepare();
         if (field(req, 'confirmed') !== '1') {
           const carried: Record<string, string | string[]> = { return: back };
-          for (const key of ['queue', 'status', 'source', ...LIMIT_FIELDS]) {
+          for (const key of new Set(['queue', 'status', 'source', ...LIMIT_FIELDS, ...ADD_JOB_FIELDS, ...SCHEDULE_FIELDS])) {
             const value = field(req, key);
             if (value) carried[key] = value;
           }
@@ -416,11 +442,6 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
       }
     }
 
-    /** Where a POST goes back to: a path of this dashboard only (never another site). */
-    private returnPath(base: string, wanted: string | undefined): string {
-      if (wanted && (wanted === base || wanted.startsWith(`${base}/`) || wanted.startsWith(`${base}?`)) && !/[\\\s]|\/\//.test(wanted)) return wanted;
-      return `${base}/`;
-    }
 
     /** The flash message of a redirect, shown only when signed by this dashboard (no text injected by a link). */
     private flashOf(url: URL): string | null {

@@ -1,3 +1,4 @@
+import { DEFAULT_JOB_LIST_ORDER, type JobListOrder } from '../store/job-list-order.js';
 import { QueueDatabases } from '../databases/queue-databases.js';
 import { Inject, Injectable, type OnApplicationShutdown } from '@nestjs/common';
 import type { FlowStatus } from '../flows/flow.interfaces.js';
@@ -7,6 +8,10 @@ import type { QueueLimits, QueueLimitsChange } from '../limits/queue-limits.js';
 import type { JobFilter } from '../store/admin.store.js';
 import { DashboardStore, FLOW_JOB_COUNT_CAP, SCHEDULED_COUNT_CAP, type AttemptHistoryRow, type DashboardAction, type DashboardQueries, type JobFlowRow, type JobListRow } from '../store/dashboard.store.js';
 import { actionStatuses } from './dashboard-actions.js';
+import type { AddJobForm, AddJobInput } from './dashboard-add-job.js';
+import { scheduleFormOf, type ScheduleEdit, type ScheduleForm } from './dashboard-schedule-form.js';
+import type { ScheduleInfo } from '../interfaces/recurring-job.interface.js';
+import type { EnqueueResult } from '../interfaces/enqueue.interface.js';
 import type { Viewer } from './dashboard-auth.js';
 import { DASHBOARD_OPTIONS } from './dashboard.constants.js';
 import type { ResolvedDashboardOptions } from './resolve-dashboard-options.js';
@@ -150,7 +155,7 @@ export class DashboardService implements OnApplicationShutdown {
    * The jobs list: a lookup (an id, or a unique key), or a keyset page of the filter, newest first; `text` searches
    * payloads and errors within the page's ids (never with hidePayloads: the search would tell what they hold).
    */
-  async jobs(filter: { queue: string | null; status: ListedStatus | null; search: string | null; text: string | null }, before: string | null): Promise<JobsData> {
+  async jobs(filter: { queue: string | null; status: ListedStatus | null; search: string | null; text: string | null }, before: string | null, order: JobListOrder = DEFAULT_JOB_LIST_ORDER, after: string | null = null): Promise<JobsData> {
     const { queue, status, search } = filter;
     const text = this.options.hidePayloads ? null : filter.text;
     const withPayload = !this.options.hidePayloads;
@@ -164,11 +169,12 @@ export class DashboardService implements OnApplicationShutdown {
           rows = (await q.listJobs({ queue: null, status: null, before, limit: 1, withPayload })).rows.filter((r) => r.id === search);
         }
         if (rows.length === 0) rows = await q.findByUniqueKey(search, queue, withPayload);
-        return { queue, status, search, text: null, rows, nextBefore: null, scanned: null, stoppedEarly: false, first: true };
+        return { queue, status, search, text: null, order, rows, nextBefore: null, nextAfter: null, scanned: null, stoppedEarly: false, first: true };
       }
       const when = status === 'due' || status === 'scheduled' ? status : null;
-      const page = await q.listJobs({ queue, status: when ? 'queued' : (status as JobStatus | null), when, text, before, limit: this.options.pageSize, withPayload });
-      return { queue, status, search: null, text, rows: page.rows, nextBefore: page.nextBefore, scanned: page.scanned, stoppedEarly: page.stoppedEarly, first: before === null };
+      const page = await q.listJobs({ queue, status: when ? 'queued' : (status as JobStatus | null), when, text, before, order, after, limit: this.options.pageSize, withPayload });
+      const { rows, nextBefore, nextAfter, scanned, stoppedEarly } = page;
+      return { queue, status, search: null, text, order, rows, nextBefore, nextAfter, scanned, stoppedEarly, first: before === null && after === null };
     });
   }
 
@@ -256,6 +262,25 @@ export class DashboardService implements OnApplicationShutdown {
   }
 
   /**
+   * Adds a job from the dashboard's form, through QueueService.enqueue (enqueueUnique with a unique key), so it is
+   * checked as an app's call is, by a typed queue's validator too: a refused job throws and nothing is stored.
+   */
+  async addJob(viewer: Viewer, input: AddJobInput): Promise<EnqueueResult> {
+    const { queue, payload, options } = input;
+    const result = options.uniqueKey !== undefined ? await this.queue.enqueueUnique(queue, payload, { ...options, uniqueKey: options.uniqueKey }) : { id: await this.queue.enqueue(queue, payload, options), duplicate: false, replaced: false };
+    this.logger.log(`${who(viewer)} ${result.duplicate ? `added no job (job ${result.id} holds the unique key)` : `added job ${result.id}`} to queue ${queue}`);
+    return result;
+  }
+
+  /** The add-job form filled from job `id` (its queue, payload, priority and max attempts); null: no such job. */
+  async jobForm(id: string): Promise<AddJobForm | null> {
+    const found = await this.store.read((q) => q.jobDetail(id));
+    if (!found) return null;
+    const { row } = found;
+    return { queue: String(row.queue_name), payload: JSON.stringify(row.payload, null, 2), priority: String(row.priority), maxAttempts: String(row.max_attempts) };
+  }
+
+  /**
    * An action on one job (`ids`) or on every job of a filter, in batches of ACTION_BATCH rows, each its own
    * short transaction, for at most ACTION_BUDGET_MS; logged with who did it and how many jobs it changed.
    */
@@ -296,6 +321,27 @@ export class DashboardService implements OnApplicationShutdown {
     const limits = await this.queue.setQueueLimits(queue, change);
     this.logger.log(`${who(viewer)} changed the limits of queue ${queue}: ${JSON.stringify(change)}`);
     return limits;
+  }
+
+  /** The schedule as stored, and its edit form filled from it; null: no such schedule. */
+  async scheduleForm(name: string): Promise<{ source: string; form: ScheduleForm } | null> {
+    const found = await this.queue.schedule(name);
+    return found ? { source: found.source, form: scheduleFormOf(found) } : null;
+  }
+
+  /**
+   * Changes a schedule from the edit form through QueueService.upsertSchedule (the path of `pg-queue schedules set`,
+   * with its checks), then pauses or resumes it as the form asks (an upsert keeps the paused flag as it was).
+   */
+  async editSchedule(viewer: Viewer, edit: ScheduleEdit): Promise<ScheduleInfo> {
+    let info = await this.queue.upsertSchedule(edit.spec);
+    if (edit.paused !== info.paused) {
+      if (edit.paused) await this.queue.pauseSchedule(info.name);
+      else await this.queue.resumeSchedule(info.name);
+      info = (await this.queue.schedule(info.name)) ?? info;
+    }
+    this.logger.log(`${who(viewer)} changed schedule ${info.name}: ${info.every !== null ? `every ${info.every} ms` : `cron ${info.cron} (${info.timeZone})`} into queue ${info.queue}${info.paused ? ', paused' : ''}`);
+    return info;
   }
 
   /** Pause, resume, fire now or remove a schedule (QueueService's methods); false: no such schedule. `fire` returns the job's id. */

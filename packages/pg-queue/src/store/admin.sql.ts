@@ -7,6 +7,7 @@ import { JOBS_CHANNEL } from '../pg-queue.constants.js';
 import { BRING_BACK } from './history.sql.js';
 import { CHANGEABLE, changeSet, RETRY_WAITS_FOR_PARENT } from './job-control.sql.js';
 import { CANCEL_CHANNEL, DONE_CHANNEL, forgetAttempts, stepFlows, stepSuccessors } from './shared.sql.js';
+import { jobListKeyset, type JobListOrder } from './job-list-order.js';
 import { shownStatus, shownStatusIn } from './shown-status.sql.js';
 
 const MS = `* interval '1 millisecond'`;
@@ -17,8 +18,8 @@ const MS = `* interval '1 millisecond'`;
  * than this many ms ago (null: any time), $6 text the last error contains, case-insensitively (null: any), $8 'due'
  * (run_at reached) or 'scheduled' (run_at still ahead) (null: either). $7 is each statement's row limit.
  */
-const jobFilter = (statusTest: string) => `
-      j.id > $1::int8
+const jobFilter = (statusTest: string, keyset = 'j.id > $1::int8') => `
+      ${keyset}
       AND ($2::int8[] IS NULL OR j.id = ANY($2::int8[]))
       AND ($3::text IS NULL OR j.queue_name = $3::text)
       AND ${statusTest}
@@ -33,7 +34,17 @@ const jobFilter = (statusTest: string) => `
  * every row a worker holds.
  */
 export const JOB_FILTER = jobFilter(shownStatusIn('j', '$4::background_job_status[]'));
-const LIST_FILTER = JOB_FILTER;
+
+/** One page of `pg-queue jobs list` in an order (job-list-order.ts): the filter after the cursor $1 (NULL: the first page). */
+function listJobs(order: JobListOrder): string {
+  const { after, orderBy } = jobListKeyset(order, '$1');
+  return `
+    SELECT j.id, j.queue_name, ${shownStatus('j')} AS status, j.attempts, j.max_attempts, j.priority, j.run_at, j.created_at, j.finished_at,
+      left(split_part(j.last_error, E'\\n', 1), 200) AS last_error
+    FROM background_jobs_all AS j
+    WHERE ${jobFilter(shownStatusIn('j', '$4::background_job_status[]'), after)}
+    ORDER BY ${orderBy} LIMIT $7`;
+}
 
 // The batch: up to $7 matching rows in id order, locked, so that a worker's claim or settle between the
 // selection and the change cannot slip through (FOR UPDATE re-checks the filter on the row's latest version).
@@ -46,14 +57,10 @@ export const LOCKED_BATCH = `
     )`;
 
 export const ADMIN_SQL = {
-  // One page of matching jobs, oldest id first; the last error cut to its first line's first 200 characters.
+  // One page of matching jobs, newest or oldest first; the last error cut to its first line's first 200 characters.
   // Status as reports show it: a buffered job (in a worker's read-ahead buffer, not started) is queued.
-  listJobs: `
-    SELECT j.id, j.queue_name, ${shownStatus('j')} AS status, j.attempts, j.max_attempts, j.priority, j.run_at, j.created_at, j.finished_at,
-      left(split_part(j.last_error, E'\\n', 1), 200) AS last_error
-    FROM background_jobs_all AS j
-    WHERE ${LIST_FILTER}
-    ORDER BY j.id LIMIT $7`,
+  listJobsOldest: listJobs('oldest'),
+  listJobsNewest: listJobs('newest'),
 
   // Counts matching rows one page at a time ($7 rows at most per statement); the caller goes on from last_id.
   countJobs: `
@@ -189,12 +196,12 @@ export const ADMIN_SQL = {
   // absent one NULL (the functions' default). A job without unique options: pg_queue_enqueue; with: _unique.
   enqueueJob: `
     SELECT pg_queue_enqueue(queue => $1::text, payload => $2::jsonb, run_at => $3::timestamptz, delay_ms => $4::int8, priority => $5::int,
-                            max_attempts => $6::int, concurrency_key => $7::text)::text AS id`,
+                            max_attempts => $6::int, concurrency_key => $7::text, lifo => $8::boolean)::text AS id`,
   enqueueUniqueJob: `
     SELECT e.id::text AS id, e.duplicate, e.replaced
     FROM pg_queue_enqueue_unique(queue => $1::text, payload => $2::jsonb, run_at => $3::timestamptz, delay_ms => $4::int8, priority => $5::int,
-                                 max_attempts => $6::int, concurrency_key => $7::text, unique_key => $8::text, on_conflict => $9::text,
-                                 unique_for_ms => $10::int8) AS e`,
+                                 max_attempts => $6::int, concurrency_key => $7::text, unique_key => $9::text, on_conflict => $10::text,
+                                 unique_for_ms => $11::int8, lifo => $8::boolean) AS e`,
 
   // doctor: which server process (backend) answers; two clients answered by one process sit behind a pooler.
   backendPid: `SELECT pg_backend_pid() AS pid`,

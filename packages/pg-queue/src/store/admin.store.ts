@@ -1,3 +1,4 @@
+import { DEFAULT_JOB_LIST_ORDER, type JobListOrder } from './job-list-order.js';
 import type { Pool, PoolClient, QueryResultRow } from 'pg';
 import type { JobStatus } from '../interfaces/job.interface.js';
 import { ADMIN_SQL } from './admin.sql.js';
@@ -59,8 +60,9 @@ export class AdminStore {
     return (await this.pool.query<R>({ text: ADMIN_SQL[name], values })).rows;
   }
 
-  async listJobs(filter: JobFilter, afterId: string, limit: number): Promise<JobSummary[]> {
-    const rows = await this.run<JobSummaryRow>('listJobs', filterValues(filter, afterId, limit));
+  /** One page of the jobs matching `filter`, in `order` (job-list-order.ts), after the cursor `afterId` (null: the first page). */
+  async listJobs(filter: JobFilter, afterId: string | null, limit: number, order: JobListOrder = DEFAULT_JOB_LIST_ORDER): Promise<JobSummary[]> {
+    const rows = await this.run<JobSummaryRow>(order === 'oldest' ? 'listJobsOldest' : 'listJobsNewest', filterValues(filter, afterId, limit));
     return rows.map((r) => ({
       id: r.id,
       queue: r.queue_name,
@@ -147,7 +149,7 @@ export class AdminStore {
    * checks it: a refused job fails with SQLSTATE 22023 and a message naming the option, and nothing is stored.
    */
   async enqueue(job: SqlEnqueueJob): Promise<{ id: string; duplicate: boolean; replaced: boolean }> {
-    const values: unknown[] = [job.queue, job.payloadJson, job.runAt ?? null, job.delayMs ?? null, job.priority ?? null, job.maxAttempts ?? null, job.concurrencyKey ?? null];
+    const values: unknown[] = [job.queue, job.payloadJson, job.runAt ?? null, job.delayMs ?? null, job.priority ?? null, job.maxAttempts ?? null, job.concurrencyKey ?? null, job.lifo ?? null];
     if (job.uniqueKey === undefined && job.onConflict === undefined && job.uniqueForMs === undefined) {
       const [row] = await this.run<{ id: string }>('enqueueJob', values);
       return { id: row.id, duplicate: false, replaced: false };
@@ -178,6 +180,8 @@ export interface SqlEnqueueJob {
   uniqueKey?: string;
   onConflict?: string;
   uniqueForMs?: number;
+  /** Last in, first out (EnqueueOptions.lifo). */
+  lifo?: boolean;
 }
 
 /** A job as the CLI's lists and the dashboard's show it. */
@@ -212,6 +216,6 @@ function maxId(a: string | null, b: string | null): string | null {
   return BigInt(a) >= BigInt(b) ? a : b;
 }
 
-export function filterValues(f: JobFilter, afterId: string, limit: number): unknown[] {
+export function filterValues(f: JobFilter, afterId: string | null, limit: number): unknown[] {
   return [afterId, f.ids ?? null, f.queue ?? null, f.statuses, f.olderThanMs ?? null, f.errorContains ?? null, limit, f.when ?? null];
 }

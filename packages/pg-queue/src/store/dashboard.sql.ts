@@ -2,6 +2,7 @@
 // through an index, whatever the table's size: a page never scans the table (test/dashboard-plans.spec.ts
 // EXPLAINs each on a million rows). They run unnamed inside a read transaction with a statement timeout
 // (dashboard.store.ts), so PostgreSQL plans each call with its actual filters (NULL IS NULL folds away).
+import { jobListKeyset, type JobListOrder } from './job-list-order.js';
 import { JOB_READ_SQL } from './job-read.sql.js';
 import { bufferedHeads, IN_FLIGHT_READ, shownStatus, shownStatusIn } from './shown-status.sql.js';
 
@@ -43,6 +44,19 @@ const waitingFor = (j: string, refs: string) => `
         WHERE d.child_id = ${j}.id AND NOT d.done ORDER BY d.parent_id LIMIT ${refs}) END AS waiting_for,
       CASE WHEN ${j}.status = 'blocked' THEN (
         SELECT count(*)::int FROM (SELECT 1 FROM background_job_deps AS d WHERE d.child_id = ${j}.id AND NOT d.done LIMIT ${WAITING_COUNT_CAP}) AS o) END AS waiting`;
+
+/** The jobs list's page in an order (job-list-order.ts: the CLI's `jobs list` orders by the same ORDER BY). */
+function listJobs(order: JobListOrder): string {
+  return `
+    SELECT ${LIST_COLUMNS}, CASE WHEN $6::boolean THEN left(j.payload::text, 160) END AS payload_preview
+    FROM background_jobs_all AS j
+    WHERE j.id < $1::int8 AND j.id >= $2::int8
+      AND ($3::text IS NULL OR j.queue_name = $3::text)
+      AND ($4::background_job_status IS NULL OR ${shownStatusIn('j', 'ARRAY[$4::background_job_status]')})
+      AND ($7::text IS NULL OR ($7::text = 'scheduled') = (j.run_at > now()))
+      AND ($8::text IS NULL OR strpos(lower(j.payload::text), lower($8::text)) > 0 OR strpos(lower(j.last_error), lower($8::text)) > 0)
+    ORDER BY ${jobListKeyset(order, '$1').orderBy} LIMIT $5`;
+}
 
 export const DASHBOARD_SQL = {
   pausedQueues: `SELECT queue_name FROM background_queues WHERE paused ORDER BY queue_name`,
@@ -140,15 +154,9 @@ export const DASHBOARD_SQL = {
   // start of the payload; $7 'due' or 'scheduled' keeps the queued jobs whose run_at has come or is ahead; $8 keeps
   // the jobs whose payload (as JSON text) or last error contains it, case-insensitively (a search: the caller
   // narrows $1..$2 to a chunk and bounds the time it goes on for).
-  listJobs: `
-    SELECT ${LIST_COLUMNS}, CASE WHEN $6::boolean THEN left(j.payload::text, 160) END AS payload_preview
-    FROM background_jobs_all AS j
-    WHERE j.id < $1::int8 AND j.id >= $2::int8
-      AND ($3::text IS NULL OR j.queue_name = $3::text)
-      AND ($4::background_job_status IS NULL OR ${shownStatusIn('j', 'ARRAY[$4::background_job_status]')})
-      AND ($7::text IS NULL OR ($7::text = 'scheduled') = (j.run_at > now()))
-      AND ($8::text IS NULL OR strpos(lower(j.payload::text), lower($8::text)) > 0 OR strpos(lower(j.last_error), lower($8::text)) > 0)
-    ORDER BY j.id DESC LIMIT $5`,
+  listJobs: listJobs('newest'),
+  // The same window [$2, $1) oldest first (?order=oldest), in the order job-list-order.ts defines for every job list.
+  listJobsOldest: listJobs('oldest'),
 
   // Per queue of $1: how many of its queued jobs wait for a later run_at (scheduled; the rest are due), counted up
   // to $2 + 1 per priority. The claim index (queue_name, priority DESC, run_at, id) WHERE status = 'queued' holds

@@ -1,3 +1,4 @@
+import type { JobListOrder } from './job-list-order.js';
 import type { Pool, PoolClient, QueryResultRow } from 'pg';
 import type { FlowStatus, OnParentFailure } from '../flows/flow.interfaces.js';
 import type { JobStatus, QueueStats } from '../interfaces/job.interface.js';
@@ -25,7 +26,10 @@ export interface JobListRow extends JobSummaryRow {
 /** One page of the jobs list and where the next one starts (null: no older ids left to scan). */
 export interface JobListPage {
   rows: JobListRow[];
+  /** Newest first: the next (older) page's `before`; null: the end (or oldest first). */
   nextBefore: string | null;
+  /** Oldest first: the next (newer) page's `after`; null: the end (or newest first). */
+  nextAfter: string | null;
   /** The ids this page looked at: [from, below). */
   scanned: { from: string; below: string };
   /** A text search ran out of its time (the statement timeout) before it filled the page or reached the first id. */
@@ -37,6 +41,10 @@ export interface JobListQuery {
   status: JobStatus | null;
   /** Ids below this one (null: from the newest). */
   before: string | null;
+  /** The list's order (job-list-order.ts; default newest first). Oldest first pages with `after`, never searches text. */
+  order?: JobListOrder;
+  /** Oldest first: ids above this one (null: from the oldest). */
+  after?: string | null;
   limit: number;
   withPayload: boolean;
   /** Queued jobs only whose run_at has come ('due') or is still ahead ('scheduled'); null: both. */
@@ -270,13 +278,24 @@ export class DashboardQueries {
   }
 
   async listJobs(q: JobListQuery): Promise<JobListPage> {
+    if (q.order === 'oldest') return this.listOldest(q);
     const below = BigInt(q.before ?? BigInt((await this.run<{ id: string }>('maxId'))[0].id) + 1n);
     if (q.text) return this.searchJobs(q, below);
     const from = below > BigInt(LIST_SCAN_WINDOW) ? below - BigInt(LIST_SCAN_WINDOW) : 1n;
     const rows = await this.listRange(q, below, from, q.limit);
     const full = rows.length === q.limit;
     const nextBefore = full ? rows[rows.length - 1].id : from > 1n ? String(from) : null;
-    return { rows, nextBefore, scanned: { from: String(from), below: String(below) }, stoppedEarly: false };
+    return { rows, nextBefore, nextAfter: null, scanned: { from: String(from), below: String(below) }, stoppedEarly: false };
+  }
+
+  /** Oldest first: the window of LIST_SCAN_WINDOW ids above `after`, read upwards; Newer goes on from its end. */
+  private async listOldest(q: JobListQuery): Promise<JobListPage> {
+    const from = BigInt(q.after ?? '0') + 1n;
+    const below = from + BigInt(LIST_SCAN_WINDOW);
+    const rows = await this.run<JobListRow>('listJobsOldest', [String(below), String(from), q.queue, q.status, q.limit, q.withPayload, q.when ?? null, null]);
+    const newest = BigInt((await this.run<{ id: string }>('maxId'))[0].id);
+    const nextAfter = rows.length === q.limit ? rows[rows.length - 1].id : below <= newest ? String(below - 1n) : null;
+    return { rows, nextBefore: null, nextAfter, scanned: { from: String(from), below: String(below) }, stoppedEarly: false };
   }
 
   private listRange(q: JobListQuery, below: bigint, from: bigint, limit: number): Promise<JobListRow[]> {
@@ -316,7 +335,7 @@ export class DashboardQueries {
     }
     const full = rows.length === q.limit;
     const nextBefore = full ? rows[rows.length - 1].id : top > 1n ? String(top) : null;
-    return { rows, nextBefore, scanned: { from: String(full ? BigInt(rows[rows.length - 1].id) : top), below: String(below) }, stoppedEarly };
+    return { rows, nextBefore, nextAfter: null, scanned: { from: String(full ? BigInt(rows[rows.length - 1].id) : top), below: String(below) }, stoppedEarly };
   }
 
   /** Per queue: how many of its queued jobs wait for a later run_at, exact up to SCHEDULED_COUNT_CAP. */

@@ -98,7 +98,7 @@ describe('lists: relative times, durations, due and scheduled, progress', () => 
 
   it('offers no payload and error search with hidePayloads (its matches would tell what hidden payloads hold), and no selection to a read-only user', () => {
     const row = { id: '5', queue_name: 'q', status: 'failed' as const, attempts: 1, max_attempts: 1, priority: 0, run_at: new Date(now), created_at: new Date(now), finished_at: new Date(now), locked_at: null, now: new Date(now), unique_key: null, last_error: 'x', payload_preview: null };
-    const data = { queue: 'q', status: null, search: null, text: null, rows: [row], nextBefore: null, scanned: null, stoppedEarly: false, first: true };
+    const data = { queue: 'q', status: null, search: null, text: null, order: 'newest' as const, rows: [row], nextBefore: null, nextAfter: null, scanned: null, stoppedEarly: false, first: true };
     expect(jobsView(ctx, data)).toContain('name="text"');
     expect(jobsView({ ...ctx, hidePayloads: true }, data)).not.toContain('name="text"');
     expect(jobsView(ctx, data)).toContain('form="selected"');

@@ -95,7 +95,7 @@ export interface ProcessPlan {
 }
 
 export type EnqueueKind = 'single' | 'bulk' | 'tx-commit' | 'tx-rollback' | 'unique' | 'delayed' | 'priority' | 'flow' | 'sql' | 'limited' | 'batch' | 'tx-handler' | 'rated' | 'wait' | 'fair' | 'thread';
-export type OperatorKind = 'bulk-cancel' | 'cancel' | 'retry' | 'bulk-retry' | 'replace' | 'pause-resume' | 'prune' | 'close' | 'priority-probe' | 'lock-wait' | 'change' | 'weights' | 'limits';
+export type OperatorKind = 'bulk-cancel' | 'cancel' | 'retry' | 'bulk-retry' | 'replace' | 'pause-resume' | 'prune' | 'close' | 'priority-probe' | 'lock-wait' | 'change' | 'weights' | 'limits' | 'add-job';
 export type FaultKind = 'kill' | 'stop' | 'cut' | 'blackhole' | 'restart';
 
 export interface FlowPlan {
@@ -240,7 +240,7 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
       });
       steps.push({ at, type, kind, jobs });
     } else if (type === 'operator') {
-      const kind = r.weighted<OperatorKind>({ 'bulk-cancel': 8, cancel: 10, retry: 12, 'bulk-retry': 4, replace: 14, 'pause-resume': 6, prune: 2, close: 2, 'priority-probe': 3, 'lock-wait': 3, change: 0, weights: 0, limits: 0 });
+      const kind = r.weighted<OperatorKind>({ 'bulk-cancel': 8, cancel: 10, retry: 12, 'bulk-retry': 4, replace: 14, 'pause-resume': 6, prune: 2, close: 2, 'priority-probe': 3, 'lock-wait': 3, change: 0, weights: 0, limits: 0, 'add-job': 3 });
       steps.push({ at, type, kind, pick: r.next(), holdMs: r.int(200, 2_000) });
     } else {
       const kind = r.weighted<'kill' | 'stop'>({ kill: 1, stop: 1 });

@@ -3,6 +3,7 @@
 // written to sim_ops with the database clock when it was sent and answered, and the jobs it named.
 import type pg from 'pg';
 import type { QueueService } from '../../src/index.js';
+import { addJobOf } from '../../src/dashboard/dashboard-add-job.js';
 import { runCli } from '../support/run-cli.js';
 import { sleep, type SimProcesses } from './faults.js';
 import type { OperatorKind, SimPayload } from './generator.js';
@@ -121,6 +122,19 @@ export async function act(d: OperatorDeps, kind: OperatorKind, pick: number, hol
       await d.queue.resume('prio');
       await record(d.db, kind, t0, ids, null);
       return `priority probe: ${ids.length} jobs`;
+    }
+    case 'add-job': {
+      // The dashboard's "Add a job" form (issue 44): its fields read by addJobOf, enqueued by DashboardService.addJob's
+      // path (QueueService.enqueue, enqueueUnique with a key). invariants-forms.ts checks the row holds what it asked.
+      const n = ++nonce;
+      const form: Record<string, string> = { queue: 'sim', payload: JSON.stringify({ b: 'ok', ms: 3, n } satisfies SimPayload), priority: String(Math.round(pick * 10)), maxAttempts: String(2 + Math.floor(pick * 5)) };
+      if (pick > 0.5) form.delaySeconds = '1';
+      if (pick > 0.7) form.lifo = '1';
+      const { queue, payload, options } = addJobOf({ body: form, headers: {} });
+      const id = await d.queue.enqueue(queue, payload, options);
+      await d.db.query(`INSERT INTO sim_enqueues (job_id, kind, committed, by_worker) VALUES ($1, 'add-job', true, 'operator')`, [id]);
+      await record(d.db, kind, t0, [id], { form, n });
+      return `add job ${id} (form ${JSON.stringify(form)})`;
     }
     case 'limits': {
       // Queue lim's limits at runtime (README, "Limits changed at runtime"): its global limit 1 to 4 or the decorator's,

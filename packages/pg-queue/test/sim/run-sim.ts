@@ -5,6 +5,7 @@
 // a failing run prints the seed, each invariant broken with its jobs' history and run-log rows, and the replay
 // command.
 import * as invLifo from './invariants-lifo.js';
+import { addedJobsAsAsked } from './invariants-forms.js';
 import { mkdtemp, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -101,6 +102,7 @@ export async function runSim(url: string, seed: number, minutes: number, server?
       ...(await inv.uniqueKeysHeldOnce(db)),
       ...(await invLifo.successorsOnce(db)),
       ...(await invLifo.successorsStartAfterHolders(db)),
+      ...(await addedJobsAsAsked(db)),
       ...(await inv.flowOrder(db, facts)),
       ...(await inv.flowPromises(db, facts)),
       ...(await inv.stepsRunOnce(db, facts)),

@@ -18,6 +18,7 @@ interface EnqueueCliOptions {
   onConflict?: string;
   uniqueFor?: number;
   maxPayloadBytes?: number;
+  lifo?: boolean;
 }
 
 /** PgQueueModule's default maxPayloadBytes: the SQL functions have no size limit of their own (the app's option is not in the database). */
@@ -40,6 +41,7 @@ export function registerEnqueue(program: Command, run: Run): void {
     .option('--unique-key <key>', 'enqueue only if no queued or running job of the queue holds this key')
     .option('--on-conflict <mode>', 'with --unique-key: keep, replace, keep-run-at or queue-after (README: Unique jobs)')
     .option('--unique-for <duration>', 'with --unique-key: the key is held this long after the enqueue, whatever became of the job', parseDuration('--unique-for'))
+    .option('--lifo', 'last in, first out: claimed before the FIFO jobs of its priority, the newest LIFO job first (README: LIFO)')
     .option('--max-payload-bytes <n>', "the module's maxPayloadBytes, if your app sets it (default 1 MiB)", parseInteger('--max-payload-bytes', 2, 256 * 1_048_576))
     .action(
       run(async (connection, [queue, json], options: EnqueueCliOptions) => {
@@ -73,6 +75,7 @@ export function registerEnqueue(program: Command, run: Run): void {
             uniqueKey: options.uniqueKey,
             onConflict: options.onConflict,
             uniqueForMs: options.uniqueFor,
+            lifo: options.lifo,
           });
         } catch (error) {
           if ((error as { code?: unknown }).code === REFUSED_JOB) throw new UsageError((error as Error).message);

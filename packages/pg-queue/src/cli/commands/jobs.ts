@@ -1,6 +1,7 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import type { JobStatus } from '../../interfaces/job.interface.js';
 import type { JobFilter } from '../../store/admin.store.js';
+import { DEFAULT_JOB_LIST_ORDER, type JobListOrder } from '../../store/job-list-order.js';
 import { assertQueueName } from '../../utils/resolve-options.js';
 import { BAD_JOB_ID, BAD_STATUS, JOB_NOT_FOUND, NOT_CHANGED } from '../cli.messages.js';
 import { parseDuration, parseInteger } from '../duration.js';
@@ -81,14 +82,16 @@ export function registerJobs(program: Command, run: Run): Command {
   const jobs = program.command('jobs').description('list, show, retry, cancel, delete and change jobs');
 
   addFilterOptions(jobs.command('list'))
-    .description('jobs matching the filters, by id (oldest first), one page at a time')
-    .option('--after <id>', 'the page after this job id (keyset paging: pass the last id of the page before)', '0')
+    .description('jobs matching the filters, newest first (the dashboard\'s order; --oldest-first for the other way), one page at a time')
+    .option('--oldest-first', 'the oldest job (lowest id) first, for walking a backlog from its start')
+    .option('--after <id>', 'the page after this job id in the list\'s order (keyset paging: pass the last id of the page before)')
     .option('--limit <n>', 'jobs per page (1 to 10,000)', parseInteger('--limit', 1, 10_000), 50)
     .option('--json', 'as JSON lines, one job per line')
     .action(
-      run(async (connection, _args, options: FilterOptions & { after: string; limit: number; json?: boolean }) => {
-        const after = options.after === '0' ? '0' : jobId(options.after);
-        const page = await connection.adminStore().listJobs(toFilter(options), after, options.limit);
+      run(async (connection, _args, options: FilterOptions & { after?: string; limit: number; json?: boolean; oldestFirst?: boolean }) => {
+        const after = options.after === undefined ? null : jobId(options.after);
+        const order: JobListOrder = options.oldestFirst ? 'oldest' : DEFAULT_JOB_LIST_ORDER;
+        const page = await connection.adminStore().listJobs(toFilter(options), after, options.limit, order);
         if (options.json) {
           for (const job of page) print(JSON.stringify(job));
           return;
@@ -98,7 +101,7 @@ export function registerJobs(program: Command, run: Run): Command {
           ['id', 'queue', 'status', 'attempts', 'priority', 'run at', 'created at', 'last error'],
           page.map((j) => [j.id, j.queue, j.status, `${j.attempts}/${j.maxAttempts}`, String(j.priority), time(j.runAt), time(j.createdAt), j.lastError ?? '']),
         );
-        if (page.length === options.limit) print(`next page: --after ${page.at(-1)!.id}`);
+        if (page.length === options.limit) print(`next page: --after ${page.at(-1)!.id}${options.oldestFirst ? ' --oldest-first' : ''}`);
       }),
     );
 

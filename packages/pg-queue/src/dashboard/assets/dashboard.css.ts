@@ -43,6 +43,7 @@ button.danger { border-color:var(--bad); color:var(--bad); }
 .filters { display:flex; flex-wrap:wrap; gap:.6rem; align-items:end; margin-bottom:.8rem; }
 .filters label { display:flex; flex-direction:column; font-size:.8rem; color:var(--muted); }
 .filters input, .filters select { font:inherit; padding:.2rem .4rem; }
+.filters textarea { font-family:ui-monospace, monospace; padding:.2rem .4rem; max-width:100%; box-sizing:border-box; }
 .bulk { margin:.6rem 0; padding:.5rem .7rem; background:var(--card); border:1px dashed var(--line); }
 .pager { margin:.8rem 0; display:flex; gap:1rem; align-items:center; }
 .cards { display:grid; grid-template-columns:repeat(auto-fill, minmax(380px, 1fr)); gap:.8rem; }
@@ -119,7 +120,7 @@ svg .tip { fill:transparent; }
   .who { margin-left:auto; font-size:.75rem; }
   main { padding:.6rem .6rem 2rem; }
   .cards { grid-template-columns:1fr; }
-  .filters label, .filters input, .filters select { width:100%; }
+  .filters label, .filters input, .filters select, .filters textarea { width:100%; }
   .filters { flex-direction:column; align-items:stretch; }
   th.wide, td.wide { display:none; }
   /* Tables marked "stack": one block per row, each cell labelled, nothing wider than the screen. */

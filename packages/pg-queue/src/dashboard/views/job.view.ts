@@ -172,7 +172,10 @@ export function jobView(ctx: PageContext, row: Record<string, unknown>, now: Dat
   if (waitsForLater) actions.push(actionForm(ctx, `${path}/run-now`, 'Run now', jobQuestion('run-now', id, formatTime(runAt))));
   if (status === 'queued' || status === 'processing') actions.push(actionForm(ctx, `${path}/cancel`, 'Cancel', jobQuestion('cancel', id), {}, true));
   // A copy of it, enqueued anew (not for a job of a flow: the copy would have no place in it).
-  if (row.flow_id === null || row.flow_id === undefined) actions.push(actionForm(ctx, `${path}/duplicate`, 'Duplicate', duplicateQuestion(id)));
+  if (row.flow_id === null || row.flow_id === undefined) {
+    actions.push(actionForm(ctx, `${path}/duplicate`, 'Duplicate', duplicateQuestion(id)));
+    if (ctx.canAct) actions.push(html`<a href="${ctx.base}/jobs/new?from=${id}" data-duplicate-form>Duplicate with changes</a> `);
+  }
   // A blocked job is neither cancelled nor deleted on its own: its flow waits for it (cancel the flow instead).
   if (status !== 'processing' && status !== 'blocked') actions.push(actionForm(ctx, `${path}/delete`, 'Delete', jobQuestion('delete', id), { return: `${ctx.base}/jobs` }, true));
 

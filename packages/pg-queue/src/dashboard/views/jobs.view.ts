@@ -1,4 +1,5 @@
 import type { DashboardAction, JobListRow } from '../../store/dashboard.store.js';
+import type { JobListOrder } from '../../store/job-list-order.js';
 import { actionStatuses } from '../dashboard-actions.js';
 import { formatSpan, timeCell } from './format.js';
 import { html, type HtmlValue } from './html.js';
@@ -13,13 +14,17 @@ export interface JobsData {
   search: string | null;
   /** Text searched for in payloads and errors (null: none, or hidePayloads). */
   text: string | null;
+  /** Newest first (the default, as `pg-queue jobs list`) or oldest first (job-list-order.ts). */
+  order: JobListOrder;
   rows: JobListRow[];
-  /** Link to the next (older) page's `before`; null: the end. */
+  /** Newest first: link to the next (older) page's `before`; null: the end. */
   nextBefore: string | null;
+  /** Oldest first: link to the next (newer) page's `after`; null: the end. */
+  nextAfter: string | null;
   scanned: { from: string; below: string } | null;
   /** The text search ran out of its time before it filled the page. */
   stoppedEarly: boolean;
-  /** The first page (no `before`). */
+  /** The first page (no `before` or `after`). */
   first: boolean;
 }
 
@@ -63,7 +68,7 @@ const ACTIONS: { action: DashboardAction; label: string; danger: boolean }[] = [
 export function jobsView(ctx: PageContext, d: JobsData): string {
   const query = (extra: Record<string, string | null>) => {
     const params = new URLSearchParams();
-    const all = { queue: d.queue, status: d.status, text: d.text, ...extra };
+    const all = { queue: d.queue, status: d.status, text: d.text, order: d.order === 'oldest' ? 'oldest' : null, ...extra };
     for (const [k, v] of Object.entries(all)) if (v) params.set(k, v);
     const text = params.toString();
     return `${ctx.base}/jobs${text ? `?${text}` : ''}`;
@@ -73,7 +78,9 @@ export function jobsView(ctx: PageContext, d: JobsData): string {
 <label>Status <select name="status"><option value="">any</option>${LISTED_STATUSES.map((s) => html`<option${s === d.status ? html` selected` : null}>${s}</option>`)}</select></label>
 ${ctx.hidePayloads ? null : html`<label>Payload or error contains <input name="text" value="${d.text ?? ''}" placeholder="order-42 or timeout"></label>`}
 <label>Id or unique key <input name="q" value="${d.search ?? ''}" placeholder="1234 or order-42"></label>
+<label>Order <select name="order"><option value="">newest first</option><option value="oldest"${d.order === 'oldest' ? html` selected` : null}>oldest first</option></select></label>
 <button type="submit">Filter</button> <a href="${ctx.base}/jobs">Clear</a>
+${ctx.canAct ? html` <a href="${ctx.base}/jobs/new${d.queue ? `?queue=${encodeURIComponent(d.queue)}` : ''}" data-add-job>Add a job</a>` : null}
 </form>`;
   const filterFields = { queue: d.queue, status: d.status };
   const applies = (action: DashboardAction) => actionStatuses(action, d.status).length > 0;
@@ -105,14 +112,18 @@ ${selectable ? html`<td class="pick"><input type="checkbox" name="id" value="${r
 <td class="muted error-cell">${errorCell(ctx, r)}</td></tr>`;
   });
   const scannedText = d.scanned
-    ? html`<span class="muted" data-scanned>ids ${d.scanned.from} to ${BigInt(d.scanned.below) - 1n} ${d.text ? 'searched' : 'looked at'}${d.rows.length === 0 && d.nextBefore ? ': none matched, go on with Older' : ''}</span>`
+    ? html`<span class="muted" data-scanned>ids ${d.scanned.from} to ${BigInt(d.scanned.below) - 1n} ${d.text ? 'searched' : 'looked at'}${d.rows.length === 0 && (d.nextBefore ?? d.nextAfter) ? `: none matched, go on with ${d.order === 'oldest' ? 'Newer' : 'Older'}` : ''}</span>`
     : null;
   const stopped = d.stoppedEarly
     ? html`<p class="warning" data-stopped-early>The search stopped early: it used up the dashboard's statement timeout. What it found so far is below; <a href="${query({ before: d.nextBefore })}">go on with older jobs</a>, or narrow it by queue or status.</p>`
     : null;
   const pager = d.search
     ? null
-    : html`<div class="pager" data-live="pager">${d.first ? null : html`<a href="${query({})}">« Newest</a>`}
+    : d.order === 'oldest'
+      ? html`<div class="pager" data-live="pager">${d.first ? null : html`<a href="${query({})}">« Oldest</a>`}
+${d.nextAfter ? html`<a href="${query({ after: d.nextAfter })}" rel="next">Newer »</a>` : html`<span class="muted">No newer jobs.</span>`}
+${scannedText}</div>`
+      : html`<div class="pager" data-live="pager">${d.first ? null : html`<a href="${query({})}">« Newest</a>`}
 ${d.nextBefore ? html`<a href="${query({ before: d.nextBefore })}" rel="next">Older »</a>` : html`<span class="muted">No older jobs.</span>`}
 ${scannedText}</div>`;
   const columns = 10 + (selectable ? 1 : 0);

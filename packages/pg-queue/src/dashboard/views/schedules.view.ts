@@ -66,7 +66,7 @@ export function schedulesView(ctx: PageContext, schedules: ScheduleInfo[]): stri
 <td data-label="last">${absTime(s.lastFireAt)}</td><td data-label="fires">${firesCell(s)}</td><td data-label="source">${s.source}</td>
 <td class="full">${s.paused
       ? actionForm(ctx, `/schedules/${name}/resume`, 'Resume', scheduleQuestion('resume', s.name))
-      : actionForm(ctx, `/schedules/${name}/pause`, 'Pause', scheduleQuestion('pause', s.name))}${actionForm(ctx, `/schedules/${name}/fire`, 'Fire now', scheduleQuestion('fire', s.name))}${actionForm(ctx, `/schedules/${name}/remove`, 'Remove', scheduleQuestion('remove', s.name, s.source), { source: s.source }, true)}</td></tr>`;
+      : actionForm(ctx, `/schedules/${name}/pause`, 'Pause', scheduleQuestion('pause', s.name))}${actionForm(ctx, `/schedules/${name}/fire`, 'Fire now', scheduleQuestion('fire', s.name))}${actionForm(ctx, `/schedules/${name}/remove`, 'Remove', scheduleQuestion('remove', s.name, s.source), { source: s.source }, true)}${ctx.canAct ? html` <a href="${ctx.base}/schedules/${name}/edit" data-edit-schedule>Edit</a>` : null}</td></tr>`;
   });
   const body = html`<table class="schedules stack"><thead><tr><th>Name</th><th>Queue</th><th>When</th><th>Next fires</th><th>Last fire</th><th>Fires</th><th>Source</th><th></th></tr></thead>
 <tbody>${schedules.length ? rows : html`<tr><td colspan="8" class="muted">No recurring jobs.</td></tr>`}</tbody></table>
