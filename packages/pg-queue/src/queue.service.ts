@@ -29,6 +29,8 @@ import { JobWaiters, type WaitOptions } from './waiting/job-waiters.js';
 import { batchCall, oneJobCall, setJobId, setKeyedOutcome, traceEnqueue } from './tracing/producer-span.js';
 import type { QueueDefinition } from './typed/queue-definition.js';
 import { WakeSender } from './waking/wake-sender.js';
+import { openEventStream } from './events/event-stream.js';
+import type { EventStreamOptions, QueueEvent } from './events/queue-event.interface.js';
 import { WorkerPool } from './worker/worker-pool.js';
 import { AmbientTransactions } from './transactions/ambient-transactions.js';
 import type { CallerTransaction } from './transactions/caller-transaction.js';
@@ -435,6 +437,20 @@ export class QueueService {
     if (owner) return owner.getQueueLimits(queue);
     const [row] = await this.store.queueSettings([queue]);
     return limitsInForce(queue, row?.limits ?? null, this.registry.get(queue)?.options, { blockedMs: row?.blockedMs ?? 0, keyBlockedMs: row?.keyBlockedMs ?? 0 });
+  }
+
+  /**
+   * Job state changes of the queues that record them, read from the database in commit-safe order, resumable
+   * after the last event id seen (README: "Event stream"). Iterate with for await; stop with break or `signal`.
+   */
+  events(options: EventStreamOptions = {}): AsyncGenerator<QueueEvent, void, undefined> {
+    return openEventStream(this.store.events, options, this.waiters?.listenerConfig);
+  }
+
+  /** The queue starts (or, `false`, stops) recording events, for every process; returns the recording queues. */
+  async recordEvents(queue: string, on = true): Promise<string[]> {
+    assertQueueName(queue);
+    return (this.elsewhere(queue) ?? this).store.events.record(queue, on);
   }
 
   async pausedQueues(): Promise<string[]> {
