@@ -20,9 +20,10 @@ export const EVENTS_SQL = {
     SELECT id::text AS id, tx::text AS tx, type, job_id::text AS job_id, flow_id::text AS flow_id, queue_name, attempt,
            detail, created_at,
            ($3::text[] IS NULL OR queue_name = ANY($3::text[])) AND ($4::text[] IS NULL OR type = ANY($4::text[])) AS matched
-    FROM background_job_events
-    WHERE (tx, id) > ($1::xid8, $2::int8) AND tx < pg_snapshot_xmin(pg_current_snapshot())
-    ORDER BY tx, id
+    FROM background_job_events AS e
+    WHERE (e.tx, e.id) > ($1::xid8, $2::int8) AND e.tx < pg_snapshot_xmin(pg_current_snapshot())
+    -- Qualified: a bare "tx, id" here would name the output columns, their text (so '104' before '87').
+    ORDER BY e.tx, e.id
     LIMIT $5`,
 
   // The position "now": before every event of a transaction not yet ended.
