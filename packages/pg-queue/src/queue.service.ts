@@ -439,10 +439,7 @@ export class QueueService {
     return limitsInForce(queue, row?.limits ?? null, this.registry.get(queue)?.options, { blockedMs: row?.blockedMs ?? 0, keyBlockedMs: row?.keyBlockedMs ?? 0 });
   }
 
-  /**
-   * Job state changes of the queues that record them, read from the database in commit-safe order, resumable
-   * after the last event id seen (README: "Event stream"). Iterate with for await; stop with break or `signal`.
-   */
+  /** Recorded job state changes, commit-safe and resumable after an id (README: "Event stream"; events/event-stream.ts). */
   events(options: EventStreamOptions = {}): AsyncGenerator<QueueEvent, void, undefined> {
     return openEventStream(this.store.events, options, this.waiters?.listenerConfig);
   }
