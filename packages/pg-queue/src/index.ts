@@ -16,6 +16,7 @@ export { JobHandler, type TypedBatchHandlerDecorator, type TypedJobHandlerDecora
 export { OnJobEvent } from './decorators/on-job-event.decorator.js';
 export type { WaitOptions } from './waiting/job-waiters.js';
 export { MAX_PROGRESS_BYTES } from './pg-queue.constants.js';
+export { QUEUE_EVENT_TYPES, compareEventIds, type QueueEvent, type QueueEventType, type EventStreamOptions } from './events/queue-event.interface.js';
 export { JobEvents, JOB_EVENT_NAMES, type JobEvent, type JobEventListener, type JobEventName } from './events/job-events.js';
 export { RecurringJob } from './decorators/recurring-job.decorator.js';
 export type {
@@ -63,6 +64,6 @@ export type {
 export type { QueueLimits, QueueLimitsChange, LimitInForce, LimitSource } from './limits/queue-limits.js';
 export { PgQueueError, JobTimeoutError, JobAbortedError, JobSnoozedError, RateLimitedError, JobFailedError, JobWaitTimeoutError } from './errors/pg-queue.error.js';
 export { InvalidPayloadError } from './errors/invalid-payload.error.js';
-export { PG_QUEUE_MIGRATIONS, CreateBackgroundJobs1764460000000, CreateBackgroundQueues1764470000000, DelayedJobsIndex1764480000000, InFlightIndexByJob1764490000000, FenceToken1764520000000, FinishedJobsIndex1764530000000, UniqueJobs1764540000000, CreateBackgroundSchedules1764550000000, Limits1764560000000, JobResults1764570000000, TraceContext1764580000000, DeferredWakeUps1764590000000, BufferedJobs1764600000000, Flows1764610000000, DurableSteps1764620000000, AttemptHistory1764630000000, SqlEnqueue1764640000000, Instances1764650000000, JobHistory1764660000000, SqlEnqueueRunAt1764672000000, RuntimeLimits1764680000000, FairShare1764690000000, LifoQueueAfter1764700000000, JobLogs1764710000000, RicherSchedules1764720000000 } from './migrations/index.js';
+export { PG_QUEUE_MIGRATIONS, CreateBackgroundJobs1764460000000, CreateBackgroundQueues1764470000000, DelayedJobsIndex1764480000000, InFlightIndexByJob1764490000000, FenceToken1764520000000, FinishedJobsIndex1764530000000, UniqueJobs1764540000000, CreateBackgroundSchedules1764550000000, Limits1764560000000, JobResults1764570000000, TraceContext1764580000000, DeferredWakeUps1764590000000, BufferedJobs1764600000000, Flows1764610000000, DurableSteps1764620000000, AttemptHistory1764630000000, SqlEnqueue1764640000000, Instances1764650000000, JobHistory1764660000000, SqlEnqueueRunAt1764672000000, RuntimeLimits1764680000000, FairShare1764690000000, LifoQueueAfter1764700000000, JobLogs1764710000000, RicherSchedules1764720000000, JobEvents1764730000000 } from './migrations/index.js';
 export { BackgroundJobEntity } from './store/background-job.entity.js';
 export { exponentialBackoff } from './utils/backoff.js';

@@ -21,6 +21,8 @@ export const ADVISORY_LOCK = {
   history: 7_263_514_004,
   /** Making a history partition: its bounds are chosen from the partitions there, so one mover at a time. */
   historyPartitions: 7_263_514_005,
+  /** pg_queue_record_events() (migration JobEvents1764730000000): one change of the recording queues at a time. */
+  events: 7_263_514_006,
 } as const;
 
 /** First key of pg_advisory_xact_lock(int4, int4) for a limited queue's claim; the second is a hash of the queue name. */

@@ -29,6 +29,8 @@ import { checkWaitOptions } from './waiting/check-wait-options.js';
 import { batchCall, oneJobCall, setJobId, setKeyedOutcome, traceEnqueue } from './tracing/producer-span.js';
 import type { QueueDefinition } from './typed/queue-definition.js';
 import { WakeSender } from './waking/wake-sender.js';
+import { openEventStream } from './events/event-stream.js';
+import type { EventStreamOptions, QueueEvent } from './events/queue-event.interface.js';
 import { WorkerPool } from './worker/worker-pool.js';
 import { AmbientTransactions } from './transactions/ambient-transactions.js';
 import type { CallerTransaction } from './transactions/caller-transaction.js';
@@ -397,6 +399,17 @@ export class QueueService {
     if (owner) return owner.getQueueLimits(queue);
     const [row] = await this.store.queueSettings([queue]);
     return limitsInForce(queue, row?.limits ?? null, this.registry.get(queue)?.options, { blockedMs: row?.blockedMs ?? 0, keyBlockedMs: row?.keyBlockedMs ?? 0 });
+  }
+
+  /** Recorded job state changes, commit-safe and resumable after an id (README: "Event stream"; events/event-stream.ts). */
+  events(options: EventStreamOptions = {}): AsyncGenerator<QueueEvent, void, undefined> {
+    return openEventStream(this.store.events, options, this.waiters?.listenerConfig);
+  }
+
+  /** The queue starts (or, `false`, stops) recording events, for every process; returns the recording queues. */
+  async recordEvents(queue: string, on = true): Promise<string[]> {
+    assertQueueName(queue);
+    return (this.elsewhere(queue) ?? this).store.events.record(queue, on);
   }
 
   async pausedQueues(): Promise<string[]> {

@@ -11,7 +11,7 @@ import { CANNOT_CONNECT, CONNECT_TIMEOUT, PASSWORD_IN_URL } from '../src/cli/cli
 
 /** What `migrate down` says undoing the last migration (RicherSchedules) does. */
 const LAST_DOWN =
-  'deletes every schedule with an interval (every; their jobs stay), pauses every schedule that ended, and drops the columns every_ms, fire_limit, fires, start_at and end_at of background_schedules (limits, counts of fires, start and end dates)';
+  'drops the table background_job_events (every recorded event), its triggers and functions, and the column record_events of background_queues';
 import { buildCli, runCli, runCliOnTerminal } from './support/run-cli.js';
 
 // The real binary (dist/cli/main.js, built by tsc -b) against a real database: output and exit codes.
@@ -109,12 +109,9 @@ describe('pg-queue command line', () => {
     expect(down.code).toBe(0);
     expect(down.stdout).toBe(`reverted ${names.at(-1)}\n`);
     expect((await sql.query(`SELECT name FROM migrations ORDER BY id`)).rows.map((r) => r.name)).toEqual(names.slice(0, -1));
-    // The last migration (RicherSchedules) is undone: its columns are gone, cron and next_fire_at are required again.
-    expect((await sql.query(`SELECT count(*)::int AS n FROM information_schema.columns WHERE table_name = 'background_schedules' AND column_name IN ('every_ms', 'fire_limit', 'fires', 'start_at', 'end_at')`)).rows).toEqual([{ n: 0 }]);
-    expect((await sql.query(`SELECT column_name, is_nullable FROM information_schema.columns WHERE table_name = 'background_schedules' AND column_name IN ('cron', 'next_fire_at') ORDER BY 1`)).rows).toEqual([
-      { column_name: 'cron', is_nullable: 'NO' },
-      { column_name: 'next_fire_at', is_nullable: 'NO' },
-    ]);
+    // The last migration (JobEvents) is undone: its table, functions and column are gone.
+    expect((await sql.query(`SELECT to_regclass('background_job_events') AS t, (SELECT count(*)::int FROM pg_proc WHERE proname = 'pg_queue_record_events') AS f`)).rows).toEqual([{ t: null, f: 0 }]);
+    expect((await sql.query(`SELECT count(*)::int AS n FROM information_schema.columns WHERE table_name = 'background_queues' AND column_name = 'record_events'`)).rows).toEqual([{ n: 0 }]);
 
     const status = await cli('migrate', 'status');
     expect(status.stdout).toContain(`${names.at(-1)}`);

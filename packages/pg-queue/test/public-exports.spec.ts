@@ -22,6 +22,8 @@ const DOCUMENTED = [
   'RecurringJob',
   'JobEvents',
   'JOB_EVENT_NAMES',
+  'QUEUE_EVENT_TYPES',
+  'compareEventIds',
   'MAX_PROGRESS_BYTES',
   'exponentialBackoff',
   'PgQueueError',
@@ -59,6 +61,7 @@ const DOCUMENTED = [
   'LifoQueueAfter1764700000000',
   'JobLogs1764710000000',
   'RicherSchedules1764720000000',
+  'JobEvents1764730000000',
 ];
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../../..');

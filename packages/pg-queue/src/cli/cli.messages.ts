@@ -86,6 +86,7 @@ const MIGRATION_DOWN_DROPS: Record<string, string> = {
   JobLogs1764710000000: 'drops the column logs of background_jobs and background_jobs_history (every line job.log() wrote) and makes the view background_jobs_all again without it',
   RicherSchedules1764720000000:
     'deletes every schedule with an interval (every; their jobs stay), pauses every schedule that ended, and drops the columns every_ms, fire_limit, fires, start_at and end_at of background_schedules (limits, counts of fires, start and end dates)',
+  JobEvents1764730000000: 'drops the table background_job_events (every recorded event), its triggers and functions, and the column record_events of background_queues',
 };
 
 export const MIGRATION_DOWN_SUMMARY = (name: string) => `undo the queue migration ${name}: ${MIGRATION_DOWN_DROPS[name] ?? 'runs its down()'}`;

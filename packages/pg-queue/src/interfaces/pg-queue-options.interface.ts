@@ -35,6 +35,8 @@ export interface PgQueueMaintenanceOptions {
   completedRetentionMs?: number;
   /** Failed (dead-lettered) and cancelled jobs are kept this long; null keeps them forever. Default 7 days. */
   failedRetentionMs?: number | null;
+  /** Recorded events (README: "Event stream") are kept this long after they were written. Default 7 days. */
+  eventRetentionMs?: number;
   /**
    * Rows deleted per pruning statement, to keep each transaction short. At most 50_000, so that one batch
    * (a few seconds on a busy table) stays well under statementTimeoutMs; lower it with a small timeout. Default 5_000.

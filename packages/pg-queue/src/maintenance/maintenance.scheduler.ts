@@ -53,7 +53,7 @@ export class MaintenanceScheduler implements OnApplicationBootstrap, BeforeAppli
     this.sweeper = new Sweeper(store, this.logger);
     this.pruner = new Pruner(
       store,
-      { completedRetentionMs: m.completedRetentionMs, failedRetentionMs: m.failedRetentionMs, batchSize: m.pruneBatchSize, maxBatchesPerPass: 100 },
+      { completedRetentionMs: m.completedRetentionMs, failedRetentionMs: m.failedRetentionMs, eventRetentionMs: m.eventRetentionMs, batchSize: m.pruneBatchSize, maxBatchesPerPass: 100 },
       this.logger,
       store.history,
     );

@@ -7,6 +7,8 @@ export interface PrunerConfig {
   completedRetentionMs: number;
   /** Failed and cancelled jobs likewise; null keeps them. */
   failedRetentionMs: number | null;
+  /** Recorded events are deleted this long after they were written (undefined: kept). */
+  eventRetentionMs?: number;
   /** Rows per DELETE statement. */
   batchSize: number;
   /** Upper bound of statements per pass, so one pass never runs for minutes; the next pass continues. */
@@ -45,6 +47,7 @@ export class Pruner {
     const partitions = completed.ran && !stop?.aborted ? await this.dropExpiredPartitions(stop) : 0;
     if (completed.ran && !stop?.aborted) await this.pruneExpiredKeys();
     if (completed.ran && !stop?.aborted) await this.pruneFinishedFlows();
+    if (completed.ran && !stop?.aborted) await this.pruneEvents(stop);
     return { ran: completed.ran && failed.ran, completed: completed.deleted, failed: failed.deleted, partitions };
   }
 
@@ -96,6 +99,21 @@ export class Pruner {
     let deleted = 0;
     for (let i = 0; i < this.config.maxBatchesPerPass; i++) {
       const batch = await this.store.flows.deleteFinishedFlows(this.config.completedRetentionMs, this.config.batchSize);
+      deleted += batch;
+      if (batch < this.config.batchSize) break;
+    }
+    return deleted;
+  }
+
+  /**
+   * Recorded events past eventRetentionMs (README: "Event stream"), in batches. A consumer that resumes after an
+   * event pruned meanwhile goes on from the oldest event kept: what it missed is gone.
+   */
+  async pruneEvents(stop?: AbortSignal): Promise<number> {
+    if (this.config.eventRetentionMs === undefined) return 0;
+    let deleted = 0;
+    for (let i = 0; i < this.config.maxBatchesPerPass && !stop?.aborted; i++) {
+      const batch = await this.store.events.deleteBefore(this.config.eventRetentionMs, this.config.batchSize);
       deleted += batch;
       if (batch < this.config.batchSize) break;
     }

@@ -24,6 +24,7 @@ import { FairShare1764690000000 } from './1764690000000-fair-share.js';
 import { LifoQueueAfter1764700000000 } from './1764700000000-lifo-queue-after.js';
 import { JobLogs1764710000000 } from './1764710000000-job-logs.js';
 import { RicherSchedules1764720000000 } from './1764720000000-richer-schedules.js';
+import { JobEvents1764730000000 } from './1764730000000-job-events.js';
 
 /** The queue's schema migrations, in order: add them to your own DataSource's `migrations`, or let the module run them. */
 export const PG_QUEUE_MIGRATIONS = [
@@ -53,6 +54,7 @@ export const PG_QUEUE_MIGRATIONS = [
   LifoQueueAfter1764700000000,
   JobLogs1764710000000,
   RicherSchedules1764720000000,
+  JobEvents1764730000000,
 ];
 
 export {
@@ -82,4 +84,5 @@ export {
   LifoQueueAfter1764700000000,
   JobLogs1764710000000,
   RicherSchedules1764720000000,
+  JobEvents1764730000000,
 };

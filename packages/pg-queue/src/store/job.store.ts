@@ -2,6 +2,7 @@ import type { ClientBase, Pool, PoolClient } from 'pg';
 import type { JobStatus } from '../interfaces/job.interface.js';
 import * as claim from './claim.store.js';
 import * as enqueue from './enqueue.store.js';
+import { EventStore } from './events.store.js';
 import { FairnessStore } from './fairness.store.js';
 import { FlowStore } from './flow.store.js';
 import { HistoryStore } from './history.store.js';
@@ -43,6 +44,8 @@ export class JobStore {
   readonly history: HistoryStore;
   /** Fair share weights stored at runtime (README: "Fair share across keys"), on the same pool. */
   readonly fairness: FairnessStore;
+  /** The event stream's statements (README: "Event stream"), on the same pool. */
+  readonly events: EventStore;
 
   constructor(
     private readonly pool: Pool,
@@ -55,6 +58,7 @@ export class JobStore {
     this.waits = new WaitStore(pool, { transactionPooler: options.transactionPooler });
     this.history = new HistoryStore(pool, { transactionPooler: options.transactionPooler });
     this.fairness = new FairnessStore(pool, { transactionPooler: options.transactionPooler });
+    this.events = new EventStore(pool, { transactionPooler: options.transactionPooler });
   }
 
   // Enqueue (enqueue.store.ts)

@@ -40,6 +40,7 @@ export interface ResolvedModuleOptions {
     pruneIntervalMs: number;
     completedRetentionMs: number;
     failedRetentionMs: number | null;
+    eventRetentionMs: number;
     pruneBatchSize: number;
     /** null: partitioned history is off. */
     history: { partitionWidth: HistoryPartitionWidth; moveAfterMs: number; moveIntervalMs: number; moveBatchSize: number } | null;
@@ -96,7 +97,7 @@ const KNOWN_HEALTH_KEYS = new Set(['claimStalledAfterMs', 'maxEventLoopLagMs']);
 const KNOWN_JOB_LOGS_KEYS = new Set(['maxLines', 'maxLineLength']);
 const KNOWN_RECURRING_KEYS = new Set(['enabled', 'pollIntervalMs', 'orphanAfterMs']);
 const KNOWN_MAINTENANCE_KEYS = new Set([
-  'enabled', 'sweepIntervalMs', 'pruneIntervalMs', 'completedRetentionMs', 'failedRetentionMs', 'pruneBatchSize', 'history',
+  'enabled', 'sweepIntervalMs', 'pruneIntervalMs', 'completedRetentionMs', 'failedRetentionMs', 'eventRetentionMs', 'pruneBatchSize', 'history',
 ]);
 const KNOWN_HISTORY_KEYS = new Set(['partitionWidth', 'moveAfterMs', 'moveIntervalMs', 'moveBatchSize']);
 const WIDTH_MS: Record<HistoryPartitionWidth, number> = { hour: 3_600_000, day: 86_400_000, week: 7 * 86_400_000, month: 31 * 86_400_000 };
@@ -176,6 +177,7 @@ export function resolveModuleOptions(options: PgQueueModuleOptions): ResolvedMod
       pruneIntervalMs: int(`${where} maintenance`, 'pruneIntervalMs', m.pruneIntervalMs, 60_000, 10),
       completedRetentionMs,
       failedRetentionMs,
+      eventRetentionMs: int(`${where} maintenance`, 'eventRetentionMs', m.eventRetentionMs, 7 * 86_400_000, 0, Number.MAX_SAFE_INTEGER),
       // Capped so one DELETE batch stays seconds long, far under the default statementTimeoutMs of 60 s.
       pruneBatchSize: int(`${where} maintenance`, 'pruneBatchSize', m.pruneBatchSize, 5_000, 1, 50_000),
       history,

@@ -63,6 +63,11 @@ export class JobWaiters implements BeforeApplicationShutdown {
     this.readBackoff = new RetryBackoff('waitFor: reading the awaited jobs', this.logger, RETRY_FIRST_MS, options.pollIntervalMs);
   }
 
+  /** The LISTEN connection's settings (on listenerUrl when set), which an event stream's listener dials too. */
+  get listenerConfig() {
+    return this.connection.listenerConfig;
+  }
+
   /** Resolves with the job's result once it completes; rejects when it fails for good or is cancelled. */
   wait(id: string, { timeoutMs, signal }: WaitOptions): Promise<unknown> {
     if (this.closed) return Promise.reject(new PgQueueError(WAIT_SHUTTING_DOWN(id)));

@@ -2,6 +2,7 @@ import type { LoggerService } from '@nestjs/common';
 import pg from 'pg';
 import { JOBS_CHANNEL } from '../pg-queue.constants.js';
 import { CANCEL_CHANNEL, DONE_CHANNEL, LIMITS_CHANNEL, REVIEW_CHANNEL } from '../store/shared.sql.js';
+import { EVENTS_CHANNEL } from '../store/events.sql.js';
 import { abortConnect, cutClient } from '../utils/pg-client.js';
 import { RetryBackoff, wakeableSleep, withDeadline, withTimeout } from '../utils/retry-backoff.js';
 
@@ -22,6 +23,8 @@ export interface ListenerEvents {
   onDone?(jobId: string, status: string): void;
   /** A flow ended ("flow:id:status" on DONE_CHANNEL, sent by its settle). */
   onFlowDone?(flowId: string, status: string): void;
+  /** Events were recorded (EVENTS_CHANNEL; heard only by a listener given that channel: an event stream's). */
+  onEvents?(): void;
 }
 
 export interface ListenerLiveness {
@@ -126,6 +129,8 @@ export class NotificationListener {
         this.events.onReview?.(n.payload);
       } else if (n.channel === LIMITS_CHANNEL && n.payload) {
         this.events.onLimits?.(n.payload);
+      } else if (n.channel === EVENTS_CHANNEL) {
+        this.events.onEvents?.();
       } else if (n.channel === DONE_CHANNEL && n.payload?.startsWith('flow:')) {
         const [, flowId, status] = n.payload.split(':', 3);
         this.events.onFlowDone?.(flowId, status);

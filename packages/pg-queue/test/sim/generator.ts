@@ -142,6 +142,8 @@ export interface SimPlan {
   logs: { maxLines: number; maxLineLength: number };
   /** The runtime schedule `every` (issue 43), into queue `tick`: its interval, limit, and start and end after the processes started. */
   every: EveryPlan;
+  /** The event stream (issue 43): the queues that record events (recordEvents before the processes start), and after how many events the run's consumer stops and resumes from its last id. */
+  events: { queues: string[]; restartAfter: number };
 }
 
 /** The `every` schedule the run makes with upsertSchedule once every process runs (run-sim.ts); its invariants: invariants-recurring.ts. */
@@ -293,8 +295,21 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
   const logs = addLogs(seed, processes);
   addRetention(seed, processes);
   const every = planEvery(seed, end);
+  const events = planEvents(seed);
   steps.sort((a, b) => a.at - b.at);
-  return { seed, minutes, processes, steps, keys, globalConcurrency, rateLimit, fair, pgbouncer, logs, every };
+  return { seed, minutes, processes, steps, keys, globalConcurrency, rateLimit, fair, pgbouncer, logs, every, events };
+}
+
+/**
+ * The event stream (issue 43): two to four of the queues record events (always `sim` and `flow`, so that retries,
+ * sweeps, cancels and flow ends are among them; a queue that does not record stays in every run); the run's consumer
+ * (run-sim.ts, SimEventConsumer) stops after 50 to 400 events and resumes from its last id. Invariants:
+ * invariants-events.ts.
+ */
+function planEvents(seed: number): SimPlan['events'] {
+  const g = featureStream(seed, 0x5be0cd19);
+  const more = (['undo', 'prio', 'lim', 'batch'] as const).filter(() => g.chance(0.4)).slice(0, 2);
+  return { queues: ['sim', 'flow', ...more], restartAfter: g.int(50, 400) };
 }
 
 /**
@@ -538,5 +553,5 @@ export function planShares(plan: SimPlan): Record<string, string> {
   const total = plan.steps.length;
   const shares = Object.fromEntries([...counts].sort((a, b) => b[1] - a[1]).map(([k, c]) => [k, `${c} (${((100 * c) / total).toFixed(1)}%)`]));
   // Not a step: a schedule every process declares, firing every second for the whole run.
-  return { ...shares, 'setup:pgbouncer': plan.pgbouncer ? 'every process, transaction mode' : 'no', 'setup:job-logs': `${plan.logs.maxLines} lines of ${plan.logs.maxLineLength} characters per job`, 'setup:retention-0': plan.processes.filter((p) => p.completedRetentionMs === 0).map((p) => p.slot).join(', ') || 'none', 'recurring:tick': `every 1 s in ${plan.processes.length} processes (scans every ${plan.processes.map((p) => p.recurringPollMs).join('/')} ms)`, 'recurring:every': `every ${plan.every.everyMs} ms, limit ${plan.every.limit}, from +${plan.every.startMs} ms until +${plan.every.endMs} ms` };
+  return { ...shares, 'setup:pgbouncer': plan.pgbouncer ? 'every process, transaction mode' : 'no', 'setup:job-logs': `${plan.logs.maxLines} lines of ${plan.logs.maxLineLength} characters per job`, 'setup:events': `recorded for ${plan.events.queues.join(', ')}; the consumer restarts after ${plan.events.restartAfter} events`, 'setup:retention-0': plan.processes.filter((p) => p.completedRetentionMs === 0).map((p) => p.slot).join(', ') || 'none', 'recurring:tick': `every 1 s in ${plan.processes.length} processes (scans every ${plan.processes.map((p) => p.recurringPollMs).join('/')} ms)`, 'recurring:every': `every ${plan.every.everyMs} ms, limit ${plan.every.limit}, from +${plan.every.startMs} ms until +${plan.every.endMs} ms` };
 }

@@ -22,6 +22,7 @@ import { FAIR_QUEUE, generatePlan, HANDLER_KIND_QUEUES, LIMITED_QUEUES, planShar
 import * as invHandlers from './invariants-handlers.js';
 import { fairNotOvertaken, fairPerKeyHeld } from './invariants-fair.js';
 import { logsBelongToRuns } from './invariants-logs.js';
+import { eventsMatchRows, SimEventConsumer } from './invariants-events.js';
 import { rateLimitHeld } from './invariants-rate.js';
 import { everyFires, recurringFires, type EverySchedule } from './invariants-recurring.js';
 import { waitsMatchRows } from './invariants-waits.js';
@@ -66,12 +67,17 @@ export async function runSim(url: string, seed: number, minutes: number, server?
   db.on('error', () => undefined);
   let processes: SimProcesses | undefined;
   let bouncer: PgBouncer | undefined;
+  let consumerOf: SimEventConsumer | undefined;
   try {
     // The host fires no schedule (recurring off): the faulted processes do, and the enqueuing one.
     host = await startApp(url, { queue: { workers: false, maintenance: { enabled: false }, recurring: { enabled: false } } });
     await createFaultTables(db);
     await db.query(SIM_TABLES);
     const queue = host.get(QueueService);
+    // The event stream (issue 43): its queues record from the start; the consumer reads (and restarts once) all along.
+    for (const q of plan.events.queues) await queue.recordEvents(q);
+    const consumer = new SimEventConsumer(queue, plan.events.restartAfter);
+    consumerOf = consumer;
     if (plan.pgbouncer) bouncer = await startPgBouncer(server?.url ?? process.env.PG_QUEUE_TEST_SERVER_URL!, { poolMode: 'transaction', poolSize: 40 });
     const bounced = bouncer ? withDatabaseName(bouncer.url, new URL(url).pathname.slice(1)) : undefined;
     processes = await SimProcesses.create(build.script, logDir, url, db, plan.processes, bounced);
@@ -82,6 +88,8 @@ export async function runSim(url: string, seed: number, minutes: number, server?
     for (const q of [...SIM_QUEUES, ...LIMITED_QUEUES, ...HANDLER_KIND_QUEUES, RATED_QUEUE, FAIR_QUEUE, 'tick']) await queue.resume(q);
     const drained = await drain(db);
     const exits = await processes.terminateAll(EXIT_SLACK_MS);
+    await consumer.finish(db);
+    out(`sim: events: the consumer received ${consumer.seen.length} (restarted ${consumer.restarts} time(s)), of queues ${plan.events.queues.join(', ')}`);
     const leaseOf = (worker: string) => plan.processes.find((p) => p.slot === worker.split('.')[0])?.leaseMs ?? 30_000;
     const facts = await inv.loadFacts(db, leaseOf);
     const violations = [
@@ -111,6 +119,7 @@ export async function runSim(url: string, seed: number, minutes: number, server?
       ...(await invHandlers.resultsKept(db)),
       ...(await logsBelongToRuns(db, plan.logs)),
       ...(await invHandlers.threadOutcomes(db, facts)),
+      ...(await eventsMatchRows(db, consumer, plan.events.queues)),
       ...(await inv.noCrash(db)),
       ...exits.map((e) => ({ invariant: 'process.exit-past-grace', jobIds: [], detail: `${e.worker} took ${e.ms} ms to exit on SIGTERM (${e.how}; grace ${e.graceMs} ms + ${EXIT_SLACK_MS} ms)` })),
       ...(await inv.noJobLost(db, (id) => queue.whyNotRunning(id), drained.at)),
@@ -120,6 +129,7 @@ export async function runSim(url: string, seed: number, minutes: number, server?
     out(report);
     return { seed, violations, report };
   } finally {
+    await consumerOf?.close();
     await processes?.killAll();
     await bouncer?.stop();
     await host?.close();

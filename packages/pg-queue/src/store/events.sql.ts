@@ -1,0 +1,41 @@
+/** The channel the event triggers NOTIFY (empty payload: one per transaction), which wakes event readers. */
+export const EVENTS_CHANNEL = 'pg_queue_events';
+
+/**
+ * Reading background_job_events (migration JobEvents1764730000000), in a commit-safe order.
+ *
+ * A position is (tx, id): the writing transaction's xid8 and the row's serial. A page holds only rows of
+ * transactions older than the reading statement's snapshot xmin: each of those has ended, committed (its rows are
+ * all visible here) or rolled back (none ever will be), and any transaction still to write takes a newer xid. So
+ * the rows past a position, in (tx, id) order, only grow at their end, and a reader that resumes from the last
+ * position it handed out misses nothing and sees nothing twice. Ordering by id alone would not do: a serial is
+ * taken at insert, so a transaction that commits after a younger one leaves a smaller id behind the reader.
+ * The price: an event waits for every transaction older than its own (any transaction of the cluster that holds
+ * an xid, the app's too) to end; a long transaction delays events, never loses them.
+ */
+export const EVENTS_SQL = {
+  // A page of up to $5 rows past ($1, $2), in order; `matched` says which pass the filters ($3 queues, $4 types; NULL:
+  // all): the reader advances over the others too, so a filter that matches little never rescans the same rows.
+  readPage: `
+    SELECT id::text AS id, tx::text AS tx, type, job_id::text AS job_id, flow_id::text AS flow_id, queue_name, attempt,
+           detail, created_at,
+           ($3::text[] IS NULL OR queue_name = ANY($3::text[])) AND ($4::text[] IS NULL OR type = ANY($4::text[])) AS matched
+    FROM background_job_events AS e
+    WHERE (e.tx, e.id) > ($1::xid8, $2::int8) AND e.tx < pg_snapshot_xmin(pg_current_snapshot())
+    -- Qualified: a bare "tx, id" here would name the output columns, their text (so '104' before '87').
+    ORDER BY e.tx, e.id
+    LIMIT $5`,
+
+  // The position "now": before every event of a transaction not yet ended.
+  head: `SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS tx`,
+
+  // The queue starts or stops recording events (the function rebuilds the triggers when the set changed).
+  record: `SELECT pg_queue_record_events($1::text, $2::boolean) AS queues`,
+
+  recordingQueues: `SELECT queue_name FROM background_queues WHERE record_events ORDER BY queue_name`,
+
+  // Retention (the pruner): one bounded batch of events older than $1 ms, by the database clock.
+  deleteBefore: `
+    DELETE FROM background_job_events
+    WHERE id = ANY(ARRAY(SELECT id FROM background_job_events WHERE created_at < now() - $1::int8 * interval '1 millisecond' LIMIT $2))`,
+} as const;
