@@ -7,7 +7,7 @@ describe('resolveModuleOptions', () => {
     expect(o).toMatchObject({ leaseMs: 30_000, heartbeatMs: 10_000, workers: true, migrationsRun: true, pollIntervalMs: 30_000 });
     expect(o.maintenance).toEqual({
       enabled: true, sweepIntervalMs: 5_000, pruneIntervalMs: 60_000, completedRetentionMs: 86_400_000,
-      failedRetentionMs: 604_800_000, pruneBatchSize: 5_000, history: null,
+      failedRetentionMs: 604_800_000, eventRetentionMs: 604_800_000, pruneBatchSize: 5_000, history: null,
     });
     expect(o.workerId).toMatch(/:\d+:[0-9a-f]{6}$/);
     expect(o).toMatchObject({ poolSize: 5, statementTimeoutMs: 60_000, connectTimeoutMs: 10_000, transactionPooler: false });
@@ -36,6 +36,8 @@ describe('resolveModuleOptions', () => {
     [{ transactionPooler: 'yes' }, 'transactionPooler="yes": expected true or false'],
     [{ transactionPooler: true }, /transactionPooler is true but listenerUrl is not set.*LISTEN.*migrations/],
     [{ maintenance: { pruneBatchSize: 50_001 } }, 'pruneBatchSize=50001: expected an integer from 1 to 50000'],
+    [{ maintenance: { eventRetentionMs: -1 } }, 'maintenance option eventRetentionMs=-1'],
+    [{ maintenance: { eventRetentionMs: '7d' } }, 'maintenance option eventRetentionMs="7d"'],
     [{ jobLogs: { maxLines: 0 } }, 'Invalid PgQueueModule jobLogs option maxLines=0: expected an integer from 1 to 10000'],
     [{ jobLogs: { maxLines: 2.5 } }, 'jobLogs option maxLines=2.5'],
     [{ jobLogs: { maxLineLength: 100_001 } }, 'jobLogs option maxLineLength=100001: expected an integer from 1 to 100000'],
