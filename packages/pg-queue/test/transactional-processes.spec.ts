@@ -113,11 +113,13 @@ describe('transactional handlers across processes', () => {
     const ids = await queue.enqueueMany(Array.from({ length: 600 }, (_, i) => ({ queue: queueName, payload: { amount: i, ms: 2 } })));
     const bufferedNow = async () =>
       (await db.query<{ id: string; attempts: number }>(`SELECT j.id::text AS id, j.attempts FROM background_jobs AS j WHERE j.queue_name = $1 AND j.status = 'processing' AND j.buffered ORDER BY j.id`, [queueName])).rows;
-    // Stopped while it holds a buffer: between a poll that saw 5 and the signal, a busy machine let the victim start
-    // them all ('auto' keeps a small buffer; npm test in CI: 0 held). Stopped, it sends nothing more; what it had sent
-    // lands within moments, so a buffer still held 300 ms after the stop is one it dies with (else it goes on).
+    // Stopped while it holds a buffer: between a poll that saw some and the signal, a busy machine let the victim
+    // start them all ('auto' keeps a small buffer; npm test in CI: 0 held). Stopped, it sends nothing more; what it had
+    // sent lands within moments, so a buffer still held 300 ms after the stop is one it dies with (else it goes on).
+    // One held job is enough: 'auto' sizes its buffer by the handler's time, which a loaded machine stretches (a CI run
+    // beside the thread handlers' spec never saw 5 in 30 s of 2 ms polls).
     for (let tries = 1; ; tries++) {
-      await waitFor('the victim to hold a buffer of read-ahead jobs', async () => (await bufferedNow()).length >= 5, 30_000, 2);
+      await waitFor('the victim to hold a buffer of read-ahead jobs', async () => (await bufferedNow()).length >= 1, 30_000, 2);
       victim.kill('SIGSTOP');
       await new Promise((resolve) => setTimeout(resolve, 300));
       if ((await bufferedNow()).length > 0 || tries === 20) break;
@@ -136,7 +138,7 @@ describe('transactional handlers across processes', () => {
     try {
       await waitFor('all completed', async () => (await db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE id = ANY($1::int8[]) AND status = 'completed'`, [ids])).rows[0].n === ids.length, 60_000, 20);
       console.log(`${queueName}: ${held.length} jobs in the buffer at SIGKILL; all ${ids.length} completed ${Date.now() - diedAt} ms after the kill`);
-      // The kill came a poll after the buffer held 5: a job or two may have started in between. What is asserted
+      // The kill came a poll after the buffer held some: a job or two may have started in between. What is asserted
       // below is about the jobs it still held.
       expect(held.length).toBeGreaterThan(0);
       // Never started, never charged: each buffered job had 0 attempts when the victim died.
