@@ -180,6 +180,10 @@ export async function act(d: OperatorDeps, kind: OperatorKind, pick: number, hol
       // most running jobs calls enqueue() of that key more times than its queue pool has connections.
       const key = `lock-${++nonce}`;
       const client = await d.db.connect();
+      // Checked out, it has no listener of the pool's: a restart of PostgreSQL during the hold must not throw here.
+      let lost: Error | undefined;
+      const onError = (error: Error) => (lost = error);
+      client.on('error', onError);
       try {
         await client.query('BEGIN');
         await d.queue.enqueueUnique('sim', { b: 'ok', ms: 1, n: nonce } satisfies SimPayload, { uniqueKey: key, delayMs: 600_000, manager: client });
@@ -197,7 +201,8 @@ export async function act(d: OperatorDeps, kind: OperatorKind, pick: number, hol
         await record(d.db, kind, t0, [], { slot, key, calls, hold, answers: answers.slice(0, 3) });
         return `lock wait on ${slot}: ${calls} enqueues waited ${hold} ms`;
       } finally {
-        client.release();
+        client.off('error', onError);
+        client.release(lost);
       }
     }
   }

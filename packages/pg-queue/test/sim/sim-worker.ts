@@ -319,6 +319,11 @@ async function enqueue(op: Extract<WorkerOp, { op: 'enqueue' }>): Promise<unknow
     case 'tx-commit':
     case 'tx-rollback': {
       const client = await records.connect();
+      // A checked-out client has no listener of the pool's: a connection killed between two of its statements (a
+      // restart of PostgreSQL) would emit an unhandled 'error' and crash this app (seed 989321333, process w2.1).
+      let lost: Error | undefined;
+      const onError = (error: Error) => (lost = error);
+      client.on('error', onError);
       let ids: string[] = [];
       try {
         await client.query('BEGIN');
@@ -328,7 +333,8 @@ async function enqueue(op: Extract<WorkerOp, { op: 'enqueue' }>): Promise<unknow
         await client.query('ROLLBACK').catch(() => undefined);
         throw error;
       } finally {
-        client.release();
+        client.off('error', onError);
+        client.release(lost); // a lost connection leaves the pool
       }
       await recordEnqueues(ids, op.kind, op.kind === 'tx-commit', op.jobs);
       return ids;
