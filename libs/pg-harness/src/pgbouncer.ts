@@ -68,14 +68,23 @@ export async function startPgBouncer(serverUrl: string, options: StartPgBouncerO
   const child = spawn(binary, [...(asRoot ? ['-u', 'postgres'] : []), join(dir, 'pgbouncer.ini')], { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  // A binary that cannot be started (not installed: ENOENT) emits 'error' and no 'exit': without a listener the error
+  // reached the test's process as uncaught, and the caller waited for ever (the simulation's seed 52 on a machine
+  // without PgBouncer: 480 s to its timeout).
+  const exited = new Promise<number | null>((resolve) => {
+    child.once('exit', (code) => resolve(code));
+    child.once('error', (error) => {
+      stderr += `${error.message}\n`;
+      resolve(null);
+    });
+  });
   const stop = async () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+    if (child.exitCode === null && child.signalCode === null && child.pid !== undefined) child.kill('SIGTERM');
     await exited;
     await rm(dir, { recursive: true, force: true });
   };
   try {
-    await waitUntilAccepting(port, child, 10_000);
+    await Promise.race([waitUntilAccepting(port, child, 10_000), exited.then((code) => Promise.reject(new Error(`it exited (${code ?? child.signalCode ?? 'not started'})`)))]);
   } catch (error) {
     const text = await readFile(log, 'utf8').catch(() => '');
     await stop();

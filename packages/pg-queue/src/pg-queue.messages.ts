@@ -193,7 +193,7 @@ export const PROGRESS_NOT_JSON = (jobId: string, detail: string) =>
 export const PROGRESS_TOO_LARGE = (jobId: string, bytes: number, limit: number) =>
   `job.progress() of job ${jobId}: the value is ${bytes} bytes as JSON, over the limit of ${limit}; progress is for a number or a small object.`;
 
-export const WAIT_JOB_NOT_FOUND = (jobId: string) => `waitFor(${jobId}): no such job (never enqueued, or already pruned).`;
+export const WAIT_JOB_NOT_FOUND = (jobId: string) => `waitFor(${jobId}): no such job (never enqueued, pruned past its retention, or deleted as it completed: with completedRetentionMs 0 only the jobs awaited before they finished keep their row).`;
 
 export const WAIT_JOB_GONE = (jobId: string) =>
   `waitFor(${jobId}): the job's row is gone (deleted, or pruned past its retention) before it could be seen finished.`;

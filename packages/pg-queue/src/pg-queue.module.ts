@@ -8,6 +8,7 @@ import { JobHandlerRegistry } from './discovery/job-handler.registry.js';
 import { JobEvents } from './events/job-events.js';
 import type { PgQueueModuleOptions } from './interfaces/pg-queue-options.interface.js';
 import { MaintenanceScheduler } from './maintenance/maintenance.scheduler.js';
+import { DeclaredEventQueues } from './events/declared-event-queues.js';
 import { DATABASE_NAME, DATABASE_QUEUE_SERVICE, DEFAULT_DATABASE, LEASE_JOB_STORE, MAINTENANCE_JOB_STORE, MAINTENANCE_SCHEDULE_STORE, TYPEORM_DATA_SOURCE } from './pg-queue.constants.js';
 import { getJobEventsToken, getQueueConnectionToken, getQueueServiceToken } from './databases/database-tokens.js';
 import type { QueueDatabase } from './databases/queue-database.js';
@@ -95,6 +96,7 @@ import { PgQueueLogger } from './utils/terminal-text.js';
     MaintenanceScheduler,
     JobWaiters,
     AmbientTransactions,
+    DeclaredEventQueues,
   ],
 })
 export class PgQueueModule extends ConfigurableModuleClass {

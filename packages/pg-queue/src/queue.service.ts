@@ -9,7 +9,6 @@ import type { InstanceRecord } from './store/instance.store.js';
 import type { WaitExplanation } from './waiting/wait-reasons.js';
 import { explainWait } from './waiting/explain-wait.js';
 import { assertQueueName, type ResolvedModuleOptions } from './utils/resolve-options.js';
-import { checkedWeights } from './utils/fairness-weights.js';
 import { buildJobRow, checkDelayMs, checkPriority, checkRunAt, jobDefaultsOf, type JobDefaults } from './utils/job-row.js';
 import { flowAccess, type FlowAccess } from './flows/flow-access.js';
 import { waitForFlow } from './flows/wait-for-flow.js';
@@ -39,7 +38,8 @@ import type { AnyJobSpec, EnqueueOptions, EnqueueResult, JobSpecs } from './inte
 import { batchRows, keyed, queuesOf, toResult, validatePayload } from './utils/enqueue-rows.js';
 import { woken } from './waking/woken-insert.js';
 import { checkScheduleSpec, jobId, scheduleName } from './utils/call-arguments.js';
-import { checkLimitsChange, limitsInForce, type QueueLimits, type QueueLimitsChange } from './limits/queue-limits.js';
+import type { QueueLimits, QueueLimitsChange } from './limits/queue-limits.js';
+import { QueueSettingsCalls } from './limits/queue-settings-calls.js';
 
 export type { EnqueueOptions, EnqueueResult, JobSpec, JobSpecs } from './interfaces/enqueue.interface.js';
 
@@ -74,12 +74,14 @@ export class QueueService {
     this.jobDefaults = jobDefaultsOf(options, registry);
     this.flowKit = flowAccess(store.flows, options, registry);
     this.scheduleCalls = new ScheduleCalls(scheduleStore, scheduler, options.recurring.orphanAfterMs);
+    this.settings = new QueueSettingsCalls(store, registry, workers);
     this.routing = new ServiceRouting<QueueService>(this, databases, databaseName, () => store.databaseIdentity());
   }
 
   private readonly jobDefaults: JobDefaults;
   private readonly flowKit: FlowAccess;
   private readonly scheduleCalls: ScheduleCalls;
+  private readonly settings: QueueSettingsCalls;
   /** Which database owns a call's queues, and the check of a caller's transaction, when the app has several. */
   private readonly routing: ServiceRouting<QueueService>;
 
@@ -89,11 +91,6 @@ export class QueueService {
    */
   database(name: string): QueueService {
     return this.routing.database(name);
-  }
-
-  /** The service of the database that owns `queue` when that is another one (the app has several), else undefined. */
-  private elsewhere(queue: string | QueueDefinition<unknown, unknown>): QueueService | undefined {
-    return this.routing.elsewhere(queue);
   }
 
   /** elsewhere() of a queue named by an operator call (pause, limits, ...), its name checked first. */
@@ -108,7 +105,7 @@ export class QueueService {
    * runs first: a refused payload throws InvalidPayloadError and nothing is stored).
    */
   async enqueue<TPayload>(queue: string | QueueDefinition<TPayload, unknown>, payload: NoInfer<TPayload>, options: EnqueueOptions = {}): Promise<string> {
-    const owner = this.elsewhere(queue as QueueDefinition<unknown, unknown>);
+    const owner = this.routing.elsewhere(queue as QueueDefinition<unknown, unknown>);
     if (owner) return owner.enqueue(queue, payload, options);
     const row = this.toRow({ ...options, queue, payload });
     const validated = validatePayload('enqueue', row.queue, payload);
@@ -133,7 +130,7 @@ export class QueueService {
    * call was a duplicate (and whether it replaced the holder's payload), without a second query.
    */
   async enqueueUnique<TPayload>(queue: string | QueueDefinition<TPayload, unknown>, payload: NoInfer<TPayload>, options: EnqueueOptions & { uniqueKey: string }): Promise<EnqueueResult> {
-    const owner = this.elsewhere(queue as QueueDefinition<unknown, unknown>);
+    const owner = this.routing.elsewhere(queue as QueueDefinition<unknown, unknown>);
     if (owner) return owner.enqueueUnique(queue, payload, options);
     const row = this.toRow({ ...options, queue, payload });
     if (row.uniqueKey == null) throw new PgQueueError(`enqueueUnique("${row.queue}") needs a uniqueKey; use enqueue() for a job without one.`);
@@ -206,12 +203,8 @@ export class QueueService {
     const tx = await this.joined(options.manager, 'enqueueFlow', plan.rows[0]?.queue ?? '');
     // One producer span for the call, whose context every job of the flow carries: the flow is one trace. Woken as
     // enqueueMany is (a deferred NOTIFY without a manager), for the queues of the jobs that can run now.
-    const { flowId, ids } = await woken(
-      this.wakes,
-      tx,
-      plan.rows.filter((row) => !row.blocked),
-      (wake) => traceEnqueue(batchCall('enqueueFlow', plan.rows), (trace) => this.store.flows.insertFlow(name, plan, tx, trace, wake)),
-    );
+    const runnable = plan.rows.filter((row) => !row.blocked);
+    const { flowId, ids } = await woken(this.wakes, tx, runnable, (wake) => traceEnqueue(batchCall('enqueueFlow', plan.rows), (trace) => this.store.flows.insertFlow(name, plan, tx, trace, wake)));
     return { id: flowId, jobs: Object.fromEntries(plan.rows.map((row, i) => [row.ref, ids[i]])) };
   }
 
@@ -348,20 +341,12 @@ export class QueueService {
    * a NOTIFY away). Running jobs finish; enqueueing still works.
    */
   async pause(queue: string): Promise<void> {
-    const owner = this.owning(queue);
-    if (owner) return owner.pause(queue);
-    // Before (no job of this process may start from its buffer while the pause is on its way) and after (the
-    // check that then answers is sent once the pause has committed).
-    this.workers?.checkBuffer(queue);
-    await this.store.pauseQueue(queue);
-    this.workers?.checkBuffer(queue);
+    return this.owning(queue)?.pause(queue) ?? this.settings.pause(queue);
   }
 
   /** Lets the queue run again; idle workers wake at once. */
   async resume(queue: string): Promise<void> {
-    const owner = this.owning(queue);
-    if (owner) return owner.resume(queue);
-    await this.store.resumeQueue(queue);
+    return this.owning(queue)?.resume(queue) ?? this.settings.resume(queue);
   }
 
   /**
@@ -369,14 +354,12 @@ export class QueueService {
    * claim in every process (README: "Fair share across keys").
    */
   async setFairnessWeights(queue: string, weights: Record<string, number | null>): Promise<void> {
-    const owner = this.owning(queue);
-    if (owner) return owner.setFairnessWeights(queue, weights);
-    await this.store.fairness.setWeights(queue, checkedWeights(`setFairnessWeights("${queue}")`, weights));
+    return this.owning(queue)?.setFairnessWeights(queue, weights) ?? this.settings.setFairnessWeights(queue, weights);
   }
 
   /** The fair share weights stored for the queue at runtime, by key. */
   async fairnessWeights(queue: string): Promise<Record<string, number>> {
-    return (this.owning(queue) ?? this).store.fairness.weights(queue);
+    return this.owning(queue)?.fairnessWeights(queue) ?? this.settings.fairnessWeights(queue);
   }
 
   /**
@@ -386,19 +369,12 @@ export class QueueService {
    * job: fewer start. Returns the limits in force after the change.
    */
   async setQueueLimits(queue: string, change: QueueLimitsChange): Promise<QueueLimits> {
-    const owner = this.owning(queue);
-    if (owner) return owner.setQueueLimits(queue, change);
-    const { set, clear } = checkLimitsChange(queue, change);
-    await this.store.setQueueLimits(queue, set, clear);
-    return this.getQueueLimits(queue);
+    return this.owning(queue)?.setQueueLimits(queue, change) ?? this.settings.setQueueLimits(queue, change);
   }
 
   /** The queue's limits in force, each with where it comes from (the database's override or the decorator's), and its blocks. */
   async getQueueLimits(queue: string): Promise<QueueLimits> {
-    const owner = this.owning(queue);
-    if (owner) return owner.getQueueLimits(queue);
-    const [row] = await this.store.queueSettings([queue]);
-    return limitsInForce(queue, row?.limits ?? null, this.registry.get(queue)?.options, { blockedMs: row?.blockedMs ?? 0, keyBlockedMs: row?.keyBlockedMs ?? 0 });
+    return this.owning(queue)?.getQueueLimits(queue) ?? this.settings.queueLimits(queue);
   }
 
   /** Recorded job state changes, commit-safe and resumable after an id (README: "Event stream"; events/event-stream.ts). */
@@ -409,7 +385,7 @@ export class QueueService {
   /** The queue starts (or, `false`, stops) recording events, for every process; returns the recording queues. */
   async recordEvents(queue: string, on = true): Promise<string[]> {
     assertQueueName(queue);
-    return (this.elsewhere(queue) ?? this).store.events.record(queue, on);
+    return (this.routing.elsewhere(queue) ?? this).store.events.record(queue, on);
   }
 
   async pausedQueues(): Promise<string[]> {
@@ -429,7 +405,7 @@ export class QueueService {
   async upsertSchedule(spec: ScheduleSpec): Promise<ScheduleInfo> {
     checkScheduleSpec(spec);
     const definition = resolveSchedule(`upsertSchedule(${JSON.stringify(spec.name)})`, spec, this.options.maxPayloadBytes);
-    const owner = this.elsewhere(definition.queue);
+    const owner = this.routing.elsewhere(definition.queue);
     return owner ? owner.upsertSchedule(spec) : this.scheduleCalls.upsert(definition);
   }
 

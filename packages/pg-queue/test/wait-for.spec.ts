@@ -141,7 +141,7 @@ describe('waitFor: waiting for a job from anywhere', () => {
     await waitFor('held job finished', async () => (await db.query(`SELECT status FROM background_jobs WHERE id = $1`, [held])).rows[0].status === 'completed');
     await waitFor('its notice', async () => notices.includes(`${held}:completed`));
 
-    await expect(queue.waitFor('999999')).rejects.toThrow(new PgQueueError('waitFor(999999): no such job (never enqueued, or already pruned).'));
+    await expect(queue.waitFor('999999')).rejects.toThrow(new PgQueueError('waitFor(999999): no such job (never enqueued, pruned past its retention, or deleted as it completed: with completedRetentionMs 0 only the jobs awaited before they finished keep their row).'));
     await expect(queue.waitFor('x1')).rejects.toThrow('Invalid job id "x1"');
     await expect(queue.waitFor(held, { timeoutMs: 0 })).rejects.toThrow('Invalid waitFor(' + held + ') option timeoutMs=0: expected an integer from 1 to 2147483647.');
     expect(waitersLeft(producer)).toBe(0);

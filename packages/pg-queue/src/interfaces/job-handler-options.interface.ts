@@ -113,6 +113,13 @@ export interface JobHandlerOptions {
    * `poolSize` and may not exceed it. Not with `transactional` or `batch`. See docs/guides/cpu-heavy-handlers.md.
    */
   thread?: ThreadOptions;
+  /**
+   * Records the queue's job state changes in the event stream (`QueueService.events()`, README: "Event stream"): each
+   * process that declares it turns recording on at boot (as `recordEvents(queue)` does, for every process; a boot that
+   * finds it on changes nothing). Leaving the option out turns nothing off: `recordEvents(queue, false)` does.
+   * Default false.
+   */
+  recordEvents?: boolean;
 }
 
 export interface ThreadOptions {
@@ -193,6 +200,8 @@ export interface ResolvedHandlerOptions {
   lifo: boolean;
   /** Set for a thread handler (`thread`). */
   thread?: ResolvedThreadOptions;
+  /** Turns the queue's event recording on at boot. */
+  recordEvents: boolean;
 }
 
 export interface ResolvedFairness {

@@ -158,22 +158,26 @@ function release(extraSet: string): string {
 
 /**
  * completedRetentionMs: 0. Deleting at completion skips writing a completed row version (and its index entries) that
- * the pruner would delete later anyway; same fence as completeJobs. A deleted job keeps no result: a waiter hears
- * "completed" and resolves with null. A job of a flow is kept, completed, whatever the retention (its dependents read
- * its result, and the flow's jobs are pruned together once the flow has finished), so its row gets what completion()
- * writes: `keptSet` is completion()'s extraSet, set on the kept rows only.
+ * the pruner would delete later anyway; same fence as completeJobs. Two kinds of job are kept, completed, and left to
+ * the pruner, so their rows get what completion() writes (`keptSet` is completion()'s extraSet, set on the kept rows
+ * only): a job of a flow, whatever the retention (its dependents read its result, and the flow's jobs are pruned
+ * together once the flow has finished); and a job someone waits on (awaited: waitFor marked it before it finished),
+ * whose waiter reads the result from the row. Deleted with the rest, an awaited job answered its waiter null in place
+ * of its result, or, when the notice was missed (LISTEN down), "the job's row is gone" (the simulation's seed 52).
+ * The mark and this statement lock the row: whichever commits first decides, and a mark that comes after the
+ * deletion finds no row (waitFor says the retention may have deleted it).
  */
 function deletion(keptSet: string): string {
   return `
     WITH gone AS (
       DELETE FROM background_jobs AS j
       WHERE j.id = ANY($2::int8[]) AND ${HELD_BY_WORKER}
-        AND ${BATCH_FENCE} AND j.flow_id IS NULL
+        AND ${BATCH_FENCE} AND j.flow_id IS NULL AND j.awaited IS NOT TRUE
       RETURNING j.id, j.awaited, j.flow_id, j.flow_ref, j.compensates, j.last_error IS NOT NULL AS had_failed, ${SUCCESSOR_COLUMNS}
     ), ${forgetAttempts('gone')}, kept AS (
-      -- Only the ids the delete left (flow jobs, and refused ones): a batch of plain jobs probes no row twice.
-      -- Of those, the ones still held and fenced are flow jobs (the delete took every other), so flow_id is not
-      -- tested again: \`flow_id IS NOT NULL\` let the planner read the flows' partial index whole (see HELD_BY_WORKER).
+      -- Only the ids the delete left (flow jobs, awaited jobs, and refused ones): a batch of plain jobs probes no row
+      -- twice. Of those, the ones still held and fenced are the ones to keep (the delete took every other), so
+      -- neither is tested again: \`flow_id IS NOT NULL\` let the planner read the flows' partial index whole (see HELD_BY_WORKER).
       UPDATE background_jobs AS j
       SET status = 'completed', attempts = j.attempts + j.buffered::int, buffered = false, lease_expires_at = NULL, finished_at = now(), updated_at = now()${keptSet}
       WHERE j.id = ANY(ARRAY(SELECT unnest($2::int8[]) EXCEPT SELECT id FROM gone)) AND ${HELD_BY_WORKER}

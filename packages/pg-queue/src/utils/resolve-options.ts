@@ -101,7 +101,7 @@ const KNOWN_MAINTENANCE_KEYS = new Set([
 ]);
 const KNOWN_HISTORY_KEYS = new Set(['partitionWidth', 'moveAfterMs', 'moveIntervalMs', 'moveBatchSize']);
 const WIDTH_MS: Record<HistoryPartitionWidth, number> = { hour: 3_600_000, day: 86_400_000, week: 7 * 86_400_000, month: 31 * 86_400_000 };
-const KNOWN_HANDLER_KEYS = new Set(['concurrency', 'maxAttempts', 'backoff', 'timeoutMs', 'prefetch', 'batchSize', 'globalConcurrency', 'rateLimit', 'concurrencyPerKey', 'fairness', 'transactional', 'batch', 'eagerStart', 'rateLimitedBackoff', 'lifo', 'thread']);
+const KNOWN_HANDLER_KEYS = new Set(['concurrency', 'maxAttempts', 'backoff', 'timeoutMs', 'prefetch', 'batchSize', 'globalConcurrency', 'rateLimit', 'concurrencyPerKey', 'fairness', 'transactional', 'batch', 'eagerStart', 'rateLimitedBackoff', 'lifo', 'thread', 'recordEvents']);
 const KNOWN_BATCH_KEYS = new Set(['size', 'waitMs']);
 
 /** A transactional handler's default timeoutMs: it holds a connection of the app's pool while it runs. */
@@ -282,6 +282,7 @@ export function resolveHandlerOptions(queue: string, options: JobHandlerOptions 
   if (rlb !== undefined) refuseUnknownKeys(`${where} rateLimitedBackoff`, rlb, KNOWN_RATE_LIMITED_BACKOFF_KEYS);
   return {
     lifo: bool(where, 'lifo', options.lifo, false),
+    recordEvents: bool(where, 'recordEvents', options.recordEvents, false),
     rateLimitedBackoff: { maxMs: int(where, 'rateLimitedBackoff.maxMs', rlb?.maxMs, DEFAULT_RATE_LIMITED_MAX_MS, 1, MAX_BLOCK_MS) },
     eagerStart: eagerStart && !hasLimits(limits) && !batch,
     batch,

@@ -220,7 +220,8 @@ export class JobWaiters implements BeforeApplicationShutdown {
       for (const id of ids) {
         const outcome = outcomes.get(id);
         if (outcome) this.settle(id, outcome);
-        // Deleted at completion (completedRetentionMs: 0): the notice is all that is left of it.
+        // Completed, then pruned before this read (completedRetentionMs 0 keeps an awaited job's row only until the
+        // next prune): the notice is all that is left of it.
         else if (batch.get(id) === 'completed') this.settle(id, { status: 'completed', result: null, lastError: null });
         else for (const waiter of [...(this.waiting.get(id) ?? [])]) waiter.reject(new PgQueueError(WAIT_JOB_GONE(id)));
       }

@@ -295,7 +295,7 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
   const logs = addLogs(seed, processes);
   addRetention(seed, processes);
   const every = planEvery(seed, end);
-  const events = planEvents(seed);
+  const events = planEvents(seed, processes);
   steps.sort((a, b) => a.at - b.at);
   return { seed, minutes, processes, steps, keys, globalConcurrency, rateLimit, fair, pgbouncer, logs, every, events };
 }
@@ -303,13 +303,18 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
 /**
  * The event stream (issue 43): two to four of the queues record events (always `sim` and `flow`, so that retries,
  * sweeps, cancels and flow ends are among them; a queue that does not record stays in every run); the run's consumer
- * (run-sim.ts, SimEventConsumer) stops after 50 to 400 events and resumes from its last id. Invariants:
+ * (run-sim.ts, SimEventConsumer) stops after 50 to 400 events and resumes from its last id. Recording is turned on
+ * by recordEvents() before the processes start; each process also declares it (`recordEvents: true` on the handler,
+ * turned on again at its boot, a restart's included) for each recording queue it serves, by a coin. Invariants:
  * invariants-events.ts.
  */
-function planEvents(seed: number): SimPlan['events'] {
+function planEvents(seed: number, processes: ProcessPlan[]): SimPlan['events'] {
   const g = featureStream(seed, 0x5be0cd19);
   const more = (['undo', 'prio', 'lim', 'batch'] as const).filter(() => g.chance(0.4)).slice(0, 2);
-  return { queues: ['sim', 'flow', ...more], restartAfter: g.int(50, 400) };
+  const queues: SimQueue[] = ['sim', 'flow', ...more];
+  const d = featureStream(seed, 0x1f83d9ab);
+  for (const p of processes) for (const q of queues) if (p.queues[q] && d.chance(0.5)) p.queues[q] = { ...p.queues[q], recordEvents: true };
+  return { queues, restartAfter: g.int(50, 400) };
 }
 
 /**
@@ -553,5 +558,5 @@ export function planShares(plan: SimPlan): Record<string, string> {
   const total = plan.steps.length;
   const shares = Object.fromEntries([...counts].sort((a, b) => b[1] - a[1]).map(([k, c]) => [k, `${c} (${((100 * c) / total).toFixed(1)}%)`]));
   // Not a step: a schedule every process declares, firing every second for the whole run.
-  return { ...shares, 'setup:pgbouncer': plan.pgbouncer ? 'every process, transaction mode' : 'no', 'setup:job-logs': `${plan.logs.maxLines} lines of ${plan.logs.maxLineLength} characters per job`, 'setup:events': `recorded for ${plan.events.queues.join(', ')}; the consumer restarts after ${plan.events.restartAfter} events`, 'setup:retention-0': plan.processes.filter((p) => p.completedRetentionMs === 0).map((p) => p.slot).join(', ') || 'none', 'recurring:tick': `every 1 s in ${plan.processes.length} processes (scans every ${plan.processes.map((p) => p.recurringPollMs).join('/')} ms)`, 'recurring:every': `every ${plan.every.everyMs} ms, limit ${plan.every.limit}, from +${plan.every.startMs} ms until +${plan.every.endMs} ms` };
+  return { ...shares, 'setup:pgbouncer': plan.pgbouncer ? 'every process, transaction mode' : 'no', 'setup:job-logs': `${plan.logs.maxLines} lines of ${plan.logs.maxLineLength} characters per job`, 'setup:events': `recorded for ${plan.events.queues.join(', ')} (declared on the handler in ${plan.processes.filter((p) => Object.values(p.queues).some((o) => o?.recordEvents)).map((p) => p.slot).join(', ') || 'no process'}); the consumer restarts after ${plan.events.restartAfter} events`, 'setup:retention-0': plan.processes.filter((p) => p.completedRetentionMs === 0).map((p) => p.slot).join(', ') || 'none', 'recurring:tick': `every 1 s in ${plan.processes.length} processes (scans every ${plan.processes.map((p) => p.recurringPollMs).join('/')} ms)`, 'recurring:every': `every ${plan.every.everyMs} ms, limit ${plan.every.limit}, from +${plan.every.startMs} ms until +${plan.every.endMs} ms` };
 }

@@ -18,13 +18,14 @@ import type { Violation } from './invariants.js';
 export async function waitsMatchRows(db: pg.Pool, until: string): Promise<Violation[]> {
   const { rows } = await db.query<{
     job_id: string; answer: string | null; status: string | null; result: unknown; answered_at: Date | null;
-    row_status: string | null; row_result: unknown; reached: boolean; final_before: Date | null;
+    row_status: string | null; row_result: unknown; reached: boolean; final_before: Date | null; deleted_awaited: boolean | null;
   }>(
     `SELECT w.job_id::text, w.answer, w.status, w.result, w.answered_at, j.status::text AS row_status, j.result AS row_result,
        EXISTS (SELECT 1 FROM sim_transitions t WHERE t.job_id = w.job_id AND t.op = 'update'
                  AND t.new_status = CASE w.answer WHEN 'result' THEN 'completed' ELSE w.status END AND t.at <= w.answered_at) AS reached,
        (SELECT min(t.at) FROM sim_transitions t WHERE t.job_id = w.job_id AND t.op = 'update'
-          AND t.new_status IN ('completed', 'failed', 'cancelled')) AS final_before
+          AND t.new_status IN ('completed', 'failed', 'cancelled')) AS final_before,
+       (SELECT bool_or(t.deleted_awaited) FROM sim_transitions t WHERE t.job_id = w.job_id AND t.op = 'delete') AS deleted_awaited
      FROM sim_waits w LEFT JOIN background_jobs j ON j.id = w.job_id ORDER BY w.job_id`,
   );
   const { rows: end } = await db.query<{ until: Date }>('SELECT $1::timestamptz AS until', [until]);
@@ -60,6 +61,12 @@ export async function waitsMatchRows(db: pg.Pool, until: string): Promise<Violat
     // Cut by shutdown, or by the prune (5 s retention) deleting a job whose finish the waiter had not heard of: the
     // wait was unanswered until then (seed 35: bulk-cancelled jobs pruned before the waiters' poll).
     const shutDown = w.answer === 'error' && /shutting down|row is gone/.test(JSON.stringify(w.result));
+    // A completion with completedRetentionMs 0 keeps the row of a job waitFor marked (settle.sql.ts, deletion()): its
+    // waiter reads the result from it. Deleted, the waiter answered null, or "the job's row is gone" (seed 52).
+    if (w.deleted_awaited) {
+      out.push({ invariant: 'wait.awaited-row-deleted', jobIds: [w.job_id], detail: `${said}; the completion deleted the row although waitFor had marked it` });
+      continue;
+    }
     if (w.answer === null || shutDown) {
       // Unanswered until the end (the drain's, or the shutdown that cut the wait).
       const endMs = shutDown && w.answered_at ? w.answered_at.getTime() : end[0].until.getTime();
@@ -80,7 +87,10 @@ export async function waitsMatchRows(db: pg.Pool, until: string): Promise<Violat
         out.push({ invariant: 'wait.timed-out', jobIds: [w.job_id], detail: `${said} at ${w.answered_at!.toISOString()}, ${missedMs} ms after the job first finished; the job's row is ${w.row_status ?? 'pruned'}` });
       }
     } else if (w.answer === 'error') {
-      out.push({ invariant: 'wait.threw', jobIds: [w.job_id], detail: `${said}; the job's row is ${w.row_status ?? 'pruned'}` });
+      // Deleted as it completed (completedRetentionMs 0), unwatched: the waitFor came after, and found no row. Its error
+      // says so (README, "Waiting for a job"; the simulation's seed 52: completed 17 ms after its enqueue).
+      const deletedFirst = w.deleted_awaited === false && w.row_status === null && /no such job/.test(JSON.stringify(w.result));
+      if (!deletedFirst) out.push({ invariant: 'wait.threw', jobIds: [w.job_id], detail: `${said}; the job's row is ${w.row_status ?? 'pruned'}` });
     } else if (!w.reached) {
       out.push({ invariant: 'wait.answered-before-the-job-finished', jobIds: [w.job_id], detail: `${said} at ${w.answered_at?.toISOString()}, but the job had not reached that status then (row now ${w.row_status ?? 'pruned'})` });
     } else if (w.answer === 'result' && w.row_status === 'completed' && JSON.stringify(w.row_result ?? null) !== JSON.stringify(w.result)) {

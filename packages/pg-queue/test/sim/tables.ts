@@ -26,6 +26,9 @@ export const SIM_TABLES = `
     -- failed (a timeout) is over for the invariants even while its handler still runs (a hung handler ignores its
     -- signal). A second timeout writes the same text, so the status change records it too.
     new_error text,
+    -- Set on the deletion a completion made (completedRetentionMs 0) only: whether the row was awaited (waitFor had
+    -- marked it), which such a completion must keep (invariants-waits.ts).
+    deleted_awaited boolean,
     txid int8 NOT NULL DEFAULT txid_current(), at timestamptz NOT NULL DEFAULT clock_timestamp(),
     -- The clock the rate limit counts starts by: the claim statement's statement_timestamp() (claim.sql.ts).
     stmt_at timestamptz NOT NULL DEFAULT statement_timestamp());
@@ -48,8 +51,8 @@ export const SIM_TABLES = `
         INSERT INTO sim_transitions (job_id, op, old_status, new_status, old_attempts, new_attempts, old_buffered, new_buffered, old_hash, new_hash, old_locked_by, new_locked_by, priority)
         VALUES (OLD.id, 'update', 'processing', 'completed', OLD.attempts, OLD.attempts + OLD.buffered::int, OLD.buffered, false,
                 md5(OLD.payload::text), md5(OLD.payload::text), OLD.locked_by, OLD.locked_by, OLD.priority);
-        INSERT INTO sim_transitions (job_id, op, old_status, old_attempts, old_buffered, old_hash, old_locked_by, priority)
-        VALUES (OLD.id, 'delete', 'completed', OLD.attempts + OLD.buffered::int, false, md5(OLD.payload::text), OLD.locked_by, OLD.priority);
+        INSERT INTO sim_transitions (job_id, op, old_status, old_attempts, old_buffered, old_hash, old_locked_by, priority, deleted_awaited)
+        VALUES (OLD.id, 'delete', 'completed', OLD.attempts + OLD.buffered::int, false, md5(OLD.payload::text), OLD.locked_by, OLD.priority, coalesce(OLD.awaited, false));
         RETURN NULL;
       END IF;
       INSERT INTO sim_transitions (job_id, op, old_status, old_attempts, old_buffered, old_hash, old_locked_by, priority)
