@@ -95,7 +95,7 @@ export interface ProcessPlan {
 }
 
 export type EnqueueKind = 'single' | 'bulk' | 'tx-commit' | 'tx-rollback' | 'unique' | 'delayed' | 'priority' | 'flow' | 'sql' | 'limited' | 'batch' | 'tx-handler' | 'rated' | 'wait' | 'fair' | 'thread';
-export type OperatorKind = 'bulk-cancel' | 'cancel' | 'retry' | 'bulk-retry' | 'replace' | 'pause-resume' | 'prune' | 'close' | 'priority-probe' | 'lock-wait' | 'change' | 'weights' | 'limits' | 'add-job';
+export type OperatorKind = 'bulk-cancel' | 'cancel' | 'retry' | 'bulk-retry' | 'replace' | 'pause-resume' | 'prune' | 'close' | 'priority-probe' | 'lock-wait' | 'change' | 'weights' | 'limits' | 'add-job' | 'schedule-edit';
 export type FaultKind = 'kill' | 'stop' | 'cut' | 'blackhole' | 'restart';
 
 export interface FlowPlan {
@@ -242,7 +242,7 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
       });
       steps.push({ at, type, kind, jobs });
     } else if (type === 'operator') {
-      const kind = r.weighted<OperatorKind>({ 'bulk-cancel': 8, cancel: 10, retry: 12, 'bulk-retry': 4, replace: 14, 'pause-resume': 6, prune: 2, close: 2, 'priority-probe': 3, 'lock-wait': 3, change: 0, weights: 0, limits: 0, 'add-job': 3 });
+      const kind = r.weighted<OperatorKind>({ 'bulk-cancel': 8, cancel: 10, retry: 12, 'bulk-retry': 4, replace: 14, 'pause-resume': 6, prune: 2, close: 2, 'priority-probe': 3, 'lock-wait': 3, change: 0, weights: 0, limits: 0, 'add-job': 3, 'schedule-edit': 0 });
       steps.push({ at, type, kind, pick: r.next(), holdMs: r.int(200, 2_000) });
     } else {
       const kind = r.weighted<'kill' | 'stop'>({ kill: 1, stop: 1 });
@@ -295,6 +295,7 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
   const logs = addLogs(seed, processes);
   addRetention(seed, processes);
   const every = planEvery(seed, end);
+  addScheduleEdits(seed, end, steps);
   const events = planEvents(seed, processes);
   steps.sort((a, b) => a.at - b.at);
   return { seed, minutes, processes, steps, keys, globalConcurrency, rateLimit, fair, pgbouncer, logs, every, events };
@@ -538,6 +539,17 @@ function addRuntimeLimits(seed: number, end: number, nonce: () => number, steps:
       steps.push({ at, type: 'enqueue', kind: 'limited', jobs });
     }
   }
+}
+
+/**
+ * Schedule edits (issues 40 and 44: the dashboard's and the CLI's schedule edit is upsertSchedule): every 3 to 8 s
+ * the operator acts on the runtime schedule `edited` (run-sim.ts: every 1 s into queue `tick`): half the time it sets
+ * a new interval (1, 1.5 or 2.5 s), a quarter it pauses it for 0.5 to 4 s, a quarter it fires it now (operator.ts,
+ * `schedule-edit`). Invariants: invariants-schedule-edits.ts.
+ */
+function addScheduleEdits(seed: number, end: number, steps: Step[]): void {
+  const e = featureStream(seed, 0x27d4eb2f);
+  for (let at = 2_500; at < end; at += e.int(3_000, 8_000)) steps.push({ at, type: 'operator', kind: 'schedule-edit', pick: e.next(), holdMs: e.int(500, 4_000) });
 }
 
 /**

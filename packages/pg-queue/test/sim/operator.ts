@@ -35,6 +35,9 @@ async function pickJob(db: pg.Pool, sql: string, pick: number): Promise<string |
 
 let nonce = 10_000_000;
 
+/** The runtime schedule the operator edits (`schedule-edit`): made by run-sim.ts at 1 s, into queue `tick`. */
+export const EDITED_SCHEDULE = { name: 'edited', queue: 'tick', every: 1_000, payload: { b: 'ok', ms: 1, n: 0, at: '{{fireAt}}' } };
+
 export async function act(d: OperatorDeps, kind: OperatorKind, pick: number, holdMs: number): Promise<string> {
   const t0 = await now(d.db);
   switch (kind) {
@@ -174,6 +177,28 @@ export async function act(d: OperatorDeps, kind: OperatorKind, pick: number, hol
       await d.queue.setFairnessWeights('fair', weights);
       await record(d.db, kind, t0, [], weights);
       return `weights of fair: ${JSON.stringify(weights)}`;
+    }
+    case 'schedule-edit': {
+      // The runtime schedule `edited` (run-sim.ts), edited as the dashboard's and the CLI's forms do (upsertSchedule),
+      // paused and resumed, or fired now. invariants-schedule-edits.ts reads each from sim_ops.
+      if (pick < 0.5) {
+        const everyMs = [1_000, 1_500, 2_500][Math.floor(pick * 6)];
+        await d.queue.upsertSchedule({ ...EDITED_SCHEDULE, every: everyMs });
+        await record(d.db, 'schedule-interval', t0, [], { everyMs });
+        return `schedule edited: every ${everyMs} ms`;
+      }
+      if (pick < 0.75) {
+        await d.queue.pauseSchedule('edited');
+        await record(d.db, 'schedule-pause', t0, [], null);
+        await sleep(holdMs);
+        const t1 = await now(d.db);
+        await d.queue.resumeSchedule('edited');
+        await record(d.db, 'schedule-resume', t1, [], null);
+        return `schedule edited paused for ${holdMs} ms`;
+      }
+      const id = await d.queue.fireSchedule('edited');
+      await record(d.db, 'schedule-fire-now', t0, id ? [id] : [], { id });
+      return `schedule edited fired now: job ${id}`;
     }
     case 'lock-wait': {
       // Issue 39 item 5: an app transaction holds a unique key for longer than a lease while the process holding the

@@ -27,7 +27,8 @@ import { rateLimitHeld } from './invariants-rate.js';
 import { everyFires, recurringFires, type EverySchedule } from './invariants-recurring.js';
 import { waitsMatchRows } from './invariants-waits.js';
 import * as inv from './invariants.js';
-import { act } from './operator.js';
+import { act, EDITED_SCHEDULE } from './operator.js';
+import { editedScheduleFires } from './invariants-schedule-edits.js';
 import { SIM_TABLES } from './tables.js';
 import { globalLimitOf, rateLimitedBlocks } from './invariants-runtime-limits.js';
 
@@ -83,6 +84,7 @@ export async function runSim(url: string, seed: number, minutes: number, server?
     processes = await SimProcesses.create(build.script, logDir, url, db, plan.processes, bounced);
     await processes.startAll();
     const every = await makeEvery(db, queue, plan);
+    await queue.upsertSchedule(EDITED_SCHEDULE);
     const played = await play(plan, { db, url, queue, processes, cli, workerSlots: plan.processes.slice(1).map((p) => p.slot) }, server);
     // The end: every queue resumed, no new fault; the jobs drain.
     for (const q of [...SIM_QUEUES, ...LIMITED_QUEUES, ...HANDLER_KIND_QUEUES, RATED_QUEUE, FAIR_QUEUE, 'tick']) await queue.resume(q);
@@ -105,6 +107,7 @@ export async function runSim(url: string, seed: number, minutes: number, server?
       ...(await fairNotOvertaken(db, plan.fair)),
       ...(await recurringFires(db, drained.at)),
       ...(await everyFires(db, every, drained.at)),
+      ...(await editedScheduleFires(db, EDITED_SCHEDULE.every, drained.at)),
       ...(await waitsMatchRows(db, drained.at)),
       ...played.uniqueViolations,
       ...(await inv.uniqueKeysHeldOnce(db)),
