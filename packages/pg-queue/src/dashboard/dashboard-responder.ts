@@ -7,6 +7,7 @@ import { authorizeRequest, type Viewer } from './dashboard-auth.js';
 import { DashboardCsrf } from './dashboard-csrf.js';
 import { field, fields, mountBase, requestUrl, returnPath, SECURITY_HEADERS, type AnyRequest } from './dashboard-http.js';
 import { LIMIT_FIELDS } from './dashboard-limits.js';
+import { WEIGHT_FIELDS } from './views/queue-weights.view.js';
 import { SCHEDULE_FIELDS } from './dashboard-schedule-form.js';
 import type { DashboardService } from './dashboard.service.js';
 import type { ResolvedDashboardOptions } from './resolve-dashboard-options.js';
@@ -26,7 +27,7 @@ export interface PreparedAction {
 }
 
 /** The form fields a confirmation page carries to the confirmed POST (a browser without JavaScript). */
-const CARRIED_FIELDS = new Set(['queue', 'status', 'source', ...LIMIT_FIELDS, ...ADD_JOB_FIELDS, ...SCHEDULE_FIELDS]);
+const CARRIED_FIELDS = new Set(['queue', 'status', 'source', ...LIMIT_FIELDS, ...WEIGHT_FIELDS, ...ADD_JOB_FIELDS, ...SCHEDULE_FIELDS]);
 
 /**
  * What every route of the dashboard does around its own work: access (401/403), the CSRF check and confirmation of a

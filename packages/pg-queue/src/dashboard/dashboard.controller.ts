@@ -13,15 +13,15 @@ import { flowView } from './views/flow.view.js';
 import { flowsView } from './views/flows.view.js';
 import { jobView } from './views/job.view.js';
 import { jobsView } from './views/jobs.view.js';
-import { bulkQuestion, duplicateQuestion, flowQuestion, jobQuestion, queueQuestion, SCHEDULE_ACTIONS, scheduleQuestion, selectedQuestion, type ScheduleAction } from './views/confirm-questions.js';
+import { bulkQuestion, duplicateQuestion, flowQuestion, jobQuestion, SCHEDULE_ACTIONS, scheduleQuestion, selectedQuestion, type ScheduleAction } from './views/confirm-questions.js';
 import { layout } from './views/layout.js';
 import { overviewView } from './views/overview.view.js';
 import { queueView } from './views/queue.view.js';
-import { flowsQueryOf, isJobId, JOB_ID, jobsQueryOf, lastSegment, newJobQueryOf, lastSegments, listedStatus, refuseNul, SELECTION_MAX } from './dashboard-params.js';
+import { eventsQueryOf, flowsQueryOf, isJobId, JOB_ID, jobsQueryOf, lastSegment, newJobQueryOf, lastSegments, listedStatus, refuseNul, SELECTION_MAX } from './dashboard-params.js';
 import { instancesView } from './views/instances.view.js';
 import { schedulesView } from './views/schedules.view.js';
-import { limitsQuestion } from './views/queue-limits.view.js';
-import { limitsChangeOf } from './dashboard-limits.js';
+import { queueAction } from './dashboard-queue-actions.js';
+import { eventsView } from './views/events.view.js';
 import { html } from './views/html.js';
 import { addJobOf } from './dashboard-add-job.js';
 import { addJobQuestion, addJobView } from './views/add-job.view.js';
@@ -29,7 +29,6 @@ import { scheduleEditOf } from './dashboard-schedule-form.js';
 import { scheduleEditQuestion, scheduleEditView } from './views/schedule-edit.view.js';
 
 const JOB_ACTIONS = new Set<DashboardAction>(['retry', 'cancel', 'delete', 'run-now']);
-const TOGGLES = new Set(['pause', 'resume']);
 
 /**
  * The dashboard's routes under `path`, as a class made per mount (Nest reads the path from the decorator). Access,
@@ -111,7 +110,7 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
         if (!JOB_ID.test(id)) throw new PgQueueError(`Not a job id: ${JSON.stringify(id)}.`);
         const found = isJobId(id) ? await this.dashboard.job(id) : null; // past bigint: no such job
         if (!found) return [404, layout(ctx, 'jobs', `Job ${id}`, html`<p class="muted">No job ${id}: never enqueued, or deleted (the pruner deletes finished jobs after their retention).</p>`)];
-        return jobView(ctx, found.row, found.now, found.flow, found.attempts, found.why);
+        return jobView(ctx, found.row, found.now, found.flow, found.attempts, found.why, found.events);
       });
     }
 
@@ -159,6 +158,12 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
         if (!found) return [404, layout(ctx, 'schedules', `Schedule ${name}`, html`<p class="muted">No schedule ${name}: removed, or never set.</p>`)];
         return scheduleEditView(ctx, name, found.source, found.form);
       });
+    }
+
+    // The recorded event stream, newest first (issue 43).
+    @Get('events')
+    events(@Req() req: AnyRequest, @Res() res: AnyResponse) {
+      return this.http.page(req, res, '/events', async (ctx) => eventsView(ctx, await this.dashboard.events(eventsQueryOf(req))));
     }
 
     @Get('instances')
@@ -264,21 +269,7 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
     @Post('queues/:name/:action')
     async queueAction(@Req() req: AnyRequest, @Res() res: AnyResponse) {
       const [name, action] = lastSegments(req, 2);
-      await this.http.action(req, res, `/queues/${encodeURIComponent(name)}/${action}`, () => {
-        if (action === 'limits') {
-          const change = limitsChangeOf(req);
-          return { question: limitsQuestion(name), run: async (viewer) => `Limits of queue ${name} saved: ${JSON.stringify(await this.dashboard.setLimits(viewer, name, change))}.`.slice(0, 280) };
-        }
-        if (!TOGGLES.has(action)) throw new PgQueueError(`Unknown action ${JSON.stringify(action)}.`);
-        const toggle = action as 'pause' | 'resume';
-        return {
-          question: queueQuestion(toggle, name),
-          run: async (viewer) => {
-            await this.dashboard.queueAction(viewer, name, toggle);
-            return `Queue ${name} ${action}d.`;
-          },
-        };
-      });
+      await this.http.action(req, res, `/queues/${encodeURIComponent(name)}/${action}`, () => queueAction(this.dashboard, req, name, action));
     }
 
     @Post('schedules/:name/:action')

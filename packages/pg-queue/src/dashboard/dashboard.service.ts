@@ -27,6 +27,11 @@ import type { ScheduleAction } from './views/confirm-questions.js';
 import { stalledInstances, unservedQueues } from '../store/instance.store.js';
 import type { WaitExplanation } from '../waiting/wait-reasons.js';
 import { PgQueueLogger } from '../utils/terminal-text.js';
+import type { QueueDatabase } from '../databases/queue-database.js';
+import { eventsPage, jobEvents, type EventsQuery } from './dashboard-events.js';
+import type { JobEventsData } from './views/event-rows.view.js';
+import type { EventsData } from './views/events.view.js';
+import type { QueueWeights } from './views/queue-weights.view.js';
 
 /** The largest job id PostgreSQL's int8 holds. */
 const INT8_MAX = 9_223_372_036_854_775_807n;
@@ -143,12 +148,38 @@ export class DashboardService implements OnApplicationShutdown {
         const paused = (await q.pausedQueues()).includes(name);
         const oldestDueMs = counts && counts.queued > 0 ? ((await q.oldestDue([name])).get(name) ?? null) : null;
         const instances = (await q.instances()).filter((i) => i.queues.some((x) => x.queue === name));
-        return { counts, paused, oldestDueMs, instances };
+        const installed = await q.events.installed();
+        const events = { installed, recording: installed && (await q.events.recordingQueues()).includes(name) };
+        return { counts, paused, oldestDueMs, instances, events, weights: await queueWeights(q, name, this.fairnessOption(name)) };
       }),
       this.store.read((q) => q.queueTimes(name)),
       this.queue.getQueueLimits(name),
     ]);
     return { name, ...head, times, limits };
+  }
+
+  /** The `fairness` option of the queue's handler in this process (undefined: none runs here, or it is not fair). */
+  private fairnessOption(queue: string): QueueWeights['option'] {
+    const fairness = (this.databases as QueueDatabases<QueueDatabase>).get(this.options.database).handlers.get(queue)?.options.fairness;
+    return fairness && { defaultWeight: fairness.defaultWeight, weights: fairness.weights };
+  }
+
+  /** A page of recorded events, newest first (dashboard-events.ts); a failure's error only without hidePayloads. */
+  events(query: EventsQuery): Promise<EventsData> {
+    return this.store.read((q) => eventsPage(q, query, this.options.pageSize, !this.options.hidePayloads));
+  }
+
+  /** The queue starts or stops recording events (QueueService.recordEvents); returns the recording queues. */
+  async recordEvents(viewer: Viewer, queue: string, on: boolean): Promise<string[]> {
+    const recording = await this.queue.recordEvents(queue, on);
+    this.logger.log(`${who(viewer)} ${on ? 'started' : 'stopped'} recording the events of queue ${queue}`);
+    return recording;
+  }
+
+  /** Stores one key's fair share weight (null: removes it) through QueueService.setFairnessWeights, which checks it. */
+  async setWeight(viewer: Viewer, queue: string, key: string, weight: number | null): Promise<void> {
+    await this.queue.setFairnessWeights(queue, { [key]: weight });
+    this.logger.log(`${who(viewer)} ${weight === null ? `removed the stored weight of key ${JSON.stringify(key)}` : `set the weight of key ${JSON.stringify(key)} to ${weight}`} in queue ${queue}`);
   }
 
   /**
@@ -179,7 +210,7 @@ export class DashboardService implements OnApplicationShutdown {
   }
 
   /** The job's row and, for a job of a flow, its flow (and what it waits for when blocked). */
-  job(id: string): Promise<{ row: Record<string, unknown>; now: Date; flow: JobFlowRow | null; attempts: AttemptHistoryRow[]; why: WaitExplanation | null } | null> {
+  job(id: string): Promise<{ row: Record<string, unknown>; now: Date; flow: JobFlowRow | null; attempts: AttemptHistoryRow[]; why: WaitExplanation | null; events: JobEventsData | null } | null> {
     return this.store.read(async (q) => {
       const found = await q.jobDetail(id);
       if (!found) return null;
@@ -190,7 +221,8 @@ export class DashboardService implements OnApplicationShutdown {
       // A job that waits (queued, blocked, read ahead) says why; a running or finished one needs no explaining.
       const waits = found.row.status === 'queued' || found.row.status === 'blocked' || (found.row.status === 'processing' && found.row.buffered === true);
       const why = waits ? await q.whyNotRunning(id) : null;
-      return { ...found, flow, attempts, why };
+      const events = await jobEvents(q, found.row, !this.options.hidePayloads);
+      return { ...found, flow, attempts, why, events };
     });
   }
 
@@ -374,6 +406,12 @@ async function splitQueued(q: DashboardQueries, counts: QueueStats): Promise<Rec
     out[name] = { ...c, due: c.queued - later, scheduled: later, ...(approximate.size ? { approximate: [...approximate] } : {}) };
   }
   return out;
+}
+
+/** A fair queue's weights for its page; null when the queue is not fair (no fairness option here, no fair claim or stored weight seen). */
+async function queueWeights(q: DashboardQueries, name: string, option: QueueWeights['option']): Promise<QueueWeights | null> {
+  if (!option && !(await q.fairness.seen(name))) return null;
+  return { option, ...(await q.fairness.weights(name)) };
 }
 
 function who(viewer: Viewer): string {
