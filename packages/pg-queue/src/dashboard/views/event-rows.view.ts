@@ -35,14 +35,14 @@ function subject(ctx: PageContext, e: EventListRow): HtmlValue {
 /**
  * Recorded events as a table, in the order given: when, type, queue, job (or flow), attempt, detail, and the event's
  * id (the stream's position: QueueService.events({ after }) and `pg-queue events --after` resume from it).
- * `showQueue` false on a page of one queue's or one job's events.
+ * On a job's page (`ofOneJob`) the queue and the job go without saying.
  */
-export function eventTable(ctx: PageContext, rows: EventListRow[], showQueue = true): HtmlValue {
-  return html`<table class="events stack" data-field="events"><thead><tr><th>When</th><th>Type</th>${showQueue ? html`<th>Queue</th>` : null}<th>Job</th><th>Attempt</th><th>Detail</th><th>Event id</th></tr></thead>
+export function eventTable(ctx: PageContext, rows: EventListRow[], ofOneJob = false): HtmlValue {
+  return html`<table class="events stack" data-field="events"><thead><tr><th>When</th><th>Type</th>${ofOneJob ? null : html`<th>Queue</th><th>Job</th>`}<th>Attempt</th><th>Detail</th><th>Event id</th></tr></thead>
 <tbody>${rows.map(
     (e) => html`<tr data-event="${e.id}" data-type="${e.type}"><td data-label="at">${absTime(e.created_at)}</td><td><span class="status event-${e.type}">${e.type}</span></td>${
-      showQueue ? html`<td data-label="queue"><a href="${ctx.base}/queues/${encodeURIComponent(e.queue_name)}">${e.queue_name}</a></td>` : null
-    }<td data-label="job">${subject(ctx, e)}</td><td data-label="attempt">${e.attempt === null ? '—' : String(e.attempt)}</td><td class="full" data-label="detail">${detailCell(ctx, e)}</td><td data-label="id"><code>${e.id}</code></td></tr>`,
+      ofOneJob ? null : html`<td data-label="queue"><a href="${ctx.base}/queues/${encodeURIComponent(e.queue_name)}">${e.queue_name}</a></td><td data-label="job">${subject(ctx, e)}</td>`
+    }<td data-label="attempt">${e.attempt === null ? '—' : String(e.attempt)}</td><td class="full" data-label="detail">${detailCell(ctx, e)}</td><td data-label="id"><code>${e.id}</code></td></tr>`,
   )}</tbody></table>`;
 }
 
@@ -53,7 +53,7 @@ export function jobEventsBlock(ctx: PageContext, queue: string, events: JobEvent
   if (!events.recording) {
     return html`<h2>Events</h2><p class="muted" data-field="job-events">Queue ${queue} does not record events: <a href="${ctx.base}/queues/${q}#events">its page</a> turns recording on (from then on).</p>`;
   }
-  const list = events.rows.length ? eventTable(ctx, events.rows, false) : html`<p class="muted" data-field="job-events">No event of this job is kept (recorded before its queue recorded events, or past the retention).</p>`;
+  const list = events.rows.length ? eventTable(ctx, events.rows, true) : html`<p class="muted" data-field="job-events">No event of this job is kept (recorded before its queue recorded events, or past the retention).</p>`;
   return html`<h2>Events</h2>
 <p class="muted">What the event stream recorded of this job, oldest first (<a href="${ctx.base}/events?queue=${q}">every event of queue ${queue}</a>).${events.partial ? ' Many events were recorded since it was created: the page reads the first and the newest ones, so some in between may be missing.' : ''}</p>
 ${list}`;
