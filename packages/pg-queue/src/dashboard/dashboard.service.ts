@@ -27,11 +27,10 @@ import type { ScheduleAction } from './views/confirm-questions.js';
 import { stalledInstances, unservedQueues } from '../store/instance.store.js';
 import type { WaitExplanation } from '../waiting/wait-reasons.js';
 import { PgQueueLogger } from '../utils/terminal-text.js';
-import type { QueueDatabase } from '../databases/queue-database.js';
 import { eventsPage, jobEvents, type EventsQuery } from './dashboard-events.js';
 import type { JobEventsData } from './views/event-rows.view.js';
 import type { EventsData } from './views/events.view.js';
-import type { QueueWeights } from './views/queue-weights.view.js';
+import { fairnessOption, queueWeights } from './dashboard-fairness.js';
 
 /** The largest job id PostgreSQL's int8 holds. */
 const INT8_MAX = 9_223_372_036_854_775_807n;
@@ -49,13 +48,6 @@ export interface ActionOutcome {
   more: boolean;
   /** A retry's jobs of flows left as they were because a parent has not completed or is gone, with that parent. */
   waiting: { id: string; parent: string }[];
-}
-
-/** What the answer to a retry adds about the jobs of flows it skipped (empty when none). */
-export function waitingNote(waiting: readonly { id: string; parent: string }[]): string {
-  if (waiting.length === 0) return '';
-  const named = waiting.slice(0, 5).map((w) => `job ${w.id} waits for parent job ${w.parent}`).join(', ');
-  return ` Not retried: ${named}${waiting.length > 5 ? `, and ${waiting.length - 5} more` : ''} (a parent not completed, or gone): retry the parent, its flow's jobs that failed because of it come back with it.`;
 }
 
 /** What the pages show and what the actions do; HTTP, access and rendering stay in the controller. */
@@ -150,18 +142,12 @@ export class DashboardService implements OnApplicationShutdown {
         const instances = (await q.instances()).filter((i) => i.queues.some((x) => x.queue === name));
         const installed = await q.events.installed();
         const events = { installed, recording: installed && (await q.events.recordingQueues()).includes(name) };
-        return { counts, paused, oldestDueMs, instances, events, weights: await queueWeights(q, name, this.fairnessOption(name)) };
+        return { counts, paused, oldestDueMs, instances, events, weights: await queueWeights(q, name, fairnessOption(this.databases, this.options.database, name)) };
       }),
       this.store.read((q) => q.queueTimes(name)),
       this.queue.getQueueLimits(name),
     ]);
     return { name, ...head, times, limits };
-  }
-
-  /** The `fairness` option of the queue's handler in this process (undefined: none runs here, or it is not fair). */
-  private fairnessOption(queue: string): QueueWeights['option'] {
-    const fairness = (this.databases as QueueDatabases<QueueDatabase>).get(this.options.database).handlers.get(queue)?.options.fairness;
-    return fairness && { defaultWeight: fairness.defaultWeight, weights: fairness.weights };
   }
 
   /** A page of recorded events, newest first (dashboard-events.ts); a failure's error only without hidePayloads. */
@@ -406,12 +392,6 @@ async function splitQueued(q: DashboardQueries, counts: QueueStats): Promise<Rec
     out[name] = { ...c, due: c.queued - later, scheduled: later, ...(approximate.size ? { approximate: [...approximate] } : {}) };
   }
   return out;
-}
-
-/** A fair queue's weights for its page; null when the queue is not fair (no fairness option here, no fair claim or stored weight seen). */
-async function queueWeights(q: DashboardQueries, name: string, option: QueueWeights['option']): Promise<QueueWeights | null> {
-  if (!option && !(await q.fairness.seen(name))) return null;
-  return { option, ...(await q.fairness.weights(name)) };
 }
 
 function who(viewer: Viewer): string {
