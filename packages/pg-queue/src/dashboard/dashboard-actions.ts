@@ -22,3 +22,10 @@ export function actionStatuses(action: DashboardAction, status: ListedStatus | n
   if (action === 'run-now' && status === 'due') return [];
   return ACTION_STATUSES[action].filter((s) => status === null || s === jobStatusOf(status));
 }
+
+/** What the answer to a retry adds about the jobs of flows it skipped (empty when none). */
+export function waitingNote(waiting: readonly { id: string; parent: string }[]): string {
+  if (waiting.length === 0) return '';
+  const named = waiting.slice(0, 5).map((w) => `job ${w.id} waits for parent job ${w.parent}`).join(', ');
+  return ` Not retried: ${named}${waiting.length > 5 ? `, and ${waiting.length - 5} more` : ''} (a parent not completed, or gone): retry the parent, its flow's jobs that failed because of it come back with it.`;
+}

@@ -3,6 +3,8 @@ import { requestUrl, type AnyRequest } from './dashboard-http.js';
 import { LISTED_STATUSES, type ListedStatus } from './views/overview.view.js';
 import { jobListOrderOf, type JobListOrder } from '../store/job-list-order.js';
 import { FLOW_STATUSES, type FlowStatus } from '../flows/flow.interfaces.js';
+import { QUEUE_EVENT_TYPES, type QueueEventType } from '../events/queue-event.interface.js';
+import type { EventCursor } from '../store/dashboard-events.store.js';
 
 // What the dashboard's routes read from a request (ids, filters, path segments), checked: bad input is a
 // PgQueueError, which the controller answers with a 400.
@@ -83,4 +85,28 @@ export function newJobQueryOf(req: AnyRequest): { from: string | null; queue: st
   const from = params.get('from') || null;
   if (from !== null && !isJobId(from)) throw new PgQueueError(`"from" must be a job id, got ${JSON.stringify(from)}.`);
   return { from, queue: params.get('queue') ?? undefined };
+}
+
+const EVENT_ID = /^(\d{1,20})-(\d{1,19})$/;
+const XID8_MAX = 18446744073709551615n;
+
+/** An event id as the stream writes it, "<tx>-<seq>" (QueueEvent.id), within xid8's and bigint's ranges. */
+function eventCursorOf(name: string, value: string | null): EventCursor | null {
+  if (value === null) return null;
+  const m = EVENT_ID.exec(value);
+  if (!m || BigInt(m[1]) > XID8_MAX || BigInt(m[2]) > INT8_MAX) throw new PgQueueError(`"${name}" must be an event id "<tx>-<seq>", got ${JSON.stringify(value.slice(0, 60))}.`);
+  return { tx: m[1], id: m[2] };
+}
+
+/** The events list's query: its filters (a queue, a type), and its page (older than `before`, or newer than `after`). */
+export function eventsQueryOf(req: AnyRequest): { queue: string | null; type: QueueEventType | null; before: EventCursor | null; after: EventCursor | null } {
+  const params = requestUrl(req).searchParams;
+  const queue = params.get('queue')?.trim() || null;
+  refuseNul('queue filter', queue);
+  const type = params.get('type') || null;
+  if (type !== null && !QUEUE_EVENT_TYPES.includes(type as QueueEventType)) throw new PgQueueError(`Unknown event type ${JSON.stringify(type.slice(0, 60))}: one of ${QUEUE_EVENT_TYPES.join(', ')}.`);
+  const before = eventCursorOf('before', params.get('before') || null);
+  const after = eventCursorOf('after', params.get('after') || null);
+  if (before && after) throw new PgQueueError('Give "before" (older events) or "after" (newer ones), not both.');
+  return { queue, type: type as QueueEventType | null, before, after };
 }

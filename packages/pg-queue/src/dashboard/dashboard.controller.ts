@@ -1,96 +1,79 @@
 import { Controller, Get, Inject, Post, Req, Res, UseGuards, type CanActivate, type Type } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
-import { createHmac } from 'node:crypto';
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import type { DashboardAction } from '../store/dashboard.store.js';
 import { DASHBOARD_JS } from './assets/dashboard.client.js';
 import { DASHBOARD_CSS } from './assets/dashboard.css.js';
-import { authorizeRequest, type Viewer } from './dashboard-auth.js';
-import { DashboardCsrf } from './dashboard-csrf.js';
-import { field, fields, mountBase, requestUrl, returnPath, SECURITY_HEADERS, type AnyRequest } from './dashboard-http.js';
+import { field, fields, requestUrl, type AnyRequest } from './dashboard-http.js';
+import { DashboardResponder, type AnyResponse } from './dashboard-responder.js';
 import { DASHBOARD_OPTIONS } from './dashboard.constants.js';
-import { DashboardService, waitingNote } from './dashboard.service.js';
+import { DashboardService } from './dashboard.service.js';
+import { waitingNote } from './dashboard-actions.js';
 import type { ResolvedDashboardOptions } from './resolve-dashboard-options.js';
 import { flowView } from './views/flow.view.js';
 import { flowsView } from './views/flows.view.js';
 import { jobView } from './views/job.view.js';
 import { jobsView } from './views/jobs.view.js';
-import { bulkQuestion, duplicateQuestion, flowQuestion, jobQuestion, queueQuestion, SCHEDULE_ACTIONS, scheduleQuestion, selectedQuestion, type ScheduleAction } from './views/confirm-questions.js';
-import { confirmPage, errorPage, layout, type PageContext } from './views/layout.js';
+import { bulkQuestion, duplicateQuestion, flowQuestion, jobQuestion, SCHEDULE_ACTIONS, scheduleQuestion, selectedQuestion, type ScheduleAction } from './views/confirm-questions.js';
+import { layout } from './views/layout.js';
 import { overviewView } from './views/overview.view.js';
 import { queueView } from './views/queue.view.js';
-import { flowsQueryOf, isJobId, JOB_ID, jobsQueryOf, lastSegment, newJobQueryOf, lastSegments, listedStatus, refuseNul, SELECTION_MAX } from './dashboard-params.js';
+import { eventsQueryOf, flowsQueryOf, isJobId, JOB_ID, jobsQueryOf, lastSegment, newJobQueryOf, lastSegments, listedStatus, refuseNul, SELECTION_MAX } from './dashboard-params.js';
 import { instancesView } from './views/instances.view.js';
 import { schedulesView } from './views/schedules.view.js';
-import { limitsQuestion } from './views/queue-limits.view.js';
-import { LIMIT_FIELDS, limitsChangeOf } from './dashboard-limits.js';
+import { queueAction } from './dashboard-queue-actions.js';
+import { eventsView } from './views/events.view.js';
 import { html } from './views/html.js';
-import { PgQueueLogger } from '../utils/terminal-text.js';
-import { ADD_JOB_FIELDS, addJobOf } from './dashboard-add-job.js';
+import { addJobOf } from './dashboard-add-job.js';
 import { addJobQuestion, addJobView } from './views/add-job.view.js';
-import { SCHEDULE_FIELDS, scheduleEditOf } from './dashboard-schedule-form.js';
+import { scheduleEditOf } from './dashboard-schedule-form.js';
 import { scheduleEditQuestion, scheduleEditView } from './views/schedule-edit.view.js';
 
-type AnyResponse = object;
-
-
 const JOB_ACTIONS = new Set<DashboardAction>(['retry', 'cancel', 'delete', 'run-now']);
-const TOGGLES = new Set(['pause', 'resume']);
-interface Entered {
-  viewer: Viewer;
-  ctx: PageContext;
-}
-
-/** A checked POST: the question it asks before it runs, and what it does (returns the flash message). */
-interface PreparedAction {
-  question: string;
-  run: (viewer: Viewer) => Promise<string>;
-}
 
 /**
- * The dashboard's routes under `path`, as a class made per mount (Nest reads the path from the decorator).
- * Raw request and response objects go through the HTTP adapter's own reply, header and redirect methods, so
- * the same code serves Express and Fastify.
+ * The dashboard's routes under `path`, as a class made per mount (Nest reads the path from the decorator). Access,
+ * CSRF, confirmation, errors and the answer itself are the responder's (dashboard-responder.ts); each route here reads
+ * its request, asks the service and picks the view.
  */
 export function createDashboardController(path: string, guard?: Type<CanActivate>): Type {
   @Controller(path)
   @UseGuards(...(guard ? [guard] : []))
   class PgQueueDashboardController {
-    private readonly logger = new PgQueueLogger('PgQueueDashboard');
-    private readonly csrf: DashboardCsrf;
+    private readonly http: DashboardResponder;
 
     constructor(
       @Inject(DashboardService) private readonly dashboard: DashboardService,
-      @Inject(DASHBOARD_OPTIONS) private readonly options: ResolvedDashboardOptions,
-      @Inject(HttpAdapterHost) private readonly adapterHost: HttpAdapterHost,
+      @Inject(DASHBOARD_OPTIONS) options: ResolvedDashboardOptions,
+      @Inject(HttpAdapterHost) adapterHost: HttpAdapterHost,
     ) {
-      this.csrf = new DashboardCsrf(options.csrfSecret);
+      this.http = new DashboardResponder(dashboard, options, adapterHost);
     }
 
     @Get()
     overview(@Req() req: AnyRequest, @Res() res: AnyResponse) {
-      return this.page(req, res, '', async (ctx) => overviewView(ctx, await this.dashboard.overview()));
+      return this.http.page(req, res, '', async (ctx) => overviewView(ctx, await this.dashboard.overview()));
     }
 
     @Get('api/summary')
     async summary(@Req() req: AnyRequest, @Res() res: AnyResponse) {
-      if (!(await this.enter(req, res, '/api/summary', false))) return;
-      await this.guarded(res, null, async () => this.send(res, 200, 'application/json; charset=utf-8', JSON.stringify(await this.dashboard.summary())));
+      if (!(await this.http.enter(req, res, '/api/summary', false))) return;
+      await this.http.guarded(res, null, async () => this.http.send(res, 200, 'application/json; charset=utf-8', JSON.stringify(await this.dashboard.summary())));
     }
 
     @Get('assets/dashboard.css')
     css(@Req() req: AnyRequest, @Res() res: AnyResponse) {
-      return this.asset(req, res, '/assets/dashboard.css', 'text/css; charset=utf-8', DASHBOARD_CSS);
+      return this.http.asset(req, res, '/assets/dashboard.css', 'text/css; charset=utf-8', DASHBOARD_CSS);
     }
 
     @Get('assets/dashboard.js')
     js(@Req() req: AnyRequest, @Res() res: AnyResponse) {
-      return this.asset(req, res, '/assets/dashboard.js', 'text/javascript; charset=utf-8', DASHBOARD_JS);
+      return this.http.asset(req, res, '/assets/dashboard.js', 'text/javascript; charset=utf-8', DASHBOARD_JS);
     }
 
     @Get('jobs')
     jobs(@Req() req: AnyRequest, @Res() res: AnyResponse) {
-      return this.page(req, res, '/jobs', async (ctx) => {
+      return this.http.page(req, res, '/jobs', async (ctx) => {
         const { filter, before, order, after } = jobsQueryOf(req);
         return jobsView(ctx, await this.dashboard.jobs(filter, before, order, after));
       });
@@ -99,7 +82,7 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
     // Before jobs/:id, which would take "new" for an id. ?from=<id> fills the form from that job (duplicate with changes).
     @Get('jobs/new')
     newJob(@Req() req: AnyRequest, @Res() res: AnyResponse) {
-      return this.page(req, res, '/jobs/new', async (ctx) => {
+      return this.http.page(req, res, '/jobs/new', async (ctx) => {
         const { from, queue } = newJobQueryOf(req);
         const form = from === null ? { queue } : await this.dashboard.jobForm(from);
         if (!form) return [404, layout(ctx, 'jobs', `Job ${from}`, html`<p class="muted">No job ${from} to copy: never enqueued, or deleted.</p>`)];
@@ -109,7 +92,7 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
 
     @Post('jobs/new')
     async addJob(@Req() req: AnyRequest, @Res() res: AnyResponse) {
-      await this.action(req, res, '/jobs/new', () => {
+      await this.http.action(req, res, '/jobs/new', () => {
         const input = addJobOf(req);
         return {
           question: addJobQuestion(input.queue),
@@ -124,17 +107,17 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
     @Get('jobs/:id')
     job(@Req() req: AnyRequest, @Res() res: AnyResponse) {
       const id = lastSegment(req);
-      return this.page(req, res, `/jobs/${id}`, async (ctx) => {
+      return this.http.page(req, res, `/jobs/${id}`, async (ctx) => {
         if (!JOB_ID.test(id)) throw new PgQueueError(`Not a job id: ${JSON.stringify(id)}.`);
         const found = isJobId(id) ? await this.dashboard.job(id) : null; // past bigint: no such job
         if (!found) return [404, layout(ctx, 'jobs', `Job ${id}`, html`<p class="muted">No job ${id}: never enqueued, or deleted (the pruner deletes finished jobs after their retention).</p>`)];
-        return jobView(ctx, found.row, found.now, found.flow, found.attempts, found.why);
+        return jobView(ctx, found.row, found.now, found.flow, found.attempts, found.why, found.events);
       });
     }
 
     @Get('flows')
     flows(@Req() req: AnyRequest, @Res() res: AnyResponse) {
-      return this.page(req, res, '/flows', async (ctx) => {
+      return this.http.page(req, res, '/flows', async (ctx) => {
         const { status, before } = flowsQueryOf(req);
         return flowsView(ctx, await this.dashboard.flows(status, before));
       });
@@ -143,7 +126,7 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
     @Get('flows/:id')
     flow(@Req() req: AnyRequest, @Res() res: AnyResponse) {
       const id = lastSegment(req);
-      return this.page(req, res, `/flows/${id}`, async (ctx) => {
+      return this.http.page(req, res, `/flows/${id}`, async (ctx) => {
         if (!JOB_ID.test(id)) throw new PgQueueError(`Not a flow id: ${JSON.stringify(id)}.`);
         const after = requestUrl(req).searchParams.get('after') || null;
         if (after !== null && !isJobId(after)) throw new PgQueueError(`"after" must be a job id, got ${JSON.stringify(after)}.`);
@@ -156,7 +139,7 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
     @Get('queues/:name')
     queue(@Req() req: AnyRequest, @Res() res: AnyResponse) {
       const name = lastSegment(req);
-      return this.page(req, res, `/queues/${encodeURIComponent(name)}`, async (ctx) => {
+      return this.http.page(req, res, `/queues/${encodeURIComponent(name)}`, async (ctx) => {
         refuseNul('queue name', name);
         return queueView(ctx, await this.dashboard.queuePage(name));
       });
@@ -164,13 +147,13 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
 
     @Get('schedules')
     schedules(@Req() req: AnyRequest, @Res() res: AnyResponse) {
-      return this.page(req, res, '/schedules', async (ctx) => schedulesView(ctx, await this.dashboard.schedules()));
+      return this.http.page(req, res, '/schedules', async (ctx) => schedulesView(ctx, await this.dashboard.schedules()));
     }
 
     @Get('schedules/:name/edit')
     editSchedule(@Req() req: AnyRequest, @Res() res: AnyResponse) {
       const [name] = lastSegments(req, 2);
-      return this.page(req, res, `/schedules/${encodeURIComponent(name)}/edit`, async (ctx) => {
+      return this.http.page(req, res, `/schedules/${encodeURIComponent(name)}/edit`, async (ctx) => {
         refuseNul('schedule name', name);
         const found = await this.dashboard.scheduleForm(name);
         if (!found) return [404, layout(ctx, 'schedules', `Schedule ${name}`, html`<p class="muted">No schedule ${name}: removed, or never set.</p>`)];
@@ -178,15 +161,21 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
       });
     }
 
+    // The recorded event stream, newest first (issue 43).
+    @Get('events')
+    events(@Req() req: AnyRequest, @Res() res: AnyResponse) {
+      return this.http.page(req, res, '/events', async (ctx) => eventsView(ctx, await this.dashboard.events(eventsQueryOf(req))));
+    }
+
     @Get('instances')
     instances(@Req() req: AnyRequest, @Res() res: AnyResponse) {
-      return this.page(req, res, '/instances', async (ctx) => instancesView(ctx, await this.dashboard.instances()));
+      return this.http.page(req, res, '/instances', async (ctx) => instancesView(ctx, await this.dashboard.instances()));
     }
 
     @Post('jobs/bulk/:action')
     async bulk(@Req() req: AnyRequest, @Res() res: AnyResponse) {
       const action = lastSegment(req) as DashboardAction;
-      await this.action(req, res, `/jobs/bulk/${action}`, () => {
+      await this.http.action(req, res, `/jobs/bulk/${action}`, () => {
         if (!JOB_ACTIONS.has(action)) throw new PgQueueError(`Unknown action ${JSON.stringify(action)}.`);
         const queue = field(req, 'queue')?.trim() || null;
         refuseNul('queue filter', queue);
@@ -206,7 +195,7 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
     @Post('jobs/selected/:action')
     async selectedAction(@Req() req: AnyRequest, @Res() res: AnyResponse) {
       const action = lastSegment(req) as DashboardAction;
-      await this.action(req, res, `/jobs/selected/${action}`, () => {
+      await this.http.action(req, res, `/jobs/selected/${action}`, () => {
         if (!JOB_ACTIONS.has(action)) throw new PgQueueError(`Unknown action ${JSON.stringify(action)}.`);
         const ids = [...new Set(fields(req, 'id'))];
         if (ids.length === 0) throw new PgQueueError('No job selected: tick the jobs to act on first.');
@@ -228,7 +217,7 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
     @Post('jobs/:id/duplicate')
     async duplicate(@Req() req: AnyRequest, @Res() res: AnyResponse) {
       const [id] = lastSegments(req, 2);
-      await this.action(req, res, `/jobs/${id}/duplicate`, () => {
+      await this.http.action(req, res, `/jobs/${id}/duplicate`, () => {
         if (!isJobId(id)) throw new PgQueueError(`Not a job id: ${JSON.stringify(id)}.`);
         return {
           question: duplicateQuestion(id),
@@ -244,7 +233,7 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
     @Post('jobs/:id/:action')
     async jobAction(@Req() req: AnyRequest, @Res() res: AnyResponse) {
       const [id, action] = lastSegments(req, 2) as [string, DashboardAction];
-      await this.action(req, res, `/jobs/${id}/${action}`, () => {
+      await this.http.action(req, res, `/jobs/${id}/${action}`, () => {
         if (!isJobId(id)) throw new PgQueueError(`Not a job id: ${JSON.stringify(id)}.`);
         if (!JOB_ACTIONS.has(action)) throw new PgQueueError(`Unknown action ${JSON.stringify(action)}.`);
         return {
@@ -262,7 +251,7 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
     @Post('flows/:id/:action')
     async flowAction(@Req() req: AnyRequest, @Res() res: AnyResponse) {
       const [id, action] = lastSegments(req, 2);
-      await this.action(req, res, `/flows/${id}/${action}`, () => {
+      await this.http.action(req, res, `/flows/${id}/${action}`, () => {
         if (!isJobId(id)) throw new PgQueueError(`Not a flow id: ${JSON.stringify(id)}.`);
         if (action !== 'cancel') throw new PgQueueError(`Unknown action ${JSON.stringify(action)}.`);
         return {
@@ -281,27 +270,13 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
     @Post('queues/:name/:action')
     async queueAction(@Req() req: AnyRequest, @Res() res: AnyResponse) {
       const [name, action] = lastSegments(req, 2);
-      await this.action(req, res, `/queues/${encodeURIComponent(name)}/${action}`, () => {
-        if (action === 'limits') {
-          const change = limitsChangeOf(req);
-          return { question: limitsQuestion(name), run: async (viewer) => `Limits of queue ${name} saved: ${JSON.stringify(await this.dashboard.setLimits(viewer, name, change))}.`.slice(0, 280) };
-        }
-        if (!TOGGLES.has(action)) throw new PgQueueError(`Unknown action ${JSON.stringify(action)}.`);
-        const toggle = action as 'pause' | 'resume';
-        return {
-          question: queueQuestion(toggle, name),
-          run: async (viewer) => {
-            await this.dashboard.queueAction(viewer, name, toggle);
-            return `Queue ${name} ${action}d.`;
-          },
-        };
-      });
+      await this.http.action(req, res, `/queues/${encodeURIComponent(name)}/${action}`, () => queueAction(this.dashboard, req, name, action));
     }
 
     @Post('schedules/:name/:action')
     async scheduleAction(@Req() req: AnyRequest, @Res() res: AnyResponse) {
       const [name, action] = lastSegments(req, 2);
-      await this.action(req, res, `/schedules/${encodeURIComponent(name)}/${action}`, () => {
+      await this.http.action(req, res, `/schedules/${encodeURIComponent(name)}/${action}`, () => {
         if (action === 'edit') {
           const edit = scheduleEditOf(name, req);
           return {
@@ -323,135 +298,6 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
           },
         };
       });
-    }
-
-    // ---- plumbing ----
-
-    private send(res: AnyResponse, status: number, type: string, body: string, headers: Record<string, string> = {}): void {
-      const adapter = this.adapterHost.httpAdapter;
-      for (const [name, value] of Object.entries({ ...SECURITY_HEADERS, 'Cache-Control': 'no-store', ...headers, 'Content-Type': type })) adapter.setHeader(res, name, value);
-      adapter.reply(res, body, status);
-    }
-
-    /** Authorises the request (401/403 when denied), and for a POST checks full access and the CSRF token. */
-    private async enter(req: AnyRequest, res: AnyResponse, suffix: string, write: boolean): Promise<Entered | null> {
-      const outcome = await authorizeRequest(this.options, req);
-      if ('denied' in outcome) {
-        if (outcome.challenge) this.send(res, 401, 'text/plain; charset=utf-8', 'Authentication required.', { 'WWW-Authenticate': outcome.challenge });
-        else this.send(res, 403, 'text/plain; charset=utf-8', 'Access to the queue dashboard denied.');
-        return null;
-      }
-      const { viewer } = outcome;
-      const base = mountBase(req, suffix);
-      const { nonce, setCookie } = this.csrf.nonceFor(req, base);
-      if (setCookie) this.adapterHost.httpAdapter.setHeader(res, 'Set-Cookie', setCookie);
-      if (write) {
-        if (viewer.access !== 'full') {
-          this.logger.warn(`refused a POST to ${suffix} by ${viewer.user ?? 'an anonymous user'}: read-only access`);
-          this.send(res, 403, 'text/plain; charset=utf-8', 'Read-only access: actions are not allowed.');
-          return null;
-        }
-        if (!this.csrf.verify(req)) {
-          this.logger.warn(`refused a POST to ${suffix} by ${viewer.user ?? 'an anonymous user'}: CSRF token missing or wrong`);
-          this.send(res, 403, 'text/plain; charset=utf-8', 'CSRF token missing or wrong: reload the page and try again.');
-          return null;
-        }
-      }
-      const url = requestUrl(req);
-      const ctx: PageContext = {
-        base,
-        here: url.pathname + url.search,
-        canAct: viewer.access === 'full',
-        user: viewer.user,
-        access: viewer.access,
-        csrfToken: this.csrf.token(nonce),
-        refreshMs: this.options.refreshMs,
-        hidePayloads: this.options.hidePayloads,
-        flash: this.flashOf(url),
-        databases: this.dashboard.dashboards().map(({ database, path }) => ({
-          name: database,
-          // The other dashboards' bases: this one's with its own configured path swapped for theirs (same prefix).
-          base: `${base.slice(0, base.length - this.options.path.length)}${path}`,
-          current: database === this.options.database,
-        })),
-      };
-      return { viewer, ctx };
-    }
-
-    private async page(req: AnyRequest, res: AnyResponse, suffix: string, render: (ctx: PageContext) => Promise<string | [number, string]>): Promise<void> {
-      const entered = await this.enter(req, res, suffix, false);
-      if (!entered) return;
-      await this.guarded(res, entered.ctx, async () => {
-        const out = await render(entered.ctx);
-        const [status, body] = typeof out === 'string' ? [200, out] : out;
-        this.send(res, status, 'text/html; charset=utf-8', body);
-      });
-    }
-
-    private async asset(req: AnyRequest, res: AnyResponse, suffix: string, type: string, body: string): Promise<void> {
-      if (!(await this.enter(req, res, suffix, false))) return;
-      // The URL carries the content's hash (ASSET_VERSION), so a browser may keep it.
-      this.send(res, 200, type, body, { 'Cache-Control': 'private, max-age=31536000, immutable' });
-    }
-
-    /**
-     * A POST: refused unless full access and a valid CSRF token. `prepare` checks the request (a PgQueueError is a
-     * 400) and says what the action asks and does; unconfirmed, the answer is a page that asks it.
-     */
-    private async action(req: AnyRequest, res: AnyResponse, suffix: string, prepare: () => PreparedAction): Promise<void> {
-      const entered = await this.enter(req, res, suffix, true);
-      if (!entered) return;
-      const { ctx, viewer } = entered;
-      const back = returnPath(ctx.base, field(req, 'return'));
-      await this.guarded(res, ctx, async () => {
-        const { question, run } = prepare();
-        if (field(req, 'confirmed') !== '1') {
-          const carried: Record<string, string | string[]> = { return: back };
-          for (const key of new Set(['queue', 'status', 'source', ...LIMIT_FIELDS, ...ADD_JOB_FIELDS, ...SCHEDULE_FIELDS])) {
-            const value = field(req, key);
-            if (value) carried[key] = value;
-          }
-          const ids = fields(req, 'id');
-          if (ids.length > 0) carried.id = ids;
-          this.send(res, 200, 'text/html; charset=utf-8', confirmPage(ctx, suffix, question, carried));
-          return;
-        }
-        const message = await run(viewer);
-        const target = new URL(back, 'http://dashboard.invalid');
-        target.searchParams.set('flash', message);
-        target.searchParams.set('flash_sig', this.sign(message));
-        for (const [name, value] of Object.entries(SECURITY_HEADERS)) this.adapterHost.httpAdapter.setHeader(res, name, value);
-        this.adapterHost.httpAdapter.redirect(res, 303, target.pathname + target.search);
-      });
-    }
-
-    /** Runs a handler's work; bad input answers 400, a statement timeout 503, anything else 500 (logged). */
-    private async guarded(res: AnyResponse, ctx: PageContext | null, work: () => Promise<void>): Promise<void> {
-      try {
-        await work();
-      } catch (error) {
-        const [status, title, message] =
-          error instanceof PgQueueError
-            ? [400, 'Bad request', error.message]
-            : (error as { code?: string }).code === '57014'
-              ? [503, 'Too slow', `The query ran past the dashboard's statement timeout (${this.options.statementTimeoutMs} ms): narrow the filter, or raise statementTimeoutMs.`]
-              : [500, 'Error', 'The dashboard failed to answer; the server log has the details.'];
-        if (status === 500) this.logger.error(`a dashboard request failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
-        if (ctx) this.send(res, status, 'text/html; charset=utf-8', errorPage(ctx, title, message));
-        else this.send(res, status, 'text/plain; charset=utf-8', message);
-      }
-    }
-
-
-    /** The flash message of a redirect, shown only when signed by this dashboard (no text injected by a link). */
-    private flashOf(url: URL): string | null {
-      const message = url.searchParams.get('flash');
-      const sig = url.searchParams.get('flash_sig');
-      return message && sig && sig === this.sign(message) ? message.slice(0, 300) : null;
-    }
-
-    private sign(message: string): string {
-      return createHmac('sha256', this.options.csrfSecret).update(`flash:${message}`).digest('base64url').slice(0, 22);
     }
   }
   return PgQueueDashboardController;

@@ -27,6 +27,10 @@ import type { ScheduleAction } from './views/confirm-questions.js';
 import { stalledInstances, unservedQueues } from '../store/instance.store.js';
 import type { WaitExplanation } from '../waiting/wait-reasons.js';
 import { PgQueueLogger } from '../utils/terminal-text.js';
+import { eventsPage, jobEvents, type EventsQuery } from './dashboard-events.js';
+import type { JobEventsData } from './views/event-rows.view.js';
+import type { EventsData } from './views/events.view.js';
+import { fairnessOption, queueWeights } from './dashboard-fairness.js';
 
 /** The largest job id PostgreSQL's int8 holds. */
 const INT8_MAX = 9_223_372_036_854_775_807n;
@@ -44,13 +48,6 @@ export interface ActionOutcome {
   more: boolean;
   /** A retry's jobs of flows left as they were because a parent has not completed or is gone, with that parent. */
   waiting: { id: string; parent: string }[];
-}
-
-/** What the answer to a retry adds about the jobs of flows it skipped (empty when none). */
-export function waitingNote(waiting: readonly { id: string; parent: string }[]): string {
-  if (waiting.length === 0) return '';
-  const named = waiting.slice(0, 5).map((w) => `job ${w.id} waits for parent job ${w.parent}`).join(', ');
-  return ` Not retried: ${named}${waiting.length > 5 ? `, and ${waiting.length - 5} more` : ''} (a parent not completed, or gone): retry the parent, its flow's jobs that failed because of it come back with it.`;
 }
 
 /** What the pages show and what the actions do; HTTP, access and rendering stay in the controller. */
@@ -143,12 +140,32 @@ export class DashboardService implements OnApplicationShutdown {
         const paused = (await q.pausedQueues()).includes(name);
         const oldestDueMs = counts && counts.queued > 0 ? ((await q.oldestDue([name])).get(name) ?? null) : null;
         const instances = (await q.instances()).filter((i) => i.queues.some((x) => x.queue === name));
-        return { counts, paused, oldestDueMs, instances };
+        const installed = await q.events.installed();
+        const events = { installed, recording: installed && (await q.events.recordingQueues()).includes(name) };
+        return { counts, paused, oldestDueMs, instances, events, weights: await queueWeights(q, name, fairnessOption(this.databases, this.options.database, name)) };
       }),
       this.store.read((q) => q.queueTimes(name)),
       this.queue.getQueueLimits(name),
     ]);
     return { name, ...head, times, limits };
+  }
+
+  /** A page of recorded events, newest first (dashboard-events.ts); a failure's error only without hidePayloads. */
+  events(query: EventsQuery): Promise<EventsData> {
+    return this.store.read((q) => eventsPage(q, query, this.options.pageSize, !this.options.hidePayloads));
+  }
+
+  /** The queue starts or stops recording events (QueueService.recordEvents); returns the recording queues. */
+  async recordEvents(viewer: Viewer, queue: string, on: boolean): Promise<string[]> {
+    const recording = await this.queue.recordEvents(queue, on);
+    this.logger.log(`${who(viewer)} ${on ? 'started' : 'stopped'} recording the events of queue ${queue}`);
+    return recording;
+  }
+
+  /** Stores one key's fair share weight (null: removes it) through QueueService.setFairnessWeights, which checks it. */
+  async setWeight(viewer: Viewer, queue: string, key: string, weight: number | null): Promise<void> {
+    await this.queue.setFairnessWeights(queue, { [key]: weight });
+    this.logger.log(`${who(viewer)} ${weight === null ? `removed the stored weight of key ${JSON.stringify(key)}` : `set the weight of key ${JSON.stringify(key)} to ${weight}`} in queue ${queue}`);
   }
 
   /**
@@ -179,7 +196,7 @@ export class DashboardService implements OnApplicationShutdown {
   }
 
   /** The job's row and, for a job of a flow, its flow (and what it waits for when blocked). */
-  job(id: string): Promise<{ row: Record<string, unknown>; now: Date; flow: JobFlowRow | null; attempts: AttemptHistoryRow[]; why: WaitExplanation | null } | null> {
+  job(id: string): Promise<{ row: Record<string, unknown>; now: Date; flow: JobFlowRow | null; attempts: AttemptHistoryRow[]; why: WaitExplanation | null; events: JobEventsData | null } | null> {
     return this.store.read(async (q) => {
       const found = await q.jobDetail(id);
       if (!found) return null;
@@ -190,7 +207,8 @@ export class DashboardService implements OnApplicationShutdown {
       // A job that waits (queued, blocked, read ahead) says why; a running or finished one needs no explaining.
       const waits = found.row.status === 'queued' || found.row.status === 'blocked' || (found.row.status === 'processing' && found.row.buffered === true);
       const why = waits ? await q.whyNotRunning(id) : null;
-      return { ...found, flow, attempts, why };
+      const events = await jobEvents(q, found.row, !this.options.hidePayloads);
+      return { ...found, flow, attempts, why, events };
     });
   }
 

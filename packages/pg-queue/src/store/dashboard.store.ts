@@ -4,6 +4,8 @@ import type { FlowStatus, OnParentFailure } from '../flows/flow.interfaces.js';
 import type { JobStatus, QueueStats } from '../interfaces/job.interface.js';
 import { AdminStore, type BatchResult, type BulkAction, type JobFilter, type JobSummaryRow } from './admin.store.js';
 import { DASHBOARD_SQL } from './dashboard.sql.js';
+import { DashboardEventQueries } from './dashboard-events.store.js';
+import { DashboardFairnessQueries } from './dashboard-fairness.store.js';
 import { FlowStore } from './flow.store.js';
 import { inTransaction } from './in-transaction.js';
 import { JobStore } from './job.store.js';
@@ -209,6 +211,9 @@ export class DashboardQueries {
   private readonly jobs: JobStore;
   private readonly admin: AdminStore;
   private readonly flows: FlowStore;
+  /** The event stream's table and the fair share settings, on this request's connection. */
+  readonly events: DashboardEventQueries;
+  readonly fairness: DashboardFairnessQueries;
 
   /** `timeoutMs`: the request's statement timeout, which a text search also spends as its whole budget. */
   constructor(
@@ -218,6 +223,8 @@ export class DashboardQueries {
     this.jobs = new JobStore(client as unknown as Pool, { transactionPooler: true });
     this.admin = new AdminStore(client);
     this.flows = new FlowStore(client as unknown as Pool, { transactionPooler: true });
+    this.events = new DashboardEventQueries(client);
+    this.fairness = new DashboardFairnessQueries(client);
   }
 
   private async run<R extends QueryResultRow>(name: keyof typeof DASHBOARD_SQL, values: unknown[] = []): Promise<R[]> {

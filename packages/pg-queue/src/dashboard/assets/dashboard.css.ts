@@ -30,6 +30,11 @@ th.n, td.n { text-align:right; font-variant-numeric:tabular-nums; }
 .status-running, .status-failing, .status-compensating { background:#e1ecfd; color:#1b4aa0; }
 .status-compensated { background:#fff3dc; color:var(--warn); }
 .status-compensation_failed { background:#fde2e1; color:var(--bad); }
+.event-failed, .event-dead, .event-stalled { background:#fde2e1; color:var(--bad); }
+.event-completed { background:#e3f4e4; color:var(--ok); }
+.event-started { background:#e1ecfd; color:#1b4aa0; }
+.event-retrying, .event-returned { background:#fff3dc; color:var(--warn); }
+table.events code { font-size:.75rem; color:var(--muted); }
 .paused { color:var(--warn); font-weight:600; }
 .unserved { color:var(--warn); font-weight:600; margin-left:.4rem; }
 tr.gone td, tr.gone th { opacity:.7; }
@@ -117,6 +122,8 @@ svg .tip { fill:transparent; }
   header nav { order:3; width:100%; display:flex; overflow-x:auto; white-space:nowrap; }
   header nav.databases { order:4; border-left:0; padding-left:0; }
   header a { margin-right:.9rem; }
+  header nav a { margin-right:.55rem; font-size:.85rem; }
+  header nav a:last-child { margin-right:0; }
   .who { margin-left:auto; font-size:.75rem; }
   main { padding:.6rem .6rem 2rem; }
   .cards { grid-template-columns:1fr; }

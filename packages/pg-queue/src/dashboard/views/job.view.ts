@@ -9,6 +9,7 @@ import { html, type HtmlValue } from './html.js';
 import { duplicateQuestion, jobQuestion } from './confirm-questions.js';
 import { actionForm, layout, type PageContext } from './layout.js';
 import { listedStatus, statusBadge } from './jobs.view.js';
+import { jobEventsBlock, type JobEventsData } from './event-rows.view.js';
 
 /** Columns shown in their own place; any other column (a later migration's) is listed under "Other columns". */
 const PLACED = new Set([
@@ -155,7 +156,7 @@ function flowFields(ctx: PageContext, row: Record<string, unknown>, flow: JobFlo
 ${compensates ? html`<dt>Compensates</dt><dd data-field="compensates"><a href="${ctx.base}/jobs/${compensates}">job ${compensates}</a> (runs because the flow failed after it completed)</dd>` : null}`;
 }
 
-export function jobView(ctx: PageContext, row: Record<string, unknown>, now: Date, flow: JobFlowRow | null = null, attempts: AttemptHistoryRow[] = [], why: WaitExplanation | null = null): string {
+export function jobView(ctx: PageContext, row: Record<string, unknown>, now: Date, flow: JobFlowRow | null = null, attempts: AttemptHistoryRow[] = [], why: WaitExplanation | null = null, events: JobEventsData | null = null): string {
   const id = String(row.id);
   const status = String(row.status);
   const str = (key: string) => (row[key] === null || row[key] === undefined ? null : String(row[key]));
@@ -234,6 +235,7 @@ ${row.compensate !== null && row.compensate !== undefined ? block('compensate', 
 <h2>${status === 'failed' ? 'Last error' : 'Previous attempt’s error'}</h2>${lastError(ctx, str('last_error'))}
 ${attemptsBlock(ctx, attempts)}
 ${logsBlock(ctx, row.logs)}
+${jobEventsBlock(ctx, String(row.queue_name), events)}
 ${others.length ? html`<h2>Other columns</h2><dl class="fields">${others.map((k) => html`<dt>${k}</dt><dd>${formatJson(row[k])}</dd>`)}</dl>` : null}`;
   // Until it finishes, the page follows the job: the script reloads its content every refreshMs.
   const live = status === 'queued' || status === 'processing' || status === 'blocked';

@@ -19,7 +19,7 @@ export interface PageContext {
   databases: { name: string; base: string; current: boolean }[];
 }
 
-export type Section = 'overview' | 'jobs' | 'flows' | 'schedules' | 'instances';
+export type Section = 'overview' | 'jobs' | 'flows' | 'schedules' | 'instances' | 'events';
 
 /**
  * `refresh`: the page's counts follow the summary endpoint. `live`: the page reloads its content in place every
@@ -43,7 +43,7 @@ export function layout(ctx: PageContext, section: Section, title: string, body: 
 <body${refreshing ? html` data-summary="${ctx.base}/api/summary" data-refresh-ms="${ctx.refreshMs}"` : null}${following ? html` data-live-ms="${ctx.refreshMs}"` : null}>
 <header>
   <strong class="brand">pg-queue</strong>
-  <nav>${nav('overview', '/', 'Overview')}${nav('jobs', '/jobs', 'Jobs')}${nav('flows', '/flows', 'Flows')}${nav('schedules', '/schedules', 'Recurring')}${nav('instances', '/instances', 'Instances')}</nav>
+  <nav>${nav('overview', '/', 'Overview')}${nav('jobs', '/jobs', 'Jobs')}${nav('flows', '/flows', 'Flows')}${nav('schedules', '/schedules', 'Recurring')}${nav('instances', '/instances', 'Instances')}${nav('events', '/events', 'Events')}</nav>
   ${ctx.databases.length > 1 ? html`<nav class="databases" aria-label="Databases">${ctx.databases.map((d) => html`<a href="${d.base}/"${d.current ? html` aria-current="page"` : null}>${d.name}</a>`)}</nav>` : null}
   ${refreshing || following ? html`<button type="button" class="live-toggle" data-live-toggle aria-pressed="false" hidden>Pause live updates</button>` : null}
   <span class="who">${ctx.user ?? 'anonymous'} · ${ctx.access === 'full' ? 'full access' : 'read-only'}<span class="updated" aria-live="polite"></span></span>

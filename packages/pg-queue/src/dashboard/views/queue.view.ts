@@ -9,6 +9,8 @@ import type { DashboardCounts, ListedStatus } from './overview.view.js';
 import { DAY_SPAN, HOUR_SPAN, percentileLines, throughputBars, type Span } from './queue-charts.js';
 import { queueLimitsSection } from './queue-limits.view.js';
 import type { QueueLimits } from '../../limits/queue-limits.js';
+import { queueEventsSection, type QueueEventsState } from './queue-events.view.js';
+import { queueWeightsSection, type QueueWeights } from './queue-weights.view.js';
 
 export interface QueueData {
   name: string;
@@ -22,6 +24,10 @@ export interface QueueData {
   times: QueueTimes;
   /** Its limits in force (the decorator's, or changed at runtime) and its blocks. */
   limits: QueueLimits;
+  /** Whether it records events (the event stream). */
+  events: QueueEventsState;
+  /** Its fair share weights; null: not a fair queue (no fairness option here, no fair claim or stored weight seen). */
+  weights: QueueWeights | null;
 }
 
 const SHOWN: ListedStatus[] = ['due', 'scheduled', 'blocked', 'processing', 'completed', 'failed', 'cancelled'];
@@ -86,6 +92,8 @@ ${d.oldestDueMs !== null ? html` <span class="muted">· the oldest due job has w
   const body = html`${state}
 ${counts}
 ${queueLimitsSection(ctx, d.limits)}
+${d.weights ? queueWeightsSection(ctx, d.name, d.weights) : null}
+${queueEventsSection(ctx, d.name, d.events)}
 ${bulk.length ? html`<h2>Act on this queue's jobs</h2><div class="bulk" data-field="bulk">${bulk}</div><p class="muted">Each button names how many jobs its filter holds now and asks before it runs; it changes the jobs the filter holds when it runs (<a href="${ctx.base}/jobs?queue=${q}">pick jobs one by one</a> in the list).</p>` : null}
 ${charts(d, 'Last hour', d.times.hour, HOUR_SPAN)}
 ${charts(d, 'Last day', d.times.day, DAY_SPAN)}

@@ -1,4 +1,4 @@
-import { Injectable, Module, type DynamicModule, type INestApplication, type LoggerService } from '@nestjs/common';
+import { Injectable, Module, type DynamicModule, type INestApplication, type LoggerService, type Provider } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { JobHandler, PgQueueModule, type Job, type PgQueueModuleOptions } from 'nestjs-pg-queue';
@@ -39,6 +39,8 @@ export interface DashboardAppOptions {
   dashboard: PgQueueDashboardOptions;
   queue?: PgQueueModuleOptions;
   handlers?: boolean;
+  /** More providers (a spec's own handlers). */
+  providers?: Provider[];
   /** Collects the dashboard's log lines (its audit log) here; errors still print. */
   logs?: string[];
 }
@@ -52,14 +54,14 @@ function collectingLogger(logs: string[]): LoggerService {
 }
 
 /** A Nest HTTP app with PgQueueModule and the dashboard, listening on a free port of 127.0.0.1. */
-export async function startDashboardApp(url: string, { adapter, dashboard, queue = {}, handlers = true, logs }: DashboardAppOptions): Promise<{ app: INestApplication; baseUrl: string }> {
+export async function startDashboardApp(url: string, { adapter, dashboard, queue = {}, handlers = true, providers = [], logs }: DashboardAppOptions): Promise<{ app: INestApplication; baseUrl: string }> {
   @Module({})
   class DashboardTestModule {
     static forRoot(): DynamicModule {
       return {
         module: DashboardTestModule,
         imports: [PgQueueModule.forRoot({ connection: url, pollIntervalMs: 200, ...queue }), PgQueueDashboardModule.forRoot(dashboard)],
-        providers: handlers ? [FlakyHandler, StepperHandler] : [],
+        providers: [...(handlers ? [FlakyHandler, StepperHandler] : []), ...providers],
       };
     }
   }
