@@ -11,7 +11,7 @@ export interface QueueEventsState {
 export function recordEventsQuestion(queue: string, on: boolean): string {
   return on
     ? `Record the events of queue ${queue}? Every state change of its jobs is written to background_job_events from now on, in every process (kept for the module's eventRetentionMs); the event triggers are rebuilt, which waits up to 5 s for a lock on the jobs table.`
-    : `Stop recording the events of queue ${queue}? Consumers of its events get none from now on; the events already recorded stay until their retention.`;
+    : `Stop recording the events of queue ${queue}? Consumers of its events get none from now on; the events already recorded stay until their retention. A process whose handler of this queue declares recordEvents: true turns it on again when it next boots.`;
 }
 
 /** The queue page's event stream section: recording or not, a link to the queue's events, and (full access) the switch. */
