@@ -167,6 +167,27 @@ describe('limits: the claim of a limited queue', () => {
     expect(two.keyCursor).toBe('t4');
   });
 
+  it('per key and fair: a claim that does not look for jobs without a key leaves them; one that looks says whether it found any', async () => {
+    const perKey = { globalConcurrency: undefined, rateLimit: undefined, concurrencyPerKey: 5 };
+    const fair = { ...perKey, concurrencyPerKey: undefined, fairness: { weights: {}, defaultWeight: 1 } };
+    for (const [q, limits] of [['look-keyed', perKey], ['look-fair', fair]] as const) {
+      await queue.enqueueMany([{ queue: q, payload: { k: 1 }, concurrencyKey: 'a' }, { queue: q, payload: { keyless: 1 } }]);
+      const keyedOnly = async (ids: string[]) => (await db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE id = ANY($1::int8[]) AND concurrency_key IS NULL`, [ids])).rows[0].n;
+      const blind = await store.claimLimitedJobs(q, 10, 'w', 30_000, limits, '', false, 'fifo', false);
+      expect(blind.jobs).toHaveLength(1);
+      expect(await keyedOnly(blind.jobs.map((j) => j.id))).toBe(0);
+      expect(blind.keylessSeen).toBeUndefined();
+      const looked = await store.claimLimitedJobs(q, 10, 'w', 30_000, limits, blind.keyCursor, false, 'fifo', true);
+      expect(looked.jobs).toHaveLength(1);
+      expect(await keyedOnly(looked.jobs.map((j) => j.id))).toBe(1);
+      expect(looked.keylessSeen).toBe(true);
+      await queue.enqueue(q, { k: 2 }, { concurrencyKey: 'b' });
+      const after = await store.claimLimitedJobs(q, 10, 'w', 30_000, limits, looked.keyCursor, false, 'fifo', true);
+      expect(after.jobs).toHaveLength(1);
+      expect(after.keylessSeen).toBe(false);
+    }
+  });
+
   it('rate limit: a full window says how long until the next start, by the database clock', async () => {
     await queue.enqueueMany(Array.from({ length: 10 }, (_, i) => ({ queue: 'rate', payload: { i } })));
     const limits = { globalConcurrency: undefined, rateLimit: { max: 4, intervalMs: 2_000 } };

@@ -12,7 +12,9 @@ export const CREATED_AT_MS = `CASE WHEN j.created_at <> j.run_at THEN date_part(
  * The claim of a queue with limits, in two variants that differ only in how they pick candidates (see
  * claimLimitedJobs and claimKeyedJobs in CLAIM_SQL below).
  */
-export function limitedClaim(candidates: string, limited: string, keysBusy: string, keyCursor: string, afterClaim = ''): string {
+export function limitedClaim(candidates: string, limited: string, keysBusy: string, keyCursor: string, afterClaim = '', keylessSeen?: string): string {
+  // A keyed or fair claim also says whether it found due jobs without a key (keylessSeen in claim-keyed.sql.ts).
+  const seen = keylessSeen === undefined ? '' : `, ${keylessSeen} AS keyless_seen`;
   return `
     WITH RECURSIVE running AS (
       SELECT count(*)::int AS n FROM background_jobs WHERE queue_name = $1 AND status = 'processing' AND limited
@@ -41,7 +43,7 @@ ${afterClaim}    ), logged AS (
       FROM allowance AS a, running AS r, recent AS w
     )
     SELECT id, payload, attempts, fence_token, max_attempts, priority, wait_ms, run_at_ms, created_at_ms, trace_context, ${keyCursor} AS key_cursor,
-      NULL::float8 AS next_due_ms, NULL::float8 AS rate_wait_ms, NULL::boolean AS at_capacity FROM claimed
+      NULL::float8 AS next_due_ms, NULL::float8 AS rate_wait_ms, NULL::boolean AS at_capacity${seen} FROM claimed
     UNION ALL
     SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ${keyCursor},
       CASE WHEN o.claimed < o.allowed THEN
@@ -55,7 +57,7 @@ ${afterClaim}    ), logged AS (
       -- only while jobs wait: a full queue with nothing queued sleeps until NOTIFY like any other
       ((o.claimed = o.allowed AND o.running + o.claimed >= $5::int)${keysBusy})
         -- in the claim index's order: a bare EXISTS was planned as a sequential scan (many queued rows expected)
-        AND (SELECT priority FROM background_jobs WHERE queue_name = $1 AND status = 'queued' ORDER BY priority DESC LIMIT 1) IS NOT NULL
+        AND (SELECT priority FROM background_jobs WHERE queue_name = $1 AND status = 'queued' ORDER BY priority DESC LIMIT 1) IS NOT NULL${seen}
     FROM outcome AS o
     WHERE o.claimed < $2`;
 }
