@@ -188,6 +188,27 @@ describe('limits: the claim of a limited queue', () => {
     }
   });
 
+  it('fair alone reads ahead: the first jobs in pass order start, the rest are held (uncharged, short lease), and every one moves the passes', async () => {
+    const fair = { globalConcurrency: undefined, rateLimit: undefined, concurrencyPerKey: undefined, fairness: { weights: { a: 3 }, defaultWeight: 1 } };
+    await queue.enqueueMany(['a', 'b'].flatMap((k) => Array.from({ length: 6 }, (_, i) => ({ queue: 'fair-ahead', payload: { k, i }, concurrencyKey: k }))));
+    const claim = await store.claimLimitedJobs('fair-ahead', 8, 'w', 30_000, fair, '', false, 'fifo', true, { startNow: 3, bufferLeaseMs: 2_000 });
+    // In pass order: a (weight 3) at 1/3, 2/3, 1, 4/3, ...; b at 1, 2: three of a's for each of b's.
+    const { rows } = await db.query<{ id: string; k: string; attempts: number; buffered: boolean; lease_s: number }>(
+      `SELECT id::text, concurrency_key AS k, attempts, buffered, round(extract(epoch FROM lease_expires_at - now()))::int AS lease_s
+       FROM background_jobs WHERE id = ANY($1::int8[])`,
+      [claim.jobs.map((j) => j.id)],
+    );
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    const claimed = claim.jobs.map((j) => ({ k: byId.get(j.id)!.k, buffered: j.buffered, attempts: byId.get(j.id)!.attempts, lease_s: byId.get(j.id)!.lease_s }));
+    expect(claimed.map((c) => c.buffered)).toEqual([false, false, false, true, true, true, true, true]);
+    expect(claimed.filter((c) => c.buffered).every((c) => c.attempts === 0 && c.lease_s <= 2)).toBe(true);
+    expect(claimed.filter((c) => !c.buffered).every((c) => c.attempts === 1 && c.lease_s >= 29)).toBe(true);
+    expect(claimed.filter((c) => c.k === 'a')).toHaveLength(6);
+    expect(claimed.filter((c) => c.k === 'b')).toHaveLength(2);
+    const { rows: passes } = await db.query<{ key: string; pass: number }>(`SELECT key, pass FROM background_fair_passes WHERE queue_name = 'fair-ahead' ORDER BY key`);
+    expect(passes.map((p) => [p.key, Math.round(p.pass * 3) / 3])).toEqual([['a', 1], ['b', 1]]);
+  });
+
   it('rate limit: a full window says how long until the next start, by the database clock', async () => {
     await queue.enqueueMany(Array.from({ length: 10 }, (_, i) => ({ queue: 'rate', payload: { i } })));
     const limits = { globalConcurrency: undefined, rateLimit: { max: 4, intervalMs: 2_000 } };

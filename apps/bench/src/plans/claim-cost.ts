@@ -55,7 +55,7 @@ function values(name: Name, limit: number): unknown[] {
   const cursor = key(Math.floor(Math.random() * KEYS));
   if (name === 'claimJobs') return [QUEUE, limit, 'w', 30_000, limit, 30_000, 0];
   if (name === 'claimKeyedJobs') return [QUEUE, limit, 'w', 30_000, null, null, 0, 1, cursor, LOOK];
-  return [QUEUE, limit, 'w', 30_000, null, null, 0, null, cursor, '{}', 1, LOOK];
+  return [QUEUE, limit, 'w', 30_000, null, null, 0, null, cursor, '{}', 1, LOOK, limit, 30_000];
 }
 
 /** One run of the statement in a transaction that is rolled back: the limited claims after the queue's lock, as the workers run them. */

@@ -204,8 +204,15 @@ ${KEYLESS}    ), candidates AS (
 `, 'true', ` OR (o.claimed < o.allowed AND EXISTS (\n        SELECT 1 FROM background_jobs AS r WHERE r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key IS NOT NULL))`, KEY_CURSOR, '', keylessSeen('$10', 'SELECT 1 FROM keyless_due WHERE concurrency_key IS NULL'));
 }
 
+/**
+ * A fair claim starts its first $13 jobs (the worker's free slots) and reads the rest ahead, leased for $14 ms (the
+ * worker's buffer lease), in the order of the passes they stand at: the worker sends a larger $2 than its free slots only
+ * for a queue without caps or a rate limit (a job held ahead counts nowhere but in the shares, which it has used).
+ */
+const FAIR_READ_AHEAD = { startNow: '$13', bufferLeaseMs: '$14', order: 'o.vt, o.pos', join: 'JOIN offered AS o ON o.id = c.id' };
+
 /** The claim of a queue with fairness (see claimFairJobs in CLAIM_SQL), each key offering its due jobs in `order`. */
 export function fairClaim(order: ClaimOrder): string {
   return limitedClaim(`
-${fairCandidates(order)}`, 'true', ` OR (o.claimed < o.allowed AND $8::int IS NOT NULL AND EXISTS (\n        SELECT 1 FROM background_jobs AS r WHERE r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key IS NOT NULL))`, KEY_CURSOR, FAIR_PASSES, keylessSeen('$12', "SELECT 1 FROM offered WHERE k = ''"));
+${fairCandidates(order)}`, 'true', ` OR (o.claimed < o.allowed AND $8::int IS NOT NULL AND EXISTS (\n        SELECT 1 FROM background_jobs AS r WHERE r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key IS NOT NULL))`, KEY_CURSOR, FAIR_PASSES, keylessSeen('$12', "SELECT 1 FROM offered WHERE k = ''"), FAIR_READ_AHEAD);
 }

@@ -48,7 +48,8 @@ export interface ClaimLoopConfig {
   /** A buffered job's lease (see BUFFER_LEASE_MS). */
   bufferLeaseMs: number;
   /**
-   * Set for a queue with limits across instances: its claims go through claimLimitedJobs (nothing is read ahead).
+   * Set for a queue with limits across instances: its claims go through claimLimitedJobs (nothing is read ahead, but
+   * with fair share alone).
    * Changed at runtime with the limits stored for the queue (QueueWorker.applyLimits), read by each claim.
    */
   limits: ClaimLimits | undefined;
@@ -225,7 +226,7 @@ export class ClaimLoop {
       let claimed;
       try {
         claimed = limits
-          ? await this.store.claimLimitedJobs(queue, want, workerId, leaseMs, limits, this.keyCursor, keyBlocks, order, lookKeyless)
+          ? await this.store.claimLimitedJobs(queue, want, workerId, leaseMs, limits, this.keyCursor, keyBlocks, order, lookKeyless, { startNow, bufferLeaseMs })
           : await this.store.claimJobs(queue, want, workerId, leaseMs, this.target.observed || tracingActive(), { startNow, armAhead, bufferLeaseMs }, keyBlocks, order);
         // A claim that never got its queue's lock said nothing about the queue: a wedge (readiness) all the same.
         if (!claimed.lockBusy) this.answeredAt = performance.now();
