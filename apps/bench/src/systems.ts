@@ -207,6 +207,8 @@ export const SYSTEMS: Record<SystemId, SystemInfo> = {
     id: 'pg-queue-base',
     label: 'nestjs-pg-queue before',
     settings: 'the same adapter and settings as nestjs-pg-queue, run from the --baseline checkout (the code before the change)',
+    // The same adapter: the same limits (the limits and fairness scenarios run before and after).
+    limits: ['global', 'perKey', 'fairness'],
     ...BACKGROUND_JOBS_TABLE,
   },
   'plain-sql': {

@@ -49,7 +49,7 @@ describe('limited claim plans', () => {
   });
 
   it('claimKeyedJobs reads through indexes only and walks 10 of the 1,000 keys for a claim of 10', async () => {
-    const plan = await explain('claimKeyedJobs', ['keyed', 10, 'w', 30_000, null, null, 0, 1, 'k500']);
+    const plan = await explain('claimKeyedJobs', ['keyed', 10, 'w', 30_000, null, null, 0, 1, 'k500', true]);
     expect(plan).not.toMatch(/Seq Scan on background_jobs/);
     const walked = /CTE after\s+->\s+Recursive Union \(actual time=[\d.]+\.\.[\d.]+ rows=(\d+)/.exec(plan);
     expect(Number(walked?.[1])).toBeLessThanOrEqual(11);

@@ -167,6 +167,48 @@ describe('limits: the claim of a limited queue', () => {
     expect(two.keyCursor).toBe('t4');
   });
 
+  it('per key and fair: a claim that does not look for jobs without a key leaves them; one that looks says whether it found any', async () => {
+    const perKey = { globalConcurrency: undefined, rateLimit: undefined, concurrencyPerKey: 5 };
+    const fair = { ...perKey, concurrencyPerKey: undefined, fairness: { weights: {}, defaultWeight: 1 } };
+    for (const [q, limits] of [['look-keyed', perKey], ['look-fair', fair]] as const) {
+      await queue.enqueueMany([{ queue: q, payload: { k: 1 }, concurrencyKey: 'a' }, { queue: q, payload: { keyless: 1 } }]);
+      const keyedOnly = async (ids: string[]) => (await db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE id = ANY($1::int8[]) AND concurrency_key IS NULL`, [ids])).rows[0].n;
+      const blind = await store.claimLimitedJobs(q, 10, 'w', 30_000, limits, '', false, 'fifo', false);
+      expect(blind.jobs).toHaveLength(1);
+      expect(await keyedOnly(blind.jobs.map((j) => j.id))).toBe(0);
+      expect(blind.keylessSeen).toBeUndefined();
+      const looked = await store.claimLimitedJobs(q, 10, 'w', 30_000, limits, blind.keyCursor, false, 'fifo', true);
+      expect(looked.jobs).toHaveLength(1);
+      expect(await keyedOnly(looked.jobs.map((j) => j.id))).toBe(1);
+      expect(looked.keylessSeen).toBe(true);
+      await queue.enqueue(q, { k: 2 }, { concurrencyKey: 'b' });
+      const after = await store.claimLimitedJobs(q, 10, 'w', 30_000, limits, looked.keyCursor, false, 'fifo', true);
+      expect(after.jobs).toHaveLength(1);
+      expect(after.keylessSeen).toBe(false);
+    }
+  });
+
+  it('fair alone reads ahead: the first jobs in pass order start, the rest are held (uncharged, short lease), and every one moves the passes', async () => {
+    const fair = { globalConcurrency: undefined, rateLimit: undefined, concurrencyPerKey: undefined, fairness: { weights: { a: 3 }, defaultWeight: 1 } };
+    await queue.enqueueMany(['a', 'b'].flatMap((k) => Array.from({ length: 6 }, (_, i) => ({ queue: 'fair-ahead', payload: { k, i }, concurrencyKey: k }))));
+    const claim = await store.claimLimitedJobs('fair-ahead', 8, 'w', 30_000, fair, '', false, 'fifo', true, { startNow: 3, bufferLeaseMs: 2_000 });
+    // In pass order: a (weight 3) at 1/3, 2/3, 1, 4/3, ...; b at 1, 2: three of a's for each of b's.
+    const { rows } = await db.query<{ id: string; k: string; attempts: number; buffered: boolean; lease_s: number }>(
+      `SELECT id::text, concurrency_key AS k, attempts, buffered, round(extract(epoch FROM lease_expires_at - now()))::int AS lease_s
+       FROM background_jobs WHERE id = ANY($1::int8[])`,
+      [claim.jobs.map((j) => j.id)],
+    );
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    const claimed = claim.jobs.map((j) => ({ k: byId.get(j.id)!.k, buffered: j.buffered, attempts: byId.get(j.id)!.attempts, lease_s: byId.get(j.id)!.lease_s }));
+    expect(claimed.map((c) => c.buffered)).toEqual([false, false, false, true, true, true, true, true]);
+    expect(claimed.filter((c) => c.buffered).every((c) => c.attempts === 0 && c.lease_s <= 2)).toBe(true);
+    expect(claimed.filter((c) => !c.buffered).every((c) => c.attempts === 1 && c.lease_s >= 29)).toBe(true);
+    expect(claimed.filter((c) => c.k === 'a')).toHaveLength(6);
+    expect(claimed.filter((c) => c.k === 'b')).toHaveLength(2);
+    const { rows: passes } = await db.query<{ key: string; pass: number }>(`SELECT key, pass FROM background_fair_passes WHERE queue_name = 'fair-ahead' ORDER BY key`);
+    expect(passes.map((p) => [p.key, Math.round(p.pass * 3) / 3])).toEqual([['a', 1], ['b', 1]]);
+  });
+
   it('rate limit: a full window says how long until the next start, by the database clock', async () => {
     await queue.enqueueMany(Array.from({ length: 10 }, (_, i) => ({ queue: 'rate', payload: { i } })));
     const limits = { globalConcurrency: undefined, rateLimit: { max: 4, intervalMs: 2_000 } };

@@ -3,7 +3,10 @@
 // claim (claimKeyedJobs, concurrencyPerKey 1), for claims of each --sizes, each statement run --reps times in a
 // transaction rolled back (the table never changes), in turn (so that noise on a shared machine falls on all three):
 //
-//   npm run claim-cost --workspace apps/bench -- [--rows 1000000] [--keys 10000] [--reps 200] [--sizes 10,50] [--pg-bin /usr/lib/postgresql/15/bin]
+//   npm run claim-cost --workspace apps/bench -- [--rows 1000000] [--keys 10000] [--reps 200] [--sizes 10,50] [--pg-bin /usr/lib/postgresql/15/bin] [--keyless-look]
+//
+// The keyed and fair claims run as the workers send them while the queue's last look found no job without a key (no
+// look: KEYLESS_LOOK_MS in claim-loop.ts); --keyless-look makes every one of them look (the claims before that gate).
 //
 // Two measures per statement: the server's own execution time (EXPLAIN (ANALYZE, TIMING OFF): no client, no network,
 // no planning) and the round trip of the statement as the workers send it (named, so planned once), timed by the client.
@@ -32,6 +35,7 @@ const KEYS = Number(arg('--keys', '10000'));
 const REPS = Number(arg('--reps', '200'));
 const SIZES = arg('--sizes', '10,50').split(',').map(Number);
 const BIN = arg('--pg-bin', '') || undefined;
+const LOOK = args.includes('--keyless-look');
 /** Jobs running (processing, limited), spread over the keys, as a busy fair queue has: the window counts them per key. */
 const RUNNING = 40;
 const QUEUE = 'fair';
@@ -50,24 +54,27 @@ const key = (n: number) => `k${String(n % KEYS).padStart(String(KEYS - 1).length
 function values(name: Name, limit: number): unknown[] {
   const cursor = key(Math.floor(Math.random() * KEYS));
   if (name === 'claimJobs') return [QUEUE, limit, 'w', 30_000, limit, 30_000, 0];
-  if (name === 'claimKeyedJobs') return [QUEUE, limit, 'w', 30_000, null, null, 0, 1, cursor];
-  return [QUEUE, limit, 'w', 30_000, null, null, 0, null, cursor, '{}', 1];
+  if (name === 'claimKeyedJobs') return [QUEUE, limit, 'w', 30_000, null, null, 0, 1, cursor, LOOK];
+  return [QUEUE, limit, 'w', 30_000, null, null, 0, null, cursor, '{}', 1, LOOK, limit, 30_000];
 }
 
 /** One run of the statement in a transaction that is rolled back: the limited claims after the queue's lock, as the workers run them. */
-async function once(client: pg.Client, name: Name, limit: number): Promise<{ execMs: number; roundTripMs: number; rows: number }> {
+async function once(client: pg.Client, name: Name, limit: number): Promise<{ execMs: number; roundTripMs: number; rows: number; buffers: number }> {
   const v = values(name, limit);
   await client.query(name === 'claimJobs' ? 'BEGIN' : beginWithQueueLock(1));
   try {
-    const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, TIMING OFF, SUMMARY ON, COSTS OFF) ${SQL[name]}`, v);
+    const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, BUFFERS, TIMING OFF, SUMMARY ON, COSTS OFF) ${SQL[name]}`, v);
     const text = rows.map((r) => r['QUERY PLAN']).join('\n');
     const execMs = Number(/Execution Time: ([\d.]+) ms/.exec(text)?.[1]);
+    // The top node's buffers (its children's and InitPlans' included): shared pages hit and read by the execution.
+    const top = /Buffers: shared(?: hit=(\d+))?(?: read=(\d+))?/.exec(text);
+    const buffers = Number(top?.[1] ?? 0) + Number(top?.[2] ?? 0);
     await client.query('ROLLBACK');
     await client.query(name === 'claimJobs' ? 'BEGIN' : beginWithQueueLock(1));
     const t0 = performance.now();
     const result = await client.query({ name: `cost_${name}`, text: SQL[name], values: v });
     const roundTripMs = performance.now() - t0;
-    return { execMs, roundTripMs, rows: result.rows.filter((r: { id: string | null }) => r.id !== null).length };
+    return { execMs, roundTripMs, buffers, rows: result.rows.filter((r: { id: string | null }) => r.id !== null).length };
   } finally {
     await client.query('ROLLBACK');
   }
@@ -89,7 +96,7 @@ async function main(): Promise<void> {
     await client.connect();
     try {
       const { rows: version } = await client.query<{ v: string }>(`SELECT version() AS v`);
-      console.log(`${version[0].v.split(' on ')[0]}; ${ROWS.toLocaleString('en-US')} queued jobs over ${KEYS.toLocaleString('en-US')} keys, ${RUNNING} running; ${REPS} repetitions per cell`);
+      console.log(`${version[0].v.split(' on ')[0]}; ${ROWS.toLocaleString('en-US')} queued jobs over ${KEYS.toLocaleString('en-US')} keys, ${RUNNING} running; ${REPS} repetitions per cell; keyed and fair claims ${LOOK ? 'look' : 'do not look'} for jobs without a key`);
       const t0 = performance.now();
       // Keys interleaved (job g of key g % keys) and run_at spread 1 ms apart in the past, as jobs enqueued over time.
       await client.query(
@@ -108,17 +115,18 @@ async function main(): Promise<void> {
       // Warm-up: every statement a few times (caches, hint bits, the named statements prepared).
       for (const limit of SIZES) for (const name of NAMES) for (let i = 0; i < 10; i++) await once(client, name, limit);
       const lines = [
-        '| claim | statement | rows | execution: mean | median | p10-p90 | mean vs plain | median vs plain | round trip: mean | median | p10-p90 | mean vs plain | median vs plain |',
-        '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+        '| claim | statement | rows | shared buffers, median | execution: mean | median | p10-p90 | mean vs plain | median vs plain | round trip: mean | median | p10-p90 | mean vs plain | median vs plain |',
+        '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
       ];
       for (const limit of SIZES) {
-        const samples = new Map<Name, { exec: number[]; rt: number[]; rows: number }>(NAMES.map((n) => [n, { exec: [], rt: [], rows: 0 }]));
+        const samples = new Map<Name, { exec: number[]; rt: number[]; buf: number[]; rows: number }>(NAMES.map((n) => [n, { exec: [], rt: [], buf: [], rows: 0 }]));
         for (let r = 0; r < REPS; r++) {
           for (const name of NAMES) {
             const s = await once(client, name, limit);
             const cell = samples.get(name)!;
             cell.exec.push(s.execMs);
             cell.rt.push(s.roundTripMs);
+            cell.buf.push(s.buffers);
             cell.rows = s.rows;
           }
         }
@@ -128,7 +136,7 @@ async function main(): Promise<void> {
           const f = (xs: number[]) => xs.map((x) => x.toFixed(3));
           const cells = (xs: number[], ref: number[]) =>
             `${mean(xs).toFixed(3)} ms | ${pct(xs, 0.5).toFixed(3)} ms | ${f([pct(xs, 0.1), pct(xs, 0.9)]).join('-')} | ${(mean(xs) / mean(ref)).toFixed(2)}x | ${(pct(xs, 0.5) / pct(ref, 0.5)).toFixed(2)}x`;
-          lines.push(`| ${limit} | ${LABEL[name]} | ${s.rows} | ${cells(s.exec, plain.exec)} | ${cells(s.rt, plain.rt)} |`);
+          lines.push(`| ${limit} | ${LABEL[name]} | ${s.rows} | ${pct(s.buf, 0.5)} | ${cells(s.exec, plain.exec)} | ${cells(s.rt, plain.rt)} |`);
         }
       }
       console.log(lines.join('\n'));

@@ -118,6 +118,7 @@ export function metricCatalog(profile: Profile): MetricDef[] {
     rate('fair.only.plainReadAhead', `  no fairness, the library's default read-ahead`, false),
     rate('fair.only.perKey', `  concurrencyPerKey ${fr.processes * fr.concurrency} (the keyed claim, never binding)`, false),
     rate('fair.only.fair', `  fairness: true`, false),
+    rate('fair.only.fairNoReadAhead', `  fairness: true, prefetch: 0 (no read-ahead)`, false),
     rate('fair.only1p.plain', `  the same slots in 1 process (no turns at the lock between processes): no fairness, no read-ahead`, false),
     rate('fair.only1p.fair', `  the same slots in 1 process: fairness: true`, false),
     info('fair.weights.ratio', `fairness: weights 3:1, two keys of ${sizeLabel(fr.weightedJobs)} each, ${fairWhere}: heavy / light starts while both had work`, 'x', 2),

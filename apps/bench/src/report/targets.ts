@@ -74,6 +74,8 @@ export function checkTargets(aggregates: Aggregates, ratios: RatioAggregates, pr
     const bar = reference === 'fair.only.plain';
     add(`fairness, one key alone: throughput ${bar ? '>= 0.9x' : 'vs'} the same queue without fairness, ${label}`, fairRate / ref, bar ? (v) => v >= 0.9 : 'info', x);
   }
+  const noAhead = (ours('fair.only.fairNoReadAhead')?.median ?? NaN) / (ours('fair.only.plain')?.median ?? NaN);
+  add('fairness, one key alone, both without read-ahead (prefetch: 0): throughput vs the same queue without fairness', noAhead, 'info', x);
   const oneProcess = (ours('fair.only1p.fair')?.median ?? NaN) / (ours('fair.only1p.plain')?.median ?? NaN);
   add('fairness, one key alone, the same slots in 1 process: throughput vs the same queue without fairness, no read-ahead', oneProcess, 'info', x);
   const weights = ours('fair.weights.ratio')?.median ?? NaN;

@@ -44,6 +44,8 @@ export function fairnessVariants(profile: ScenarioContext['profile']): FairnessV
     { metric: 'fair.only.plainReadAhead', shape: 'only', limits: {} },
     { metric: 'fair.only.perKey', shape: 'only', limits: { concurrencyPerKey: slots } },
     { metric: 'fair.only.fair', shape: 'only', limits: { fairness: true } },
+    // Fair share alone reads ahead by default (the claim holds the jobs past the free slots in the shares): without it too.
+    { metric: 'fair.only.fairNoReadAhead', shape: 'only', limits: { fairness: true, prefetch: 0 } },
     // The same slots in one process: what the turns at the queue's lock between processes cost (the fair claim and the plain one).
     { metric: 'fair.only1p.plain', shape: 'only', limits: { prefetch: 0 }, oneProcess: true },
     { metric: 'fair.only1p.fair', shape: 'only', limits: { fairness: true }, oneProcess: true },

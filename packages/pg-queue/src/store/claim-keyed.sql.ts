@@ -30,20 +30,35 @@ const KEY_TURN = `    ), after AS (
       SELECT k FROM upto WHERE k IS NOT NULL
 `;
 
-/** The due keyless jobs of a keyed (or fair) claim, as a CTE that follows another: see claimKeyedJobs. */
-const KEYLESS = `    ), keyless AS (
+/**
+ * The first 200 due entries of the queue's claim index, with their keys, for a keyed or fair claim to find its jobs
+ * without a key among them: a heap fetch per entry (`concurrency_key` is not in that index), so read only while
+ * `look` (a boolean parameter: a one-time filter, no read at all when false). The worker looks on every claim while
+ * the last look found some, else once per KEYLESS_LOOK_MS (claim-loop.ts): a queue whose jobs all have keys (a
+ * tenant's backlog) does not pay 200 heap fetches a claim to find none.
+ */
+function keylessDue(look: string): string {
+  return `SELECT j.id, j.concurrency_key, j.priority, j.run_at FROM background_jobs AS j
+      WHERE ${look}::boolean AND j.queue_name = $1 AND j.status = 'queued' AND j.run_at <= now()
+      ORDER BY j.priority DESC, j.run_at, j.id
+      LIMIT 200`;
+}
+
+/** Whether a keyed or fair claim's look found due jobs without a key (the claim's `keyless_seen`; NULL: it did not look). */
+const keylessSeen = (look: string, found: string) => `CASE WHEN ${look}::boolean THEN EXISTS (${found}) END`;
+
+/** The due keyless jobs of a keyed (or fair) claim, as CTEs that follow another: see claimKeyedJobs. */
+const KEYLESS = `    ), keyless_due AS (
       -- Jobs without a key (enqueued by an instance that did not know the queue's options) are not limited per
       -- key: taken from the first due entries of the plain claim index (a bounded read: a large keyed backlog
-      -- ahead of them delays them until it shrinks). Read without a lock (that would lock the keyed rows read
-      -- too), then the keyless ones locked with SKIP LOCKED: a keyless row another transaction holds is passed
-      -- over, not waited for while this claim holds the queue's lock (every claimer of the queue would stall).
+      -- ahead of them delays them until it shrinks), when the worker looks for them ($10: KEYLESS_LOOK_MS).
+      ${keylessDue('$10')}
+    ), keyless AS (
+      -- Read without a lock (that would lock the keyed rows read too), then the keyless ones locked with SKIP LOCKED:
+      -- a keyless row another transaction holds is passed over, not waited for while this claim holds the queue's
+      -- lock (every claimer of the queue would stall).
       SELECT k.id FROM background_jobs AS k
-      WHERE k.id IN (SELECT f.id FROM (
-        SELECT id, concurrency_key FROM background_jobs AS j
-        WHERE j.queue_name = $1 AND j.status = 'queued' AND j.run_at <= now()
-        ORDER BY j.priority DESC, j.run_at, j.id
-        LIMIT 200
-      ) AS f WHERE f.concurrency_key IS NULL)
+      WHERE k.id = ANY(ARRAY(SELECT f.id FROM keyless_due AS f WHERE f.concurrency_key IS NULL))
       FOR UPDATE OF k SKIP LOCKED
 `;
 
@@ -125,12 +140,10 @@ const fairCandidates = (order: ClaimOrder) => `${KEY_TURN}    ), fair_clock AS (
       SELECT c.id, w.k, w.pos, w.pass + c.rn::float8 / w.weight AS vt FROM fair_window AS w CROSS JOIN LATERAL (${fairOffer(order)}
       ) AS c
       UNION ALL
+      -- Jobs without a key: one more key (''), when the worker looks for them ($12, as $10 in the keyed claim's KEYLESS).
       SELECT f.id, '', 0, kp.pass + (row_number() OVER (ORDER BY f.priority DESC, f.run_at, f.id))::float8 / $11::int
       FROM (
-        SELECT id, concurrency_key, priority, run_at FROM background_jobs AS j
-        WHERE j.queue_name = $1 AND j.status = 'queued' AND j.run_at <= now()
-        ORDER BY j.priority DESC, j.run_at, j.id
-        LIMIT 200
+        ${keylessDue('$12')}
       ) AS f, (
         SELECT greatest(coalesce((SELECT p.pass FROM background_fair_passes AS p WHERE p.queue_name = $1 AND p.key = ''), c.v - 1), c.v - 1) AS pass
         FROM fair_clock AS c
@@ -138,7 +151,9 @@ const fairCandidates = (order: ClaimOrder) => `${KEY_TURN}    ), fair_clock AS (
       WHERE f.concurrency_key IS NULL
     ), candidates AS (
       SELECT k.id FROM background_jobs AS k
-      WHERE k.id IN (SELECT id FROM offered ORDER BY vt, pos LIMIT (SELECT n FROM allowance)) AND k.status = 'queued'
+      -- The chosen ids as an array: a probe of the primary key each. As an IN (subquery), PostgreSQL 18 hashed them and
+      -- read the whole table in a sequential scan to join them when one key held the queue's 20,000 jobs (8 ms a claim).
+      WHERE k.id = ANY(ARRAY(SELECT id FROM offered ORDER BY vt, pos LIMIT (SELECT n FROM allowance))) AND k.status = 'queued'
         AND NOT ${queueStopped(true)}
       FOR UPDATE OF k SKIP LOCKED
 `;
@@ -186,11 +201,18 @@ ${KEYLESS}    ), candidates AS (
       SELECT id FROM (SELECT id FROM keyed UNION ALL SELECT id FROM keyless) AS c
       WHERE NOT ${queueStopped(true)}
       LIMIT (SELECT n FROM allowance)
-`, 'true', ` OR (o.claimed < o.allowed AND EXISTS (\n        SELECT 1 FROM background_jobs AS r WHERE r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key IS NOT NULL))`, KEY_CURSOR);
+`, 'true', ` OR (o.claimed < o.allowed AND EXISTS (\n        SELECT 1 FROM background_jobs AS r WHERE r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key IS NOT NULL))`, KEY_CURSOR, '', keylessSeen('$10', 'SELECT 1 FROM keyless_due WHERE concurrency_key IS NULL'));
 }
+
+/**
+ * A fair claim starts its first $13 jobs (the worker's free slots) and reads the rest ahead, leased for $14 ms (the
+ * worker's buffer lease), in the order of the passes they stand at: the worker sends a larger $2 than its free slots only
+ * for a queue without caps or a rate limit (a job held ahead counts nowhere but in the shares, which it has used).
+ */
+const FAIR_READ_AHEAD = { startNow: '$13', bufferLeaseMs: '$14', order: 'o.vt, o.pos', join: 'JOIN offered AS o ON o.id = c.id' };
 
 /** The claim of a queue with fairness (see claimFairJobs in CLAIM_SQL), each key offering its due jobs in `order`. */
 export function fairClaim(order: ClaimOrder): string {
   return limitedClaim(`
-${fairCandidates(order)}`, 'true', ` OR (o.claimed < o.allowed AND $8::int IS NOT NULL AND EXISTS (\n        SELECT 1 FROM background_jobs AS r WHERE r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key IS NOT NULL))`, KEY_CURSOR, FAIR_PASSES);
+${fairCandidates(order)}`, 'true', ` OR (o.claimed < o.allowed AND $8::int IS NOT NULL AND EXISTS (\n        SELECT 1 FROM background_jobs AS r WHERE r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key IS NOT NULL))`, KEY_CURSOR, FAIR_PASSES, keylessSeen('$12', "SELECT 1 FROM offered WHERE k = ''"), FAIR_READ_AHEAD);
 }

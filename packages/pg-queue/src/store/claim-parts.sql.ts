@@ -12,7 +12,32 @@ export const CREATED_AT_MS = `CASE WHEN j.created_at <> j.run_at THEN date_part(
  * The claim of a queue with limits, in two variants that differ only in how they pick candidates (see
  * claimLimitedJobs and claimKeyedJobs in CLAIM_SQL below).
  */
-export function limitedClaim(candidates: string, limited: string, keysBusy: string, keyCursor: string, afterClaim = ''): string {
+export function limitedClaim(candidates: string, limited: string, keysBusy: string, keyCursor: string, afterClaim = '', keylessSeen?: string, readAhead?: LimitedReadAhead): string {
+  // A keyed or fair claim also says whether it found due jobs without a key (keylessSeen in claim-keyed.sql.ts).
+  const seen = keylessSeen === undefined ? '' : `, ${keylessSeen} AS keyless_seen`;
+  const held = readAhead === undefined ? '' : ', buffered';
+  const update = (ids: string, buffered: boolean) => `
+      UPDATE background_jobs AS j
+      SET status = 'processing', ${buffered ? '' : 'attempts = j.attempts + 1, '}fence_token = j.fence_token + 1, locked_by = $3,
+          locked_at = statement_timestamp(), lease_expires_at = now() + ${buffered ? readAhead!.bufferLeaseMs : '$4'}::int ${MS}, updated_at = now(),
+          limited = ${limited}, buffered = ${buffered}
+      WHERE j.id = ANY(ARRAY(${ids})) AND j.status = 'queued'
+      RETURNING j.id, j.payload, j.attempts${buffered ? ' + 1 AS attempts' : ''}, j.fence_token, j.max_attempts, j.priority, date_part('epoch', now() - j.run_at) * 1000 AS wait_ms,
+        date_part('epoch', j.run_at) * 1000 AS run_at_ms, ${CREATED_AT_MS}, j.concurrency_key,
+        j.trace_context${readAhead === undefined ? '' : `, ${buffered} AS buffered`}`;
+  // With read-ahead: the candidates in the claim's order, the first startNow started (charged, leased for $4 ms), the
+  // rest read ahead (buffered: uncharged, leased for the short buffer lease), as the plain claim splits them.
+  const claimed =
+    readAhead === undefined
+      ? `    ), claimed AS (${update('SELECT id FROM candidates', false)}`
+      : `    ), numbered AS (
+      SELECT c.id, row_number() OVER (ORDER BY ${readAhead.order}) AS rn FROM candidates AS c ${readAhead.join}
+    ), started AS (${update(`SELECT id FROM numbered WHERE rn <= ${readAhead.startNow}::int`, false)}
+    ), held AS (${update(`SELECT id FROM numbered WHERE rn > ${readAhead.startNow}::int`, true)}
+    ), claimed AS (
+      SELECT * FROM started UNION ALL SELECT * FROM held`;
+  // Its rows in the claim's order: the worker starts its buffered jobs in the order they come back.
+  const rows = readAhead === undefined ? 'claimed' : '(SELECT c.* FROM claimed AS c JOIN numbered AS n ON n.id = c.id ORDER BY n.rn) AS claimed';
   return `
     WITH RECURSIVE running AS (
       SELECT count(*)::int AS n FROM background_jobs WHERE queue_name = $1 AND status = 'processing' AND limited
@@ -22,15 +47,7 @@ export function limitedClaim(candidates: string, limited: string, keysBusy: stri
     ), allowance AS (
       SELECT greatest(0, least($2::int, coalesce($5::int - r.n, $2::int), coalesce($6::int - w.n, $2::int))) AS n
       FROM running AS r, recent AS w
-${candidates}    ), claimed AS (
-      UPDATE background_jobs AS j
-      SET status = 'processing', attempts = j.attempts + 1, fence_token = j.fence_token + 1, locked_by = $3,
-          locked_at = statement_timestamp(), lease_expires_at = now() + $4::int ${MS}, updated_at = now(),
-          limited = ${limited}, buffered = false
-      WHERE j.id = ANY(ARRAY(SELECT id FROM candidates)) AND j.status = 'queued'
-      RETURNING j.id, j.payload, j.attempts, j.fence_token, j.max_attempts, j.priority, date_part('epoch', now() - j.run_at) * 1000 AS wait_ms,
-        date_part('epoch', j.run_at) * 1000 AS run_at_ms, ${CREATED_AT_MS}, j.concurrency_key,
-        j.trace_context
+${candidates}${claimed}
 ${afterClaim}    ), logged AS (
       INSERT INTO background_queue_starts (queue_name, started_at, n)
       SELECT $1, statement_timestamp(), count(*) FROM claimed HAVING $6::int IS NOT NULL AND count(*) > 0
@@ -41,7 +58,7 @@ ${afterClaim}    ), logged AS (
       FROM allowance AS a, running AS r, recent AS w
     )
     SELECT id, payload, attempts, fence_token, max_attempts, priority, wait_ms, run_at_ms, created_at_ms, trace_context, ${keyCursor} AS key_cursor,
-      NULL::float8 AS next_due_ms, NULL::float8 AS rate_wait_ms, NULL::boolean AS at_capacity FROM claimed
+      NULL::float8 AS next_due_ms, NULL::float8 AS rate_wait_ms, NULL::boolean AS at_capacity${seen}${held} FROM ${rows}
     UNION ALL
     SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, ${keyCursor},
       CASE WHEN o.claimed < o.allowed THEN
@@ -55,9 +72,20 @@ ${afterClaim}    ), logged AS (
       -- only while jobs wait: a full queue with nothing queued sleeps until NOTIFY like any other
       ((o.claimed = o.allowed AND o.running + o.claimed >= $5::int)${keysBusy})
         -- in the claim index's order: a bare EXISTS was planned as a sequential scan (many queued rows expected)
-        AND (SELECT priority FROM background_jobs WHERE queue_name = $1 AND status = 'queued' ORDER BY priority DESC LIMIT 1) IS NOT NULL
+        AND (SELECT priority FROM background_jobs WHERE queue_name = $1 AND status = 'queued' ORDER BY priority DESC LIMIT 1) IS NOT NULL${seen}${held && ', NULL::boolean'}
     FROM outcome AS o
     WHERE o.claimed < $2`;
+}
+
+/**
+ * A limited claim that reads ahead (the fair claim of a queue without caps or a rate limit): the parameters of the jobs
+ * that start now and of the buffer's lease, and the claim's order of its candidates (`order`, over `join`ed CTEs).
+ */
+export interface LimitedReadAhead {
+  startNow: string;
+  bufferLeaseMs: string;
+  order: string;
+  join: string;
 }
 
 /**

@@ -38,7 +38,9 @@ function inOrder<N extends string>(name: N, order: ClaimOrder): N | `${N}Lifo` |
 /**
  * The claim of a queue with limits: the queue's advisory lock, then the claim, in one transaction of three
  * round trips: BEGIN and the lock (one message), the claim, COMMIT. The lock must come before the claim's
- * snapshot, so it cannot share the claim's statement; it is held for the last two round trips.
+ * snapshot, so it cannot share the claim's statement; it is held for the last two round trips. `lookKeyless`: a keyed
+ * or fair claim reads the queue's first due jobs for some without a key (their answer: keylessSeen). `readAhead`: a fair
+ * claim starts its first `startNow` jobs and holds the rest in the worker's buffer (claimFairJobs' $13 and $14).
  */
 export async function claimLimitedJobs(
   db: JobStatements,
@@ -50,12 +52,17 @@ export async function claimLimitedJobs(
   keyCursor = '',
   keyBlocks = false,
   order: ClaimOrder = 'fifo',
+  lookKeyless = true,
+  readAhead?: { startNow: number; bufferLeaseMs: number },
 ): Promise<ClaimResult> {
   const values: unknown[] = [queue, limit, workerId, leaseMs, limits.globalConcurrency ?? null, limits.rateLimit?.max ?? null, limits.rateLimit?.intervalMs ?? 0];
   const fair = limits.fairness !== undefined;
   const keyed = fair || limits.concurrencyPerKey !== undefined;
   if (keyed) values.push(limits.concurrencyPerKey ?? null, keyCursor);
   if (fair) values.push(JSON.stringify(limits.fairness!.weights), limits.fairness!.defaultWeight);
+  if (keyed) values.push(lookKeyless); // $10 of the keyed claim, $12 of the fair one
+  // The fair claim's read-ahead ($13 jobs start now, the rest held for $14 ms): none unless asked.
+  if (fair) values.push(Math.min(readAhead?.startNow ?? limit, limit), readAhead?.bufferLeaseMs ?? leaseMs);
   const statement = inOrder(fair ? 'claimFairJobs' : keyed ? 'claimKeyedJobs' : keyBlocks ? 'claimLimitedJobsKeyBlocked' : 'claimLimitedJobs', order);
   let rows: ClaimRow[] | undefined;
   const begin = beginWithQueueTryLock(queueLockKey(queue));
@@ -80,6 +87,7 @@ export async function claimLimitedJobs(
   const result = toClaimResult(rows);
   for (const r of rows) {
     if (keyed) result.keyCursor = r.key_cursor ?? keyCursor;
+    if (r.keyless_seen != null) result.keylessSeen = r.keyless_seen;
     if (r.id !== null) continue;
     result.rateWaitMs = r.rate_wait_ms ?? null;
     result.atCapacity = r.at_capacity === true;
@@ -105,6 +113,7 @@ export interface ClaimRow {
   rate_wait_ms?: number | null;
   at_capacity?: boolean | null;
   key_cursor?: string | null;
+  keyless_seen?: boolean | null;
 }
 
 /** The longest pause between two tries of a limited queue's lock. */

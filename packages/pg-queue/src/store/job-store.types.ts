@@ -33,6 +33,8 @@ export interface ClaimResult {
   atCapacity?: boolean;
   /** A keyed claim: the key cursor to pass to the next claim (the last key claimed from, in turn order). */
   keyCursor?: string;
+  /** A keyed or fair claim that looked for due jobs without a key (lookKeyless): whether it found any. */
+  keylessSeen?: boolean;
   /** A limited claim that never got its queue's lock (another claimer held it throughout): no answer about the queue. */
   lockBusy?: boolean;
 }

@@ -268,11 +268,10 @@ export function resolveHandlerOptions(queue: string, options: JobHandlerOptions 
     throw new PgQueueError(INVALID_OPTION(where, 'backoff', backoff, 'a function (attempt, error) => ms, or { baseMs, maxMs, jitter }'));
   }
   const limits = resolveLimits(where, options);
-  // Not set: 'auto', except on a queue with limits, which never reads ahead.
   const transactional = bool(where, 'transactional', options.transactional, false);
   const batch = resolveBatch(where, options, transactional);
-  // Not set: 'auto', except on a queue with limits, or of batches, which never reads ahead.
-  const prefetch = options.prefetch ?? (hasLimits(limits) || batch ? 0 : 'auto');
+  // Not set: 'auto', except on a queue with limits that refuse read-ahead, or of batches, which never reads ahead.
+  const prefetch = options.prefetch ?? (refusesReadAhead(limits) || batch ? 0 : 'auto');
   const eagerStart = bool(where, 'eagerStart', options.eagerStart, true);
   if (options.eagerStart === true && (hasLimits(limits) || batch)) {
     throw new PgQueueError(`${where}: eagerStart cannot be used with ${batch ? 'batch' : 'globalConcurrency, rateLimit, concurrencyPerKey or fairness'} (an eagerly claimed job would bypass the claim that ${batch ? 'gathers a batch' : 'enforces the limits'}).`);
@@ -322,6 +321,15 @@ function resolveBatch(where: string, options: JobHandlerOptions, transactional: 
 type Limits = Pick<ResolvedHandlerOptions, 'globalConcurrency' | 'rateLimit' | 'concurrencyPerKey' | 'fairness'>;
 
 /** Whether a queue has any limit across instances, fair share included (its claims then take turns and never read ahead). */
+/**
+ * Whether a queue's limits refuse read-ahead: a job held ahead would hold a slot of globalConcurrency or
+ * concurrencyPerKey, or use up a start of rateLimit, while it waits in one process. Fair share alone does not: a job
+ * held ahead has taken its place in the shares when it was claimed, and caps nothing.
+ */
+export function refusesReadAhead({ globalConcurrency, rateLimit, concurrencyPerKey }: Pick<Limits, 'globalConcurrency' | 'rateLimit' | 'concurrencyPerKey'>): boolean {
+  return globalConcurrency !== undefined || rateLimit !== undefined || concurrencyPerKey !== undefined;
+}
+
 export function hasLimits({ globalConcurrency, rateLimit, concurrencyPerKey, fairness }: Pick<Limits, 'globalConcurrency' | 'rateLimit' | 'concurrencyPerKey'> & { fairness?: unknown }): boolean {
   return globalConcurrency !== undefined || rateLimit !== undefined || concurrencyPerKey !== undefined || fairness !== undefined;
 }
@@ -377,7 +385,7 @@ function resolveLimits(where: string, options: JobHandlerOptions): Limits {
   // A prefetched job holds a slot (and used a start) while it waits for a free one in this process. Explicit
   // 'auto' is refused too: it would read ahead of short jobs.
   const limits = { globalConcurrency, rateLimit, concurrencyPerKey, fairness: resolveFairness(where, options.fairness) };
-  if (hasLimits(limits) && options.prefetch !== undefined && options.prefetch !== 0) throw new PgQueueError(LIMIT_WITH_PREFETCH(where));
+  if (refusesReadAhead(limits) && options.prefetch !== undefined && options.prefetch !== 0) throw new PgQueueError(LIMIT_WITH_PREFETCH(where));
   return limits;
 }
 

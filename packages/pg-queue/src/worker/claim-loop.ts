@@ -8,6 +8,13 @@ import { putBack } from './put-back.js';
 /** How soon a queue at its globalConcurrency looks again for a slot freed in another process. */
 const LIMIT_POLL_MS = 200;
 
+/**
+ * While a keyed or fair queue's last look found no due job without a key, how long its claims go without looking: the
+ * look reads the queue's first 200 due jobs, a heap fetch apiece (claim-keyed.sql.ts, keylessDue), on every claim of a
+ * queue whose jobs all have keys. A job without a key waits at most this long more to be seen.
+ */
+export const KEYLESS_LOOK_MS = 100;
+
 /** What the claim loop asks work for and hands it to: the queue's worker. */
 export interface ClaimTarget {
   /** How many jobs a claim should ask for now; 0 when one is not worth a round trip (slots, buffer, unwritten outcomes). */
@@ -41,7 +48,8 @@ export interface ClaimLoopConfig {
   /** A buffered job's lease (see BUFFER_LEASE_MS). */
   bufferLeaseMs: number;
   /**
-   * Set for a queue with limits across instances: its claims go through claimLimitedJobs (nothing is read ahead).
+   * Set for a queue with limits across instances: its claims go through claimLimitedJobs (nothing is read ahead, but
+   * with fair share alone).
    * Changed at runtime with the limits stored for the queue (QueueWorker.applyLimits), read by each claim.
    */
   limits: ClaimLimits | undefined;
@@ -81,6 +89,8 @@ export class ClaimLoop {
   private holdTimer: NodeJS.Timeout | undefined;
   /** concurrencyPerKey: the key this worker's next claim starts its turn after. */
   private keyCursor = '';
+  /** A keyed or fair queue: performance.now() from which its claims look for due jobs without a key again (KEYLESS_LOOK_MS). */
+  private keylessLookAt = 0;
   /** performance.now() when the claim in flight was sent (0: none), and whether the loop has ended: for health checks. */
   private sentAt = 0;
   private ended = false;
@@ -212,10 +222,11 @@ export class ClaimLoop {
       this.wakeRequested = false;
       const { startNow, armAhead } = this.target.reserveSlots(want);
       const sentAt = (this.sentAt = performance.now());
+      const lookKeyless = sentAt >= this.keylessLookAt;
       let claimed;
       try {
         claimed = limits
-          ? await this.store.claimLimitedJobs(queue, want, workerId, leaseMs, limits, this.keyCursor, keyBlocks, order)
+          ? await this.store.claimLimitedJobs(queue, want, workerId, leaseMs, limits, this.keyCursor, keyBlocks, order, lookKeyless, { startNow, bufferLeaseMs })
           : await this.store.claimJobs(queue, want, workerId, leaseMs, this.target.observed || tracingActive(), { startNow, armAhead, bufferLeaseMs }, keyBlocks, order);
         // A claim that never got its queue's lock said nothing about the queue: a wedge (readiness) all the same.
         if (!claimed.lockBusy) this.answeredAt = performance.now();
@@ -238,6 +249,8 @@ export class ClaimLoop {
         return;
       }
       if (claimed.keyCursor !== undefined) this.keyCursor = claimed.keyCursor;
+      // Found some: look again at the next claim; found none: not before KEYLESS_LOOK_MS.
+      if (claimed.keylessSeen !== undefined) this.keylessLookAt = claimed.keylessSeen ? 0 : sentAt + KEYLESS_LOOK_MS;
       this.target.accept(claimed.jobs, sentAt);
       this.gatherFirst = claimed.jobs.length < want;
       if (claimed.jobs.length === want) this.wakeRequested = true; // more may be waiting

@@ -3,7 +3,7 @@ import { LATE_STARTS, LIMITED_NOT_MARKED, STALE_CLAIM, WORKER_DEFECT } from '../
 import type { EffectiveLimits } from '../limits/queue-limits.js';
 import type { ResolvedFairness } from '../interfaces/job-handler-options.interface.js';
 import type { ClaimLimits } from '../store/job-store.types.js';
-import { hasLimits } from '../utils/resolve-options.js';
+import { hasLimits, refusesReadAhead } from '../utils/resolve-options.js';
 import { errorLine } from '../utils/error-text.js';
 import { ClaimLoop, type ClaimLoopState, type ClaimTarget } from './claim-loop.js';
 import { EagerStarts, type EagerInsert } from './eager-starts.js';
@@ -269,8 +269,8 @@ export class QueueWorker implements ClaimTarget {
    * has LIFO jobs (`lifoJobs`: background_queues.lifo_jobs, set by the first enqueue of one, never cleared): the next
    * claim and the next starts follow them. Lowering concurrency aborts nothing: fewer jobs start until the running ones
    * are under it. A switch to limits across instances changes the claim (claimLimitedJobs, under the queue's lock) and
-   * gives the buffer back (a limited queue reads nothing ahead: a held job would have used a start); the jobs this
-   * worker runs are marked `limited`, so that the limited claims count them. Eager starts stop (eagerSlotFree).
+   * gives the buffer back (a cap or a rate refuses read-ahead: a held job would have used a start; fair share alone
+   * does not); the jobs this worker runs are marked `limited`, so the limited claims count them. Eager starts stop.
    */
   applyLimits(limits: EffectiveLimits, keyBlocks: boolean, lifoJobs = false): void {
     const { state } = this;
@@ -280,10 +280,13 @@ export class QueueWorker implements ClaimTarget {
     const { fairness } = state.config.options;
     const limited = hasLimits({ ...limits, fairness });
     const becameLimited = limited && !state.limited;
-    state.limited = state.buffer.off = limited;
+    // Fair share alone reads ahead (its claim holds the jobs beyond the free slots in the shares); a cap or a rate does not.
+    const turnedOff = refusesReadAhead(limits) && !state.buffer.off;
+    state.limited = limited;
+    state.buffer.off = refusesReadAhead(limits);
+    const back = turnedOff ? state.buffer.takeAll() : [];
+    if (back.length) void state.giveBack(back, 'its queue has limits across instances now');
     if (becameLimited) {
-      const back = state.buffer.takeAll();
-      if (back.length) void state.giveBack(back, 'its queue has limits across instances now');
       const started = [...state.held.values()].filter((job) => job.state !== 'buffered').map((job) => job.id);
       const { store, logger } = state.shared;
       store.markLimited(state.config.workerId, started).catch((error: unknown) => logger.warn(LIMITED_NOT_MARKED(state.config.queue, started.length, errorLine(error))));

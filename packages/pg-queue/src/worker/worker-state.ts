@@ -5,7 +5,7 @@ import type { ResolvedHandlerOptions } from '../interfaces/job-handler-options.i
 import { HELD_JOBS_GIVEN_BACK, HELD_JOBS_NOT_GIVEN_BACK, WORKER_DEFECT } from '../pg-queue.messages.js';
 import type { JobStore } from '../store/job.store.js';
 import { errorLine } from '../utils/error-text.js';
-import { hasLimits } from '../utils/resolve-options.js';
+import { hasLimits, refusesReadAhead } from '../utils/resolve-options.js';
 import { withTimeout } from '../utils/retry-backoff.js';
 import { AttemptReport } from './attempt-report.js';
 import type { HeldJob } from './held-job.js';
@@ -85,9 +85,9 @@ export class WorkerState {
     readonly shared: SharedParts,
   ) {
     const { concurrency, prefetch, batchSize, batch } = config.options;
-    const limited = (this.limited = hasLimits(config.options));
-    // resolveHandlerOptions never leaves read-ahead on a queue with limits; the check keeps the two in step.
-    this.buffer = new JobBuffer(concurrency, limited ? 0 : prefetch);
+    this.limited = hasLimits(config.options);
+    // resolveHandlerOptions never leaves read-ahead on a queue whose limits refuse it; the check keeps the two in step.
+    this.buffer = new JobBuffer(concurrency, refusesReadAhead(config.options) ? 0 : prefetch);
     this.startAhead = batch ? undefined : new StartAhead(concurrency);
     this.slots = new Slots(concurrency, batchSize, batch?.size);
     this.deadlines = new StartDeadlines(config.leaseMs);

@@ -490,17 +490,22 @@ function addChanges(seed: number, end: number, steps: Step[]): void {
 
 /**
  * Queue `fair` (fair share across keys, issue 42): bursts of 4 to 30 jobs every 1.5 to 5 s over keys f1..f4 (f1, of
- * option weight 3, gets the most) and a few without a key; a per-key cap of 2 in half the seeds; and an operator that
+ * option weight 3, gets the most) and a few without a key (found by a claim's look for them: on every claim while the
+ * last look found some, else once per KEYLESS_LOOK_MS, so the quiet between bursts turns the look off and a burst's
+ * keyless jobs must be found again); a per-key cap of 2 in half the seeds, read-ahead (0, 3 or 'auto') in the others;
+ * and an operator that
  * stores runtime weights (or removes them) every 3 to 10 s. Invariants: invariants-fair.ts.
  */
 function addFair(seed: number, end: number, processes: ProcessPlan[], nonce: () => number, steps: Step[]): SimPlan['fair'] {
   const f = featureStream(seed, 0x27d4eb2f);
   const perKey = f.chance(0.5) ? 2 : undefined;
+  // Without a per-key cap, fair share reads ahead (its claim holds the jobs past the free slots): none, a few, or 'auto'.
+  const prefetch = perKey ? 0 : f.pick([0, 3, 'auto' as const]);
   let slots = 0;
   for (const p of processes) {
     const concurrency = f.pick([1, 2, 4]);
     slots += concurrency;
-    p.queues.fair = { concurrency, prefetch: 0, eagerStart: false, fairness: { weights: { f1: 3 } }, ...(perKey && { concurrencyPerKey: perKey }), maxAttempts: 3, timeoutMs: 3_000 };
+    p.queues.fair = { concurrency, prefetch, eagerStart: false, fairness: { weights: { f1: 3 } }, ...(perKey && { concurrencyPerKey: perKey }), maxAttempts: 3, timeoutMs: 3_000 };
   }
   for (let at = 2_000; at < end; at += f.int(1_500, 5_000)) {
     const jobs = Array.from({ length: f.int(4, 30) }, (): PlannedJob => {

@@ -51,3 +51,33 @@ export async function fairNotOvertaken(db: pg.Pool, fair: SimPlan['fair']): Prom
       detail: `job ${r.job_id} of key ${r.k || '(none)'} was claimed after ${r.overtaken} jobs of other keys claimed since its enqueue (bound ${bound}: ${fair.slots} slots)`,
     }));
 }
+
+/**
+ * Jobs without a key are found: a job of queue `fair` without a key is claimed before at most `400 + 10 x slots` first
+ * claims of other jobs made after its enqueue. A fair claim reads the queue's first 200 due jobs for keyless ones (behind
+ * a larger backlog they wait until it shrinks: the workload's bursts and backlogs of f1 stay under 300 queued), and looks
+ * on every claim while its last look found some, else once per KEYLESS_LOOK_MS (100 ms); once found they are one more
+ * key of weight 1 (at most 10 x slots + 30 others ahead, as fairNotOvertaken). A claim loop that stopped looking for
+ * good, or a look that never turned back on, lets every keyed job of the run go first.
+ */
+export async function fairKeylessFound(db: pg.Pool, fair: SimPlan['fair']): Promise<Violation[]> {
+  const bound = 400 + 10 * fair.slots;
+  const { rows } = await db.query<{ job_id: string; overtaken: number }>(
+    `WITH jobs AS (
+       SELECT e.job_id, e.concurrency_key AS k,
+              min(t.at) FILTER (WHERE t.op = 'insert') AS ins,
+              min(t.stmt_at) FILTER (WHERE t.old_status = 'queued' AND t.new_status = 'processing') AS claimed
+       FROM sim_enqueues AS e JOIN sim_transitions AS t ON t.job_id = e.job_id
+       WHERE e.kind = 'fair' AND e.committed GROUP BY e.job_id, e.concurrency_key
+     )
+     SELECT f.job_id::text, (SELECT count(*)::int FROM jobs AS o WHERE o.k IS NOT NULL AND o.claimed > f.ins AND o.claimed < coalesce(f.claimed, 'infinity')) AS overtaken
+     FROM jobs AS f WHERE f.k IS NULL`,
+  );
+  return rows
+    .filter((r) => r.overtaken > bound)
+    .map((r) => ({
+      invariant: 'fair.keyless-found',
+      jobIds: [r.job_id],
+      detail: `job ${r.job_id} without a key waited while ${r.overtaken} keyed jobs were claimed after its enqueue (bound ${bound}: ${fair.slots} slots)`,
+    }));
+}

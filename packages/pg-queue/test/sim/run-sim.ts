@@ -20,7 +20,7 @@ import { sqlPool, startApp } from '../support/test-app.js';
 import { SimProcesses, sleep } from './faults.js';
 import { FAIR_QUEUE, generatePlan, HANDLER_KIND_QUEUES, LIMITED_QUEUES, planShares, RATED_QUEUE, SIM_QUEUES, type SimPlan, type Step } from './generator.js';
 import * as invHandlers from './invariants-handlers.js';
-import { fairNotOvertaken, fairPerKeyHeld } from './invariants-fair.js';
+import { fairKeylessFound, fairNotOvertaken, fairPerKeyHeld } from './invariants-fair.js';
 import { logsBelongToRuns } from './invariants-logs.js';
 import { eventsMatchRows, SimEventConsumer } from './invariants-events.js';
 import { rateLimitHeld } from './invariants-rate.js';
@@ -105,6 +105,7 @@ export async function runSim(url: string, seed: number, minutes: number, server?
       ...(await rateLimitHeld(db, plan.rateLimit)),
       ...fairPerKeyHeld(facts, plan.fair.perKey),
       ...(await fairNotOvertaken(db, plan.fair)),
+      ...(await fairKeylessFound(db, plan.fair)),
       ...(await recurringFires(db, drained.at)),
       ...(await everyFires(db, every, drained.at)),
       ...(await editedScheduleFires(db, EDITED_SCHEDULE.every, drained.at)),

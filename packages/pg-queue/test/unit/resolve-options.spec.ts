@@ -63,6 +63,10 @@ describe('resolveHandlerOptions', () => {
     expect(resolveHandlerOptions('q', { rateLimit: { max: 5, intervalMs: 1_000 } }).prefetch).toBe(0);
     expect(resolveHandlerOptions('q', { concurrencyPerKey: 1, prefetch: 0 }).prefetch).toBe(0);
     expect(() => resolveHandlerOptions('q', { concurrencyPerKey: 1, prefetch: 'auto' })).toThrow(/sets prefetch with a limit across instances/);
+    // Fair share alone reads ahead (its claim holds the jobs past the free slots in the shares); with a cap it does not.
+    expect(resolveHandlerOptions('q', { fairness: true }).prefetch).toBe('auto');
+    expect(resolveHandlerOptions('q', { fairness: true, prefetch: 5 }).prefetch).toBe(5);
+    expect(resolveHandlerOptions('q', { fairness: true, concurrencyPerKey: 2 }).prefetch).toBe(0);
   });
   it.each([
     [{ prefetch: -1 }, `prefetch=-1: expected 'auto' or an integer from 0 to 10000`],
