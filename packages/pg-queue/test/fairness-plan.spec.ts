@@ -69,8 +69,9 @@ async function explainFair(db: pg.Pool, queue: string, limit: number, weights: R
   }
 }
 
-/** Rows the claim's UPDATE changed: the jobs it claimed. */
-const claimed = (plan: string) => Number(/CTE claimed\s+->\s+Update on background_jobs \w+ \(actual time=[\d.]+\.\.[\d.]+ rows=(\d+)/.exec(plan)?.[1]);
+/** Rows the claim's two UPDATEs changed (started now, and read ahead: the fair claim's read-ahead): the jobs it claimed. */
+const claimed = (plan: string) =>
+  ['started', 'held'].reduce((sum, cte) => sum + Number(new RegExp(`CTE ${cte}\\s+->\\s+Update on background_jobs \\w+ \\(actual time=[\\d.]+\\.\\.[\\d.]+ rows=(\\d+)`).exec(plan)?.[1]), 0);
 
 // One key with all of a table's 20,000 queued jobs, 40 of them running (a tenant alone with a backlog, as in
 // claim-cost.ts --rows 20000 --keys 1): the chosen ids were joined to background_jobs as an IN (subquery), which

@@ -1,6 +1,7 @@
 import type { PoolClient, QueryResultRow } from 'pg';
 import type { QueueEventType } from '../events/queue-event.interface.js';
 import { DASHBOARD_EVENTS_SQL } from './dashboard-events.sql.js';
+import type { EventPosition } from './events.store.js';
 
 /** Events one page of the events list looks at, at most (then it offers to go on from where it stopped). */
 export const EVENT_SCAN_WINDOW = 10_000;
@@ -20,11 +21,8 @@ export interface EventListRow {
   created_at: Date;
 }
 
-/** A position in the table's (tx, id) order, as the stream's ids write it. */
-export interface EventCursor {
-  tx: string;
-  id: string;
-}
+/** A position in the table's (tx, id) order, as the stream's ids write it (the stream reader's EventPosition). */
+export type EventCursor = EventPosition;
 
 export interface EventListQuery {
   queue: string | null;
