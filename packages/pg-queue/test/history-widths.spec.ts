@@ -11,7 +11,7 @@ import { sqlPool, startApp, waitFor } from './support/test-app.js';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
-const RETENTION = { completedMs: 30 * DAY, failedMs: 30 * DAY };
+const RETENTION = { completedMs: 60 * DAY, failedMs: 60 * DAY };
 
 interface Bounds {
   name: string;
@@ -143,8 +143,11 @@ describe('history: partitions of different widths', () => {
   }, 60_000);
 
   it('day, then week: a Tuesday of a week whose Monday has a day partition (same name before the fix) still moves', async () => {
-    // Last week's Monday and Tuesday, 10:00 UTC.
-    const monday = `(date_trunc('week', now(), 'UTC') - interval '14 days')`;
+    // The Monday and Tuesday four weeks back, 10:00 UTC: its week partition ends 21 to 27 days ago whatever today's
+    // weekday, clear of the days the other tests use (at most 12 days back). Two weeks back, it ended 7 to 13 days
+    // ago, and on a Monday or Tuesday it held the days -12 to -8 of the tests below, whose rows then went into it
+    // and made no partition of their own (the full suite run at 00:22 UTC on Monday 2026-12-07 failed both).
+    const monday = `(date_trunc('week', now(), 'UTC') - interval '28 days')`;
     await db.query(`DELETE FROM background_jobs`);
     await finishedJobs(db, monday, [10]);
     const errors: string[] = [];
