@@ -42,10 +42,14 @@ export async function editedScheduleFires(db: pg.Pool, firstEveryMs: number, unt
       out.push({ invariant: 'edited.too-soon', jobIds: [fires[i - 1].job_id, fires[i].job_id], detail: `schedule edited fired at ${fires[i - 1].fire_text} and ${fires[i].fire_text}, ${b - a} ms apart; the smallest interval in force between them was ${least} ms` });
     }
   }
+  // The schedule's pauses: from the first pause's answer to the next resume's call. Two operator steps may overlap (a
+  // pause held up to 4 s, steps 3 to 8 s apart): the second pause finds it paused, the first resume ends the pause
+  // for both, and the second resume finds it running (seed 64: a pause paired with no resume counted 108 fires).
   const pauses: { from: number; to: number }[] = [];
   for (const o of ops) {
-    if (o.op === 'schedule-pause') pauses.push({ from: o.t1.getTime(), to: Infinity });
-    if (o.op === 'schedule-resume' && pauses.length) pauses[pauses.length - 1].to = o.t0.getTime();
+    const open = pauses.length > 0 && pauses[pauses.length - 1].to === Infinity;
+    if (o.op === 'schedule-pause' && !open) pauses.push({ from: o.t1.getTime(), to: Infinity });
+    if (o.op === 'schedule-resume' && open) pauses[pauses.length - 1].to = o.t0.getTime();
   }
   for (const f of fires) {
     const t = f.fire_at.getTime();
