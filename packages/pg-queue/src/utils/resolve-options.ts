@@ -320,7 +320,6 @@ function resolveBatch(where: string, options: JobHandlerOptions, transactional: 
 
 type Limits = Pick<ResolvedHandlerOptions, 'globalConcurrency' | 'rateLimit' | 'concurrencyPerKey' | 'fairness'>;
 
-/** Whether a queue has any limit across instances, fair share included (its claims then take turns and never read ahead). */
 /**
  * Whether a queue's limits refuse read-ahead: a job held ahead would hold a slot of globalConcurrency or
  * concurrencyPerKey, or use up a start of rateLimit, while it waits in one process. Fair share alone does not: a job
@@ -330,8 +329,9 @@ export function refusesReadAhead({ globalConcurrency, rateLimit, concurrencyPerK
   return globalConcurrency !== undefined || rateLimit !== undefined || concurrencyPerKey !== undefined;
 }
 
-export function hasLimits({ globalConcurrency, rateLimit, concurrencyPerKey, fairness }: Pick<Limits, 'globalConcurrency' | 'rateLimit' | 'concurrencyPerKey'> & { fairness?: unknown }): boolean {
-  return globalConcurrency !== undefined || rateLimit !== undefined || concurrencyPerKey !== undefined || fairness !== undefined;
+/** Whether a queue has any limit across instances, fair share included (its claims then take turns under the queue's lock). */
+export function hasLimits(limits: Pick<Limits, 'globalConcurrency' | 'rateLimit' | 'concurrencyPerKey'> & { fairness?: unknown }): boolean {
+  return refusesReadAhead(limits) || limits.fairness !== undefined;
 }
 
 const KNOWN_FAIRNESS_KEYS = new Set(['weights', 'defaultWeight', 'key']);
