@@ -183,6 +183,41 @@ describe('the resumable event stream (issue 43)', () => {
     }
   });
 
+  it("hands out one job's events in the order of its changes when the later change has the older transaction", async () => {
+    // The simulation's seed 63: a flow's failure took its xid on the flow's row, a snoozed step went back to queued
+    // (`returned`) and committed, then the failure cancelled the step. With each event at its writer's own xid the
+    // stream gave `cancelled` before `returned`. Here: `older` takes its xid, `younger` cancels the job and commits,
+    // then `older` queues it again (a retry: `enqueued`).
+    const older = new pg.Client({ connectionString: t.url });
+    const younger = new pg.Client({ connectionString: t.url });
+    await older.connect();
+    await younger.connect();
+    try {
+      await service().recordEvents('ev-sql');
+      const job = (await t.db.query<{ id: string }>(`INSERT INTO background_jobs (queue_name, run_at) VALUES ('ev-sql', now() + interval '1 h') RETURNING id::text`)).rows[0].id;
+      await older.query('BEGIN');
+      const olderXid = (await older.query<{ x: string }>(`SELECT pg_current_xact_id()::text AS x`)).rows[0].x;
+      await younger.query('BEGIN');
+      await younger.query(`UPDATE background_jobs SET status = 'cancelled' WHERE id = $1`, [job]);
+      const youngerXid = (await younger.query<{ x: string }>(`SELECT pg_current_xact_id()::text AS x`)).rows[0].x;
+      await younger.query('COMMIT');
+      expect(BigInt(olderXid)).toBeLessThan(BigInt(youngerXid));
+      await older.query(`UPDATE background_jobs SET status = 'queued', finished_at = NULL WHERE id = $1`, [job]);
+      await older.query('COMMIT');
+
+      expect(await typesOf(job)).toEqual(['enqueued', 'cancelled', 'enqueued']);
+      const seen = await read({ after: '0-0', queues: ['ev-sql'] }, (s) => s.filter((e) => e.jobId === job).length === 3);
+      expect(seen.filter((e) => e.jobId === job).map((e) => e.type)).toEqual(['enqueued', 'cancelled', 'enqueued']);
+      // Never below its writer's own xid (the stream's rule: a reader never hands out a place an open transaction can still write below).
+      const { rows } = await t.db.query<{ below: number }>(`SELECT count(*)::int AS below FROM background_job_events WHERE job_id = $1 AND type = 'enqueued' AND tx < $2::xid8`, [job, youngerXid]);
+      expect(rows[0].below).toBe(1); // the insert's, only
+    } finally {
+      await older.end();
+      await younger.end();
+      await service().recordEvents('ev-sql', false);
+    }
+  });
+
   it('opting every queue out drops the triggers: no cost and no events', async () => {
     expect(await service().recordEvents('ev-work', false)).toEqual([]);
     expect((await t.db.query(`SELECT 1 FROM pg_trigger WHERE tgname LIKE '%events%'`)).rowCount).toBe(0);

@@ -62,6 +62,7 @@ const DOCUMENTED = [
   'JobLogs1764710000000',
   'RicherSchedules1764720000000',
   'JobEvents1764730000000',
+  'EventOrder1764740000000',
 ];
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../../..');

@@ -1,5 +1,10 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
 
+/** How a later migration (EventOrder1764740000000) sets an event's `tx`: a plpgsql variable `event_tx` declared with it. */
+export interface EventTx {
+  declare: string;
+}
+
 /**
  * One job's change, OLD to NEW, as event types (in order):
  * - insert: `enqueued` (and `started` for a row inserted running);
@@ -16,15 +21,15 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
  * `detail` is last_error for the failure types. Each statement that records also sends one NOTIFY (its payload is
  * empty, so PostgreSQL folds a transaction's many into one), which wakes readers.
  */
-const JOB_EVENT_FUNCTION = `
+export const jobEventFunction = (tx?: EventTx) => `
   CREATE OR REPLACE FUNCTION background_job_events_record() RETURNS trigger LANGUAGE plpgsql AS $$
   DECLARE
     kinds text[] := '{}';
-    swept boolean;
+    swept boolean;${tx ? `\n    ${tx.declare}` : ''}
   BEGIN
     IF TG_OP = 'DELETE' THEN
-      INSERT INTO background_job_events (type, job_id, flow_id, queue_name, attempt)
-      SELECT k.kind, OLD.id, OLD.flow_id, OLD.queue_name, OLD.attempts + OLD.buffered::int
+      INSERT INTO background_job_events (type, job_id, flow_id, queue_name, attempt${tx ? ', tx' : ''})
+      SELECT k.kind, OLD.id, OLD.flow_id, OLD.queue_name, OLD.attempts + OLD.buffered::int${tx ? ', event_tx' : ''}
       FROM unnest(CASE WHEN OLD.buffered THEN ARRAY['started', 'completed'] ELSE ARRAY['completed'] END) WITH ORDINALITY AS k (kind, n) ORDER BY k.n;
       PERFORM pg_notify('pg_queue_events', '');
       RETURN NULL;
@@ -55,9 +60,9 @@ const JOB_EVENT_FUNCTION = `
       kinds := ARRAY['enqueued'];
     END IF;
     IF cardinality(kinds) = 0 THEN RETURN NULL; END IF;
-    INSERT INTO background_job_events (type, job_id, flow_id, queue_name, attempt, detail)
+    INSERT INTO background_job_events (type, job_id, flow_id, queue_name, attempt, detail${tx ? ', tx' : ''})
     SELECT k.kind, NEW.id, NEW.flow_id, NEW.queue_name, NEW.attempts,
-           CASE WHEN k.kind IN ('failed', 'retrying', 'dead', 'stalled') THEN NEW.last_error END
+           CASE WHEN k.kind IN ('failed', 'retrying', 'dead', 'stalled') THEN NEW.last_error END${tx ? ', event_tx' : ''}
     FROM unnest(kinds) WITH ORDINALITY AS k (kind, n) ORDER BY k.n;
     PERFORM pg_notify('pg_queue_events', '');
     RETURN NULL;
@@ -68,16 +73,16 @@ const JOB_EVENT_FUNCTION = `
  * among its jobs (a flow has no queue of its own; one with none in a recording queue records nothing). A flow ends
  * once, so the lookup (by background_jobs_flow_idx) is off every job's path.
  */
-const FLOW_EVENT_FUNCTION = `
+export const flowEventFunction = (tx?: EventTx) => `
   CREATE OR REPLACE FUNCTION background_flow_events_record() RETURNS trigger LANGUAGE plpgsql AS $$
   DECLARE
-    q text;
+    q text;${tx ? `\n    ${tx.declare}` : ''}
   BEGIN
     SELECT j.queue_name INTO q FROM background_jobs AS j
     JOIN background_queues AS r ON r.queue_name = j.queue_name AND r.record_events
     WHERE j.flow_id = NEW.id ORDER BY j.id LIMIT 1;
     IF q IS NULL THEN RETURN NULL; END IF;
-    INSERT INTO background_job_events (type, flow_id, queue_name, detail) VALUES ('flow-finished', NEW.id, q, NEW.status);
+    INSERT INTO background_job_events (type, flow_id, queue_name, detail${tx ? ', tx' : ''}) VALUES ('flow-finished', NEW.id, q, NEW.status${tx ? ', event_tx' : ''});
     PERFORM pg_notify('pg_queue_events', '');
     RETURN NULL;
   END $$`;
@@ -129,8 +134,8 @@ const EVENT_TRIGGERS_FUNCTION = `
  * a queue that records events, written by triggers on background_jobs (and background_flows for flow-finished), so
  * that every path is covered: enqueues from SQL, the sweeper, admin actions, every process.
  *
- * - `tx` is the writing transaction's id (xid8). A reader hands out only events of transactions older than its
- *   snapshot's xmin, in (tx, id) order: every such transaction has ended, so no event can later appear before one
+ * - `tx` is the writing transaction's id (xid8; since EventOrder1764740000000 the newest xid when the row is
+ *   written, never below the writer's own). A reader hands out only events of transactions older than its snapshot's xmin, in (tx, id) order: every such transaction has ended, so no event can later appear before one
  *   already handed out (a bigserial is taken at insert, not at commit; ordering by it alone skips the event of a
  *   transaction that commits after a younger one). See events.sql.ts.
  * - Opt-in per queue (`background_queues.record_events`, set by pg_queue_record_events()): that function rebuilds
@@ -159,8 +164,8 @@ export class JobEvents1764730000000 implements MigrationInterface {
     await q.query(`CREATE INDEX IF NOT EXISTS background_job_events_created_idx ON background_job_events (created_at)`);
     // Small table (one row per queue): the catalog change alone; background_jobs is not touched.
     await q.query(`ALTER TABLE background_queues ADD COLUMN IF NOT EXISTS record_events boolean NOT NULL DEFAULT false`);
-    await q.query(JOB_EVENT_FUNCTION);
-    await q.query(FLOW_EVENT_FUNCTION);
+    await q.query(jobEventFunction());
+    await q.query(flowEventFunction());
     await q.query(EVENT_TRIGGERS_FUNCTION);
   }
 

@@ -25,6 +25,7 @@ import { LifoQueueAfter1764700000000 } from './1764700000000-lifo-queue-after.js
 import { JobLogs1764710000000 } from './1764710000000-job-logs.js';
 import { RicherSchedules1764720000000 } from './1764720000000-richer-schedules.js';
 import { JobEvents1764730000000 } from './1764730000000-job-events.js';
+import { EventOrder1764740000000 } from './1764740000000-event-order.js';
 
 /** The queue's schema migrations, in order: add them to your own DataSource's `migrations`, or let the module run them. */
 export const PG_QUEUE_MIGRATIONS = [
@@ -55,6 +56,7 @@ export const PG_QUEUE_MIGRATIONS = [
   JobLogs1764710000000,
   RicherSchedules1764720000000,
   JobEvents1764730000000,
+  EventOrder1764740000000,
 ];
 
 export {
@@ -85,4 +87,5 @@ export {
   JobLogs1764710000000,
   RicherSchedules1764720000000,
   JobEvents1764730000000,
+  EventOrder1764740000000,
 };

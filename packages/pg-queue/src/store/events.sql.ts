@@ -4,14 +4,15 @@ export const EVENTS_CHANNEL = 'pg_queue_events';
 /**
  * Reading background_job_events (migration JobEvents1764730000000), in a commit-safe order.
  *
- * A position is (tx, id): the writing transaction's xid8 and the row's serial. A page holds only rows of
- * transactions older than the reading statement's snapshot xmin: each of those has ended, committed (its rows are
+ * A position is (tx, id): the newest xid8 assigned when the row was written, never below its writer's own (migration
+ * EventOrder1764740000000: so one job's events follow its changes), and the row's serial. A page holds only rows
+ * whose tx is older than the reading statement's snapshot xmin: their writers have ended, committed (their rows are
  * all visible here) or rolled back (none ever will be), and any transaction still to write takes a newer xid. So
  * the rows past a position, in (tx, id) order, only grow at their end, and a reader that resumes from the last
  * position it handed out misses nothing and sees nothing twice. Ordering by id alone would not do: a serial is
  * taken at insert, so a transaction that commits after a younger one leaves a smaller id behind the reader.
- * The price: an event waits for every transaction older than its own (any transaction of the cluster that holds
- * an xid, the app's too) to end; a long transaction delays events, never loses them.
+ * The price: an event waits for every transaction open when it was written (any transaction of the cluster that
+ * holds an xid, the app's too) to end; a long transaction delays events, never loses them.
  */
 export const EVENTS_SQL = {
   // A page of up to $5 rows past ($1, $2), in order; `matched` says which pass the filters ($3 queues, $4 types; NULL:

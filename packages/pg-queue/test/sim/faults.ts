@@ -225,11 +225,12 @@ export class SimProcesses {
 
   /**
    * PostgreSQL restarted under every process: a fast shutdown (every session terminated, LISTEN too), down `downMs`,
-   * then up on the same port and data. Written, once the server answers again and a moment has passed (a start whose
-   * run-log row waited on the outage is written by then), as a fault of every live process (signal 'RESTART') with
-   * what may run again because of it: every run not ended, and every run that ended within two leases before the
-   * stop (its outcome may have been on its way, and lost with the connection). False when the server cannot be
-   * restarted (one given by URL).
+   * then up on the same port and data. Written, once the server answers again and its recovery has passed (a second
+   * and two of the longest lease), as a fault of every live process (signal 'RESTART') with what may run again
+   * because of it: every run not ended, and every run that ended from two leases before the stop until then (its
+   * outcome may have been on its way, and lost with the connection; or, in the recovery, every process's loops
+   * reconnect at once on two cores, and a run claimed then lost its 1 s lease while the database answered in
+   * 700 ms: seed 61). False when the server cannot be restarted (one given by URL).
    */
   async restartServer(server: PostgresServer | undefined, downMs: number): Promise<boolean> {
     if (!server?.restart) return false;
@@ -246,7 +247,7 @@ export class SimProcesses {
       // What the processes could not reach the database for: from the stop until now, and behind PgBouncer for its
       // server_login_retry more (15 s: it refuses its clients' logins that long after one failed).
       await this.db.query(`INSERT INTO sim_outages (from_at, until_at) VALUES ($1, clock_timestamp() + $2 * interval '1 millisecond')`, [rows[0].at, this.bounced ? PGBOUNCER_LOGIN_RETRY_MS : 0]);
-      await sleep(1_000);
+      await sleep(1_000 + 2 * Math.max(...slots.map((p) => p.plan.leaseMs)));
       for (const p of slots) {
         if (!p.handle || p.handle.stopped) continue;
         await this.db.query(

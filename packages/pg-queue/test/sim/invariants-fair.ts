@@ -53,31 +53,60 @@ export async function fairNotOvertaken(db: pg.Pool, fair: SimPlan['fair']): Prom
 }
 
 /**
- * Jobs without a key are found: a job of queue `fair` without a key is claimed before at most `400 + 10 x slots` first
- * claims of other jobs made after its enqueue. A fair claim reads the queue's first 200 due jobs for keyless ones (behind
- * a larger backlog they wait until it shrinks: the workload's bursts and backlogs of f1 stay under 300 queued), and looks
- * on every claim while its last look found some, else once per KEYLESS_LOOK_MS (100 ms); once found they are one more
- * key of weight 1 (at most 10 x slots + 30 others ahead, as fairNotOvertaken). A claim loop that stopped looking for
- * good, or a look that never turned back on, lets every keyed job of the run go first.
+ * Jobs without a key are found: a job of queue `fair` without a key, once fewer than 200 jobs enqueued before it are
+ * queued (a fair claim reads the queue's first 200 due jobs for keyless ones), is claimed before at most
+ * `130 + 10 x slots` first claims of keyed jobs. A claim looks for keyless jobs on every claim while its last look
+ * found some, else once per KEYLESS_LOOK_MS (100 ms: at most about 100 claims here); once found they are one more key
+ * of weight 1 (at most 10 x slots + 30 others ahead, as fairNotOvertaken). A claim loop that stopped looking for
+ * good, or a look that never turned back on, lets every keyed job of the run go first. Before that the job waits,
+ * rightly: with few slots the workload's backlogs of f1 (100 to 250 each) stack up past 200 (seed 63 at 3 slots:
+ * 823 claims, every one while more than 200 were ahead), and jobs given back (a buffer returned, a lease swept)
+ * are ahead again. Every queued spell of an earlier job counts as ahead (a retry's later run_at too: lenient). Its
+ * wait ends at its first claim, or when it leaves the queue otherwise (a cancel).
  */
 export async function fairKeylessFound(db: pg.Pool, fair: SimPlan['fair']): Promise<Violation[]> {
-  const bound = 400 + 10 * fair.slots;
-  const { rows } = await db.query<{ job_id: string; overtaken: number }>(
-    `WITH jobs AS (
-       SELECT e.job_id, e.concurrency_key AS k,
-              min(t.at) FILTER (WHERE t.op = 'insert') AS ins,
-              min(t.stmt_at) FILTER (WHERE t.old_status = 'queued' AND t.new_status = 'processing') AS claimed
-       FROM sim_enqueues AS e JOIN sim_transitions AS t ON t.job_id = e.job_id
-       WHERE e.kind = 'fair' AND e.committed GROUP BY e.job_id, e.concurrency_key
-     )
-     SELECT f.job_id::text, (SELECT count(*)::int FROM jobs AS o WHERE o.k IS NOT NULL AND o.claimed > f.ins AND o.claimed < coalesce(f.claimed, 'infinity')) AS overtaken
-     FROM jobs AS f WHERE f.k IS NULL`,
+  const bound = 130 + 10 * fair.slots;
+  // Each fair job's queued spells as +1 / -1 at the database clock, and its first claim and departure.
+  const { rows: moves } = await db.query<{ job_id: string; at: Date; d: number }>(
+    `SELECT t.job_id::text, t.stmt_at AS at,
+            CASE WHEN t.new_status = 'queued' THEN 1 ELSE -1 END AS d
+     FROM sim_transitions AS t JOIN sim_enqueues AS e ON e.job_id = t.job_id AND e.kind = 'fair' AND e.committed
+     WHERE coalesce(t.new_status = 'queued', false) <> coalesce(t.old_status = 'queued', false)
+     ORDER BY t.stmt_at, t.id`,
   );
-  return rows
-    .filter((r) => r.overtaken > bound)
-    .map((r) => ({
-      invariant: 'fair.keyless-found',
-      jobIds: [r.job_id],
-      detail: `job ${r.job_id} without a key waited while ${r.overtaken} keyed jobs were claimed after its enqueue (bound ${bound}: ${fair.slots} slots)`,
-    }));
+  const { rows: jobs } = await db.query<{ job_id: string; keyed: boolean; ins: Date; claimed: Date | null; left_queued: Date | null }>(
+    `SELECT e.job_id::text, e.concurrency_key IS NOT NULL AS keyed,
+            min(t.stmt_at) FILTER (WHERE t.op = 'insert') AS ins,
+            min(t.stmt_at) FILTER (WHERE t.old_status = 'queued' AND t.new_status = 'processing') AS claimed,
+            min(t.stmt_at) FILTER (WHERE t.old_status = 'queued' AND t.new_status IS DISTINCT FROM 'queued') AS left_queued
+     FROM sim_enqueues AS e JOIN sim_transitions AS t ON t.job_id = e.job_id
+     WHERE e.kind = 'fair' AND e.committed GROUP BY e.job_id, e.concurrency_key`,
+  );
+  const insertedAt = new Map(jobs.map((j) => [j.job_id, j.ins.getTime()]));
+  const keyedClaims = jobs.flatMap((j) => (j.keyed && j.claimed ? [j.claimed.getTime()] : [])).sort((a, b) => a - b);
+  const violations: Violation[] = [];
+  for (const f of jobs) {
+    if (f.keyed) continue;
+    const ins = f.ins.getTime();
+    const end = (f.left_queued ?? f.claimed)?.getTime() ?? Infinity;
+    // The first moment at or after its insert with fewer than 200 earlier jobs queued.
+    const earlier = (m: (typeof moves)[number]) => (insertedAt.get(m.job_id) ?? Infinity) < ins;
+    let queuedBefore = 0;
+    let i = 0;
+    for (; i < moves.length && moves[i].at.getTime() <= ins; i++) if (earlier(moves[i])) queuedBefore += moves[i].d;
+    let inView = queuedBefore < 200 ? ins : Infinity;
+    for (; inView === Infinity && i < moves.length; i++) {
+      if (!earlier(moves[i])) continue;
+      queuedBefore += moves[i].d;
+      if (queuedBefore < 200) inView = moves[i].at.getTime();
+    }
+    const overtaken = keyedClaims.filter((c) => c > inView && c < end).length;
+    if (overtaken > bound)
+      violations.push({
+        invariant: 'fair.keyless-found',
+        jobIds: [f.job_id],
+        detail: `job ${f.job_id} without a key waited while ${overtaken} keyed jobs were claimed after fewer than 200 enqueued before it were queued (bound ${bound}: ${fair.slots} slots)`,
+      });
+  }
+  return violations;
 }

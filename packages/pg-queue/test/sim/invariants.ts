@@ -437,7 +437,13 @@ export async function flowPromises(db: pg.Pool, facts: Facts): Promise<Violation
       // A run a fault held may have ended with its completion lost on the way (its lease lapsed first): the step
       // never completed for the queue, so it has nothing to compensate (seed 31, job 4756: a connection cut).
       const ranToEnd = (facts.runsByJob.get(j.id) ?? []).some((r) => r.outcome === 'ok' && !facts.held.has(heldKey(r)));
-      if (j.has_undo && j.status === 'cancelled' && ranToEnd && undos.length === 0 && status !== 'cancelled') {
+      // The operator's cancel(id) of the step while it ran (its holder's row said started): the docs' "counts as that
+      // job failing", its outcome discarded even when the handler had just returned (seed 61, job 819: ended 35 ms
+      // before the cancel, its completion on its way), and a failed step is not compensated.
+      const cancelledRunning = (facts.transitionsByJob.get(j.id) ?? []).some(
+        (t) => t.new_status === 'cancelled' && t.old_status === 'processing' && !t.old_buffered && facts.ops.some((o) => o.op === 'cancel' && o.job_ids.includes(j.id)),
+      );
+      if (j.has_undo && j.status === 'cancelled' && ranToEnd && !cancelledRunning && undos.length === 0 && status !== 'cancelled') {
         out.push({ invariant: 'flow.ran-but-cancelled-uncompensated', jobIds: [j.id], detail: `flow ${flowId} ${status}: step ${j.id}'s handler ran to the end, the step ended cancelled, no compensation` });
       }
     }
