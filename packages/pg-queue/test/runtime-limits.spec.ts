@@ -143,4 +143,21 @@ describe('runtime limits: the queue\'s row', () => {
     const claimed = await store.claimJobs('c', 10, 'w', 30_000, false, undefined, true);
     expect(claimed.jobs.map((j) => j.payload).sort()).toEqual([2, 3]);
   });
+
+  it("a claim holds the row's globalConcurrency, not the worker's copy of it (a process whose notice was lost)", async () => {
+    // The simulation's seed 659653567: a change from 4 to 1, a process that had not read it yet claimed under 4.
+    await queue.enqueueMany(Array.from({ length: 6 }, (_, i) => ({ queue: 'g', payload: i })));
+    await db.query(`INSERT INTO background_queues (queue_name, limits) VALUES ('g', '{"globalConcurrency": 1}')`); // no NOTIFY: nobody heard
+    const stale = { globalConcurrency: 4, rateLimit: undefined };
+    expect((await store.claimLimitedJobs('g', 3, 'w', 30_000, stale)).jobs).toHaveLength(1);
+    expect((await store.claimLimitedJobs('g', 3, 'w', 30_000, stale)).jobs).toHaveLength(0);
+    // JSON null: no limit across instances, whatever the worker passes (and its jobs count against none).
+    await db.query(`UPDATE background_queues SET limits = '{"globalConcurrency": null}' WHERE queue_name = 'g'`);
+    expect((await store.claimLimitedJobs('g', 3, 'w', 30_000, { globalConcurrency: 1, rateLimit: undefined })).jobs).toHaveLength(3);
+    // Back to a number: the one limited job running leaves one slot of 2, whatever the worker passes.
+    await db.query(`UPDATE background_queues SET limits = '{"globalConcurrency": 2}' WHERE queue_name = 'g'`);
+    expect((await store.claimLimitedJobs('g', 3, 'w', 30_000, { globalConcurrency: 9, rateLimit: undefined })).jobs).toHaveLength(1);
+    expect((await db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE queue_name = 'g' AND status = 'processing' AND limited`)).rows[0].n).toBe(2);
+    expect((await store.claimLimitedJobs('g', 3, 'w', 30_000, { globalConcurrency: 9, rateLimit: undefined })).jobs).toHaveLength(0);
+  });
 });

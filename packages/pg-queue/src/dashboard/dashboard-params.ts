@@ -3,7 +3,7 @@ import { requestUrl, type AnyRequest } from './dashboard-http.js';
 import { LISTED_STATUSES, type ListedStatus } from './views/overview.view.js';
 import { jobListOrderOf, type JobListOrder } from '../store/job-list-order.js';
 import { FLOW_STATUSES, type FlowStatus } from '../flows/flow.interfaces.js';
-import { QUEUE_EVENT_TYPES, type QueueEventType } from '../events/queue-event.interface.js';
+import { QUEUE_EVENT_TYPES, parseEventId, type QueueEventType } from '../events/queue-event.interface.js';
 import type { EventCursor } from '../store/dashboard-events.store.js';
 
 // What the dashboard's routes read from a request (ids, filters, path segments), checked: bad input is a
@@ -87,15 +87,12 @@ export function newJobQueryOf(req: AnyRequest): { from: string | null; queue: st
   return { from, queue: params.get('queue') ?? undefined };
 }
 
-const EVENT_ID = /^(\d{1,20})-(\d{1,19})$/;
-const XID8_MAX = 18446744073709551615n;
-
-/** An event id as the stream writes it, "<tx>-<seq>" (QueueEvent.id), within xid8's and bigint's ranges. */
+/** An event id as the stream writes it (parseEventId), or null when none is given. */
 function eventCursorOf(name: string, value: string | null): EventCursor | null {
   if (value === null) return null;
-  const m = EVENT_ID.exec(value);
-  if (!m || BigInt(m[1]) > XID8_MAX || BigInt(m[2]) > INT8_MAX) throw new PgQueueError(`"${name}" must be an event id "<tx>-<seq>", got ${JSON.stringify(value.slice(0, 60))}.`);
-  return { tx: m[1], id: m[2] };
+  const cursor = parseEventId(value);
+  if (!cursor) throw new PgQueueError(`"${name}" must be an event id "<tx>-<seq>", got ${JSON.stringify(value.slice(0, 60))}.`);
+  return cursor;
 }
 
 /** The events list's query: its filters (a queue, a type), and its page (older than `before`, or newer than `after`). */

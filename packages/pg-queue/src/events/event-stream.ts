@@ -8,9 +8,7 @@ import { assertQueueName } from '../utils/resolve-options.js';
 import { RetryBackoff, wakeableSleep } from '../utils/retry-backoff.js';
 import { PgQueueLogger } from '../utils/terminal-text.js';
 import { NotificationListener } from '../worker/notification-listener.js';
-import { QUEUE_EVENT_TYPES, type EventStreamOptions, type QueueEvent } from './queue-event.interface.js';
-
-const EVENT_ID = /^(\d{1,20})-(\d{1,20})$/;
+import { QUEUE_EVENT_TYPES, parseEventId, type EventStreamOptions, type QueueEvent } from './queue-event.interface.js';
 
 /** The options of one events() call, checked when it is made (a bad one throws there, not at the first next()). */
 interface StreamSettings {
@@ -26,9 +24,8 @@ export function checkStreamOptions(options: EventStreamOptions): StreamSettings 
   const where = 'events()';
   let after: EventPosition | undefined;
   if (options.after !== undefined) {
-    const m = typeof options.after === 'string' ? EVENT_ID.exec(options.after) : null;
-    if (!m) throw new PgQueueError(INVALID_OPTION(where, 'after', options.after, `an event id "<tx>-<seq>" (a QueueEvent's id), or '0-0' for the oldest kept`));
-    after = { tx: m[1], id: m[2] };
+    after = parseEventId(options.after);
+    if (!after) throw new PgQueueError(INVALID_OPTION(where, 'after', options.after, `an event id "<tx>-<seq>" (a QueueEvent's id), or '0-0' for the oldest kept`));
   }
   if (options.queues !== undefined) {
     if (!Array.isArray(options.queues) || options.queues.length === 0) throw new PgQueueError(INVALID_OPTION(where, 'queues', options.queues, 'a non-empty array of queue names'));

@@ -50,6 +50,21 @@ export interface EventStreamOptions {
   signal?: AbortSignal;
 }
 
+const EVENT_ID = /^(\d{1,20})-(\d{1,19})$/;
+const XID8_MAX = 18446744073709551615n;
+const INT8_MAX = 9223372036854775807n;
+
+/**
+ * An event id as the stream writes it, "<tx>-<seq>" (QueueEvent.id), split into its place: undefined unless both
+ * parts are within their columns' ranges (xid8, bigint), so a bad id is refused where it is given (events(),
+ * the dashboard's cursor) rather than by the database's cast at every read.
+ */
+export function parseEventId(value: unknown): { tx: string; id: string } | undefined {
+  const m = typeof value === 'string' ? EVENT_ID.exec(value) : null;
+  if (!m || BigInt(m[1]) > XID8_MAX || BigInt(m[2]) > INT8_MAX) return undefined;
+  return { tx: m[1], id: m[2] };
+}
+
 /** Orders two event ids: negative when a comes first. */
 export function compareEventIds(a: string, b: string): number {
   const [ta, ia] = a.split('-').map(BigInt);

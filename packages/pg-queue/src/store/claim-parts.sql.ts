@@ -9,6 +9,19 @@ import { MS } from './shared.sql.js';
 export const CREATED_AT_MS = `CASE WHEN j.created_at <> j.run_at THEN date_part('epoch', j.created_at) * 1000 END AS created_at_ms`;
 
 /**
+ * The queue's global concurrency in force, as the CTE global_limit: its row's runtime override (background_queues.limits:
+ * a number, or JSON null for none) over $5, the worker's value (the decorator's, or the override as its process last
+ * read it). Read in the claim, under the queue's lock, not taken from the worker's copy: a process reads the limits
+ * again on a notice and every 500 ms, and one whose notice was lost (its LISTEN connection cut) claimed 1.1 s after
+ * a change from 4 to 1 under the old 4 (the simulation's seed 659653567: two runs at once). The copy still decides
+ * which claim a worker sends (a queue with no limit at all sends the plain claim until it hears of one).
+ */
+const GLOBAL_LIMIT = `global_limit AS (
+      SELECT CASE WHEN l.v ? 'globalConcurrency' THEN (l.v ->> 'globalConcurrency')::int ELSE $5::int END AS n
+      FROM (SELECT (SELECT q.limits FROM background_queues AS q WHERE q.queue_name = $1) AS v) AS l
+    `;
+
+/**
  * The claim of a queue with limits, in two variants that differ only in how they pick candidates (see
  * claimLimitedJobs and claimKeyedJobs in CLAIM_SQL below).
  */
@@ -39,14 +52,14 @@ export function limitedClaim(candidates: string, limited: string, keysBusy: stri
   // Its rows in the claim's order: the worker starts its buffered jobs in the order they come back.
   const rows = readAhead === undefined ? 'claimed' : '(SELECT c.* FROM claimed AS c JOIN numbered AS n ON n.id = c.id ORDER BY n.rn) AS claimed';
   return `
-    WITH RECURSIVE running AS (
+    WITH RECURSIVE ${GLOBAL_LIMIT}), running AS (
       SELECT count(*)::int AS n FROM background_jobs WHERE queue_name = $1 AND status = 'processing' AND limited
     ), recent AS (
       SELECT coalesce(sum(n), 0)::int AS n, min(started_at) AS oldest FROM background_queue_starts
       WHERE queue_name = $1 AND started_at > statement_timestamp() - $7::int8 ${MS}
     ), allowance AS (
-      SELECT greatest(0, least($2::int, coalesce($5::int - r.n, $2::int), coalesce($6::int - w.n, $2::int))) AS n
-      FROM running AS r, recent AS w
+      SELECT greatest(0, least($2::int, coalesce(g.n - r.n, $2::int), coalesce($6::int - w.n, $2::int))) AS n
+      FROM global_limit AS g, running AS r, recent AS w
 ${candidates}${claimed}
 ${afterClaim}    ), logged AS (
       INSERT INTO background_queue_starts (queue_name, started_at, n)
@@ -70,7 +83,7 @@ ${afterClaim}    ), logged AS (
         greatest(1, extract(epoch FROM coalesce(o.oldest, statement_timestamp()) + $7::int8 ${MS} - clock_timestamp()) * 1000)::float8
       END,
       -- only while jobs wait: a full queue with nothing queued sleeps until NOTIFY like any other
-      ((o.claimed = o.allowed AND o.running + o.claimed >= $5::int)${keysBusy})
+      ((o.claimed = o.allowed AND o.running + o.claimed >= (SELECT n FROM global_limit))${keysBusy})
         -- in the claim index's order: a bare EXISTS was planned as a sequential scan (many queued rows expected)
         AND (SELECT priority FROM background_jobs WHERE queue_name = $1 AND status = 'queued' ORDER BY priority DESC LIMIT 1) IS NOT NULL${seen}${held && ', NULL::boolean'}
     FROM outcome AS o

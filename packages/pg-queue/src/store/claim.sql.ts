@@ -105,10 +105,10 @@ export const CLAIM_SQL = {
   // jobs ran out; rate_wait_ms (ms until the window frees a start) when the window is full; at_capacity when
   // the queue runs globalConcurrency jobs while others are queued.
   claimLimitedJobs: limitedClaim(`
-    ), ${dueCandidates('(SELECT n FROM allowance)')}`, 'CASE WHEN $5::int IS NOT NULL THEN true END', '', 'NULL::text'),
+    ), ${dueCandidates('(SELECT n FROM allowance)')}`, 'CASE WHEN (SELECT n FROM global_limit) IS NOT NULL THEN true END', '', 'NULL::text'),
   // claimLimitedJobs while a key of the queue is blocked (as claimJobsKeyBlocked).
   claimLimitedJobsKeyBlocked: limitedClaim(`
-    ), ${dueCandidates('(SELECT n FROM allowance)', false, true)}`, 'CASE WHEN $5::int IS NOT NULL THEN true END', '', 'NULL::text'),
+    ), ${dueCandidates('(SELECT n FROM allowance)', false, true)}`, 'CASE WHEN (SELECT n FROM global_limit) IS NOT NULL THEN true END', '', 'NULL::text'),
 
   // The claim of a queue with concurrencyPerKey ($8; and $9, this worker's key cursor): claimLimitedJobs' locks,
   // limits and answers, with candidates taken key by key in turn from the cursor (a round robin over the keys
@@ -132,7 +132,7 @@ function ordered<O extends 'lifo' | 'mixed'>(order: O) {
   const suffix = order === 'lifo' ? 'Lifo' : 'Mixed';
   const limited = (keyBlocks: boolean) =>
     limitedClaim(`
-    ), ${dueCandidates('(SELECT n FROM allowance)', false, keyBlocks, order)}`, 'CASE WHEN $5::int IS NOT NULL THEN true END', '', 'NULL::text');
+    ), ${dueCandidates('(SELECT n FROM allowance)', false, keyBlocks, order)}`, 'CASE WHEN (SELECT n FROM global_limit) IS NOT NULL THEN true END', '', 'NULL::text');
   return {
     [`claimJobs${suffix}`]: plainClaim(false, false, order),
     [`claimJobsObserved${suffix}`]: plainClaim(true, false, order),

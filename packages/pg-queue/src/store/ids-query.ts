@@ -139,6 +139,7 @@ export async function queryIds(pool: Pool, query: QueryConfig): Promise<string[]
     throw error;
   } finally {
     client.off('error', onError);
+    if (lost) client.on('error', () => undefined); // dropped by the pool: a later error of it must not crash the host (inTransaction)
     client.release(lost);
   }
 }

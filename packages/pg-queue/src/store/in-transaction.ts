@@ -26,6 +26,10 @@ export async function inTransaction<T>(pool: Pool, work: (client: PoolClient, op
     }
   } finally {
     client.off('error', onError);
+    // Released broken, the pool drops it and listens no more: a second error of its dying connection (the server's
+    // "terminating connection" after the socket's) would be unhandled and crash the host. pg-pool's idle clients
+    // get the same catch-all.
+    if (broken) client.on('error', () => undefined);
     client.release(broken);
   }
 }

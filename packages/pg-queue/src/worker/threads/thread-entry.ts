@@ -95,11 +95,18 @@ function signalOf(c: AbortController): AbortSignal {
 }
 
 async function run(data: ThreadJobData): Promise<void> {
-  controller = new AbortController();
-  const job = { ...data, signal: signalOf(controller), progress: (value: unknown) => progress(data.id, value), log };
+  const own = new AbortController();
+  controller = own;
+  const job = { ...data, signal: signalOf(own), progress: (value: unknown) => progress(data.id, value), log };
   let result: unknown;
   try {
     const fn = await load();
+    // Aborted while the thread file loaded or the message waited (a timeout, a cancel, a lease lost while this
+    // process stalled): the main thread has ended the attempt already; the function is not called at all. A thread's
+    // first job waits for the file's import, seconds in a process booting on a busy machine: the simulation saw jobs
+    // of queue cpu begin in their thread after the sweeper had given them to another process (seed 449838067).
+    pollAbort();
+    if (ABORTED.call(own.signal) as boolean) throw own.signal.reason;
     result = await fn(job);
   } catch (error) {
     send({ type: 'failed', error: crossed(error, 'the thread function') });
