@@ -11,7 +11,8 @@ import { CANNOT_CONNECT, CONNECT_TIMEOUT, PASSWORD_IN_URL } from '../src/cli/cli
 
 /** What `migrate down` says undoing the last migration (EventOrder) does. */
 const LAST_DOWN =
-  "puts the event triggers and their functions back as JobEvents1764730000000 made them (an event's tx is its writing transaction's xid again and the triggers fire at each statement's end, so a job's events can be handed out out of order when two transactions overlap or one statement nests another)";
+  "puts the event triggers' functions back as JobEvents1764730000000 made them (an event's tx is its writing transaction's xid again, and a job's events can be handed out out of order when two transactions overlap)";
+import { buildCli, runCli, runCliOnTerminal } from './support/run-cli.js';
 
 // The real binary (dist/cli/main.js, built by tsc -b) against a real database: output and exit codes.
 describe('pg-queue command line', () => {

@@ -87,7 +87,7 @@ const MIGRATION_DOWN_DROPS: Record<string, string> = {
   RicherSchedules1764720000000:
     'deletes every schedule with an interval (every; their jobs stay), pauses every schedule that ended, and drops the columns every_ms, fire_limit, fires, start_at and end_at of background_schedules (limits, counts of fires, start and end dates)',
   JobEvents1764730000000: 'drops the table background_job_events (every recorded event), its triggers and functions, and the column record_events of background_queues',
-  EventOrder1764740000000: 'puts the event triggers and their functions back as JobEvents1764730000000 made them (an event\'s tx is its writing transaction\'s xid again and the triggers fire at each statement\'s end, so a job\'s events can be handed out out of order when two transactions overlap or one statement nests another)',
+  EventOrder1764740000000: 'puts the event triggers\' functions back as JobEvents1764730000000 made them (an event\'s tx is its writing transaction\'s xid again, and a job\'s events can be handed out out of order when two transactions overlap)',
 };
 
 export const MIGRATION_DOWN_SUMMARY = (name: string) => `undo the queue migration ${name}: ${MIGRATION_DOWN_DROPS[name] ?? 'runs its down()'}`;

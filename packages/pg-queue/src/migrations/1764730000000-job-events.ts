@@ -94,7 +94,7 @@ export const flowEventFunction = (tx?: EventTx) => `
  * free. A change takes SHARE ROW EXCLUSIVE on background_jobs for the catalog change only (lock_timeout 5 s: it
  * fails rather than queue every enqueue and claim behind a long transaction).
  */
-export const eventTriggersFunction = (deferred = false) => `
+const EVENT_TRIGGERS_FUNCTION = `
   CREATE OR REPLACE FUNCTION pg_queue_record_events(queue text, record boolean) RETURNS text[] LANGUAGE plpgsql AS $$
   DECLARE
     before text[];
@@ -115,15 +115,15 @@ export const eventTriggersFunction = (deferred = false) => `
     DROP TRIGGER IF EXISTS background_jobs_events_delete ON background_jobs;
     DROP TRIGGER IF EXISTS background_flows_events ON background_flows;
     IF cardinality(after) > 0 THEN
-      EXECUTE format('CREATE ${deferred ? 'CONSTRAINT ' : ''}TRIGGER background_jobs_events_insert AFTER INSERT ON background_jobs${deferred ? ' DEFERRABLE INITIALLY DEFERRED' : ''} FOR EACH ROW'
+      EXECUTE format('CREATE TRIGGER background_jobs_events_insert AFTER INSERT ON background_jobs FOR EACH ROW'
         ' WHEN (NEW.queue_name = ANY (%L::text[])) EXECUTE FUNCTION background_job_events_record()', after);
-      EXECUTE format('CREATE ${deferred ? 'CONSTRAINT ' : ''}TRIGGER background_jobs_events_update AFTER UPDATE OF status, buffered ON background_jobs${deferred ? ' DEFERRABLE INITIALLY DEFERRED' : ''} FOR EACH ROW'
+      EXECUTE format('CREATE TRIGGER background_jobs_events_update AFTER UPDATE OF status, buffered ON background_jobs FOR EACH ROW'
         ' WHEN (NEW.queue_name = ANY (%L::text[]) AND (OLD.status <> NEW.status OR OLD.buffered <> NEW.buffered))'
         ' EXECUTE FUNCTION background_job_events_record()', after);
-      EXECUTE format('CREATE ${deferred ? 'CONSTRAINT ' : ''}TRIGGER background_jobs_events_delete AFTER DELETE ON background_jobs${deferred ? ' DEFERRABLE INITIALLY DEFERRED' : ''} FOR EACH ROW'
+      EXECUTE format('CREATE TRIGGER background_jobs_events_delete AFTER DELETE ON background_jobs FOR EACH ROW'
         ' WHEN (OLD.queue_name = ANY (%L::text[]) AND OLD.status = ''processing'')'
         ' EXECUTE FUNCTION background_job_events_record()', after);
-      CREATE ${deferred ? 'CONSTRAINT ' : ''}TRIGGER background_flows_events AFTER UPDATE OF finished_at ON background_flows${deferred ? ' DEFERRABLE INITIALLY DEFERRED' : ''} FOR EACH ROW
+      CREATE TRIGGER background_flows_events AFTER UPDATE OF finished_at ON background_flows FOR EACH ROW
         WHEN (OLD.finished_at IS NULL AND NEW.finished_at IS NOT NULL) EXECUTE FUNCTION background_flow_events_record();
     END IF;
     RETURN after;
@@ -166,7 +166,7 @@ export class JobEvents1764730000000 implements MigrationInterface {
     await q.query(`ALTER TABLE background_queues ADD COLUMN IF NOT EXISTS record_events boolean NOT NULL DEFAULT false`);
     await q.query(jobEventFunction());
     await q.query(flowEventFunction());
-    await q.query(eventTriggersFunction());
+    await q.query(EVENT_TRIGGERS_FUNCTION);
   }
 
   async down(q: QueryRunner): Promise<void> {

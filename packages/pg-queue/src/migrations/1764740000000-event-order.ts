@@ -1,16 +1,8 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
-import { eventTriggersFunction, flowEventFunction, jobEventFunction, type EventTx } from './1764730000000-job-events.js';
+import { flowEventFunction, jobEventFunction, type EventTx } from './1764730000000-job-events.js';
 
 /**
- * One job's events in the order of its changes, within a transaction and across transactions:
- *
- * 1. The event triggers are deferred (constraint triggers, DEFERRABLE INITIALLY DEFERRED): they fire at commit, in the
- * order the changes were made. Fired at the end of each statement, a change made by a statement nested in another
- * (the flow step a failure batch calls: the job failed and queued for its retry, then cancelled by its flow's failure
- * through another job of the batch) had its events recorded first, since PostgreSQL fires the nested statement's
- * triggers before the outer one's: `cancelled` before `failed`, `retrying` (the simulation's seed 287818724).
- *
- * 2. An event's `tx` (its place in the stream) is the newest xid assigned when it is written, no longer the writing
+ * An event's `tx` (its place in the stream) is the newest xid assigned when it is written, no longer the writing
  * transaction's own: `greatest(own xid, snapshot xmax - 1)`.
  *
  * Why: a job's events must reach a consumer in the order of the job's changes. With the writer's own xid they did
@@ -39,32 +31,10 @@ export class EventOrder1764740000000 implements MigrationInterface {
   async up(q: QueryRunner): Promise<void> {
     await q.query(jobEventFunction(EVENT_TX));
     await q.query(flowEventFunction(EVENT_TX));
-    await q.query(eventTriggersFunction(true));
-    await rebuildTriggers(q);
   }
 
   async down(q: QueryRunner): Promise<void> {
     await q.query(jobEventFunction());
     await q.query(flowEventFunction());
-    await q.query(eventTriggersFunction());
-    await rebuildTriggers(q);
   }
-}
-
-/**
- * The triggers of the queues that record events, made again by pg_queue_record_events as it now makes them. Nothing
- * when no queue records (no trigger exists): no lock of background_jobs at all.
- */
-async function rebuildTriggers(q: QueryRunner): Promise<void> {
-  await q.query(`
-    DO $$
-    BEGIN
-      IF EXISTS (SELECT 1 FROM background_queues WHERE record_events) THEN
-        DROP TRIGGER IF EXISTS background_jobs_events_insert ON background_jobs;
-        DROP TRIGGER IF EXISTS background_jobs_events_update ON background_jobs;
-        DROP TRIGGER IF EXISTS background_jobs_events_delete ON background_jobs;
-        DROP TRIGGER IF EXISTS background_flows_events ON background_flows;
-        PERFORM pg_queue_record_events((SELECT queue_name FROM background_queues WHERE record_events ORDER BY queue_name LIMIT 1), true);
-      END IF;
-    END $$`);
 }
