@@ -51,6 +51,21 @@ export const NO_DATA_SOURCE = () =>
 export const NOT_POSTGRES = (type: unknown) =>
   `PgQueueModule needs a PostgreSQL DataSource, got type ${describe(type)}.`;
 
+/** The guide to distributed PostgreSQL-compatible engines, linked from the boot check's messages. */
+export const DISTRIBUTED_POSTGRES_GUIDE = 'https://github.com/nestjs-pg-queue/nestjs-pg-queue/blob/main/docs/guides/distributed-postgres.md';
+
+export const NOT_POSTGRESQL_SERVER = (engine: string, reported: string) =>
+  `PgQueueModule needs PostgreSQL, and this server is ${engine} (version(): ${describe(reported.length > 160 ? `${reported.slice(0, 160)}...` : reported)}). The queue relies on PostgreSQL's row locks (FOR UPDATE SKIP LOCKED), LISTEN/NOTIFY, advisory locks, sequences, declarative partitions, transaction ids and PL/pgSQL triggers, which ${engine} lacks or implements differently: refused at boot rather than failing later, in a migration or a claim. What each engine supports and what the queue would have to change for it: ${DISTRIBUTED_POSTGRES_GUIDE}`;
+
+export const CITUS_INSTALLED = (version: string) =>
+  `the citus extension (${version}) is installed: the queue's tables are plain local tables on this node, as they must stay (distributing them with create_distributed_table would break the claim's FOR UPDATE SKIP LOCKED across shards). See ${DISTRIBUTED_POSTGRES_GUIDE}`;
+
+export const SERVER_UNASKED = (error: string) =>
+  `could not ask the database server what it is at boot (${error}); the queue starts without that check, since migrationsRun is off and it needs no database to start (its loops wait out an outage). It refuses engines that are not PostgreSQL: ${DISTRIBUTED_POSTGRES_GUIDE}`;
+
+export const SERVER_ADDITIONS_UNREAD = (error: string) =>
+  `could not read which engine this PostgreSQL server is built into (${error}); carrying on as PostgreSQL. See ${DISTRIBUTED_POSTGRES_GUIDE}`;
+
 export const POOLER_REFUSED_PREPARED_STATEMENT = (detail: string) =>
   `PostgreSQL said "${detail}": the queue's connection goes through a transaction pooler (PgBouncer in transaction mode?), where named prepared statements fail. Set \`transactionPooler: true\` in the PgQueueModule options (and \`listenerUrl\` to a direct PostgreSQL URL for LISTEN).`;
 

@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { DataSource, Migration, MigrationExecutor, type QueryRunner } from 'typeorm';
+import { checkServer } from '../connection/check-server.js';
 import { runQueueMigrations } from '../connection/run-queue-migrations.js';
 import { PG_QUEUE_MIGRATIONS } from '../migrations/index.js';
 import { DATABASE_SQL } from '../store/database.sql.js';
@@ -8,6 +9,7 @@ import { confirm } from './confirm.js';
 import type { Connection } from './connection.js';
 import { CliError } from './errors.js';
 import { print, printJson, printTable } from './output.js';
+import { PgQueueLogger } from '../utils/terminal-text.js';
 
 /** `pg-queue migrate`: up, down one step, status; through TypeORM's migrations table, as the module's runner. */
 
@@ -21,6 +23,8 @@ export async function up(connection: Connection, options: MigrateOptions): Promi
   try {
     // The runner logs through Nest's Logger; here the command prints the outcome itself.
     Logger.overrideLogger(false);
+    // Refused as at boot: a distributed engine would stop the migrations half-way, with its own error.
+    await checkServer((sql) => dataSource.query(sql), new PgQueueLogger('PgQueue'), true);
     const applied = await runQueueMigrations(dataSource);
     print(applied.length === 0 ? 'schema is up to date: no pending queue migration' : `applied ${applied.length} migration(s): ${applied.join(', ')}`);
   } finally {

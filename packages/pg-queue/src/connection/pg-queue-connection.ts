@@ -9,6 +9,7 @@ import { PG_QUEUE_MIGRATIONS } from '../migrations/index.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { listenerClientConfig, POOL_ROLES, queuePoolConfig, settingsOfConnectionOption, settingsOfDataSource, type ConnectionSettings, type PoolRole } from './pg-client-config.js';
 import { runQueueMigrations } from './run-queue-migrations.js';
+import { checkServer } from './check-server.js';
 import { PgQueueLogger } from '../utils/terminal-text.js';
 
 /**
@@ -50,25 +51,6 @@ export class PgQueueConnection implements OnApplicationShutdown {
       migrationSource = dataSource;
     }
     const listenerConfig = listenerClientConfig(settings, resolved.listenerUrl, resolved.connectTimeoutMs);
-    if (resolved.migrationsRun) {
-      // Behind a transaction pooler, the migrations that run outside a transaction hold their session lock
-      // on a direct connection (listenerUrl, required with transactionPooler).
-      const like = migrationSource?.options as PostgresConnectionOptions | undefined;
-      const openSession = resolved.transactionPooler
-        ? () => initialized(migrationDataSource(listenerConfig, resolved.connectTimeoutMs, like))
-        : undefined;
-      if (migrationSource) {
-        await runQueueMigrations(migrationSource, PG_QUEUE_MIGRATIONS, { openSession });
-      } else {
-        // With `connection` and no DataSource, migrations run on a short-lived one-connection DataSource.
-        const own = await initialized(migrationDataSource(settings, resolved.connectTimeoutMs));
-        try {
-          await runQueueMigrations(own, PG_QUEUE_MIGRATIONS, { openSession });
-        } finally {
-          await own.destroy();
-        }
-      }
-    }
     const logger: Logger = new PgQueueLogger('PgQueue');
     const pools = Object.fromEntries(
       POOL_ROLES.map((role) => {
@@ -80,7 +62,16 @@ export class PgQueueConnection implements OnApplicationShutdown {
     ) as Record<PoolRole, Pool>;
     // Transactional handlers run in the DataSource the pools were dialled from, never in the app's TypeORM DataSource
     // beside a `connection` (it may be another database: completions landed there, on another database's job).
-    return new PgQueueConnection(pools, listenerConfig, migrationSource);
+    const connection = new PgQueueConnection(pools, listenerConfig, migrationSource);
+    try {
+      // Before the migrations: on an engine that is not PostgreSQL they would stop half-way, with that engine's error.
+      await checkServer(async (sql) => (await pools.api.query(sql)).rows, logger, resolved.migrationsRun);
+      if (resolved.migrationsRun) await migrate(resolved, settings, listenerConfig, migrationSource);
+    } catch (error) {
+      await connection.close();
+      throw error;
+    }
+    return connection;
   }
 
   async onApplicationShutdown(): Promise<void> {
@@ -94,6 +85,25 @@ export class PgQueueConnection implements OnApplicationShutdown {
       POOL_ROLES.map((role) => endPool(this.pools[role]).catch((e: unknown) => this.logger.warn(`closing the queue's ${role} connection pool failed: ${String(e)}`))),
     ).then(() => undefined);
     return this.closing;
+  }
+}
+
+/** The queue's migrations at boot (`migrationsRun`), on the DataSource the pools were dialled from, or on one of their own. */
+async function migrate(resolved: ResolvedModuleOptions, settings: ConnectionSettings, listenerConfig: ConnectionSettings, migrationSource: DataSource | undefined): Promise<void> {
+  // Behind a transaction pooler, the migrations that run outside a transaction hold their session lock
+  // on a direct connection (listenerUrl, required with transactionPooler).
+  const like = migrationSource?.options as PostgresConnectionOptions | undefined;
+  const openSession = resolved.transactionPooler ? () => initialized(migrationDataSource(listenerConfig, resolved.connectTimeoutMs, like)) : undefined;
+  if (migrationSource) {
+    await runQueueMigrations(migrationSource, PG_QUEUE_MIGRATIONS, { openSession });
+    return;
+  }
+  // With `connection` and no DataSource, migrations run on a short-lived one-connection DataSource.
+  const own = await initialized(migrationDataSource(settings, resolved.connectTimeoutMs));
+  try {
+    await runQueueMigrations(own, PG_QUEUE_MIGRATIONS, { openSession });
+  } finally {
+    await own.destroy();
   }
 }
 

@@ -1,4 +1,4 @@
-// The database itself: which one a connection is on, and the migrations' locks and timeouts.
+// The database itself: which engine and which database a connection is on, and the migrations' locks and timeouts.
 import { ADVISORY_LOCK } from '../pg-queue.constants.js';
 
 /** How long a migration waits for a table lock before it gives up and tries again (see SQL.migrationTimeouts). */
@@ -10,6 +10,14 @@ export const DATABASE_SQL = {
   // address and port only for messages.
   databaseIdentity: `SELECT current_database() AS database, pg_postmaster_start_time()::text AS started,
     coalesce(host(inet_server_addr()), 'a Unix socket') AS host, inet_server_port() AS port`,
+
+  // What the server is (connection/server-engine.ts), asked once at boot. version() unqualified, as an app's own call
+  // would be: pg_catalog is searched first unless a search_path names it later (the engine tests do, to make a real
+  // server report CockroachDB). Alone in its statement: an engine that is not PostgreSQL may lack what the next reads.
+  serverVersion: `SELECT version() AS version`,
+  // On a server that reports PostgreSQL: what an engine built on it adds (both null on PostgreSQL itself).
+  serverAdditions: `SELECT current_setting('rds_aurora.limitless_create_table_mode', true) AS limitless,
+    (SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'citus') AS citus`,
 
   // Migrations take the lock by polling, never by a blocking wait: a backend waiting on a lock holds a
   // snapshot, and a CREATE INDEX CONCURRENTLY run by the holder waits for every older snapshot (deadlock).
