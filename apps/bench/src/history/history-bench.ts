@@ -12,22 +12,18 @@ import { NestFactory } from '@nestjs/core';
 import pg from 'pg';
 import { JobHandler, PgQueueModule, QueueService, type PgQueueModuleOptions } from 'nestjs-pg-queue';
 import { createDatabase, startPostgres } from '@internal/pg-harness';
+import { toolArg } from '../host/tool-args.js';
 
 // The library's maintenance passes, driven by hand: an internal (src/internal.ts), not in the package's exports, so
 // loaded by path from its build; typed from its source.
 type Internals = typeof import('../../../../packages/pg-queue/src/internal.js');
 const { MaintenanceScheduler }: Internals = await import(new URL('../../../../packages/pg-queue/dist/internal.js', import.meta.url).href);
 
-const args = process.argv.slice(2);
-const arg = (name: string, fallback: string) => {
-  const i = args.indexOf(name);
-  return i >= 0 ? args[i + 1] : fallback;
-};
-const BIN = arg('--pg-bin', '');
-const RETAINED = Number(arg('--retained', '10000000'));
-const THROUGH = Number(arg('--through', '1000000'));
+const BIN = toolArg('--pg-bin', '');
+const RETAINED = Number(toolArg('--retained', '10000000'));
+const THROUGH = Number(toolArg('--through', '1000000'));
 const CLAIM_JOBS = 100_000;
-const ROUNDS = Number(arg('--rounds', '3'));
+const ROUNDS = Number(toolArg('--rounds', '3'));
 const SETTLE_JOBS = 200_000;
 const DAY = 86_400_000;
 

@@ -17,6 +17,7 @@ import { NestFactory } from '@nestjs/core';
 import pg from 'pg';
 import { PgQueueModule } from 'nestjs-pg-queue';
 import { createDatabase, startPostgres } from '@internal/pg-harness';
+import { toolArg, toolFlag } from '../host/tool-args.js';
 
 // The claims' SQL and the limited claims' lock: internals, not in the package's exports, so loaded by path from its
 // build; typed from its source.
@@ -25,17 +26,12 @@ type ClaimSql = typeof import('../../../../packages/pg-queue/src/store/claim.sql
 const { SQL }: JobSql = await import(new URL('../../../../packages/pg-queue/dist/store/job.sql.js', import.meta.url).href);
 const { beginWithQueueLock }: ClaimSql = await import(new URL('../../../../packages/pg-queue/dist/store/claim.sql.js', import.meta.url).href);
 
-const args = process.argv.slice(2);
-const arg = (name: string, fallback: string) => {
-  const i = args.indexOf(name);
-  return i >= 0 ? args[i + 1] : fallback;
-};
-const ROWS = Number(arg('--rows', '1000000'));
-const KEYS = Number(arg('--keys', '10000'));
-const REPS = Number(arg('--reps', '200'));
-const SIZES = arg('--sizes', '10,50').split(',').map(Number);
-const BIN = arg('--pg-bin', '') || undefined;
-const LOOK = args.includes('--keyless-look');
+const ROWS = Number(toolArg('--rows', '1000000'));
+const KEYS = Number(toolArg('--keys', '10000'));
+const REPS = Number(toolArg('--reps', '200'));
+const SIZES = toolArg('--sizes', '10,50').split(',').map(Number);
+const BIN = toolArg('--pg-bin', '') || undefined;
+const LOOK = toolFlag('--keyless-look');
 /** Jobs running (processing, limited), spread over the keys, as a busy fair queue has: the window counts them per key. */
 const RUNNING = 40;
 const QUEUE = 'fair';
@@ -140,7 +136,7 @@ async function main(): Promise<void> {
         }
       }
       console.log(lines.join('\n'));
-      if (args.includes('--plans')) {
+      if (toolFlag('--plans')) {
         for (const name of NAMES) {
           await client.query(name === 'claimJobs' ? 'BEGIN' : beginWithQueueLock(1));
           const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${SQL[name]}`, values(name, SIZES[0]));

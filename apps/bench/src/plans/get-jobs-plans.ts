@@ -18,18 +18,14 @@ import { makeWorkerUtils } from 'graphile-worker';
 import pg from 'pg';
 import { PgQueueModule } from 'nestjs-pg-queue';
 import { createDatabase, startPostgres } from '@internal/pg-harness';
+import { toolArg } from '../host/tool-args.js';
 
 type JobSql = typeof import('../../../../packages/pg-queue/src/store/job.sql.js');
 const { SQL }: JobSql = await import(new URL('../../../../packages/pg-queue/dist/store/job.sql.js', import.meta.url).href);
 
-const args = process.argv.slice(2);
-const arg = (name: string, fallback: string) => {
-  const i = args.indexOf(name);
-  return i >= 0 ? args[i + 1] : fallback;
-};
-const ROWS = Number(arg('--rows', '100000'));
-const REPS = Number(arg('--reps', '30'));
-const BIN = arg('--pg-bin', '') || undefined;
+const ROWS = Number(toolArg('--rows', '100000'));
+const REPS = Number(toolArg('--reps', '30'));
+const BIN = toolArg('--pg-bin', '') || undefined;
 const QUEUE = 'bench';
 
 /** graphile-worker 0.18.0's get_jobs for a batch of 500 (see the header): $1 the worker id, $2 the task ids. */

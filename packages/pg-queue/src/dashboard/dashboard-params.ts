@@ -5,19 +5,16 @@ import { jobListOrderOf, type JobListOrder } from '../store/job-list-order.js';
 import { FLOW_STATUSES, type FlowStatus } from '../flows/flow.interfaces.js';
 import { QUEUE_EVENT_TYPES, parseEventId, type QueueEventType } from '../events/queue-event.interface.js';
 import type { EventCursor } from '../store/dashboard-events.store.js';
+import { isBigintId } from '../utils/bigint-id.js';
 
 // What the dashboard's routes read from a request (ids, filters, path segments), checked: bad input is a
 // PgQueueError, which the controller answers with a 400.
 
-export const JOB_ID = /^[1-9][0-9]{0,18}$/;
-const INT8_MAX = 9223372036854775807n;
 /** The most jobs one action on a selection takes (a page of the list holds at most 500). */
 export const SELECTION_MAX = 500;
 
-/** A job id within bigint's range (19 digits pass JOB_ID up to 9999999999999999999; PostgreSQL then refuses it). */
-export function isJobId(text: string): boolean {
-  return JOB_ID.test(text) && BigInt(text) <= INT8_MAX;
-}
+/** A job id within bigint's range (19 digits pass BIGINT_ID_DIGITS up to 9999999999999999999; PostgreSQL then refuses it). */
+export const isJobId = isBigintId;
 
 /** Text PostgreSQL refuses in a text parameter ("invalid byte sequence"): a filter with it is bad input, not a 500. */
 export function refuseNul(name: string, value: string | null): void {

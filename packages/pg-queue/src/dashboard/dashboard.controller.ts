@@ -18,7 +18,8 @@ import { bulkQuestion, duplicateQuestion, flowQuestion, jobQuestion, SCHEDULE_AC
 import { layout } from './views/layout.js';
 import { overviewView } from './views/overview.view.js';
 import { queueView } from './views/queue.view.js';
-import { eventsQueryOf, flowsQueryOf, isJobId, JOB_ID, jobsQueryOf, lastSegment, newJobQueryOf, lastSegments, listedStatus, refuseNul, SELECTION_MAX } from './dashboard-params.js';
+import { BIGINT_ID_DIGITS } from '../utils/bigint-id.js';
+import { eventsQueryOf, flowsQueryOf, isJobId, jobsQueryOf, lastSegment, newJobQueryOf, lastSegments, listedStatus, refuseNul, SELECTION_MAX } from './dashboard-params.js';
 import { instancesView } from './views/instances.view.js';
 import { schedulesView } from './views/schedules.view.js';
 import { queueAction } from './dashboard-queue-actions.js';
@@ -108,7 +109,7 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
     job(@Req() req: AnyRequest, @Res() res: AnyResponse) {
       const id = lastSegment(req);
       return this.http.page(req, res, `/jobs/${id}`, async (ctx) => {
-        if (!JOB_ID.test(id)) throw new PgQueueError(`Not a job id: ${JSON.stringify(id)}.`);
+        if (!BIGINT_ID_DIGITS.test(id)) throw new PgQueueError(`Not a job id: ${JSON.stringify(id)}.`);
         const found = isJobId(id) ? await this.dashboard.job(id) : null; // past bigint: no such job
         if (!found) return [404, layout(ctx, 'jobs', `Job ${id}`, html`<p class="muted">No job ${id}: never enqueued, or deleted (the pruner deletes finished jobs after their retention).</p>`)];
         return jobView(ctx, found.row, found.now, found.flow, found.attempts, found.why, found.events);
@@ -127,7 +128,7 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
     flow(@Req() req: AnyRequest, @Res() res: AnyResponse) {
       const id = lastSegment(req);
       return this.http.page(req, res, `/flows/${id}`, async (ctx) => {
-        if (!JOB_ID.test(id)) throw new PgQueueError(`Not a flow id: ${JSON.stringify(id)}.`);
+        if (!BIGINT_ID_DIGITS.test(id)) throw new PgQueueError(`Not a flow id: ${JSON.stringify(id)}.`);
         const after = requestUrl(req).searchParams.get('after') || null;
         if (after !== null && !isJobId(after)) throw new PgQueueError(`"after" must be a job id, got ${JSON.stringify(after)}.`);
         const found = isJobId(id) ? await this.dashboard.flow(id, after) : null; // past bigint: no such flow

@@ -27,13 +27,13 @@ import type { ScheduleAction } from './views/confirm-questions.js';
 import { stalledInstances, unservedQueues } from '../store/instance.store.js';
 import type { WaitExplanation } from '../waiting/wait-reasons.js';
 import { PgQueueLogger } from '../utils/terminal-text.js';
+import { INT8_MAX, isBigintId } from '../utils/bigint-id.js';
 import { eventsPage, jobEvents, type EventsQuery } from './dashboard-events.js';
 import type { JobEventsData } from './views/event-rows.view.js';
 import type { EventsData } from './views/events.view.js';
 import { fairnessOption, queueWeights } from './dashboard-fairness.js';
 
 /** The largest job id PostgreSQL's int8 holds. */
-const INT8_MAX = 9_223_372_036_854_775_807n;
 
 /** Rows one action statement changes at most: its row locks last one batch. */
 const ACTION_BATCH = 500;
@@ -181,7 +181,7 @@ export class DashboardService implements OnApplicationShutdown {
         let rows: JobListRow[] = [];
         // An id: the page before id + 1, which is the job itself if it exists. Past int8 no job has it; at the largest
         // int8 the newest job is the only one it can be (id + 1 would overflow: a 500 once).
-        if (/^[1-9][0-9]{0,18}$/.test(search) && BigInt(search) <= INT8_MAX) {
+        if (isBigintId(search)) {
           const before = BigInt(search) < INT8_MAX ? String(BigInt(search) + 1n) : null;
           rows = (await q.listJobs({ queue: null, status: null, before, limit: 1, withPayload })).rows.filter((r) => r.id === search);
         }

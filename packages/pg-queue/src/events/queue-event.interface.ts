@@ -1,3 +1,5 @@
+import { INT8_MAX } from '../utils/bigint-id.js';
+
 /**
  * The types of a recorded event (the trigger of migration JobEvents1764730000000 writes them):
  * - `enqueued`: the job was inserted (by any path, SQL included), or a finished job was queued again (retry);
@@ -52,7 +54,6 @@ export interface EventStreamOptions {
 
 const EVENT_ID = /^(\d{1,20})-(\d{1,19})$/;
 const XID8_MAX = 18446744073709551615n;
-const INT8_MAX = 9223372036854775807n;
 
 /**
  * An event id as the stream writes it, "<tx>-<seq>" (QueueEvent.id), split into its place: undefined unless both

@@ -1,6 +1,7 @@
 // The arguments of QueueService's calls by id and by schedule name, checked before any statement runs.
 import { PgQueueError } from '../errors/pg-queue.error.js';
 import { QUEUE_NAME_PATTERN } from '../pg-queue.constants.js';
+import { isBigintId } from './bigint-id.js';
 
 /** The options upsertSchedule knows. */
 const SCHEDULE_SPEC_KEYS = new Set(['name', 'cron', 'every', 'queue', 'timeZone', 'payload', 'missedFires', 'priority', 'maxAttempts', 'limit', 'startDate', 'endDate']);
@@ -13,12 +14,10 @@ export function scheduleName(name: unknown): string {
   return name;
 }
 
-const MAX_BIGINT = 9_223_372_036_854_775_807n;
-
 /** A job's (or flow's) id as the calls by id take it: a positive bigint, as text. */
 export function jobId(id: string | number | bigint, what = 'job'): string {
   const text = String(id);
-  if (!/^[1-9][0-9]{0,18}$/.test(text) || BigInt(text) > MAX_BIGINT) {
+  if (!isBigintId(text)) {
     throw new PgQueueError(`Invalid ${what} id ${JSON.stringify(text)}: expected a positive integer within bigint range.`);
   }
   return text;

@@ -1,5 +1,6 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import { FINAL_FLOW_STATUSES, FLOW_STATUSES, type FlowJobRecord, type FlowRecord, type FlowStatus } from '../../flows/flow.interfaces.js';
+import { isBigintId } from '../../utils/bigint-id.js';
 import { BAD_FLOW_ID, BAD_STATUS, FLOW_NOT_FOUND } from '../cli.messages.js';
 import { confirm } from '../confirm.js';
 import { parseInteger } from '../duration.js';
@@ -77,7 +78,7 @@ function flowStatus(value: string): FlowStatus {
 }
 
 export function flowId(id: string): string {
-  if (!/^[1-9][0-9]{0,18}$/.test(id) || BigInt(id) > 9_223_372_036_854_775_807n) throw new UsageError(BAD_FLOW_ID(id));
+  if (!isBigintId(id)) throw new UsageError(BAD_FLOW_ID(id));
   return id;
 }
 

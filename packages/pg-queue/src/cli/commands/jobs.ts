@@ -2,6 +2,7 @@ import { InvalidArgumentError, type Command } from 'commander';
 import type { JobStatus } from '../../interfaces/job.interface.js';
 import type { JobFilter } from '../../store/admin.store.js';
 import { DEFAULT_JOB_LIST_ORDER, type JobListOrder } from '../../store/job-list-order.js';
+import { isBigintId } from '../../utils/bigint-id.js';
 import { assertQueueName } from '../../utils/resolve-options.js';
 import { BAD_JOB_ID, BAD_STATUS, JOB_NOT_FOUND, NOT_CHANGED } from '../cli.messages.js';
 import { parseDuration, parseInteger } from '../duration.js';
@@ -63,7 +64,7 @@ export function queueName(queue: string): string {
 }
 
 export function jobId(id: string): string {
-  if (!/^[1-9][0-9]{0,18}$/.test(id) || BigInt(id) > 9_223_372_036_854_775_807n) throw new UsageError(BAD_JOB_ID(id));
+  if (!isBigintId(id)) throw new UsageError(BAD_JOB_ID(id));
   return id;
 }
 
