@@ -80,7 +80,9 @@ export class HeldJob extends JobAttempt {
   /**
    * performance.now() after which the job may no longer start (it goes back instead): half its lease after the
    * claim was sent (or the start mark, for a job started from the buffer); for a buffered job, the first half of the
-   * buffer's short lease (its start mark must reach the row while the short lease holds).
+   * buffer's short lease (its start mark must reach the row while the short lease holds). Once running, half the lease
+   * after the last heartbeat that renewed it: a thread handler's thread asks before it calls the function (ThreadPool),
+   * which the job may not begin once its lease may have lapsed in a stall of this process.
    */
   startBy = Infinity;
   /** performance.now() when the handler was called, and when it ended or was given up on. */

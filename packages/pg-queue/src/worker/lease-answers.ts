@@ -45,7 +45,13 @@ export class LeaseAnswers {
     const { state } = this;
     state.guarded('applying a heartbeat', () => {
       for (const job of load.started) {
-        if (state.held.get(job.id) !== job || kept.has(job.id)) continue; // kept, another queue's, or finished with meanwhile
+        if (state.held.get(job.id) !== job) continue; // another queue's, or finished with meanwhile
+        if (kept.has(job.id)) {
+          // Renewed: a running job's work may still begin until half this lease (a thread handler's job waits for its
+          // thread, and the thread asks before it calls the function: ThreadPool). An armed job keeps its deadline.
+          if (job.state === 'running') job.startBy = state.deadlines.started(load.sentAt);
+          continue;
+        }
         if ((job.state === 'running' && !job.settledInTransaction) || job.state === 'armed') this.lose(job);
       }
       for (const job of load.buffered) {

@@ -9,6 +9,8 @@ import type { RowLockLane } from './row-lock-lane.js';
 export interface BeatLoad {
   started: HeldJob[];
   buffered: HeldJob[];
+  /** performance.now() when the beat's statement was sent: the leases it renews run from then at the latest. */
+  sentAt: number;
 }
 
 /** The jobs the heartbeat is about (the worker pool, over its queues' workers), and where its answers go. */
@@ -117,7 +119,7 @@ export class LeaseKeeper {
   async beat(full = true): Promise<number | undefined> {
     if (this.beating) return undefined;
     this.beating = true;
-    const load: BeatLoad = { started: [], buffered: [] };
+    const load: BeatLoad = { started: [], buffered: [], sentAt: 0 };
     const progress: [string, string][] = [];
     let logs: [string, LogEntry][] | undefined;
     let logged: [HeldJob, number][] | undefined;
@@ -137,6 +139,7 @@ export class LeaseKeeper {
             (logged ??= []).push([job, pending.upTo]);
           }
         }
+        load.sentAt = performance.now();
         return this.store.extendLeases(this.workerId, this.leaseMs, load.started, progress, load.buffered, logs);
       });
       this.backoff.succeeded();

@@ -18,6 +18,8 @@ const port = parentPort!;
 const { file, abort } = workerData as ThreadEntryData;
 let loaded: Promise<(job: unknown) => unknown> | undefined;
 let controller: AbortController | undefined;
+/** Resolves the wait for the main thread's answer to `ready` (true: go), or ends it on an abort. */
+let answer: ((go: boolean) => void) | undefined;
 
 function crossed(error: unknown, what: string): CrossedError {
   if (error instanceof Error) return { name: error.name, message: error.message, stack: error.stack };
@@ -107,6 +109,15 @@ async function run(data: ThreadJobData): Promise<void> {
     // of queue cpu begin in their thread after the sweeper had given them to another process (seed 449838067).
     pollAbort();
     if (ABORTED.call(own.signal) as boolean) throw own.signal.reason;
+    // Asked, not assumed: the main thread owns the lease, and refuses a start past the job's deadline (it stalled,
+    // the job may run elsewhere; ThreadPool.mayBegin). One message each way per job.
+    const go = await new Promise<boolean>((resolve) => {
+      answer = resolve;
+      send({ type: 'ready' });
+    });
+    pollAbort();
+    if (ABORTED.call(own.signal) as boolean) throw own.signal.reason;
+    if (!go) throw new Error(`job ${data.id} (${data.queue}): the main thread refused its start (past its start deadline)`);
     result = await fn(job);
   } catch (error) {
     send({ type: 'failed', error: crossed(error, 'the thread function') });
@@ -125,5 +136,14 @@ async function run(data: ThreadJobData): Promise<void> {
 
 port.on('message', (message: ToThread) => {
   if (message.type === 'run') void run(message.job);
-  else if (message.type === 'abort') pollAbort(); // an awaiting function hears it at once
+  else if (message.type === 'abort') {
+    pollAbort(); // an awaiting function hears it at once
+    answered(false);
+  } else answered(message.type === 'go');
 });
+
+function answered(go: boolean): void {
+  const resolve = answer;
+  answer = undefined;
+  resolve?.(go);
+}

@@ -127,6 +127,10 @@ export class ThreadPool {
 
   private answered(thread: PooledThread, message: FromThread): void {
     const task = thread.task;
+    if (message.type === 'ready') {
+      thread.worker.postMessage({ type: this.mayBegin(task) ? 'go' : 'refuse' } satisfies ToThread);
+      return;
+    }
     if (!task) return;
     if (message.type === 'log') {
       // A line logged before the abort was heard: the attempt's outcome (or put-back) writes it, as on the main thread.
@@ -149,6 +153,26 @@ export class ThreadPool {
     if (message.type === 'done') this.settle(task, undefined, message.result);
     else this.settle(task, readable(message.error));
     this.dispatch();
+  }
+
+  /**
+   * The thread has its file loaded and is about to call the function (its `ready`): it may, unless the attempt ended
+   * meanwhile or the job is past its start deadline. That deadline (HeldJob.startBy: half the lease after the claim,
+   * the start mark or the last heartbeat that renewed it) passes only when this process stalled: its heartbeats
+   * stopped, so the lease may have lapsed and the sweeper given the job to another process, which runs it. Only this
+   * thread can tell (it owns the lease); the thread waits for the answer, so a thread that loaded during the stall
+   * asks after it and is refused (the simulation's seeds 659653567 and 449838067 saw such jobs begin on their thread
+   * after another process had taken them). A refused attempt fails as any other (its write is fenced out if the job
+   * is no longer this process's).
+   */
+  private mayBegin(task: Task | undefined): boolean {
+    if (!task || task.settled) return false;
+    const startBy = (task.attempt as { startBy?: number }).startBy ?? Infinity;
+    const late = performance.now() - startBy;
+    if (late < 0) return true;
+    const { attempt } = task;
+    this.settle(task, new Error(`job ${attempt.id} (${this.queue}): not started on its thread, which was ready ${Math.round(late)} ms past the job's start deadline: this process stalled past half the job's lease, which may have lapsed (another process may run the job); the attempt is not run`));
+    return false;
   }
 
   /**

@@ -21,9 +21,14 @@ export interface CrossedError {
   stack: string | undefined;
 }
 
-export type ToThread = { type: 'run'; job: ThreadJobData } | { type: 'abort' };
+/**
+ * `go` / `refuse`: the answer to the thread's `ready` (its file loaded, the function about to be called). The main
+ * thread owns the attempt's lease: only it can tell whether the job may still begin (ThreadPool.ready).
+ */
+export type ToThread = { type: 'run'; job: ThreadJobData } | { type: 'abort' } | { type: 'go' } | { type: 'refuse' };
 
 export type FromThread =
+  | { type: 'ready' }
   | { type: 'progress'; value: unknown }
   | { type: 'log'; line: string }
   | { type: 'done'; result: unknown }
