@@ -68,7 +68,7 @@ async function enqueue(q: string, payload: object): Promise<string> {
 }
 
 beforeAll(async () => {
-  build = await buildWorker([fileURLToPath(new URL('./threads/thread-worker.ts', import.meta.url)), fileURLToPath(new URL('./threads/cpu.thread.ts', import.meta.url))]);
+  build = await buildWorker([fileURLToPath(new URL('./threads/thread-worker.ts', import.meta.url)), fileURLToPath(new URL('./threads/cpu.thread.ts', import.meta.url)), fileURLToPath(new URL('./threads/thread-db.ts', import.meta.url))]);
   const url = await createTestDatabase('threads');
   db = sqlPool(url);
   app = await startApp(url, { queue: { workers: false, maintenance: { enabled: false } } });

@@ -53,7 +53,7 @@ async function runsOf(id: string): Promise<{ attempt: number; thread_id: number 
 }
 
 beforeAll(async () => {
-  build = await buildWorker([fileURLToPath(new URL('./threads/late-start-worker.ts', import.meta.url)), fileURLToPath(new URL('./threads/slow-load.thread.ts', import.meta.url))]);
+  build = await buildWorker([fileURLToPath(new URL('./threads/late-start-worker.ts', import.meta.url)), fileURLToPath(new URL('./threads/slow-load.thread.ts', import.meta.url)), fileURLToPath(new URL('./threads/thread-db.ts', import.meta.url))]);
   const url = await createTestDatabase('thread_start_deadline');
   db = sqlPool(url);
   app = await startApp(url, { queue: { workers: false, maintenance: { enabled: false } } });

@@ -1,10 +1,10 @@
 // The thread file of the thread handlers' specs (thread-worker.ts's queues): what it does is in the job's payload.
 // It records each run it starts in thread_runs on a connection of its own (a thread cannot use the main thread's
 // pools), with its threadId, so the specs can tell a replaced thread from a reused one.
-import pg from 'pg';
 import { setPriority } from 'node:os';
 import { threadId } from 'node:worker_threads';
 import type { ThreadJob } from '../../src/index.js';
+import { threadDb } from './thread-db.js';
 
 export interface CpuPayload {
   burnMs?: number;
@@ -22,16 +22,6 @@ export interface CpuPayload {
   logs?: unknown[];
 }
 
-let client: Promise<pg.Client> | undefined;
-
-function db(): Promise<pg.Client> {
-  return (client ??= (async () => {
-    const c = new pg.Client({ connectionString: process.env.THREAD_TEST_URL });
-    c.on('error', () => undefined);
-    await c.connect();
-    return c;
-  })());
-}
 
 /**
  * Runs a burn at a low priority, so that it yields to what runs beside the spec (the other specs of `npm test` on a
@@ -76,7 +66,7 @@ export default async function (job: ThreadJob<CpuPayload>): Promise<unknown> {
   const p = job.payload;
   let runId: string | undefined;
   if (p.record !== false) {
-    const c = await db();
+    const c = await threadDb();
     const { rows } = await c.query<{ id: string }>(
       `INSERT INTO thread_runs (job_id, queue, attempt, thread_id, pid, started_at) VALUES ($1, $2, $3, $4, $5, clock_timestamp()) RETURNING id`,
       [job.id, job.queue, job.attempt, threadId, process.pid],
@@ -101,7 +91,7 @@ export default async function (job: ThreadJob<CpuPayload>): Promise<unknown> {
   }
   if (p.throwError) throw new TypeError(`bad pixels in job ${job.id}`);
   if ('throwValue' in p) throw p.throwValue;
-  if (runId !== undefined) await (await db()).query(`UPDATE thread_runs SET ended_at = clock_timestamp() WHERE id = $1`, [runId]);
+  if (runId !== undefined) await (await threadDb()).query(`UPDATE thread_runs SET ended_at = clock_timestamp() WHERE id = $1`, [runId]);
   if (p.returnFunction) return { ok: true, callback: () => 1 };
   return { burned: p.burnMs ?? 0, threadId };
 }
