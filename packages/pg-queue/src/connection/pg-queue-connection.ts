@@ -139,7 +139,15 @@ const openConnections = new WeakMap<Pool, Set<unknown>>();
 
 function trackConnections(pool: Pool): Pool {
   const open = new Set<unknown>();
-  pool.on('connect', (client) => open.add(client));
+  pool.on('connect', (client) => {
+    open.add(client);
+    // A client checked out of the pool has no listener of the pool's: a connection lost between two of its statements
+    // (a restart of PostgreSQL, pg_terminate_backend) emits 'error' with no query to take it, which would crash the host.
+    // The paths that check clients out listen while they hold one (inTransaction, queryIds); this listener covers every
+    // path, present and future. The error is not lost: the client's next query fails with it ("not queryable"), its
+    // holder releases it broken, and an idle client's still reaches the pool's 'error' (logged above).
+    client.on('error', () => undefined);
+  });
   // pg emits 'remove' once a removed client's connection has ended.
   pool.on('remove', (client) => open.delete(client));
   openConnections.set(pool, open);
