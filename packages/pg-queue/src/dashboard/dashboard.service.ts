@@ -33,8 +33,6 @@ import type { JobEventsData } from './views/event-rows.view.js';
 import type { EventsData } from './views/events.view.js';
 import { fairnessOption, queueWeights } from './dashboard-fairness.js';
 
-/** The largest job id PostgreSQL's int8 holds. */
-
 /** Rows one action statement changes at most: its row locks last one batch. */
 const ACTION_BATCH = 500;
 /** A bulk action stops after this long and says how far it got (the operator runs it again for the rest). */

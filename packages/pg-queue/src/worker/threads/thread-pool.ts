@@ -159,8 +159,8 @@ export class ThreadPool {
    * The thread has its file loaded and is about to call the function (its `ready`): it may, unless the attempt ended
    * meanwhile or the job is past its start deadline. That deadline (HeldJob.startBy: half the lease after the claim,
    * the start mark or the last heartbeat that renewed it) passes only when this process stalled: its heartbeats
-   * stopped, so the lease may have lapsed and the sweeper given the job to another process, which runs it. Only this
-   * thread can tell (it owns the lease); the thread waits for the answer, so a thread that loaded during the stall
+   * stopped, so the lease may have lapsed and the sweeper given the job to another process, which runs it. Only the
+   * main thread can tell (it owns the lease); the thread waits for the answer, so a thread that loaded during the stall
    * asks after it and is refused (the simulation's seeds 659653567 and 449838067 saw such jobs begin on their thread
    * after another process had taken them). A refused attempt fails as any other (its write is fenced out if the job
    * is no longer this process's).

@@ -23,7 +23,7 @@ export interface CrossedError {
 
 /**
  * `go` / `refuse`: the answer to the thread's `ready` (its file loaded, the function about to be called). The main
- * thread owns the attempt's lease: only it can tell whether the job may still begin (ThreadPool.ready).
+ * thread owns the attempt's lease: only it can tell whether the job may still begin (ThreadPool.mayBegin).
  */
 export type ToThread = { type: 'run'; job: ThreadJobData } | { type: 'abort' } | { type: 'go' } | { type: 'refuse' };
 
