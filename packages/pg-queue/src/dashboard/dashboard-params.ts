@@ -13,9 +13,6 @@ import { isBigintId } from '../utils/bigint-id.js';
 /** The most jobs one action on a selection takes (a page of the list holds at most 500). */
 export const SELECTION_MAX = 500;
 
-/** A job id within bigint's range (19 digits pass BIGINT_ID_DIGITS up to 9999999999999999999; PostgreSQL then refuses it). */
-export const isJobId = isBigintId;
-
 /** Text PostgreSQL refuses in a text parameter ("invalid byte sequence"): a filter with it is bad input, not a 500. */
 export function refuseNul(name: string, value: string | null): void {
   if (value?.includes('\0')) throw new PgQueueError(`The ${name} cannot contain the NUL character.`);
@@ -58,7 +55,7 @@ export function jobsQueryOf(req: AnyRequest): {
   const order = jobListOrderOf(params.get('order'));
   const id = (name: 'before' | 'after') => {
     const value = params.get(name) || null;
-    if (value !== null && !isJobId(value)) throw new PgQueueError(`"${name}" must be a job id, got ${JSON.stringify(value)}.`);
+    if (value !== null && !isBigintId(value)) throw new PgQueueError(`"${name}" must be a job id, got ${JSON.stringify(value)}.`);
     return value;
   };
   const [before, after] = [id('before'), id('after')];
@@ -72,7 +69,7 @@ export function flowsQueryOf(req: AnyRequest): { status: FlowStatus | null; befo
   const status = params.get('status') || null;
   if (status !== null && !FLOW_STATUSES.includes(status as FlowStatus)) throw new PgQueueError(`Unknown flow status ${JSON.stringify(status)}: one of ${FLOW_STATUSES.join(', ')}.`);
   const before = params.get('before') || null;
-  if (before !== null && !isJobId(before)) throw new PgQueueError(`"before" must be a flow id, got ${JSON.stringify(before)}.`);
+  if (before !== null && !isBigintId(before)) throw new PgQueueError(`"before" must be a flow id, got ${JSON.stringify(before)}.`);
   return { status: status as FlowStatus | null, before };
 }
 
@@ -80,7 +77,7 @@ export function flowsQueryOf(req: AnyRequest): { status: FlowStatus | null; befo
 export function newJobQueryOf(req: AnyRequest): { from: string | null; queue: string | undefined } {
   const params = requestUrl(req).searchParams;
   const from = params.get('from') || null;
-  if (from !== null && !isJobId(from)) throw new PgQueueError(`"from" must be a job id, got ${JSON.stringify(from)}.`);
+  if (from !== null && !isBigintId(from)) throw new PgQueueError(`"from" must be a job id, got ${JSON.stringify(from)}.`);
   return { from, queue: params.get('queue') ?? undefined };
 }
 

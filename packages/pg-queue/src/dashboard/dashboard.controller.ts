@@ -18,8 +18,8 @@ import { bulkQuestion, duplicateQuestion, flowQuestion, jobQuestion, SCHEDULE_AC
 import { layout } from './views/layout.js';
 import { overviewView } from './views/overview.view.js';
 import { queueView } from './views/queue.view.js';
-import { BIGINT_ID_DIGITS } from '../utils/bigint-id.js';
-import { eventsQueryOf, flowsQueryOf, isJobId, jobsQueryOf, lastSegment, newJobQueryOf, lastSegments, listedStatus, refuseNul, SELECTION_MAX } from './dashboard-params.js';
+import { BIGINT_ID_DIGITS, isBigintId } from '../utils/bigint-id.js';
+import { eventsQueryOf, flowsQueryOf, jobsQueryOf, lastSegment, newJobQueryOf, lastSegments, listedStatus, refuseNul, SELECTION_MAX } from './dashboard-params.js';
 import { instancesView } from './views/instances.view.js';
 import { schedulesView } from './views/schedules.view.js';
 import { queueAction } from './dashboard-queue-actions.js';
@@ -110,7 +110,7 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
       const id = lastSegment(req);
       return this.http.page(req, res, `/jobs/${id}`, async (ctx) => {
         if (!BIGINT_ID_DIGITS.test(id)) throw new PgQueueError(`Not a job id: ${JSON.stringify(id)}.`);
-        const found = isJobId(id) ? await this.dashboard.job(id) : null; // past bigint: no such job
+        const found = isBigintId(id) ? await this.dashboard.job(id) : null; // past bigint: no such job
         if (!found) return [404, layout(ctx, 'jobs', `Job ${id}`, html`<p class="muted">No job ${id}: never enqueued, or deleted (the pruner deletes finished jobs after their retention).</p>`)];
         return jobView(ctx, found.row, found.now, found.flow, found.attempts, found.why, found.events);
       });
@@ -130,8 +130,8 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
       return this.http.page(req, res, `/flows/${id}`, async (ctx) => {
         if (!BIGINT_ID_DIGITS.test(id)) throw new PgQueueError(`Not a flow id: ${JSON.stringify(id)}.`);
         const after = requestUrl(req).searchParams.get('after') || null;
-        if (after !== null && !isJobId(after)) throw new PgQueueError(`"after" must be a job id, got ${JSON.stringify(after)}.`);
-        const found = isJobId(id) ? await this.dashboard.flow(id, after) : null; // past bigint: no such flow
+        if (after !== null && !isBigintId(after)) throw new PgQueueError(`"after" must be a job id, got ${JSON.stringify(after)}.`);
+        const found = isBigintId(id) ? await this.dashboard.flow(id, after) : null; // past bigint: no such flow
         if (!found) return [404, layout(ctx, 'flows', `Flow ${id}`, html`<p class="muted">No flow ${id}: never enqueued, or deleted (the pruner deletes a finished flow once its jobs are gone).</p>`)];
         return flowView(ctx, found);
       });
@@ -201,7 +201,7 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
         const ids = [...new Set(fields(req, 'id'))];
         if (ids.length === 0) throw new PgQueueError('No job selected: tick the jobs to act on first.');
         if (ids.length > SELECTION_MAX) throw new PgQueueError(`At most ${SELECTION_MAX} jobs can be selected at once, got ${ids.length}.`);
-        const bad = ids.find((id) => !isJobId(id));
+        const bad = ids.find((id) => !isBigintId(id));
         if (bad !== undefined) throw new PgQueueError(`Not a job id: ${JSON.stringify(bad)}.`);
         return {
           question: selectedQuestion(action, ids),
@@ -219,7 +219,7 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
     async duplicate(@Req() req: AnyRequest, @Res() res: AnyResponse) {
       const [id] = lastSegments(req, 2);
       await this.http.action(req, res, `/jobs/${id}/duplicate`, () => {
-        if (!isJobId(id)) throw new PgQueueError(`Not a job id: ${JSON.stringify(id)}.`);
+        if (!isBigintId(id)) throw new PgQueueError(`Not a job id: ${JSON.stringify(id)}.`);
         return {
           question: duplicateQuestion(id),
           run: async (viewer) => {
@@ -235,7 +235,7 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
     async jobAction(@Req() req: AnyRequest, @Res() res: AnyResponse) {
       const [id, action] = lastSegments(req, 2) as [string, DashboardAction];
       await this.http.action(req, res, `/jobs/${id}/${action}`, () => {
-        if (!isJobId(id)) throw new PgQueueError(`Not a job id: ${JSON.stringify(id)}.`);
+        if (!isBigintId(id)) throw new PgQueueError(`Not a job id: ${JSON.stringify(id)}.`);
         if (!JOB_ACTIONS.has(action)) throw new PgQueueError(`Unknown action ${JSON.stringify(action)}.`);
         return {
           question: jobQuestion(action, id),
@@ -253,7 +253,7 @@ export function createDashboardController(path: string, guard?: Type<CanActivate
     async flowAction(@Req() req: AnyRequest, @Res() res: AnyResponse) {
       const [id, action] = lastSegments(req, 2);
       await this.http.action(req, res, `/flows/${id}/${action}`, () => {
-        if (!isJobId(id)) throw new PgQueueError(`Not a flow id: ${JSON.stringify(id)}.`);
+        if (!isBigintId(id)) throw new PgQueueError(`Not a flow id: ${JSON.stringify(id)}.`);
         if (action !== 'cancel') throw new PgQueueError(`Unknown action ${JSON.stringify(action)}.`);
         return {
           // The question names the flow by id only: the name would cost a read before the confirmation page.

@@ -97,9 +97,8 @@ function signalOf(c: AbortController): AbortSignal {
 }
 
 async function run(data: ThreadJobData): Promise<void> {
-  const own = new AbortController();
-  controller = own;
-  const job = { ...data, signal: signalOf(own), progress: (value: unknown) => progress(data.id, value), log };
+  controller = new AbortController();
+  const job = { ...data, signal: signalOf(controller), progress: (value: unknown) => progress(data.id, value), log };
   let result: unknown;
   try {
     const fn = await load();
@@ -107,16 +106,14 @@ async function run(data: ThreadJobData): Promise<void> {
     // process stalled): the main thread has ended the attempt already; the function is not called at all. A thread's
     // first job waits for the file's import, seconds in a process booting on a busy machine: the simulation saw jobs
     // of queue cpu begin in their thread after the sweeper had given them to another process (seed 449838067).
-    pollAbort();
-    if (ABORTED.call(own.signal) as boolean) throw own.signal.reason;
+    job.signal.throwIfAborted(); // reads the shared flag first (signalOf)
     // Asked, not assumed: the main thread owns the lease, and refuses a start past the job's deadline (it stalled,
     // the job may run elsewhere; ThreadPool.mayBegin). One message each way per job.
     const go = await new Promise<boolean>((resolve) => {
       answer = resolve;
       send({ type: 'ready' });
     });
-    pollAbort();
-    if (ABORTED.call(own.signal) as boolean) throw own.signal.reason;
+    job.signal.throwIfAborted();
     if (!go) throw new Error(`job ${data.id} (${data.queue}): the main thread refused its start (past its start deadline)`);
     result = await fn(job);
   } catch (error) {
