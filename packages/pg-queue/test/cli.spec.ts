@@ -9,9 +9,9 @@ import { spawnSync } from 'node:child_process';
 import net from 'node:net';
 import { CANNOT_CONNECT, CONNECT_TIMEOUT, PASSWORD_IN_URL } from '../src/cli/cli.messages.js';
 
-/** What `migrate down` says undoing the last migration (EventOrder) does. */
+/** What `migrate down` says undoing the last migration (NestedEventOrder) does. */
 const LAST_DOWN =
-  "puts the event triggers' functions back as JobEvents1764730000000 made them (an event's tx is its writing transaction's xid again, and a job's events can be handed out out of order when two transactions overlap)";
+  "puts the job event trigger's function back as EventOrder1764740000000 made it (when a flow step run inside a statement changes a job that statement changed, the later change's events are handed out first again)";
 import { buildCli, runCli, runCliOnTerminal } from './support/run-cli.js';
 
 // The real binary (dist/cli/main.js, built by tsc -b) against a real database: output and exit codes.
@@ -109,8 +109,9 @@ describe('pg-queue command line', () => {
     expect(down.code).toBe(0);
     expect(down.stdout).toBe(`reverted ${names.at(-1)}\n`);
     expect((await sql.query(`SELECT name FROM migrations ORDER BY id`)).rows.map((r) => r.name)).toEqual(names.slice(0, -1));
-    // The last migration (EventOrder) is undone: the event trigger function is JobEvents' again (an event's tx its writer's).
-    expect((await sql.query(`SELECT prosrc LIKE '%event_tx%' AS ordered FROM pg_proc WHERE proname = 'background_job_events_record'`)).rows).toEqual([{ ordered: false }]);
+    // The last migration (NestedEventOrder) is undone: the event trigger function is EventOrder's again (tx the newest
+    // xid, no moving of a nested change's events).
+    expect((await sql.query(`SELECT prosrc LIKE '%event_tx%' AS ordered, prosrc LIKE '%cmin%' AS nested FROM pg_proc WHERE proname = 'background_job_events_record'`)).rows).toEqual([{ ordered: true, nested: false }]);
     expect((await sql.query(`SELECT to_regclass('background_job_events') IS NOT NULL AS kept`)).rows).toEqual([{ kept: true }]);
 
     const status = await cli('migrate', 'status');

@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { JobHandler, PgQueueError, QueueService, compareEventIds, type Job, type QueueEvent } from 'nestjs-pg-queue';
+import { createTestDatabase } from '@internal/pg-harness';
 import { useTestApp, waitFor } from './support/test-app.js';
 
 // Issue 43, "A resumable event stream": the triggers record every state change of a recording queue's jobs, made by
@@ -218,6 +219,80 @@ describe('the resumable event stream (issue 43)', () => {
     } finally {
       await older.end();
       await younger.end();
+      await service().recordEvents('ev-sql', false);
+    }
+  });
+
+  it("keeps a job's events in the order of its changes when a statement run inside the changing one changes it again", async () => {
+    // The simulation's seed 981738550: a failure batch retried job B (failed, retrying) and, from the same
+    // statement's final SELECT, the flow step of job A failed their flow and cancelled B. The cancel's triggers fired
+    // when its own statement ended, before the batch's, so the stream ended with `retrying` for a cancelled job.
+    // Here the same shape: a CTE charges the attempt and queues the job again, and the final SELECT calls a function
+    // (as stepFlows calls pg_queue_flow_step) that cancels it.
+    await service().recordEvents('ev-sql');
+    await t.db.query(`CREATE OR REPLACE FUNCTION test_cancel_job(jid bigint) RETURNS boolean LANGUAGE plpgsql AS $$
+      BEGIN UPDATE background_jobs SET status = 'cancelled', finished_at = now() WHERE id = jid AND status = 'queued'; RETURN FOUND; END $$`);
+    try {
+      const job = (await t.db.query<{ id: string }>(`INSERT INTO background_jobs (queue_name, status, attempts, locked_at, lease_expires_at, locked_by)
+        VALUES ('ev-sql', 'processing', 1, now(), now() + interval '1 min', 'w') RETURNING id::text`)).rows[0].id;
+      const { rows } = await t.db.query<{ cancelled: boolean }>(
+        `WITH failed AS (
+           UPDATE background_jobs SET status = 'queued', last_error = 'boom', locked_by = NULL, locked_at = NULL, lease_expires_at = NULL
+           WHERE id = $1 RETURNING id
+         )
+         SELECT test_cancel_job(w.id) AS cancelled FROM (SELECT * FROM failed ORDER BY id) AS w`,
+        [job],
+      );
+      expect(rows).toEqual([{ cancelled: true }]);
+      expect(await status(job)).toBe('cancelled');
+      expect(await typesOf(job)).toEqual(['enqueued', 'started', 'failed', 'retrying', 'cancelled']);
+      const seen = await read({ after: '0-0', queues: ['ev-sql'] }, (s) => s.filter((e) => e.jobId === job).length === 5);
+      expect(seen.filter((e) => e.jobId === job).map((e) => e.type)).toEqual(['enqueued', 'started', 'failed', 'retrying', 'cancelled']);
+      // A change in a later statement of the same transaction is not moved: its events follow in their own place.
+      const again = (await t.db.query<{ id: string }>(`INSERT INTO background_jobs (queue_name) VALUES ('ev-sql') RETURNING id::text`)).rows[0].id;
+      const c = await t.db.connect();
+      try {
+        await c.query('BEGIN');
+        await c.query(`UPDATE background_jobs SET status = 'cancelled', finished_at = now() WHERE id = $1`, [again]);
+        await c.query(`UPDATE background_jobs SET status = 'queued', finished_at = NULL WHERE id = $1`, [again]);
+        await c.query('COMMIT');
+      } finally {
+        c.release();
+      }
+      expect(await typesOf(again)).toEqual(['enqueued', 'cancelled', 'enqueued']);
+    } finally {
+      await t.db.query(`DROP FUNCTION test_cancel_job(bigint)`);
+      await service().recordEvents('ev-sql', false);
+    }
+  });
+
+  it('hands out events while a transaction of another database of the same server is open', async () => {
+    // CI, 2026-12-07: `pg-queue events` printed nothing while a test of another database held a transaction open,
+    // because the reader's horizon was its snapshot's xmin, which every database's transactions hold back.
+    const other = new pg.Client({ connectionString: await createTestDatabase('event_stream_other') });
+    const same = new pg.Client({ connectionString: t.url });
+    await other.connect();
+    await same.connect();
+    try {
+      await service().recordEvents('ev-sql');
+      await other.query('BEGIN');
+      await other.query('SELECT pg_current_xact_id()');
+      const job = (await t.db.query<{ id: string }>(`INSERT INTO background_jobs (queue_name, run_at) VALUES ('ev-sql', now() + interval '1 h') RETURNING id::text`)).rows[0].id;
+      const seen = await read({ after: '0-0', queues: ['ev-sql'] }, (s) => s.some((e) => e.jobId === job));
+      expect(seen.filter((e) => e.jobId === job).map((e) => e.type)).toEqual(['enqueued']);
+      // One of this database still holds events back (the stream's rule), the other database's notwithstanding.
+      await same.query('BEGIN');
+      await same.query('SELECT pg_current_xact_id()');
+      const held = (await t.db.query<{ id: string }>(`INSERT INTO background_jobs (queue_name, run_at) VALUES ('ev-sql', now() + interval '1 h') RETURNING id::text`)).rows[0].id;
+      const early = await read({ after: '0-0', queues: ['ev-sql'] }, () => false, 500);
+      expect(early.some((e) => e.jobId === held)).toBe(false);
+      await same.query('COMMIT');
+      const later = await read({ after: '0-0', queues: ['ev-sql'] }, (s) => s.some((e) => e.jobId === held));
+      expect(later.some((e) => e.jobId === held)).toBe(true);
+      await other.query('COMMIT');
+    } finally {
+      await other.end();
+      await same.end();
       await service().recordEvents('ev-sql', false);
     }
   });

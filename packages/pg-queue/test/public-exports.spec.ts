@@ -63,6 +63,7 @@ const DOCUMENTED = [
   'RicherSchedules1764720000000',
   'JobEvents1764730000000',
   'EventOrder1764740000000',
+  'NestedEventOrder1764750000000',
 ];
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../../..');

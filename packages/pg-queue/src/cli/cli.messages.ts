@@ -88,6 +88,8 @@ const MIGRATION_DOWN_DROPS: Record<string, string> = {
     'deletes every schedule with an interval (every; their jobs stay), pauses every schedule that ended, and drops the columns every_ms, fire_limit, fires, start_at and end_at of background_schedules (limits, counts of fires, start and end dates)',
   JobEvents1764730000000: 'drops the table background_job_events (every recorded event), its triggers and functions, and the column record_events of background_queues',
   EventOrder1764740000000: 'puts the event triggers\' functions back as JobEvents1764730000000 made them (an event\'s tx is its writing transaction\'s xid again, and a job\'s events can be handed out out of order when two transactions overlap)',
+  NestedEventOrder1764750000000:
+    'puts the job event trigger\'s function back as EventOrder1764740000000 made it (when a flow step run inside a statement changes a job that statement changed, the later change\'s events are handed out first again)',
 };
 
 export const MIGRATION_DOWN_SUMMARY = (name: string) => `undo the queue migration ${name}: ${MIGRATION_DOWN_DROPS[name] ?? 'runs its down()'}`;

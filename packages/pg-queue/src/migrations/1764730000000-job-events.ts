@@ -6,6 +6,17 @@ export interface EventTx {
 }
 
 /**
+ * How a later migration (NestedEventOrder1764750000000) keeps a job's events in the order of its changes when a
+ * statement run inside the changing one changed the job again: plpgsql declarations, and the code run before and after
+ * the event rows are inserted (in the UPDATE branch, with `event_tx` declared).
+ */
+export interface NestedOrder {
+  declare: string;
+  before: string;
+  after: string;
+}
+
+/**
  * One job's change, OLD to NEW, as event types (in order):
  * - insert: `enqueued` (and `started` for a row inserted running);
  * - `started`: the row becomes processing and not buffered (a claim that starts it, or the beat that marks a job
@@ -21,11 +32,11 @@ export interface EventTx {
  * `detail` is last_error for the failure types. Each statement that records also sends one NOTIFY (its payload is
  * empty, so PostgreSQL folds a transaction's many into one), which wakes readers.
  */
-export const jobEventFunction = (tx?: EventTx) => `
+export const jobEventFunction = (tx?: EventTx, nested?: NestedOrder) => `
   CREATE OR REPLACE FUNCTION background_job_events_record() RETURNS trigger LANGUAGE plpgsql AS $$
   DECLARE
     kinds text[] := '{}';
-    swept boolean;${tx ? `\n    ${tx.declare}` : ''}
+    swept boolean;${tx ? `\n    ${tx.declare}` : ''}${nested ? `\n    ${nested.declare}` : ''}
   BEGIN
     IF TG_OP = 'DELETE' THEN
       INSERT INTO background_job_events (type, job_id, flow_id, queue_name, attempt${tx ? ', tx' : ''})
@@ -59,11 +70,11 @@ export const jobEventFunction = (tx?: EventTx) => `
     ELSIF OLD.status IN ('completed', 'failed', 'cancelled') THEN
       kinds := ARRAY['enqueued'];
     END IF;
-    IF cardinality(kinds) = 0 THEN RETURN NULL; END IF;
+    IF cardinality(kinds) = 0 THEN RETURN NULL; END IF;${nested ? `\n${nested.before}` : ''}
     INSERT INTO background_job_events (type, job_id, flow_id, queue_name, attempt, detail${tx ? ', tx' : ''})
     SELECT k.kind, NEW.id, NEW.flow_id, NEW.queue_name, NEW.attempts,
            CASE WHEN k.kind IN ('failed', 'retrying', 'dead', 'stalled') THEN NEW.last_error END${tx ? ', event_tx' : ''}
-    FROM unnest(kinds) WITH ORDINALITY AS k (kind, n) ORDER BY k.n;
+    FROM unnest(kinds) WITH ORDINALITY AS k (kind, n) ORDER BY k.n;${nested ? `\n${nested.after}` : ''}
     PERFORM pg_notify('pg_queue_events', '');
     RETURN NULL;
   END $$`;

@@ -26,6 +26,7 @@ import { JobLogs1764710000000 } from './1764710000000-job-logs.js';
 import { RicherSchedules1764720000000 } from './1764720000000-richer-schedules.js';
 import { JobEvents1764730000000 } from './1764730000000-job-events.js';
 import { EventOrder1764740000000 } from './1764740000000-event-order.js';
+import { NestedEventOrder1764750000000 } from './1764750000000-nested-event-order.js';
 
 /** The queue's schema migrations, in order: add them to your own DataSource's `migrations`, or let the module run them. */
 export const PG_QUEUE_MIGRATIONS = [
@@ -57,6 +58,7 @@ export const PG_QUEUE_MIGRATIONS = [
   RicherSchedules1764720000000,
   JobEvents1764730000000,
   EventOrder1764740000000,
+  NestedEventOrder1764750000000,
 ];
 
 export {
@@ -88,4 +90,5 @@ export {
   RicherSchedules1764720000000,
   JobEvents1764730000000,
   EventOrder1764740000000,
+  NestedEventOrder1764750000000,
 };
