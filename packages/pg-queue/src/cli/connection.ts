@@ -1,4 +1,5 @@
 import pg, { type Pool } from 'pg';
+import { guardPool } from '../utils/pg-client.js';
 import { parse } from 'pg-connection-string';
 import type { DataSource } from 'typeorm';
 import { JobStore } from '../store/job.store.js';
@@ -68,9 +69,8 @@ export class Connection {
 
   getPool(): Pool {
     if (!this.pool) {
-      this.pool = new pg.Pool({ connectionString: this.url, max: 3, application_name: APPLICATION_NAME, connectionTimeoutMillis: this.connectTimeoutMs });
-      // An idle client that loses its server emits here; the next query reports the failure.
-      this.pool.on('error', () => undefined);
+      // A client that loses its server must not end the command with an uncaught 'error': the next query reports it.
+      this.pool = guardPool(new pg.Pool({ connectionString: this.url, max: 3, application_name: APPLICATION_NAME, connectionTimeoutMillis: this.connectTimeoutMs }), () => undefined);
     }
     return this.pool;
   }

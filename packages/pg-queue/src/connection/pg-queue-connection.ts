@@ -11,6 +11,7 @@ import { listenerClientConfig, POOL_ROLES, queuePoolConfig, settingsOfConnection
 import { runQueueMigrations } from './run-queue-migrations.js';
 import { checkServer } from './check-server.js';
 import { PgQueueLogger } from '../utils/terminal-text.js';
+import { guardPool } from '../utils/pg-client.js';
 
 /**
  * The database side of the module: the queue's own pg Pools, one per role (connection/pg-client-config.ts,
@@ -54,10 +55,10 @@ export class PgQueueConnection implements OnApplicationShutdown {
     const logger: Logger = new PgQueueLogger('PgQueue');
     const pools = Object.fromEntries(
       POOL_ROLES.map((role) => {
-        const pool = trackConnections(new pg.Pool(queuePoolConfig(settings, resolved, role)));
-        // An idle client that loses its server emits here; without a listener that would crash the host.
-        pool.on('error', (error) => logger.warn(`an idle connection of the queue's ${role} pool failed: ${error.message}`));
-        return [role, pool];
+        const pool = guardPool(new pg.Pool(queuePoolConfig(settings, resolved, role)), (error) =>
+          logger.warn(`an idle connection of the queue's ${role} pool failed: ${error.message}`),
+        );
+        return [role, trackConnections(pool)];
       }),
     ) as Record<PoolRole, Pool>;
     // Transactional handlers run in the DataSource the pools were dialled from, never in the app's TypeORM DataSource
@@ -139,15 +140,7 @@ const openConnections = new WeakMap<Pool, Set<unknown>>();
 
 function trackConnections(pool: Pool): Pool {
   const open = new Set<unknown>();
-  pool.on('connect', (client) => {
-    open.add(client);
-    // A client checked out of the pool has no listener of the pool's: a connection lost between two of its statements
-    // (a restart of PostgreSQL, pg_terminate_backend) emits 'error' with no query to take it, which would crash the host.
-    // The paths that check clients out listen while they hold one (inTransaction, queryIds); this listener covers every
-    // path, present and future. The error is not lost: the client's next query fails with it ("not queryable"), its
-    // holder releases it broken, and an idle client's still reaches the pool's 'error' (logged above).
-    client.on('error', () => undefined);
-  });
+  pool.on('connect', (client) => open.add(client));
   // pg emits 'remove' once a removed client's connection has ended.
   pool.on('remove', (client) => open.delete(client));
   openConnections.set(pool, open);

@@ -13,6 +13,7 @@ import type { PgQueueDashboardAsyncOptions, PgQueueDashboardOptions } from './da
 import { DashboardService } from './dashboard.service.js';
 import { dashboardDatabase, normalizeDashboardPath, resolveDashboardOptions, type ResolvedDashboardOptions } from './resolve-dashboard-options.js';
 import { PgQueueLogger } from '../utils/terminal-text.js';
+import { guardPool } from '../utils/pg-client.js';
 
 /** Connections of the dashboard's own pool: pages never take one the workers need. */
 const DASHBOARD_POOL_SIZE = 2;
@@ -70,9 +71,10 @@ function build(path: string, guard: PgQueueDashboardAsyncOptions['guard'], optio
         // The queue pool's connection settings (whatever the app passed to PgQueueModule), in a pool of its own.
         useFactory: (connection: PgQueueConnection | undefined, resolved: ResolvedDashboardOptions) => {
           if (!connection) return unknownDatabase(database);
-          const pool = new pg.Pool({ ...connection.pool.options, max: DASHBOARD_POOL_SIZE, application_name: 'nestjs-pg-queue dashboard' });
-          // An idle connection that dies (a server restart) must not become an unhandled 'error' that ends the app.
-          pool.on('error', (error) => logger.warn(`an idle connection of the dashboard's pool failed: ${error.message}`));
+          // A connection that dies (a server restart) must not become an unhandled 'error' that ends the app.
+          const pool = guardPool(new pg.Pool({ ...connection.pool.options, max: DASHBOARD_POOL_SIZE, application_name: 'nestjs-pg-queue dashboard' }), (error) =>
+            logger.warn(`an idle connection of the dashboard's pool failed: ${error.message}`),
+          );
           return new DashboardStore(pool, resolved.statementTimeoutMs);
         },
         inject: [{ token: getQueueConnectionToken(database), optional: true }, DASHBOARD_OPTIONS],
