@@ -64,6 +64,7 @@ const DOCUMENTED = [
   'JobEvents1764730000000',
   'EventOrder1764740000000',
   'NestedEventOrder1764750000000',
+  'FlowSettleAfterSteps1764760000000',
 ];
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../../..');

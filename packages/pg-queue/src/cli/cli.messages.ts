@@ -90,6 +90,8 @@ const MIGRATION_DOWN_DROPS: Record<string, string> = {
   EventOrder1764740000000: 'puts the event triggers\' functions back as JobEvents1764730000000 made them (an event\'s tx is its writing transaction\'s xid again, and a job\'s events can be handed out out of order when two transactions overlap)',
   NestedEventOrder1764750000000:
     'puts the job event trigger\'s function back as EventOrder1764740000000 made it (when a flow step run inside a statement changes a job that statement changed, the later change\'s events are handed out first again)',
+  FlowSettleAfterSteps1764760000000:
+    'drops the function pg_queue_flow_advance (a statement that ends several jobs of one flow settles the flow after each job again, so a bulk action can end a flow completed before a later job of it fails it)',
 };
 
 export const MIGRATION_DOWN_SUMMARY = (name: string) => `undo the queue migration ${name}: ${MIGRATION_DOWN_DROPS[name] ?? 'runs its down()'}`;

@@ -27,6 +27,7 @@ import { RicherSchedules1764720000000 } from './1764720000000-richer-schedules.j
 import { JobEvents1764730000000 } from './1764730000000-job-events.js';
 import { EventOrder1764740000000 } from './1764740000000-event-order.js';
 import { NestedEventOrder1764750000000 } from './1764750000000-nested-event-order.js';
+import { FlowSettleAfterSteps1764760000000 } from './1764760000000-flow-settle-after-steps.js';
 
 /** The queue's schema migrations, in order: add them to your own DataSource's `migrations`, or let the module run them. */
 export const PG_QUEUE_MIGRATIONS = [
@@ -59,6 +60,7 @@ export const PG_QUEUE_MIGRATIONS = [
   JobEvents1764730000000,
   EventOrder1764740000000,
   NestedEventOrder1764750000000,
+  FlowSettleAfterSteps1764760000000,
 ];
 
 export {
@@ -91,4 +93,5 @@ export {
   JobEvents1764730000000,
   EventOrder1764740000000,
   NestedEventOrder1764750000000,
+  FlowSettleAfterSteps1764760000000,
 };

@@ -18,21 +18,21 @@ const flowIsLive = (f: string) =>
        OR EXISTS (SELECT 1 FROM background_jobs WHERE flow_id = ${f} AND status = 'queued'))`;
 
 /** pg_queue_flow_step's branch for retry() of a compensation (migration FlowOperatorActions1764671390000). */
-const RETRY_COMPENSATION = `    ELSIF new_status = 'queued' AND old_status IN ('failed', 'cancelled') AND comp IS NOT NULL THEN
+const retryCompensation = (done: string) => `    ELSIF new_status = 'queued' AND old_status IN ('failed', 'cancelled') AND comp IS NOT NULL THEN
       -- retry() of a compensation of a flow that ended compensation_failed: the flow is compensating again, and its
       -- settle ends it compensated once every compensation completed (compensation_failed again if one fails).
       UPDATE background_flows SET status = 'compensating', finished_at = NULL, announced = false, updated_at = now()
       WHERE id = fid AND status = 'compensation_failed';
-      RETURN true;
+      ${done}
 `;
 
 /**
- * pg_queue_flow_step, see FLOW_FUNCTIONS. `retryCompensation` false: as the Flows migration first created it (a
- * compensation retried to completion left its flow compensation_failed); the down of FlowOperatorActions1764671390000.
+ * What a flow does when one of its jobs reached a final status (or was retried out of one), up to its settle: unblock
+ * the dependents of a completed job, apply the policies of a failed or cancelled one, bring back what a retry brings
+ * back. `done` ends the branches after which the flow cannot be over (a dependent can still run, a retry), `settle`
+ * the others.
  */
-export const flowStepFunction = (retryCompensation: boolean): string =>
-  `
-  CREATE OR REPLACE FUNCTION pg_queue_flow_step(jid bigint, fid bigint, ref text, comp bigint, old_status text, new_status text) RETURNS boolean LANGUAGE plpgsql AS $$
+const flowStepBody = (withRetryCompensation: boolean, done: string, settle: string) => `
   DECLARE
     e record;
   BEGIN
@@ -44,12 +44,12 @@ export const flowStepFunction = (retryCompensation: boolean): string =>
       -- skip it, and with it a look at the flow's jobs per parent).
       IF EXISTS (SELECT 1 FROM background_job_deps AS d JOIN background_jobs AS c ON c.id = d.child_id
                  WHERE d.parent_id = jid AND c.status IN ${LIVE}) THEN
-        RETURN true;
+        ${done}
       END IF;
     ELSIF new_status IN ('failed', 'cancelled') THEN
       PERFORM pg_queue_flow_job_ended(jid, fid, ref, comp, new_status = 'cancelled',
                                       CASE new_status WHEN 'failed' THEN 'failed' ELSE 'was cancelled' END);
-${retryCompensation ? RETRY_COMPENSATION : ''}    ELSIF new_status = 'queued' AND old_status IN ('failed', 'cancelled') THEN
+${withRetryCompensation ? retryCompensation(done) : ''}    ELSIF new_status = 'queued' AND old_status IN ('failed', 'cancelled') THEN
       -- retry(): a failed flow runs again from this job when no other job of it failed on its own; what was failed
       -- or cancelled because of the failure comes back, blocked on its open edges.
       IF NOT EXISTS (
@@ -68,11 +68,30 @@ ${retryCompensation ? RETRY_COMPENSATION : ''}    ELSIF new_status = 'queued' AN
           WHERE b.flow_id = fid AND b.status = 'blocked' AND b.compensates IS NULL ORDER BY b.id;
         END IF;
       END IF;
-      RETURN true;
+      ${done}
     END IF;
-    PERFORM pg_queue_flow_settle(fid);
-    RETURN true;
-  END $$`;
+    ${settle}
+`;
+
+/**
+ * pg_queue_flow_step, see FLOW_FUNCTIONS: one job's step and its flow's settle. `retryCompensation` false: as the Flows
+ * migration first created it (a compensation retried to completion left its flow compensation_failed); the down of
+ * FlowOperatorActions1764671390000. Statements call pg_queue_flow_advance since FlowSettleAfterSteps1764760000000;
+ * this one stays for an instance of an older version during a rolling upgrade.
+ */
+export const flowStepFunction = (retryCompensation: boolean): string =>
+  `
+  CREATE OR REPLACE FUNCTION pg_queue_flow_step(jid bigint, fid bigint, ref text, comp bigint, old_status text, new_status text) RETURNS boolean LANGUAGE plpgsql AS $$${flowStepBody(retryCompensation, 'RETURN true;', 'PERFORM pg_queue_flow_settle(fid);\n    RETURN true;')}  END $$`;
+
+/**
+ * pg_queue_flow_advance: pg_queue_flow_step without the settle; it answers whether the flow may now be over (settle
+ * it). A statement steps every job of its flows first and then settles each flow once (stepFlows in shared.sql.ts):
+ * settled after each job, a flow could end `completed` on the first job of a batch whose step leaves nothing live
+ * (its dependents continue past it), before the step of a later job of the same batch failed it (the simulation's
+ * seed 595149389, a bulk cancel). Migration FlowSettleAfterSteps1764760000000.
+ */
+export const FLOW_ADVANCE_FUNCTION = `
+  CREATE OR REPLACE FUNCTION pg_queue_flow_advance(jid bigint, fid bigint, ref text, comp bigint, old_status text, new_status text) RETURNS boolean LANGUAGE plpgsql AS $$${flowStepBody(true, 'RETURN false;', 'RETURN true;')}  END $$`;
 
 /**
  * How a dependent is unblocked exactly once, without serialising a fan-in on the dependent's row.

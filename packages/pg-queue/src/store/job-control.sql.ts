@@ -27,7 +27,7 @@ export const changeSet = (first: number) => `
  * A job of a flow that retry() (and the bulk retry) leaves as it is: one of its parents has not completed (its edge is
  * open: the job failed or was cancelled because that parent failed or was cancelled, or because its flow failed
  * first), or is gone (pruned or deleted: the job could not read its result). Retrying the parent brings such a job
- * back, blocked, when its flow failed because of that parent (pg_queue_flow_step). On alias `c`.
+ * back, blocked, when its flow failed because of that parent (pg_queue_flow_advance). On alias `c`.
  */
 export const RETRY_WAITS_FOR_PARENT = `(c.flow_id IS NOT NULL AND EXISTS (
           SELECT 1 FROM background_job_deps AS d LEFT JOIN background_jobs_all AS p ON p.id = d.parent_id

@@ -26,16 +26,20 @@ export const notifyAwaited = (cte: string, status: string, where = 'true') =>
   `(SELECT count(pg_notify('${DONE_CHANNEL}', w.id || ':' || ${status})) FROM ${cte} AS w WHERE w.awaited AND ${where}) >= 0`;
 
 /**
- * The next step of the flows of the rows of `cte` that belong to one (pg_queue_flow_step in flow-functions.sql.ts: unblock the
- * dependents of a completed job, apply the policies of a failed or cancelled one, settle the flow), as an always-true
- * condition of a statement's final SELECT, like notifyAwaited: uncorrelated, evaluated once. The sort reads `cte`
- * whole before the first call, so the statement's own writes are all done, and visible to the VOLATILE function. A
- * batch without flow jobs pays a scan of its CTE. `cte` returns id, flow_id, flow_ref and compensates; `oldStatus` and
+ * The next step of the flows of the rows of `cte` that belong to one, as an always-true condition of a statement's final
+ * SELECT, like notifyAwaited: uncorrelated, evaluated once. First every row's step, in id order (pg_queue_flow_advance
+ * in flow-functions.sql.ts: unblock the dependents of a completed job, apply the policies of a failed or cancelled
+ * one); then, once all are done, the settle of each flow a step left possibly over (pg_queue_flow_settle), once per
+ * flow: a flow settled after its first job's step could end `completed` before a later job of the same statement
+ * failed it. ARRAY() runs the steps to the end before unnest hands out the first flow. The sort reads `cte` whole
+ * before the first call, so the statement's own writes are all done, and visible to the VOLATILE functions. A batch
+ * without flow jobs pays a scan of its CTE. `cte` returns id, flow_id, flow_ref and compensates; `oldStatus` and
  * `newStatus` are SQL over its row `w`, `where` filters them.
  */
 export const stepFlows = (cte: string, oldStatus: string, newStatus: string, where = 'true') =>
-  `(SELECT count(pg_queue_flow_step(w.id, w.flow_id, w.flow_ref, w.compensates, ${oldStatus}, ${newStatus}))
-       FROM (SELECT * FROM ${cte} AS w WHERE w.flow_id IS NOT NULL AND ${where} ORDER BY w.id) AS w) >= 0`;
+  `(SELECT count(pg_queue_flow_settle(f.id)) FROM (SELECT DISTINCT f.id FROM unnest(ARRAY(
+         SELECT w.flow_id FROM (SELECT * FROM ${cte} AS w WHERE w.flow_id IS NOT NULL AND ${where} ORDER BY w.id) AS w
+         WHERE pg_queue_flow_advance(w.id, w.flow_id, w.flow_ref, w.compensates, ${oldStatus}, ${newStatus}))) AS f (id) ORDER BY f.id) AS f) >= 0`;
 
 /** The columns a CTE returns for stepFlows. */
 export const FLOW_COLUMNS = `j.flow_id, j.flow_ref, j.compensates`;
