@@ -79,17 +79,28 @@ describe('limits across OS processes', () => {
       maintenance: LIMITS_MAINTENANCE,
       queues: { global: { concurrency: 3, globalConcurrency: 3 } },
     });
+    let sampler: ReturnType<typeof sampleRunning> | undefined;
     try {
       const jobs = 30;
       await s.queue.enqueueMany(Array.from({ length: jobs }, () => ({ queue: 'global', payload: { ms: 400 } })));
       await fleet.start(3);
-      const sampler = sampleRunning(s.db, 'global');
-      const held = await waitFor('a process holding a job', async () => {
-        const { rows } = await s.db.query<{ w: string; id: string }>(`SELECT locked_by AS w, id::text FROM background_jobs WHERE queue_name = 'global' AND status = 'processing'`);
-        const w = fleet.live.find((p) => rows.some((r) => r.w === p.workerId));
-        return w && { worker: w, ids: rows.filter((r) => r.w === w.workerId).map((r) => r.id) };
+      sampler = sampleRunning(s.db, 'global');
+      // The jobs the frozen process holds are read after the freeze: one it settled between a read before the freeze
+      // and the signal (its 400 ms ran out then) is completed, and would never run elsewhere (CI, 2026-12-07: the
+      // wait below timed out). An outcome already on its way gets 300 ms to land first.
+      const holding = async (workerId: string) =>
+        (await s.db.query<{ id: string }>(`SELECT id::text FROM background_jobs WHERE queue_name = 'global' AND status = 'processing' AND locked_by = $1`, [workerId])).rows.map((r) => r.id);
+      const held = await waitFor('a process frozen while it holds a job', async () => {
+        const { rows } = await s.db.query<{ w: string }>(`SELECT DISTINCT locked_by AS w FROM background_jobs WHERE queue_name = 'global' AND status = 'processing'`);
+        const worker = fleet.live.find((p) => rows.some((r) => r.w === p.workerId));
+        if (!worker) return undefined;
+        fleet.freeze(worker);
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        const ids = await holding(worker.workerId);
+        if (ids.length) return { worker, ids };
+        fleet.resume(worker);
+        return undefined;
       }, 60_000, 5);
-      fleet.freeze(held.worker);
       // Its lease runs out, the sweeper puts its jobs back, and the other processes run them.
       await waitFor('the frozen jobs run elsewhere', async () => {
         const { rows } = await s.db.query(`SELECT 1 FROM limit_runs WHERE job_id = ANY($1::int8[]) AND worker <> $2`, [held.ids, held.worker.workerId]);
@@ -115,6 +126,7 @@ describe('limits across OS processes', () => {
       expect(late.most_frozen).toBeLessThanOrEqual(1);
       expect(late.completed_once).toBe(true); // the second attempt's outcome stands; the frozen one's was fenced out
     } finally {
+      await sampler?.stop(); // before its pool ends (a failed wait above left it sampling)
       await tearDownLimits(s, fleet);
     }
   }, 150_000);
