@@ -79,11 +79,13 @@ describe('LIFO', () => {
   }
 
   /** Pauses `name`, enqueues `n` jobs one after the other (priorities and LIFO flags alternating), resumes, and returns the start order and the expected one. */
-  async function runQueue(name: string, n = 12): Promise<{ started: string[]; expected: string[]; rows: Row[] }> {
+  async function runQueue(name: string, n = 12): Promise<{ started: string[]; expected: string[]; rows: Row[]; returned: Set<string> }> {
     const queue = ctx.app.get(QueueService);
     const spec = QUEUES[name];
     const priorities = spec.priorities ?? [0, 5];
     await queue.pause(name);
+    // The event stream says which jobs a worker gave back before they started (`returned`), read below.
+    await queue.recordEvents(name);
     for (let i = 0; i < n; i++) {
       await queue.enqueue(name, { i }, {
         priority: priorities[i % priorities.length],
@@ -105,7 +107,16 @@ describe('LIFO', () => {
     });
     const started = (await db.query<{ job_id: string }>(`SELECT job_id::text FROM lifo_runs WHERE queue = $1 AND job_id > 0 ORDER BY seq`, [name])).rows.map((r) => r.job_id);
     const rows = (await db.query<Row>(`SELECT id::text, priority, lifo, run_at FROM background_jobs WHERE queue_name = $1`, [name])).rows;
-    return { started, expected: expectedOrder(rows, spec.options.lifo === true), rows };
+    // A buffered job given back (past its start deadline, 2.5 s after its claim, on a loaded machine: CI 2026-12-07)
+    // goes back to the queue, behind the jobs the buffer holds, and runs again as claimed later (README: read-ahead).
+    // The order is then asserted for every other job; a run without give-backs (nearly every one) asserts it whole.
+    const returned = new Set(
+      (await db.query<{ job_id: string }>(`SELECT DISTINCT job_id::text FROM background_job_events WHERE queue_name = $1 AND type = 'returned'`, [name])).rows.map((r) => r.job_id),
+    );
+    if (returned.size) console.log(`${name}: given back before they started, so not in the order asserted: ${[...returned].join(', ')}`);
+    expect(new Set(started).size).toBe(n);
+    const kept = (ids: string[]) => ids.filter((id) => !returned.has(id));
+    return { started: kept(started), expected: kept(expectedOrder(rows, spec.options.lifo === true)), rows, returned };
   }
 
   it('a FIFO queue without LIFO jobs starts them oldest first within each priority (the plain claim, as before)', async () => {
@@ -119,10 +130,10 @@ describe('LIFO', () => {
   it.each(['lifo-plain', 'lifo-prefetch', 'lifo-auto', 'lifo-global', 'lifo-keyed', 'lifo-fair'])(
     '%s (lifo: true on the handler): newest first within each priority, resumed with concurrency 1',
     async (name) => {
-      const { started, expected, rows } = await runQueue(name);
+      const { started, expected, rows, returned } = await runQueue(name);
       expect(started).toEqual(expected);
       // Within one priority the start order is the reverse of the enqueue order.
-      const p0 = rows.filter((r) => r.priority === 0).map((r) => r.id);
+      const p0 = rows.filter((r) => r.priority === 0 && !returned.has(r.id)).map((r) => r.id);
       expect(started.filter((id) => p0.includes(id))).toEqual([...p0].sort((a, b) => Number(BigInt(b) - BigInt(a))));
     },
   );
