@@ -51,6 +51,22 @@ describe('fair claim plans', () => {
     // 500 keys follow the cursor: the walk from the first key up to it is never needed.
     expect(plan).toMatch(/CTE upto\s+->\s+Recursive Union \(never executed\)/);
   });
+
+  it('probes per key only what can matter: no stored weight, block or running count to find, no offer past the bound', async () => {
+    // Every key's pass is the same (none stored yet), so the window's 16 keys tie: the claim's order takes the first 10.
+    const plan = await explain(10);
+    if (process.env.PRINT_PLAN) console.log(plan);
+    expect(claimed(plan)).toBe(10);
+    // No weight stored for the queue, no key blocked, no global cap: the per-key probes of those are never run.
+    expect(plan).toMatch(/Index Scan using background_queue_weights_pkey on background_queue_weights \w+ \(never executed\)/);
+    expect(plan).not.toMatch(/on background_queue_key_blocks \w+ \(actual/);
+    expect(plan).toMatch(/CTE running\s+->\s+Result \(actual[^\n]*\n(?:.*\n)*?\s+->\s+Aggregate \(never executed\)/);
+    // The due check is the walk's own probe (KEY_TURN's `first`), and the 6 tied keys past the 10th offer nothing: the
+    // offers' scans of the keyed claim index run 10 times, not 16, and nothing else reads a key's first job again.
+    const offers = /Index (?:Only )?Scan using background_jobs_key_claim_idx on background_jobs j \(actual time=[\d.]+\.\.[\d.]+ rows=[\d.]+ loops=(\d+)\)/.exec(plan);
+    expect(Number(offers?.[1])).toBe(10);
+    expect(plan.match(/using background_jobs_key_claim_idx/g)).toHaveLength(5); // after (2), upto (2), the offers (1)
+  });
 });
 
 /** EXPLAIN (ANALYZE, BUFFERS) of the fair claim inside the transaction it runs in, rolled back. */

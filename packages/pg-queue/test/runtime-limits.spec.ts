@@ -144,6 +144,21 @@ describe('runtime limits: the queue\'s row', () => {
     expect(claimed.jobs.map((j) => j.payload).sort()).toEqual([2, 3]);
   });
 
+  it('with a key blocked, the keyed and the fair claims skip only that key; once every block has passed, they skip none', async () => {
+    const keyed = { globalConcurrency: undefined, rateLimit: undefined, concurrencyPerKey: 5 };
+    const fair = { globalConcurrency: undefined, rateLimit: undefined, fairness: { weights: {}, defaultWeight: 1 } };
+    for (const [name, limits] of [['kb-keyed', keyed], ['kb-fair', fair]] as const) {
+      const payloads = (jobs: { payload: unknown }[]) => jobs.map((j) => j.payload).sort();
+      await queue.enqueueMany([1, 2, 3].map((n) => ({ queue: name, payload: n, concurrencyKey: n === 1 ? 'x' : `k${n}` })));
+      await store.blockQueue(name, 60_000, 60_000, 'x');
+      // The claims probe a key's block only while the queue's row says some key is blocked (key_blocked_until).
+      expect(payloads((await store.claimLimitedJobs(name, 10, 'w', 30_000, limits)).jobs)).toEqual([2, 3]);
+      await db.query(`UPDATE background_queue_key_blocks SET blocked_until = now() - interval '1 second' WHERE queue_name = $1`, [name]);
+      await db.query(`UPDATE background_queues SET key_blocked_until = now() - interval '1 second' WHERE queue_name = $1`, [name]);
+      expect(payloads((await store.claimLimitedJobs(name, 10, 'w', 30_000, limits)).jobs)).toEqual([1]);
+    }
+  });
+
   it("a claim holds the row's globalConcurrency, not the worker's copy of it (a process whose notice was lost)", async () => {
     // The simulation's seed 659653567: a change from 4 to 1, a process that had not read it yet claimed under 4.
     await queue.enqueueMany(Array.from({ length: 6 }, (_, i) => ({ queue: 'g', payload: i })));

@@ -4,6 +4,7 @@
 // transaction rolled back (the table never changes), in turn (so that noise on a shared machine falls on all three):
 //
 //   npm run claim-cost --workspace apps/bench -- [--rows 1000000] [--keys 10000] [--reps 200] [--sizes 10,50] [--pg-bin /usr/lib/postgresql/15/bin] [--keyless-look]
+//     [--baseline-dist <another checkout>/packages/pg-queue/dist]
 //
 // The keyed and fair claims run as the workers send them while the queue's last look found no job without a key (no
 // look: KEYLESS_LOOK_MS in claim-loop.ts); --keyless-look makes every one of them look (the claims before that gate).
@@ -32,17 +33,30 @@ const REPS = Number(toolArg('--reps', '200'));
 const SIZES = toolArg('--sizes', '10,50').split(',').map(Number);
 const BIN = toolArg('--pg-bin', '') || undefined;
 const LOOK = toolFlag('--keyless-look');
+/**
+ * --baseline-dist DIR: another checkout's built library (its packages/pg-queue/dist): its keyed and fair claims are
+ * measured beside this one's, in the same run, on the same table (a change to those statements, before and after).
+ */
+const BASELINE_DIST = toolArg('--baseline-dist', '');
+const BASE_SQL: Record<string, string> | undefined = BASELINE_DIST
+  ? ((await import(new URL(`file://${BASELINE_DIST.replace(/\/$/, '')}/store/job.sql.js`).href)) as JobSql).SQL
+  : undefined;
 /** Jobs running (processing, limited), spread over the keys, as a busy fair queue has: the window counts them per key. */
 const RUNNING = 40;
 const QUEUE = 'fair';
 
-type Name = 'claimJobs' | 'claimKeyedJobs' | 'claimFairJobs';
-const NAMES: Name[] = ['claimJobs', 'claimKeyedJobs', 'claimFairJobs'];
+type Name = 'claimJobs' | 'claimKeyedJobs' | 'claimFairJobs' | 'baseKeyedJobs' | 'baseFairJobs';
+const NAMES: Name[] = ['claimJobs', 'claimKeyedJobs', 'claimFairJobs', ...(BASE_SQL ? (['baseKeyedJobs', 'baseFairJobs'] as const) : [])];
 const LABEL: Record<Name, string> = {
   claimJobs: 'plain claim (claimJobs)',
   claimKeyedJobs: 'keyed claim (claimKeyedJobs, concurrencyPerKey 1)',
   claimFairJobs: 'fair claim (claimFairJobs)',
+  baseKeyedJobs: 'keyed claim, --baseline-dist',
+  baseFairJobs: 'fair claim, --baseline-dist',
 };
+/** A cell's statement text: this checkout's, or the baseline's for the base* cells. */
+const statementOf = (name: Name): string =>
+  name === 'baseKeyedJobs' ? BASE_SQL!.claimKeyedJobs : name === 'baseFairJobs' ? BASE_SQL!.claimFairJobs : SQL[name];
 
 const key = (n: number) => `k${String(n % KEYS).padStart(String(KEYS - 1).length, '0')}`;
 
@@ -50,7 +64,7 @@ const key = (n: number) => `k${String(n % KEYS).padStart(String(KEYS - 1).length
 function values(name: Name, limit: number): unknown[] {
   const cursor = key(Math.floor(Math.random() * KEYS));
   if (name === 'claimJobs') return [QUEUE, limit, 'w', 30_000, limit, 30_000, 0];
-  if (name === 'claimKeyedJobs') return [QUEUE, limit, 'w', 30_000, null, null, 0, 1, cursor, LOOK];
+  if (name === 'claimKeyedJobs' || name === 'baseKeyedJobs') return [QUEUE, limit, 'w', 30_000, null, null, 0, 1, cursor, LOOK];
   return [QUEUE, limit, 'w', 30_000, null, null, 0, null, cursor, '{}', 1, LOOK, limit, 30_000];
 }
 
@@ -59,7 +73,7 @@ async function once(client: pg.Client, name: Name, limit: number): Promise<{ exe
   const v = values(name, limit);
   await client.query(name === 'claimJobs' ? 'BEGIN' : beginWithQueueLock(1));
   try {
-    const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, BUFFERS, TIMING OFF, SUMMARY ON, COSTS OFF) ${SQL[name]}`, v);
+    const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, BUFFERS, TIMING OFF, SUMMARY ON, COSTS OFF) ${statementOf(name)}`, v);
     const text = rows.map((r) => r['QUERY PLAN']).join('\n');
     const execMs = Number(/Execution Time: ([\d.]+) ms/.exec(text)?.[1]);
     // The top node's buffers (its children's and InitPlans' included): shared pages hit and read by the execution.
@@ -68,7 +82,7 @@ async function once(client: pg.Client, name: Name, limit: number): Promise<{ exe
     await client.query('ROLLBACK');
     await client.query(name === 'claimJobs' ? 'BEGIN' : beginWithQueueLock(1));
     const t0 = performance.now();
-    const result = await client.query({ name: `cost_${name}`, text: SQL[name], values: v });
+    const result = await client.query({ name: `cost_${name}`, text: statementOf(name), values: v });
     const roundTripMs = performance.now() - t0;
     return { execMs, roundTripMs, buffers, rows: result.rows.filter((r: { id: string | null }) => r.id !== null).length };
   } finally {
@@ -139,7 +153,7 @@ async function main(): Promise<void> {
       if (toolFlag('--plans')) {
         for (const name of NAMES) {
           await client.query(name === 'claimJobs' ? 'BEGIN' : beginWithQueueLock(1));
-          const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${SQL[name]}`, values(name, SIZES[0]));
+          const { rows } = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${statementOf(name)}`, values(name, SIZES[0]));
           await client.query('ROLLBACK');
           console.log(`\n${name}, a claim of ${SIZES[0]}:\n${rows.map((r) => r['QUERY PLAN']).join('\n')}`);
         }

@@ -3,31 +3,40 @@
 import { KEY_CURSOR, limitedClaim, orderedDue, queueStopped, type ClaimOrder } from './claim-parts.sql.js';
 
 /**
- * The keys with queued jobs in turn order from a claimer's cursor ($9), as CTEs (after, upto, turn) that follow
- * another CTE: see claimKeyedJobs.
+ * Whether any key of the queue may be blocked by a partner's 429 now (RateLimitedError with a key): the queue's
+ * key_blocked_until, the latest block any of its keys was given (queue-limits.sql.ts), one probe per claim.
+ */
+const ANY_KEY_BLOCKED = `EXISTS (SELECT 1 FROM background_queues AS kq WHERE kq.queue_name = $1 AND kq.key_blocked_until > now())`;
+
+/**
+ * The keys with queued jobs in turn order from a claimer's cursor ($9), each with its earliest queued job's run_at
+ * (`first`), as CTEs (after, upto, turn) that follow another CTE: see claimKeyedJobs.
  */
 const KEY_TURN = `    ), after AS (
       -- The keys with queued jobs after the cursor ($9: the last key this worker claimed from, '' at first),
       -- then from the first key up to the cursor: a loose scan of the keyed claim index, one probe per key,
-      -- read only as far as the candidates below need (the LIMIT stops it).
-      (SELECT concurrency_key AS k FROM background_jobs
-       WHERE queue_name = $1 AND status = 'queued' AND concurrency_key IS NOT NULL AND concurrency_key > $9 ORDER BY concurrency_key LIMIT 1)
+      -- read only as far as the candidates below need (the LIMIT stops it). The index is ordered by key, then run_at:
+      -- the entry a probe lands on is the key's earliest queued job, so the same probe says whether the key has a due
+      -- job (first <= now()), which a claim would otherwise probe again per key.
+      (SELECT concurrency_key AS k, run_at AS first FROM background_jobs
+       WHERE queue_name = $1 AND status = 'queued' AND concurrency_key IS NOT NULL AND concurrency_key > $9 ORDER BY concurrency_key, run_at LIMIT 1)
       UNION ALL
-      SELECT (SELECT b.concurrency_key FROM background_jobs AS b
-              WHERE b.queue_name = $1 AND b.status = 'queued' AND b.concurrency_key IS NOT NULL AND b.concurrency_key > a.k ORDER BY b.concurrency_key LIMIT 1)
-      FROM after AS a WHERE a.k IS NOT NULL
+      SELECT n.k, n.first FROM after AS a CROSS JOIN LATERAL (
+        SELECT b.concurrency_key AS k, b.run_at AS first FROM background_jobs AS b
+        WHERE b.queue_name = $1 AND b.status = 'queued' AND b.concurrency_key IS NOT NULL AND b.concurrency_key > a.k
+        ORDER BY b.concurrency_key, b.run_at LIMIT 1) AS n
     ), upto AS (
-      (SELECT concurrency_key AS k FROM background_jobs
-       WHERE queue_name = $1 AND status = 'queued' AND concurrency_key IS NOT NULL AND concurrency_key <= $9 ORDER BY concurrency_key LIMIT 1)
+      (SELECT concurrency_key AS k, run_at AS first FROM background_jobs
+       WHERE queue_name = $1 AND status = 'queued' AND concurrency_key IS NOT NULL AND concurrency_key <= $9 ORDER BY concurrency_key, run_at LIMIT 1)
       UNION ALL
-      SELECT (SELECT b.concurrency_key FROM background_jobs AS b
-              WHERE b.queue_name = $1 AND b.status = 'queued' AND b.concurrency_key IS NOT NULL AND b.concurrency_key > u.k AND b.concurrency_key <= $9
-              ORDER BY b.concurrency_key LIMIT 1)
-      FROM upto AS u WHERE u.k IS NOT NULL
+      SELECT n.k, n.first FROM upto AS u CROSS JOIN LATERAL (
+        SELECT b.concurrency_key AS k, b.run_at AS first FROM background_jobs AS b
+        WHERE b.queue_name = $1 AND b.status = 'queued' AND b.concurrency_key IS NOT NULL AND b.concurrency_key > u.k AND b.concurrency_key <= $9
+        ORDER BY b.concurrency_key, b.run_at LIMIT 1) AS n
     ), turn AS (
-      SELECT k FROM after WHERE k IS NOT NULL
+      SELECT k, first FROM after
       UNION ALL
-      SELECT k FROM upto WHERE k IS NOT NULL
+      SELECT k, first FROM upto
 `;
 
 /**
@@ -67,7 +76,8 @@ const KEYLESS = `    ), keyless_due AS (
  * of weight w stands at pass + i / w), as many as its room and the bound allow.
  */
 function fairOffer(order: ClaimOrder): string {
-  const limit = 'least(w.room, greatest(0, coalesce(floor(((SELECT u FROM fair_bound) - w.pass) * w.weight + 1e-9)::int, 2147483647)))';
+  const limit = `CASE WHEN w.pass + 1::float8 / w.weight = (SELECT u FROM fair_bound) AND w.pos > (SELECT p FROM fair_bound) THEN 0
+          ELSE least(w.room, greatest(0, coalesce(floor(((SELECT u FROM fair_bound) - w.pass) * w.weight + 1e-9)::int, 2147483647))) END`;
   const due = `j.queue_name = $1 AND j.status = 'queued' AND j.concurrency_key = w.k AND j.run_at <= now()`;
   if (order === 'fifo') {
     return `
@@ -110,32 +120,43 @@ export const FAIR_WINDOW_KEYS = 16;
  */
 const fairCandidates = (order: ClaimOrder) => `${KEY_TURN}    ), fair_clock AS (
       SELECT coalesce((SELECT q.fair_clock FROM background_queues AS q WHERE q.queue_name = $1), 0) AS v
+    ), fair_stored AS (
+      -- Whether the queue has stored weights or a key blocked by a partner's 429 at all: one probe each per claim, so
+      -- that the window's keys probe those tables only when there is something to find (two probes a key, of six before).
+      SELECT EXISTS (SELECT 1 FROM background_queue_weights AS w WHERE w.queue_name = $1) AS weights,
+        ${ANY_KEY_BLOCKED} AS blocks
     ), fair_window AS (
       SELECT f.k, f.weight, row_number() OVER () AS pos,
         greatest(coalesce((SELECT p.pass FROM background_fair_passes AS p WHERE p.queue_name = $1 AND p.key = f.k), c.v - 1), c.v - 1) AS pass,
         least((SELECT n FROM allowance), greatest(0, coalesce($8::int, 2147483647) - f.running)) AS room
       FROM (
-        -- Keys in turn with a due job (the first of the key's queued jobs by run_at, one probe) and a free per-key
+        -- Keys in turn with a due job (the first of the key's queued jobs by run_at: KEY_TURN's probe) and a free per-key
         -- slot: a key whose jobs are all scheduled later, or at its cap, is passed over, not given a place.
         SELECT t.k, r.n AS running,
-          coalesce((SELECT w.weight FROM background_queue_weights AS w WHERE w.queue_name = $1 AND w.key = t.k), ($10::jsonb ->> t.k)::int, $11::int) AS weight
+          coalesce(CASE WHEN (SELECT weights FROM fair_stored) THEN (SELECT w.weight FROM background_queue_weights AS w WHERE w.queue_name = $1 AND w.key = t.k) END,
+                   ($10::jsonb ->> t.k)::int, $11::int) AS weight
         FROM turn AS t
         -- A key's running jobs, counted only with a per-key cap ($8): without one the count is a one-time-filtered 0.
         CROSS JOIN LATERAL (SELECT count(*)::int AS n FROM background_jobs AS r
                             WHERE $8::int IS NOT NULL AND r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key = t.k) AS r
-        WHERE r.n < coalesce($8::int, 2147483647)
+        WHERE t.first <= now() AND r.n < coalesce($8::int, 2147483647)
           -- A key blocked by a partner's 429 (background_queue_key_blocks) is passed over too.
-          AND NOT EXISTS (SELECT 1 FROM background_queue_key_blocks AS kb WHERE kb.queue_name = $1 AND kb.concurrency_key = t.k AND kb.blocked_until > now())
-          AND (SELECT j.run_at FROM background_jobs AS j
-               WHERE j.queue_name = $1 AND j.status = 'queued' AND j.concurrency_key = t.k ORDER BY j.run_at LIMIT 1) <= now()
+          AND CASE WHEN (SELECT blocks FROM fair_stored)
+                THEN NOT EXISTS (SELECT 1 FROM background_queue_key_blocks AS kb WHERE kb.queue_name = $1 AND kb.concurrency_key = t.k AND kb.blocked_until > now())
+                ELSE true END
         LIMIT greatest((SELECT n FROM allowance), ${FAIR_WINDOW_KEYS})
       ) AS f, fair_clock AS c
     ), fair_bound AS (
       -- Every window key has a due job: with at least the allowance's worth of keys, the jobs taken all stand at or
       -- below the allowance-th lowest first job, so no key need offer jobs past it (a claim of 50 over 50 keys read
       -- 2,500 rows to take 50 without this bound).
-      SELECT CASE WHEN count(*) >= (SELECT n FROM allowance) THEN max(v) END AS u
-      FROM (SELECT pass + 1.0 / weight AS v FROM fair_window ORDER BY 1 LIMIT (SELECT n FROM allowance)) AS x
+      -- On a tie at that job (keys at one pass: every key of a busy queue of equal weights), the claim's order breaks
+      -- it by window position, so a key whose first job ties but comes later (p: the position of the allowance-th)
+      -- offers nothing either, and its offer's scan is not run (a claim of 10 over 16 tied keys probed all 16).
+      -- v is computed as the offers compute their first job's place (pass + 1 / weight, in float8), so the tie is exact.
+      SELECT CASE WHEN count(*) >= (SELECT n FROM allowance) THEN max(v) END AS u,
+        CASE WHEN count(*) >= (SELECT n FROM allowance) THEN (array_agg(pos ORDER BY v DESC, pos DESC))[1] END AS p
+      FROM (SELECT pass + 1::float8 / weight AS v, pos FROM fair_window ORDER BY 1, 2 LIMIT (SELECT n FROM allowance)) AS x
     ), offered AS (
       SELECT c.id, w.k, w.pos, w.pass + c.rn::float8 / w.weight AS vt FROM fair_window AS w CROSS JOIN LATERAL (${fairOffer(order)}
       ) AS c
@@ -177,8 +198,11 @@ const KEY_ROOM = `greatest(0, $8::int - (SELECT count(*) FROM background_jobs AS
 
 /** The claim of a queue with concurrencyPerKey (see claimKeyedJobs in CLAIM_SQL), in `order` within each key. */
 export function keyedClaim(order: ClaimOrder): string {
-  const unblocked = `SELECT k FROM turn WHERE NOT EXISTS (
-        SELECT 1 FROM background_queue_key_blocks AS kb WHERE kb.queue_name = $1 AND kb.concurrency_key = turn.k AND kb.blocked_until > now())`;
+  // The per-key probe of the blocks only while the queue has a blocked key at all (one probe per claim, an InitPlan).
+  // A key whose earliest job is not due yet (KEY_TURN's `first`) gives none: passed over without a probe of its own.
+  const unblocked = `SELECT k FROM turn WHERE turn.first <= now() AND CASE WHEN ${ANY_KEY_BLOCKED} THEN NOT EXISTS (
+        SELECT 1 FROM background_queue_key_blocks AS kb WHERE kb.queue_name = $1 AND kb.concurrency_key = turn.k AND kb.blocked_until > now())
+        ELSE true END`;
   const due = `j.queue_name = $1 AND j.status = 'queued' AND j.concurrency_key = t.k AND j.run_at <= now()`;
   // 'fifo': the text this claim always had. Otherwise the key's room is computed once, beside the key (the walks use it thrice).
   const keyed =

@@ -53,7 +53,10 @@ export function limitedClaim(candidates: string, limited: string, keysBusy: stri
   const rows = readAhead === undefined ? 'claimed' : '(SELECT c.* FROM claimed AS c JOIN numbered AS n ON n.id = c.id ORDER BY n.rn) AS claimed';
   return `
     WITH RECURSIVE ${GLOBAL_LIMIT}), running AS (
-      SELECT count(*)::int AS n FROM background_jobs WHERE queue_name = $1 AND status = 'processing' AND limited
+      -- The queue's running limited jobs, counted only under a global cap (nothing else reads the count: a rate limit,
+      -- per-key caps and fair share alone skip this read of every running job's entry).
+      SELECT CASE WHEN (SELECT n FROM global_limit) IS NOT NULL THEN
+        (SELECT count(*)::int FROM background_jobs WHERE queue_name = $1 AND status = 'processing' AND limited) ELSE 0 END AS n
     ), recent AS (
       SELECT coalesce(sum(n), 0)::int AS n, min(started_at) AS oldest FROM background_queue_starts
       WHERE queue_name = $1 AND started_at > statement_timestamp() - $7::int8 ${MS}
