@@ -33,7 +33,7 @@ describe('claim query plan', () => {
   });
 
   it('reads the claim index in claim order: no Sort of the queue, no scan of the whole queue', async () => {
-    const { rows } = await db.query(`EXPLAIN (FORMAT JSON) ${SQL.claimJobs}`, ['bulk', 50, 'explain', 30_000, 10, 5_000, 20]);
+    const { rows } = await db.query(`EXPLAIN (FORMAT JSON) ${SQL.claimJobs}`, ['bulk', 50, 'explain', 30_000, 10, 5_000, 20, null]);
     const all = nodes(rows[0]['QUERY PLAN'][0].Plan as PlanNode);
     const candidateScan = all.find((n) => n['Index Name'] === 'background_jobs_claim_idx');
     expect(candidateScan?.['Node Type']).toMatch(/Index/);
@@ -45,7 +45,7 @@ describe('claim query plan', () => {
     const client = await db.connect();
     try {
       await client.query('BEGIN');
-      const { rows } = await client.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${SQL.claimJobs}`, ['bulk', 50, 'explain', 30_000, 10, 5_000, 20]);
+      const { rows } = await client.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${SQL.claimJobs}`, ['bulk', 50, 'explain', 30_000, 10, 5_000, 20, null]);
       await client.query('ROLLBACK');
       const scan = nodes(rows[0]['QUERY PLAN'][0].Plan as PlanNode).find((n) => n['Index Name'] === 'background_jobs_claim_idx') as PlanNode & {
         'Actual Rows': number;
@@ -68,10 +68,10 @@ describe('claim query plan', () => {
       await fresh.get(QueueService).enqueueMany(Array.from({ length: 20_000 }, (_, i) => ({ queue: 'bulk', payload: { i } })));
       const { rows: stats } = await client.query(`SELECT count(*)::int AS n FROM pg_stats WHERE tablename = 'background_jobs'`);
       expect(stats[0].n).toBe(0);
-      await client.query(`PREPARE claim(text, int, text, int, int, int, int) AS ${SQL.claimJobs}`);
+      await client.query(`PREPARE claim(text, int, text, int, int, int, int, jsonb) AS ${SQL.claimJobs}`);
       for (const mode of ['force_generic_plan', 'force_custom_plan']) {
         await client.query(`SET plan_cache_mode = ${mode}`);
-        const { rows } = await client.query(`EXPLAIN (FORMAT JSON) EXECUTE claim('bulk', 500, 'explain', 30000, 10, 5000, 100)`);
+        const { rows } = await client.query(`EXPLAIN (FORMAT JSON) EXECUTE claim('bulk', 500, 'explain', 30000, 10, 5000, 100, NULL)`);
         const all = nodes(rows[0]['QUERY PLAN'][0].Plan as PlanNode);
         expect([mode, all.find((n) => n['Index Name'] === 'background_jobs_claim_idx')?.['Node Type']]).toEqual([mode, expect.stringMatching(/Index/)]);
         expect([mode, queueSorts(all)]).toEqual([mode, []]);
@@ -106,11 +106,11 @@ describe('claim cost with many future jobs (issue 13 item 7)', () => {
     const client = await db.connect();
     const pages: Record<string, number> = {};
     try {
-      await client.query(`PREPARE claim(text, int, text, int, int, int, int) AS ${SQL.claimJobs}`);
+      await client.query(`PREPARE claim(text, int, text, int, int, int, int, jsonb) AS ${SQL.claimJobs}`);
       for (const mode of ['force_custom_plan', 'force_generic_plan']) {
         await client.query(`SET plan_cache_mode = ${mode}`);
         await client.query('BEGIN');
-        const { rows } = await client.query(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE claim('${queue}', 100, 'explain', 30000, 10, 5000, 50)`);
+        const { rows } = await client.query(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE claim('${queue}', 100, 'explain', 30000, 10, 5000, 50, NULL)`);
         await client.query('ROLLBACK');
         const plan = rows[0]['QUERY PLAN'][0].Plan as PlanNode;
         expect([mode, nodes(plan).some((n) => n['Index Name'] === 'background_jobs_claim_idx')]).toEqual([mode, true]);

@@ -75,8 +75,9 @@ async function explainFair(db: pg.Pool, queue: string, limit: number, weights: R
   try {
     await client.query(beginWithQueueLock(1));
     // $1 queue, $2 jobs wanted, $3 worker, $4 lease ms, $5 globalConcurrency, $6/$7 rate limit, $8 concurrencyPerKey, $9 key cursor, $10 weights,
-    // $11 default weight, $12 look for jobs without a key, $13 jobs started now (the rest read ahead), $14 their buffer lease ms
-    const values = [queue, limit, 'w', 30_000, null, null, 0, null, 'k0500', JSON.stringify(weights), 1, lookKeyless, limit, 30_000];
+    // $11 default weight, $12 look for jobs without a key, $13 jobs started now (the rest read ahead), $14 their buffer lease ms,
+    // $15 the worker's copy of the queue's stored limits (none)
+    const values = [queue, limit, 'w', 30_000, null, null, 0, null, 'k0500', JSON.stringify(weights), 1, lookKeyless, limit, 30_000, null];
     const { rows } = await client.query(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${SQL.claimFairJobs}`, values);
     return rows.map((r) => r['QUERY PLAN']).join('\n');
   } finally {

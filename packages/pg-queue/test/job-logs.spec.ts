@@ -294,7 +294,7 @@ describe('job logs', () => {
     const store = app.get(JobStore);
     const id = await queue.enqueue('jl-manual', {});
     const claim = async () => {
-      const { rows } = await db.query<{ id: string; fence_token: string }>(SQL.claimJobs, ['jl-manual', 1, 'manual', 30_000, 1, 5_000, 0]);
+      const { rows } = await db.query<{ id: string; fence_token: string }>(SQL.claimJobs, ['jl-manual', 1, 'manual', 30_000, 1, 5_000, 0, null]);
       return rows.filter((r) => r.id !== null).map((r) => ({ id: r.id, token: r.fence_token }))[0];
     };
     const held = await claim();

@@ -43,13 +43,13 @@ describe('limited claim plans', () => {
   }
 
   it('claimLimitedJobs reads through indexes only', async () => {
-    const plan = await explain('claimLimitedJobs', ['lim', 10, 'w', 30_000, 20, 100, 1_000]);
+    const plan = await explain('claimLimitedJobs', ['lim', 10, 'w', 30_000, 20, 100, 1_000, null]);
     expect(plan).not.toMatch(/Seq Scan on background_jobs/);
     expect(plan).toMatch(/Index Only Scan using background_jobs_limited_idx/);
   });
 
   it('claimKeyedJobs reads through indexes only and walks 10 of the 1,000 keys for a claim of 10', async () => {
-    const plan = await explain('claimKeyedJobs', ['keyed', 10, 'w', 30_000, null, null, 0, 1, 'k500', true]);
+    const plan = await explain('claimKeyedJobs', ['keyed', 10, 'w', 30_000, null, null, 0, 1, 'k500', true, null]);
     expect(plan).not.toMatch(/Seq Scan on background_jobs/);
     const walked = /CTE after\s+->\s+Recursive Union \(actual time=[\d.]+\.\.[\d.]+ rows=(\d+)/.exec(plan);
     expect(Number(walked?.[1])).toBeLessThanOrEqual(11);

@@ -71,7 +71,7 @@ describe('pruner against concurrent retry (issue 13 item 6)', () => {
       // Retry and claim in one transaction: when the pruner gets the row, the job is running.
       await a.query('BEGIN');
       await a.query(SQL.retryJob, [id, false]);
-      const claimed = await a.query(SQL.claimJobs, ['race-running', 1, 'w1', 60_000, 1, 60_000, 0]);
+      const claimed = await a.query(SQL.claimJobs, ['race-running', 1, 'w1', 60_000, 1, 60_000, 0, null]);
       expect(claimed.rows.filter((r) => r.id !== null).map((r) => r.id)).toEqual([id]);
       await pruneWhileCommitting(a);
     } finally {

@@ -144,6 +144,35 @@ describe('runtime limits: the queue\'s row', () => {
     expect(claimed.jobs.map((j) => j.payload).sort()).toEqual([2, 3]);
   });
 
+  it("a claim or eager insert sent with a copy of the stored limits that is not the row's takes nothing (simulation seed 1998548486)", async () => {
+    // A worker that still believed no limit was stored (its copy: null) claimed with the plain claim, beside the limited
+    // claims of the processes that had read the new limit: two jobs ran at once under a global concurrency of 1.
+    await queue.enqueueMany([1, 2, 3].map((n) => ({ queue: 'st', payload: n, concurrencyKey: `k${n}` })));
+    await queue.setQueueLimits('st', { globalConcurrency: 1 });
+    const [{ text }] = (await db.query<{ text: string }>(`SELECT limits::text AS text FROM background_queues WHERE queue_name = 'st'`)).rows;
+    const plain = (copy: string | null) => store.claimJobs('st', 10, 'w', 30_000, false, undefined, false, 'fifo', copy);
+    const limited = (copy: string | null, more = {}) => store.claimLimitedJobs('st', 10, 'w', 30_000, { globalConcurrency: 1, rateLimit: undefined, ...more }, '', false, 'fifo', true, undefined, copy);
+    const stale = JSON.stringify({ globalConcurrency: 5 });
+    expect((await plain(null)).jobs).toHaveLength(0);
+    expect((await plain(stale)).jobs).toHaveLength(0);
+    expect((await limited(null)).jobs).toHaveLength(0);
+    expect((await limited(null, { concurrencyPerKey: 1 })).jobs).toHaveLength(0);
+    expect((await limited(null, { fairness: { weights: {}, defaultWeight: 1 } })).jobs).toHaveLength(0);
+    const row = { queue: 'st', payloadJson: '4', priority: 0, maxAttempts: 3 } as Parameters<JobStore['insertEagerJob']>[0];
+    const eager = await store.insertEagerJob(row, { workerId: 'w', bufferLeaseMs: 5_000, leaseMs: 30_000, storedLimits: null });
+    expect(eager.job).toBeUndefined();
+    expect((await db.query(`SELECT status FROM background_jobs WHERE id = $1`, [eager.id])).rows).toEqual([{ status: 'queued' }]);
+    // Nothing was taken by the stale copies; the row's own text (as the keeper reads it: queueSettings) claims, within the limit.
+    expect((await db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE queue_name = 'st' AND status = 'processing'`)).rows).toEqual([{ n: 0 }]);
+    expect((await store.queueSettings(['st']))[0].limitsText).toBe(text);
+    expect((await limited(text)).jobs).toHaveLength(1);
+    expect((await limited(text)).jobs).toHaveLength(0); // at the limit
+    // A queue with nothing stored: null is the copy that matches (the row absent, or its limits NULL).
+    await queue.enqueue('st-none', 1);
+    expect((await store.claimJobs('st-none', 10, 'w', 30_000, false, undefined, false, 'fifo', stale)).jobs).toHaveLength(0);
+    expect((await store.claimJobs('st-none', 10, 'w', 30_000, false, undefined, false, 'fifo', null)).jobs).toHaveLength(1);
+  });
+
   it('with a key blocked, the keyed and the fair claims skip only that key; once every block has passed, they skip none', async () => {
     const keyed = { globalConcurrency: undefined, rateLimit: undefined, concurrencyPerKey: 5 };
     const fair = { globalConcurrency: undefined, rateLimit: undefined, fairness: { weights: {}, defaultWeight: 1 } };
@@ -160,19 +189,24 @@ describe('runtime limits: the queue\'s row', () => {
   });
 
   it("a claim holds the row's globalConcurrency, not the worker's copy of it (a process whose notice was lost)", async () => {
-    // The simulation's seed 659653567: a change from 4 to 1, a process that had not read it yet claimed under 4.
+    // The simulation's seed 659653567: a change from 4 to 1, a process that had not read it yet claimed under 4. Its claims
+    // now take nothing at all while its copy of the stored limits is not the row's (the test above); the row's
+    // globalConcurrency holds over the limits the claim is given all the same.
     await queue.enqueueMany(Array.from({ length: 6 }, (_, i) => ({ queue: 'g', payload: i })));
     await db.query(`INSERT INTO background_queues (queue_name, limits) VALUES ('g', '{"globalConcurrency": 1}')`); // no NOTIFY: nobody heard
+    const copy = async () => (await store.queueSettings(['g']))[0].limitsText;
     const stale = { globalConcurrency: 4, rateLimit: undefined };
-    expect((await store.claimLimitedJobs('g', 3, 'w', 30_000, stale)).jobs).toHaveLength(1);
-    expect((await store.claimLimitedJobs('g', 3, 'w', 30_000, stale)).jobs).toHaveLength(0);
+    expect((await store.claimLimitedJobs('g', 3, 'w', 30_000, stale)).jobs).toHaveLength(0); // its copy: none stored
+    expect((await store.claimLimitedJobs('g', 3, 'w', 30_000, stale, '', false, 'fifo', true, undefined, await copy())).jobs).toHaveLength(1);
+    expect((await store.claimLimitedJobs('g', 3, 'w', 30_000, stale, '', false, 'fifo', true, undefined, await copy())).jobs).toHaveLength(0);
     // JSON null: no limit across instances, whatever the worker passes (and its jobs count against none).
     await db.query(`UPDATE background_queues SET limits = '{"globalConcurrency": null}' WHERE queue_name = 'g'`);
-    expect((await store.claimLimitedJobs('g', 3, 'w', 30_000, { globalConcurrency: 1, rateLimit: undefined })).jobs).toHaveLength(3);
+    expect((await store.claimLimitedJobs('g', 3, 'w', 30_000, { globalConcurrency: 1, rateLimit: undefined }, '', false, 'fifo', true, undefined, await copy())).jobs).toHaveLength(3);
     // Back to a number: the one limited job running leaves one slot of 2, whatever the worker passes.
     await db.query(`UPDATE background_queues SET limits = '{"globalConcurrency": 2}' WHERE queue_name = 'g'`);
-    expect((await store.claimLimitedJobs('g', 3, 'w', 30_000, { globalConcurrency: 9, rateLimit: undefined })).jobs).toHaveLength(1);
+    const nine = { globalConcurrency: 9, rateLimit: undefined };
+    expect((await store.claimLimitedJobs('g', 3, 'w', 30_000, nine, '', false, 'fifo', true, undefined, await copy())).jobs).toHaveLength(1);
     expect((await db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE queue_name = 'g' AND status = 'processing' AND limited`)).rows[0].n).toBe(2);
-    expect((await store.claimLimitedJobs('g', 3, 'w', 30_000, { globalConcurrency: 9, rateLimit: undefined })).jobs).toHaveLength(0);
+    expect((await store.claimLimitedJobs('g', 3, 'w', 30_000, nine, '', false, 'fifo', true, undefined, await copy())).jobs).toHaveLength(0);
   });
 });

@@ -69,7 +69,7 @@ describe('settle plans: a batch reads its own rows, not the worker history', () 
   let held: { ids: string[]; tokens: Record<string, string> };
 
   async function claim(n: number): Promise<{ ids: string[]; tokens: Record<string, string> }> {
-    const { rows } = await db.query<{ id: string | null; fence_token: string }>(SQL.claimJobs, ['q', n, WORKER, 30_000, n, 5_000, 0]);
+    const { rows } = await db.query<{ id: string | null; fence_token: string }>(SQL.claimJobs, ['q', n, WORKER, 30_000, n, 5_000, 0, null]);
     const claimed = rows.filter((r) => r.id !== null);
     return { ids: claimed.map((r) => r.id!), tokens: Object.fromEntries(claimed.map((r) => [r.id!, r.fence_token])) };
   }

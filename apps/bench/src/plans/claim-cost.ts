@@ -63,9 +63,12 @@ const key = (n: number) => `k${String(n % KEYS).padStart(String(KEYS - 1).length
 /** The statement's values as the store sends them (claim.store.ts), the keyed claims from a random cursor. */
 function values(name: Name, limit: number): unknown[] {
   const cursor = key(Math.floor(Math.random() * KEYS));
-  if (name === 'claimJobs') return [QUEUE, limit, 'w', 30_000, limit, 30_000, 0];
-  if (name === 'claimKeyedJobs' || name === 'baseKeyedJobs') return [QUEUE, limit, 'w', 30_000, null, null, 0, 1, cursor, LOOK];
-  return [QUEUE, limit, 'w', 30_000, null, null, 0, null, cursor, '{}', 1, LOOK, limit, 30_000];
+  if (name === 'claimJobs') return [QUEUE, limit, 'w', 30_000, limit, 30_000, 0, null];
+  // This checkout's keyed and fair claims end with the worker's copy of the queue's stored limits (none); a baseline
+  // from before that parameter has one fewer.
+  const stored = name.startsWith('base') ? [] : [null];
+  if (name === 'claimKeyedJobs' || name === 'baseKeyedJobs') return [QUEUE, limit, 'w', 30_000, null, null, 0, 1, cursor, LOOK, ...stored];
+  return [QUEUE, limit, 'w', 30_000, null, null, 0, null, cursor, '{}', 1, LOOK, limit, 30_000, ...stored];
 }
 
 /** One run of the statement in a transaction that is rolled back: the limited claims after the queue's lock, as the workers run them. */

@@ -135,7 +135,7 @@ async function main(): Promise<void> {
       console.log(`${version[0].v.split(' on ')[0]}; ${ROWS.toLocaleString('en-US')} due jobs in each queue (filled in ${((performance.now() - t0) / 1000).toFixed(1)} s); ${REPS} round trips per cell`);
       const claims: Claim[] = [
         { label: 'graphile-worker get_jobs (batch 500)', name: 'gw_get_jobs', text: GET_JOBS, values: ['w', tasks.map((t) => t.id)] },
-        { label: 'nestjs-pg-queue claimJobs (50)', name: 'pq_claim', text: SQL.claimJobs, values: [QUEUE, 50, 'w', 30_000, 50, 30_000, 0] },
+        { label: 'nestjs-pg-queue claimJobs (50)', name: 'pq_claim', text: SQL.claimJobs, values: [QUEUE, 50, 'w', 30_000, 50, 30_000, 0, null] },
       ];
       const lines = ['| table statistics | claim | rows taken | execution (EXPLAIN ANALYZE) | round trip, median | the scans of the jobs table |', '|---|---|---|---|---|---|'];
       for (const state of ['never analysed (the burst)', 'after VACUUM ANALYZE (the analysed backlog)']) {

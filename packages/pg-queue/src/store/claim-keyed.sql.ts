@@ -175,7 +175,7 @@ const fairCandidates = (order: ClaimOrder) => `${KEY_TURN}    ), fair_clock AS (
       -- The chosen ids as an array: a probe of the primary key each. As an IN (subquery), PostgreSQL 18 hashed them and
       -- read the whole table in a sequential scan to join them when one key held the queue's 20,000 jobs (8 ms a claim).
       WHERE k.id = ANY(ARRAY(SELECT id FROM offered ORDER BY vt, pos LIMIT (SELECT n FROM allowance))) AND k.status = 'queued'
-        AND NOT ${queueStopped(true)}
+        AND NOT ${queueStopped(true, '$15')}
       FOR UPDATE OF k SKIP LOCKED
 `;
 
@@ -223,7 +223,7 @@ ${KEY_TURN}    ), keyed AS (
       LIMIT (SELECT n FROM allowance)
 ${KEYLESS}    ), candidates AS (
       SELECT id FROM (SELECT id FROM keyed UNION ALL SELECT id FROM keyless) AS c
-      WHERE NOT ${queueStopped(true)}
+      WHERE NOT ${queueStopped(true, '$11')}
       LIMIT (SELECT n FROM allowance)
 `, 'true', ` OR (o.claimed < o.allowed AND EXISTS (\n        SELECT 1 FROM background_jobs AS r WHERE r.queue_name = $1 AND r.status = 'processing' AND r.limited AND r.concurrency_key IS NOT NULL))`, KEY_CURSOR, '', keylessSeen('$10', 'SELECT 1 FROM keyless_due WHERE concurrency_key IS NULL'));
 }

@@ -133,9 +133,17 @@ export function queuedPriorities(atLeast?: string): string {
  * The single-row probe of the queue's row that stops a claim: paused, blocked by a partner's 429 (RateLimitedError),
  * or, for a claim without the per-key check (`keyBlocks` false), any of its keys blocked (key_blocked_until: the worker
  * then claims with the key-blocked variant, which skips only the blocked keys' jobs). Uncorrelated: run once per statement.
+ *
+ * And the limits stored for the queue at runtime are not the ones the worker chose this claim by (`storedLimits`: the
+ * parameter carrying its copy of background_queues.limits as last read, JSON; NULL: none stored). The row owns the
+ * limits; a process's copy lags by up to a re-read (half a second), longer when its reads fail while its claims do not
+ * (a connection cut, a pool the app's lock waits fill). A worker that still believed a limit was removed claimed with
+ * the plain claim, which counts nothing, beside the limited claims of the others (the simulation's seed 1998548486: two
+ * jobs at once under a global concurrency of 1). Its claims now take nothing until its copy is the row's again.
  */
-export function queueStopped(keyBlocks: boolean): string {
-  return `EXISTS (SELECT 1 FROM background_queues WHERE queue_name = $1 AND (paused OR blocked_until > now()${keyBlocks ? '' : ' OR key_blocked_until > now()'}))`;
+export function queueStopped(keyBlocks: boolean, storedLimits: string): string {
+  return `(EXISTS (SELECT 1 FROM background_queues WHERE queue_name = $1 AND (paused OR blocked_until > now()${keyBlocks ? '' : ' OR key_blocked_until > now()'}))
+        OR (SELECT limits FROM background_queues WHERE queue_name = $1) IS DISTINCT FROM ${storedLimits}::jsonb)`;
 }
 
 /** The per-row check of the key-blocked variants: the job's key is not blocked (background_queue_key_blocks' primary key). */
@@ -183,7 +191,8 @@ ${indent}) AS fifo_after
 ${indent}LIMIT ${limit}`;
 }
 
-export function dueCandidates(limit: string, lastAttempt = false, keyBlocks = false, order: ClaimOrder = 'fifo'): string {
+/** The candidates of the plain and the limited claims: see claimJobs and claimLimitedJobs (`storedLimits`: queueStopped). */
+export function dueCandidates(limit: string, storedLimits: string, lastAttempt = false, keyBlocks = false, order: ClaimOrder = 'fifo'): string {
   return `priorities AS (
       ${queuedPriorities()}
     ), candidates AS (
@@ -196,7 +205,7 @@ export function dueCandidates(limit: string, lastAttempt = false, keyBlocks = fa
           order,
         )}
       ) AS c
-      WHERE NOT ${queueStopped(keyBlocks)}
+      WHERE NOT ${queueStopped(keyBlocks, storedLimits)}
       LIMIT ${limit}
 `;
 }

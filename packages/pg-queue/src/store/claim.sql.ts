@@ -44,7 +44,7 @@ function plainClaim(observed: boolean, keyBlocks = false, order: ClaimOrder = 'f
         date_part('epoch', now() - j.run_at) * 1000 AS wait_ms, j.trace_context` : ''
         }`;
   return `
-    WITH RECURSIVE ${dueCandidates('$2', true, keyBlocks, order)}    ), numbered AS (
+    WITH RECURSIVE ${dueCandidates('$2', '$8', true, keyBlocks, order)}    ), numbered AS (
       -- The walk's order (a CTE's rows come out in the order they were made), and the first armable row's end.
       SELECT id, row_number() OVER () AS rn, last_attempt FROM candidates
     ), split AS (
@@ -105,10 +105,10 @@ export const CLAIM_SQL = {
   // jobs ran out; rate_wait_ms (ms until the window frees a start) when the window is full; at_capacity when
   // the queue runs globalConcurrency jobs while others are queued.
   claimLimitedJobs: limitedClaim(`
-    ), ${dueCandidates('(SELECT n FROM allowance)')}`, 'CASE WHEN (SELECT n FROM global_limit) IS NOT NULL THEN true END', '', 'NULL::text'),
+    ), ${dueCandidates('(SELECT n FROM allowance)', '$8')}`, 'CASE WHEN (SELECT n FROM global_limit) IS NOT NULL THEN true END', '', 'NULL::text'),
   // claimLimitedJobs while a key of the queue is blocked (as claimJobsKeyBlocked).
   claimLimitedJobsKeyBlocked: limitedClaim(`
-    ), ${dueCandidates('(SELECT n FROM allowance)', false, true)}`, 'CASE WHEN (SELECT n FROM global_limit) IS NOT NULL THEN true END', '', 'NULL::text'),
+    ), ${dueCandidates('(SELECT n FROM allowance)', '$8', false, true)}`, 'CASE WHEN (SELECT n FROM global_limit) IS NOT NULL THEN true END', '', 'NULL::text'),
 
   // The claim of a queue with concurrencyPerKey ($8; and $9, this worker's key cursor): claimLimitedJobs' locks,
   // limits and answers, with candidates taken key by key in turn from the cursor (a round robin over the keys
@@ -132,7 +132,7 @@ function ordered<O extends 'lifo' | 'mixed'>(order: O) {
   const suffix = order === 'lifo' ? 'Lifo' : 'Mixed';
   const limited = (keyBlocks: boolean) =>
     limitedClaim(`
-    ), ${dueCandidates('(SELECT n FROM allowance)', false, keyBlocks, order)}`, 'CASE WHEN (SELECT n FROM global_limit) IS NOT NULL THEN true END', '', 'NULL::text');
+    ), ${dueCandidates('(SELECT n FROM allowance)', '$8', false, keyBlocks, order)}`, 'CASE WHEN (SELECT n FROM global_limit) IS NOT NULL THEN true END', '', 'NULL::text');
   return {
     [`claimJobs${suffix}`]: plainClaim(false, false, order),
     [`claimJobsObserved${suffix}`]: plainClaim(true, false, order),

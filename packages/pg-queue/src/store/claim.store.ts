@@ -12,7 +12,9 @@ import type { ClaimedJob, ClaimLimits, ClaimResult } from './job-store.types.js'
  * last attempt); the rest are read ahead (buffered, leased for bufferLeaseMs). `observed`: also return each job's claim latency and trace context
  * (claimJobsObserved), for listeners and tracing. `keyBlocks`: a key of the queue is blocked by a partner's 429: the
  * variant that passes over that key's jobs (claimJobsKeyBlocked). `order`: the queue's LIFO, if any (ClaimOrder in
- * claim.sql.ts): 'fifo' sends the statements a queue without LIFO always had.
+ * claim.sql.ts): 'fifo' sends the statements a queue without LIFO always had. `storedLimits`: the worker's copy of the
+ * limits stored for the queue (JSON; null: none), which the queue's row must still hold, else the claim takes nothing
+ * (queueStopped in claim-parts.sql.ts).
  */
 export async function claimJobs(
   db: JobStatements,
@@ -24,8 +26,9 @@ export async function claimJobs(
   readAhead?: { startNow: number; armAhead?: number; bufferLeaseMs: number },
   keyBlocks = false,
   order: ClaimOrder = 'fifo',
+  storedLimits: string | null = null,
 ): Promise<ClaimResult> {
-  const values = [queue, limit, workerId, leaseMs, Math.min(readAhead?.startNow ?? limit, limit), readAhead?.bufferLeaseMs ?? leaseMs, readAhead?.armAhead ?? 0];
+  const values = [queue, limit, workerId, leaseMs, Math.min(readAhead?.startNow ?? limit, limit), readAhead?.bufferLeaseMs ?? leaseMs, readAhead?.armAhead ?? 0, storedLimits];
   const name = keyBlocks ? (observed ? 'claimJobsObservedKeyBlocked' : 'claimJobsKeyBlocked') : observed ? 'claimJobsObserved' : 'claimJobs';
   return toClaimResult(await db.run<ClaimRow>(inOrder(name, order), values));
 }
@@ -54,6 +57,7 @@ export async function claimLimitedJobs(
   order: ClaimOrder = 'fifo',
   lookKeyless = true,
   readAhead?: { startNow: number; bufferLeaseMs: number },
+  storedLimits: string | null = null,
 ): Promise<ClaimResult> {
   const values: unknown[] = [queue, limit, workerId, leaseMs, limits.globalConcurrency ?? null, limits.rateLimit?.max ?? null, limits.rateLimit?.intervalMs ?? 0];
   const fair = limits.fairness !== undefined;
@@ -63,6 +67,8 @@ export async function claimLimitedJobs(
   if (keyed) values.push(lookKeyless); // $10 of the keyed claim, $12 of the fair one
   // The fair claim's read-ahead ($13 jobs start now, the rest held for $14 ms): none unless asked.
   if (fair) values.push(Math.min(readAhead?.startNow ?? limit, limit), readAhead?.bufferLeaseMs ?? leaseMs);
+  // The worker's copy of the queue's stored limits, which the row must still hold (queueStopped): $8, $11 or $15.
+  values.push(storedLimits);
   const statement = inOrder(fair ? 'claimFairJobs' : keyed ? 'claimKeyedJobs' : keyBlocks ? 'claimLimitedJobsKeyBlocked' : 'claimLimitedJobs', order);
   let rows: ClaimRow[] | undefined;
   const begin = beginWithQueueTryLock(queueLockKey(queue));

@@ -51,14 +51,17 @@ function insertJobPlain(wake: Wake): string {
  * as dueCandidates does, one probe each; rows locked by other claims count as waiting). Otherwise the job goes in
  * `queued` as any other and the trigger sends its NOTIFY; a claimed one sets WAKE_SETTING so that the trigger
  * wakes nobody for a job already taken. Parameters: queue, payload, priority, max_attempts, worker id, the buffer's
- * lease ms, the full lease ms (and the trace context).
+ * lease ms, the full lease ms (and the trace context), the worker's copy of the queue's stored limits.
  */
 function insertEagerJob(traced: boolean): string {
   return `
     WITH RECURSIVE priorities AS (
       ${queuedPriorities('$3')}
     ), eager AS (
+      -- Nor when the queue's stored limits are not those the worker knows (${traced ? '$9' : '$8'}: its copy, as a claim's; queueStopped):
+      -- a worker that believed the queue unlimited would start it outside the limits.
       SELECT NOT EXISTS (SELECT 1 FROM background_queues WHERE queue_name = $1 AND (paused OR blocked_until > now()))
+        AND (SELECT limits FROM background_queues WHERE queue_name = $1) IS NOT DISTINCT FROM ${traced ? '$9' : '$8'}::jsonb
         AND NOT EXISTS (
           SELECT 1 FROM priorities AS p
           WHERE (SELECT j.run_at FROM background_jobs AS j

@@ -30,6 +30,17 @@ export async function insertJob(db: JobStatements, row: NewJobRow, tx?: CallerTr
 }
 
 /**
+ * The claim an eager insert makes: the worker's id and leases, and its copy of the queue's stored limits (JSON text of
+ * background_queues.limits as its process last read it; null: none stored), which the row must still hold.
+ */
+export interface EagerClaim {
+  workerId: string;
+  bufferLeaseMs: number;
+  leaseMs: number;
+  storedLimits: string | null;
+}
+
+/**
  * Eager start (insertEagerJob in enqueue.sql.ts): inserts one due job (no runAt, delay, key) already claimed by
  * `claim.workerId` when the queue is not paused and no due job of its priority or higher waits; `job` is that
  * claim (absent: the job went in queued, and the trigger woke the workers). Autocommit, never in a caller's
@@ -38,11 +49,12 @@ export async function insertJob(db: JobStatements, row: NewJobRow, tx?: CallerTr
 export async function insertEagerJob(
   db: JobStatements,
   row: NewJobRow,
-  claim: { workerId: string; bufferLeaseMs: number; leaseMs: number },
+  claim: EagerClaim,
   trace?: string,
 ): Promise<{ id: string; job?: ClaimedJob }> {
   const values: unknown[] = [row.queue, row.payloadJson, row.priority, row.maxAttempts, claim.workerId, claim.bufferLeaseMs, claim.leaseMs];
   if (trace !== undefined) values.push(trace);
+  values.push(claim.storedLimits);
   const [r] = await db.run<ClaimRow & { id: string; claimed: boolean }>(trace === undefined ? 'insertEagerJob' : 'insertEagerJobTraced', values);
   return r.claimed ? { id: r.id, job: toClaimedJob(r) } : { id: r.id };
 }

@@ -17,11 +17,12 @@ export const QUEUE_LIMITS_SQL = {
     )
     SELECT limits, (SELECT count(pg_notify('${LIMITS_CHANNEL}', queue_name)) FROM changed) AS notified FROM changed`,
 
-  // What a process serving queues $1 reads (on a notice, and every QUEUE_LIMITS_REREAD_MS as a fallback): the overrides,
+  // What a process serving queues $1 reads (on a notice, and every QUEUE_LIMITS_REREAD_MS as a fallback): the overrides
+  // (and their text, the copy its claims send back for the row to compare: queueStopped in claim-parts.sql.ts),
   // the ms left of the queue's block and of its keys' blocks, whether an adaptive backoff waits for a success, and
   // whether the queue has had LIFO jobs (its claims then take them first: ClaimOrder in claim.sql.ts).
   queueSettings: `
-    SELECT queue_name, limits, ${MS_LEFT('blocked_until')} AS blocked_ms, ${MS_LEFT('key_blocked_until')} AS key_blocked_ms,
+    SELECT queue_name, limits, limits::text AS limits_text, ${MS_LEFT('blocked_until')} AS blocked_ms, ${MS_LEFT('key_blocked_until')} AS key_blocked_ms,
       coalesce(lifo_jobs, false) AS lifo_jobs,
       rate_backoff_ms IS NOT NULL OR (key_blocked_until IS NOT NULL AND EXISTS (
         SELECT 1 FROM background_queue_key_blocks AS b WHERE b.queue_name = q.queue_name AND b.backoff_ms IS NOT NULL)) AS backoff

@@ -16,6 +16,8 @@ export interface StoredLimits {
 export interface QueueSettingsRow {
   queue: string;
   limits: StoredLimits | null;
+  /** The stored limits as the row's text (null: none): what the worker's claims send back for the row to compare. */
+  limitsText: string | null;
   /** ms left of the queue's block by a partner's 429 (0: none). */
   blockedMs: number;
   /** ms left of the latest block of one of its keys (0: none). */
@@ -33,8 +35,8 @@ export async function setQueueLimits(db: JobStatements, queue: string, set: Stor
 }
 
 export async function queueSettings(db: JobStatements, queues: string[]): Promise<QueueSettingsRow[]> {
-  const rows = await db.run<{ queue_name: string; limits: StoredLimits | null; blocked_ms: number; key_blocked_ms: number; backoff: boolean; lifo_jobs: boolean }>('queueSettings', [queues]);
-  return rows.map((r) => ({ queue: r.queue_name, limits: r.limits, blockedMs: r.blocked_ms, keyBlockedMs: r.key_blocked_ms, backoff: r.backoff, lifoJobs: r.lifo_jobs }));
+  const rows = await db.run<{ queue_name: string; limits: StoredLimits | null; limits_text: string | null; blocked_ms: number; key_blocked_ms: number; backoff: boolean; lifo_jobs: boolean }>('queueSettings', [queues]);
+  return rows.map((r) => ({ queue: r.queue_name, limits: r.limits, limitsText: r.limits_text, blockedMs: r.blocked_ms, keyBlockedMs: r.key_blocked_ms, backoff: r.backoff, lifoJobs: r.lifo_jobs }));
 }
 
 /** Blocks the queue (or its `key`) for `ms`, grown by the adaptive backoff up to `maxMs`; returns the block's ms left. */

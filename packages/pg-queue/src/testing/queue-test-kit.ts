@@ -230,8 +230,11 @@ export class QueueTestKit {
 
   private async claim(handler: RegisteredHandler, n: number): Promise<ClaimedJob[]> {
     // In the workers' order (ClaimOrder): newest first for a LIFO handler, else LIFO jobs first (the kit does not read
-    // the queue's row: 'mixed' is the FIFO order when the queue has no LIFO job).
-    return (await this.store.claimJobs(handler.queue, n, this.options.workerId, this.options.leaseMs, false, undefined, false, handler.options.lifo ? 'lifo' : 'mixed')).jobs;
+    // the queue's row for it: 'mixed' is the FIFO order when the queue has no LIFO job). The stored limits are read
+    // first, as a worker's keeper reads them: a claim takes nothing unless it sends the row's own (queueStopped).
+    const [settings] = await this.store.queueSettings([handler.queue]);
+    const stored = settings?.limitsText ?? null;
+    return (await this.store.claimJobs(handler.queue, n, this.options.workerId, this.options.leaseMs, false, undefined, false, handler.options.lifo ? 'lifo' : 'mixed', stored)).jobs;
   }
 
   private track<T>(attempt: Promise<T>): Promise<T> {

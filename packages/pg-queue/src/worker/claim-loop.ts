@@ -31,6 +31,8 @@ export interface ClaimTarget {
   claimFailed(): void;
   /** Whether the claim should return wait_ms and trace_context (listeners, tracing). */
   readonly observed: boolean;
+  /** The worker's copy of the queue's stored limits, which the claim sends for the row to compare (WorkerState.storedLimits). */
+  readonly storedLimits: string | null;
 }
 
 /** A claim loop as health checks read it (ClaimLoop.state). */
@@ -226,8 +228,8 @@ export class ClaimLoop {
       let claimed;
       try {
         claimed = limits
-          ? await this.store.claimLimitedJobs(queue, want, workerId, leaseMs, limits, this.keyCursor, keyBlocks, order, lookKeyless, { startNow, bufferLeaseMs })
-          : await this.store.claimJobs(queue, want, workerId, leaseMs, this.target.observed || tracingActive(), { startNow, armAhead, bufferLeaseMs }, keyBlocks, order);
+          ? await this.store.claimLimitedJobs(queue, want, workerId, leaseMs, limits, this.keyCursor, keyBlocks, order, lookKeyless, { startNow, bufferLeaseMs }, this.target.storedLimits)
+          : await this.store.claimJobs(queue, want, workerId, leaseMs, this.target.observed || tracingActive(), { startNow, armAhead, bufferLeaseMs }, keyBlocks, order, this.target.storedLimits);
         // A claim that never got its queue's lock said nothing about the queue: a wedge (readiness) all the same.
         if (!claimed.lockBusy) this.answeredAt = performance.now();
         this.backoff.succeeded();

@@ -1,4 +1,5 @@
 import { STALE_CLAIM } from '../pg-queue.messages.js';
+import type { EagerClaim } from '../store/enqueue.store.js';
 import type { ClaimedJob } from '../store/job.store.js';
 import { HeldJob } from './held-job.js';
 import type { RunningJobs } from './running-jobs.js';
@@ -6,7 +7,7 @@ import type { StartMarks } from './start-marks.js';
 import type { WorkerState } from './worker-state.js';
 
 /** An eager start's insert (JobStore.insertEagerJob), given the claim it makes: the job's id, and the job if it claimed it. */
-export type EagerInsert = (claim: { workerId: string; bufferLeaseMs: number; leaseMs: number }) => Promise<{ id: string; job?: ClaimedJob }>;
+export type EagerInsert = (claim: EagerClaim) => Promise<{ id: string; job?: ClaimedJob }>;
 
 /**
  * Eager start: a job of this process's enqueue, inserted already claimed by this worker (docs/concepts.md, Eager
@@ -46,7 +47,7 @@ export class EagerStarts {
     try {
       // Claimed started (charged, the full lease), or on its last attempt as a read-ahead claim is (buffered, uncharged,
       // the short lease), to start through the start mark: see insertEagerJob.
-      result = await insert({ workerId: config.workerId, bufferLeaseMs: deadlines.bufferLeaseMs, leaseMs: config.leaseMs });
+      result = await insert({ workerId: config.workerId, bufferLeaseMs: deadlines.bufferLeaseMs, leaseMs: config.leaseMs, storedLimits: this.state.storedLimits });
     } finally {
       slots.eager -= 1;
     }

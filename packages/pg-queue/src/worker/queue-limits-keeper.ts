@@ -18,7 +18,7 @@ const BLOCK_TRIES = 5;
 
 /** What the keeper changes in a queue's worker (QueueWorker). */
 export interface LimitsTarget {
-  applyLimits(limits: EffectiveLimits, keyBlocks: boolean, lifoJobs: boolean): void;
+  applyLimits(limits: EffectiveLimits, keyBlocks: boolean, lifoJobs: boolean, storedLimits: string | null): void;
   blockedFor(ms: number): void;
 }
 
@@ -48,7 +48,7 @@ export class QueueLimitsKeeper implements RateLimitSink {
   private readAgain = false;
   private stopped = false;
   /** What each worker was last given; starts as the decorator's, so that a row with nothing stored changes nothing. */
-  private readonly applied = new Map<string, { limits: EffectiveLimits; keyBlocks: boolean; lifoJobs: boolean }>();
+  private readonly applied = new Map<string, { limits: EffectiveLimits; keyBlocks: boolean; lifoJobs: boolean; stored: string | null }>();
   /** Queues whose row says an adaptive backoff waits for a success (the only ones a completion costs a statement). */
   private readonly backoffs = new Set<string>();
   private readonly failures: RetryBackoff;
@@ -62,7 +62,7 @@ export class QueueLimitsKeeper implements RateLimitSink {
     private readonly everyMs = QUEUE_LIMITS_REREAD_MS,
   ) {
     this.failures = new RetryBackoff('reading the queues\' limits', logger);
-    for (const [queue, q] of queues) this.applied.set(queue, { limits: q.defaults, keyBlocks: false, lifoJobs: false });
+    for (const [queue, q] of queues) this.applied.set(queue, { limits: q.defaults, keyBlocks: false, lifoJobs: false, stored: null });
   }
 
   /** Starts the reads; resolves when the first has answered or failed (the workers claim from then on). */
@@ -112,11 +112,14 @@ export class QueueLimitsKeeper implements RateLimitSink {
       const keyBlocks = (row?.keyBlockedMs ?? 0) > 0;
       // The queue has had a job enqueued with `lifo: true`: its claims take LIFO jobs first from now on (ClaimOrder).
       const lifoJobs = row?.lifoJobs === true;
+      // The row's text of what is stored, which the worker's claims send back: any change of it is passed on (even
+      // one that leaves the limits in force as they were), or the claims would find the row differs and take nothing.
+      const stored = row?.limitsText ?? null;
       const last = this.applied.get(queue)!;
-      if (!sameLimits(last.limits, limits) || last.keyBlocks !== keyBlocks || last.lifoJobs !== lifoJobs) {
-        this.applied.set(queue, { limits, keyBlocks, lifoJobs });
+      if (!sameLimits(last.limits, limits) || last.keyBlocks !== keyBlocks || last.lifoJobs !== lifoJobs || last.stored !== stored) {
+        this.applied.set(queue, { limits, keyBlocks, lifoJobs, stored });
         if (!sameLimits(last.limits, limits)) this.logger.log(LIMITS_APPLIED(queue, describeLimits(limits)));
-        this.guarded(queue, () => q.worker.applyLimits(limits, keyBlocks, lifoJobs));
+        this.guarded(queue, () => q.worker.applyLimits(limits, keyBlocks, lifoJobs, stored));
       }
       // Claims during a block take nothing and come back short: the worker looks again when it ends (and when a key's
       // block ends, to claim that key's jobs and to go back to the plain claim at the next read).

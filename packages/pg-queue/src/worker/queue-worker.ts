@@ -107,6 +107,10 @@ export class QueueWorker implements ClaimTarget {
     return this.state.shared.events.observed;
   }
 
+  get storedLimits(): string | null {
+    return this.state.storedLimits;
+  }
+
   start(): void {
     if (this.reviewTimer) return;
     this.lastReviewAt = performance.now();
@@ -272,8 +276,10 @@ export class QueueWorker implements ClaimTarget {
    * gives the buffer back (a cap or a rate refuses read-ahead: a held job would have used a start; fair share alone
    * does not); the jobs this worker runs are marked `limited`, so the limited claims count them. Eager starts stop.
    */
-  applyLimits(limits: EffectiveLimits, keyBlocks: boolean, lifoJobs = false): void {
+  applyLimits(limits: EffectiveLimits, keyBlocks: boolean, lifoJobs = false, storedLimits: string | null = null): void {
     const { state } = this;
+    // Set in the same synchronous step as the claim's limits below: no claim is sent between the two.
+    state.storedLimits = storedLimits;
     state.slots.concurrency = limits.concurrency;
     if (state.startAhead) state.startAhead.concurrency = limits.concurrency;
     // Fair share is the decorator's (its weights change at runtime in their own table, read by every fair claim).

@@ -67,6 +67,13 @@ export class WorkerState {
    * when the limits stored for the queue change (QueueWorker.applyLimits).
    */
   limited: boolean;
+  /**
+   * This process's copy of the limits stored for the queue (background_queues.limits as text, as QueueLimitsKeeper
+   * last read it; null: none stored), which `limited` and the claim's limits were chosen by. Every claim and eager insert
+   * sends it, and the row refuses them while it holds something else (queueStopped in store/claim-parts.sql.ts): the
+   * row owns the limits, this copy only says which claim to send.
+   */
+  storedLimits: string | null = null;
   readonly tell: AttemptReport;
   stopping = false;
   /** The buffer may hold jobs taken back: nothing starts from it until a beat numbered this or later answers. */
