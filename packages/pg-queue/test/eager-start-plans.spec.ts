@@ -36,8 +36,8 @@ describe(`eager start's insert on a queue of ${QUEUED.toLocaleString('en')} queu
     await db?.end();
   });
 
-  const TYPES = 'text, jsonb, int, int, text, int, int';
-  const explainInsert = (queue: string, priority: number) => explainBothModes(db, SQL.insertEagerJob, TYPES, `'${queue}', '{}', ${priority}, 5, 'w', 5000, 30000`);
+  const TYPES = 'text, jsonb, int, int, text, int, int, jsonb';
+  const explainInsert = (queue: string, priority: number) => explainBothModes(db, SQL.insertEagerJob, TYPES, `'${queue}', '{}', ${priority}, 5, 'w', 5000, 30000, NULL`);
 
   for (const [queue, priority, what] of [
     ['big', 3, 'no due job at priority 3 or above (a million delayed ones)'],
@@ -61,7 +61,7 @@ describe(`eager start's insert on a queue of ${QUEUED.toLocaleString('en')} queu
     try {
       const claimed = async (priority: number) => {
         await client.query('BEGIN');
-        const { rows } = await client.query<{ claimed: boolean }>(SQL.insertEagerJob, ['big', '{}', priority, 5, 'w', 5_000, 30_000]);
+        const { rows } = await client.query<{ claimed: boolean }>(SQL.insertEagerJob, ['big', '{}', priority, 5, 'w', 5_000, 30_000, null]);
         await client.query('ROLLBACK');
         return rows[0].claimed;
       };

@@ -114,20 +114,28 @@ describe('start ahead: buffered jobs marked started before a slot frees (armed)'
     // A cancel takes the row (it says started: the cancel aborts through the worker), and the worker drops it uncalled.
     // Asked by id: the count of what it holds also moves when buffered jobs behind reach their start deadline and go
     // back (2.5 s after their claim, on a loaded machine: a CI run of 2026-12-07 waited for a count it never saw).
-    const held = (worker('sa-arm') as unknown as { state: { held: Map<string, unknown> } }).state.held;
-    expect(held.has(armed[0].id)).toBe(true);
-    expect(await queue.cancel(armed[0].id)).toBe('cancelled');
-    await waitFor('the worker to drop the cancelled armed job', async () => !held.has(armed[0].id));
+    // The job cancelled is one the worker still holds armed: with both slots held by the gates, its buffer review reads a
+    // stall and gives armed jobs back (uncharged) once no slot has freed for a while, which on a machine loaded by two
+    // copies of the suite came before this line (issue 39's rounds, 2026-12-07). One given back meanwhile is cancelled
+    // from the queue instead (uncharged); either way its handler is never called.
+    const held = (worker('sa-arm') as unknown as { state: { held: Map<string, { state: string }> } }).state.held;
+    const target = armed.find((r) => held.get(r.id)?.state === 'armed') ?? armed[0];
+    const armedAtCancel = held.get(target.id)?.state === 'armed';
+    expect(await queue.cancel(target.id)).toBe('cancelled');
+    await waitFor('the worker to drop the cancelled armed job', async () => !held.has(target.id));
 
     // Shutdown: what is armed or buffered goes back first, uncharged, while the gated jobs drain.
-    const rest = armed.slice(1).map((r) => r.id);
+    const rest = armed.filter((r) => r.id !== target.id).map((r) => r.id);
     closed = true;
     const closing = app.close();
     await waitFor('the armed jobs back in the queue', async () => (await db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE id = ANY($1::int8[]) AND status = 'queued'`, [rest])).rows[0].n === rest.length);
     gate('arm').open();
     await closing;
     const rows = (await db.query<{ id: string; status: string; attempts: number }>(`SELECT id::text, status::text, attempts FROM background_jobs WHERE id = ANY($1::int8[]) ORDER BY id`, [armed.map((r) => r.id)])).rows;
-    expect(rows).toEqual([{ id: armed[0].id, status: 'cancelled', attempts: 1 }, ...rest.map((id) => ({ id, status: 'queued', attempts: 0 }))]);
+    const expected = armed.map((r) => (r.id === target.id ? { id: r.id, status: 'cancelled', attempts: armedAtCancel ? 1 : expect.any(Number) } : { id: r.id, status: 'queued', attempts: 0 }));
+    expect(rows).toEqual(expected);
+    // Cancelled while armed: the row said started (charged); given back first: uncharged. Never more.
+    expect(rows.find((r) => r.id === target.id)!.attempts).toBeLessThanOrEqual(1);
     expect((await db.query(`SELECT job_id FROM sa_runs WHERE job_id = ANY($1::int8[])`, [armed.map((r) => r.id)])).rows).toEqual([]);
     expect((await db.query(`SELECT status::text, count(*)::int AS n FROM background_jobs WHERE id = ANY($1::int8[]) GROUP BY 1`, [gated])).rows).toEqual([{ status: 'completed', n: 2 }]);
   });
