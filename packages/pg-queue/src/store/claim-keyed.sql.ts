@@ -1,6 +1,6 @@
 // The claims of a queue whose jobs have keys: concurrencyPerKey (keyedClaim) and fair share (fairClaim), each a
 // limited claim (claim-parts.sql.ts) run inside beginWithQueueLock's transaction (claim.sql.ts).
-import { KEY_CURSOR, limitedClaim, orderedDue, queueStopped, type ClaimOrder } from './claim-parts.sql.js';
+import { KEY_CURSOR, keyNotBlocked, limitedClaim, orderedDue, queueStopped, type ClaimOrder } from './claim-parts.sql.js';
 
 /**
  * Whether any key of the queue may be blocked by a partner's 429 now (RateLimitedError with a key): the queue's
@@ -142,7 +142,7 @@ const fairCandidates = (order: ClaimOrder) => `${KEY_TURN}    ), fair_clock AS (
         WHERE t.first <= now() AND r.n < coalesce($8::int, 2147483647)
           -- A key blocked by a partner's 429 (background_queue_key_blocks) is passed over too.
           AND CASE WHEN (SELECT blocks FROM fair_stored)
-                THEN NOT EXISTS (SELECT 1 FROM background_queue_key_blocks AS kb WHERE kb.queue_name = $1 AND kb.concurrency_key = t.k AND kb.blocked_until > now())
+                THEN ${keyNotBlocked('t.k')}
                 ELSE true END
         LIMIT greatest((SELECT n FROM allowance), ${FAIR_WINDOW_KEYS})
       ) AS f, fair_clock AS c
@@ -200,8 +200,7 @@ const KEY_ROOM = `greatest(0, $8::int - (SELECT count(*) FROM background_jobs AS
 export function keyedClaim(order: ClaimOrder): string {
   // The per-key probe of the blocks only while the queue has a blocked key at all (one probe per claim, an InitPlan).
   // A key whose earliest job is not due yet (KEY_TURN's `first`) gives none: passed over without a probe of its own.
-  const unblocked = `SELECT k FROM turn WHERE turn.first <= now() AND CASE WHEN ${ANY_KEY_BLOCKED} THEN NOT EXISTS (
-        SELECT 1 FROM background_queue_key_blocks AS kb WHERE kb.queue_name = $1 AND kb.concurrency_key = turn.k AND kb.blocked_until > now())
+  const unblocked = `SELECT k FROM turn WHERE turn.first <= now() AND CASE WHEN ${ANY_KEY_BLOCKED} THEN ${keyNotBlocked('turn.k')}
         ELSE true END`;
   const due = `j.queue_name = $1 AND j.status = 'queued' AND j.concurrency_key = t.k AND j.run_at <= now()`;
   // 'fifo': the text this claim always had. Otherwise the key's room is computed once, beside the key (the walks use it thrice).

@@ -146,9 +146,12 @@ export function queueStopped(keyBlocks: boolean, storedLimits: string): string {
         OR (SELECT limits FROM background_queues WHERE queue_name = $1) IS DISTINCT FROM ${storedLimits}::jsonb)`;
 }
 
-/** The per-row check of the key-blocked variants: the job's key is not blocked (background_queue_key_blocks' primary key). */
-const KEY_NOT_BLOCKED = (alias: string) =>
-  `NOT EXISTS (SELECT 1 FROM background_queue_key_blocks AS kb WHERE kb.queue_name = $1 AND kb.concurrency_key = ${alias}.concurrency_key AND kb.blocked_until > now())`;
+/** The key `key` (an SQL expression) is not blocked by a partner's 429 now: background_queue_key_blocks' primary key, one probe. */
+export const keyNotBlocked = (key: string) =>
+  `NOT EXISTS (SELECT 1 FROM background_queue_key_blocks AS kb WHERE kb.queue_name = $1 AND kb.concurrency_key = ${key} AND kb.blocked_until > now())`;
+
+/** The per-row check of the key-blocked variants: the job's key is not blocked. */
+const KEY_NOT_BLOCKED = (alias: string) => keyNotBlocked(`${alias}.concurrency_key`);
 
 /**
  * The order in which a claim takes a queue's due jobs within each priority (within each key, for the keyed and fair
