@@ -2,7 +2,7 @@
 // the mover that takes finished jobs out of background_jobs, the partitions it writes into, and the pruner's drop of
 // partitions past retention. Nothing here runs in a worker: the hot path's statements are in claim.sql.ts and settle.sql.ts.
 import { ADVISORY_LOCK } from '../pg-queue.constants.js';
-import { RETENTION_CAP_MS } from './shared.sql.js';
+import { flowAtRest, RETENTION_CAP_MS } from './shared.sql.js';
 
 const MS = `* interval '1 millisecond'`;
 
@@ -18,8 +18,9 @@ export const HISTORY_PARENT: Record<HistoryKind, string> = {
 };
 
 /**
- * A finished job of a flow moves only once its flow has finished: until then its dependents and the flow's
- * statements (flow.sql.ts) read it in background_jobs. And only when its kind's retention (`completed`, `failed`:
+ * A finished job of a flow moves only once its flow has finished and none of its jobs can run (flowAtRest: a job
+ * retried after the flow's end): until then its dependents and the flow's statements (flow.sql.ts) read it in
+ * background_jobs. And only when its kind's retention (`completed`, `failed`:
  * parameters in ms, failed NULL: kept for ever) is the longest among its flow's jobs: the pruner deletes a flow's jobs
  * together, after that longest retention (maintenance.sql.ts, PRUNABLE_FLOW_JOB), and a history partition is dropped at its
  * own kind's retention: a failed flow's completed jobs stay in background_jobs while its failed ones are kept longer,
@@ -27,6 +28,7 @@ export const HISTORY_PARENT: Record<HistoryKind, string> = {
  */
 const MOVABLE_FLOW_JOB = (completed: string, failed: string) => `(j.flow_id IS NULL OR (
            EXISTS (SELECT 1 FROM background_flows AS f WHERE f.id = j.flow_id AND f.finished_at IS NOT NULL)
+           AND ${flowAtRest('j.flow_id')}
            AND CASE WHEN j.status = 'completed'
                     THEN NOT ((${failed}::int8 IS NULL OR ${failed}::int8 > ${completed}::int8)
                               AND EXISTS (SELECT 1 FROM background_jobs_all AS x WHERE x.flow_id = j.flow_id AND x.flow_id IS NOT NULL AND x.status IN ('failed', 'cancelled')))

@@ -1,18 +1,22 @@
 // Maintenance: the sweeper's rescue of expired leases, the pruner's deletes of finished jobs and expired key windows.
 import { ADVISORY_LOCK, JOBS_CHANNEL } from '../pg-queue.constants.js';
-import { DONE_CHANNEL, forgetAttempts, MS, recordAttempts, RETENTION_CAP_MS, stepFlows, stepSuccessors } from './shared.sql.js';
+import { DONE_CHANNEL, flowAtRest, forgetAttempts, MS, recordAttempts, RETENTION_CAP_MS, stepFlows, stepSuccessors } from './shared.sql.js';
 
 /**
  * A finished row the pruner may delete: not of a flow, or of a flow that finished longer ago than the longest
  * retention among its jobs: $2 (this pass's retention) for a flow of completed jobs only, $4 (the longest of the
  * completed and the failed retention, the cap when failed jobs are kept for ever) for a flow with a failed or
  * cancelled job. So a flow's jobs go together, and retry() of a failed flow still finds its completed parents for as
- * long as the failed job is kept. Evaluated per row only for flow jobs (OR stops at the first true).
+ * long as the failed job is kept. And only while none of the flow's jobs can run (flowAtRest): a job an operator
+ * retried after the flow ended keeps the rest of its flow until it is final again (the simulation's seed 1869304768
+ * pruned a failed step while another step, retried with it, still ran). Evaluated per row only for flow jobs (OR
+ * stops at the first true).
  */
 export const FLOW_PRUNE_RETENTION = `CASE WHEN EXISTS (SELECT 1 FROM background_jobs_all AS x WHERE x.flow_id = f.id AND x.flow_id IS NOT NULL AND x.status IN ('failed', 'cancelled'))
                 THEN greatest($2::int8, $4::int8) ELSE $2::int8 END`;
 const PRUNABLE_FLOW_JOB = `(flow_id IS NULL OR EXISTS (
-              SELECT 1 FROM background_flows AS f WHERE f.id = flow_id AND f.finished_at < now() - least(${FLOW_PRUNE_RETENTION}, ${RETENTION_CAP_MS}) ${MS}))`;
+              SELECT 1 FROM background_flows AS f WHERE f.id = flow_id AND f.finished_at < now() - least(${FLOW_PRUNE_RETENTION}, ${RETENTION_CAP_MS}) ${MS}
+                AND ${flowAtRest('f.id')}))`;
 
 export const MAINTENANCE_SQL = {
   // Sweeper: jobs whose lease expired go back to the queue (or to failed, when that was their last attempt).

@@ -41,8 +41,9 @@ const HELD_BY_WORKER = `j.status IS NOT DISTINCT FROM 'processing' AND j.locked_
  * ($5: {"id": {"r": result, "p": progress}}, only the ids that have either). A batch of jobs that returned
  * nothing keeps the plain statement, so results cost nothing where they are not used.
  *
- * Every settle charges the attempt of a job started from a worker's buffer whose row still says `buffered` (a
- * fast job finishes before any heartbeat tick has told the row it started): `attempts + buffered::int`.
+ * Every settle charges the attempt of a row that still says `buffered`: `attempts + buffered::int`. Since the start
+ * mark (markStarted) tells the row before a buffered job's handler is called, a settle should find none; the charge
+ * keeps the count right whatever path got a row there.
  */
 function completion(extraSet: string, successors = true): string {
   return `

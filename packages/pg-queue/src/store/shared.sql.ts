@@ -80,6 +80,17 @@ export const forgetAttempts = (cte: string) => `forgotten AS (
 export const MS = `* interval '1 millisecond'`;
 
 /**
+ * None of flow `flow`'s jobs can still run (queued, processing or blocked): the pruner and the history mover take a
+ * finished job of a flow only then. A job of an ended flow that an operator retried runs alone, and while it runs
+ * (or waits to), the flow's other jobs are what it reads (its parents' results) and what a retry of its dependents
+ * needs: they stay where they are until it is final again. One probe of the flow index (flow_id, status) per row: a
+ * scalar subquery, which the planner keeps per row (as NOT EXISTS it made it an anti-join over a sequential scan of
+ * background_jobs in the mover's plan).
+ */
+export const flowAtRest = (flow: string) =>
+  `(SELECT 1 FROM background_jobs AS live WHERE live.flow_id = ${flow} AND live.status IN ('queued', 'processing', 'blocked') LIMIT 1) IS NULL`;
+
+/**
  * The new `logs` of row `j` (README: "Job logs"; migration JobLogs1764710000000) once the lines of `entry` are added,
  * as a SET expression: the row's own `logs` when `entry` (SQL over the statement's parameters) is NULL, so a batch
  * whose other jobs logged leaves the rows of those that did not as they were.
