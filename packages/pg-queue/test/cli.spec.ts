@@ -9,9 +9,9 @@ import { spawnSync } from 'node:child_process';
 import net from 'node:net';
 import { CANNOT_CONNECT, CONNECT_TIMEOUT, PASSWORD_IN_URL } from '../src/cli/cli.messages.js';
 
-/** What `migrate down` says undoing the last migration (FlowSettleAfterSteps) does. */
+/** What `migrate down` says undoing the last migration (HistoryReturnEvents) does. */
 const LAST_DOWN =
-  'drops the function pg_queue_flow_advance (a statement that ends several jobs of one flow settles the flow after each job again, so a bulk action can end a flow completed before a later job of it fails it)';
+  "puts the job event trigger's function back as NestedEventOrder1764750000000 made it (a job partitioned history gives back to a retry records an enqueued event again)";
 import { buildCli, runCli, runCliOnTerminal } from './support/run-cli.js';
 
 // The real binary (dist/cli/main.js, built by tsc -b) against a real database: output and exit codes.
@@ -109,8 +109,8 @@ describe('pg-queue command line', () => {
     expect(down.code).toBe(0);
     expect(down.stdout).toBe(`reverted ${names.at(-1)}\n`);
     expect((await sql.query(`SELECT name FROM migrations ORDER BY id`)).rows.map((r) => r.name)).toEqual(names.slice(0, -1));
-    // The last migration (FlowSettleAfterSteps) is undone: pg_queue_flow_advance is gone, pg_queue_flow_step stays.
-    expect((await sql.query(`SELECT proname FROM pg_proc WHERE proname IN ('pg_queue_flow_advance', 'pg_queue_flow_step')`)).rows).toEqual([{ proname: 'pg_queue_flow_step' }]);
+    // The last migration (HistoryReturnEvents) is undone: the event function no longer skips a row given back by history.
+    expect((await sql.query(`SELECT prosrc LIKE '%NEW.status IN (''completed'', ''failed'', ''cancelled'')%' AS set FROM pg_proc WHERE proname = 'background_job_events_record'`)).rows).toEqual([{ set: false }]);
     expect((await sql.query(`SELECT to_regclass('background_job_events') IS NOT NULL AS kept`)).rows).toEqual([{ kept: true }]);
 
     const status = await cli('migrate', 'status');

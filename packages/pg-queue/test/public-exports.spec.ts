@@ -65,6 +65,7 @@ const DOCUMENTED = [
   'EventOrder1764740000000',
   'NestedEventOrder1764750000000',
   'FlowSettleAfterSteps1764760000000',
+  'HistoryReturnEvents1764770000000',
 ];
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../../..');

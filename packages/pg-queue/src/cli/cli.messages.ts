@@ -92,6 +92,8 @@ const MIGRATION_DOWN_DROPS: Record<string, string> = {
     'puts the job event trigger\'s function back as EventOrder1764740000000 made it (when a flow step run inside a statement changes a job that statement changed, the later change\'s events are handed out first again)',
   FlowSettleAfterSteps1764760000000:
     'drops the function pg_queue_flow_advance (a statement that ends several jobs of one flow settles the flow after each job again, so a bulk action can end a flow completed before a later job of it fails it)',
+  HistoryReturnEvents1764770000000:
+    'puts the job event trigger\'s function back as NestedEventOrder1764750000000 made it (a job partitioned history gives back to a retry records an enqueued event again)',
 };
 
 export const MIGRATION_DOWN_SUMMARY = (name: string) => `undo the queue migration ${name}: ${MIGRATION_DOWN_DROPS[name] ?? 'runs its down()'}`;

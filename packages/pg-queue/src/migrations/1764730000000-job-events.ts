@@ -32,7 +32,12 @@ export interface NestedOrder {
  * `detail` is last_error for the failure types. Each statement that records also sends one NOTIFY (its payload is
  * empty, so PostgreSQL folds a transaction's many into one), which wakes readers.
  */
-export const jobEventFunction = (tx?: EventTx, nested?: NestedOrder) => `
+/**
+ * `fromHistory` (HistoryReturnEvents1764770000000): a row inserted already finished (completed, failed, cancelled) is a
+ * job partitioned history gives back to background_jobs (a retry's bringBack, history.sql.ts), not an enqueue: it
+ * records nothing (its events were written when they happened; the retry's own change records `enqueued`).
+ */
+export const jobEventFunction = (tx?: EventTx, nested?: NestedOrder, fromHistory = false) => `
   CREATE OR REPLACE FUNCTION background_job_events_record() RETURNS trigger LANGUAGE plpgsql AS $$
   DECLARE
     kinds text[] := '{}';
@@ -44,7 +49,8 @@ export const jobEventFunction = (tx?: EventTx, nested?: NestedOrder) => `
       FROM unnest(CASE WHEN OLD.buffered THEN ARRAY['started', 'completed'] ELSE ARRAY['completed'] END) WITH ORDINALITY AS k (kind, n) ORDER BY k.n;
       PERFORM pg_notify('pg_queue_events', '');
       RETURN NULL;
-    ELSIF TG_OP = 'INSERT' THEN
+    ELSIF TG_OP = 'INSERT' THEN${fromHistory ? `
+      IF NEW.status IN ('completed', 'failed', 'cancelled') THEN RETURN NULL; END IF;` : ''}
       kinds := ARRAY['enqueued'];
       IF NEW.status = 'processing' AND NOT NEW.buffered THEN kinds := kinds || 'started'::text; END IF;
     ELSIF NEW.status = 'processing' THEN

@@ -28,6 +28,7 @@ import { JobEvents1764730000000 } from './1764730000000-job-events.js';
 import { EventOrder1764740000000 } from './1764740000000-event-order.js';
 import { NestedEventOrder1764750000000 } from './1764750000000-nested-event-order.js';
 import { FlowSettleAfterSteps1764760000000 } from './1764760000000-flow-settle-after-steps.js';
+import { HistoryReturnEvents1764770000000 } from './1764770000000-history-return-events.js';
 
 /** The queue's schema migrations, in order: add them to your own DataSource's `migrations`, or let the module run them. */
 export const PG_QUEUE_MIGRATIONS = [
@@ -61,6 +62,7 @@ export const PG_QUEUE_MIGRATIONS = [
   EventOrder1764740000000,
   NestedEventOrder1764750000000,
   FlowSettleAfterSteps1764760000000,
+  HistoryReturnEvents1764770000000,
 ];
 
 export {
@@ -94,4 +96,5 @@ export {
   EventOrder1764740000000,
   NestedEventOrder1764750000000,
   FlowSettleAfterSteps1764760000000,
+  HistoryReturnEvents1764770000000,
 };
