@@ -42,9 +42,13 @@ async function setUp(label: string): Promise<Setup> {
 }
 
 /** Two workers of queue `queue`: 'a' with prefetch 'auto', 'b' with a fixed prefetch of 50, concurrency 8 each. */
-async function twoWorkers(s: Setup, queue: string, extra: Record<string, JobHandlerOptions> = {}): Promise<void> {
+async function twoWorkers(s: Setup, queue: string, extra: Record<string, JobHandlerOptions> = {}): Promise<() => Promise<void>> {
   const opts = (prefetch: number | 'auto') => ({ maintenance: { sweepIntervalMs: 500 }, queues: { ...extra, [queue]: { concurrency: 8, prefetch } } });
-  await Promise.all([ra.fleet.start('a', s.url, s.url, opts('auto')), ra.fleet.start('b', s.url, s.url, opts(50))]);
+  const workers = await Promise.all([ra.fleet.start('a', s.url, s.url, opts('auto')), ra.fleet.start('b', s.url, s.url, opts(50))]);
+  // Closes both (app.close(): every handler has ended, its ra_runs row written): after it nothing more can start.
+  return async () => {
+    await Promise.all(workers.map((w) => ra.fleet.close(w)));
+  };
 }
 
 async function count(db: pg.Pool, sql: string, values: unknown[] = []): Promise<number> {
@@ -59,14 +63,14 @@ describe('start marks with two processes reading ahead (issue 39 items 1-3)', ()
   it.each([3, 50])('item 1: a bulk cancel of queued jobs cancels none whose handler began (jobs of %i ms)', async (ms) => {
     const s = await setUp(`sm_cancel_${ms}`);
     try {
-      await twoWorkers(s, 'q');
+      const stopWorkers = await twoWorkers(s, 'q');
       const n = ms < 10 ? 4_000 : 1_200;
       await s.queue.enqueueMany(Array.from({ length: n }, () => ({ queue: 'q', payload: { ms } satisfies ReadAheadPayload })));
       await waitFor('a fifth of the jobs started', async () => (await count(s.db, 'SELECT 1 FROM ra_runs')) >= n / 5, 60_000, 20);
       const cancel = await runCli(['jobs', 'cancel', '--queue', 'q', '--status', 'queued', '--yes'], { DATABASE_URL: s.url, FORCE_COLOR: '0' }, undefined, ra.cli);
       expect({ code: cancel.code, stderr: cancel.stderr }).toEqual({ code: 0, stderr: '' });
       await settled(s.db, 'q');
-      await new Promise((resolve) => setTimeout(resolve, 300)); // the last handlers' ra_runs rows
+      await stopWorkers(); // the last handlers' ra_runs rows, and no start after the assertions' reads
       const { rows: [r] } = await s.db.query<{ cancelled: number; cancelled_began: number; completed: number; completed_unrun: number; ran_twice: number }>(
         `SELECT count(*) FILTER (WHERE j.status = 'cancelled')::int AS cancelled,
                 count(*) FILTER (WHERE j.status = 'cancelled' AND EXISTS (SELECT 1 FROM ra_runs AS r WHERE r.job_id = j.id))::int AS cancelled_began,
@@ -91,7 +95,7 @@ describe('start marks with two processes reading ahead (issue 39 items 1-3)', ()
   it.each([3, 50])('item 2: onConflict replace never rewrites a job whose handler began (jobs of %i ms)', async (ms) => {
     const s = await setUp(`sm_replace_${ms}`);
     try {
-      await twoWorkers(s, 'q');
+      const stopWorkers = await twoWorkers(s, 'q');
       const n = ms < 10 ? 4_000 : 1_200;
       const keys = Array.from({ length: n }, (_, i) => `k${i}`);
       await s.queue.enqueueMany(keys.map((uniqueKey) => ({ queue: 'q', payload: { ms, v: 'old' } satisfies ReadAheadPayload, uniqueKey })));
@@ -110,7 +114,7 @@ describe('start marks with two processes reading ahead (issue 39 items 1-3)', ()
         replaced += results.filter((x) => x.replaced).length;
       }
       await settled(s.db, 'q');
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      await stopWorkers();
       const bothPayloads = await count(s.db, `SELECT job_id FROM ra_runs GROUP BY job_id HAVING count(DISTINCT payload ->> 'v') > 1`);
       const ranTwice = await count(s.db, `SELECT job_id FROM ra_runs GROUP BY job_id HAVING count(*) > 1`);
       console.log(`replace (${ms} ms): ${replaced} of ${next.length} replaces took a job; jobs run with the old payload and again with the new: ${bothPayloads}; run twice: ${ranTwice}`);
@@ -124,7 +128,7 @@ describe('start marks with two processes reading ahead (issue 39 items 1-3)', ()
   it.each([2, 50])('item 3: a failing flow cancels no step that began, and compensates every step that completed (steps of %i ms)', async (ms) => {
     const s = await setUp(`sm_flows_${ms}`);
     try {
-      await twoWorkers(s, 'ra-step', { 'ra-undo': { concurrency: 4 } });
+      const stopWorkers = await twoWorkers(s, 'ra-step', { 'ra-undo': { concurrency: 4 } });
       const flows = 10;
       const ids: string[] = [];
       for (let f = 0; f < flows; f++) {
@@ -140,7 +144,7 @@ describe('start marks with two processes reading ahead (issue 39 items 1-3)', ()
         throw new Error(`${String(error)}: jobs ${JSON.stringify(jobs)}, flows ${JSON.stringify(flowRows)}`);
       });
       await settled(s.db, 'ra-undo');
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      await stopWorkers();
       const { rows: [r] } = await s.db.query<{ completed: number; cancelled: number; cancelled_began: number; uncompensated: number; ran_to_end_uncompensated: number; ran_twice: number }>(
         `SELECT count(*) FILTER (WHERE j.status = 'completed')::int AS completed,
                 count(*) FILTER (WHERE EXISTS (SELECT 1 FROM ra_runs AS r WHERE r.job_id = j.id AND r.ended_at IS NOT NULL)

@@ -57,7 +57,7 @@ export type Behaviour =
   | 'junk' // throws something that is not an Error
   | 'timeout' // sleeps past the queue's timeout, honouring the signal
   | 'hang' // ignores its signal, returns after `ms` (long)
-  | 'snooze' // JobSnoozedError on its first attempt
+  | 'snooze' // a durable sleep (job.sleep of 200 ms), then its work
   | 'block' // blocks the event loop for `ms`
   | 'write' // writes a row of sim_app in its own statement
   | 'step' // two durable steps, throws on its first attempt after the first step
@@ -92,11 +92,13 @@ export interface ProcessPlan {
   jobLogs?: SimPlan['logs'];
   /** 0: the process deletes each plain job it completes, at its completion (maintenance.completedRetentionMs 0). */
   completedRetentionMs?: 0;
+  /** Partitioned history (maintenance.history): finished jobs move out of background_jobs after `moveAfterMs`. */
+  history?: SimPlan['history'];
 }
 
 export type EnqueueKind = 'single' | 'bulk' | 'tx-commit' | 'tx-rollback' | 'unique' | 'delayed' | 'priority' | 'flow' | 'sql' | 'limited' | 'batch' | 'tx-handler' | 'rated' | 'wait' | 'fair' | 'thread';
-export type OperatorKind = 'bulk-cancel' | 'cancel' | 'retry' | 'bulk-retry' | 'replace' | 'pause-resume' | 'prune' | 'close' | 'priority-probe' | 'lock-wait' | 'change' | 'weights' | 'limits' | 'add-job' | 'schedule-edit';
-export type FaultKind = 'kill' | 'stop' | 'cut' | 'blackhole' | 'restart';
+export type OperatorKind = 'bulk-cancel' | 'cancel' | 'retry' | 'bulk-retry' | 'replace' | 'pause-resume' | 'prune' | 'close' | 'priority-probe' | 'lock-wait' | 'change' | 'weights' | 'limits' | 'add-job' | 'schedule-edit' | 'history-move';
+export type FaultKind = 'kill' | 'stop' | 'cut' | 'blackhole' | 'restart' | 'stall';
 
 export interface FlowPlan {
   shape: 'chain' | 'fan' | 'diamond' | 'saga';
@@ -128,6 +130,8 @@ export interface SimPlan {
   /** The enqueuing process first (slot 'e', never faulted), then the workers. */
   processes: ProcessPlan[];
   steps: Step[];
+  /** Partitioned history in every process (40 % of the runs; addHistory), or none. */
+  history?: { moveAfterMs: number; moveIntervalMs: number };
   /** How many unique keys the workload draws from: small, so that keys collide. */
   keys: number;
   /** The global concurrency of queue `lim` (every process has it). */
@@ -242,7 +246,7 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
       });
       steps.push({ at, type, kind, jobs });
     } else if (type === 'operator') {
-      const kind = r.weighted<OperatorKind>({ 'bulk-cancel': 8, cancel: 10, retry: 12, 'bulk-retry': 4, replace: 14, 'pause-resume': 6, prune: 2, close: 2, 'priority-probe': 3, 'lock-wait': 3, change: 0, weights: 0, limits: 0, 'add-job': 3, 'schedule-edit': 0 });
+      const kind = r.weighted<OperatorKind>({ 'bulk-cancel': 8, cancel: 10, retry: 12, 'bulk-retry': 4, replace: 14, 'pause-resume': 6, prune: 2, close: 2, 'priority-probe': 3, 'lock-wait': 3, change: 0, weights: 0, limits: 0, 'add-job': 3, 'schedule-edit': 0, 'history-move': 0 });
       steps.push({ at, type, kind, pick: r.next(), holdMs: r.int(200, 2_000) });
     } else {
       const kind = r.weighted<'kill' | 'stop'>({ kill: 1, stop: 1 });
@@ -280,6 +284,7 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
   }
   addNetFaults(seed, end, workerCount, steps);
   addRestarts(seed, end, steps);
+  addStalls(seed, end, steps);
   addHandlerKinds(seed, end, processes, nonce, steps);
   const rateLimit = addRated(seed, end, processes, nonce, steps);
   addWaits(seed, end, nonce, steps);
@@ -297,8 +302,9 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
   const every = planEvery(seed, end);
   addScheduleEdits(seed, end, steps);
   const events = planEvents(seed, processes);
+  const history = addHistory(seed, end, processes, steps);
   steps.sort((a, b) => a.at - b.at);
-  return { seed, minutes, processes, steps, keys, globalConcurrency, rateLimit, fair, pgbouncer, logs, every, events };
+  return { seed, minutes, processes, steps, keys, globalConcurrency, rateLimit, fair, pgbouncer, logs, every, events, ...(history ? { history } : {}) };
 }
 
 /**
@@ -343,6 +349,24 @@ function addRetention(seed: number, processes: ProcessPlan[]): void {
 }
 
 /**
+ * Partitioned history (README, "Long retention: partitioned history"): in 40 % of the runs every process moves the
+ * finished jobs out of background_jobs into background_jobs_history (hourly partitions) once they are `moveAfterMs`
+ * old (0, 2 or 10 s), every 1 to 5 s on its maintenance pass; and every 4 to 12 s the operator runs a pass of the mover
+ * at once (the run's host, `history-move`). The run log's trigger records a move as a delete from background_jobs, as
+ * it records a prune: a moved job is judged as pruned by the invariants that read background_jobs, and as it is by
+ * those that read background_jobs_all (results, logs, the events' last status); flow.pruned-while-live holds the mover
+ * to a flow's jobs going together too.
+ */
+function addHistory(seed: number, end: number, processes: ProcessPlan[], steps: Step[]): SimPlan['history'] {
+  const h = featureStream(seed, 0x94d049bb);
+  if (!h.chance(0.4)) return undefined;
+  const history = { moveAfterMs: h.pick([0, 2_000, 10_000]), moveIntervalMs: h.int(1_000, 5_000) };
+  for (const p of processes) p.history = history;
+  for (let at = 3_000; at < end; at += h.int(4_000, 12_000)) steps.push({ at, type: 'operator', kind: 'history-move', pick: h.next(), holdMs: 0 });
+  return history;
+}
+
+/**
  * A stream of its own for each feature added after the second, so that adding one leaves every other part of a
  * seed's plan as it was (a seed that found something still names the same plan).
  */
@@ -358,6 +382,19 @@ function addNetFaults(seed: number, end: number, workerCount: number, steps: Ste
     const kind = y.weighted<'cut' | 'blackhole'>({ cut: 1, blackhole: 1 });
     steps.push({ at, type: 'fault', kind, target: y.int(1, workerCount), holdMs: y.int(1_500, 7_000) });
   }
+}
+
+/**
+ * A stall of every worker process at once (half the seeds, once or twice, 1.5 to 6 s, between 15 % and 85 % of the
+ * plan): SIGSTOP to all of them together, then SIGCONT, as a stalled machine looks from the rows (every holder stops
+ * renewing at the same moment while PostgreSQL's clock moves on, and when they wake each one's sweeper meets every
+ * other's lapsed leases while their handlers go on). The enqueuing process is left running (its waits are judged by
+ * their own clock). Each process's stop is a fault of its own (`SIGSTOP`, its held jobs in fault_held).
+ */
+function addStalls(seed: number, end: number, steps: Step[]): void {
+  const s = featureStream(seed, 0xd6e8feb8);
+  if (!s.chance(0.5)) return;
+  for (let i = s.int(1, 2); i > 0; i--) steps.push({ at: Math.round(end * (0.15 + 0.7 * s.next())), type: 'fault', kind: 'stall', target: 0, holdMs: s.int(1_500, 6_000) });
 }
 
 /**
@@ -575,5 +612,5 @@ export function planShares(plan: SimPlan): Record<string, string> {
   const total = plan.steps.length;
   const shares = Object.fromEntries([...counts].sort((a, b) => b[1] - a[1]).map(([k, c]) => [k, `${c} (${((100 * c) / total).toFixed(1)}%)`]));
   // Not a step: a schedule every process declares, firing every second for the whole run.
-  return { ...shares, 'setup:pgbouncer': plan.pgbouncer ? 'every process, transaction mode' : 'no', 'setup:job-logs': `${plan.logs.maxLines} lines of ${plan.logs.maxLineLength} characters per job`, 'setup:events': `recorded for ${plan.events.queues.join(', ')} (declared on the handler in ${plan.processes.filter((p) => Object.values(p.queues).some((o) => o?.recordEvents)).map((p) => p.slot).join(', ') || 'no process'}); the consumer restarts after ${plan.events.restartAfter} events`, 'setup:retention-0': plan.processes.filter((p) => p.completedRetentionMs === 0).map((p) => p.slot).join(', ') || 'none', 'recurring:tick': `every 1 s in ${plan.processes.length} processes (scans every ${plan.processes.map((p) => p.recurringPollMs).join('/')} ms)`, 'recurring:every': `every ${plan.every.everyMs} ms, limit ${plan.every.limit}, from +${plan.every.startMs} ms until +${plan.every.endMs} ms` };
+  return { ...shares, 'setup:pgbouncer': plan.pgbouncer ? 'every process, transaction mode' : 'no', 'setup:job-logs': `${plan.logs.maxLines} lines of ${plan.logs.maxLineLength} characters per job`, 'setup:events': `recorded for ${plan.events.queues.join(', ')} (declared on the handler in ${plan.processes.filter((p) => Object.values(p.queues).some((o) => o?.recordEvents)).map((p) => p.slot).join(', ') || 'no process'}); the consumer restarts after ${plan.events.restartAfter} events`, 'setup:retention-0': plan.processes.filter((p) => p.completedRetentionMs === 0).map((p) => p.slot).join(', ') || 'none', 'setup:history': plan.history ? `moved after ${plan.history.moveAfterMs} ms, a pass every ${plan.history.moveIntervalMs} ms in every process` : 'off', 'recurring:tick': `every 1 s in ${plan.processes.length} processes (scans every ${plan.processes.map((p) => p.recurringPollMs).join('/')} ms)`, 'recurring:every': `every ${plan.every.everyMs} ms, limit ${plan.every.limit}, from +${plan.every.startMs} ms until +${plan.every.endMs} ms` };
 }

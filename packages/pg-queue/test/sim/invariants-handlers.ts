@@ -39,7 +39,7 @@ export async function transactionalRowsMatch(db: pg.Pool): Promise<Violation[]> 
  */
 export async function batchOutcomes(db: pg.Pool, facts: Facts): Promise<Violation[]> {
   const { rows } = await db.query<{ id: string; status: string; attempts: number; how: string | null; run: string | null; last_error: string | null }>(
-    `SELECT id::text, status::text, attempts, payload->>'how' AS how, result->>'run' AS run, last_error FROM background_jobs WHERE queue_name = 'batch' AND status IN ('completed', 'failed')`,
+    `SELECT id::text, status::text, attempts, payload->>'how' AS how, result->>'run' AS run, last_error FROM background_jobs_all WHERE queue_name = 'batch' AND status IN ('completed', 'failed')`,
   );
   const out: Violation[] = [];
   const runById = new Map(facts.runs.map((r) => [r.id, r]));
@@ -83,7 +83,7 @@ export async function batchOutcomes(db: pg.Pool, facts: Facts): Promise<Violatio
  */
 export async function resultsKept(db: pg.Pool): Promise<Violation[]> {
   const { rows } = await db.query<{ id: string; queue: string; result: unknown; n: unknown }>(
-    `SELECT id::text, queue_name AS queue, result, payload -> 'n' AS n FROM background_jobs
+    `SELECT id::text, queue_name AS queue, result, payload -> 'n' AS n FROM background_jobs_all
      WHERE status = 'completed' AND queue_name NOT IN ('batch', 'cpu') AND payload ? 'n' AND result IS DISTINCT FROM jsonb_build_object('n', payload -> 'n')
      ORDER BY id`,
   );
@@ -97,7 +97,7 @@ export async function resultsKept(db: pg.Pool): Promise<Violation[]> {
  */
 export async function threadOutcomes(db: pg.Pool, facts: Facts): Promise<Violation[]> {
   const { rows } = await db.query<{ id: string; status: string; attempts: number; thread: number | null; last_error: string | null }>(
-    `SELECT id::text, status::text, attempts, (result->>'thread')::int AS thread, last_error FROM background_jobs WHERE queue_name = 'cpu' AND status IN ('completed', 'failed')`,
+    `SELECT id::text, status::text, attempts, (result->>'thread')::int AS thread, last_error FROM background_jobs_all WHERE queue_name = 'cpu' AND status IN ('completed', 'failed')`,
   );
   const out: Violation[] = [];
   for (const j of rows) {

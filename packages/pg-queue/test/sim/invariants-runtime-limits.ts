@@ -39,7 +39,7 @@ export async function rateLimitedBlocks(db: pg.Pool): Promise<Violation[]> {
      FROM sim_queue_changes AS b
      JOIN sim_transitions AS t ON t.stmt_at >= b.at + $1 * interval '1 millisecond' AND t.stmt_at < b.blocked_until
      WHERE b.queue = 'lim' AND b.blocked_until IS NOT NULL AND t.op = 'update' AND t.old_status = 'queued' AND t.new_status = 'processing'
-       AND t.job_id IN (SELECT id FROM background_jobs WHERE queue_name = 'lim')
+       AND t.job_id IN (SELECT id FROM background_jobs_all WHERE queue_name = 'lim')
      ORDER BY t.stmt_at LIMIT 20`,
     [IN_FLIGHT_MS],
   );

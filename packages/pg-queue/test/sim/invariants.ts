@@ -41,6 +41,9 @@ export interface Transition {
   priority: number;
   /** The row's error after a change of status or error (first line, clipped). */
   new_error: string | null;
+  /** The job's flow, and the step a compensation undoes, as the row held them at the change. */
+  flow_id: string | null;
+  compensates: string | null;
   txid: string;
   at: Date;
 }
@@ -62,7 +65,7 @@ export interface Facts {
 export async function loadFacts(db: pg.Pool, leaseOf: (worker: string) => number): Promise<Facts> {
   const { rows: runs } = await db.query<Run>(`SELECT id::text, job_id::text, attempt, worker, seq, queue, payload_hash, behaviour, flow_id::text, compensates::text, concurrency_key, started_at, ended_at, outcome FROM sim_runs ORDER BY started_at, sim_runs.id`);
   const { rows: transitions } = await db.query<Transition>(
-    `SELECT id::text, job_id::text, op, old_status, new_status, old_attempts, new_attempts, old_buffered, old_hash, new_hash, new_locked_by, priority, new_error, txid::text, at FROM sim_transitions ORDER BY sim_transitions.id`,
+    `SELECT id::text, job_id::text, op, old_status, new_status, old_attempts, new_attempts, old_buffered, old_hash, new_hash, new_locked_by, priority, new_error, flow_id::text, compensates::text, txid::text, at FROM sim_transitions ORDER BY sim_transitions.id`,
   );
   const { rows: held } = await db.query<{ key: string }>(`SELECT job_id || '/' || attempt || '/' || worker AS key FROM fault_held`);
   const { rows: ops } = await db.query<Facts['ops'][number]>(`SELECT op, job_ids::text[] AS job_ids, detail, t0, t1 FROM sim_ops ORDER BY sim_ops.id`);
@@ -204,7 +207,7 @@ export function replaceSparesRunning(facts: Facts): Violation[] {
  */
 export async function attemptsCharged(db: pg.Pool, facts: Facts): Promise<Violation[]> {
   const { rows } = await db.query<{ id: string; status: string; attempts: number; last_error: string | null }>(
-    `SELECT id::text, status::text, attempts, last_error FROM background_jobs WHERE flow_id IS NULL AND status IN ('completed', 'failed') AND attempts > 0`,
+    `SELECT id::text, status::text, attempts, last_error FROM background_jobs_all WHERE flow_id IS NULL AND status IN ('completed', 'failed') AND attempts > 0`,
   );
   const { rows: heldRows } = await db.query<{ job_id: string; attempt: number }>(`SELECT job_id::text, attempt FROM fault_held`);
   const heldAttempts = new Map<string, Set<number>>();
@@ -387,7 +390,7 @@ export async function flowOrder(db: pg.Pool, facts: Facts): Promise<Violation[]>
 export async function flowPromises(db: pg.Pool, facts: Facts): Promise<Violation[]> {
   const { rows: jobs } = await db.query<{ id: string; flow_id: string; status: string; has_undo: boolean; compensates: string | null; flow_status: string }>(
     `SELECT j.id::text, j.flow_id::text, j.status::text, j.compensate IS NOT NULL AS has_undo, j.compensates::text, f.status AS flow_status
-     FROM background_jobs j JOIN background_flows f ON f.id = j.flow_id`,
+     FROM background_jobs_all j JOIN background_flows f ON f.id = j.flow_id`,
   );
   const { rows: deps } = await db.query<{ parent_id: string; child_id: string; on_failure: string }>(`SELECT parent_id::text, child_id::text, on_failure FROM background_job_deps`);
   const { rows: flowMoves } = await db.query<{ flow_id: string; new_status: string; txid: string; at: Date }>(`SELECT flow_id::text, new_status, txid::text, at FROM sim_flow_transitions ORDER BY id`);
@@ -409,6 +412,10 @@ export async function flowPromises(db: pg.Pool, facts: Facts): Promise<Violation
   };
   const undoOf = new Map<string, string[]>();
   for (const j of jobs) if (j.compensates) undoOf.set(j.compensates, [...(undoOf.get(j.compensates) ?? []), j.id]);
+  const deletedStepsOf = new Map<string, string[]>();
+  for (const t of facts.transitions) {
+    if (t.op === 'delete' && t.flow_id !== null && t.compensates === null) deletedStepsOf.set(t.flow_id, [...(deletedStepsOf.get(t.flow_id) ?? []), t.job_id]);
+  }
   const out: Violation[] = [];
   const byFlow = new Map<string, typeof jobs>();
   for (const j of jobs) byFlow.set(j.flow_id, [...(byFlow.get(j.flow_id) ?? []), j]);
@@ -466,9 +473,13 @@ export async function flowPromises(db: pg.Pool, facts: Facts): Promise<Violation
     // transition to failed or cancelled at or before that moment). Only the steps that existed then are judged: a
     // step retried after the flow ended runs alone and its spawn() adds children to the ended flow (seed 22: the
     // flow's own steps were pruned, the late child of a retried step was all that was left of it).
-    const failedThen = (j: (typeof steps)[number]) =>
+    // The steps the pruner deleted are judged too, by their history (sim_transitions keeps their flow): a step retried
+    // after the flow's end keeps its own retention, so the flow's other jobs may go before it (seed 1869304768: the
+    // step that failed the flow was pruned, the step retried with it was left).
+    const deleted = (deletedStepsOf.get(flowId) ?? []).filter((id) => !members.some((m) => m.id === id)).map((id) => ({ id, status: 'deleted' }));
+    const failedThen = (j: { id: string; status: string }) =>
       failingAt ? (facts.transitionsByJob.get(j.id) ?? []).some((t) => ['failed', 'cancelled'].includes(t.new_status ?? '') && by(t, failingAt)) : ['failed', 'cancelled'].includes(j.status);
-    const existedThen = steps.filter((j) => {
+    const existedThen = [...steps, ...deleted].filter((j) => {
       const insert = (facts.transitionsByJob.get(j.id) ?? []).find((t) => t.op === 'insert');
       return !failingAt || !insert || by(insert, failingAt);
     });
@@ -486,6 +497,47 @@ export async function flowPromises(db: pg.Pool, facts: Facts): Promise<Violation
     }
   }
   return out;
+}
+
+/**
+ * `flow.pruned-while-live`: no job of a flow is deleted while another job of that flow can still run (queued,
+ * processing or blocked): a job an operator retried after its flow ended reads its parents and is retried with its
+ * dependents, so the pruner keeps the flow's jobs until it is final again (maintenance.sql.ts, flowAtRest). The other
+ * job must have been live for a second before the delete: a retry committed while the pruner's statement ran is a
+ * race the pruner cannot see (its snapshot is older).
+ */
+export function flowPrunedWhileLive(facts: Facts): Violation[] {
+  const jobsOf = new Map<string, Set<string>>();
+  for (const t of facts.transitions) if (t.flow_id !== null) jobsOf.set(t.flow_id, (jobsOf.get(t.flow_id) ?? new Set()).add(t.job_id));
+  const LIVE = ['queued', 'processing', 'blocked'];
+  const out: Violation[] = [];
+  for (const d of facts.transitions) {
+    if (d.op !== 'delete' || d.flow_id === null || d.old_status === 'processing') continue;
+    const before = d.at.getTime() - 1_000;
+    // A job's status at `at`: the end of the chain of changes its last transaction made before then. A change made
+    // by a statement run inside another (a flow's cancel inside a worker's outcome) is recorded first, with the
+    // earlier clock, though it came after (its trigger fires when its own statement ends): queued -> cancelled, then
+    // processing -> queued, both of one transaction, end cancelled.
+    const statusAt = (id: string, at: number) => {
+      const before = (facts.transitionsByJob.get(id) ?? []).filter((t) => t.at.getTime() <= at && t.txid !== d.txid);
+      const last = before[before.length - 1];
+      if (last === undefined) return null;
+      const group = before.filter((t) => t.txid === last.txid);
+      if (group.some((t) => t.op === 'delete')) return null;
+      const ends = group.filter((t) => !group.some((o) => o !== t && o.old_status === t.new_status && o.op === 'update'));
+      return (ends[ends.length - 1] ?? last).new_status;
+    };
+    const goesWithIt = (id: string) => (facts.transitionsByJob.get(id) ?? []).some((t) => t.op === 'delete' && t.txid === d.txid);
+    // Live at `before` and at every change up to the delete.
+    const liveThrough = (id: string) =>
+      LIVE.includes(statusAt(id, before) ?? '') &&
+      (facts.transitionsByJob.get(id) ?? []).every((t) => t.at.getTime() <= before || t.at > d.at || t.txid === d.txid || (t.op !== 'delete' && LIVE.includes(t.new_status ?? '')));
+    const live = [...(jobsOf.get(d.flow_id) ?? [])].filter((id) => id !== d.job_id && !goesWithIt(id) && liveThrough(id));
+    if (live.length) {
+      out.push({ invariant: 'flow.pruned-while-live', jobIds: [d.job_id, ...live.slice(0, 3)], detail: `job ${d.job_id} of flow ${d.flow_id} (${d.old_status}) deleted at ${d.at.toISOString()} while ${live.slice(0, 3).join(', ')} of its flow could still run` });
+    }
+  }
+  return out.slice(0, 20);
 }
 
 /**
@@ -547,12 +599,12 @@ export async function noJobLost(db: pg.Pool, why: (id: string) => Promise<unknow
 
 /** The history of jobs for a failure report: their row, their transitions and their runs. */
 export async function historyOf(db: pg.Pool, ids: string[]): Promise<string> {
-  const { rows: jobs } = await db.query(`SELECT id, queue_name, status, attempts, max_attempts, priority, run_at, locked_by, buffered, unique_key, flow_id, flow_ref, compensates, last_error, payload FROM background_jobs WHERE id = ANY($1::int8[])`, [ids]);
+  const { rows: jobs } = await db.query(`SELECT id, queue_name, status, attempts, max_attempts, priority, run_at, locked_by, buffered, unique_key, flow_id, flow_ref, compensates, last_error, payload FROM background_jobs_all WHERE id = ANY($1::int8[])`, [ids]);
   const { rows: transitions } = await db.query(`SELECT job_id, op, old_status, new_status, old_attempts, new_attempts, old_buffered, new_buffered, old_locked_by, new_locked_by, left(old_hash, 6) AS old_hash, left(new_hash, 6) AS new_hash, new_error, txid, at FROM sim_transitions WHERE job_id = ANY($1::int8[]) ORDER BY id`, [ids]);
   const { rows: runs } = await db.query(`SELECT job_id, attempt, worker, seq, behaviour, left(payload_hash, 6) AS hash, row_status, row_buffered, started_at, ended_at, outcome FROM sim_runs WHERE job_id = ANY($1::int8[]) ORDER BY started_at`, [ids]);
   const { rows: held } = await db.query(`SELECT h.job_id, h.attempt, h.worker, f.signal, f.at FROM fault_held h LEFT JOIN fault_faults f ON f.worker = h.worker WHERE h.job_id = ANY($1::int8[])`, [ids]);
   const { rows: flows } = await db.query(
-    `SELECT flow_id, old_status, new_status, txid, at FROM sim_flow_transitions WHERE flow_id IN (SELECT flow_id FROM background_jobs WHERE id = ANY($1::int8[])) ORDER BY id`,
+    `SELECT flow_id, old_status, new_status, txid, at FROM sim_flow_transitions WHERE flow_id IN (SELECT flow_id FROM background_jobs_all WHERE id = ANY($1::int8[]) UNION SELECT flow_id FROM sim_transitions WHERE job_id = ANY($1::int8[])) ORDER BY id`,
     [ids],
   );
   const line = (r: object) => `    ${JSON.stringify(r)}`;

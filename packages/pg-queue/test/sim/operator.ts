@@ -16,6 +16,8 @@ export interface OperatorDeps {
   /** The CLI's main.js in the worker build. */
   cli: string;
   workerSlots: string[];
+  /** A pass of the history mover, run by the run's host (runs with partitioned history only). */
+  moveHistory?: () => Promise<number>;
 }
 
 async function now(db: pg.Pool): Promise<string> {
@@ -177,6 +179,13 @@ export async function act(d: OperatorDeps, kind: OperatorKind, pick: number, hol
       await d.queue.setFairnessWeights('fair', weights);
       await record(d.db, kind, t0, [], weights);
       return `weights of fair: ${JSON.stringify(weights)}`;
+    }
+    case 'history-move': {
+      // A pass of the mover at a random moment, beside the processes' own passes (generator.ts, addHistory).
+      if (!d.moveHistory) return 'history-move: no history';
+      const moved = await d.moveHistory();
+      await record(d.db, kind, t0, [], { moved });
+      return `history-move: ${moved} moved`;
     }
     case 'schedule-edit': {
       // The runtime schedule `edited` (run-sim.ts), edited as the dashboard's and the CLI's forms do (upsertSchedule),

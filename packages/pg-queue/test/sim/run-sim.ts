@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import type { INestApplicationContext } from '@nestjs/common';
 import type pg from 'pg';
 import { QueueService } from 'nestjs-pg-queue';
+import { MaintenanceScheduler } from '../../src/internal.js';
 import { startPgBouncer, withDatabaseName, type PgBouncer, type PostgresServer } from '@internal/pg-harness';
 import { buildWorker } from '../faults/support/build-worker.js';
 import { createFaultTables } from '../faults/support/fault-db.js';
@@ -22,6 +23,7 @@ import { FAIR_QUEUE, generatePlan, HANDLER_KIND_QUEUES, LIMITED_QUEUES, planShar
 import * as invHandlers from './invariants-handlers.js';
 import { fairKeylessFound, fairNotOvertaken, fairPerKeyHeld } from './invariants-fair.js';
 import { logsBelongToRuns } from './invariants-logs.js';
+import { metricsMatchRows } from './invariants-metrics.js';
 import { eventsMatchRows, SimEventConsumer } from './invariants-events.js';
 import { rateLimitHeld } from './invariants-rate.js';
 import { everyFires, recurringFires, type EverySchedule } from './invariants-recurring.js';
@@ -71,7 +73,11 @@ export async function runSim(url: string, seed: number, minutes: number, server?
   let consumerOf: SimEventConsumer | undefined;
   try {
     // The host fires no schedule (recurring off): the faulted processes do, and the enqueuing one.
-    host = await startApp(url, { queue: { workers: false, maintenance: { enabled: false }, recurring: { enabled: false } } });
+    // With partitioned history in the plan, the host has it too: its mover is the operator's `history-move`.
+    const history = plan.history ? { history: { partitionWidth: 'hour' as const, moveAfterMs: plan.history.moveAfterMs } } : {};
+    host = await startApp(url, { queue: { workers: false, maintenance: { enabled: false, ...history }, recurring: { enabled: false } } });
+    const mover = host.get(MaintenanceScheduler).historyMover;
+    const moveHistory = mover ? async () => (await mover.runOnce()).moved : undefined;
     await createFaultTables(db);
     await db.query(SIM_TABLES);
     const queue = host.get(QueueService);
@@ -85,10 +91,12 @@ export async function runSim(url: string, seed: number, minutes: number, server?
     await processes.startAll();
     const every = await makeEvery(db, queue, plan);
     await queue.upsertSchedule(EDITED_SCHEDULE);
-    const played = await play(plan, { db, url, queue, processes, cli, workerSlots: plan.processes.slice(1).map((p) => p.slot) }, server);
+    const played = await play(plan, { db, url, queue, processes, cli, workerSlots: plan.processes.slice(1).map((p) => p.slot), moveHistory }, server);
     // The end: every queue resumed, no new fault; the jobs drain.
     for (const q of [...SIM_QUEUES, ...LIMITED_QUEUES, ...HANDLER_KIND_QUEUES, RATED_QUEUE, FAIR_QUEUE, 'tick']) await queue.resume(q);
     const drained = await drain(db);
+    const metrics = await processes.readMetrics();
+    out(`sim: metrics: the job counters of ${metrics.map((m) => m.worker).join(', ') || 'no process'}`);
     const exits = await processes.terminateAll(EXIT_SLACK_MS);
     await consumer.finish(db);
     out(`sim: events: the consumer received ${consumer.seen.length} (restarted ${consumer.restarts} time(s)), of queues ${plan.events.queues.join(', ')}`);
@@ -117,6 +125,7 @@ export async function runSim(url: string, seed: number, minutes: number, server?
       ...(await addedJobsAsAsked(db)),
       ...(await inv.flowOrder(db, facts)),
       ...(await inv.flowPromises(db, facts)),
+      ...inv.flowPrunedWhileLive(facts),
       ...(await inv.stepsRunOnce(db, facts)),
       ...(await invHandlers.transactionalRowsMatch(db)),
       ...(await invHandlers.batchOutcomes(db, facts)),
@@ -124,6 +133,7 @@ export async function runSim(url: string, seed: number, minutes: number, server?
       ...(await logsBelongToRuns(db, plan.logs)),
       ...(await invHandlers.threadOutcomes(db, facts)),
       ...(await eventsMatchRows(db, consumer, plan.events.queues)),
+      ...(await metricsMatchRows(db, metrics)),
       ...(await inv.noCrash(db)),
       ...exits.map((e) => ({ invariant: 'process.exit-past-grace', jobIds: [], detail: `${e.worker} took ${e.ms} ms to exit on SIGTERM (${e.how}; grace ${e.graceMs} ms + ${EXIT_SLACK_MS} ms)` })),
       ...(await inv.noJobLost(db, (id) => queue.whyNotRunning(id), drained.at)),
@@ -220,6 +230,7 @@ async function runStep(step: Step, deps: Parameters<typeof act>[0]): Promise<str
   const done =
     step.kind === 'kill' ? await p.kill(slot, Math.round(step.holdMs / 3))
     : step.kind === 'stop' ? await p.freeze(slot, step.holdMs)
+    : step.kind === 'stall' ? await p.freezeAll(step.holdMs)
     : step.kind === 'cut' ? await p.cut(slot)
     : await p.blackhole(slot, step.holdMs);
   return done ? undefined : 'skipped (slot busy)';

@@ -15,6 +15,8 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { DataSource } from 'typeorm';
 import { JobHandler, JobSnoozedError, PgQueueModule, RateLimitedError, QueueService, RecurringJob, type BatchJob, type EnqueueResult, type Job, type TransactionalJob } from '../../src/index.js';
+import { PgQueueMetrics, PgQueueMetricsModule } from '../../src/metrics/index.js';
+import { Registry } from 'prom-client';
 import { serveStart } from '../support/serve-start.js';
 import type { WorkerProcessConfig } from '../faults/support/worker-process.js';
 import type { EnqueueKind, FlowPlan, PlannedJob, SimPayload } from './generator.js';
@@ -23,7 +25,14 @@ import { waitAndRecord, waitOutRestarts, watchOwnStalls } from './sim-worker-rec
 export type WorkerOp =
   | { op: 'enqueue'; kind: EnqueueKind; jobs: PlannedJob[]; flow?: FlowPlan }
   | { op: 'lock-wait'; key: string; calls: number }
-  | { op: 'close' };
+  | { op: 'close' }
+  | { op: 'metrics' };
+
+/** What `metrics` answers: this process's job counters by queue (its Prometheus registry), and its worker id. */
+export interface SimMetrics {
+  worker: string;
+  counters: Record<string, Record<string, number>>;
+}
 
 let config!: WorkerProcessConfig;
 let records!: pg.Pool;
@@ -414,7 +423,20 @@ async function dispatch(op: WorkerOp): Promise<unknown> {
       await app.close();
       return { ms: Date.now() - t };
     }
+    case 'metrics':
+      return readCounters();
   }
+}
+
+/** The counters of PgQueueMetricsModule (jobs started, completed, failed, dead, cancelled, lease losses) by queue. */
+async function readCounters(): Promise<SimMetrics> {
+  const { body } = await app.get(PgQueueMetrics).scrape();
+  const counters: SimMetrics['counters'] = {};
+  for (const line of body.split('\n')) {
+    const m = /^pg_queue_(jobs_\w+|lease_lost)_total\{queue="([^"]*)"\} (\d+)$/.exec(line);
+    if (m) (counters[m[2]] ??= {})[m[1]] = Number(m[3]);
+  }
+  return { worker: config.workerId, counters };
 }
 
 function recordCrashes(): void {
@@ -444,7 +466,11 @@ async function boot(): Promise<void> {
   // A DataSource rather than a connection of the queue's own: transactional handlers (queue txq) run in it.
   const dataSource = new DataSource({ type: 'postgres', url: config.url, extra: { max: config.poolSize } });
   @Module({
-    imports: [PgQueueModule.forRoot({ migrationsRun: false, ...config.queue, dataSource, poolSize: config.poolSize, workerId: config.workerId })],
+    imports: [
+      PgQueueModule.forRoot({ migrationsRun: false, ...config.queue, dataSource, poolSize: config.poolSize, workerId: config.workerId }),
+      // The job counters, read after the drain and compared with what the tables say this process did (metrics.*).
+      PgQueueMetricsModule.forRoot({ register: new Registry(), path: false, depth: false }),
+    ],
     providers: [SimHandlers],
   })
   class SimWorkerModule {}

@@ -29,6 +29,9 @@ export const SIM_TABLES = `
     -- Set on the deletion a completion made (completedRetentionMs 0) only: whether the row was awaited (waitFor had
     -- marked it), which such a completion must keep (invariants-waits.ts).
     deleted_awaited boolean,
+    -- The job's flow and, for a compensation, the step it undoes (from the row at every change): which flow a job
+    -- belonged to stays known after the pruner deleted it (invariants.ts, flowPromises and flowPrunedWhileLive).
+    flow_id int8, compensates int8,
     txid int8 NOT NULL DEFAULT txid_current(), at timestamptz NOT NULL DEFAULT clock_timestamp(),
     -- The clock the rate limit counts starts by: the claim statement's statement_timestamp() (claim.sql.ts).
     stmt_at timestamptz NOT NULL DEFAULT statement_timestamp());
@@ -38,8 +41,8 @@ export const SIM_TABLES = `
   CREATE FUNCTION sim_track() RETURNS trigger LANGUAGE plpgsql AS $$
   BEGIN
     IF TG_OP = 'INSERT' THEN
-      INSERT INTO sim_transitions (job_id, op, new_status, new_attempts, new_buffered, new_hash, new_locked_by, priority)
-      VALUES (NEW.id, 'insert', NEW.status::text, NEW.attempts, NEW.buffered, md5(NEW.payload::text), NEW.locked_by, NEW.priority);
+      INSERT INTO sim_transitions (job_id, op, new_status, new_attempts, new_buffered, new_hash, new_locked_by, priority, flow_id, compensates)
+      VALUES (NEW.id, 'insert', NEW.status::text, NEW.attempts, NEW.buffered, md5(NEW.payload::text), NEW.locked_by, NEW.priority, NEW.flow_id, NEW.compensates);
       IF NEW.payload ? '_schedule' THEN
         INSERT INTO sim_fires (job_id, name, fire_at) VALUES (NEW.id, NEW.payload->'_schedule'->>'name', (NEW.payload->'_schedule'->>'fireAt')::timestamptz);
       END IF;
@@ -48,21 +51,21 @@ export const SIM_TABLES = `
       -- Only a completion with completedRetentionMs 0 deletes a row in processing (deleteCompletedJobs; an operator's
       -- delete skips them): recorded as the completion it is, then the deletion of a completed row.
       IF OLD.status = 'processing' THEN
-        INSERT INTO sim_transitions (job_id, op, old_status, new_status, old_attempts, new_attempts, old_buffered, new_buffered, old_hash, new_hash, old_locked_by, new_locked_by, priority)
+        INSERT INTO sim_transitions (job_id, op, old_status, new_status, old_attempts, new_attempts, old_buffered, new_buffered, old_hash, new_hash, old_locked_by, new_locked_by, priority, flow_id, compensates)
         VALUES (OLD.id, 'update', 'processing', 'completed', OLD.attempts, OLD.attempts + OLD.buffered::int, OLD.buffered, false,
-                md5(OLD.payload::text), md5(OLD.payload::text), OLD.locked_by, OLD.locked_by, OLD.priority);
-        INSERT INTO sim_transitions (job_id, op, old_status, old_attempts, old_buffered, old_hash, old_locked_by, priority, deleted_awaited)
-        VALUES (OLD.id, 'delete', 'completed', OLD.attempts + OLD.buffered::int, false, md5(OLD.payload::text), OLD.locked_by, OLD.priority, coalesce(OLD.awaited, false));
+                md5(OLD.payload::text), md5(OLD.payload::text), OLD.locked_by, OLD.locked_by, OLD.priority, OLD.flow_id, OLD.compensates);
+        INSERT INTO sim_transitions (job_id, op, old_status, old_attempts, old_buffered, old_hash, old_locked_by, priority, deleted_awaited, flow_id, compensates)
+        VALUES (OLD.id, 'delete', 'completed', OLD.attempts + OLD.buffered::int, false, md5(OLD.payload::text), OLD.locked_by, OLD.priority, coalesce(OLD.awaited, false), OLD.flow_id, OLD.compensates);
         RETURN NULL;
       END IF;
-      INSERT INTO sim_transitions (job_id, op, old_status, old_attempts, old_buffered, old_hash, old_locked_by, priority)
-      VALUES (OLD.id, 'delete', OLD.status::text, OLD.attempts, OLD.buffered, md5(OLD.payload::text), OLD.locked_by, OLD.priority);
+      INSERT INTO sim_transitions (job_id, op, old_status, old_attempts, old_buffered, old_hash, old_locked_by, priority, flow_id, compensates)
+      VALUES (OLD.id, 'delete', OLD.status::text, OLD.attempts, OLD.buffered, md5(OLD.payload::text), OLD.locked_by, OLD.priority, OLD.flow_id, OLD.compensates);
       RETURN NULL;
     END IF;
     IF (OLD.status, OLD.attempts, OLD.buffered, OLD.payload, OLD.locked_by) IS DISTINCT FROM (NEW.status, NEW.attempts, NEW.buffered, NEW.payload, NEW.locked_by) THEN
-      INSERT INTO sim_transitions (job_id, op, old_status, new_status, old_attempts, new_attempts, old_buffered, new_buffered, old_hash, new_hash, old_locked_by, new_locked_by, priority, new_error)
+      INSERT INTO sim_transitions (job_id, op, old_status, new_status, old_attempts, new_attempts, old_buffered, new_buffered, old_hash, new_hash, old_locked_by, new_locked_by, priority, flow_id, compensates, new_error)
       VALUES (NEW.id, 'update', OLD.status::text, NEW.status::text, OLD.attempts, NEW.attempts, OLD.buffered, NEW.buffered,
-              md5(OLD.payload::text), md5(NEW.payload::text), OLD.locked_by, NEW.locked_by, NEW.priority,
+              md5(OLD.payload::text), md5(NEW.payload::text), OLD.locked_by, NEW.locked_by, NEW.priority, NEW.flow_id, NEW.compensates,
               CASE WHEN NEW.last_error IS DISTINCT FROM OLD.last_error OR NEW.status IS DISTINCT FROM OLD.status
                 THEN left(split_part(NEW.last_error, E'\n', 1), 120) END);
     END IF;
