@@ -551,9 +551,17 @@ export async function stepsRunOnce(db: pg.Pool, facts: Facts): Promise<Violation
   );
   const aborted = (job: string, attempt: number, worker: string) =>
     (facts.runsByJob.get(job) ?? []).some((r) => r.attempt === attempt && r.worker === worker && (r.outcome ?? '').startsWith('abort:'));
+  const excused = (job: string, attempt: number, worker: string) => facts.held.has(`${job}/${attempt}/${worker}`) || aborted(job, attempt, worker);
+  // A call again is one by a later attempt after an earlier call that was not cut (its run held at a fault, or
+  // aborted). A call by an earlier attempt after a later one is that earlier attempt's run going on where a fault
+  // left it (seed 192897398: frozen past its lease after its read of the recorded steps, the process woke, and the
+  // handler ran the step on that read, while the next attempt had run and recorded it): excused when a fault held
+  // that run, as a job's run is (runs.*); without one, two attempts ran at once, which runs.two-at-once reports.
   return rows
-    .filter((r) => !r.attempts.slice(0, -1).some((a, i) => facts.held.has(`${r.job_id}/${a}/${r.workers[i]}`) || aborted(r.job_id, a, r.workers[i])))
-    .map((r) => ({ invariant: 'steps.called-again', jobIds: [r.job_id], detail: `step ${r.name} ran in attempts ${r.attempts.join(', ')}` }));
+    .filter((r) =>
+      r.attempts.some((a, i) => i > 0 && r.attempts.slice(0, i).some((b, j) => (a >= b ? !excused(r.job_id, b, r.workers[j]) : !excused(r.job_id, a, r.workers[i])))),
+    )
+    .map((r) => ({ invariant: 'steps.called-again', jobIds: [r.job_id], detail: `step ${r.name} ran in attempts ${r.attempts.join(', ')} (on ${r.workers.join(', ')})` }));
 }
 
 /** The host processes never crash: nothing reached uncaughtException/unhandledRejection, no process ended unasked. */
