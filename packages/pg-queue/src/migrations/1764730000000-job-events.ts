@@ -31,8 +31,7 @@ export interface NestedOrder {
  *   statement deletes a row in processing.
  * `detail` is last_error for the failure types. Each statement that records also sends one NOTIFY (its payload is
  * empty, so PostgreSQL folds a transaction's many into one), which wakes readers.
- */
-/**
+ *
  * `fromHistory` (HistoryReturnEvents1764770000000): a row inserted already finished (completed, failed, cancelled) is a
  * job partitioned history gives back to background_jobs (a retry's bringBack, history.sql.ts), not an enqueue: it
  * records nothing (its events were written when they happened; the retry's own change records `enqueued`).
