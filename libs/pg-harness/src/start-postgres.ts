@@ -120,7 +120,6 @@ async function startEmbedded(options: StartPostgresOptions): Promise<PostgresSer
       throw new PostgresSetupError(`The postgres OS user cannot reach the temp folder ${tmpdir()}: set TMPDIR to a folder it can reach (such as /tmp), or DATABASE_URL to a server of your own.`);
     }
   }
-  const port = await freePort(options.port);
   const durable = options.durable ?? persistent;
   const settings: Record<string, string | number> = {
     listen_addresses: '127.0.0.1',
@@ -129,19 +128,35 @@ async function startEmbedded(options: StartPostgresOptions): Promise<PostgresSer
     ...(durable ? {} : { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off' }),
     ...options.settings,
   };
-  const server = new EmbeddedServer({
-    binDir,
-    runAs,
-    databaseDir,
-    port,
-    user: USER,
-    password: PASSWORD,
-    initdbFlags: durable ? [] : ['--no-sync'],
-    settings,
-    log: options.log,
-  });
+  const serverOn = (port: number) =>
+    new EmbeddedServer({
+      binDir,
+      runAs,
+      databaseDir,
+      port,
+      user: USER,
+      password: PASSWORD,
+      initdbFlags: durable ? [] : ['--no-sync'],
+      settings,
+      log: options.log,
+    });
+  let port = await freePort(options.port);
+  let server = serverOn(port);
   if (!(await exists(join(databaseDir, 'PG_VERSION')))) await server.initialise();
-  await server.start();
+  // A port found free can be taken before the server binds it (two demos or test runs starting at once both find
+  // the remembered port free): the server then exits at start-up, and we try again on a port the system picks.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await server.start();
+      break;
+    } catch (error) {
+      if (attempt >= 5 || !(error instanceof Error && error.message.includes('Address already in use'))) throw error;
+      const taken = port;
+      port = await freePort();
+      notice?.(`PostgreSQL's port ${taken} was taken while it started: it listens on ${port} instead`);
+      server = serverOn(port);
+    }
+  }
   return {
     url: serverUrl(port),
     source: 'embedded',

@@ -4,6 +4,7 @@ import { existsSync } from 'node:fs';
 import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { arch, platform, tmpdir } from 'node:os';
+import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import pg from 'pg';
 import { startPostgres, type PostgresServer } from '@internal/pg-harness';
@@ -60,4 +61,26 @@ describe('the harness’s own PostgreSQL servers', () => {
       await rm(privateDir, { recursive: true, force: true });
     }
   }, 60_000);
+
+  it('two servers starting at once on the same free port both start: the one that loses the port moves to another', async () => {
+    // Both find the port free (each initdb takes a second before its server binds): the demo's remembered port
+    // when two checkouts start their demos together.
+    const probe = createServer();
+    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+    const port = (probe.address() as { port: number }).port;
+    await new Promise<void>((resolve) => probe.close(() => resolve()));
+    const notices: string[] = [];
+    const started = await Promise.allSettled([0, 1].map(() => startPostgres({ url: null, containers: false, port, notice: (m) => notices.push(m) })));
+    const servers = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+    try {
+      expect(started.filter((s) => s.status === 'rejected')).toEqual([]);
+      const ports = servers.map((s) => Number(new URL(s.url).port));
+      expect(ports).toContain(port);
+      expect(new Set(ports).size).toBe(2);
+      for (const server of servers) expect(await query(server, `SELECT 1 AS one`)).toEqual([{ one: 1 }]);
+      expect(notices.join('\n')).toContain(`port ${port} was taken while it started`);
+    } finally {
+      await Promise.all(servers.map((s) => s.stop()));
+    }
+  });
 });
