@@ -9,9 +9,9 @@ import { spawnSync } from 'node:child_process';
 import net from 'node:net';
 import { CANNOT_CONNECT, CONNECT_TIMEOUT, PASSWORD_IN_URL } from '../src/cli/cli.messages.js';
 
-/** What `migrate down` says undoing the last migration (HistoryReturnEvents) does. */
+/** What `migrate down` says undoing the last migration (KeyPriorities) does. */
 const LAST_DOWN =
-  "puts the job event trigger's function back as NestedEventOrder1764750000000 made it (a job partitioned history gives back to a retry records an enqueued event again)";
+  "drops the index background_jobs_key_priority_idx (the keyed and fair claims then take each key's jobs by run_at alone, whatever their priority, as before)";
 import { buildCli, runCli, runCliOnTerminal } from './support/run-cli.js';
 
 // The real binary (dist/cli/main.js, built by tsc -b) against a real database: output and exit codes.
@@ -109,9 +109,8 @@ describe('pg-queue command line', () => {
     expect(down.code).toBe(0);
     expect(down.stdout).toBe(`reverted ${names.at(-1)}\n`);
     expect((await sql.query(`SELECT name FROM migrations ORDER BY id`)).rows.map((r) => r.name)).toEqual(names.slice(0, -1));
-    // The last migration (HistoryReturnEvents) is undone: the event function no longer skips a row given back by history.
-    expect((await sql.query(`SELECT prosrc LIKE '%NEW.status IN (''completed'', ''failed'', ''cancelled'')%' AS set FROM pg_proc WHERE proname = 'background_job_events_record'`)).rows).toEqual([{ set: false }]);
-    expect((await sql.query(`SELECT to_regclass('background_job_events') IS NOT NULL AS kept`)).rows).toEqual([{ kept: true }]);
+    // The last migration (KeyPriorities) is undone: its index is gone, the keyed claim index kept.
+    expect((await sql.query(`SELECT to_regclass('background_jobs_key_priority_idx') AS dropped, to_regclass('background_jobs_key_claim_idx') IS NOT NULL AS kept`)).rows).toEqual([{ dropped: null, kept: true }]);
 
     const status = await cli('migrate', 'status');
     expect(status.stdout).toContain(`${names.at(-1)}`);

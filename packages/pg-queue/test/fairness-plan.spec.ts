@@ -63,9 +63,12 @@ describe('fair claim plans', () => {
     expect(plan).toMatch(/CTE running\s+->\s+Result \(actual[^\n]*\n(?:.*\n)*?\s+->\s+Aggregate \(never executed\)/);
     // The due check is the walk's own probe (KEY_TURN's `first`), and the 6 tied keys past the 10th offer nothing: the
     // offers' scans of the keyed claim index run 10 times, not 16, and nothing else reads a key's first job again.
-    const offers = /Index (?:Only )?Scan using background_jobs_key_claim_idx on background_jobs j \(actual time=[\d.]+\.\.[\d.]+ rows=[\d.]+ loops=(\d+)\)/.exec(plan);
+    const offers = /Index (?:Only )?Scan using background_jobs_key_claim_idx on background_jobs j(?:_\d+)? \(actual time=[\d.]+\.\.[\d.]+ rows=[\d.]+ loops=(\d+)\)/.exec(plan);
     expect(Number(offers?.[1])).toBe(10);
     expect(plan.match(/using background_jobs_key_claim_idx/g)).toHaveLength(5); // after (2), upto (2), the offers (1)
+    // No queued keyed job has another priority than 0: one probe finds none, and no key walks them.
+    expect(plan).toMatch(/CTE key_priorities\n(?:.*\n){1,6}?\s+->\s+Index Only Scan using background_jobs_key_priority_idx on background_jobs \w+ \(actual time=[\d.]+\.\.[\d.]+ rows=0(?:\.00)? loops=1\)/);
+    expect(plan).not.toMatch(/Scan using background_jobs_key_priority_idx on background_jobs j(?:_\d+)? \(actual/);
   });
 });
 

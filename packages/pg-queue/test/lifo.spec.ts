@@ -4,9 +4,10 @@ import type pg from 'pg';
 import { JobHandler, QueueService, type Job, type JobHandlerOptions } from 'nestjs-pg-queue';
 import { useTestApp, waitFor } from './support/test-app.js';
 
-// LIFO (README, "LIFO"; docs/concepts.md, "Claim order"): per queue (`@JobHandler(..., { lifo: true })`) and per job
-// (`enqueue(..., { lifo: true })`), through every claim: plain, with read-ahead (fixed and 'auto'), limited
-// (globalConcurrency), keyed (concurrencyPerKey) and fair. Each queue is paused while its jobs are enqueued one after
+// Claim order (docs/concepts.md, "Claim order"). LIFO (README, "LIFO"): per queue (`@JobHandler(..., { lifo: true })`)
+// and per job (`enqueue(..., { lifo: true })`), through every claim: plain, with read-ahead (fixed and 'auto'), limited
+// (globalConcurrency), keyed (concurrencyPerKey) and fair. And priority within a key (README, "Limits"): the keyed and
+// fair claims start a key's jobs highest priority first, FIFO or LIFO within each priority. Each queue is paused while its jobs are enqueued one after
 // the other, then resumed; its handler (concurrency 1) writes every start into lifo_runs, whose order is the start
 // order. Asserted from the tables: the start order against the order the jobs' rows say they must start in.
 
@@ -19,14 +20,17 @@ const QUEUES: Record<string, { options: JobHandlerOptions; perJob: boolean; keye
   'lifo-prefetch': { options: { lifo: true, prefetch: 5 }, perJob: false },
   'lifo-auto': { options: { lifo: true }, perJob: false },
   'lifo-global': { options: { lifo: true, globalConcurrency: 1 }, perJob: false },
-  'lifo-keyed': { options: { lifo: true, concurrencyPerKey: 1 }, perJob: false, keyed: true, priorities: [0] },
-  'lifo-fair': { options: { lifo: true, fairness: true }, perJob: false, keyed: true, priorities: [0] },
+  'fifo-keyed': { options: { concurrencyPerKey: 1 }, perJob: false, keyed: true, priorities: [0, 5, -3] },
+  'fifo-fair': { options: { fairness: true }, perJob: false, keyed: true, priorities: [0, 5, -3] },
+  'fifo-fair-plain': { options: { fairness: true, prefetch: 0 }, perJob: false, keyed: true, priorities: [0, 5, -3] },
+  'lifo-keyed': { options: { lifo: true, concurrencyPerKey: 1 }, perJob: false, keyed: true, priorities: [0, 5, -3] },
+  'lifo-fair': { options: { lifo: true, fairness: true }, perJob: false, keyed: true, priorities: [0, 5, -3] },
   'mixed-plain': { options: { prefetch: 0 }, perJob: true },
   'mixed-prefetch': { options: { prefetch: 4 }, perJob: true },
   'mixed-auto': { options: {}, perJob: true },
   'mixed-global': { options: { globalConcurrency: 1 }, perJob: true },
-  'mixed-keyed': { options: { concurrencyPerKey: 1 }, perJob: true, keyed: true, priorities: [0] },
-  'mixed-fair': { options: { fairness: true }, perJob: true, keyed: true, priorities: [0] },
+  'mixed-keyed': { options: { concurrencyPerKey: 1 }, perJob: true, keyed: true, priorities: [0, 5, -3] },
+  'mixed-fair': { options: { fairness: true }, perJob: true, keyed: true, priorities: [0, 5, -3] },
 };
 
 async function record(job: Job): Promise<void> {
@@ -40,6 +44,9 @@ class Handlers {
   @JobHandler('lifo-prefetch', { concurrency: 1, ...QUEUES['lifo-prefetch'].options }) async c(job: Job) { await record(job); }
   @JobHandler('lifo-auto', { concurrency: 1, ...QUEUES['lifo-auto'].options }) async d(job: Job) { await record(job); }
   @JobHandler('lifo-global', { concurrency: 1, ...QUEUES['lifo-global'].options }) async e(job: Job) { await record(job); }
+  @JobHandler('fifo-keyed', { concurrency: 1, ...QUEUES['fifo-keyed'].options }) async n(job: Job) { await record(job); }
+  @JobHandler('fifo-fair', { concurrency: 1, ...QUEUES['fifo-fair'].options }) async o(job: Job) { await record(job); }
+  @JobHandler('fifo-fair-plain', { concurrency: 1, ...QUEUES['fifo-fair-plain'].options }) async p(job: Job) { await record(job); }
   @JobHandler('lifo-keyed', { concurrency: 1, ...QUEUES['lifo-keyed'].options }) async f(job: Job) { await record(job); }
   @JobHandler('lifo-fair', { concurrency: 1, ...QUEUES['lifo-fair'].options }) async g(job: Job) { await record(job); }
   @JobHandler('mixed-plain', { concurrency: 1, ...QUEUES['mixed-plain'].options }) async h(job: Job) { await record(job); }
@@ -126,6 +133,15 @@ describe('LIFO', () => {
     expect(rows.every((r) => r.lifo === null)).toBe(true);
     expect((await db.query(`SELECT lifo_jobs FROM background_queues WHERE queue_name = 'fifo-plain'`)).rows).toEqual([{ lifo_jobs: null }]);
   });
+
+  it.each(['fifo-keyed', 'fifo-fair', 'fifo-fair-plain'])(
+    '%s (one key, priorities 5, 0 and -3): the key starts its jobs highest priority first, oldest first within each',
+    async (name) => {
+      const { started, expected, rows } = await runQueue(name);
+      expect(started).toEqual(expected);
+      expect(new Set(rows.map((r) => r.priority))).toEqual(new Set([5, 0, -3]));
+    },
+  );
 
   it.each(['lifo-plain', 'lifo-prefetch', 'lifo-auto', 'lifo-global', 'lifo-keyed', 'lifo-fair'])(
     '%s (lifo: true on the handler): newest first within each priority, resumed with concurrency 1',

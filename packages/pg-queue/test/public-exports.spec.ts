@@ -66,6 +66,7 @@ const DOCUMENTED = [
   'NestedEventOrder1764750000000',
   'FlowSettleAfterSteps1764760000000',
   'HistoryReturnEvents1764770000000',
+  'KeyPriorities1764780000000',
 ];
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../../..');

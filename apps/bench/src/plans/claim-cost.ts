@@ -4,10 +4,13 @@
 // transaction rolled back (the table never changes), in turn (so that noise on a shared machine falls on all three):
 //
 //   npm run claim-cost --workspace apps/bench -- [--rows 1000000] [--keys 10000] [--reps 200] [--sizes 10,50] [--pg-bin /usr/lib/postgresql/15/bin] [--keyless-look]
+//     [--key-priorities PCT]
 //     [--baseline-dist <another checkout>/packages/pg-queue/dist]
 //
 // The keyed and fair claims run as the workers send them while the queue's last look found no job without a key (no
 // look: KEYLESS_LOOK_MS in claim-loop.ts); --keyless-look makes every one of them look (the claims before that gate).
+// --key-priorities PCT gives PCT % of the jobs a priority of 1 to 3 (the rest 0): the keyed and fair claims then read
+// each key's jobs of other priorities too (keyDue in claim-keyed.sql.ts; without it they probe once and find none).
 //
 // Two measures per statement: the server's own execution time (EXPLAIN (ANALYZE, TIMING OFF): no client, no network,
 // no planning) and the round trip of the statement as the workers send it (named, so planned once), timed by the client.
@@ -33,6 +36,7 @@ const REPS = Number(toolArg('--reps', '200'));
 const SIZES = toolArg('--sizes', '10,50').split(',').map(Number);
 const BIN = toolArg('--pg-bin', '') || undefined;
 const LOOK = toolFlag('--keyless-look');
+const KEY_PRIORITIES = Number(toolArg('--key-priorities', '0'));
 /**
  * --baseline-dist DIR: another checkout's built library (its packages/pg-queue/dist): its keyed and fair claims are
  * measured beside this one's, in the same run, on the same table (a change to those statements, before and after).
@@ -64,12 +68,14 @@ const key = (n: number) => `k${String(n % KEYS).padStart(String(KEYS - 1).length
 function values(name: Name, limit: number): unknown[] {
   const cursor = key(Math.floor(Math.random() * KEYS));
   if (name === 'claimJobs') return [QUEUE, limit, 'w', 30_000, limit, 30_000, 0, null];
-  // This checkout's keyed and fair claims end with the worker's copy of the queue's stored limits (none); a baseline
-  // from before that parameter has one fewer.
-  const stored = name.startsWith('base') ? [] : [null];
-  if (name === 'claimKeyedJobs' || name === 'baseKeyedJobs') return [QUEUE, limit, 'w', 30_000, null, null, 0, 1, cursor, LOOK, ...stored];
-  return [QUEUE, limit, 'w', 30_000, null, null, 0, null, cursor, '{}', 1, LOOK, limit, 30_000, ...stored];
+  // The keyed and fair claims end with the worker's copy of the queue's stored limits (none); a baseline from before
+  // that parameter takes one fewer: as many values as the statement's text has parameters.
+  const all = name === 'claimKeyedJobs' || name === 'baseKeyedJobs' ? [QUEUE, limit, 'w', 30_000, null, null, 0, 1, cursor, LOOK, null] : [QUEUE, limit, 'w', 30_000, null, null, 0, null, cursor, '{}', 1, LOOK, limit, 30_000, null];
+  return all.slice(0, parameterCount(statementOf(name)));
 }
+
+/** The highest $n a statement's text uses. */
+const parameterCount = (text: string) => Math.max(...[...text.matchAll(/\$(\d+)/g)].map((m) => Number(m[1])));
 
 /** One run of the statement in a transaction that is rolled back: the limited claims after the queue's lock, as the workers run them. */
 async function once(client: pg.Client, name: Name, limit: number): Promise<{ execMs: number; roundTripMs: number; rows: number; buffers: number }> {
@@ -109,14 +115,15 @@ async function main(): Promise<void> {
     await client.connect();
     try {
       const { rows: version } = await client.query<{ v: string }>(`SELECT version() AS v`);
-      console.log(`${version[0].v.split(' on ')[0]}; ${ROWS.toLocaleString('en-US')} queued jobs over ${KEYS.toLocaleString('en-US')} keys, ${RUNNING} running; ${REPS} repetitions per cell; keyed and fair claims ${LOOK ? 'look' : 'do not look'} for jobs without a key`);
+      console.log(`${version[0].v.split(' on ')[0]}; ${ROWS.toLocaleString('en-US')} queued jobs over ${KEYS.toLocaleString('en-US')} keys, ${RUNNING} running; ${REPS} repetitions per cell; keyed and fair claims ${LOOK ? 'look' : 'do not look'} for jobs without a key; ${KEY_PRIORITIES} % of the jobs of priority 1 to 3`);
       const t0 = performance.now();
       // Keys interleaved (job g of key g % keys) and run_at spread 1 ms apart in the past, as jobs enqueued over time.
       await client.query(
-        `INSERT INTO background_jobs (queue_name, payload, concurrency_key, run_at, created_at, updated_at)
-         SELECT $1, jsonb_build_object('i', g), 'k' || lpad((g % $3)::text, length(($3 - 1)::text), '0'), t.ts, t.ts, t.ts
+        `INSERT INTO background_jobs (queue_name, payload, concurrency_key, priority, run_at, created_at, updated_at)
+         SELECT $1, jsonb_build_object('i', g), 'k' || lpad((g % $3)::text, length(($3 - 1)::text), '0'),
+           CASE WHEN (g::int8 * 7919) % 100 < $4::int THEN 1 + g % 3 ELSE 0 END, t.ts, t.ts, t.ts
          FROM generate_series(1, $2::int) AS g, LATERAL (SELECT now() - ($2::int - g) * interval '1 millisecond' AS ts) AS t`,
-        [QUEUE, ROWS, KEYS],
+        [QUEUE, ROWS, KEYS, KEY_PRIORITIES],
       );
       await client.query(
         `UPDATE background_jobs SET status = 'processing', limited = true, attempts = 1, locked_by = 'other', locked_at = now(), lease_expires_at = now() + interval '1 hour'

@@ -94,6 +94,8 @@ const MIGRATION_DOWN_DROPS: Record<string, string> = {
     'drops the function pg_queue_flow_advance (a statement that ends several jobs of one flow settles the flow after each job again, so a bulk action can end a flow completed before a later job of it fails it)',
   HistoryReturnEvents1764770000000:
     'puts the job event trigger\'s function back as NestedEventOrder1764750000000 made it (a job partitioned history gives back to a retry records an enqueued event again)',
+  KeyPriorities1764780000000:
+    'drops the index background_jobs_key_priority_idx (the keyed and fair claims then take each key\'s jobs by run_at alone, whatever their priority, as before)',
 };
 
 export const MIGRATION_DOWN_SUMMARY = (name: string) => `undo the queue migration ${name}: ${MIGRATION_DOWN_DROPS[name] ?? 'runs its down()'}`;

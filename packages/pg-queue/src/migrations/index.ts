@@ -29,6 +29,7 @@ import { EventOrder1764740000000 } from './1764740000000-event-order.js';
 import { NestedEventOrder1764750000000 } from './1764750000000-nested-event-order.js';
 import { FlowSettleAfterSteps1764760000000 } from './1764760000000-flow-settle-after-steps.js';
 import { HistoryReturnEvents1764770000000 } from './1764770000000-history-return-events.js';
+import { KeyPriorities1764780000000 } from './1764780000000-key-priorities.js';
 
 /** The queue's schema migrations, in order: add them to your own DataSource's `migrations`, or let the module run them. */
 export const PG_QUEUE_MIGRATIONS = [
@@ -63,6 +64,7 @@ export const PG_QUEUE_MIGRATIONS = [
   NestedEventOrder1764750000000,
   FlowSettleAfterSteps1764760000000,
   HistoryReturnEvents1764770000000,
+  KeyPriorities1764780000000,
 ];
 
 export {
@@ -97,4 +99,5 @@ export {
   NestedEventOrder1764750000000,
   FlowSettleAfterSteps1764760000000,
   HistoryReturnEvents1764770000000,
+  KeyPriorities1764780000000,
 };

@@ -303,8 +303,27 @@ export function generatePlan(seed: number, minutes: number): SimPlan {
   addScheduleEdits(seed, end, steps);
   const events = planEvents(seed, processes);
   const history = addHistory(seed, end, processes, steps);
+  addKeyPriorities(seed, steps);
   steps.sort((a, b) => a.at - b.at);
   return { seed, minutes, processes, steps, keys, globalConcurrency, rateLimit, fair, pgbouncer, logs, every, events, ...(history ? { history } : {}) };
+}
+
+/**
+ * Priority within a key (issue 42; migration KeyPriorities1764780000000): in half the seeds, about a third of the jobs
+ * with a key of queues `keyed` and `fair` get a priority other than 0 (-2 to 3), drawn from a stream of their own
+ * after the plan is made, so that every other draw of a seed stays as it was. The keyed and fair claims take each key's
+ * highest priority first: `order.priority-within-a-claim` checks it per key, and `fair.overtaken` leaves out a job
+ * a higher one of its key went ahead of.
+ */
+function addKeyPriorities(seed: number, steps: Step[]): void {
+  const kp = featureStream(seed, 0xa54ff53a);
+  if (!kp.chance(0.5)) return;
+  for (const step of steps) {
+    if (step.type !== 'enqueue' || (step.kind !== 'fair' && step.kind !== 'limited')) continue;
+    for (const job of step.jobs) {
+      if (job.concurrencyKey !== undefined && (job.queue === 'keyed' || job.queue === FAIR_QUEUE) && kp.chance(0.35)) job.priority = kp.pick([-2, -1, 1, 2, 3]);
+    }
+  }
 }
 
 /**
@@ -612,5 +631,7 @@ export function planShares(plan: SimPlan): Record<string, string> {
   const total = plan.steps.length;
   const shares = Object.fromEntries([...counts].sort((a, b) => b[1] - a[1]).map(([k, c]) => [k, `${c} (${((100 * c) / total).toFixed(1)}%)`]));
   // Not a step: a schedule every process declares, firing every second for the whole run.
-  return { ...shares, 'setup:pgbouncer': plan.pgbouncer ? 'every process, transaction mode' : 'no', 'setup:job-logs': `${plan.logs.maxLines} lines of ${plan.logs.maxLineLength} characters per job`, 'setup:events': `recorded for ${plan.events.queues.join(', ')} (declared on the handler in ${plan.processes.filter((p) => Object.values(p.queues).some((o) => o?.recordEvents)).map((p) => p.slot).join(', ') || 'no process'}); the consumer restarts after ${plan.events.restartAfter} events`, 'setup:retention-0': plan.processes.filter((p) => p.completedRetentionMs === 0).map((p) => p.slot).join(', ') || 'none', 'setup:history': plan.history ? `moved after ${plan.history.moveAfterMs} ms, a pass every ${plan.history.moveIntervalMs} ms in every process` : 'off', 'recurring:tick': `every 1 s in ${plan.processes.length} processes (scans every ${plan.processes.map((p) => p.recurringPollMs).join('/')} ms)`, 'recurring:every': `every ${plan.every.everyMs} ms, limit ${plan.every.limit}, from +${plan.every.startMs} ms until +${plan.every.endMs} ms` };
+  const keyed = plan.steps.flatMap((st) => (st.type === 'enqueue' && (st.kind === 'fair' || st.kind === 'limited') ? st.jobs.filter((j) => j.concurrencyKey !== undefined && (j.queue === 'keyed' || j.queue === FAIR_QUEUE)) : []));
+  const prioritized = keyed.filter((j) => j.priority !== 0).length;
+  return { ...shares, 'setup:key-priorities': prioritized ? `${prioritized} of ${keyed.length} keyed jobs of keyed and fair` : 'none', 'setup:pgbouncer': plan.pgbouncer ? 'every process, transaction mode' : 'no', 'setup:job-logs': `${plan.logs.maxLines} lines of ${plan.logs.maxLineLength} characters per job`, 'setup:events': `recorded for ${plan.events.queues.join(', ')} (declared on the handler in ${plan.processes.filter((p) => Object.values(p.queues).some((o) => o?.recordEvents)).map((p) => p.slot).join(', ') || 'no process'}); the consumer restarts after ${plan.events.restartAfter} events`, 'setup:retention-0': plan.processes.filter((p) => p.completedRetentionMs === 0).map((p) => p.slot).join(', ') || 'none', 'setup:history': plan.history ? `moved after ${plan.history.moveAfterMs} ms, a pass every ${plan.history.moveIntervalMs} ms in every process` : 'off', 'recurring:tick': `every 1 s in ${plan.processes.length} processes (scans every ${plan.processes.map((p) => p.recurringPollMs).join('/')} ms)`, 'recurring:every': `every ${plan.every.everyMs} ms, limit ${plan.every.limit}, from +${plan.every.startMs} ms until +${plan.every.endMs} ms` };
 }

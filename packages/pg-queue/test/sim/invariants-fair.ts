@@ -14,7 +14,7 @@ export function fairPerKeyHeld(facts: Facts, perKey: number | undefined): Violat
 
 /**
  * No key starves: a job of queue `fair` whose key had nothing queued when it was enqueued (every earlier job of its key
- * already claimed) is claimed before at most `10 x slots + 30` first claims of jobs of other keys (or without one) made
+ * already claimed), and no job of a higher priority enqueued to its key before its claim (those go first), is claimed before at most `10 x slots + 30` first claims of jobs of other keys (or without one) made
  * after its enqueue, whenever those were enqueued. Stride scheduling starts such a key one job behind the queue's
  * clock, so its first job stands at most at the clock, and only jobs of other keys below it (about one clock unit
  * times their weights: at most 4 keys x 5 + 1 here), claims in flight, and claims before its enqueue committed can go
@@ -32,13 +32,16 @@ export async function fairNotOvertaken(db: pg.Pool, fair: SimPlan['fair']): Prom
     `WITH jobs AS (
        SELECT e.job_id, coalesce(e.concurrency_key, '') AS k,
               min(t.at) FILTER (WHERE t.op = 'insert') AS ins,
-              min(t.stmt_at) FILTER (WHERE t.old_status = 'queued' AND t.new_status = 'processing') AS claimed
+              min(t.stmt_at) FILTER (WHERE t.old_status = 'queued' AND t.new_status = 'processing') AS claimed,
+              max(t.priority) FILTER (WHERE t.op = 'insert') AS prio
        FROM sim_enqueues AS e JOIN sim_transitions AS t ON t.job_id = e.job_id
        WHERE e.kind = 'fair' AND e.committed GROUP BY e.job_id, e.concurrency_key
      ), fresh AS (
        SELECT j.* FROM jobs AS j
        WHERE j.claimed IS NOT NULL AND j.k <> ''
          AND NOT EXISTS (SELECT 1 FROM jobs AS b WHERE b.k = j.k AND b.ins < j.ins AND (b.claimed IS NULL OR b.claimed > j.ins))
+         -- Nor a job of its key of a higher priority enqueued before it was claimed: that one goes first within the key.
+         AND NOT EXISTS (SELECT 1 FROM jobs AS b WHERE b.k = j.k AND b.prio > j.prio AND b.ins < j.claimed)
      )
      SELECT f.job_id::text, f.k, (SELECT count(*)::int FROM jobs AS o WHERE o.k <> f.k AND o.claimed > f.ins AND o.claimed < f.claimed) AS overtaken
      FROM fresh AS f`,

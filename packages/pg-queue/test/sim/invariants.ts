@@ -237,17 +237,22 @@ export async function attemptsCharged(db: pg.Pool, facts: Facts): Promise<Violat
   return out;
 }
 
-/** Jobs of one claim (one transaction, one worker) start in the claim's order: priority first (queue prio). */
+/**
+ * Jobs of one claim (one transaction, one worker) start in the claim's order: priority first. In queue `prio` across
+ * the claim; in the keyed and fair queues within each key (their claims take each key's highest priority first, and
+ * priority does not reorder keys).
+ */
 export function priorityWithinClaims(facts: Facts): Violation[] {
   const claims = new Map<string, { t: Transition; run: Run }[]>();
   for (const run of facts.runs) {
-    if (run.queue !== 'prio') continue;
+    const perKey = run.queue === 'keyed' || run.queue === 'fair';
+    if (run.queue !== 'prio' && !(perKey && run.concurrency_key !== null)) continue;
     // The claim this run started from: the last claim of the job by this worker before the run began.
     const claim = (facts.transitionsByJob.get(run.job_id) ?? [])
       .filter((t) => t.op === 'update' && t.old_status === 'queued' && t.new_status === 'processing' && t.new_locked_by === run.worker && t.at <= run.started_at)
       .pop();
     if (!claim || (claim.new_attempts ?? 0) + 1 !== run.attempt) continue;
-    const key = `${claim.txid}/${run.worker}`;
+    const key = `${claim.txid}/${run.worker}${perKey ? ` key ${run.concurrency_key}` : ''}`;
     claims.set(key, [...(claims.get(key) ?? []), { t: claim, run }]);
   }
   const out: Violation[] = [];

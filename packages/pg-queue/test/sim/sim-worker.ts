@@ -382,7 +382,7 @@ async function enqueue(op: Extract<WorkerOp, { op: 'enqueue' }>): Promise<unknow
     }
     case 'limited':
     case 'fair': {
-      const ids = await queue.enqueueMany(op.jobs.map((j) => ({ queue: j.queue!, payload: j.payload, ...(j.concurrencyKey ? { concurrencyKey: j.concurrencyKey } : {}) })));
+      const ids = await queue.enqueueMany(op.jobs.map((j) => ({ queue: j.queue!, payload: j.payload, ...(j.priority !== 0 ? { priority: j.priority } : {}), ...(j.concurrencyKey ? { concurrencyKey: j.concurrencyKey } : {}) })));
       await recordEnqueues(ids, op.kind, true, op.jobs);
       return ids;
     }

@@ -53,6 +53,7 @@ const MIGRATION_INDEXES: Record<string, readonly string[]> = {
   AttemptHistory1764630000000: ['background_job_attempts_pkey', 'background_job_attempts_job_idx'],
   Instances1764650000000: ['background_instances_pkey'],
   JobHistory1764660000000: ['background_jobs_history_id_idx', 'background_jobs_history_finished_idx', 'background_jobs_history_flow_idx'],
+  KeyPriorities1764780000000: ['background_jobs_key_priority_idx'],
 };
 
 /** What the first migration sets on background_jobs: a queue table turns over fast and needs vacuuming often. */
