@@ -27,7 +27,7 @@ import { JobWaiters } from './waiting/job-waiters.js';
 import { WakeConnection } from './waking/wake-connection.js';
 import { WakeSender } from './waking/wake-sender.js';
 import { WorkerPool } from './worker/worker-pool.js';
-import { PgQueueLogger } from './utils/terminal-text.js';
+import { PgQueueLogger } from './utils/pg-queue-logger.js';
 
 /**
  * Wiring only. `PgQueueModule.forRoot(options)` or `.forRootAsync({ imports, inject, useFactory })`;

@@ -65,6 +65,7 @@ describe('adopting the seed application’s background_jobs table (issue 13 item
         'background_jobs_flow_status_idx',
         'background_jobs_in_flight_idx',
         'background_jobs_key_claim_idx',
+        'background_jobs_key_priority_idx',
         'background_jobs_lifo_idx',
         'background_jobs_lifo_key_idx',
         'background_jobs_limited_idx',

@@ -14,6 +14,12 @@ import { sqlPool, startApp } from './support/test-app.js';
 
 const KEYED = 'kp-keyed';
 const FAIR = 'kp-fair';
+/** The claims asserted: the keyed claim (concurrencyPerKey 1) of 10, the fair claim of 10 and of 50. */
+const CLAIMS = [
+  ['claimKeyedJobs', KEYED, 10],
+  ['claimFairJobs', FAIR, 10],
+  ['claimFairJobs', FAIR, 50],
+] as const;
 
 describe('priority within a key: the claims on a large table', () => {
   let app: INestApplicationContext;
@@ -83,11 +89,7 @@ describe('priority within a key: the claims on a large table', () => {
       return rows;
     });
 
-  it.each([
-    ['claimKeyedJobs', KEYED, 10],
-    ['claimFairJobs', FAIR, 10],
-    ['claimFairJobs', FAIR, 50],
-  ] as const)('%s on %s, a claim of %i, takes each key’s highest priority due jobs first, none passed over', async (name, queue, limit) => {
+  it.each(CLAIMS)('%s on %s, a claim of %i, takes each key’s highest priority due jobs first, none passed over', async (name, queue, limit) => {
     const values = name === 'claimKeyedJobs' ? keyedValues(queue, limit) : fairValues(queue, limit);
     const taken = await claimOrder(name, values);
     expect(taken).toHaveLength(limit);
@@ -96,11 +98,7 @@ describe('priority within a key: the claims on a large table', () => {
     expect(taken.map((t) => t.priority)).toEqual(Array.from({ length: limit }, () => 3));
   });
 
-  it.each([
-    ['claimKeyedJobs', KEYED, 10],
-    ['claimFairJobs', FAIR, 10],
-    ['claimFairJobs', FAIR, 50],
-  ] as const)('%s on %s, a claim of %i, reads each key’s other priorities through their index, no more pages than without priorities', async (name, queue, limit) => {
+  it.each(CLAIMS)('%s on %s, a claim of %i, reads each key’s other priorities through their index, no more pages than without priorities', async (name, queue, limit) => {
     const values = name === 'claimKeyedJobs' ? keyedValues(queue, limit) : fairValues(queue, limit);
     const plan = await explain(name, values);
     if (process.env.PRINT_PLAN) console.log(plan);

@@ -9,7 +9,7 @@ import { confirm } from './confirm.js';
 import type { Connection } from './connection.js';
 import { CliError } from './errors.js';
 import { print, printJson, printTable } from './output.js';
-import { PgQueueLogger } from '../utils/terminal-text.js';
+import { PgQueueLogger } from '../utils/pg-queue-logger.js';
 
 /** `pg-queue migrate`: up, down one step, status; through TypeORM's migrations table, as the module's runner. */
 

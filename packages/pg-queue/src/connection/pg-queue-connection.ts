@@ -10,7 +10,7 @@ import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { listenerClientConfig, POOL_ROLES, queuePoolConfig, settingsOfConnectionOption, settingsOfDataSource, type ConnectionSettings, type PoolRole } from './pg-client-config.js';
 import { runQueueMigrations } from './run-queue-migrations.js';
 import { checkServer } from './check-server.js';
-import { PgQueueLogger } from '../utils/terminal-text.js';
+import { PgQueueLogger } from '../utils/pg-queue-logger.js';
 import { guardPool } from '../utils/pg-client.js';
 
 /**

@@ -4,7 +4,7 @@ import { PG_QUEUE_MIGRATIONS } from '../migrations/index.js';
 import { MIGRATION_LOCK_WAIT } from '../pg-queue.messages.js';
 import { MIGRATION_LOCK_TIMEOUT_MS } from '../store/database.sql.js';
 import { SQL } from '../store/job.sql.js';
-import { PgQueueLogger } from '../utils/terminal-text.js';
+import { PgQueueLogger } from '../utils/pg-queue-logger.js';
 
 /**
  * Runs the queue's own migrations (and only those) at start-up, on one connection of the given DataSource.

@@ -1,7 +1,7 @@
 import type { HttpAdapterHost } from '@nestjs/core';
 import { createHmac } from 'node:crypto';
 import { PgQueueError } from '../errors/pg-queue.error.js';
-import { PgQueueLogger } from '../utils/terminal-text.js';
+import { PgQueueLogger } from '../utils/pg-queue-logger.js';
 import { ADD_JOB_FIELDS } from './dashboard-add-job.js';
 import { authorizeRequest, type Viewer } from './dashboard-auth.js';
 import { DashboardCsrf } from './dashboard-csrf.js';

@@ -12,7 +12,7 @@ import { DASHBOARD_BAD_OPTION, DASHBOARD_UNKNOWN_DATABASE } from './dashboard.me
 import type { PgQueueDashboardAsyncOptions, PgQueueDashboardOptions } from './dashboard-options.interface.js';
 import { DashboardService } from './dashboard.service.js';
 import { dashboardDatabase, normalizeDashboardPath, resolveDashboardOptions, type ResolvedDashboardOptions } from './resolve-dashboard-options.js';
-import { PgQueueLogger } from '../utils/terminal-text.js';
+import { PgQueueLogger } from '../utils/pg-queue-logger.js';
 import { guardPool } from '../utils/pg-client.js';
 
 /** Connections of the dashboard's own pool: pages never take one the workers need. */

@@ -26,7 +26,7 @@ import type { QueueData } from './views/queue.view.js';
 import type { ScheduleAction } from './views/confirm-questions.js';
 import { stalledInstances, unservedQueues } from '../store/instance.store.js';
 import type { WaitExplanation } from '../waiting/wait-reasons.js';
-import { PgQueueLogger } from '../utils/terminal-text.js';
+import { PgQueueLogger } from '../utils/pg-queue-logger.js';
 import { INT8_MAX, isBigintId } from '../utils/bigint-id.js';
 import { eventsPage, jobEvents, type EventsQuery } from './dashboard-events.js';
 import type { JobEventsData } from './views/event-rows.view.js';

@@ -27,7 +27,7 @@ import { batchCheckedAtStart, checkedAtStart } from '../typed/payload-check-at-s
 import { RESOLVED_OPTIONS } from '../pg-queue.constants.js';
 import { assertQueueName, resolveHandlerOptions, type ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { JobHandlerRegistry } from './job-handler.registry.js';
-import { PgQueueLogger } from '../utils/terminal-text.js';
+import { PgQueueLogger } from '../utils/pg-queue-logger.js';
 import { ThreadPool } from '../worker/threads/thread-pool.js';
 import { threadHandle } from '../worker/threads/thread-attempt.js';
 

@@ -2,7 +2,7 @@ import { Injectable, type BeforeApplicationShutdown, type OnApplicationBootstrap
 import { JobHandlerRegistry } from '../discovery/job-handler.registry.js';
 import { JobStore } from '../store/job.store.js';
 import { RetryBackoff } from '../utils/retry-backoff.js';
-import { PgQueueLogger } from '../utils/terminal-text.js';
+import { PgQueueLogger } from '../utils/pg-queue-logger.js';
 
 /**
  * `@JobHandler(queue, { recordEvents: true })` (README: "Event stream"): at boot, this process turns recording on for

@@ -6,7 +6,7 @@ import { EVENTS_CHANNEL } from '../store/events.sql.js';
 import type { EventPosition, EventStore } from '../store/events.store.js';
 import { assertQueueName } from '../utils/resolve-options.js';
 import { RetryBackoff, wakeableSleep } from '../utils/retry-backoff.js';
-import { PgQueueLogger } from '../utils/terminal-text.js';
+import { PgQueueLogger } from '../utils/pg-queue-logger.js';
 import { NotificationListener } from '../worker/notification-listener.js';
 import { QUEUE_EVENT_TYPES, parseEventId, type EventStreamOptions, type QueueEvent } from './queue-event.interface.js';
 

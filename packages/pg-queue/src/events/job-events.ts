@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type { FinishedFlow } from '../flows/flow.interfaces.js';
 import type { Job } from '../interfaces/job.interface.js';
 import { errorLine } from '../utils/error-text.js';
-import { PgQueueLogger } from '../utils/terminal-text.js';
+import { PgQueueLogger } from '../utils/pg-queue-logger.js';
 
 /**
  * What happens to an attempt in this process's workers, in order:

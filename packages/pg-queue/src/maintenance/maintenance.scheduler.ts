@@ -11,7 +11,7 @@ import { HistoryMover } from './history-mover.js';
 import { Pruner } from './pruner.js';
 import { Sweeper } from './sweeper.js';
 import { scheduledMethods } from './unscheduled-methods.js';
-import { PgQueueLogger } from '../utils/terminal-text.js';
+import { PgQueueLogger } from '../utils/pg-queue-logger.js';
 
 /**
  * Registers the sweeper and the pruner as @nestjs/schedule intervals, named from the options at runtime

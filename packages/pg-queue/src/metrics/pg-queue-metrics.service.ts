@@ -9,7 +9,7 @@ import { PrometheusMetrics } from './prometheus-metrics.js';
 import { findQueueInternals, type QueueInternals } from './queue-internals.js';
 import { depthOfAll } from '../store/metrics.store.js';
 import type { ResolvedMetricsOptions } from './resolve-metrics-options.js';
-import { PgQueueLogger } from '../utils/terminal-text.js';
+import { PgQueueLogger } from '../utils/pg-queue-logger.js';
 import { eventLoopLag } from '../health/event-loop-lag.js';
 import { readProgress } from '../health/progress.js';
 import { mergeProgress, progressGauges } from './progress-gauges.js';

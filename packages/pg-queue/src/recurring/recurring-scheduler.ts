@@ -12,7 +12,7 @@ import { RetryBackoff } from '../utils/retry-backoff.js';
 import { boundPlan, firstFire, planFires, ruleOf, type Ended } from './fire-times.js';
 import { mayHoldPlaceholders, placeholderValues, renderPayload } from './payload-template.js';
 import { RecurringJobRegistry } from './recurring-job.registry.js';
-import { PgQueueLogger } from '../utils/terminal-text.js';
+import { PgQueueLogger } from '../utils/pg-queue-logger.js';
 
 /** Due schedules read per scan; a full scan is followed by the next page at once. */
 const SCAN_LIMIT = 100;

@@ -1,5 +1,3 @@
-import { Logger } from '@nestjs/common';
-
 /**
  * Characters a terminal acts on instead of showing: C0 controls (ESC starts the sequences that move the cursor,
  * erase a line, set the title or write the clipboard: OSC 52), DEL, C1 controls (0x9B is a one-character CSI, 0x9D
@@ -30,39 +28,4 @@ export function terminalText(text: string): string {
 /** The same for text shown on one line (a table cell, a field): line feeds and tabs escaped too. */
 export function terminalLine(text: string): string {
   return text.replace(CONTROLS_AND_LINES, escape);
-}
-
-/** A log argument: text escaped (terminalText); anything else as it is (Nest prints objects as JSON, which escapes). */
-function logged(value: unknown): unknown {
-  return typeof value === 'string' ? terminalText(value) : value;
-}
-
-/**
- * The library's Nest Logger: every message and argument goes through terminalText before Nest (or the app's own
- * logger, set with app.useLogger) sees it. Every log line of the library is written through one of these.
- */
-export class PgQueueLogger extends Logger {
-  override log(message: unknown, ...rest: unknown[]): void {
-    super.log(logged(message), ...rest.map(logged));
-  }
-
-  override warn(message: unknown, ...rest: unknown[]): void {
-    super.warn(logged(message), ...rest.map(logged));
-  }
-
-  override error(message: unknown, ...rest: unknown[]): void {
-    super.error(logged(message), ...rest.map(logged));
-  }
-
-  override debug(message: unknown, ...rest: unknown[]): void {
-    super.debug(logged(message), ...rest.map(logged));
-  }
-
-  override verbose(message: unknown, ...rest: unknown[]): void {
-    super.verbose(logged(message), ...rest.map(logged));
-  }
-
-  override fatal(message: unknown, ...rest: unknown[]): void {
-    super.fatal(logged(message), ...rest.map(logged));
-  }
 }

@@ -9,7 +9,7 @@ import type { JobOutcome } from '../store/job-store.types.js';
 import { RetryBackoff } from '../utils/retry-backoff.js';
 import type { ResolvedModuleOptions } from '../utils/resolve-options.js';
 import { NotificationListener } from '../worker/notification-listener.js';
-import { PgQueueLogger } from '../utils/terminal-text.js';
+import { PgQueueLogger } from '../utils/pg-queue-logger.js';
 
 export interface WaitOptions {
   /** Reject with JobWaitTimeoutError after this long. Default: no limit. */

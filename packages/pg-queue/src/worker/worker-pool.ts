@@ -24,7 +24,7 @@ import { QueueWorker } from './queue-worker.js';
 import { QueueLimitsKeeper, type KeptQueue } from './queue-limits-keeper.js';
 import type { ClaimLoopState } from './claim-loop.js';
 import { RowLockLane } from './row-lock-lane.js';
-import { PgQueueLogger } from '../utils/terminal-text.js';
+import { PgQueueLogger } from '../utils/pg-queue-logger.js';
 
 /** One queue's claim loop as health checks and the instance's row read it (WorkerPool.claimLoops). */
 export type ClaimLoopReport = ClaimLoopState & { queue: string; idleSlots: number };

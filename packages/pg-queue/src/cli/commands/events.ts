@@ -1,6 +1,5 @@
 import type { Command } from 'commander';
 import { PgQueueError } from '../../errors/pg-queue.error.js';
-import { checkStreamOptions, eventStream } from '../../events/event-stream.js';
 import type { QueueEvent } from '../../events/queue-event.interface.js';
 import { UsageError } from '../errors.js';
 import { note, oneLine, print } from '../output.js';
@@ -33,6 +32,9 @@ export function registerEvents(program: Command, run: Run): void {
     .option('--json', 'one JSON object per line')
     .action(
       run(async (connection, _args, options: EventsOptions) => {
+        // Loaded when the command runs: the stream's module brings @nestjs/common (its logger), which would add about
+        // 0.4 s to the start of every other command.
+        const { checkStreamOptions, eventStream } = await import('../../events/event-stream.js');
         const settings = (() => {
           try {
             return checkStreamOptions({

@@ -4,7 +4,7 @@ import { Worker } from 'node:worker_threads';
 import { JobAbortedError, PgQueueError } from '../../errors/pg-queue.error.js';
 import type { ResolvedThreadOptions } from '../../interfaces/job-handler-options.interface.js';
 import { errorLine } from '../../utils/error-text.js';
-import type { PgQueueLogger } from '../../utils/terminal-text.js';
+import type { PgQueueLogger } from '../../utils/pg-queue-logger.js';
 import type { JobAttempt } from '../job-attempt.js';
 import { THREAD_ENTRY_MISSING } from './thread-messages.js';
 import { ABORT_FLAG_BYTES, ABORT_REASON_BYTES, lowerAbort, raiseAbort, type CrossedError, type FromThread, type ThreadEntryData, type ToThread } from './thread-protocol.js';
