@@ -175,9 +175,9 @@ describe('thread handlers (two OS processes)', () => {
 
   it('a CPU-bound loop that checks job.signal.aborted stops at the abort and keeps its thread', async () => {
     // Two jobs at once: one on each process's only thread of this queue, so the next job's thread can be compared.
-    const ids = await Promise.all([0, 1].map(() => enqueue('cpu_timeout', { burnMs: 30_000, cooperative: true })));
+    const ids = await Promise.all([0, 1].map(() => enqueue('cpu_coop', { burnMs: 30_000, cooperative: true })));
     for (const id of ids) expect((await settled(id)).last_error).toMatch(/timed out after 2000 ms/);
-    const next = await Promise.all([0, 1].map(() => enqueue('cpu_timeout', { burnMs: 20 })));
+    const next = await Promise.all([0, 1].map(() => enqueue('cpu_coop', { burnMs: 20 })));
     for (const id of next) expect((await settled(id)).status).toBe('completed');
     const threadOf = new Map((await Promise.all(ids.map(runsOf))).map(([r]) => [r.pid, r.thread_id]));
     const after = (await Promise.all(next.map(runsOf))).map(([r]) => r).filter((r) => threadOf.has(r.pid));

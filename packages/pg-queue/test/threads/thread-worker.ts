@@ -31,6 +31,12 @@ class ThreadHandlers {
   @JobHandler('cpu_timeout', { thread: { file, poolSize: 1, abortGraceMs: 300 }, timeoutMs: 2_000, maxAttempts: 1 })
   timeout(): void {}
 
+  // The same timeout with a long grace: a loop that checks job.signal.aborted stops at the abort and keeps its thread. With
+  // the 300 ms above, a thread starved on the loaded machine (two suites at once, round 13c) was terminated before it
+  // got to its check; the grace tells a thread that stops apart from one that does not, not how fast it stops.
+  @JobHandler('cpu_coop', { thread: { file, poolSize: 1, abortGraceMs: 10_000 }, timeoutMs: 2_000, maxAttempts: 1 })
+  coop(): void {}
+
   // Crashes, throws and unclonable results, each failing its only attempt; 64 MB of heap per thread.
   @JobHandler('cpu_crash', { thread: { file, poolSize: 1, resourceLimits: { maxOldGenerationSizeMb: 64 } }, maxAttempts: 1 })
   crash(): void {}
