@@ -3,8 +3,9 @@ import type { INestApplicationContext } from '@nestjs/common';
 import type pg from 'pg';
 import { QueueService } from 'nestjs-pg-queue';
 import { createTestDatabase } from '@internal/pg-harness';
-import { beginWithQueueLock, FAIR_WINDOW_KEYS } from '../src/store/claim.sql.js';
+import { FAIR_WINDOW_KEYS } from '../src/store/claim.sql.js';
 import { SQL } from '../src/store/job.sql.js';
+import { explainClaim } from './support/plans.js';
 import { sqlPool, startApp } from './support/test-app.js';
 
 // Plans of the fair claim (claimFairJobs) on a table of 100,000 queued jobs over 1,000 keys: every read goes through
@@ -73,20 +74,11 @@ describe('fair claim plans', () => {
 });
 
 /** EXPLAIN (ANALYZE, BUFFERS) of the fair claim inside the transaction it runs in, rolled back. */
-async function explainFair(db: pg.Pool, queue: string, limit: number, weights: Record<string, number>, lookKeyless: boolean): Promise<string> {
-  const client = await db.connect();
-  try {
-    await client.query(beginWithQueueLock(1));
-    // $1 queue, $2 jobs wanted, $3 worker, $4 lease ms, $5 globalConcurrency, $6/$7 rate limit, $8 concurrencyPerKey, $9 key cursor, $10 weights,
-    // $11 default weight, $12 look for jobs without a key, $13 jobs started now (the rest read ahead), $14 their buffer lease ms,
-    // $15 the worker's copy of the queue's stored limits (none)
-    const values = [queue, limit, 'w', 30_000, null, null, 0, null, 'k0500', JSON.stringify(weights), 1, lookKeyless, limit, 30_000, null];
-    const { rows } = await client.query(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${SQL.claimFairJobs}`, values);
-    return rows.map((r) => r['QUERY PLAN']).join('\n');
-  } finally {
-    await client.query('ROLLBACK');
-    client.release();
-  }
+function explainFair(db: pg.Pool, queue: string, limit: number, weights: Record<string, number>, lookKeyless: boolean): Promise<string> {
+  // $1 queue, $2 jobs wanted, $3 worker, $4 lease ms, $5 globalConcurrency, $6/$7 rate limit, $8 concurrencyPerKey, $9 key cursor, $10 weights,
+  // $11 default weight, $12 look for jobs without a key, $13 jobs started now (the rest read ahead), $14 their buffer lease ms,
+  // $15 the worker's copy of the queue's stored limits (none)
+  return explainClaim(db, SQL.claimFairJobs, [queue, limit, 'w', 30_000, null, null, 0, null, 'k0500', JSON.stringify(weights), 1, lookKeyless, limit, 30_000, null]);
 }
 
 /** Rows the claim's two UPDATEs changed (started now, and read ahead: the fair claim's read-ahead): the jobs it claimed. */

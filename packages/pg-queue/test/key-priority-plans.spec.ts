@@ -3,8 +3,8 @@ import type { INestApplicationContext } from '@nestjs/common';
 import type pg from 'pg';
 import { QueueService } from 'nestjs-pg-queue';
 import { createTestDatabase } from '@internal/pg-harness';
-import { beginWithQueueLock } from '../src/store/claim.sql.js';
 import { SQL } from '../src/store/job.sql.js';
+import { explainClaim, inClaimTransaction } from './support/plans.js';
 import { sqlPool, startApp } from './support/test-app.js';
 
 // Priority within a key (README, Limits; migration KeyPriorities1764780000000): the keyed and the fair claims on a
@@ -58,25 +58,12 @@ describe('priority within a key: the claims on a large table', () => {
   const keyedValues = (queue: string, limit: number) => [queue, limit, 'w', 30_000, null, null, 0, 1, 'k0500', false, null];
   const fairValues = (queue: string, limit: number) => [queue, limit, 'w', 30_000, null, null, 0, null, 'k0500', '{}', 1, false, limit, 30_000, null];
 
-  /** Runs `work` inside the claim's transaction (the queue's lock taken, as the workers take it), rolled back. */
-  async function inClaimTransaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-    const client = await db.connect();
-    try {
-      await client.query(beginWithQueueLock(1));
-      return await work(client);
-    } finally {
-      await client.query('ROLLBACK');
-      client.release();
-    }
-  }
-
-  const explain = (name: 'claimKeyedJobs' | 'claimFairJobs', values: unknown[]) =>
-    inClaimTransaction(async (client) => (await client.query(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${SQL[name]}`, values)).rows.map((r) => r['QUERY PLAN']).join('\n'));
+  const explain = (name: 'claimKeyedJobs' | 'claimFairJobs', values: unknown[]) => explainClaim(db, SQL[name], values);
   const pages = (plan: string) => Number(/^\S.*\n\s+Buffers: shared hit=(\d+)/.exec(plan)?.[1]);
 
   /** The jobs the claim took, each with whether a due queued job of its key comes before it (priority DESC, run_at, id). */
   const claimOrder = (name: 'claimKeyedJobs' | 'claimFairJobs', values: unknown[]) =>
-    inClaimTransaction(async (client) => {
+    inClaimTransaction(db, async (client) => {
       await client.query(SQL[name], values);
       const { rows } = await client.query<{ priority: number; passed_over: boolean }>(
         `SELECT j.priority, EXISTS (

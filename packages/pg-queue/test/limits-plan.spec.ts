@@ -3,8 +3,8 @@ import type { INestApplicationContext } from '@nestjs/common';
 import type pg from 'pg';
 import { QueueService } from 'nestjs-pg-queue';
 import { createTestDatabase } from '@internal/pg-harness';
-import { beginWithQueueLock } from '../src/store/claim.sql.js';
 import { SQL } from '../src/store/job.sql.js';
+import { explainClaim } from './support/plans.js';
 import { sqlPool, startApp } from './support/test-app.js';
 
 // Plans of the limited claims on a table of 100,000 queued jobs: every read goes through an index, and the
@@ -30,17 +30,7 @@ describe('limited claim plans', () => {
   });
 
   /** EXPLAIN ANALYZE of the claim inside the transaction it runs in, rolled back. */
-  async function explain(name: 'claimLimitedJobs' | 'claimKeyedJobs', values: unknown[]): Promise<string> {
-    const client = await db.connect();
-    try {
-      await client.query(beginWithQueueLock(1));
-      const { rows } = await client.query(`EXPLAIN (ANALYZE, COSTS OFF) ${SQL[name]}`, values);
-      return rows.map((r) => r['QUERY PLAN']).join('\n');
-    } finally {
-      await client.query('ROLLBACK');
-      client.release();
-    }
-  }
+  const explain = (name: 'claimLimitedJobs' | 'claimKeyedJobs', values: unknown[]) => explainClaim(db, SQL[name], values);
 
   it('claimLimitedJobs reads through indexes only', async () => {
     const plan = await explain('claimLimitedJobs', ['lim', 10, 'w', 30_000, 20, 100, 1_000, null]);

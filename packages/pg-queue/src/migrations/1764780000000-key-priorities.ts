@@ -8,8 +8,8 @@ import { createIndexConcurrently, dropIndexConcurrently } from './concurrent-ind
  * `background_jobs_key_priority_idx`: the queued jobs with a key and a priority other than the default 0, by key, then
  * priority (highest first), run_at and id. The claims read each key's jobs of priority 0 from the keyed claim index
  * (background_jobs_key_claim_idx) as before, and those of other priorities from this one, read only while the queue
- * has any (one probe of this index per claim: claim-keyed.sql.ts, keyDue). A job of priority 0, or without a key,
- * satisfies not the predicate: no new index entry, so keyless jobs and keyed jobs of the default priority write what
+ * has any (one probe of this index per claim: claim-keyed.sql.ts, keyDue). A job of priority 0, or without a key, does
+ * not satisfy the predicate: no new index entry, so keyless jobs and keyed jobs of the default priority write what
  * they wrote.
  *
  * Frozen once released, like every migration. `transaction = false`: the index is built CONCURRENTLY.

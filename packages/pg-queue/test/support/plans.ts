@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { beginWithQueueLock } from '../../src/store/claim.sql.js';
 
 /** A node of EXPLAIN (FORMAT JSON)'s plan tree, with the fields the plan tests read. */
 export interface PlanNode {
@@ -45,3 +46,19 @@ export async function explainBothModes(db: pg.Pool, sql: string, types = '', arg
   }
   return out;
 }
+
+/** Runs `work` inside a limited claim's transaction (the queue's advisory lock taken first, as the workers take it), rolled back. */
+export async function inClaimTransaction<T>(db: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await db.connect();
+  try {
+    await client.query(beginWithQueueLock(1));
+    return await work(client);
+  } finally {
+    await client.query('ROLLBACK');
+    client.release();
+  }
+}
+
+/** EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) of a claim statement inside its transaction (inClaimTransaction), as text. */
+export const explainClaim = (db: pg.Pool, sql: string, values: unknown[]): Promise<string> =>
+  inClaimTransaction(db, async (client) => (await client.query(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) ${sql}`, values)).rows.map((r) => r['QUERY PLAN']).join('\n'));
