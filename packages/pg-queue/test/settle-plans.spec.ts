@@ -35,6 +35,8 @@ const SETTLES: Array<{ name: keyof typeof SQL; values: (ids: string[], tokens: R
   { name: 'snoozeJobs', values: (ids, t) => [WORKER, ids, JSON.stringify(Object.fromEntries(ids.map((id) => [id, { token: t[id], delayMs: 0 }])))] },
   { name: 'heartbeat', values: (ids, t) => [WORKER, 30_000, ids, JSON.stringify(t), null, [], '{}'] },
   { name: 'releaseJobs', values: (ids, t) => [WORKER, ids, JSON.stringify(t)] },
+  // The start mark: one probe of the queue's row per job it finds buffered (MUST_NOT_START), none of background_jobs.
+  { name: 'markStarted', values: (ids, t) => [WORKER, 30_000, ids, JSON.stringify(t)] },
   // The variants that carry lines a handler logged (job.log()): the same reads, each job's lines looked up by its id.
   { name: 'completeJobsWithLogs', values: (ids, t) => [WORKER, ids, JSON.stringify(t), null, JSON.stringify({ [ids[0]]: { l: LOGGED } })] },
   { name: 'failJobsWithLogs', values: (ids, t) => [WORKER, ids, JSON.stringify(Object.fromEntries(ids.map((id) => [id, { token: t[id], error: 'e', delayMs: 0, logs: LOGGED }])))] },

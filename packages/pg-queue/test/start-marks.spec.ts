@@ -4,6 +4,7 @@ import type pg from 'pg';
 import { DataSource } from 'typeorm';
 import { JobEvents, JobHandler, PgQueueModule, QueueService, type Job, type JobEvent, type TransactionalJob } from 'nestjs-pg-queue';
 import { createTestDatabase } from '@internal/pg-harness';
+import { JOBS_CHANNEL } from '../src/pg-queue.constants.js';
 import { WorkerPool } from '../src/worker/worker-pool.js';
 import { TcpProxy } from './support/tcp-proxy.js';
 import { sqlPool, startApp, waitFor } from './support/test-app.js';
@@ -41,7 +42,50 @@ class Handlers {
     await record(job, 'a');
     await sleep(2);
   }
+
+  /** The job with `gate` holds the one slot until the test opens it; the others wait in the buffer behind it. */
+  @JobHandler('sm-stop', { concurrency: 1, prefetch: 10, eagerStart: false })
+  async stop(job: Job<{ gate?: boolean }>) {
+    await record(job, 'a');
+    // The others take 100 ms, far longer than a round trip: none is started ahead (armed) behind the gate job.
+    await (job.payload.gate ? gate.promise : sleep(100));
+  }
 }
+
+/** The gate of sm-stop's first job: a promise and what opens it. */
+function newGate(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
+}
+let gate = newGate();
+
+/**
+ * A pause or a block stored with no notice to the holders (as when the notice is lost, or late on a loaded machine):
+ * the SQL of each, and how it is lifted. `keyed`: only the jobs of key 'k' are stopped.
+ */
+const SILENT_STOPS = [
+  {
+    stop: 'the queue paused',
+    keyed: false,
+    apply: `UPDATE background_queues SET paused = true WHERE queue_name = 'sm-stop'`,
+    lift: `UPDATE background_queues SET paused = false WHERE queue_name = 'sm-stop'`,
+  },
+  {
+    stop: 'the queue blocked by a 429',
+    keyed: false,
+    apply: `UPDATE background_queues SET blocked_until = now() + interval '1 hour' WHERE queue_name = 'sm-stop'`,
+    lift: `UPDATE background_queues SET blocked_until = NULL WHERE queue_name = 'sm-stop'`,
+  },
+  {
+    stop: 'its key blocked by a 429',
+    keyed: true,
+    apply: `INSERT INTO background_queue_key_blocks (queue_name, concurrency_key, blocked_until) VALUES ('sm-stop', 'k', now() + interval '1 hour');
+            UPDATE background_queues SET key_blocked_until = now() + interval '1 hour' WHERE queue_name = 'sm-stop'`,
+    lift: `DELETE FROM background_queue_key_blocks WHERE queue_name = 'sm-stop';
+           UPDATE background_queues SET key_blocked_until = NULL WHERE queue_name = 'sm-stop'`,
+  },
+];
 
 describe('start marks: a job from the buffer is told to its row before its handler is called', () => {
   let app: INestApplicationContext;
@@ -81,6 +125,39 @@ describe('start marks: a job from the buffer is told to its row before its handl
     const order = rows.map((r) => r.job_id);
     // Every high-priority job before any low one, and each priority in id order (its run_at order).
     expect(order).toEqual([...high, ...low]);
+  });
+
+  it.each(SILENT_STOPS)('a buffered job starts in no process once $stop, even with no notice: its start mark gives it back uncharged', async ({ keyed, apply, lift }) => {
+    const queue = app.get(QueueService);
+    gate = newGate();
+    await db.query(`DELETE FROM background_jobs WHERE queue_name = 'sm-stop'`);
+    await queue.pause('sm-stop');
+    const [held] = await queue.enqueueMany([{ queue: 'sm-stop', payload: { gate: true }, priority: 10 }]);
+    const buffered = await queue.enqueueMany(Array.from({ length: 6 }, (_, i) => ({ queue: 'sm-stop', payload: { i }, concurrencyKey: i % 2 === 0 ? 'k' : 'other' })));
+    const stopped = keyed ? buffered.filter((_, i) => i % 2 === 0) : buffered;
+    const others = buffered.filter((id) => !stopped.includes(id));
+    await queue.resume('sm-stop');
+    await waitFor('the gate job running, the others in its buffer', async () => (await db.query(
+      `SELECT count(*) FILTER (WHERE buffered)::int AS b, count(*) FILTER (WHERE id = $1 AND NOT buffered)::int AS r
+       FROM background_jobs WHERE queue_name = 'sm-stop' AND status = 'processing'`, [held])).rows[0].b === 6, 10_000, 5);
+    await db.query(apply);
+    gate.resolve();
+    await waitFor('no job of the buffer held any more', async () => (await db.query(
+      `SELECT count(*)::int AS n FROM background_jobs WHERE queue_name = 'sm-stop' AND status = 'processing'`)).rows[0].n === 0, 10_000, 20);
+    const { rows: runs } = await db.query<{ job_id: string }>(`SELECT job_id::text FROM sm_runs WHERE job_id = ANY($1::int8[])`, [stopped]);
+    const { rows } = await db.query<{ status: string; attempts: number; buffered: boolean; n: number }>(
+      `SELECT status::text, attempts, buffered, count(*)::int AS n FROM background_jobs WHERE id = ANY($1::int8[]) GROUP BY 1, 2, 3`, [stopped]);
+    expect({ runs: runs.length, rows }).toEqual({ runs: 0, rows: [{ status: 'queued', attempts: 0, buffered: false, n: stopped.length }] });
+    if (others.length > 0) {
+      const { rows: ran } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM background_jobs WHERE id = ANY($1::int8[]) AND status = 'completed'`, [others]);
+      expect(ran[0].n).toBe(others.length); // the other key's jobs started from the same buffer
+    }
+    // Lifted (and the workers woken, as the end of a pause or a block wakes them), they run once each, on their first attempt.
+    await db.query(lift);
+    await db.query(`SELECT pg_notify($1, 'sm-stop')`, [JOBS_CHANNEL]);
+    await waitFor('all ran', async () => (await db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE id = ANY($1::int8[]) AND status = 'completed'`, [stopped])).rows[0].n === stopped.length, 30_000);
+    const { rows: once } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM sm_runs WHERE job_id = ANY($1::int8[]) AND attempt = 1`, [stopped]);
+    expect(once[0].n).toBe(stopped.length);
   });
 });
 

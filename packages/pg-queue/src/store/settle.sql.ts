@@ -37,6 +37,18 @@ const BATCH_FENCE = `j.fence_token = coalesce($4::int8, ($3::jsonb ->> j.id::tex
 const HELD_BY_WORKER = `j.status IS NOT DISTINCT FROM 'processing' AND j.locked_by IS NOT DISTINCT FROM $1`;
 
 /**
+ * A job (row `j`) whose queue must start nothing now: paused, or blocked by a partner's 429 (blocked_until), or whose
+ * own key is blocked (background_queue_key_blocks; the queue's key_blocked_until, the latest end of its keys' blocks,
+ * says whether to look, so a queue with no key blocked pays the one probe of its row). Read in the statements that
+ * would start a held, unstarted (buffered) job, the start mark and the heartbeat's check of the buffer: a pause or a
+ * block holds from its commit in every process, whether its notice (REVIEW_CHANNEL) came, came late or was lost.
+ */
+const MUST_NOT_START = `EXISTS (SELECT 1 FROM background_queues AS q WHERE q.queue_name = j.queue_name
+        AND (q.paused OR q.blocked_until > now() OR (j.concurrency_key IS NOT NULL AND q.key_blocked_until > now() AND EXISTS (
+          SELECT 1 FROM background_queue_key_blocks AS kb
+          WHERE kb.queue_name = j.queue_name AND kb.concurrency_key = j.concurrency_key AND kb.blocked_until > now()))))`;
+
+/**
  * The completion of a batch, in two variants: plain, and with the handlers' results and last progress
  * ($5: {"id": {"r": result, "p": progress}}, only the ids that have either). A batch of jobs that returned
  * nothing keeps the plain statement, so results cost nothing where they are not used.
@@ -86,8 +98,8 @@ function failure(dead: string, extraSet: string): string {
  *   (buffered = false) and charged its attempt, if no earlier beat or outcome did. Progress ($5: {"id": progress},
  *   only the ids whose progress changed) rides along in the second variant.
  * - Buffered jobs ($6, tokens in $7), sent when the worker reviews its buffer: read, not renewed (their short
- *   lease bounds how long they are held); those of a paused queue are put back `queued` here, uncharged, with
- *   their run_at kept.
+ *   lease bounds how long they are held); those whose queue or key must start nothing now (MUST_NOT_START: paused,
+ *   blocked by a 429) are put back `queued` here, uncharged, with their run_at kept.
  * Returns the ids still this worker's (renewed, or buffered and kept); any other id is no longer its.
  */
 function heartbeat(extraSet: string): string {
@@ -98,21 +110,19 @@ function heartbeat(extraSet: string): string {
       WHERE j.id = ANY($3::int8[]) AND ${HELD_BY_WORKER}${extraSet ? '' : ' AND $5::jsonb IS NULL'}
         AND j.fence_token = ($4::jsonb ->> j.id::text)::int8
       RETURNING j.id
-    ), paused AS (
-      -- A queue blocked by a partner's 429 (RateLimitedError) gives its buffered jobs back as a paused one does.
-      SELECT queue_name FROM background_queues WHERE paused OR blocked_until > now()
     ), given_back AS (
+      -- A queue paused or blocked by a partner's 429 (RateLimitedError), or a key blocked: its buffered jobs go back.
       UPDATE background_jobs AS j
       SET status = 'queued', buffered = false, lease_expires_at = NULL, updated_at = now()
       WHERE j.id = ANY($6::int8[]) AND ${HELD_BY_WORKER} AND j.buffered
-        AND j.fence_token = ($7::jsonb ->> j.id::text)::int8 AND j.queue_name IN (SELECT queue_name FROM paused)
+        AND j.fence_token = ($7::jsonb ->> j.id::text)::int8 AND ${MUST_NOT_START}
       RETURNING j.id
     )
     SELECT id FROM renewed
     UNION ALL
     SELECT j.id FROM background_jobs AS j
     WHERE j.id = ANY($6::int8[]) AND ${HELD_BY_WORKER} AND j.buffered
-      AND j.fence_token = ($7::jsonb ->> j.id::text)::int8 AND j.queue_name NOT IN (SELECT queue_name FROM paused)`;
+      AND j.fence_token = ($7::jsonb ->> j.id::text)::int8 AND NOT ${MUST_NOT_START}`;
 }
 
 /** The completion variant's results and progress ($5: {"id": {"r": result, "p": progress}}). */
@@ -262,10 +272,23 @@ export const SETTLE_SQL = {
   // began. Idempotent (charged once: `+ buffered::int`): a mark sent again after one whose answer was lost finds its
   // own work and confirms it. The rows are visited in id order (one primary-key probe each, the array's keys sorted),
   // the order a bulk cancel and a flow's cancel lock them in.
+  // A buffered job whose queue is paused or blocked by a 429, or whose key is blocked (MUST_NOT_START), is not marked:
+  // it goes back `queued`, uncharged, in the same statement, so that such a job starts in no process from the commit
+  // of the pause or block on, whether or not its notice reached the holder (the notice only makes the holder give its
+  // buffer back sooner). A row the mark finds started already (a mark sent again after one whose answer was lost)
+  // started before: it is confirmed, never given back, as the two conditions below are each other's complement.
   markStarted: `
-    UPDATE background_jobs AS j
-    SET attempts = j.attempts + j.buffered::int, buffered = false, lease_expires_at = now() + $2::int ${MS}, updated_at = now()
-    WHERE j.id = ANY($3::int8[]) AND ${HELD_BY_WORKER}
-      AND j.fence_token = ($4::jsonb ->> j.id::text)::int8
-    RETURNING j.id`,
+    WITH marked AS (
+      UPDATE background_jobs AS j
+      SET attempts = j.attempts + j.buffered::int, buffered = false, lease_expires_at = now() + $2::int ${MS}, updated_at = now()
+      WHERE j.id = ANY($3::int8[]) AND ${HELD_BY_WORKER}
+        AND j.fence_token = ($4::jsonb ->> j.id::text)::int8 AND NOT (j.buffered AND ${MUST_NOT_START})
+      RETURNING j.id
+    ), given_back AS (
+      UPDATE background_jobs AS j
+      SET status = 'queued', buffered = false, lease_expires_at = NULL, updated_at = now()
+      WHERE j.id = ANY($3::int8[]) AND ${HELD_BY_WORKER}
+        AND j.fence_token = ($4::jsonb ->> j.id::text)::int8 AND j.buffered AND ${MUST_NOT_START}
+    )
+    SELECT id FROM marked`,
 } as const;

@@ -385,8 +385,9 @@ export class QueueWorker implements ClaimTarget {
   /**
    * Every BUFFER_REVIEW_MS: gives back buffered jobs past their start deadline, and with 'auto' the surplus of
    * jobs running far longer than the estimate (a burst of slow jobs, a handler stuck): seen before any of them
-   * finishes, by how long no slot has freed while all are busy. A tick that comes late means this process
-   * itself was stalled (a blocked event loop, the machine busy): its stall sample says nothing about the jobs.
+   * finishes, by how long no slot has freed while all are busy (a sample for both estimates whenever jobs wait, in
+   * the buffer or armed). A tick that comes late means this process itself was stalled (a blocked event loop, the
+   * machine busy): its stall sample says nothing about the jobs.
    */
   private reviewBuffer(): void {
     const { state } = this;
@@ -396,6 +397,11 @@ export class QueueWorker implements ClaimTarget {
     if (state.stopping) return;
     const stalledMs = stalledFor(state.slots.allBusy(), late, now, state.lastFreedAt);
     let changed = false;
+    // Only armed jobs waiting (fast jobs: a claim marks all it takes started ahead, the buffer stays empty): the stall
+    // is ReadAhead's sample too, as buffer.review makes it while the buffer holds jobs. Without it the armed jobs given
+    // back below went back at the read-ahead of the fast jobs (hundreds): this worker's own claim, sent in the same turn
+    // as the put-back and so ahead of the idle instances its NOTIFY wakes, took them all back into its buffer.
+    if (stalledMs !== undefined && state.buffer.size === 0 && state.armed.length > 0) state.buffer.auto?.stalled(stalledMs);
     if (state.buffer.size > 0) {
       const out = state.buffer.review(now, stalledMs ?? 0);
       if (out.length) state.giveBack(out, 'held too long or beyond the read-ahead');

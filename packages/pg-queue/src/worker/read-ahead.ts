@@ -69,7 +69,7 @@ export class ReadAhead {
   }
 
   /**
-   * No slot has freed for `ms` while all were busy (and jobs waited in the buffer): every running job has taken
+   * No slot has freed for `ms` while all were busy (and jobs waited, in the buffer or armed): every running job has taken
    * at least that long, so it counts as a sample when it is above the estimate. Without it, jobs that turned
    * slow (or stuck) would hold the buffer until the first of them finished, and a buffer given back on the
    * strength of the stall would be claimed again at once.

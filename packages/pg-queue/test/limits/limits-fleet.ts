@@ -79,7 +79,7 @@ export class LimitsFleet {
 export const LIMIT_TABLES = `
   CREATE TABLE limit_runs (
     id bigserial PRIMARY KEY, job_id int8 NOT NULL, queue text NOT NULL, attempt int NOT NULL, worker text NOT NULL, pid int NOT NULL,
-    concurrency_key text, claimed_at timestamptz NOT NULL, started_at timestamptz NOT NULL, ended_at timestamptz,
+    concurrency_key text, claimed_at timestamptz NOT NULL, marked_at timestamptz NOT NULL, started_at timestamptz NOT NULL, ended_at timestamptz,
     call_no int);
   CREATE TABLE limit_kills (worker text PRIMARY KEY, killed_at timestamptz NOT NULL);`;
 

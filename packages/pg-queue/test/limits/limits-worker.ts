@@ -22,11 +22,16 @@ let records!: pg.Pool;
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-/** Records the run; claimed_at is the row's locked_at, the instant the claim (which the rate limit counts) took it. */
+/**
+ * Records the run; claimed_at is the row's locked_at, the instant the claim (which the rate limit counts) took it, and
+ * marked_at its updated_at as the handler finds it: when the database said it started (the claim that started it, or
+ * the start mark of a job from the buffer), which the handler's own start (started_at) follows by however long the
+ * process takes to call it.
+ */
 async function run(job: Job<{ ms: number }>): Promise<void> {
   const { rows } = await records.query<{ id: string }>(
-    `INSERT INTO limit_runs (job_id, queue, attempt, worker, pid, concurrency_key, claimed_at, started_at)
-     SELECT id, queue_name, $2, $3, $4, concurrency_key, locked_at, clock_timestamp() FROM background_jobs WHERE id = $1
+    `INSERT INTO limit_runs (job_id, queue, attempt, worker, pid, concurrency_key, claimed_at, marked_at, started_at)
+     SELECT id, queue_name, $2, $3, $4, concurrency_key, locked_at, updated_at, clock_timestamp() FROM background_jobs WHERE id = $1
      RETURNING id`,
     [job.id, job.attempt, config.workerId, process.pid],
   );
@@ -44,8 +49,8 @@ let calls = 0;
 async function runBatch(jobs: BatchJob<{ ms: number }>[]): Promise<void> {
   const call = ++calls;
   const { rows } = await records.query<{ id: string }>(
-    `INSERT INTO limit_runs (job_id, queue, attempt, worker, pid, concurrency_key, claimed_at, started_at, call_no)
-     SELECT j.id, j.queue_name, a.attempt, $3, $4, j.concurrency_key, j.locked_at, statement_timestamp(), $5
+    `INSERT INTO limit_runs (job_id, queue, attempt, worker, pid, concurrency_key, claimed_at, marked_at, started_at, call_no)
+     SELECT j.id, j.queue_name, a.attempt, $3, $4, j.concurrency_key, j.locked_at, j.updated_at, statement_timestamp(), $5
      FROM background_jobs AS j JOIN unnest($1::int8[], $2::int[]) AS a(id, attempt) ON a.id = j.id
      RETURNING id`,
     [jobs.map((j) => j.id), jobs.map((j) => j.attempt), config.workerId, process.pid, call],
