@@ -33,6 +33,7 @@ import { act, EDITED_SCHEDULE } from './operator.js';
 import { editedScheduleFires } from './invariants-schedule-edits.js';
 import { SIM_TABLES } from './tables.js';
 import { globalLimitOf, rateLimitedBlocks } from './invariants-runtime-limits.js';
+import { nothingStartsWhilePaused } from './invariants-pause.js';
 
 const WORKER_SOURCES = [fileURLToPath(new URL('./sim-worker.ts', import.meta.url)), fileURLToPath(new URL('./sim-worker-records.ts', import.meta.url)), fileURLToPath(new URL('./sim-cpu.thread.ts', import.meta.url))];
 /** Steps in flight at once; a step that would exceed it waits (the plan's clock then runs late, which is recorded). */
@@ -110,6 +111,7 @@ export async function runSim(url: string, seed: number, minutes: number, server?
       ...inv.priorityWithinClaims(facts),
       ...inv.limitsHeld(facts, await globalLimitOf(db, plan.globalConcurrency)),
       ...(await rateLimitedBlocks(db)),
+      ...(await nothingStartsWhilePaused(db)),
       ...(await rateLimitHeld(db, plan.rateLimit)),
       ...fairPerKeyHeld(facts, plan.fair.perKey),
       ...(await fairNotOvertaken(db, plan.fair)),
