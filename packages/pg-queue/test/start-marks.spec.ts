@@ -5,6 +5,7 @@ import { DataSource } from 'typeorm';
 import { JobEvents, JobHandler, PgQueueModule, QueueService, type Job, type JobEvent, type TransactionalJob } from 'nestjs-pg-queue';
 import { createTestDatabase } from '@internal/pg-harness';
 import { JOBS_CHANNEL } from '../src/pg-queue.constants.js';
+import { SQL } from '../src/store/job.sql.js';
 import { WorkerPool } from '../src/worker/worker-pool.js';
 import { TcpProxy } from './support/tcp-proxy.js';
 import { sqlPool, startApp, waitFor } from './support/test-app.js';
@@ -137,9 +138,12 @@ describe('start marks: a job from the buffer is told to its row before its handl
     const stopped = keyed ? buffered.filter((_, i) => i % 2 === 0) : buffered;
     const others = buffered.filter((id) => !stopped.includes(id));
     await queue.resume('sm-stop');
-    await waitFor('the gate job running, the others in its buffer', async () => (await db.query(
-      `SELECT count(*) FILTER (WHERE buffered)::int AS b, count(*) FILTER (WHERE id = $1 AND NOT buffered)::int AS r
-       FROM background_jobs WHERE queue_name = 'sm-stop' AND status = 'processing'`, [held])).rows[0].b === 6, 10_000, 5);
+    await waitFor('the gate job running, the others in its buffer', async () => {
+      const { rows: [n] } = await db.query<{ b: number; r: number }>(
+        `SELECT count(*) FILTER (WHERE buffered)::int AS b, count(*) FILTER (WHERE id = $1 AND NOT buffered)::int AS r
+         FROM background_jobs WHERE queue_name = 'sm-stop' AND status = 'processing'`, [held]);
+      return n.b === 6 && n.r === 1;
+    }, 10_000, 5);
     await db.query(apply);
     gate.resolve();
     await waitFor('no job of the buffer held any more', async () => (await db.query(
@@ -158,6 +162,43 @@ describe('start marks: a job from the buffer is told to its row before its handl
     await waitFor('all ran', async () => (await db.query(`SELECT count(*)::int AS n FROM background_jobs WHERE id = ANY($1::int8[]) AND status = 'completed'`, [stopped])).rows[0].n === stopped.length, 30_000);
     const { rows: once } = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM sm_runs WHERE job_id = ANY($1::int8[]) AND attempt = 1`, [stopped]);
     expect(once[0].n).toBe(stopped.length);
+  });
+
+  it('a start mark that gives back some jobs and marks others locks its rows in id order, as a bulk cancel does (no deadlock)', async () => {
+    const queue = app.get(QueueService);
+    // A queue no handler serves: its rows are set up by hand as one worker's buffer (processing, buffered, fence 1).
+    const [first, second] = await queue.enqueueMany([
+      { queue: 'sm-lock-order', payload: {}, concurrencyKey: 'k' },
+      { queue: 'sm-lock-order', payload: {}, concurrencyKey: 'other' },
+    ]);
+    await db.query(`UPDATE background_jobs SET status = 'processing', locked_by = 'w-lock', buffered = true, fence_token = 1, lease_expires_at = now() + interval '1 minute' WHERE id = ANY($1::int8[])`, [[first, second]]);
+    await db.query(`INSERT INTO background_queue_key_blocks (queue_name, concurrency_key, blocked_until) VALUES ('sm-lock-order', 'k', now() + interval '1 hour')`);
+    await db.query(`INSERT INTO background_queues (queue_name, key_blocked_until) VALUES ('sm-lock-order', now() + interval '1 hour')`);
+    // A bulk cancel's order: the lower id first (LOCKED_BATCH, ORDER BY id ... FOR UPDATE), held here.
+    const cancel = await db.connect();
+    const mark = await db.connect();
+    try {
+      await cancel.query('BEGIN');
+      await cancel.query(`SELECT id FROM background_jobs WHERE id = $1 FOR UPDATE`, [first]);
+      const { rows: [{ pid }] } = await mark.query<{ pid: number }>(`SELECT pg_backend_pid() AS pid`);
+      const marking = mark.query<{ id: string }>(SQL.markStarted, ['w-lock', 30_000, [first, second], JSON.stringify({ [first]: '1', [second]: '1' })]);
+      await waitFor('the mark waiting on the first row', async () => (await db.query(`SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1`, [pid])).rows[0]?.wait_event_type === 'Lock', 10_000, 5);
+      // Waiting on the lower id, the mark holds no higher one: the cancel takes the second row without waiting. (Two
+      // UPDATEs, marking then giving back, locked the second first and waited for the first: a deadlock with this.)
+      await expect(cancel.query(`SELECT id FROM background_jobs WHERE id = $1 FOR UPDATE NOWAIT`, [second])).resolves.toBeDefined();
+      await cancel.query('ROLLBACK');
+      const marked = await marking;
+      expect(marked.rows.map((r) => r.id)).toEqual([second]);
+      const { rows } = await db.query<{ id: string; status: string; attempts: number; buffered: boolean }>(
+        `SELECT id::text, status::text, attempts, buffered FROM background_jobs WHERE id = ANY($1::int8[]) ORDER BY id`, [[first, second]]);
+      expect(rows).toEqual([
+        { id: first, status: 'queued', attempts: 0, buffered: false }, // its key blocked: given back, uncharged
+        { id: second, status: 'processing', attempts: 1, buffered: false }, // marked started, charged
+      ]);
+    } finally {
+      cancel.release();
+      mark.release();
+    }
   });
 });
 

@@ -275,20 +275,22 @@ export const SETTLE_SQL = {
   // A buffered job whose queue is paused or blocked by a 429, or whose key is blocked (MUST_NOT_START), is not marked:
   // it goes back `queued`, uncharged, in the same statement, so that such a job starts in no process from the commit
   // of the pause or block on, whether or not its notice reached the holder (the notice only makes the holder give its
-  // buffer back sooner). A row the mark finds started already (a mark sent again after one whose answer was lost)
-  // started before: it is confirmed, never given back, as the two conditions below are each other's complement.
+  // buffer back sooner). One UPDATE decides each row once (`back`, a row sub-select, so MUST_NOT_START is read once
+  // per buffered row): its rows are locked in id order, as a single statement, and a row changed meanwhile is decided
+  // again on its latest version. Two UPDATEs, one marking and one giving back, each locked in id order but the second
+  // after the first, which could deadlock with a bulk cancel; and a row a first mark (whose answer was lost) started
+  // after the second's snapshot fell in neither, a started job then dropped by its worker as lost. A row found started
+  // already (a mark sent again) started before: `back` is false for it and it is confirmed.
   markStarted: `
-    WITH marked AS (
+    WITH decided AS (
       UPDATE background_jobs AS j
-      SET attempts = j.attempts + j.buffered::int, buffered = false, lease_expires_at = now() + $2::int ${MS}, updated_at = now()
+      SET (status, attempts, buffered, lease_expires_at, updated_at) = (
+        SELECT CASE WHEN d.back THEN 'queued'::background_job_status ELSE j.status END, j.attempts + (j.buffered AND NOT d.back)::int, false,
+          CASE WHEN d.back THEN NULL ELSE now() + $2::int ${MS} END, now()
+        FROM (SELECT j.buffered AND ${MUST_NOT_START} AS back) AS d)
       WHERE j.id = ANY($3::int8[]) AND ${HELD_BY_WORKER}
-        AND j.fence_token = ($4::jsonb ->> j.id::text)::int8 AND NOT (j.buffered AND ${MUST_NOT_START})
-      RETURNING j.id
-    ), given_back AS (
-      UPDATE background_jobs AS j
-      SET status = 'queued', buffered = false, lease_expires_at = NULL, updated_at = now()
-      WHERE j.id = ANY($3::int8[]) AND ${HELD_BY_WORKER}
-        AND j.fence_token = ($4::jsonb ->> j.id::text)::int8 AND j.buffered AND ${MUST_NOT_START}
+        AND j.fence_token = ($4::jsonb ->> j.id::text)::int8
+      RETURNING j.id, j.status
     )
-    SELECT id FROM marked`,
+    SELECT id FROM decided WHERE status = 'processing'`,
 } as const;

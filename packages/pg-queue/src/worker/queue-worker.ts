@@ -76,7 +76,8 @@ export class QueueWorker implements ClaimTarget {
     );
     const pump = () => this.pump();
     this.runs = new RunningJobs(state, this.claims, pump);
-    this.marks = new StartMarks(state, this.runs, pump);
+    // A mark that refused a job asks for a check of the rest of the buffer (answers exists by the time a mark answers).
+    this.marks = new StartMarks(state, this.runs, pump, () => this.answers.askForCheck());
     this.answers = new LeaseAnswers(state, this.runs, this.marks, pump);
     this.eager = new EagerStarts(state, this.runs, this.marks, pump);
   }

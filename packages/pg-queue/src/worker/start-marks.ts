@@ -27,6 +27,8 @@ export class StartMarks {
     private readonly state: WorkerState,
     private readonly runs: RunningJobs,
     private readonly pump: () => void,
+    /** LeaseAnswers.askForCheck: nothing more starts from the buffer until a heartbeat has checked it, sent now. */
+    private readonly askForCheck: () => void,
   ) {}
 
   /** The start mark in flight, if any (QueueWorker.stopClaiming waits for it). */
@@ -97,6 +99,7 @@ export class StartMarks {
       const runBy = state.deadlines.started(sentAt);
       const reviewed = state.reviews !== review;
       const late: HeldJob[] = [];
+      let refused = false;
       for (const job of batch) {
         if (job.state !== 'starting') continue; // cancelled or lost while its mark was on its way: its slot is free already
         state.slots.starting -= 1;
@@ -105,6 +108,7 @@ export class StartMarks {
           state.forget(job);
           job.to('lost');
           state.buffer.slotFreed();
+          refused = true;
           continue;
         }
         job.startBy = runBy;
@@ -113,6 +117,10 @@ export class StartMarks {
           state.arm(job);
         } else if (!this.runs.startJob(job)) late.push(job);
       }
+      // The mark refused a job: its row was cancelled, replaced, swept, or given back for a pause or a 429 block whose
+      // notice has not come (or was lost). The rest of the buffer is checked in one statement (the heartbeat's check
+      // gives back what must not start) before anything more starts from it, not found out one mark per free slot.
+      if (refused) this.askForCheck();
       if (late.length && reviewed && !state.stopping) {
         void state.giveBack(late, 'its queue was paused (or a notice asked for a check) while their start mark was on its way');
       } else if (late.length) {

@@ -474,8 +474,10 @@ export async function flowPromises(db: pg.Pool, facts: Facts): Promise<Violation
     // was created after the end by such a job: the drain does not wait for a retried job's backoff (its run_at is
     // ahead), so the simulation may end while it waits (seed 1401, job 3353: retried 59 s after its flow completed,
     // two timeouts, left queued with its third attempt 1 s ahead when the drain found nothing due).
+    // judged() reads a job retried after the end as it was at the end: only one finished then (or created after it) is
+    // reopened; one still open at the end and retried later stays counted.
     const reopened = (j: (typeof members)[number]) =>
-      endedAt !== undefined && ((facts.transitionsByJob.get(j.id) ?? []).some((t) => requeued(t) && !by(t, endedAt)) || judged(j, endedAt) === 'created after it');
+      endedAt !== undefined && ['completed', 'failed', 'cancelled', 'created after it'].includes(judged(j, endedAt));
     const open = members.filter((j) => ['queued', 'processing', 'blocked'].includes(j.status) && !reopened(j));
     if (FINAL.includes(status) && open.length > 0) {
       out.push({ invariant: 'flow.status-matches-jobs', jobIds: open.map((j) => j.id), detail: `flow ${flowId} ${status} with jobs still ${open.map((j) => `${j.id} ${j.status}`).join(', ')}` });

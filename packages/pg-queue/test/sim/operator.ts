@@ -119,12 +119,15 @@ export async function act(d: OperatorDeps, kind: OperatorKind, pick: number, hol
     case 'priority-probe': {
       // Issue 39 item 4: a paused queue, low-priority jobs then high ones, resume: each claim starts by priority.
       await d.queue.pause('prio');
+      await record(d.db, 'pause', t0, [], { queue: 'prio' }); // pause.nothing-starts reads it, as a pause-resume's
       const low = Array.from({ length: 25 }, () => ({ queue: 'prio', payload: { b: 'ok', ms: 2, n: ++nonce } satisfies SimPayload, priority: 0 }));
       const high = Array.from({ length: 25 }, () => ({ queue: 'prio', payload: { b: 'ok', ms: 2, n: ++nonce } satisfies SimPayload, priority: 5 }));
       const ids = [...(await d.queue.enqueueMany(low)), ...(await d.queue.enqueueMany(high))];
       await d.db.query(`INSERT INTO sim_enqueues (job_id, kind, committed, by_worker) SELECT id, 'priority-probe', true, 'operator' FROM unnest($1::int8[]) AS id`, [ids]);
       await sleep(300);
+      const t1 = await now(d.db);
       await d.queue.resume('prio');
+      await record(d.db, 'resume', t1, [], { queue: 'prio' });
       await record(d.db, kind, t0, ids, null);
       return `priority probe: ${ids.length} jobs`;
     }
