@@ -37,11 +37,10 @@ const BUFFER_REVIEW_MS = 250;
  * The buffer starts nothing while the worker waits on a check (`unconfirmed`): after a cancel notice, a pause
  * or replace notice, or a failed heartbeat, claim or write, until a heartbeat sent after that has answered.
  *
- * This file wires the events to the parts that apply them, each in its own file, all over one WorkerState (the jobs
- * held, the buffer, the armed list, the slots counted): a claim's answer (accept, here), the buffer's starts and
- * review (pump, here), the start mark (StartMarks), run and settle (RunningJobs), heartbeats, cancels and losses
- * (LeaseAnswers), eager starts (EagerStarts). What they decide from the counts is pure code in start-plan.ts; the
- * states a held job moves through, and the table of its moves, are in held-job.ts.
+ * This file wires the events to the parts that apply them, each in its own file, over one WorkerState (jobs held,
+ * buffer, armed list, slots): a claim's answer (accept) and the buffer's starts and review (pump), here; the start
+ * mark (StartMarks), run and settle (RunningJobs), heartbeats, cancels and losses (LeaseAnswers), eager starts
+ * (EagerStarts). Their decisions from the counts are pure code in start-plan.ts; a held job's states, in held-job.ts.
  */
 export class QueueWorker implements ClaimTarget {
   private readonly state: WorkerState;
@@ -76,8 +75,7 @@ export class QueueWorker implements ClaimTarget {
     );
     const pump = () => this.pump();
     this.runs = new RunningJobs(state, this.claims, pump);
-    // A mark that refused a job asks for a check of the rest of the buffer (answers exists by the time a mark answers).
-    this.marks = new StartMarks(state, this.runs, pump, () => this.answers.askForCheck());
+    this.marks = new StartMarks(state, this.runs, pump, () => this.answers.askForCheck()); // answers exists by then
     this.answers = new LeaseAnswers(state, this.runs, this.marks, pump);
     this.eager = new EagerStarts(state, this.runs, this.marks, pump);
   }
@@ -96,10 +94,7 @@ export class QueueWorker implements ClaimTarget {
     return this.state.buffer.size + this.state.armed.length;
   }
 
-  /**
-   * The claim loop, read by health checks (ClaimLoop.state), and the slots with no job in them (`idleSlots`: a claim
-   * in flight reserves slots but fills none until it answers).
-   */
+  /** The claim loop, for health checks, and the slots with no job in them (a claim in flight reserves, fills none). */
   get claimLoopState(): ClaimLoopState & { idleSlots: number } {
     return { ...this.claims.state, idleSlots: this.state.slots.idle(this.state.armed.length) };
   }
@@ -159,11 +154,9 @@ export class QueueWorker implements ClaimTarget {
       let slotsLeft = slots.reserved;
       slots.reserved = 0;
       const tookMs = performance.now() - sentAt;
-      // This process stalled while the claim was in flight (frozen, a blocked event loop): the leases its rows
-      // got at the claim may have lapsed meanwhile, and the rows been swept and claimed again elsewhere. None of
-      // them starts; all go back, uncharged (fenced: a row claimed again meanwhile is left alone). Seen in the
-      // fault suite: a worker SIGSTOPped with a claim in flight started two of its jobs on SIGCONT, 6 s after
-      // their 2 s leases had lapsed and another worker had run them.
+      // This process stalled while the claim was in flight (frozen, a blocked event loop): its rows' leases may have
+      // lapsed and the rows been swept and claimed elsewhere. None starts; all go back, uncharged (fenced). The fault
+      // suite saw a worker SIGSTOPped mid-claim start two jobs on SIGCONT, 6 s after their 2 s leases, already run.
       if (deadlines.stale(tookMs)) {
         const late = jobs.map((claimed) => new HeldJob(config.queue, claimed, shared.services));
         if (late.length) {
@@ -384,11 +377,10 @@ export class QueueWorker implements ClaimTarget {
   }
 
   /**
-   * Every BUFFER_REVIEW_MS: gives back buffered jobs past their start deadline, and with 'auto' the surplus of
-   * jobs running far longer than the estimate (a burst of slow jobs, a handler stuck): seen before any of them
-   * finishes, by how long no slot has freed while all are busy (a sample for both estimates whenever jobs wait, in
-   * the buffer or armed). A tick that comes late means this process itself was stalled (a blocked event loop, the
-   * machine busy): its stall sample says nothing about the jobs.
+   * Every BUFFER_REVIEW_MS: gives back buffered jobs past their start deadline, and with 'auto' the surplus of jobs
+   * running far longer than the estimate (slow or stuck), seen before any finishes by how long no slot has freed while
+   * all are busy (a sample for both estimates whenever jobs wait, buffered or armed). A late tick means this process
+   * itself stalled (a blocked event loop, a busy machine): its sample says nothing about the jobs.
    */
   private reviewBuffer(): void {
     const { state } = this;
@@ -398,10 +390,8 @@ export class QueueWorker implements ClaimTarget {
     if (state.stopping) return;
     const stalledMs = stalledFor(state.slots.allBusy(), late, now, state.lastFreedAt);
     let changed = false;
-    // Only armed jobs waiting (fast jobs: a claim marks all it takes started ahead, the buffer stays empty): the stall
-    // is ReadAhead's sample too, as buffer.review makes it while the buffer holds jobs. Without it the armed jobs given
-    // back below went back at the read-ahead of the fast jobs (hundreds): this worker's own claim, sent in the same turn
-    // as the put-back and so ahead of the idle instances its NOTIFY wakes, took them all back into its buffer.
+    // Only armed jobs waiting (after fast jobs a claim arms all it takes): the stall is ReadAhead's sample too, or those
+    // given back below went back at the fast jobs' read-ahead, and this worker's own next claim took them all back.
     if (stalledMs !== undefined && state.buffer.size === 0 && state.armed.length > 0) state.buffer.auto?.stalled(stalledMs);
     if (state.buffer.size > 0) {
       const out = state.buffer.review(now, stalledMs ?? 0);
@@ -409,11 +399,9 @@ export class QueueWorker implements ClaimTarget {
       changed = out.length > 0;
     }
     if (state.armed.length > 0) {
-      // A stall is a sample (StartAhead.stalled): jobs turned slow or stuck stop being armed. Armed jobs no slot freed
-      // for in time go back, uncharged again; and those beyond a depth that shrank (jobs turned slow: another
-      // instance may start them sooner), but only once nothing waits in the buffer behind them, so that what goes
-      // back is always the end of the claim order (giving some back while the buffer stayed started lower-priority
-      // jobs first).
+      // A stall is a sample (StartAhead.stalled): slow or stuck jobs stop being armed. Armed jobs no slot freed for in
+      // time go back uncharged, and those beyond a depth that shrank once nothing waits in the buffer behind them, so
+      // that what goes back is the end of the claim order (not lower-priority jobs started first).
       if (stalledMs !== undefined) state.startAhead?.stalled(stalledMs);
       const keep = state.buffer.size === 0 ? (state.startAhead?.depth ?? 0) : Infinity;
       const out = armedGoingBack(state.armed, now, keep);
