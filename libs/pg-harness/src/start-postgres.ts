@@ -128,6 +128,16 @@ async function startEmbedded(options: StartPostgresOptions): Promise<PostgresSer
     ...(durable ? {} : { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off' }),
     ...options.settings,
   };
+  // The server's lines while a start is tried are held: a start that fails on a taken port is retried, and its lines
+  // (a FATAL "could not create any TCP/IP sockets") are dropped for the notice that says what happened; a start that
+  // succeeds, or fails for another reason, passes them on.
+  let held: string[] | undefined;
+  const log = options.log && ((message: string) => (held ? held.push(message) : options.log!(message)));
+  const passHeld = () => {
+    const lines = held ?? [];
+    held = undefined;
+    for (const message of lines) options.log?.(message);
+  };
   const serverOn = (port: number) =>
     new EmbeddedServer({
       binDir,
@@ -138,7 +148,7 @@ async function startEmbedded(options: StartPostgresOptions): Promise<PostgresSer
       password: PASSWORD,
       initdbFlags: durable ? [] : ['--no-sync'],
       settings,
-      log: options.log,
+      log,
     });
   let port = await freePort(options.port);
   let server = serverOn(port);
@@ -146,11 +156,16 @@ async function startEmbedded(options: StartPostgresOptions): Promise<PostgresSer
   // A port found free can be taken before the server binds it (two demos or test runs starting at once both find
   // the remembered port free): the server then exits at start-up, and we try again on a port the system picks.
   for (let attempt = 1; ; attempt++) {
+    held = [];
     try {
       await server.start();
+      passHeld();
       break;
     } catch (error) {
-      if (attempt >= 5 || !(error instanceof Error && error.message.includes('Address already in use'))) throw error;
+      if (attempt >= 5 || !(error instanceof Error && error.message.includes('Address already in use'))) {
+        passHeld();
+        throw error;
+      }
       const taken = port;
       port = await freePort();
       notice?.(`PostgreSQL's port ${taken} was taken while it started: it listens on ${port} instead`);

@@ -110,12 +110,20 @@ describe('every, limit and dates across OS processes', () => {
       expect(gaps(limited).filter((g) => g < 1_000)).toEqual([]);
       expect(schedule('every-limit')).toMatchObject({ fires: 6, fire_limit: 6, next_fire_at: null });
 
-      // The dates: the first fire at the start (an every schedule's first fire is its startDate), none before it, none after the end.
+      // The dates: none before the start, none after the end; in between, what every-1s is held to above: never two
+      // fires closer than the interval, none lost (each next fire within 3 s, from the start, or from when the
+      // processes were up if their start on a loaded machine ran past it, to the end). So 2 fires in its 6 s can be
+      // right (at 8 s, 11 s, then 14 s passed while a SIGKILLed claim waited for the next scan: round 14e).
       const windowed = await fires(db, 'every-window');
       expect(windowed.filter((f) => f.fireAt < t0 + 8_000 || f.fireAt > t0 + 14_000)).toEqual([]);
-      expect(windowed.length).toBeGreaterThanOrEqual(3);
       expect(windowed.length).toBeLessThanOrEqual(7);
-      expect(gaps(windowed).filter((g) => g < 1_000)).toEqual([]);
+      expect(gaps(windowed).filter((g) => g < 1_000 || g > 3_000)).toEqual([]);
+      const windowFrom = Math.max(t0 + 8_000, from);
+      if (windowFrom < t0 + 14_000 - 3_000) {
+        expect(windowed.length).toBeGreaterThanOrEqual(2);
+        expect(windowed[0].fireAt - windowFrom).toBeLessThanOrEqual(3_000);
+        expect(t0 + 14_000 - windowed.at(-1)!.fireAt).toBeLessThanOrEqual(3_000);
+      }
       expect(schedule('every-window').next_fire_at).toBeNull();
 
       // cron with a start and a limit: exactly the 5 fire times from the start, each once.
