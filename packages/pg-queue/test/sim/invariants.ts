@@ -109,6 +109,19 @@ function epochOf(facts: Facts, t: Transition): Date {
 const sleptBefore = (r: Run, at: Date) => r.outcome === 'slept' && r.ended_at !== null && r.ended_at < at;
 
 /**
+ * A run its holder put back uncounted before `at`, and that ended before it: shutdown past its grace aborts a handler and
+ * releases its row, taking back the interrupted attempt (`processing` -> `queued`, attempts one less, by the run's
+ * worker), so the row's count no longer covers the run; the run is over for a change after its end (seed 1402, job 506:
+ * closed at 38.6 s, released at 39.640, its handler returned at 39.677, replaced at 43.2).
+ */
+const releasedBefore = (facts: Facts, r: Run, at: Date) =>
+  r.ended_at !== null && r.ended_at < at &&
+  (facts.transitionsByJob.get(r.job_id) ?? []).some(
+    (x) => x.at <= at && x.at >= r.started_at && x.op === 'update' && x.old_status === 'processing' && !x.old_buffered && x.new_status === 'queued' &&
+      x.new_locked_by === r.worker && x.new_attempts === r.attempt - 1,
+  );
+
+/**
  * A job runs more than once only when a run was cut by a fault of its holder (fault_held), failed (a retry), was
  * retried by the operator after it, or shared its process with an event-loop block. Two runs of one job at once
  * on two processes without such a cause are reported separately (a lease lost while its holder ran it).
@@ -181,7 +194,7 @@ export function replaceSparesRunning(facts: Facts): Violation[] {
     if (t.op !== 'update' || t.old_hash === t.new_hash) continue;
     const epoch = epochOf(facts, t);
     const runs = (facts.runsByJob.get(t.job_id) ?? []).filter(
-      (r) => r.started_at >= epoch && !sleptBefore(r, t.at) && r.attempt > (t.old_attempts ?? 0) - (t.old_status === 'processing' && !t.old_buffered ? 1 : 0),
+      (r) => r.started_at >= epoch && !sleptBefore(r, t.at) && !releasedBefore(facts, r, t.at) && r.attempt > (t.old_attempts ?? 0) - (t.old_status === 'processing' && !t.old_buffered ? 1 : 0),
     );
     const before = runs.filter((r) => r.started_at <= t.at && r.payload_hash === t.old_hash);
     if (before.length > 0 || (t.old_status === 'processing' && !t.old_buffered)) {
