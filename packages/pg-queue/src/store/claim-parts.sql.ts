@@ -1,6 +1,6 @@
 // The parts the claims share (claim.sql.ts, claim-keyed.sql.ts): the limited claim's frame, the walks of the claim
 // index in a claim's order, the checks of a stopped queue and of a blocked key.
-import { MS } from './shared.sql.js';
+import { keyBlocked, MS } from './shared.sql.js';
 
 /**
  * A claimed row's created_at as epoch milliseconds, or NULL when it equals run_at (a job enqueued to run at once:
@@ -147,8 +147,7 @@ export function queueStopped(keyBlocks: boolean, storedLimits: string): string {
 }
 
 /** The key `key` (an SQL expression) is not blocked by a partner's 429 now: background_queue_key_blocks' primary key, one probe. */
-export const keyNotBlocked = (key: string) =>
-  `NOT EXISTS (SELECT 1 FROM background_queue_key_blocks AS kb WHERE kb.queue_name = $1 AND kb.concurrency_key = ${key} AND kb.blocked_until > now())`;
+export const keyNotBlocked = (key: string) => `NOT ${keyBlocked(key)}`;
 
 /** The per-row check of the key-blocked variants: the job's key is not blocked. */
 const KEY_NOT_BLOCKED = (alias: string) => keyNotBlocked(`${alias}.concurrency_key`);

@@ -1,7 +1,7 @@
 // Settle: what ends or renews a claim (complete, fail, snooze, put back, heartbeat, the start mark), each
 // fenced on the worker and the claim's fence token.
 import { JOBS_CHANNEL } from '../pg-queue.constants.js';
-import { appendLogs, FLOW_COLUMNS, forgetAttempts, MS, notifyAwaited, recordAttempts, stepFlows, stepSuccessors, SUCCESSOR_COLUMNS } from './shared.sql.js';
+import { appendLogs, FLOW_COLUMNS, forgetAttempts, keyBlocked, MS, notifyAwaited, recordAttempts, stepFlows, stepSuccessors, SUCCESSOR_COLUMNS } from './shared.sql.js';
 
 /**
  * The ids of a batch settle ($2) that `cte` did not settle (fenced out: normally none), as rows (id, false). When the
@@ -44,9 +44,8 @@ const HELD_BY_WORKER = `j.status IS NOT DISTINCT FROM 'processing' AND j.locked_
  * block holds from its commit in every process, whether its notice (REVIEW_CHANNEL) came, came late or was lost.
  */
 const MUST_NOT_START = `EXISTS (SELECT 1 FROM background_queues AS q WHERE q.queue_name = j.queue_name
-        AND (q.paused OR q.blocked_until > now() OR (j.concurrency_key IS NOT NULL AND q.key_blocked_until > now() AND EXISTS (
-          SELECT 1 FROM background_queue_key_blocks AS kb
-          WHERE kb.queue_name = j.queue_name AND kb.concurrency_key = j.concurrency_key AND kb.blocked_until > now()))))`;
+        AND (q.paused OR q.blocked_until > now()
+          OR (j.concurrency_key IS NOT NULL AND q.key_blocked_until > now() AND ${keyBlocked('j.concurrency_key', 'j.queue_name')})))`;
 
 /**
  * The completion of a batch, in two variants: plain, and with the handlers' results and last progress

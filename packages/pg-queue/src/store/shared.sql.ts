@@ -80,6 +80,14 @@ export const forgetAttempts = (cte: string) => `forgotten AS (
 export const MS = `* interval '1 millisecond'`;
 
 /**
+ * The key `key` of queue `queue` (SQL expressions) is blocked by a partner's 429 now: background_queue_key_blocks'
+ * primary key, one probe. Read by the claims (keyNotBlocked in claim-parts.sql.ts, the queue being $1) and by the start
+ * mark and the heartbeat's check of a buffer (MUST_NOT_START in settle.sql.ts, the job's own queue).
+ */
+export const keyBlocked = (key: string, queue = '$1') =>
+  `EXISTS (SELECT 1 FROM background_queue_key_blocks AS kb WHERE kb.queue_name = ${queue} AND kb.concurrency_key = ${key} AND kb.blocked_until > now())`;
+
+/**
  * None of flow `flow`'s jobs can still run (queued, processing or blocked): the pruner and the history mover take a
  * finished job of a flow only then. A job of an ended flow that an operator retried runs alone, and while it runs
  * (or waits to), the flow's other jobs are what it reads (its parents' results) and what a retry of its dependents
